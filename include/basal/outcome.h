@@ -1,0 +1,43 @@
+// What a script caused: a closed set of outcomes, always journaled, always counted in health.
+// These are not basal's own errors (see result.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace basal {
+
+enum class Outcome {
+  kOk,
+  kScriptError,         // threw or rejected (or the module failed to load)
+  kBudgetExhausted,     // cpu, memory or stack budget
+  kDeadline,            // wall-clock deadline passed: the parent killed the worker
+  kProtocolViolation,   // the worker sent something invalid: killed
+  kWorkerCrashed,       // died by a signal other than SIGSYS, or exited
+  kWorkerConfinement,   // killed by SIGSYS: the seccomp filter stopped a system call
+  kWorkerRefused,       // its welcome did not report the confinement this OS requires
+  kSpawnFailed,         // the worker could not be started
+  kJournalError,        // the journal could not commit: nothing was answered
+  kInvalidInput,        // the activation's input was not valid JSON
+};
+
+// The wire/CLI name: "ok", "script_error", "budget_exhausted", "deadline", ...
+const char* OutcomeName(Outcome outcome);
+
+struct ActivationResult {
+  int64_t activation_id = 0;
+  Outcome outcome = Outcome::kOk;
+  nlohmann::json result;        // when ok
+  std::string message;          // when not ok: what happened, naming the cause
+  std::string error_name;       // script_error: the JS error's name
+  std::string stack;            // script_error: the JS stack
+  std::string budget;           // budget_exhausted: "cpu", "memory" or "stack"
+  int64_t cpu_us = 0;
+  bool ok() const { return outcome == Outcome::kOk; }
+  // {"kind": ..., "message": ..., ["name", "stack", "budget"]}
+  nlohmann::json ErrorJson() const;
+};
+
+}  // namespace basal

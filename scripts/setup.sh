@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what basal needs on Debian 12 (only what is missing; apt is not touched when nothing
+# is), then configures and builds:
+#   build/release  the release build (what you deploy; examples run from here)
+#   build/hooks    a test-hooks build (-DBASAL_TEST_HOOKS=ON) for the confinement probe suite:
+#                  its worker can be told to weaken itself, so it is never deployed
+# QuickJS is fetched by CMake with `npm pack qjsc@0.3.0` and checked against the pinned integrity.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+packages=(build-essential cmake pkg-config libseccomp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
+          libgtest-dev libgmock-dev googletest libbenchmark-dev strace)
+
+missing=()
+for p in "${packages[@]}"; do
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+# node and npm may come from another Debian-format package (nodejs with npm bundled); what CMake
+# needs is the two commands.
+if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  sudo=()
+  if [[ "$(id -u)" != 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo)
+    else
+      echo "setup: need root (or sudo) to install: ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
+  "${sudo[@]}" apt-get update
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "setup: every package is present"
+fi
+
+echo "setup: building build/release"
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release
+cmake --build build/release -j2
+
+echo "setup: building build/hooks (test hooks: tests only, never deployed)"
+cmake -S . -B build/hooks -DCMAKE_BUILD_TYPE=Release -DBASAL_TEST_HOOKS=ON -DBASAL_BUILD_BENCH=OFF
+cmake --build build/hooks -j2

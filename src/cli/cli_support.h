@@ -1,0 +1,44 @@
+// What every `basal` command shares: the one-line error report, the closed set of basal's own
+// error kinds, file reading, and the default places (journal, worker binary).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "basal/result.h"
+
+namespace basal::cli {
+
+// Exit codes of every command (docs/cli.md).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;  // an activation failed, or basal could not do what was asked
+inline constexpr int kExitUsage = 2;   // the command line itself was wrong
+
+// basal's own error kinds, beside the outcome kinds of outcome.h (OutcomeName):
+inline constexpr const char* kKindUsage = "usage";        // a flag or argument is wrong
+inline constexpr const char* kKindIo = "io";              // a file could not be read, written or found
+inline constexpr const char* kKindManifest = "manifest";  // the module refused the flow or its manifest
+inline constexpr const char* kKindJournal = "journal";    // the journal could not be opened or read
+inline constexpr const char* kKindSetup = "setup";        // the module could not start (kernel, worker, options)
+
+// Prints `basal: <kind>: <message>` as ONE line on stderr (newlines in `message` are escaped).
+void ReportError(std::string_view kind, std::string_view message);
+// The kind for an error the module returned while opening (journal, io, setup).
+const char* KindForOpenError(const Error& error);
+
+// Replaces control characters so untrusted text (a script's message) cannot forge extra lines.
+std::string OneLine(std::string_view text);
+
+Result<std::string> ReadFile(const std::string& path, std::string_view what);
+Result<void> WriteFile(const std::string& path, std::string_view data, std::string_view what);
+
+// ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db; creates missing directories 0700.
+Result<std::string> DefaultJournalPath();
+// The ck-basal-worker beside this binary (readlink /proc/self/exe); must be executable.
+Result<std::string> DefaultWorkerPath();
+// `path` must name an executable regular file.
+Result<void> CheckWorker(const std::string& path);
+
+std::string Basename(const std::string& path);
+
+}  // namespace basal::cli

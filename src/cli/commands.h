@@ -1,0 +1,47 @@
+// The `basal` subcommands. main.cpp parses the command line into these option structs (CLI11);
+// each Run*Command returns the process exit code (see cli_support.h, docs/cli.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace basal::cli {
+
+struct RunOptions {
+  std::string flow_path;
+  std::string manifest_path;
+  std::string input = "null";         // --input: one JSON value
+  std::string inputs_path;            // --inputs FILE.jsonl ("-" = stdin): many activations
+  size_t concurrency = 1;             // --concurrency K: at most K activations submitted at once
+  std::string db_path;                // empty: the default journal
+  std::string worker_path;            // empty: ck-basal-worker beside basal
+  std::string durability = "normal";  // normal | full
+  std::string profile = "flow";       // flow | codemode
+  bool allow_without_landlock = false;
+  std::string health_out;             // --health-out FILE: the module's health report (JSON)
+  size_t max_workers = 8;
+  std::vector<std::string> worker_args;  // hidden: test-hooks worker switches
+};
+
+struct JournalOptions {
+  std::string db_path;
+  std::optional<int64_t> activation;
+  size_t limit = 20;  // 0: every activation
+  bool json = false;
+};
+
+struct DoctorOptions {
+  std::string worker_path;
+  bool allow_without_landlock = false;
+  std::vector<std::string> worker_args;  // hidden
+};
+
+int RunCommand(const RunOptions& options);
+int JournalCommand(const JournalOptions& options);
+int DoctorCommand(const DoctorOptions& options);
+int HealthCommand();
+
+}  // namespace basal::cli

@@ -1,0 +1,103 @@
+// `basal doctor`: starts one worker, shows what its welcome reports about confinement and
+// whether the parent accepts it. Runs no flow; its journal is a throw-away file.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "basal/module.h"
+#include "cli/cli_support.h"
+#include "cli/commands.h"
+
+namespace basal::cli {
+namespace {
+
+// A temporary directory for the doctor's journal, removed with everything SQLite put in it.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string base = (tmp && tmp[0] == '/') ? tmp : "/tmp";
+    std::string templ = base + "/basal-doctor.XXXXXX";
+    if (::mkdtemp(templ.data())) path_ = templ;
+  }
+  ~ScratchDir() {
+    if (path_.empty()) return;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((journal() + suffix).c_str());
+    ::rmdir(path_.c_str());
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  std::string journal() const { return path_ + "/journal.db"; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+int DoctorCommand(const DoctorOptions& o) {
+  ModuleOptions mo;
+  if (!o.worker_path.empty()) {
+    if (auto ok = CheckWorker(o.worker_path); !ok) {
+      ReportError(kKindIo, ok.error().message);
+      return kExitFailed;
+    }
+    mo.worker_path = o.worker_path;
+  } else {
+    auto worker = DefaultWorkerPath();
+    if (!worker) {
+      ReportError(kKindIo, worker.error().message);
+      return kExitFailed;
+    }
+    mo.worker_path = *worker;
+  }
+  ScratchDir scratch;
+  if (!scratch.ok()) {
+    ReportError(kKindIo, "cannot create a temporary directory for the doctor's journal (set TMPDIR)");
+    return kExitFailed;
+  }
+  mo.journal_path = scratch.journal();
+  mo.allow_without_landlock = o.allow_without_landlock;
+  mo.worker_args = o.worker_args;
+
+  auto module = Module::Open(mo);
+  if (!module) {
+    ReportError(KindForOpenError(module.error()), module.error().message);
+    return kExitFailed;
+  }
+  const Module::DoctorReport report = (*module)->Doctor();
+
+  std::string out;
+  out += "worker:                " + mo.worker_path + "\n";
+  out += "kernel Landlock ABI:   " +
+         (report.kernel_landlock_abi > 0 ? std::to_string(report.kernel_landlock_abi) : std::string("none")) + "\n";
+  out += "required Landlock ABI: " +
+         (report.required_landlock_abi > 0 ? std::to_string(report.required_landlock_abi)
+                                           : std::string("none (allowed without Landlock)")) +
+         "\n";
+  if (report.welcome.is_null()) {
+    out += "welcome:               none arrived\n";
+  } else {
+    const nlohmann::json& w = report.welcome;
+    auto field = [&w](const char* key) {
+      return w.is_object() && w.contains(key) ? w[key].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                              : std::string("?");
+    };
+    out += "welcome:               protocol " + field("protocol") + ", os " + field("os") + ", engine " +
+           field("engine") + ", pid " + field("pid") + ", test_hooks " + field("test_hooks") + "\n";
+    const nlohmann::json& confinement =
+        w.is_object() && w.contains("confinement") ? w["confinement"] : report.welcome;
+    out += "confinement report:\n";
+    out += confinement.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  out += std::string("accepted: ") + (report.accepted ? "yes" : "no") + " (" + OneLine(report.verdict) + ")\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  return report.accepted ? kExitOk : kExitFailed;
+}
+
+}  // namespace basal::cli

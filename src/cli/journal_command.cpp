@@ -1,0 +1,157 @@
+// `basal journal`: the journal read back, readable or as JSON lines.
+#include <sys/stat.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+#include <string>
+
+#include "cli/cli_support.h"
+#include "cli/commands.h"
+#include "parent/journal.h"
+#include "protocol/messages.h"
+
+namespace basal::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+void Print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+// Stored JSON text back to a value; text that does not parse is kept as a string, not lost.
+Json StoredJson(const std::string& text) {
+  if (text.empty()) return nullptr;
+  Json value;
+  std::string why;
+  if (protocol::ParseJsonValue(text, value, why)) return value;
+  return text;
+}
+
+std::string Utc(int64_t unix_us) {
+  const time_t secs = static_cast<time_t>(unix_us / 1'000'000);
+  tm t{};
+  gmtime_r(&secs, &t);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>((unix_us % 1'000'000) / 1000));
+  return buf;
+}
+
+std::string Millis(int64_t us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", static_cast<double>(us) / 1000.0);
+  return buf;
+}
+
+Json CallJson(const CallRow& c) {
+  Json j = {{"call_id", c.call_id},
+            {"name", c.name},
+            {"args", StoredJson(c.args_json)},
+            {"allowed", c.allowed},
+            {"reason", c.reason},
+            {"start_unix_us", c.start_unix_us},
+            {"end_unix_us", c.end_unix_us}};
+  if (!c.result_json.empty()) j["result"] = StoredJson(c.result_json);
+  if (!c.error_json.empty()) j["error"] = StoredJson(c.error_json);
+  return j;
+}
+
+Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls) {
+  Json j = {{"id", a.id},
+            {"flow", a.flow},
+            {"source_hash", a.source_hash},
+            {"manifest_hash", a.manifest_hash},
+            {"input", StoredJson(a.input_json)},
+            {"start_unix_us", a.start_unix_us},
+            {"end_unix_us", a.end_unix_us ? Json(*a.end_unix_us) : Json(nullptr)},
+            {"outcome", a.outcome.empty() ? Json(nullptr) : Json(a.outcome)},
+            {"cpu_us", a.cpu_us}};
+  if (!a.result_json.empty() || a.outcome == "ok") j["result"] = StoredJson(a.result_json);
+  if (!a.error_json.empty()) j["error"] = StoredJson(a.error_json);
+  Json list = Json::array();
+  for (const CallRow& c : calls) list.push_back(CallJson(c));
+  j["calls"] = std::move(list);
+  return j;
+}
+
+std::string Compact(const std::string& stored) { return OneLine(protocol::DumpJson(StoredJson(stored))); }
+
+void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
+  std::string out = "activation " + std::to_string(a.id) + "  " + OneLine(a.flow) + "  " +
+                    (a.outcome.empty() ? std::string("unfinished") : OneLine(a.outcome)) + "\n";
+  out += "  started   " + Utc(a.start_unix_us) + "\n";
+  if (a.end_unix_us) {
+    out += "  ended     " + Utc(*a.end_unix_us) + "  (" + Millis(*a.end_unix_us - a.start_unix_us) + ", cpu " +
+           Millis(a.cpu_us) + ")\n";
+  }
+  out += "  source    " + OneLine(a.source_hash) + "\n";
+  out += "  manifest  " + OneLine(a.manifest_hash) + "\n";
+  out += "  input     " + Compact(a.input_json) + "\n";
+  if (!a.result_json.empty()) out += "  result    " + Compact(a.result_json) + "\n";
+  if (!a.error_json.empty()) out += "  error     " + Compact(a.error_json) + "\n";
+  if (calls.empty()) {
+    out += "  calls     none\n";
+  } else {
+    out += "  calls     " + std::to_string(calls.size()) + "\n";
+  }
+  for (const CallRow& c : calls) {
+    out += "    #" + std::to_string(c.call_id) + " " + OneLine(c.name) + " " + Compact(c.args_json) + "\n";
+    out += std::string("      ") + (c.allowed ? "allowed" : "DENIED") + ": " + OneLine(c.reason) + "\n";
+    if (!c.result_json.empty()) out += "      result " + Compact(c.result_json) + "\n";
+    if (!c.error_json.empty()) out += "      error  " + Compact(c.error_json) + "\n";
+    out += "      took   " + Millis(c.end_unix_us - c.start_unix_us) + "\n";
+  }
+  Print(out);
+}
+
+}  // namespace
+
+int JournalCommand(const JournalOptions& o) {
+  std::string path = o.db_path;
+  if (path.empty()) {
+    auto db = DefaultJournalPath();
+    if (!db) {
+      ReportError(kKindIo, db.error().message);
+      return kExitFailed;
+    }
+    path = *db;
+  }
+  // Reading must never create an empty journal where the operator expected one.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    ReportError(kKindIo, "no journal at " + path + " (run a flow first, or pass --db FILE)");
+    return kExitFailed;
+  }
+  auto journal = Journal::Open(path, Durability::kNormal);
+  if (!journal) {
+    ReportError(KindForOpenError(journal.error()), journal.error().message);
+    return kExitFailed;
+  }
+  const size_t limit = o.limit == 0 ? static_cast<size_t>(std::numeric_limits<int64_t>::max()) : o.limit;
+  auto rows = (*journal)->Activations(o.activation, limit);
+  if (!rows) {
+    ReportError(kKindJournal, rows.error().message);
+    return kExitFailed;
+  }
+  bool first = true;
+  for (const ActivationRow& a : *rows) {
+    auto calls = (*journal)->Calls(a.id);
+    if (!calls) {
+      ReportError(kKindJournal, calls.error().message);
+      return kExitFailed;
+    }
+    if (o.json) {
+      Print(protocol::DumpJson(ActivationJson(a, *calls)) + "\n");
+    } else {
+      if (!first) Print("\n");
+      PrintReadable(a, *calls);
+    }
+    first = false;
+  }
+  if (rows->empty() && !o.json) Print("the journal " + path + " holds no activations\n");
+  std::fflush(stdout);
+  return kExitOk;
+}
+
+}  // namespace basal::cli

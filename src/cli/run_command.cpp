@@ -1,0 +1,249 @@
+// `basal run`: one activation (--input), or many through the pool (--inputs FILE.jsonl).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "basal/module.h"
+#include "cli/cli_support.h"
+#include "cli/commands.h"
+#include "protocol/messages.h"
+
+namespace basal::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+void PrintLine(const std::string& line) {
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+// The one-line message for a failed activation; a script error leads with the JS error's name.
+std::string FailureMessage(const ActivationResult& r) {
+  std::string message = r.message;
+  if (r.outcome == Outcome::kScriptError && !r.error_name.empty() && message.rfind(r.error_name + ":", 0) != 0)
+    message = r.error_name + ": " + message;
+  if (r.activation_id > 0) message += " (activation " + std::to_string(r.activation_id) + ")";
+  return message;
+}
+
+Json ActivationLine(const ActivationResult& r) {
+  Json line = Json::object();
+  line["activation"] = r.activation_id > 0 ? Json(r.activation_id) : Json(nullptr);
+  if (r.ok()) {
+    line["ok"] = r.result;
+  } else {
+    line["error"] = r.ErrorJson();
+  }
+  return line;
+}
+
+Json InvalidInputLine(size_t line_number, const std::string& why) {
+  return Json{{"activation", nullptr},
+              {"error",
+               {{"kind", OutcomeName(Outcome::kInvalidInput)},
+                {"message", "line " + std::to_string(line_number) + " is not valid JSON: " + why}}}};
+}
+
+struct InputLine {
+  size_t line_number = 0;
+  std::optional<Json> input;  // nullopt: invalid (see `error`)
+  std::string error;
+};
+
+std::vector<InputLine> SplitInputs(const std::string& text) {
+  std::vector<InputLine> lines;
+  size_t pos = 0;
+  size_t number = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    InputLine in;
+    in.line_number = number;
+    Json value;
+    if (protocol::ParseJsonValue(line, value, in.error)) in.input = std::move(value);
+    lines.push_back(std::move(in));
+  }
+  return lines;
+}
+
+// Runs every line through the pool with at most `concurrency` submitted at once, and prints each
+// line's outcome in input order as soon as it and every line before it are known.
+bool RunInputs(Module& module, FlowId flow, const std::vector<InputLine>& lines, size_t concurrency) {
+  struct State {
+    std::vector<std::optional<Json>> out;
+    size_t next = 0;
+    size_t printed = 0;
+    size_t in_flight = 0;
+    bool pumping = false;
+    bool again = false;
+    bool all_ok = true;
+  };
+  auto st = std::make_shared<State>();
+  st->out.resize(lines.size());
+
+  auto flush_ready = [st] {
+    while (st->printed < st->out.size() && st->out[st->printed]) {
+      PrintLine(protocol::DumpJson(*st->out[st->printed]));
+      st->out[st->printed].reset();
+      ++st->printed;
+    }
+  };
+
+  // Submitting from a completion callback refills the window; a `done` that runs inside Submit
+  // (the activation could not even start) must not recurse, hence `pumping`.
+  std::function<void()> pump;
+  pump = [&, st] {
+    if (st->pumping) {
+      st->again = true;
+      return;
+    }
+    st->pumping = true;
+    do {
+      st->again = false;
+      while (st->in_flight < concurrency && st->next < lines.size()) {
+        const size_t index = st->next++;
+        const InputLine& line = lines[index];
+        if (!line.input) {
+          st->out[index] = InvalidInputLine(line.line_number, line.error);
+          st->all_ok = false;
+          continue;
+        }
+        ++st->in_flight;
+        module.Submit(flow, *line.input, [st, index, &pump, &flush_ready](const ActivationResult& r) {
+          st->out[index] = ActivationLine(r);
+          if (!r.ok()) st->all_ok = false;
+          --st->in_flight;
+          flush_ready();
+          pump();
+        });
+      }
+      flush_ready();
+    } while (st->again);
+    st->pumping = false;
+  };
+
+  pump();
+  while (st->printed < lines.size()) {
+    const size_t before = st->printed;
+    const size_t next_before = st->next;
+    module.RunUntilIdle();
+    pump();
+    if (st->printed == before && st->next == next_before && st->in_flight > 0) {
+      // RunUntilIdle returned with activations still owed: the module broke its promise.
+      ReportError(kKindSetup, "the module went idle with " + std::to_string(st->in_flight) +
+                                  " activations unfinished; see the journal");
+      return false;
+    }
+  }
+  return st->all_ok;
+}
+
+}  // namespace
+
+int RunCommand(const RunOptions& o) {
+  auto source = ReadFile(o.flow_path, "flow");
+  if (!source) {
+    ReportError(kKindIo, source.error().message);
+    return kExitFailed;
+  }
+  auto manifest = ReadFile(o.manifest_path, "manifest");
+  if (!manifest) {
+    ReportError(kKindIo, manifest.error().message);
+    return kExitFailed;
+  }
+
+  Json input;
+  std::vector<InputLine> lines;
+  const bool many = !o.inputs_path.empty();
+  if (many) {
+    auto text = o.inputs_path == "-" ? Result<std::string>(std::string(std::istreambuf_iterator<char>(std::cin), {}))
+                                     : ReadFile(o.inputs_path, "inputs");
+    if (!text) {
+      ReportError(kKindIo, text.error().message);
+      return kExitFailed;
+    }
+    lines = SplitInputs(*text);
+  } else {
+    std::string why;
+    if (!protocol::ParseJsonValue(o.input, input, why)) {
+      ReportError(OutcomeName(Outcome::kInvalidInput), "--input is not valid JSON: " + why);
+      return kExitFailed;
+    }
+  }
+
+  ModuleOptions mo;
+  if (!o.worker_path.empty()) {
+    if (auto ok = CheckWorker(o.worker_path); !ok) {
+      ReportError(kKindIo, ok.error().message);
+      return kExitFailed;
+    }
+    mo.worker_path = o.worker_path;
+  } else {
+    auto worker = DefaultWorkerPath();
+    if (!worker) {
+      ReportError(kKindIo, worker.error().message);
+      return kExitFailed;
+    }
+    mo.worker_path = *worker;
+  }
+  if (!o.db_path.empty()) {
+    mo.journal_path = o.db_path;
+  } else {
+    auto db = DefaultJournalPath();
+    if (!db) {
+      ReportError(kKindIo, db.error().message);
+      return kExitFailed;
+    }
+    mo.journal_path = *db;
+  }
+  mo.durability = o.durability == "full" ? JournalDurability::kFull : JournalDurability::kNormal;
+  mo.allow_without_landlock = o.allow_without_landlock;
+  mo.max_workers = o.max_workers;
+  mo.worker_args = o.worker_args;
+
+  auto module = Module::Open(mo);
+  if (!module) {
+    ReportError(KindForOpenError(module.error()), module.error().message);
+    return kExitFailed;
+  }
+  const Profile profile = o.profile == "codemode" ? Profile::kCodemode : Profile::kFlow;
+  auto flow = (*module)->AddFlow(Basename(o.flow_path), std::move(*source), *manifest, profile);
+  if (!flow) {
+    ReportError(kKindManifest, o.manifest_path + ": " + flow.error().message);
+    return kExitFailed;
+  }
+
+  int code = kExitOk;
+  if (many) {
+    code = RunInputs(**module, *flow, lines, o.concurrency) ? kExitOk : kExitFailed;
+  } else {
+    const ActivationResult r = (*module)->Run(*flow, std::move(input));
+    if (r.ok()) {
+      PrintLine(protocol::DumpJson(r.result));
+    } else {
+      ReportError(OutcomeName(r.outcome), FailureMessage(r));
+      code = kExitFailed;
+    }
+  }
+
+  if (!o.health_out.empty()) {
+    const std::string health = (*module)->HealthReport().dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+    if (auto w = WriteFile(o.health_out, health, "health report"); !w) {
+      ReportError(kKindIo, w.error().message);
+      code = kExitFailed;
+    }
+  }
+  return code;
+}
+
+}  // namespace basal::cli

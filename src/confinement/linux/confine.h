@@ -1,0 +1,61 @@
+// ConfineWorker: the worker's whole Linux confinement as one ordered checklist (docs/sandbox.md).
+// ck-basal-worker calls it first thing in main, before it reads its first message:
+//
+//   const ConfinementReport report = ConfineWorker(options);   // exits 70 on any failure
+//   Send(welcome with report.ToJson());
+//
+// After it returns (with default options) the worker can only do what the table in
+// seccomp_policy.cpp admits: use raw read(0)/write(1|2), never stdio (glibc's stdio calls fstat).
+#pragma once
+
+#include <string>
+
+namespace basal::confinement {
+
+inline constexpr int kWorkerLandlockAbiMax = 7;    // the worker knows Landlock ABIs 1..7
+inline constexpr int kExitConfinementFailed = 70;  // documented worker exit code
+
+// Every field is false in release builds: the worker sets them only when compiled with
+// BASAL_TEST_HOOKS (from argv switches), so the parent's refusal of a weak worker can be tested.
+// ConfineWorker refuses (exit 70) a set field in a build without BASAL_TEST_HOOKS.
+struct ConfineOptions {
+  bool weaken_startup_checks = false;  // a failed startup check is reported, not fatal
+  bool skip_landlock = false;
+  bool skip_seccomp = false;
+};
+
+// What the worker reports in its welcome, layer by layer. The parent decides from it.
+struct ConfinementReport {
+  bool startup_checks_passed = false;
+  bool startup_checks_weakened = false;
+  bool descriptors_closed = false;
+  bool no_new_privs = false;
+  bool dumpable = true;  // must end false
+  int landlock_abi = 0;         // ABI of the ruleset installed, 0 if none
+  int landlock_kernel_abi = 0;  // what the kernel reported (0 if it lacks Landlock)
+  std::string landlock_absent_reason;  // empty when installed, else why
+  bool seccomp_installed = false;
+  bool seccomp_tsync = false;
+
+  // One JSON object:
+  // {"startup_checks":{"passed":B,"weakened":B},"descriptors_closed":B,"no_new_privs":B,
+  //  "dumpable":B,"landlock":{"abi":N,"kernel_abi":N[,"absent":"..."]},
+  //  "seccomp":{"installed":B,"tsync":B}}
+  std::string ToJson() const;
+};
+
+// Step 0 prepares the process to live under the filter (SIGPIPE ignored; TZ=UTC0 and localtime
+// primed so glibc never stats /etc/localtime; malloc primed, since its first call uses
+// getrandom), then steps 1-6 in the design's order: startup checks, descriptor close,
+// no_new_privs and non-dumpable, Landlock, descriptor close, seccomp. A failed step writes
+// "ck-basal-worker: confinement failed: <step>: <reason>\n" to fd 2 with raw write(2) and exits
+// kExitConfinementFailed. It never falls back to a weaker sandbox. It returns only when fully
+// confined (or as weakened as options, in a BASAL_TEST_HOOKS build, asked). Call it on the
+// process's only thread.
+ConfinementReport ConfineWorker(const ConfineOptions& options);
+
+// landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION); 0 when the kernel lacks
+// Landlock. For the parent, which computes the ABI it demands itself.
+int KernelLandlockAbi();
+
+}  // namespace basal::confinement

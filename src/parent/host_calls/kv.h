@@ -1,0 +1,44 @@
+// The kv.* host calls: a key-value store in the journal's database, granted per namespace.
+//
+//   manifest:  {"grants": {"kv.get": {"namespaces": ["orders"]}, "kv.put": {"namespaces": ["orders"]}}}
+//   flow:      await host.call("kv.put", {namespace: "orders", key: "o-1", value: {n: 1}});
+//              const v = await host.call("kv.get", {namespace: "orders", key: "o-1"});  // {n: 1}
+//
+//   kv.get    {namespace, key}           -> the stored value, or null when absent
+//   kv.put    {namespace, key, value}    -> null (value: any JSON value, required)
+//   kv.delete {namespace, key}           -> true if the key existed, else false
+//   kv.list   {namespace, prefix?, limit?} -> [{"key": .., "value": ..}, ...] in key byte order
+//
+// Writes join the journal's open batch, so a kv.put commits together with the journal entry of the
+// call that made it. The journal must outlive the registry's use of these handlers.
+#pragma once
+
+#include <cstddef>
+
+#include "basal/host_call.h"
+#include "basal/result.h"
+#include "parent/host_calls/answer.h"
+#include "parent/journal.h"
+
+namespace basal {
+
+inline constexpr size_t kKvMaxNamespaceBytes = 256;
+inline constexpr size_t kKvMaxKeyBytes = 1024;
+inline constexpr size_t kKvListDefaultLimit = 100;
+inline constexpr size_t kKvListMaxLimit = 1000;
+
+enum class KvOp { kGet, kPut, kDelete, kList };
+const char* KvOpName(KvOp op);  // "kv.get", ...
+
+// Registers kv.get, kv.put, kv.delete and kv.list, served from `journal`.
+Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Journal& journal);
+
+// check_grant of every kv.* call: {"namespaces": [non-empty unique strings, at least one]}.
+Result<void> CheckKvGrant(const Json& constraints, const std::string& path);
+// authorize of `op`: nullopt when args name a granted namespace, else the denial reason.
+std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const Json& args);
+// The decision behind the handler (after authorization): TypeError for bad arguments,
+// HostError when the journal fails, else the value.
+HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args);
+
+}  // namespace basal

@@ -1,0 +1,353 @@
+// Manifest parsing, authorization and hashing (see include/basal/manifest.h and docs/manifest.md),
+// and the SHA-256 used for the manifest and flow-source hashes (FIPS 180-4).
+#include "basal/manifest.h"
+
+#include <array>
+#include <cstring>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace basal {
+namespace {
+
+constexpr size_t kShownValueBytes = 60;
+
+// A value as the operator wrote it, for "(got ...)"; long values are cut.
+std::string Shown(const Json& value) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > kShownValueBytes) {
+    size_t cut = kShownValueBytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+    text = text.substr(0, cut) + "...";
+  }
+  return text;
+}
+
+Error Invalid(const std::string& path, const std::string& what) {
+  return MakeError(ErrorCode::kInvalidArgument, path + ": " + what);
+}
+
+std::string Quoted(std::string_view text) {
+  return Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// Path of a key below `parent` ("" is the top level). Names made of the usual characters are
+// written as is (grants.kv.get); anything else is quoted so the path stays unambiguous.
+std::string ChildPath(const std::string& parent, const std::string& key) {
+  bool plain = !key.empty();
+  for (char c : key) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '.';
+    if (!ok) plain = false;
+  }
+  if (parent.empty()) return plain ? key : "manifest[" + Quoted(key) + "]";
+  return plain ? parent + "." + key : parent + "[" + Quoted(key) + "]";
+}
+
+// Duplicate keys are an error, not "last one wins": a second "grants" must not silently replace
+// the first one the operator reviewed. nlohmann keeps the last, so the parse callback watches.
+class DuplicateKeyWatch {
+ public:
+  bool OnEvent(int /*depth*/, Json::parse_event_t event, const Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        frames_.push_back(Frame{event == Json::parse_event_t::array_start, PathOfNextChild(), {}, "", 0});
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        frames_.pop_back();
+        if (!frames_.empty()) Advance();
+        break;
+      case Json::parse_event_t::key:
+        if (!frames_.empty() && parsed.is_string()) {
+          Frame& top = frames_.back();
+          top.key = parsed.get<std::string>();
+          if (!top.keys.insert(top.key).second && !error_) {
+            error_ = Invalid(top.path.empty() ? "manifest" : top.path,
+                             "duplicate key " + Quoted(top.key) + " (each key may appear once)");
+          }
+        }
+        break;
+      case Json::parse_event_t::value:
+        if (!frames_.empty()) Advance();
+        break;
+    }
+    return true;
+  }
+  const std::optional<Error>& error() const { return error_; }
+
+ private:
+  struct Frame {
+    bool is_array;
+    std::string path;
+    std::set<std::string> keys;
+    std::string key;   // the key whose value comes next (objects)
+    size_t index;      // the index of the next element (arrays)
+  };
+  std::string PathOfNextChild() const {
+    if (frames_.empty()) return "";
+    const Frame& top = frames_.back();
+    if (top.is_array) return (top.path.empty() ? "manifest" : top.path) + "[" + std::to_string(top.index) + "]";
+    return ChildPath(top.path, top.key);
+  }
+  void Advance() {
+    if (frames_.back().is_array) ++frames_.back().index;
+  }
+  std::vector<Frame> frames_;
+  std::optional<Error> error_;
+};
+
+// nlohmann's own message, without its "[json.exception.parse_error.101] " prefix.
+class SyntaxErrorProbe : public nlohmann::json_sax<Json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& ex) override {
+    std::string what = ex.what();
+    if (auto close = what.find("] "); what.rfind("[json.exception.", 0) == 0 && close != std::string::npos) {
+      what = what.substr(close + 2);
+    }
+    message = what + " (byte " + std::to_string(position) + ")";
+    return false;
+  }
+  std::string message;
+};
+
+std::string DescribeSyntaxError(std::string_view text) {
+  SyntaxErrorProbe probe;
+  (void)Json::sax_parse(text.begin(), text.end(), &probe);
+  return probe.message.empty() ? "syntax error" : probe.message;
+}
+
+struct BudgetRule {
+  const char* key;
+  int64_t min, max;
+};
+constexpr BudgetRule kCpuMs{"cpu_ms", 1, 3'600'000};
+constexpr BudgetRule kHeapMb{"heap_mb", 1, 4096};
+constexpr BudgetRule kStackKb{"stack_kb", 64, 4096};
+constexpr BudgetRule kDeadlineMs{"deadline_ms", 1, 3'600'000};
+
+Result<int64_t> BudgetValue(const Json& value, const BudgetRule& rule) {
+  const std::string path = std::string("budgets.") + rule.key;
+  const std::string expected =
+      "must be an integer from " + std::to_string(rule.min) + " to " + std::to_string(rule.max);
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    if (v >= static_cast<uint64_t>(rule.min) && v <= static_cast<uint64_t>(rule.max)) return static_cast<int64_t>(v);
+  } else if (value.is_number_integer()) {
+    const int64_t v = value.get<int64_t>();
+    if (v >= rule.min && v <= rule.max) return v;
+  }
+  return Invalid(path, expected + " (got " + Shown(value) + ")");
+}
+
+Result<Budgets> ParseBudgets(const Json& budgets) {
+  if (!budgets.is_object()) return Invalid("budgets", "must be an object (got " + Shown(budgets) + ")");
+  Budgets out;
+  for (const auto& [key, value] : budgets.items()) {
+    if (key == kCpuMs.key) {
+      auto v = BudgetValue(value, kCpuMs);
+      if (!v) return v.error();
+      out.cpu = std::chrono::milliseconds(*v);
+    } else if (key == kHeapMb.key) {
+      auto v = BudgetValue(value, kHeapMb);
+      if (!v) return v.error();
+      out.heap_limit_bytes = static_cast<uint64_t>(*v) << 20;
+    } else if (key == kStackKb.key) {
+      auto v = BudgetValue(value, kStackKb);
+      if (!v) return v.error();
+      out.stack_limit_bytes = static_cast<uint64_t>(*v) << 10;
+    } else if (key == kDeadlineMs.key) {
+      auto v = BudgetValue(value, kDeadlineMs);
+      if (!v) return v.error();
+      out.deadline = std::chrono::milliseconds(*v);
+    } else {
+      return Invalid(ChildPath("budgets", key),
+                     "unknown budget " + Quoted(key) + " (expected cpu_ms, heap_mb, stack_kb or deadline_ms)");
+    }
+  }
+  return out;
+}
+
+std::string KnownNames(const HostCallRegistry& registry) {
+  std::string known;
+  for (const std::string& name : registry.Names()) known += (known.empty() ? "" : ", ") + name;
+  return known.empty() ? "none registered" : "known: " + known;
+}
+
+Result<std::map<std::string, Json>> ParseGrants(const Json& grants, const HostCallRegistry& registry) {
+  if (!grants.is_object()) {
+    return Invalid("grants", "must be an object of host-call names to constraints (got " + Shown(grants) + ")");
+  }
+  std::map<std::string, Json> out;
+  for (const auto& [name, constraints] : grants.items()) {
+    const std::string path = ChildPath("grants", name);
+    const HostCallSpec* spec = registry.Find(name);
+    if (spec == nullptr) {
+      return Invalid(path, "no host call named " + Quoted(name) + " (" + KnownNames(registry) + ")");
+    }
+    if (!constraints.is_object()) {
+      return Invalid(path, "must be an object of constraints, {} for none (got " + Shown(constraints) + ")");
+    }
+    if (!spec->check_grant) {
+      if (!constraints.empty()) {
+        return Invalid(path, name + " takes no constraints; grant it with {} (got " + Shown(constraints) + ")");
+      }
+    } else if (auto checked = spec->check_grant(constraints, path); !checked) {
+      return checked.error();
+    }
+    out.emplace(name, constraints);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& registry) {
+  DuplicateKeyWatch watch;
+  Json root = Json::parse(
+      text.begin(), text.end(),
+      [&watch](int depth, Json::parse_event_t event, Json& parsed) { return watch.OnEvent(depth, event, parsed); },
+      /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Invalid("manifest", "not valid JSON: " + DescribeSyntaxError(text));
+  if (watch.error()) return *watch.error();
+  if (!root.is_object()) return Invalid("manifest", "must be a JSON object (got " + Shown(root) + ")");
+
+  Manifest manifest;
+  for (const auto& [key, value] : root.items()) {
+    if (key == "grants") {
+      auto grants = ParseGrants(value, registry);
+      if (!grants) return grants.error();
+      manifest.grants_ = std::move(*grants);
+    } else if (key == "budgets") {
+      auto budgets = ParseBudgets(value);
+      if (!budgets) return budgets.error();
+      manifest.budgets_ = *budgets;
+    } else {
+      return Invalid("manifest", "unknown key " + Quoted(key) + " (expected \"grants\" or \"budgets\")");
+    }
+  }
+  manifest.hash_ = Sha256Hex(manifest.Canonical());
+  return manifest;
+}
+
+std::optional<std::string> Manifest::Authorize(const HostCallSpec& spec, const Json& args) const {
+  auto grant = grants_.find(spec.name);
+  if (grant == grants_.end() && spec.needs_grant) return Quoted(spec.name) + " is not granted by the manifest";
+  if (!spec.authorize) return std::nullopt;
+  static const Json kNoConstraints = Json::object();
+  return spec.authorize(grant == grants_.end() ? kNoConstraints : grant->second, args);
+}
+
+std::string Manifest::Canonical() const {
+  Json grants = Json::object();
+  for (const auto& [name, constraints] : grants_) grants[name] = constraints;
+  Json budgets = {
+      {"cpu_ms", budgets_.cpu.count()},
+      {"heap_mb", budgets_.heap_limit_bytes >> 20},
+      {"stack_kb", budgets_.stack_limit_bytes >> 10},
+      {"deadline_ms", budgets_.deadline.count()},
+  };
+  // nlohmann's default object is a std::map: keys come out sorted at every level.
+  return Json{{"grants", std::move(grants)}, {"budgets", std::move(budgets)}}.dump(
+      -1, ' ', false, Json::error_handler_t::replace);
+}
+
+// ---- SHA-256 (FIPS 180-4) ----------------------------------------------------------------------
+
+namespace {
+
+constexpr std::array<uint32_t, 64> kRoundConstants = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+constexpr uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+void CompressBlock(std::array<uint32_t, 8>& h, const unsigned char* block) {
+  std::array<uint32_t, 64> w{};
+  for (int t = 0; t < 16; ++t) {
+    w[t] = (uint32_t{block[4 * t]} << 24) | (uint32_t{block[4 * t + 1]} << 16) | (uint32_t{block[4 * t + 2]} << 8) |
+           uint32_t{block[4 * t + 3]};
+  }
+  for (int t = 16; t < 64; ++t) {
+    const uint32_t s0 = Rotr(w[t - 15], 7) ^ Rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
+    const uint32_t s1 = Rotr(w[t - 2], 17) ^ Rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
+    w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+  }
+  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+  for (int t = 0; t < 64; ++t) {
+    const uint32_t sum1 = Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25);
+    const uint32_t choose = (e & f) ^ (~e & g);
+    const uint32_t t1 = hh + sum1 + choose + kRoundConstants[t] + w[t];
+    const uint32_t sum0 = Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22);
+    const uint32_t majority = (a & b) ^ (a & c) ^ (b & c);
+    const uint32_t t2 = sum0 + majority;
+    hh = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
+  }
+  h[0] += a;
+  h[1] += b;
+  h[2] += c;
+  h[3] += d;
+  h[4] += e;
+  h[5] += f;
+  h[6] += g;
+  h[7] += hh;
+}
+
+}  // namespace
+
+std::string Sha256Hex(std::string_view data) {
+  std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  const size_t full_blocks = data.size() / 64;
+  for (size_t i = 0; i < full_blocks; ++i) CompressBlock(h, bytes + 64 * i);
+
+  // Padding: 0x80, zeros, then the message length in bits as a 64-bit big-endian number.
+  std::array<unsigned char, 128> tail{};
+  const size_t rest = data.size() - 64 * full_blocks;
+  if (rest > 0) std::memcpy(tail.data(), bytes + 64 * full_blocks, rest);
+  tail[rest] = 0x80;
+  const size_t tail_size = rest < 56 ? 64 : 128;
+  const uint64_t bit_length = static_cast<uint64_t>(data.size()) * 8;
+  for (int i = 0; i < 8; ++i) tail[tail_size - 1 - i] = static_cast<unsigned char>(bit_length >> (8 * i));
+  for (size_t off = 0; off < tail_size; off += 64) CompressBlock(h, tail.data() + off);
+
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "sha256:";
+  out.reserve(7 + 64);
+  for (uint32_t word : h) {
+    for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(word >> shift) & 0xF];
+  }
+  return out;
+}
+
+}  // namespace basal

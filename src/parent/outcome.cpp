@@ -1,0 +1,44 @@
+#include "basal/outcome.h"
+#include "basal/result.h"
+
+namespace basal {
+
+const char* OutcomeName(Outcome o) {
+  switch (o) {
+    case Outcome::kOk: return "ok";
+    case Outcome::kScriptError: return "script_error";
+    case Outcome::kBudgetExhausted: return "budget_exhausted";
+    case Outcome::kDeadline: return "deadline";
+    case Outcome::kProtocolViolation: return "protocol_violation";
+    case Outcome::kWorkerCrashed: return "worker_crashed";
+    case Outcome::kWorkerConfinement: return "worker_confinement";
+    case Outcome::kWorkerRefused: return "worker_refused";
+    case Outcome::kSpawnFailed: return "spawn_failed";
+    case Outcome::kJournalError: return "journal_error";
+    case Outcome::kInvalidInput: return "invalid_input";
+  }
+  return "unknown";
+}
+
+nlohmann::json ActivationResult::ErrorJson() const {
+  nlohmann::json j = {{"kind", OutcomeName(outcome)}, {"message", message}};
+  if (!error_name.empty()) j["name"] = error_name;
+  if (!stack.empty()) j["stack"] = stack;
+  if (!budget.empty()) j["budget"] = budget;
+  return j;
+}
+
+const char* ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return "invalid_argument";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kIo: return "io";
+    case ErrorCode::kSpawn: return "spawn";
+    case ErrorCode::kDatabase: return "database";
+    case ErrorCode::kUnsupported: return "unsupported";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+}  // namespace basal

@@ -1,0 +1,270 @@
+#include "protocol/messages.h"
+
+#include <limits>
+
+namespace basal::protocol {
+namespace {
+
+// Counts nesting outside strings; refuses before nlohmann recurses.
+bool DepthWithin(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  bool escape = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escape) {
+        escape = false;
+      } else if (c == '\\') {
+        escape = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+class Fields {
+ public:
+  Fields(const Json& obj, std::string& error) : obj_(obj), error_(error) {}
+
+  bool Int(const char* key, int64_t& out, int64_t min = 0) {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) return Fail(std::string("missing field \"") + key + "\"");
+    if (!it->is_number_integer()) return Fail(std::string("field \"") + key + "\" must be an integer");
+    if (it->is_number_unsigned()) {
+      const auto u = it->get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return Fail(std::string("field \"") + key + "\" is out of range");
+      out = static_cast<int64_t>(u);
+    } else {
+      out = it->get<int64_t>();
+    }
+    if (out < min) return Fail(std::string("field \"") + key + "\" must be >= " + std::to_string(min));
+    return true;
+  }
+  bool Str(const char* key, std::string& out, bool optional = false) {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) {
+      if (optional) return true;
+      return Fail(std::string("missing field \"") + key + "\"");
+    }
+    if (!it->is_string()) return Fail(std::string("field \"") + key + "\" must be a string");
+    out = it->get<std::string>();
+    return true;
+  }
+  bool Bool(const char* key, bool& out, bool optional = false) {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) {
+      if (optional) return true;
+      return Fail(std::string("missing field \"") + key + "\"");
+    }
+    if (!it->is_boolean()) return Fail(std::string("field \"") + key + "\" must be a boolean");
+    out = it->get<bool>();
+    return true;
+  }
+  bool Any(const char* key, Json& out) {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) return Fail(std::string("missing field \"") + key + "\"");
+    out = *it;
+    return true;
+  }
+  bool Has(const char* key) const { return obj_.contains(key); }
+  // Refuses keys outside `allowed`, so a message cannot smuggle fields we ignore.
+  bool Only(std::initializer_list<const char*> allowed) {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      bool known = false;
+      for (const char* a : allowed) known = known || it.key() == a;
+      if (!known) return Fail("unexpected field \"" + it.key() + "\"");
+    }
+    return true;
+  }
+  bool Fail(std::string message) {
+    error_ = std::move(message);
+    return false;
+  }
+
+ private:
+  const Json& obj_;
+  std::string& error_;
+};
+
+bool ParseScriptError(const Json& j, ScriptError& out, std::string& error) {
+  if (!j.is_object()) {
+    error = "field \"error\" must be an object";
+    return false;
+  }
+  Fields f(j, error);
+  if (!f.Only({"kind", "budget", "name", "message", "stack"}) || !f.Str("kind", out.kind) ||
+      !f.Str("name", out.name) || !f.Str("message", out.message) || !f.Str("stack", out.stack, true) ||
+      !f.Str("budget", out.budget, true))
+    return false;
+  if (out.kind == "script_error") {
+    if (!out.budget.empty()) return f.Fail("a script_error names no budget");
+    return true;
+  }
+  if (out.kind == "budget_exhausted") {
+    if (out.budget != "cpu" && out.budget != "memory" && out.budget != "stack")
+      return f.Fail("budget_exhausted must name budget \"cpu\", \"memory\" or \"stack\"");
+    return true;
+  }
+  return f.Fail("unknown error kind \"" + out.kind + "\"");
+}
+
+}  // namespace
+
+bool ParseJsonValue(std::string_view text, Json& out, std::string& error) {
+  if (!DepthWithin(text, kMaxJsonDepth)) {
+    error = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+    return false;
+  }
+  out = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) {
+    error = "malformed JSON";
+    return false;
+  }
+  return true;
+}
+
+bool ParseJsonObject(std::string_view payload, Json& out, std::string& error) {
+  if (!ParseJsonValue(payload, out, error)) return false;
+  if (!out.is_object()) {
+    error = "payload is not a JSON object";
+    return false;
+  }
+  return true;
+}
+
+std::string DumpJson(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::string& error) {
+  Json j;
+  if (!ParseJsonObject(payload, j, error)) return false;
+  Fields f(j, error);
+  std::string type;
+  if (!f.Str("type", type)) return false;
+  if (type == "welcome") {
+    Welcome w;
+    int64_t protocol = 0;
+    if (!f.Only({"type", "protocol", "os", "engine", "pid", "test_hooks", "confinement"}) ||
+        !f.Int("protocol", protocol) || !f.Str("os", w.os) || !f.Str("engine", w.engine) || !f.Int("pid", w.pid, 1) ||
+        !f.Bool("test_hooks", w.test_hooks) || !f.Any("confinement", w.confinement))
+      return false;
+    if (!w.confinement.is_object()) return f.Fail("field \"confinement\" must be an object");
+    w.protocol = static_cast<int>(protocol);
+    out = std::move(w);
+    return true;
+  }
+  if (type == "loaded") {
+    Loaded l;
+    if (!f.Only({"type", "ok", "error"}) || !f.Bool("ok", l.ok)) return false;
+    if (l.ok == f.Has("error")) return f.Fail(l.ok ? "a successful load carries no error" : "a failed load needs \"error\"");
+    if (!l.ok && !ParseScriptError(j["error"], l.error, error)) return false;
+    out = std::move(l);
+    return true;
+  }
+  if (type == "call") {
+    Call c;
+    if (!f.Only({"type", "activation", "id", "name", "args"}) || !f.Int("activation", c.activation, 1) ||
+        !f.Int("id", c.id, 1) || !f.Str("name", c.name) || !f.Any("args", c.args))
+      return false;
+    if (c.name.empty() || c.name.size() > 128) return f.Fail("call name must be 1 to 128 bytes");
+    out = std::move(c);
+    return true;
+  }
+  if (type == "done") {
+    Done d;
+    if (!f.Only({"type", "activation", "ok", "error", "cpu_us", "caught_budget_failure"}) ||
+        !f.Int("activation", d.activation, 1) || !f.Int("cpu_us", d.cpu_us) ||
+        !f.Bool("caught_budget_failure", d.caught_budget_failure, true))
+      return false;
+    const bool has_ok = f.Has("ok");
+    if (has_ok == f.Has("error")) return f.Fail("done needs exactly one of \"ok\" and \"error\"");
+    d.ok = has_ok;
+    if (has_ok) {
+      d.result = j["ok"];
+    } else if (!ParseScriptError(j["error"], d.error, error)) {
+      return false;
+    }
+    out = std::move(d);
+    return true;
+  }
+  return f.Fail("unknown message type \"" + type + "\"");
+}
+
+bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::string& error) {
+  Json j;
+  if (!ParseJsonObject(payload, j, error)) return false;
+  Fields f(j, error);
+  std::string type;
+  if (!f.Str("type", type)) return false;
+  if (type == "load") {
+    Load l;
+    if (!f.Only({"type", "flow", "source", "profile", "cpu_ms", "heap_bytes", "stack_bytes"}) ||
+        !f.Str("flow", l.flow) || !f.Str("source", l.source) || !f.Str("profile", l.profile) ||
+        !f.Int("cpu_ms", l.cpu_ms, 1) || !f.Int("heap_bytes", l.heap_bytes, 1) || !f.Int("stack_bytes", l.stack_bytes, 1))
+      return false;
+    out = std::move(l);
+    return true;
+  }
+  if (type == "activate") {
+    Activate a;
+    if (!f.Only({"type", "activation", "input"}) || !f.Int("activation", a.activation, 1) || !f.Any("input", a.input))
+      return false;
+    out = std::move(a);
+    return true;
+  }
+  if (type == "result") {
+    CallResult r;
+    if (!f.Only({"type", "activation", "id", "ok", "error"}) || !f.Int("activation", r.activation, 1) ||
+        !f.Int("id", r.id, 1))
+      return false;
+    const bool has_ok = f.Has("ok");
+    if (has_ok == f.Has("error")) return f.Fail("result needs exactly one of \"ok\" and \"error\"");
+    r.ok = has_ok;
+    if (has_ok) {
+      r.value = j["ok"];
+    } else {
+      const Json& e = j["error"];
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("message") ||
+          !e["message"].is_string())
+        return f.Fail("result error must be {\"name\": string, \"message\": string}");
+      r.error_name = e["name"].get<std::string>();
+      r.error_message = e["message"].get<std::string>();
+    }
+    out = std::move(r);
+    return true;
+  }
+  return f.Fail("unknown message type \"" + type + "\"");
+}
+
+std::string BuildLoad(const Load& m) {
+  Json j = {{"type", "load"},       {"flow", m.flow},         {"source", m.source},           {"profile", m.profile},
+            {"cpu_ms", m.cpu_ms}, {"heap_bytes", m.heap_bytes}, {"stack_bytes", m.stack_bytes}};
+  return DumpJson(j);
+}
+
+std::string BuildActivate(int64_t activation, const Json& input) {
+  return DumpJson(Json{{"type", "activate"}, {"activation", activation}, {"input", input}});
+}
+
+std::string BuildResultOk(int64_t activation, int64_t id, const Json& value) {
+  return DumpJson(Json{{"type", "result"}, {"activation", activation}, {"id", id}, {"ok", value}});
+}
+
+std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message) {
+  return DumpJson(Json{{"type", "result"},
+                       {"activation", activation},
+                       {"id", id},
+                       {"error", {{"name", std::string(name)}, {"message", std::string(message)}}}});
+}
+
+}  // namespace basal::protocol

@@ -1,0 +1,100 @@
+// The messages of protocol version 1 (docs/protocol.md). The parent parses every worker message
+// with ParseWorkerMessage, which validates each field before the parent acts on it: the worker's
+// output is hostile. The worker parses the parent's messages with ParseParentMessage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+namespace basal::protocol {
+
+using Json = nlohmann::json;
+
+inline constexpr int kProtocolVersion = 1;
+// Deeper JSON is refused before parsing, so hostile nesting cannot exhaust the parser's stack.
+inline constexpr int kMaxJsonDepth = 200;
+// The newest Landlock ABI whose rights the worker knows (see confinement/linux/confine.h).
+inline constexpr int kWorkerLandlockAbiMax = 7;
+
+// Parses `payload` as one JSON object. Never throws. On failure `error` says what was wrong.
+bool ParseJsonObject(std::string_view payload, Json& out, std::string& error);
+// Parses any JSON value (used for --input and fixtures). Never throws.
+bool ParseJsonValue(std::string_view text, Json& out, std::string& error);
+// Serializes without throwing: invalid UTF-8 is replaced, never an exception.
+std::string DumpJson(const Json& value);
+
+// ---- worker -> parent ----
+struct Welcome {
+  int protocol = 0;
+  std::string os;
+  std::string engine;
+  int64_t pid = 0;
+  bool test_hooks = false;
+  Json confinement;  // checked by the parent's welcome check, not here
+};
+struct ScriptError {
+  std::string kind;     // "script_error" or "budget_exhausted"
+  std::string budget;   // for budget_exhausted: "cpu", "memory" or "stack"
+  std::string name;     // the JS error's name, e.g. "TypeError"
+  std::string message;
+  std::string stack;
+};
+struct Loaded {
+  bool ok = false;
+  ScriptError error;  // when !ok: the module failed to compile or evaluate
+};
+struct Call {
+  int64_t activation = 0;
+  int64_t id = 0;
+  std::string name;
+  Json args;
+};
+struct Done {
+  int64_t activation = 0;
+  bool ok = false;
+  Json result;        // when ok
+  ScriptError error;  // when !ok
+  int64_t cpu_us = 0;
+  // The script caught a memory or stack failure and went on (the worker may be reused).
+  bool caught_budget_failure = false;
+};
+using WorkerMessage = std::variant<Welcome, Loaded, Call, Done>;
+
+bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::string& error);
+
+// ---- parent -> worker ----
+struct Load {
+  std::string flow;
+  std::string source;
+  std::string profile;  // "flow" or "codemode"
+  int64_t cpu_ms = 0;
+  int64_t heap_bytes = 0;
+  int64_t stack_bytes = 0;
+};
+struct Activate {
+  int64_t activation = 0;
+  Json input;
+};
+struct CallResult {
+  int64_t activation = 0;
+  int64_t id = 0;
+  bool ok = false;
+  Json value;       // when ok
+  std::string error_name;     // when !ok, e.g. "PermissionDenied"
+  std::string error_message;
+};
+using ParentMessage = std::variant<Load, Activate, CallResult>;
+
+bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::string& error);
+
+// Builders: each returns the payload (JSON text) of one message.
+std::string BuildLoad(const Load& m);
+std::string BuildActivate(int64_t activation, const Json& input);
+std::string BuildResultOk(int64_t activation, int64_t id, const Json& value);
+std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message);
+
+}  // namespace basal::protocol

@@ -1,0 +1,45 @@
+// The worker's JavaScript engine: one QuickJS runtime bound to one flow for the worker's life.
+// Load() evaluates the flow module once; each Activate() calls its default export
+// `(input, host)` and pumps host-call results from the parent until the activation settles.
+// Budgets: CPU (engine thread's CPU clock, checked from the interrupt handler: uncatchable),
+// heap (the runtime's allocator refuses past the limit), stack (QuickJS's stack limit).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "protocol/messages.h"
+#include "worker/channel.h"
+
+struct JSRuntime;
+struct JSContext;
+
+namespace basal::worker {
+
+class Engine {
+ public:
+  enum class Status { kOk, kChannelClosed, kChannelError };
+
+  explicit Engine(Channel& channel);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Compiles and evaluates the flow module. On failure fills `error` (the worker stays alive
+  // and reports it; the parent retires it).
+  bool Load(const protocol::Load& load, protocol::ScriptError& error);
+  // Runs one activation and sends its `done` frame.
+  Status Activate(const protocol::Activate& activate);
+  const std::string& channel_error() const { return channel_error_; }
+
+  struct State;  // opaque to callers; shared with the C callbacks in engine.cpp
+
+ private:
+  Channel& channel_;
+  std::unique_ptr<State> state_;
+  std::string channel_error_;
+};
+
+}  // namespace basal::worker

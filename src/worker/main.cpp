@@ -1,0 +1,115 @@
+// ck-basal-worker: confines itself, says welcome, then runs ONE flow's activations.
+//
+// Exit codes (docs/protocol.md):
+//   0   stdin closed: the parent retired the worker
+//   64  bad command line (the release worker takes no arguments)
+//   65  the parent's stream broke the protocol
+//   70  confinement failed (a named reason is on stderr); never a weaker sandbox
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "confinement/linux/confine.h"
+#include "protocol/messages.h"
+#include "worker/channel.h"
+#include "worker/engine.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitUsage = 64;
+constexpr int kExitProtocol = 65;
+
+[[noreturn]] void Die(int code, std::string_view why) {
+  std::string line = "ck-basal-worker: ";
+  line += why;
+  line += '\n';
+  basal::worker::WriteStderr(line);
+  _exit(code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  basal::confinement::ConfineOptions options;
+  bool test_hooks = false;
+#ifdef BASAL_TEST_HOOKS
+  test_hooks = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--test-weaken-startup-checks") {
+      options.weaken_startup_checks = true;
+    } else if (a == "--test-skip-landlock") {
+      options.skip_landlock = true;
+    } else if (a == "--test-skip-seccomp") {
+      options.skip_seccomp = true;
+    } else {
+      Die(kExitUsage, "unknown test switch " + std::string(a));
+    }
+  }
+#else
+  if (argc > 1) Die(kExitUsage, "takes no arguments: it is started by basal, which speaks frames on stdin/stdout");
+  (void)argv;
+#endif
+
+  const basal::confinement::ConfinementReport report = basal::confinement::ConfineWorker(options);
+
+  basal::worker::Channel channel;
+  std::string welcome = "{\"type\":\"welcome\",\"protocol\":" + std::to_string(basal::protocol::kProtocolVersion) +
+                        ",\"os\":\"linux\",\"engine\":\"quickjs 2021-03-27\",\"pid\":" + std::to_string(getpid()) +
+                        ",\"test_hooks\":" + (test_hooks ? "true" : "false") + ",\"confinement\":" + report.ToJson() +
+                        "}";
+  channel.Send(welcome);
+  if (!channel.Flush()) _exit(kExitOk);
+
+  basal::worker::Engine engine(channel);
+  bool loaded = false;
+  bool load_failed = false;
+  for (;;) {
+    std::string payload;
+    switch (channel.Read(payload)) {
+      case basal::worker::Channel::ReadStatus::kEof:
+        _exit(kExitOk);
+      case basal::worker::Channel::ReadStatus::kError:
+        Die(kExitProtocol, "bad stream from parent: " + channel.error());
+      case basal::worker::Channel::ReadStatus::kFrame:
+        break;
+    }
+    basal::protocol::ParentMessage msg;
+    std::string error;
+    if (!basal::protocol::ParseParentMessage(payload, msg, error)) Die(kExitProtocol, "bad frame from parent: " + error);
+    if (auto* load = std::get_if<basal::protocol::Load>(&msg)) {
+      if (loaded) Die(kExitProtocol, "a worker is bound to one flow for life: second load refused");
+      loaded = true;
+      basal::protocol::ScriptError script_error;
+      if (engine.Load(*load, script_error)) {
+        channel.Send("{\"type\":\"loaded\",\"ok\":true}");
+      } else {
+        basal::protocol::Json e = {{"kind", script_error.kind}, {"name", script_error.name}, {"message", script_error.message}};
+        if (!script_error.stack.empty()) e["stack"] = script_error.stack;
+        if (!script_error.budget.empty()) e["budget"] = script_error.budget;
+        channel.Send(basal::protocol::DumpJson({{"type", "loaded"}, {"ok", false}, {"error", e}}));
+        if (!channel.Flush()) _exit(kExitOk);
+        // The parent retires a worker whose flow did not load: anything but EOF now is a fault.
+        load_failed = true;
+        continue;
+      }
+      if (!channel.Flush()) _exit(kExitOk);
+    } else if (auto* activate = std::get_if<basal::protocol::Activate>(&msg)) {
+      if (!loaded || load_failed) Die(kExitProtocol, "activate before a successful load");
+      switch (engine.Activate(*activate)) {
+        case basal::worker::Engine::Status::kOk:
+          break;
+        case basal::worker::Engine::Status::kChannelClosed:
+          _exit(kExitOk);
+        case basal::worker::Engine::Status::kChannelError:
+          Die(kExitProtocol, engine.channel_error());
+      }
+    } else {
+      // A late answer for an activation that already ended (e.g. after a CPU budget kill).
+      continue;
+    }
+  }
+}

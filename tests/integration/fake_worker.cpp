@@ -1,0 +1,106 @@
+// A stand-in for ck-basal-worker that misbehaves on purpose, so the parent's validation of
+// hostile worker output is tested against real processes. The first argument picks the fault.
+// It sends a welcome that passes the parent's check (unless the fault is in the welcome), reads
+// load and activate, then commits its fault.
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+
+namespace {
+
+void WriteAll(const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t n = write(1, s.data() + off, s.size() - off);
+    if (n <= 0) _exit(0);
+    off += static_cast<size_t>(n);
+  }
+}
+void Send(const std::string& payload) { WriteAll(basal::protocol::EncodeFrame(payload)); }
+
+basal::protocol::FrameDecoder decoder;
+basal::protocol::Json Read() {
+  std::string payload;
+  while (decoder.Next(payload) != basal::protocol::FrameDecoder::Status::kFrame) {
+    char buf[65536];
+    const ssize_t n = read(0, buf, sizeof buf);
+    if (n <= 0) _exit(0);
+    decoder.Feed(buf, static_cast<size_t>(n));
+  }
+  return basal::protocol::Json::parse(payload);
+}
+
+std::string Welcome(bool seccomp) {
+  long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, 1u);
+  if (abi < 0) abi = 0;
+  if (abi > 7) abi = 7;
+  basal::protocol::Json c = {{"startup_checks", {{"passed", true}, {"weakened", false}}},
+                             {"descriptors_closed", true},
+                             {"no_new_privs", true},
+                             {"dumpable", false},
+                             {"landlock", {{"abi", abi}, {"kernel_abi", abi}}},
+                             {"seccomp", {{"installed", seccomp}, {"tsync", seccomp}}}};
+  return basal::protocol::Json{{"type", "welcome"}, {"protocol", 1},      {"os", "linux"}, {"engine", "fake"},
+                               {"pid", getpid()},   {"test_hooks", true}, {"confinement", c}}
+      .dump();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string fault = argc > 1 ? argv[1] : "";
+  if (fault == "no_welcome") {
+    for (;;) pause();
+  }
+  if (fault == "welcome_without_seccomp") {
+    Send(Welcome(false));
+    for (;;) pause();
+  }
+  if (fault == "garbage_before_welcome") {
+    WriteAll("hello parent, I am not a frame at all........");
+    for (;;) pause();
+  }
+  Send(Welcome(true));
+  Read();  // load
+  Send(R"({"type":"loaded","ok":true})");
+  const auto act = Read();
+  const int64_t aid = act["activation"].get<int64_t>();
+  const std::string a = std::to_string(aid);
+  if (fault == "malformed_json") {
+    Send("{\"type\":\"done\",");
+  } else if (fault == "oversized") {
+    const char header[4] = {0, 0, 0, 0x7f};  // ~2 GiB announced
+    WriteAll(std::string(header, 4));
+    for (;;) pause();
+  } else if (fault == "wrong_type") {
+    Send(R"({"type":"welcome","protocol":1,"os":"linux","engine":"x","pid":1,"test_hooks":true,"confinement":{}})");
+  } else if (fault == "unknown_activation") {
+    Send(R"({"type":"done","activation":)" + std::to_string(aid + 1000) + R"(,"cpu_us":0,"ok":1})");
+  } else if (fault == "reused_call_id") {
+    Send(R"({"type":"call","activation":)" + a + R"(,"id":1,"name":"log","args":{"level":"info","message":"a"}})");
+    Send(R"({"type":"call","activation":)" + a + R"(,"id":1,"name":"log","args":{"level":"info","message":"b"}})");
+  } else if (fault == "die_mid_call") {
+    Send(R"({"type":"call","activation":)" + a + R"(,"id":1,"name":"log","args":{"level":"info","message":"bye"}})");
+    _exit(3);
+  } else if (fault == "segv_mid_call") {
+    Send(R"({"type":"call","activation":)" + a + R"(,"id":1,"name":"log","args":{"level":"info","message":"bye"}})");
+    signal(SIGSEGV, SIG_DFL);
+    raise(SIGSEGV);
+  } else if (fault == "close_stdout") {
+    close(1);
+    for (;;) pause();
+  } else if (fault == "truncated_frame") {
+    WriteAll(std::string("\x20\x00\x00\x00{\"type\"", 11));
+    _exit(0);
+  } else if (fault == "hang") {
+    for (;;) pause();
+  }
+  for (;;) pause();
+}

@@ -1,0 +1,375 @@
+// ConfineWorker in a forked child of the test process: the report it gives, that the allowed
+// side keeps working, how each forbidden call ends the child (one probe per line, each expecting
+// a specific death), that abort() still ends it with SIGABRT, and the named exit-70 refusals.
+#include "confinement/linux/confine.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "child_process.h"
+#include "confinement/linux/descriptors.h"
+
+namespace basal::confinement {
+namespace {
+
+using testing::ChildResult;
+using testing::ChildSetup;
+using testing::RawWrite;
+using testing::RunChild;
+using testing::StdinKind;
+
+constexpr char kReached[] = "confined\n";
+constexpr char kSurvived[] = "survived\n";
+
+// Confines, says so on stdout, runs the probe, says it survived, exits 0.
+ChildResult RunConfined(void (*probe)()) {
+  return RunChild({}, [probe] {
+    ConfineWorker(ConfineOptions{});
+    RawWrite(STDOUT_FILENO, kReached);
+    probe();
+    RawWrite(STDOUT_FILENO, kSurvived);
+    _exit(0);
+  });
+}
+
+long Int80(long nr) {
+  long ret;
+  asm volatile("int $0x80" : "=a"(ret) : "a"(nr) : "memory", "r8", "r9", "r10", "r11");
+  return ret;
+}
+
+class ConfineWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::SanitizedBuild()) {
+      GTEST_SKIP() << "the sanitizer runtimes make calls the filter rightly kills (BASAL_SANITIZE)";
+    }
+  }
+};
+
+std::string ExpectedReport() {
+  const int kernel = KernelLandlockAbi();
+  std::string landlock = "{\"abi\":" + std::to_string(std::min(kernel, kWorkerLandlockAbiMax)) +
+                         ",\"kernel_abi\":" + std::to_string(kernel);
+  if (kernel == 0) landlock = "{\"abi\":0,\"kernel_abi\":0,\"absent\":\"kernel lacks Landlock (ENOSYS)\"";
+  return "{\"startup_checks\":{\"passed\":true,\"weakened\":false},\"descriptors_closed\":true,"
+         "\"no_new_privs\":true,\"dumpable\":false,\"landlock\":" +
+         landlock + "},\"seccomp\":{\"installed\":true,\"tsync\":true}}";
+}
+
+TEST_F(ConfineWorkerTest, ReportsEveryLayerAndStdoutStillWorks) {
+  const ChildResult r = RunChild({}, [] {
+    const ConfinementReport report = ConfineWorker(ConfineOptions{});
+    RawWrite(STDOUT_FILENO, report.ToJson());  // std::string and malloc after the filter
+    _exit(0);
+  });
+  ASSERT_TRUE(r.ExitedWith(0)) << r.Describe();
+  EXPECT_EQ(r.out, ExpectedReport());
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(ConfineWorkerTest, ForbiddenCallKillsWithSigsys) {
+  const ChildResult r = RunConfined([] { syscall(SYS_getppid); });
+  EXPECT_TRUE(r.KilledBy(SIGSYS)) << r.Describe();
+  EXPECT_EQ(r.out, kReached);
+}
+
+struct Probe {
+  const char* name;
+  void (*run)();
+};
+
+// Each must die by SIGSYS. Each would be harmless if it ever succeeded.
+const Probe kKilledBySeccomp[] = {
+    {"getppid", [] { syscall(SYS_getppid); }},
+    {"openat", [] { syscall(SYS_openat, AT_FDCWD, "/etc/hostname", O_RDONLY); }},
+    {"open", [] { syscall(SYS_open, "/etc/hostname", O_RDONLY); }},
+    {"newfstatat", [] { struct stat st; syscall(SYS_newfstatat, AT_FDCWD, "/", &st, 0); }},
+    {"statx", [] { char buf[256]; syscall(SYS_statx, AT_FDCWD, "/", 0, 0x7ff, buf); }},
+    {"fstat(0)", [] { struct stat st; syscall(SYS_fstat, 0, &st); }},
+    {"readlink", [] { char buf[64]; syscall(SYS_readlink, "/proc/self/exe", buf, sizeof buf); }},
+    {"getxattr", [] { char buf[64]; syscall(SYS_getxattr, "/", "user.x", buf, sizeof buf); }},
+    {"socket AF_INET UDP", [] { socket(AF_INET, SOCK_DGRAM, 0); }},
+    {"socket AF_INET TCP", [] { socket(AF_INET, SOCK_STREAM, 0); }},
+    {"socket AF_INET6", [] { socket(AF_INET6, SOCK_STREAM, 0); }},
+    {"socket AF_NETLINK", [] { socket(AF_NETLINK, SOCK_RAW, 0); }},
+    {"socket AF_UNIX", [] { socket(AF_UNIX, SOCK_STREAM, 0); }},
+    {"socketpair", [] { int sv[2]; socketpair(AF_UNIX, SOCK_STREAM, 0, sv); }},
+    {"fork (clone)", [] { fork(); }},
+    {"clone CLONE_THREAD", [] { syscall(SYS_clone, CLONE_VM | CLONE_THREAD | CLONE_SIGHAND, 0, 0, 0, 0); }},
+    {"clone3", [] { syscall(SYS_clone3, nullptr, 0); }},
+    {"vfork", [] { syscall(SYS_vfork); }},
+    {"execve", [] { char* argv[] = {nullptr}; syscall(SYS_execve, "/bin/true", argv, argv); }},
+    {"mmap PROT_EXEC", [] { mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); }},
+    {"mmap MAP_SHARED", [] { mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0); }},
+    {"mprotect PROT_EXEC",
+     [] {
+       void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+       if (p != MAP_FAILED) mprotect(p, 4096, PROT_READ | PROT_EXEC);
+     }},
+    {"pkey_mprotect", [] { syscall(SYS_pkey_mprotect, nullptr, 4096, PROT_READ, 0); }},
+    {"memfd_create", [] { syscall(SYS_memfd_create, "x", 0); }},
+    {"write fd 3", [] { syscall(SYS_write, 3, "x", 1); }},
+    {"write fd 1 with upper garbage", [] { syscall(SYS_write, (1L << 32) | 1, "x", 1); }},
+    {"tgkill self SIGSYS", [] { syscall(SYS_tgkill, getpid(), gettid(), SIGSYS); }},
+    {"tgkill other thread", [] { syscall(SYS_tgkill, getpid(), gettid() + 1, SIGABRT); }},
+    {"kill self", [] { kill(getpid(), SIGABRT); }},
+    {"kill pid 1", [] { kill(1, 0); }},
+    {"kill parent", [] { kill(getppid(), 0); }},  // getppid alone already dies
+    {"futex shared", [] { int w = 0; syscall(SYS_futex, &w, FUTEX_WAKE, 1, nullptr, nullptr, 0); }},
+    {"clock_gettime of pid 1's CPU clock", [] { timespec ts; clock_gettime((~1 << 3) | 2, &ts); }},
+    {"prctl PR_SET_DUMPABLE", [] { prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); }},
+    {"personality", [] { personality(READ_IMPLIES_EXEC); }},
+    {"ptrace", [] { ptrace(PTRACE_TRACEME, 0, nullptr, nullptr); }},
+    {"process_vm_readv", [] { syscall(SYS_process_vm_readv, 1, nullptr, 0, nullptr, 0, 0); }},
+    {"io_uring_setup", [] { syscall(SYS_io_uring_setup, 1, nullptr); }},
+    {"userfaultfd", [] { syscall(SYS_userfaultfd, 0); }},
+    {"bpf", [] { syscall(SYS_bpf, 0, nullptr, 0); }},
+    {"perf_event_open", [] { syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0); }},
+    {"x32 getpid", [] { syscall(0x40000000 | SYS_getpid); }},
+    {"close", [] { close(0); }},
+};
+
+TEST_F(ConfineWorkerTest, EachForbiddenCallDiesBySigsys) {
+  for (const Probe& p : kKilledBySeccomp) {
+    const ChildResult r = RunConfined(p.run);
+    EXPECT_TRUE(r.KilledBy(SIGSYS)) << p.name << ": " << r.Describe();
+    EXPECT_EQ(r.out, kReached) << p.name;
+  }
+}
+
+TEST_F(ConfineWorkerTest, I386EntryDiesBySigsysWhereTheControlWorks) {
+  // The control: unconfined, int 0x80 getpid (20 on i386) must return, else this kernel has no
+  // usable i386 entry (it gives SIGSEGV) and there is nothing for the filter to stop.
+  const ChildResult control = RunChild({}, [] { _exit(Int80(20) > 0 ? 0 : 1); });
+  if (!control.ExitedWith(0)) GTEST_SKIP() << "no usable i386 entry on this kernel: " << control.Describe();
+  const ChildResult r = RunConfined([] { Int80(20); });
+  EXPECT_TRUE(r.KilledBy(SIGSYS)) << r.Describe();
+}
+
+// Each must survive confined.
+const Probe kAllowed[] = {
+    {"write stdout and stderr", [] { RawWrite(STDOUT_FILENO, ""); RawWrite(STDERR_FILENO, ""); }},
+    {"read stdin (EOF)", [] { char c; if (read(STDIN_FILENO, &c, 1) != 0) _exit(1); }},
+    {"malloc, realloc and free, small and large",
+     [] {
+       std::vector<void*> blocks;
+       for (int i = 0; i < 1000; ++i) blocks.push_back(std::malloc(static_cast<size_t>(i) * 37 + 1));
+       void* big = std::malloc(8 << 20);
+       if (big == nullptr) _exit(1);
+       static_cast<char*>(big)[4 << 20] = 1;
+       big = std::realloc(big, 32 << 20);  // mremap of an mmapped chunk
+       if (big == nullptr) _exit(1);
+       std::free(big);
+       for (void* b : blocks) std::free(b);
+       std::string s(100000, 'x');
+       s += s;
+     }},
+    {"private anonymous mmap",
+     [] {
+       void* p = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+       if (p == MAP_FAILED || mprotect(p, 4096, PROT_READ) != 0 || madvise(p, 1 << 20, MADV_DONTNEED) != 0) _exit(1);
+       munmap(p, 1 << 20);
+     }},
+    {"clocks",
+     [] {
+       timespec ts;
+       for (clockid_t c : {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, CLOCK_BOOTTIME}) {
+         if (syscall(SYS_clock_gettime, c, &ts) != 0 || clock_gettime(c, &ts) != 0) _exit(1);
+       }
+       timeval tv;
+       if (syscall(SYS_gettimeofday, &tv, nullptr) != 0) _exit(1);
+     }},
+    {"sleep",
+     [] {
+       timespec ts{0, 1000000};
+       if (nanosleep(&ts, nullptr) != 0 || syscall(SYS_nanosleep, &ts, nullptr) != 0) _exit(1);
+     }},
+    {"localtime after TZ was primed",
+     [] {
+       const time_t now = time(nullptr);
+       tm parts;
+       if (localtime_r(&now, &parts) == nullptr || localtime(&now) == nullptr || mktime(&parts) == -1) _exit(1);
+     }},
+    {"getrandom",
+     [] {
+       char buf[32];
+       if (getrandom(buf, sizeof buf, 0) != sizeof buf || getrandom(buf, 1, GRND_NONBLOCK) != 1) _exit(1);
+     }},
+    {"private futex",
+     [] {
+       int w = 0;
+       if (syscall(SYS_futex, &w, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0) != 0) _exit(1);
+       // A wait whose value does not match returns EAGAIN at once.
+       if (syscall(SYS_futex, &w, FUTEX_WAIT_PRIVATE, 1, nullptr, nullptr, 0) != -1 || errno != EAGAIN) _exit(1);
+     }},
+    {"own signal handlers and mask",
+     [] {
+       struct sigaction sa {};
+       sa.sa_handler = SIG_IGN;
+       if (sigaction(SIGUSR1, &sa, nullptr) != 0) _exit(1);
+       sigset_t set;
+       sigemptyset(&set);
+       sigaddset(&set, SIGUSR1);
+       if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) _exit(1);
+       static char stack[65536];
+       stack_t ss{};
+       ss.ss_sp = stack;
+       ss.ss_size = sizeof stack;
+       if (sigaltstack(&ss, nullptr) != 0) _exit(1);
+       if (getpid() <= 0 || gettid() <= 0) _exit(1);
+     }},
+};
+
+TEST_F(ConfineWorkerTest, TheAllowedSideKeepsWorking) {
+  for (const Probe& p : kAllowed) {
+    const ChildResult r = RunConfined(p.run);
+    EXPECT_TRUE(r.ExitedWith(0)) << p.name << ": " << r.Describe();
+    EXPECT_EQ(r.out, std::string(kReached) + kSurvived) << p.name;
+  }
+}
+
+TEST_F(ConfineWorkerTest, AbortStillEndsWithSigabrt) {
+  const ChildResult r = RunConfined([] { std::abort(); });
+  EXPECT_TRUE(r.KilledBy(SIGABRT)) << r.Describe();
+}
+
+TEST_F(ConfineWorkerTest, AbortWithAReturningHandlerStillEndsWithSigabrt) {
+  const ChildResult r = RunConfined([] {
+    signal(SIGABRT, [](int) {});
+    std::abort();
+  });
+  EXPECT_TRUE(r.KilledBy(SIGABRT)) << r.Describe();
+}
+
+TEST_F(ConfineWorkerTest, GlibcFatalErrorPathReportsAndAborts) {
+  // Heap corruption detected by glibc: its message goes to stderr with writev, then abort.
+  const ChildResult r = RunConfined([] {
+    void* volatile p = std::malloc(32);
+    std::free(p);
+    std::free(p);
+  });
+  EXPECT_TRUE(r.KilledBy(SIGABRT)) << r.Describe();
+  EXPECT_NE(r.err.find("double free"), std::string::npos) << r.err;
+}
+
+TEST_F(ConfineWorkerTest, RegularFileStdinExits70) {
+  const ChildResult r = RunChild({.stdin_kind = StdinKind::kRegularFile}, [] { ConfineWorker(ConfineOptions{}); });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err, "ck-basal-worker: confinement failed: startup checks: stdin is not a pipe (regular file)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(ConfineWorkerTest, NamedFifoStdinExits70) {
+  const ChildResult r = RunChild({.stdin_kind = StdinKind::kNamedFifo}, [] { ConfineWorker(ConfineOptions{}); });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err.rfind("ck-basal-worker: confinement failed: startup checks: stdin is a named FIFO (", 0), 0u)
+      << r.err;
+}
+
+TEST_F(ConfineWorkerTest, StdoutReadEndExits70) {
+  const ChildResult r = RunChild({.stdout_is_read_end = true}, [] { ConfineWorker(ConfineOptions{}); });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "ck-basal-worker: confinement failed: startup checks: stdout is open read-only, not write-only "
+            "(a write end)\n");
+}
+
+TEST_F(ConfineWorkerTest, SecondThreadExits70) {
+  const ChildResult r = RunChild({}, [] {
+    std::thread t([] { pause(); });
+    t.detach();
+    ConfineWorker(ConfineOptions{});
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err, "ck-basal-worker: confinement failed: startup checks: the worker has 2 threads, not exactly one\n");
+}
+
+#ifdef BASAL_TEST_HOOKS
+TEST_F(ConfineWorkerTest, WeakenedStartupChecksAreReported) {
+  const ChildResult r = RunChild({.stdin_kind = StdinKind::kRegularFile}, [] {
+    ConfineOptions o;
+    o.weaken_startup_checks = true;
+    o.skip_landlock = true;
+    RawWrite(STDOUT_FILENO, ConfineWorker(o).ToJson());
+    _exit(0);
+  });
+  ASSERT_TRUE(r.ExitedWith(0)) << r.Describe();
+  EXPECT_NE(r.out.find("\"startup_checks\":{\"passed\":false,\"weakened\":true}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"abi\":0,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"absent\":\"skipped by test switch\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"seccomp\":{\"installed\":true,\"tsync\":true}"), std::string::npos) << r.out;
+}
+#else
+TEST_F(ConfineWorkerTest, WeakeningSwitchesAreRefusedWithoutTestHooks) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineOptions o;
+    o.skip_seccomp = true;
+    ConfineWorker(o);
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err.rfind("ck-basal-worker: confinement failed: options: ", 0), 0u) << r.err;
+}
+#endif
+
+TEST(Descriptors, CloseRangeClosesEverythingAboveStdio) {
+  if (testing::SanitizedBuild()) GTEST_SKIP() << "forked tests are skipped in sanitizer builds";
+  const ChildResult r = RunChild({}, [] {
+    const int a = open("/dev/null", O_RDONLY);
+    const int b = dup2(a, 100);
+    if (a < 3 || b != 100) _exit(1);
+    if (!CloseDescriptorsAboveStdio().ok()) _exit(2);
+    if (fcntl(a, F_GETFD) != -1 || fcntl(100, F_GETFD) != -1) _exit(3);
+    if (fcntl(0, F_GETFD) == -1 || fcntl(1, F_GETFD) == -1 || fcntl(2, F_GETFD) == -1) _exit(4);
+    _exit(0);
+  });
+  EXPECT_TRUE(r.ExitedWith(0)) << r.Describe();
+}
+
+TEST(ConfinementReportJson, ExactShape) {
+  ConfinementReport r;
+  r.startup_checks_passed = true;
+  r.descriptors_closed = true;
+  r.no_new_privs = true;
+  r.dumpable = false;
+  r.landlock_abi = 7;
+  r.landlock_kernel_abi = 8;
+  r.seccomp_installed = true;
+  r.seccomp_tsync = true;
+  EXPECT_EQ(r.ToJson(),
+            "{\"startup_checks\":{\"passed\":true,\"weakened\":false},\"descriptors_closed\":true,"
+            "\"no_new_privs\":true,\"dumpable\":false,\"landlock\":{\"abi\":7,\"kernel_abi\":8},"
+            "\"seccomp\":{\"installed\":true,\"tsync\":true}}");
+  ConfinementReport absent;
+  absent.landlock_absent_reason = "kernel lacks \"Landlock\"\\\n";
+  EXPECT_NE(absent.ToJson().find("\"landlock\":{\"abi\":0,\"kernel_abi\":0,\"absent\":\"kernel lacks "
+                                 "\\\"Landlock\\\"\\\\\\u000a\"}"),
+            std::string::npos)
+      << absent.ToJson();
+  EXPECT_NE(absent.ToJson().find("\"dumpable\":true"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace basal::confinement

@@ -1,0 +1,344 @@
+// Unit tests of the host-call registry and the built-in host calls: log (argument shapes,
+// truncation) and kv.* (grant constraints, authorization, and each call against a real journal).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "basal/host_call.h"
+#include "parent/host_calls/kv.h"
+#include "parent/host_calls/log.h"
+#include "parent/journal.h"
+
+namespace basal {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Noop(const HostCallContext&, const Json&, HostCallReply) {}
+
+HostCallSpec Spec(std::string name) {
+  HostCallSpec spec;
+  spec.name = std::move(name);
+  spec.handler = Noop;
+  return spec;
+}
+
+// --- Registry ------------------------------------------------------------------------------------
+
+TEST(HostCallRegistryTest, RegisterFindNames) {
+  HostCallRegistry registry;
+  ASSERT_TRUE(registry.Register(Spec("mail.send")));
+  ASSERT_TRUE(registry.Register(Spec("a_b-c.d2")));
+  ASSERT_NE(registry.Find("mail.send"), nullptr);
+  EXPECT_EQ(registry.Find("mail.send")->name, "mail.send");
+  EXPECT_EQ(registry.Find("mail"), nullptr);
+  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"a_b-c.d2", "mail.send"}));
+}
+
+TEST(HostCallRegistryTest, Refusals) {
+  HostCallRegistry registry;
+  ASSERT_TRUE(registry.Register(Spec("mail.send")));
+  auto dup = registry.Register(Spec("mail.send"));
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(dup.error().message, R"(host call "mail.send": already registered; each name can be registered once)");
+  EXPECT_FALSE(registry.Register(Spec("")));
+  HostCallSpec no_handler;
+  no_handler.name = "x";
+  auto missing = registry.Register(std::move(no_handler));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, R"(host call "x": the spec has no handler)");
+  for (const char* bad : {"a b", "a\nb", ".a", "a.", "a..b", "a/b", "\"q\""}) {
+    EXPECT_FALSE(registry.Register(Spec(bad))) << bad;
+  }
+  EXPECT_FALSE(registry.Register(Spec(std::string(129, 'a'))));
+  EXPECT_TRUE(registry.Register(Spec(std::string(128, 'a'))));
+  EXPECT_EQ(registry.Names().size(), 2u);
+}
+
+// --- log -----------------------------------------------------------------------------------------
+
+struct Logged {
+  std::string level, message;
+  int64_t activation_id;
+};
+
+class LogTest : public ::testing::Test {
+ protected:
+  LogSink sink_ = [this](const HostCallContext& ctx, std::string_view level, std::string_view message) {
+    logged_.push_back({std::string(level), std::string(message), ctx.activation_id});
+  };
+  HostCallContext ctx_{7, 1, "hello.js"};
+  std::vector<Logged> logged_;
+};
+
+TEST_F(LogTest, RegistersWithoutGrant) {
+  HostCallRegistry registry;
+  ASSERT_TRUE(RegisterLogHostCall(registry, sink_));
+  const HostCallSpec* spec = registry.Find("log");
+  ASSERT_NE(spec, nullptr);
+  EXPECT_FALSE(spec->needs_grant);
+  EXPECT_FALSE(spec->check_grant);
+  EXPECT_FALSE(spec->authorize);
+  EXPECT_FALSE(RegisterLogHostCall(registry, sink_));  // twice
+  HostCallRegistry other;
+  EXPECT_FALSE(RegisterLogHostCall(other, nullptr));
+}
+
+TEST_F(LogTest, EveryLevel) {
+  for (const char* level : {"log", "info", "warn", "error", "debug"}) {
+    HostCallAnswer a = ServeLog(ctx_, {{"level", level}, {"message", "hi"}}, sink_);
+    EXPECT_TRUE(a.ok) << level;
+    EXPECT_TRUE(a.value.is_null());
+  }
+  ASSERT_EQ(logged_.size(), 5u);
+  EXPECT_EQ(logged_[2].level, "warn");
+  EXPECT_EQ(logged_[2].message, "hi");
+  EXPECT_EQ(logged_[2].activation_id, 7);
+}
+
+TEST_F(LogTest, BadArguments) {
+  struct Case {
+    Json args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {Json::array(), "log: arguments must be an object {level, message} (got [])"},
+      {{{"message", "m"}}, "log: \"level\" must be one of log, info, warn, error, debug (got nothing)"},
+      {{{"level", "trace"}, {"message", "m"}}, "log: \"level\" must be one of log, info, warn, error, debug (got \"trace\")"},
+      {{{"level", 1}, {"message", "m"}}, "log: \"level\" must be one of log, info, warn, error, debug (got 1)"},
+      {{{"level", "info"}}, "log: \"message\" must be a string (got nothing)"},
+      {{{"level", "info"}, {"message", 5}}, "log: \"message\" must be a string (got 5)"},
+      {{{"level", "info"}, {"message", "m"}, {"extra", 1}}, "log: unknown argument \"extra\" (expected level, message)"},
+  };
+  for (const Case& c : cases) {
+    HostCallAnswer a = ServeLog(ctx_, c.args, sink_);
+    EXPECT_FALSE(a.ok) << c.args.dump();
+    EXPECT_EQ(a.error_name, "TypeError");
+    EXPECT_EQ(a.error_message, c.message);
+  }
+  EXPECT_TRUE(logged_.empty());
+}
+
+TEST_F(LogTest, LongMessagesAreTruncatedWithAMarker) {
+  ASSERT_TRUE(ServeLog(ctx_, {{"level", "info"}, {"message", std::string(kLogMessageLimitBytes, 'x')}}, sink_).ok);
+  EXPECT_EQ(logged_.back().message.size(), kLogMessageLimitBytes);  // at the limit: untouched
+
+  // One byte over, with a two-byte character straddling the limit: cut before it, marker after.
+  std::string text = std::string(kLogMessageLimitBytes - 1, 'x') + "\xC3\xA9" + "tail";
+  ASSERT_TRUE(ServeLog(ctx_, {{"level", "info"}, {"message", text}}, sink_).ok);
+  const std::string& got = logged_.back().message;
+  EXPECT_EQ(got.substr(0, kLogMessageLimitBytes - 1), std::string(kLogMessageLimitBytes - 1, 'x'));
+  EXPECT_EQ(got.substr(kLogMessageLimitBytes - 1),
+            " [basal: message truncated, " + std::to_string(text.size()) + " bytes in all, limit 65536]");
+}
+
+// --- kv ------------------------------------------------------------------------------------------
+
+TEST(KvGrantTest, Constraints) {
+  EXPECT_TRUE(CheckKvGrant(Json::parse(R"({"namespaces": ["orders"]})"), "grants.kv.get"));
+  EXPECT_TRUE(CheckKvGrant(Json::parse(R"({"namespaces": ["a", "b", "*"]})"), "grants.kv.get"));
+  auto bad = CheckKvGrant(Json::parse(R"({"namespaces": ["a", null]})"), "grants.kv.list");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(bad.error().message, "grants.kv.list.namespaces[1]: must be a non-empty string (got null)");
+  EXPECT_FALSE(CheckKvGrant(Json::array(), "grants.kv.get"));
+}
+
+TEST(KvAuthorizeTest, NamespaceMustBeGranted) {
+  const Json grant = Json::parse(R"({"namespaces": ["orders"]})");
+  EXPECT_EQ(AuthorizeKv(KvOp::kGet, grant, {{"namespace", "orders"}, {"key", "k"}}), std::nullopt);
+  EXPECT_EQ(AuthorizeKv(KvOp::kGet, grant, {{"namespace", "payments"}, {"key", "k"}}),
+            R"(namespace "payments" is not granted to kv.get (granted: orders))");
+  EXPECT_EQ(AuthorizeKv(KvOp::kPut, grant, {{"namespace", "*"}}), R"(namespace "*" is not granted to kv.put (granted: orders))");
+  EXPECT_EQ(AuthorizeKv(KvOp::kDelete, Json::object(), {{"namespace", "orders"}}),
+            R"(namespace "orders" is not granted to kv.delete (granted: none))");
+  // The denial reason shows at most 100 bytes of a hostile namespace.
+  auto long_reason = AuthorizeKv(KvOp::kList, grant, {{"namespace", std::string(100'000, 'z')}});
+  ASSERT_TRUE(long_reason);
+  EXPECT_LT(long_reason->size(), 200u);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "basal_host_calls_test.XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+class KvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto journal = Journal::Open(dir_.File("journal.db"), Durability::kNormal);
+    ASSERT_TRUE(journal) << journal.error().message;
+    journal_ = std::move(*journal);
+  }
+  HostCallAnswer Serve(KvOp op, const Json& args) { return ServeKv(op, *journal_, args); }
+  void ExpectTypeError(KvOp op, const Json& args, const std::string& message) {
+    HostCallAnswer a = Serve(op, args);
+    EXPECT_FALSE(a.ok) << args.dump();
+    EXPECT_EQ(a.error_name, "TypeError") << args.dump();
+    EXPECT_EQ(a.error_message, message) << args.dump();
+  }
+  // Runs SQL on a second connection, as an operator with sqlite3 would.
+  void RawSql(const std::string& sql) {
+    ASSERT_TRUE(journal_->Commit());
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.File("journal.db").c_str(), &db), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Journal> journal_;
+};
+
+TEST_F(KvTest, RegistersFourGrantedCalls) {
+  HostCallRegistry registry;
+  ASSERT_TRUE(RegisterKvHostCalls(registry, *journal_));
+  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"kv.delete", "kv.get", "kv.list", "kv.put"}));
+  for (const std::string& name : registry.Names()) {
+    const HostCallSpec* spec = registry.Find(name);
+    EXPECT_TRUE(spec->needs_grant);
+    EXPECT_TRUE(spec->check_grant);
+    ASSERT_TRUE(spec->authorize);
+    EXPECT_EQ(spec->authorize(Json::parse(R"({"namespaces": ["o"]})"), {{"namespace", "p"}}),
+              "namespace \"p\" is not granted to " + name + " (granted: o)");
+  }
+  EXPECT_FALSE(RegisterKvHostCalls(registry, *journal_));  // twice
+}
+
+TEST_F(KvTest, PutGetDeleteRoundTrip) {
+  EXPECT_TRUE(Serve(KvOp::kGet, {{"namespace", "orders"}, {"key", "o-1"}}).value.is_null());
+  const Json value = Json::parse(R"({"n": 1, "items": ["a", "b"], "price": 1.5, "ok": true, "s": "é"})");
+  HostCallAnswer put = Serve(KvOp::kPut, {{"namespace", "orders"}, {"key", "o-1"}, {"value", value}});
+  ASSERT_TRUE(put.ok) << put.error_message;
+  EXPECT_TRUE(put.value.is_null());
+  HostCallAnswer got = Serve(KvOp::kGet, {{"namespace", "orders"}, {"key", "o-1"}});
+  ASSERT_TRUE(got.ok);
+  EXPECT_EQ(got.value, value);
+  // Namespaces are separate stores.
+  EXPECT_TRUE(Serve(KvOp::kGet, {{"namespace", "users"}, {"key", "o-1"}}).value.is_null());
+  // Overwrite; every JSON type is a value, null included (and distinct from absent only by list).
+  for (const Json& v : {Json(nullptr), Json(false), Json(42), Json("text"), Json::array(), Json::object()}) {
+    ASSERT_TRUE(Serve(KvOp::kPut, {{"namespace", "orders"}, {"key", "o-1"}, {"value", v}}).ok);
+    EXPECT_EQ(Serve(KvOp::kGet, {{"namespace", "orders"}, {"key", "o-1"}}).value, v);
+  }
+  HostCallAnswer removed = Serve(KvOp::kDelete, {{"namespace", "orders"}, {"key", "o-1"}});
+  ASSERT_TRUE(removed.ok);
+  EXPECT_EQ(removed.value, Json(true));
+  EXPECT_EQ(Serve(KvOp::kDelete, {{"namespace", "orders"}, {"key", "o-1"}}).value, Json(false));
+  EXPECT_TRUE(Serve(KvOp::kGet, {{"namespace", "orders"}, {"key", "o-1"}}).value.is_null());
+}
+
+TEST_F(KvTest, ValuesSurviveCommitAndReopen) {
+  ASSERT_TRUE(Serve(KvOp::kPut, {{"namespace", "n"}, {"key", "k"}, {"value", {{"x", 1}}}}).ok);
+  ASSERT_TRUE(journal_->Commit());
+  journal_.reset();
+  auto reopened = Journal::Open(dir_.File("journal.db"), Durability::kNormal);
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(ServeKv(KvOp::kGet, **reopened, {{"namespace", "n"}, {"key", "k"}}).value, Json({{"x", 1}}));
+}
+
+TEST_F(KvTest, List) {
+  for (const char* key : {"b/2", "a/1", "a/2", "a%", "c"}) {
+    ASSERT_TRUE(Serve(KvOp::kPut, {{"namespace", "n"}, {"key", key}, {"value", key}}).ok);
+  }
+  ASSERT_TRUE(Serve(KvOp::kPut, {{"namespace", "other"}, {"key", "a/9"}, {"value", 0}}).ok);
+
+  HostCallAnswer all = Serve(KvOp::kList, {{"namespace", "n"}});
+  ASSERT_TRUE(all.ok) << all.error_message;
+  EXPECT_EQ(all.value, Json::parse(R"([{"key":"a%","value":"a%"},{"key":"a/1","value":"a/1"},)"
+                                   R"({"key":"a/2","value":"a/2"},{"key":"b/2","value":"b/2"},{"key":"c","value":"c"}])"));
+  HostCallAnswer a = Serve(KvOp::kList, {{"namespace", "n"}, {"prefix", "a/"}});
+  EXPECT_EQ(a.value, Json::parse(R"([{"key":"a/1","value":"a/1"},{"key":"a/2","value":"a/2"}])"));
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "n"}, {"prefix", "a"}, {"limit", 2}}).value.size(), 2u);
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "n"}, {"prefix", nullptr}, {"limit", nullptr}}).value.size(), 5u);
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "n"}, {"prefix", ""}}).value.size(), 5u);
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "n"}, {"prefix", "%"}}).value, Json::array());
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "empty"}}).value, Json::array());
+}
+
+TEST_F(KvTest, ListLimitDefaultsTo100) {
+  for (int i = 0; i < 150; ++i) {
+    ASSERT_TRUE(Serve(KvOp::kPut, {{"namespace", "n"}, {"key", "k" + std::to_string(1000 + i)}, {"value", i}}).ok);
+  }
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "n"}}).value.size(), 100u);
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "n"}, {"limit", 1000}}).value.size(), 150u);
+}
+
+TEST_F(KvTest, ArgumentShapes) {
+  const std::string long_key(1025, 'k');
+  const std::string long_ns(257, 'n');
+  ExpectTypeError(KvOp::kGet, {{"namespace", "n"}}, R"(kv.get: "key" is missing (a string))");
+  ExpectTypeError(KvOp::kGet, {{"namespace", "n"}, {"key", 5}}, R"(kv.get: "key" must be a string (got 5))");
+  ExpectTypeError(KvOp::kGet, {{"namespace", "n"}, {"key", ""}}, R"(kv.get: "key" must not be empty)");
+  ExpectTypeError(KvOp::kDelete, {{"namespace", "n"}, {"key", long_key}}, R"(kv.delete: "key" is 1025 bytes; the limit is 1024)");
+  ExpectTypeError(KvOp::kGet, {{"namespace", long_ns}, {"key", "k"}}, R"(kv.get: "namespace" is 257 bytes; the limit is 256)");
+  ExpectTypeError(KvOp::kGet, {{"namespace", "n"}, {"key", "k"}, {"value", 1}},
+                  R"(kv.get: unknown argument "value" (expected namespace, key))");
+  ExpectTypeError(KvOp::kPut, {{"namespace", "n"}, {"key", "k"}},
+                  R"(kv.put: "value" is missing (any JSON value; null stores null))");
+  ExpectTypeError(KvOp::kPut, {{"namespace", "n"}, {"key", "k"}, {"value", 1}, {"ttl", 5}},
+                  R"(kv.put: unknown argument "ttl" (expected namespace, key, value))");
+  ExpectTypeError(KvOp::kList, {{"namespace", "n"}, {"prefix", 1}}, R"(kv.list: "prefix" must be a string (got 1))");
+  ExpectTypeError(KvOp::kList, {{"namespace", "n"}, {"prefix", long_key}}, R"(kv.list: "prefix" is 1025 bytes; the limit is 1024)");
+  ExpectTypeError(KvOp::kList, {{"namespace", "n"}, {"key", "k"}},
+                  R"(kv.list: unknown argument "key" (expected namespace, prefix, limit))");
+  for (const Json& limit : {Json(0), Json(1001), Json(-1), Json(2.5), Json("10")}) {
+    ExpectTypeError(KvOp::kList, {{"namespace", "n"}, {"limit", limit}},
+                    "kv.list: \"limit\" must be an integer from 1 to 1000 (got " + limit.dump() + ")");
+  }
+  ExpectTypeError(KvOp::kGet, Json::array(), "kv.get: arguments must be an object (got [])");
+  ExpectTypeError(KvOp::kGet, {{"key", "k"}}, R"(kv.get: "namespace" is missing (a string))");
+  // Nothing was written by the refused calls.
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "n"}}).value, Json::array());
+}
+
+TEST_F(KvTest, InvalidUtf8ValueIsRefusedNotAltered) {
+  ExpectTypeError(KvOp::kPut, {{"namespace", "n"}, {"key", "k"}, {"value", std::string("\xff\xfe")}},
+                  R"(kv.put: "value" holds a string that is not valid UTF-8)");
+}
+
+TEST_F(KvTest, JournalFailureIsAHostErrorWithoutThePath) {
+  RawSql("DROP TABLE kv");
+  for (KvOp op : {KvOp::kGet, KvOp::kPut, KvOp::kDelete, KvOp::kList}) {
+    HostCallAnswer a = Serve(op, {{"namespace", "n"}, {"key", "k"}, {"value", 1}});
+    if (op == KvOp::kList) a = Serve(op, {{"namespace", "n"}});
+    EXPECT_FALSE(a.ok) << KvOpName(op);
+    EXPECT_EQ(a.error_name, "HostError") << KvOpName(op);
+    EXPECT_EQ(a.error_message.rfind(std::string(KvOpName(op)) + " failed: ", 0), 0u) << a.error_message;
+    EXPECT_EQ(a.error_message.find(dir_.File("journal.db")), std::string::npos) << a.error_message;
+    (void)journal_->Rollback();
+  }
+}
+
+TEST_F(KvTest, CorruptStoredValueIsAHostError) {
+  RawSql("INSERT INTO kv(namespace, key, value) VALUES ('n', 'k', 'not json')");
+  HostCallAnswer get = Serve(KvOp::kGet, {{"namespace", "n"}, {"key", "k"}});
+  EXPECT_FALSE(get.ok);
+  EXPECT_EQ(get.error_name, "HostError");
+  HostCallAnswer list = Serve(KvOp::kList, {{"namespace", "n"}});
+  EXPECT_FALSE(list.ok);
+  EXPECT_EQ(list.error_name, "HostError");
+}
+
+}  // namespace
+}  // namespace basal

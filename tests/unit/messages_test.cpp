@@ -1,0 +1,90 @@
+#include "protocol/messages.h"
+
+#include <gtest/gtest.h>
+
+namespace basal::protocol {
+namespace {
+
+WorkerMessage MustParse(const std::string& s) {
+  WorkerMessage m;
+  std::string error;
+  EXPECT_TRUE(ParseWorkerMessage(s, m, error)) << error;
+  return m;
+}
+
+std::string MustFail(const std::string& s) {
+  WorkerMessage m;
+  std::string error;
+  EXPECT_FALSE(ParseWorkerMessage(s, m, error)) << s;
+  return error;
+}
+
+TEST(MessagesTest, ParsesCall) {
+  auto m = MustParse(R"({"type":"call","activation":3,"id":7,"name":"kv.get","args":{"key":"k"}})");
+  auto& c = std::get<Call>(m);
+  EXPECT_EQ(c.activation, 3);
+  EXPECT_EQ(c.id, 7);
+  EXPECT_EQ(c.name, "kv.get");
+  EXPECT_EQ(c.args["key"], "k");
+}
+
+TEST(MessagesTest, ParsesDoneOkAndError) {
+  auto ok = std::get<Done>(MustParse(R"({"type":"done","activation":1,"cpu_us":5,"ok":[1,2]})"));
+  EXPECT_TRUE(ok.ok);
+  EXPECT_EQ(ok.result, Json::array({1, 2}));
+  auto err = std::get<Done>(MustParse(
+      R"({"type":"done","activation":1,"cpu_us":5,"error":{"kind":"budget_exhausted","budget":"cpu","name":"InternalError","message":"m"}})"));
+  EXPECT_FALSE(err.ok);
+  EXPECT_EQ(err.error.budget, "cpu");
+}
+
+TEST(MessagesTest, RefusesMalformedAndWrongTypes) {
+  EXPECT_EQ(MustFail("{not json"), "malformed JSON");
+  EXPECT_EQ(MustFail("[1]"), "payload is not a JSON object");
+  EXPECT_EQ(MustFail(R"({"type":"launch"})"), "unknown message type \"launch\"");
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":"1","id":1,"name":"x","args":null})"),
+            "field \"activation\" must be an integer");
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":0,"name":"x","args":null})"), "field \"id\" must be >= 1");
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":1,"name":"x"})"), "missing field \"args\"");
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":1,"name":"x","args":1,"extra":2})"),
+            "unexpected field \"extra\"");
+  EXPECT_EQ(MustFail(R"({"type":"done","activation":1,"cpu_us":0,"ok":1,"error":{}})"),
+            "done needs exactly one of \"ok\" and \"error\"");
+  EXPECT_NE(MustFail(R"({"type":"done","activation":1,"cpu_us":0,"error":{"kind":"budget_exhausted","budget":"disk","name":"a","message":"b"}})")
+                .find("budget"),
+            std::string::npos);
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":99999999999999999999,"id":1,"name":"x","args":1})"),
+            "field \"activation\" must be an integer");
+}
+
+TEST(MessagesTest, RefusesHostileNestingWithoutRecursing) {
+  std::string deep(100000, '[');
+  deep += std::string(100000, ']');
+  Json out;
+  std::string error;
+  EXPECT_FALSE(ParseJsonValue(deep, out, error));
+  EXPECT_NE(error.find("nested deeper"), std::string::npos);
+  // Brackets inside strings do not count.
+  EXPECT_TRUE(ParseJsonValue("\"" + std::string(1000, '[') + "\"", out, error)) << error;
+}
+
+TEST(MessagesTest, InvalidUtf8IsRefusedNotThrown) {
+  EXPECT_EQ(MustFail("{\"type\":\"call\",\"activation\":1,\"id\":1,\"name\":\"\xff\",\"args\":1}"), "malformed JSON");
+}
+
+TEST(MessagesTest, ParentMessagesRoundTrip) {
+  ParentMessage m;
+  std::string error;
+  ASSERT_TRUE(ParseParentMessage(BuildResultError(4, 2, "PermissionDenied", "no"), m, error)) << error;
+  auto& r = std::get<CallResult>(m);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error_name, "PermissionDenied");
+  ASSERT_TRUE(ParseParentMessage(BuildActivate(9, Json{{"a", 1}}), m, error)) << error;
+  EXPECT_EQ(std::get<Activate>(m).input["a"], 1);
+  Load l{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16};
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(l), m, error)) << error;
+  EXPECT_EQ(std::get<Load>(m).source, l.source);
+}
+
+}  // namespace
+}  // namespace basal::protocol
