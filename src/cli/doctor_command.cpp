@@ -84,8 +84,10 @@ int DoctorCommand(const DoctorOptions& o) {
   } else {
     const nlohmann::json& w = report.welcome;
     auto field = [&w](const char* key) {
-      return w.is_object() && w.contains(key) ? w[key].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                                              : std::string("?");
+      if (!w.is_object() || !w.contains(key)) return std::string("?");
+      const nlohmann::json& v = w[key];
+      return OneLine(v.is_string() ? v.get<std::string>()
+                                   : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     };
     out += "welcome:               protocol " + field("protocol") + ", os " + field("os") + ", engine " +
            field("engine") + ", pid " + field("pid") + ", test_hooks " + field("test_hooks") + "\n";

@@ -32,21 +32,26 @@ constexpr const char* kHealthText =
 CLI::App* AddRun(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Run a flow: one activation (--input) or one per line (--inputs)");
   run->add_option("flow", o.flow_path, "The flow: an ES module whose default export is (input, host) => result")
-      ->required();
-  run->add_option("--manifest", o.manifest_path, "The flow's manifest (JSON: grants and budgets)")->required();
-  CLI::Option* input = run->add_option("--input", o.input, "The activation's input, one JSON value (default: null)");
+      ->required()
+      ->type_name("FLOW.js");
+  run->add_option("--manifest", o.manifest_path, "The flow's manifest (JSON: grants and budgets)")
+      ->required()
+      ->type_name("FILE");
+  CLI::Option* input = run->add_option("--input", o.input, "The activation's input, one JSON value (default: null)")
+                             ->type_name("JSON");
   CLI::Option* inputs = run->add_option(
       "--inputs", o.inputs_path,
       "JSON Lines file ('-' for stdin): one activation per non-empty line, through the pool; prints one "
-      "{\"activation\", \"ok\"|\"error\"} line per input, in input order");
+      "{\"activation\", \"ok\"|\"error\"} line per input, in input order")
+                              ->type_name("FILE.jsonl");
   input->excludes(inputs);
   run->add_option("--concurrency", o.concurrency,
                   "With --inputs: at most K activations submitted at once (default 1: one after another, "
                   "on one reused worker); --max-workers still caps the workers")
       ->check(CLI::Range(size_t{1}, size_t{4096}))
       ->needs(inputs);
-  run->add_option("--db", o.db_path, kDbHelp);
-  run->add_option("--worker", o.worker_path, kWorkerHelp);
+  run->add_option("--db", o.db_path, kDbHelp)->type_name("FILE");
+  run->add_option("--worker", o.worker_path, kWorkerHelp)->type_name("PATH");
   run->add_option("--durability", o.durability,
                   "Journal durability: normal (survives a crash of basal; default) or full (also power loss)")
       ->check(CLI::IsMember({"normal", "full"}));
@@ -54,7 +59,8 @@ CLI::App* AddRun(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"flow", "codemode"}));
   run->add_flag("--allow-without-landlock", o.allow_without_landlock,
                 "Accept workers without Landlock, and then only if this kernel lacks Landlock");
-  run->add_option("--health-out", o.health_out, "Write the module's final health report (JSON) to FILE");
+  run->add_option("--health-out", o.health_out, "Write the module's final health report (JSON) to FILE")
+      ->type_name("FILE");
   run->add_option("--max-workers", o.max_workers, "Global cap on live workers; further activations queue (default 8)")
       ->check(CLI::Range(size_t{1}, size_t{1024}));
   run->add_option("--worker-arg", o.worker_args, "Test-hooks worker switch (tests only)")
@@ -65,10 +71,12 @@ CLI::App* AddRun(CLI::App& app, RunOptions& o) {
 
 CLI::App* AddJournal(CLI::App& app, JournalOptions& o, int64_t& activation, CLI::Option*& id) {
   CLI::App* journal = app.add_subcommand("journal", "Print the journal: activations and their host calls");
-  journal->add_option("--db", o.db_path, kDbHelp);
+  journal->add_option("--db", o.db_path, kDbHelp)->type_name("FILE");
   id = journal->add_option("--activation", activation, "Only this activation (its id)")
+           ->type_name("ID")
                         ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
-  journal->add_option("--limit", o.limit, "The newest N activations, oldest first (default 20; 0: all)");
+  journal->add_option("--limit", o.limit, "The newest N activations, oldest first (default 20; 0: all)")
+      ->type_name("N");
   journal->add_flag("--json", o.json, "JSON Lines: one object per activation, with a \"calls\" array");
   return journal;
 }
@@ -78,7 +86,7 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& o) {
       "doctor",
       "Start one worker and show the kernel's Landlock ABI, the ABI required, the welcome's confinement "
       "report and whether basal accepts it (exit 0 if accepted, 1 if not)");
-  doctor->add_option("--worker", o.worker_path, kWorkerHelp);
+  doctor->add_option("--worker", o.worker_path, kWorkerHelp)->type_name("PATH");
   doctor->add_flag("--allow-without-landlock", o.allow_without_landlock,
                    "Judge under the policy that accepts workers without Landlock when the kernel lacks it");
   doctor->add_option("--worker-arg", o.worker_args, "Test-hooks worker switch (tests only)")

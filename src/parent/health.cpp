@@ -12,8 +12,13 @@ void HealthCounters::CountActivation(Outcome outcome) {
 
 void HealthCounters::CountCrash(const WorkerProcess::Exit& exit) {
   if (exit.signaled) {
-    ++crashes[std::string("signal ") + SignalName(exit.signal) +
-              (SignalName(exit.signal) == std::string("signal") ? " " + std::to_string(exit.signal) : "")];
+    std::string key = "signal ";
+    key += SignalName(exit.signal);
+    if (key == "signal signal") {
+      key += ' ';
+      key += std::to_string(exit.signal);
+    }
+    ++crashes[key];
   } else {
     ++crashes["exit " + std::to_string(exit.code)];
   }

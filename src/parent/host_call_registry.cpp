@@ -14,29 +14,32 @@ constexpr size_t kMaxNameBytes = 128;
 // Names appear in manifests (as grant keys and paths like grants.kv.get) and in the journal, so
 // they are kept to characters that read unambiguously there.
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-         c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
 
 }  // namespace
 
 Result<void> HostCallRegistry::Register(HostCallSpec spec) {
   if (spec.name.empty()) {
-    return MakeError(ErrorCode::kInvalidArgument, "host call: the name is empty; give the spec a name such as \"mail.send\"");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "host call: the name is empty; give the spec a name such as \"mail.send\"");
   }
-  const std::string shown = "host call \"" + (spec.name.size() > kMaxNameBytes ? spec.name.substr(0, kMaxNameBytes) + "..." : spec.name) + "\"";
+  const std::string shown =
+      "host call \"" + (spec.name.size() > kMaxNameBytes ? spec.name.substr(0, kMaxNameBytes) + "..." : spec.name) +
+      "\"";
   if (spec.name.size() > kMaxNameBytes) {
-    return MakeError(ErrorCode::kInvalidArgument, shown + ": the name is longer than " + std::to_string(kMaxNameBytes) + " bytes");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     shown + ": the name is longer than " + std::to_string(kMaxNameBytes) + " bytes");
   }
   for (char c : spec.name) {
     if (!IsNameChar(c)) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       shown + ": names may use only letters, digits, '_', '-' and '.'");
+      return MakeError(ErrorCode::kInvalidArgument, shown + ": names may use only letters, digits, '_', '-' and '.'");
     }
   }
   if (spec.name.front() == '.' || spec.name.back() == '.' || spec.name.find("..") != std::string::npos) {
-    return MakeError(ErrorCode::kInvalidArgument, shown + ": '.' separates parts of a name (as in kv.get); "
-                                                          "it cannot start or end a name or appear twice in a row");
+    return MakeError(ErrorCode::kInvalidArgument, shown +
+                                                      ": '.' separates parts of a name (as in kv.get); "
+                                                      "it cannot start or end a name or appear twice in a row");
   }
   if (!spec.handler) return MakeError(ErrorCode::kInvalidArgument, shown + ": the spec has no handler");
   if (specs_.count(spec.name) != 0) {

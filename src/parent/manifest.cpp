@@ -37,23 +37,29 @@ std::string Quoted(std::string_view text) {
 std::string ChildPath(const std::string& parent, const std::string& key) {
   bool plain = !key.empty();
   for (char c : key) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '-' || c == '.';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     if (!ok) plain = false;
   }
   if (parent.empty()) return plain ? key : "manifest[" + Quoted(key) + "]";
   return plain ? parent + "." + key : parent + "[" + Quoted(key) + "]";
 }
 
-// Duplicate keys are an error, not "last one wins": a second "grants" must not silently replace
-// the first one the operator reviewed. nlohmann keeps the last, so the parse callback watches.
-class DuplicateKeyWatch {
+// Watches the parse: duplicate keys are an error, not "last one wins" (a second "grants" must not
+// silently replace the first one the operator reviewed; nlohmann keeps the last), and nesting is
+// bounded (a manifest is a few levels deep; printing and checking deeper values would recurse).
+class ParseWatch {
  public:
-  bool OnEvent(int /*depth*/, Json::parse_event_t event, const Json& parsed) {
+  static constexpr size_t kMaxDepth = 64;
+
+  bool OnEvent(Json::parse_event_t event, const Json& parsed) {
     switch (event) {
       case Json::parse_event_t::object_start:
       case Json::parse_event_t::array_start:
-        frames_.push_back(Frame{event == Json::parse_event_t::array_start, PathOfNextChild(), {}, "", 0});
+        if (frames_.size() >= kMaxDepth && !error_) {
+          error_ = Invalid(PathOf(frames_.size()), "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+        }
+        frames_.push_back(Frame{event == Json::parse_event_t::array_start, {}, "", 0});
         break;
       case Json::parse_event_t::object_end:
       case Json::parse_event_t::array_end:
@@ -65,8 +71,8 @@ class DuplicateKeyWatch {
           Frame& top = frames_.back();
           top.key = parsed.get<std::string>();
           if (!top.keys.insert(top.key).second && !error_) {
-            error_ = Invalid(top.path.empty() ? "manifest" : top.path,
-                             "duplicate key " + Quoted(top.key) + " (each key may appear once)");
+            error_ =
+                Invalid(PathOf(frames_.size() - 1), "duplicate key " + Quoted(top.key) + " (each key may appear once)");
           }
         }
         break;
@@ -81,16 +87,22 @@ class DuplicateKeyWatch {
  private:
   struct Frame {
     bool is_array;
-    std::string path;
     std::set<std::string> keys;
-    std::string key;   // the key whose value comes next (objects)
-    size_t index;      // the index of the next element (arrays)
+    std::string key;  // objects: the key whose value comes next
+    size_t index;     // arrays: the index of the next element
   };
-  std::string PathOfNextChild() const {
-    if (frames_.empty()) return "";
-    const Frame& top = frames_.back();
-    if (top.is_array) return (top.path.empty() ? "manifest" : top.path) + "[" + std::to_string(top.index) + "]";
-    return ChildPath(top.path, top.key);
+  // The path of the container at depth `depth` (0: the top level), built only for an error.
+  std::string PathOf(size_t depth) const {
+    std::string path;
+    for (size_t i = 0; i < depth && i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (f.is_array) {
+        path = (path.empty() ? "manifest" : path) + "[" + std::to_string(f.index) + "]";
+      } else {
+        path = ChildPath(path, f.key);
+      }
+    }
+    return path.empty() ? "manifest" : path;
   }
   void Advance() {
     if (frames_.back().is_array) ++frames_.back().index;
@@ -120,7 +132,7 @@ class SyntaxErrorProbe : public nlohmann::json_sax<Json> {
     if (auto close = what.find("] "); what.rfind("[json.exception.", 0) == 0 && close != std::string::npos) {
       what = what.substr(close + 2);
     }
-    message = what + " (byte " + std::to_string(position) + ")";
+    message = what.find("line ") != std::string::npos ? what : what + " (at byte " + std::to_string(position) + ")";
     return false;
   }
   std::string message;
@@ -218,10 +230,10 @@ Result<std::map<std::string, Json>> ParseGrants(const Json& grants, const HostCa
 }  // namespace
 
 Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& registry) {
-  DuplicateKeyWatch watch;
+  ParseWatch watch;
   Json root = Json::parse(
       text.begin(), text.end(),
-      [&watch](int depth, Json::parse_event_t event, Json& parsed) { return watch.OnEvent(depth, event, parsed); },
+      [&watch](int /*depth*/, Json::parse_event_t event, Json& parsed) { return watch.OnEvent(event, parsed); },
       /*allow_exceptions=*/false);
   if (root.is_discarded()) return Invalid("manifest", "not valid JSON: " + DescribeSyntaxError(text));
   if (watch.error()) return *watch.error();
@@ -263,8 +275,8 @@ std::string Manifest::Canonical() const {
       {"deadline_ms", budgets_.deadline.count()},
   };
   // nlohmann's default object is a std::map: keys come out sorted at every level.
-  return Json{{"grants", std::move(grants)}, {"budgets", std::move(budgets)}}.dump(
-      -1, ' ', false, Json::error_handler_t::replace);
+  return Json{{"grants", std::move(grants)}, {"budgets", std::move(budgets)}}.dump(-1, ' ', false,
+                                                                                   Json::error_handler_t::replace);
 }
 
 // ---- SHA-256 (FIPS 180-4) ----------------------------------------------------------------------

@@ -129,8 +129,8 @@ std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const J
       granted += (granted.empty() ? "" : ", ") + g.get_ref<const std::string&>();
     }
   }
-  return "namespace " + Shown(*ns, 100) + " is not granted to " + name + " (granted: " +
-         (granted.empty() ? std::string("none") : granted) + ")";
+  return "namespace " + Shown(*ns, 100) + " is not granted to " + name +
+         " (granted: " + (granted.empty() ? std::string("none") : granted) + ")";
 }
 
 HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
@@ -140,7 +140,8 @@ HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
   for (const auto& [key, value] : args.items()) {
     bool known = false;
     for (std::string_view a : allowed) known = known || a == key;
-    if (!known) return TypeError(name + ": unknown argument " + Shown(Json(key)) + " (expected " + Joined(allowed) + ")");
+    if (!known)
+      return TypeError(name + ": unknown argument " + Shown(Json(key)) + " (expected " + Joined(allowed) + ")");
   }
   if (auto bad = CheckStringArg(op, args, "namespace", kKvMaxNamespaceBytes, /*allow_empty=*/false)) {
     return TypeError(*bad);
@@ -155,9 +156,10 @@ HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
     }
     size_t limit = kKvListDefaultLimit;
     if (auto l = args.find("limit"); l != args.end() && !l->is_null()) {
-      const bool in_range = (l->is_number_unsigned() && l->get<uint64_t>() >= 1 && l->get<uint64_t>() <= kKvListMaxLimit) ||
-                            (l->is_number_integer() && l->get<int64_t>() >= 1 &&
-                             l->get<int64_t>() <= static_cast<int64_t>(kKvListMaxLimit));
+      const bool in_range =
+          (l->is_number_unsigned() && l->get<uint64_t>() >= 1 && l->get<uint64_t>() <= kKvListMaxLimit) ||
+          (l->is_number_integer() && l->get<int64_t>() >= 1 &&
+           l->get<int64_t>() <= static_cast<int64_t>(kKvListMaxLimit));
       if (!in_range) {
         return TypeError(name + ": \"limit\" must be an integer from 1 to " + std::to_string(kKvListMaxLimit) +
                          " (got " + Shown(*l) + ")");
@@ -170,7 +172,8 @@ HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
     for (const KvEntry& entry : *entries) {
       Json value = Json::parse(entry.value_json, nullptr, /*allow_exceptions=*/false);
       if (value.is_discarded()) {
-        return HostCallAnswer::Failure("HostError", name + " failed: the stored value of key " + Shown(Json(entry.key)) +
+        return HostCallAnswer::Failure("HostError", name + " failed: the stored value of key " +
+                                                        Shown(Json(entry.key)) +
                                                         " is not valid JSON (the database was changed by hand?)");
       }
       out.push_back(Json{{"key", entry.key}, {"value", std::move(value)}});
@@ -188,8 +191,9 @@ HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
       if (!stored->has_value()) return HostCallAnswer::Value(nullptr);
       Json value = Json::parse(**stored, nullptr, /*allow_exceptions=*/false);
       if (value.is_discarded()) {
-        return HostCallAnswer::Failure("HostError", name + " failed: the stored value is not valid JSON "
-                                                           "(the database was changed by hand?)");
+        return HostCallAnswer::Failure("HostError", name +
+                                                        " failed: the stored value is not valid JSON "
+                                                        "(the database was changed by hand?)");
       }
       return HostCallAnswer::Value(std::move(value));
     }

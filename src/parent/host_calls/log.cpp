@@ -21,7 +21,8 @@ HostCallAnswer TypeError(std::string message) { return HostCallAnswer::Failure("
 }  // namespace
 
 HostCallAnswer ServeLog(const HostCallContext& context, const Json& args, const LogSink& sink) {
-  if (!args.is_object()) return TypeError("log: arguments must be an object {level, message} (got " + Shown(args) + ")");
+  if (!args.is_object())
+    return TypeError("log: arguments must be an object {level, message} (got " + Shown(args) + ")");
   for (const auto& [key, value] : args.items()) {
     if (key != "level" && key != "message") {
       return TypeError("log: unknown argument " + Json(key).dump(-1, ' ', false, Json::error_handler_t::replace) +
@@ -36,7 +37,8 @@ HostCallAnswer ServeLog(const HostCallContext& context, const Json& args, const 
   const std::string& level_text = level->get_ref<const std::string&>();
   bool known = false;
   for (std::string_view candidate : kLevels) known = known || candidate == level_text;
-  if (!known) return TypeError("log: \"level\" must be one of log, info, warn, error, debug (got " + Shown(*level) + ")");
+  if (!known)
+    return TypeError("log: \"level\" must be one of log, info, warn, error, debug (got " + Shown(*level) + ")");
 
   auto message = args.find("message");
   if (message == args.end() || !message->is_string()) {

@@ -1,0 +1,207 @@
+// Real parent, real confined workers, JS fixtures: the outcome, the journal and the health.
+#include <gtest/gtest.h>
+
+#include "integration/test_support.h"
+
+namespace basal::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+class FlowTest : public ModuleFixture {};
+
+TEST_F(FlowTest, HelloWorld) {
+  Open();
+  FlowId f = Add("export default function (input) { return 'hello ' + input.name; }");
+  ActivationResult r = module_->Run(f, {{"name", "world"}});
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, "hello world");
+  auto rows = Reader()->Activations(r.activation_id, 1);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].outcome, "ok");
+  EXPECT_EQ((*rows)[0].result_json, "\"hello world\"");
+  EXPECT_EQ((*rows)[0].flow, "t.js");
+  EXPECT_EQ((*rows)[0].source_hash.rfind("sha256:", 0), 0u);
+  EXPECT_EQ(module_->HealthReport()["activations"]["ok"], 1);
+}
+
+TEST_F(FlowTest, AsyncFlowAndModuleStatePersistsAcrossActivationsOfOneWorker) {
+  Open();
+  FlowId f = Add("let n = 0; export default async function () { await null; n += 1; return n; }");
+  EXPECT_EQ(module_->Run(f, nullptr).result, 1);
+  EXPECT_EQ(module_->Run(f, nullptr).result, 2);
+  EXPECT_EQ(module_->Run(f, nullptr).result, 3);
+  EXPECT_EQ(module_->HealthReport()["spawned"], 1);
+}
+
+TEST_F(FlowTest, ConcurrentHostCallsAnsweredOutOfOrder) {
+  Open();
+  // "slow" keeps its replies and answers them in reverse order once all three are in flight.
+  std::vector<std::pair<int, HostCallReply>> held;
+  HostCallSpec spec;
+  spec.name = "slow";
+  spec.handler = [&held](const HostCallContext&, const Json& args, HostCallReply reply) {
+    held.emplace_back(args["n"].get<int>(), std::move(reply));
+    if (held.size() == 3)
+      for (auto it = held.rbegin(); it != held.rend(); ++it) it->second.Ok(it->first * 10);
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowId f = Add(
+      "export default async function (input, host) {"
+      "  const order = [];"
+      "  const ps = [1, 2, 3].map(n => host.call('slow', {n}).then(v => { order.push(n); return v; }));"
+      "  return {values: await Promise.all(ps), order};"
+      "}",
+      R"({"grants": {"slow": {}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result["values"], Json::parse("[10,20,30]"));
+  EXPECT_EQ(r.result["order"], Json::parse("[3,2,1]"));
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 3u);
+  EXPECT_EQ((*calls)[0].call_id, 3);  // recorded in answer order
+}
+
+TEST_F(FlowTest, GrantedAndDeniedCallsAreJournaledAndDenialIsCatchable) {
+  Open();
+  FlowId f = Add(
+      "export default async function (input, host) {"
+      "  await host.call('kv.put', {namespace: 'orders', key: 'o1', value: {qty: 2}});"
+      "  let denied = null;"
+      "  try { await host.call('kv.put', {namespace: 'payments', key: 'p', value: 1}); }"
+      "  catch (e) { denied = {name: e.name, message: e.message, isError: e instanceof Error}; }"
+      "  let ungranted = null;"
+      "  try { await host.call('kv.delete', {namespace: 'orders', key: 'o1'}); } catch (e) { ungranted = e.name; }"
+      "  return {got: await host.call('kv.get', {namespace: 'orders', key: 'o1'}), denied, ungranted};"
+      "}",
+      R"({"grants": {"kv.put": {"namespaces": ["orders"]}, "kv.get": {"namespaces": ["orders"]}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result["got"], Json::parse(R"({"qty":2})"));
+  EXPECT_EQ(r.result["denied"]["name"], "PermissionDenied");
+  EXPECT_EQ(r.result["denied"]["isError"], true);
+  EXPECT_NE(r.result["denied"]["message"].get<std::string>().find("payments"), std::string::npos);
+  EXPECT_EQ(r.result["ungranted"], "PermissionDenied");
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 4u);
+  EXPECT_TRUE((*calls)[0].allowed);
+  EXPECT_FALSE((*calls)[1].allowed);
+  EXPECT_NE((*calls)[1].reason.find("payments"), std::string::npos);
+  EXPECT_FALSE((*calls)[2].allowed);
+  EXPECT_NE((*calls)[2].reason.find("not granted"), std::string::npos);
+  auto stored = Reader()->KvGet("orders", "o1");
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->value_or(""), R"({"qty":2})");
+  EXPECT_EQ(module_->HealthReport()["denied_calls"], 2);
+}
+
+TEST_F(FlowTest, ScriptThatThrowsReportsNameMessageAndStack) {
+  Open();
+  FlowId f = Add("function inner() { throw new RangeError('too far'); }\nexport default function () { inner(); }");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kScriptError);
+  EXPECT_EQ(r.error_name, "RangeError");
+  EXPECT_NE(r.message.find("too far"), std::string::npos);
+  EXPECT_NE(r.stack.find("inner"), std::string::npos);
+  // The worker survives a script error and serves the next activation.
+  ActivationResult again = module_->Run(f, nullptr);
+  EXPECT_EQ(again.outcome, Outcome::kScriptError);
+  EXPECT_EQ(module_->HealthReport()["spawned"], 1);
+  auto rows = Reader()->Activations(r.activation_id, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ((*rows)[0].outcome, "script_error");
+  EXPECT_NE((*rows)[0].error_json.find("RangeError"), std::string::npos);
+}
+
+TEST_F(FlowTest, RejectedPromiseAndSyntaxErrorAndMissingDefault) {
+  Open();
+  FlowId rej = Add("export default async function () { throw new TypeError('nope'); }");
+  EXPECT_EQ(module_->Run(rej, nullptr).error_name, "TypeError");
+  FlowId syn = Add("export default function ( {", "{}", "syntax.js");
+  ActivationResult s = module_->Run(syn, nullptr);
+  EXPECT_EQ(s.outcome, Outcome::kScriptError);
+  EXPECT_NE(s.message.find("failed to load"), std::string::npos) << s.message;
+  FlowId nodef = Add("export const x = 1;", "{}", "nodefault.js");
+  ActivationResult n = module_->Run(nodef, nullptr);
+  EXPECT_EQ(n.outcome, Outcome::kScriptError);
+  EXPECT_NE(n.message.find("default export"), std::string::npos) << n.message;
+  FlowId imp = Add("import x from 'fs'; export default () => x;", "{}", "import.js");
+  EXPECT_NE(module_->Run(imp, nullptr).message.find("refused"), std::string::npos);
+}
+
+TEST_F(FlowTest, ConsoleGoesToTheJournalAsLogCallsWithoutAGrant) {
+  std::vector<std::string> seen;
+  ModuleOptions o;
+  o.log_sink = [&seen](const HostCallContext&, std::string_view level, std::string_view message) {
+    seen.push_back(std::string(level) + ":" + std::string(message));
+  };
+  Open(o);
+  FlowId f = Add("export default function () { console.log('a', 1, {b: 2}); console.error('bad'); return 0; }");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(seen, (std::vector<std::string>{"log:a 1 {\"b\":2}", "error:bad"}));
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 2u);
+  EXPECT_EQ((*calls)[0].name, "log");
+  EXPECT_TRUE((*calls)[0].allowed);
+}
+
+TEST_F(FlowTest, ABadManifestNamesTheKey) {
+  Open();
+  auto f = module_->AddFlow("x.js", "export default () => 1", R"({"grants": {"kv.gte": {}}})");
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.error().message.find("kv.gte"), std::string::npos) << f.error().message;
+}
+
+TEST_F(FlowTest, ResultsThatAreNotJsonAndNeverSettlingPromisesFailClearly) {
+  Open();
+  FlowId never = Add("export default function () { return new Promise(() => {}); }");
+  ActivationResult r = module_->Run(never, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kScriptError);
+  EXPECT_NE(r.message.find("never settled"), std::string::npos) << r.message;
+  FlowId big = Add("export default function () { return 10n; }", "{}", "bigint.js");
+  EXPECT_EQ(module_->Run(big, nullptr).outcome, Outcome::kScriptError);
+  FlowId undef = Add("export default function () {}", "{}", "undef.js");
+  ActivationResult u = module_->Run(undef, nullptr);
+  ASSERT_TRUE(u.ok()) << u.message;
+  EXPECT_TRUE(u.result.is_null());
+}
+
+TEST_F(FlowTest, DeadlineKillsAWorkerStuckInAHostCallThatNeverReturns) {
+  Open();
+  std::vector<HostCallReply> kept;
+  HostCallSpec spec;
+  spec.name = "forever";
+  spec.handler = [&kept](const HostCallContext&, const Json&, HostCallReply reply) { kept.push_back(std::move(reply)); };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowId f = Add("export default async function (i, host) { await host.call('forever', {}); return 1; }",
+                 R"({"grants": {"forever": {}}, "budgets": {"deadline_ms": 300}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kDeadline);
+  EXPECT_NE(r.message.find("300 ms"), std::string::npos) << r.message;
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["deadline_kills"], 1);
+  EXPECT_EQ(h["workers"]["live"], 0);
+  // Answering after the kill goes nowhere and does not crash the parent.
+  kept.front().Ok(1);
+  auto rows = Reader()->Activations(r.activation_id, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ((*rows)[0].outcome, "deadline");
+}
+
+TEST_F(FlowTest, CpuLoopIsStoppedByTheBudgetAndCannotBeCaught) {
+  Open();
+  FlowId f = Add("export default function () { try { for (;;) {} } catch (e) { return 'caught'; } }",
+                 R"({"budgets": {"cpu_ms": 50}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kBudgetExhausted);
+  EXPECT_EQ(r.budget, "cpu");
+  EXPECT_EQ(module_->HealthReport()["retirements"]["budget"], 1);
+}
+
+}  // namespace
+}  // namespace basal::testing
