@@ -641,6 +641,7 @@ struct Module::Impl {
   void Iterate(int max_timeout_ms) {
     Dispatch();
     CommitAndFlush();
+    if (!Busy() && max_timeout_ms >= 3'600'000) return;  // RunUntilIdle: nothing left to wait for
     int timeout = std::min(CheckTimers(), max_timeout_ms);
     CommitAndFlush();
     epoll_event events[64];
