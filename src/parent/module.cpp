@@ -68,6 +68,7 @@ struct Queued {
 
 struct InFlightCall {
   std::string name;
+  const char* reason = "granted by manifest";  // or "needs no grant" (log)
   std::string args_json;
   int64_t start_us = 0;
   std::shared_ptr<HostCallReply::Slot> slot;
@@ -200,7 +201,7 @@ struct Module::Impl {
     running.erase(act.id);
     for (auto& [id, call] : w->calls) {
       call.slot->answered = true;  // a late answer goes nowhere
-      CallRecord rec{act.id, id, call.name, call.args_json, true, "granted by manifest", "",
+      CallRecord rec{act.id, id, call.name, call.args_json, true, call.reason, "",
                      Json{{"name", "ActivationEnded"}, {"message", "the activation ended before this call was answered"}}.dump(),
                      call.start_us, NowUnixUs()};
       (void)journal->RecordCall(rec);
@@ -439,7 +440,8 @@ struct Module::Impl {
     slot->activation_id = aid;
     slot->call_id = call.id;
     slots.push_back(slot);
-    w->calls[call.id] = InFlightCall{call.name, args_json, start, slot};
+    w->calls[call.id] = InFlightCall{call.name, spec->needs_grant ? "granted by manifest" : "needs no grant", args_json,
+                                     start, slot};
     HostCallContext ctx{aid, call.id, f.name};
     spec->handler(ctx, call.args, HostCallReply(slot));
   }
@@ -452,7 +454,7 @@ struct Module::Impl {
     if (cit == w->calls.end()) return;
     InFlightCall call = std::move(cit->second);
     w->calls.erase(cit);
-    CallRecord rec{slot.activation_id, slot.call_id, call.name, call.args_json, true, "granted by manifest", "", "",
+    CallRecord rec{slot.activation_id, slot.call_id, call.name, call.args_json, true, call.reason, "", "",
                    call.start_us, NowUnixUs()};
     if (ok) {
       rec.result_json = protocol::DumpJson(value);

@@ -148,6 +148,7 @@ TEST_F(FlowTest, ConsoleGoesToTheJournalAsLogCallsWithoutAGrant) {
   ASSERT_EQ(calls->size(), 2u);
   EXPECT_EQ((*calls)[0].name, "log");
   EXPECT_TRUE((*calls)[0].allowed);
+  EXPECT_EQ((*calls)[0].reason, "needs no grant");
 }
 
 TEST_F(FlowTest, ABadManifestNamesTheKey) {
