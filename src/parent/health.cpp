@@ -60,6 +60,7 @@ nlohmann::json HealthCounters::ToJson(const WorkerCountsByFlow& workers, size_t 
       {"spawn_failures", spawn_failures},
       {"denied_calls", denied_calls},
       {"journal_failures", journal_failures},
+      {"caught_budget_failures", caught_budget_failures},
       {"queue_length", queue_length},
   };
 }

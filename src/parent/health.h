@@ -27,6 +27,7 @@ struct HealthCounters {
   uint64_t protocol_violations = 0;
   uint64_t denied_calls = 0;
   uint64_t journal_failures = 0;
+  uint64_t caught_budget_failures = 0;  // refused allocation caught by a script that then completed
   uint64_t activations_ok = 0;
   std::map<std::string, uint64_t> activations_failed;  // by outcome kind
   std::map<std::string, uint64_t> retirements;         // by reason

@@ -477,6 +477,7 @@ struct Module::Impl {
     if (done.ok) {
       r.outcome = Outcome::kOk;
       r.result = done.result;
+      if (done.caught_budget_failure) ++health.caught_budget_failures;
     } else if (done.error.kind == "budget_exhausted") {
       r.outcome = Outcome::kBudgetExhausted;
       r.budget = done.error.budget;

@@ -207,6 +207,18 @@ protocol::ScriptError DescribeThrown(JSContext* ctx, JSValueConst v) {
   return e;
 }
 
+// An activation that saw a refused allocation and then failed in some other way still failed
+// on its memory budget: the script caught the refusal but did not complete normally, and the
+// engine's state is not trusted (so the parent retires the worker).
+protocol::ScriptError AfterRefusedAllocation(const State* st, protocol::ScriptError e) {
+  if (st->refused_allocations == 0 || e.kind == "budget_exhausted") return e;
+  e.kind = "budget_exhausted";
+  e.budget = "memory";
+  e.message = "heap budget of " + std::to_string(st->heap_limit_bytes / (1024 * 1024)) +
+              " MiB exhausted; the script caught it, then failed with " + e.name + ": " + e.message;
+  return e;
+}
+
 // Turns a thrown value into the activation's error, recognising budget failures.
 protocol::ScriptError ClassifyFailure(State* st, JSValueConst thrown) {
   if (st->cpu_exhausted) {
@@ -232,6 +244,8 @@ protocol::ScriptError ClassifyFailure(State* st, JSValueConst thrown) {
     e.budget = "memory";
     e.name = "InternalError";
     e.message = "heap budget of " + std::to_string(st->heap_limit_bytes / (1024 * 1024)) + " MiB exhausted";
+  } else {
+    e = AfterRefusedAllocation(st, std::move(e));
   }
   return e;
 }
@@ -611,6 +625,7 @@ Engine::Status Engine::Activate(const protocol::Activate& activate) {
 
   std::string done = "{\"type\":\"done\",\"activation\":" + std::to_string(s->activation) +
                      ",\"cpu_us\":" + std::to_string(cpu_ns > 0 ? cpu_ns / 1000 : 0);
+  bool ok_result = false;
   if (s->cpu_exhausted) {
     done += ",\"error\":" + ErrorJson(ClassifyFailure(s, JS_UNDEFINED));
   } else if (never_settled) {
@@ -618,21 +633,22 @@ Engine::Status Engine::Activate(const protocol::Activate& activate) {
                             "the activation never settled: it awaits a promise that nothing will resolve "
                             "(there are no timers and no host call is in flight)",
                             ""};
-    done += ",\"error\":" + ErrorJson(e);
+    done += ",\"error\":" + ErrorJson(AfterRefusedAllocation(s, std::move(e)));
   } else if (s->settled_ok) {
     bool ok = false;
     std::string error;
     std::string result = StringifyJson(ctx, s->settled_value.get(), ok, error);
     if (ok) {
+      ok_result = true;
       done += ",\"ok\":" + result;
     } else {
       protocol::ScriptError e{"script_error", "", "TypeError", "the activation's result is not JSON-serializable: " + error, ""};
-      done += ",\"error\":" + ErrorJson(e);
+      done += ",\"error\":" + ErrorJson(AfterRefusedAllocation(s, std::move(e)));
     }
   } else {
     done += ",\"error\":" + ErrorJson(ClassifyFailure(s, s->settled_value.get()));
   }
-  if (s->refused_allocations > 0 && s->settled_ok) done += ",\"caught_budget_failure\":true";
+  if (s->refused_allocations > 0 && s->settled_ok && ok_result) done += ",\"caught_budget_failure\":true";
   done += '}';
   s->settled_value.Reset();
   s->pending.clear();  // answers still in flight after a CPU kill are ignored by activation id

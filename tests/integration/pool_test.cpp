@@ -1,0 +1,386 @@
+// The worker pool and the budgets, seen through a real parent and real confined workers: reuse,
+// retirement by activation count, idle time and exhausted budgets, the global cap's queue, and the
+// processes that retiring ends. Budgets and periods are small and set here; nothing depends on how
+// fast the machine is.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "integration/test_support.h"
+
+namespace basal::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+// Every live child of this process (the workers, since the tests spawn nothing else).
+std::vector<pid_t> ChildPids() {
+  std::vector<pid_t> pids;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    pid_t pid;
+    while (in >> pid) pids.push_back(pid);
+  }
+  return pids;
+}
+
+// The soft "Max address space" of a process, from /proc/PID/limits ("unlimited" as 0).
+uint64_t AddressSpaceLimit(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Max address space", 0) != 0) continue;
+    std::istringstream fields(line.substr(std::string("Max address space").size()));
+    std::string soft;
+    fields >> soft;
+    return soft == "unlimited" ? 0 : std::stoull(soft);
+  }
+  ADD_FAILURE() << "no address-space line for pid " << pid;
+  return 0;
+}
+
+// A flow whose module state counts its activations: the count says which worker ran it.
+constexpr const char* kCounter = "let n = 0; export default function () { n += 1; return n; }";
+
+class PoolTest : public ModuleFixture {
+ protected:
+  // Registers `hold`, a host call whose replies the test keeps until it answers them.
+  void RegisterHold() {
+    HostCallSpec spec;
+    spec.name = "hold";
+    spec.handler = [this](const HostCallContext&, const Json& args, HostCallReply reply) {
+      held_.emplace_back(args, std::move(reply));
+      if (on_hold_) on_hold_();
+    };
+    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  }
+  void AnswerAll() {
+    auto held = std::move(held_);
+    held_.clear();
+    for (auto& [args, reply] : held) reply.Ok(args);
+  }
+  std::vector<std::pair<Json, HostCallReply>> held_;
+  std::function<void()> on_hold_;
+};
+
+TEST_F(PoolTest, WorkerIsRetiredAfterItsConfiguredActivationCount) {
+  ModuleOptions o;
+  o.max_activations_per_worker = 3;
+  Open(o);
+  FlowId f = Add(kCounter);
+  std::vector<int> seen;
+  for (int i = 0; i < 7; ++i) {
+    ActivationResult r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    seen.push_back(r.result.get<int>());
+  }
+  EXPECT_EQ(seen, (std::vector<int>{1, 2, 3, 1, 2, 3, 1}));
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["spawned"], 3);
+  EXPECT_EQ(h["retirements"]["activation_count"], 2);
+  EXPECT_EQ(h["workers"]["live"], 1);
+  EXPECT_EQ(h["workers"]["idle"], 1);
+  EXPECT_EQ(ChildPids().size(), 1u) << "a retired worker's process must be gone";
+}
+
+TEST_F(PoolTest, ByDefaultThe256thActivationRetiresTheWorker) {
+  Open();
+  FlowId f = Add(kCounter);
+  int last = 0;
+  for (int i = 0; i < 256; ++i) {
+    ActivationResult r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    last = r.result.get<int>();
+  }
+  EXPECT_EQ(last, 256) << "one worker ran all 256";
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["retirements"]["activation_count"], 1);
+  EXPECT_EQ(h["workers"]["live"], 0);
+  EXPECT_TRUE(ChildPids().empty());
+  ActivationResult next = module_->Run(f, nullptr);
+  ASSERT_TRUE(next.ok()) << next.message;
+  EXPECT_EQ(next.result, 1) << "the 257th runs on a fresh worker";
+  EXPECT_EQ(module_->HealthReport()["spawned"], 2);
+}
+
+TEST_F(PoolTest, IdleWorkerIsRetiredAfterTheConfiguredPeriodAndItsProcessEnds) {
+  ModuleOptions o;
+  o.idle_retire = std::chrono::milliseconds(100);
+  Open(o);
+  FlowId f = Add(kCounter);
+  ASSERT_TRUE(module_->Run(f, nullptr).ok());
+  EXPECT_EQ(module_->HealthReport()["workers"]["idle"], 1);
+  ASSERT_EQ(ChildPids().size(), 1u);
+  // RunFor drives the loop past the idle period; the worker's timer fires inside it.
+  module_->RunFor(std::chrono::milliseconds(400));
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["retirements"]["idle"], 1);
+  EXPECT_EQ(h["workers"]["live"], 0);
+  EXPECT_TRUE(ChildPids().empty());
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, 1) << "a fresh worker after idle retirement";
+}
+
+TEST_F(PoolTest, AWorkerBusierThanTheIdlePeriodIsNotRetired) {
+  ModuleOptions o;
+  o.idle_retire = std::chrono::milliseconds(10'000);
+  Open(o);
+  FlowId f = Add(kCounter);
+  ASSERT_TRUE(module_->Run(f, nullptr).ok());
+  module_->RunFor(std::chrono::milliseconds(50));
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.result, 2);
+  EXPECT_EQ(module_->HealthReport()["retirements"]["idle"], 0);
+}
+
+// Allocates until the heap budget refuses; `catch_it` decides whether the script survives it.
+std::string MemoryHog(bool catch_it) {
+  const std::string grow = "const keep = []; for (;;) keep.push(new Array(65536).fill(n));";
+  return "let n = 0; export default function () { n += 1; " +
+         (catch_it ? "try { " + grow + " } catch (e) { return {n, caught: String(e)}; }" : grow) + " }";
+}
+
+TEST_F(PoolTest, CaughtMemoryFailureCompletesAndTheWorkerIsReused) {
+  Open();
+  FlowId f = Add(MemoryHog(true), R"({"budgets": {"heap_mb": 16}})");
+  ActivationResult a = module_->Run(f, nullptr);
+  ASSERT_TRUE(a.ok()) << a.message;
+  EXPECT_EQ(a.result["n"], 1);
+  EXPECT_NE(a.result["caught"].get<std::string>().find("out of memory"), std::string::npos) << a.result;
+  ActivationResult b = module_->Run(f, nullptr);
+  ASSERT_TRUE(b.ok()) << b.message;
+  EXPECT_EQ(b.result["n"], 2) << "the same worker ran both";
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["spawned"], 1);
+  EXPECT_EQ(h["retirements"]["budget"], 0);
+  EXPECT_EQ(h["activations"]["ok"], 2);
+  EXPECT_EQ(h["caught_budget_failures"], 2);
+}
+
+TEST_F(PoolTest, MemoryFailureCaughtButFollowedByAnotherErrorStillRetiresTheWorker) {
+  Open();
+  FlowId f = Add(
+      "export default function () {"
+      "  try { const keep = []; for (;;) keep.push(new Array(65536).fill(0)); }"
+      "  catch (e) { throw new TypeError('gave up'); }"
+      "}",
+      R"({"budgets": {"heap_mb": 16}})");
+  ActivationResult a = module_->Run(f, nullptr);
+  EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
+  EXPECT_EQ(a.budget, "memory");
+  EXPECT_NE(a.message.find("caught it, then failed with TypeError: gave up"), std::string::npos) << a.message;
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["retirements"]["budget"], 1);
+  EXPECT_EQ(h["caught_budget_failures"], 0);
+}
+
+TEST_F(PoolTest, UncaughtMemoryFailureIsABudgetExhaustionAndRetiresTheWorker) {
+  Open();
+  FlowId f = Add(MemoryHog(false), R"({"budgets": {"heap_mb": 16}})");
+  ActivationResult a = module_->Run(f, nullptr);
+  EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
+  EXPECT_EQ(a.budget, "memory");
+  EXPECT_NE(a.message.find("16 MiB"), std::string::npos) << a.message;
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["retirements"]["budget"], 1);
+  EXPECT_EQ(h["workers"]["live"], 0);
+  EXPECT_EQ(h["activations"]["failed_by_kind"]["budget_exhausted"], 1);
+  EXPECT_TRUE(ChildPids().empty());
+  auto rows = Reader()->Activations(a.activation_id, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ((*rows)[0].outcome, "budget_exhausted");
+  // The flow's next activation gets a fresh worker (its module state starts over) and fails
+  // the same way, again retiring it.
+  ActivationResult b = module_->Run(f, nullptr);
+  EXPECT_EQ(b.budget, "memory");
+  EXPECT_EQ(module_->HealthReport()["spawned"], 2);
+}
+
+std::string Recursion(bool catch_it) {
+  const std::string body = "function deep(k) { return deep(k + 1) + 1; } return deep(0);";
+  return "let n = 0; export default function () { n += 1; " +
+         (catch_it ? "try { " + body + " } catch (e) { return {n, caught: String(e)}; }" : body) + " }";
+}
+
+TEST_F(PoolTest, UncaughtStackOverflowIsABudgetExhaustionNamingStackAndRetires) {
+  Open();
+  FlowId f = Add(Recursion(false), R"({"budgets": {"stack_kb": 128}})");
+  ActivationResult a = module_->Run(f, nullptr);
+  EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
+  EXPECT_EQ(a.budget, "stack");
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["retirements"]["budget"], 1);
+  EXPECT_TRUE(ChildPids().empty());
+}
+
+TEST_F(PoolTest, CaughtStackOverflowCompletesAndTheWorkerIsReused) {
+  Open();
+  FlowId f = Add(Recursion(true), R"({"budgets": {"stack_kb": 128}})");
+  ActivationResult a = module_->Run(f, nullptr);
+  ASSERT_TRUE(a.ok()) << a.message;
+  EXPECT_NE(a.result["caught"].get<std::string>().find("stack overflow"), std::string::npos) << a.result;
+  ActivationResult b = module_->Run(f, nullptr);
+  ASSERT_TRUE(b.ok()) << b.message;
+  EXPECT_EQ(b.result["n"], 2);
+  EXPECT_EQ(module_->HealthReport()["spawned"], 1);
+  EXPECT_EQ(module_->HealthReport()["retirements"]["budget"], 0);
+}
+
+TEST_F(PoolTest, CpuExhaustionRetiresAndTheNextActivationRunsOnAFreshWorker) {
+  Open();
+  FlowId f = Add("let n = 0; export default function (i) { n += 1; if (i.spin) for (;;) {} return n; }",
+                 R"({"budgets": {"cpu_ms": 50}})");
+  EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 1);
+  EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 2);
+  ActivationResult spun = module_->Run(f, {{"spin", true}});
+  EXPECT_EQ(spun.budget, "cpu");
+  EXPECT_NE(spun.message.find("50 ms"), std::string::npos) << spun.message;
+  EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 1);
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["spawned"], 2);
+  EXPECT_EQ(h["retirements"]["budget"], 1);
+}
+
+TEST_F(PoolTest, ConcurrentActivationsOfOneFlowRunOnSeparateWorkers) {
+  Open();
+  RegisterHold();
+  // Each worker draws its own id once; the held call only returns once all three are in flight,
+  // which could not happen if they shared a worker.
+  FlowId f = Add(
+      "const id = Math.random(); "
+      "export default async function (i, host) { await host.call('hold', {}); return id; }",
+      R"({"grants": {"hold": {}}, "budgets": {"deadline_ms": 20000}})");
+  Json during;
+  on_hold_ = [&] {
+    if (held_.size() == 3) {
+      during = module_->HealthReport();
+      AnswerAll();
+    }
+  };
+  std::vector<ActivationResult> results;
+  for (int i = 0; i < 3; ++i) module_->Submit(f, nullptr, [&](const ActivationResult& r) { results.push_back(r); });
+  module_->RunUntilIdle();
+  ASSERT_EQ(results.size(), 3u);
+  std::set<double> ids;
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.message;
+    ids.insert(r.result.get<double>());
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  EXPECT_EQ(during["workers"]["busy"], 3);
+  EXPECT_EQ(during["workers"]["per_flow"]["t.js"]["busy"], 3);
+  EXPECT_EQ(during["queue_length"], 0);
+  Json after = module_->HealthReport();
+  EXPECT_EQ(after["workers"]["idle"], 3);
+  EXPECT_EQ(after["spawned"], 3);
+}
+
+TEST_F(PoolTest, TheGlobalCapQueuesTheRestAndTheyRunWhenAWorkerFrees) {
+  ModuleOptions o;
+  o.max_workers = 2;
+  Open(o);
+  RegisterHold();
+  FlowId f = Add("let n = 0; export default async function (i, host) { n += 1; await host.call('hold', i); return n; }",
+                 R"({"grants": {"hold": {}}})");
+  Json during;
+  // The first two calls are held until both workers are inside one; later calls return at once.
+  on_hold_ = [&] {
+    if (during.is_null() && held_.size() < 2) return;
+    if (during.is_null()) during = module_->HealthReport();
+    AnswerAll();
+  };
+  std::vector<int> order;
+  std::vector<int> counts;
+  for (int i = 0; i < 5; ++i)
+    module_->Submit(f, {{"i", i}}, [&, i](const ActivationResult& r) {
+      ASSERT_TRUE(r.ok()) << r.message;
+      order.push_back(i);
+      counts.push_back(r.result.get<int>());
+    });
+  module_->RunUntilIdle();
+  ASSERT_EQ(order.size(), 5u);
+  EXPECT_EQ(during["workers"]["live"], 2);
+  EXPECT_EQ(during["workers"]["busy"], 2);
+  EXPECT_EQ(during["queue_length"], 3);
+  Json after = module_->HealthReport();
+  EXPECT_EQ(after["spawned"], 2) << "the cap held: queued activations reused the two workers";
+  EXPECT_EQ(after["queue_length"], 0);
+  EXPECT_EQ(after["activations"]["ok"], 5);
+  EXPECT_EQ(std::count(counts.begin(), counts.end(), 1), 2) << "exactly two workers ever started counting";
+}
+
+TEST_F(PoolTest, AtTheCapAnIdleWorkerOfAnotherFlowIsEvictedForAQueuedOne) {
+  ModuleOptions o;
+  o.max_workers = 1;
+  Open(o);
+  RegisterHold();
+  FlowId a = Add("export default async function (i, host) { await host.call('hold', {}); return 'a'; }",
+                 R"({"grants": {"hold": {}}})", "a.js");
+  FlowId b = Add("export default function () { return 'b'; }", "{}", "b.js");
+  Json during;
+  on_hold_ = [&] {
+    during = module_->HealthReport();
+    AnswerAll();
+  };
+  std::vector<std::string> finished;
+  module_->Submit(a, nullptr, [&](const ActivationResult& r) { finished.push_back(r.result.get<std::string>()); });
+  module_->Submit(b, nullptr, [&](const ActivationResult& r) { finished.push_back(r.result.get<std::string>()); });
+  module_->RunUntilIdle();
+  EXPECT_EQ(finished, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(during["queue_length"], 1) << during;
+  EXPECT_EQ(during["workers"]["per_flow"]["a.js"]["busy"], 1);
+  EXPECT_EQ(during["workers"]["per_flow"]["b.js"]["live"], 0);
+  Json after = module_->HealthReport();
+  EXPECT_EQ(after["retirements"]["evicted"], 1);
+  EXPECT_EQ(after["workers"]["per_flow"]["a.js"]["live"], 0);
+  EXPECT_EQ(after["workers"]["per_flow"]["b.js"]["idle"], 1);
+  EXPECT_EQ(ChildPids().size(), 1u);
+}
+
+TEST_F(PoolTest, TheWorkersAddressSpaceIsCappedAtTheHeapBudgetPlusTheProfilesHeadroom) {
+  ModuleOptions o;
+  o.flow_memory_headroom_bytes = 200ull << 20;
+  o.codemode_memory_headroom_bytes = 100ull << 20;
+  o.max_activations_per_worker = 1;  // so the one child during each call is that call's worker
+  Open(o);
+  RegisterHold();
+  const std::string source = "export default async function (i, host) { await host.call('hold', {}); return 1; }";
+  const std::string manifest = R"({"grants": {"hold": {}}, "budgets": {"heap_mb": 32}})";
+  auto flow = module_->AddFlow("f.js", source, manifest, Profile::kFlow);
+  auto codemode = module_->AddFlow("c.js", source, manifest, Profile::kCodemode);
+  ASSERT_TRUE(flow && codemode);
+  std::vector<uint64_t> limits;
+  on_hold_ = [&] {
+    const auto pids = ChildPids();
+    EXPECT_EQ(pids.size(), 1u);
+    if (!pids.empty()) limits.push_back(AddressSpaceLimit(pids.back()));
+    AnswerAll();
+  };
+  EXPECT_TRUE(module_->Run(*flow, nullptr).ok());
+  EXPECT_TRUE(module_->Run(*codemode, nullptr).ok());
+  EXPECT_EQ(limits, (std::vector<uint64_t>{(32ull + 200) << 20, (32ull + 100) << 20}));
+}
+
+TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
+  Open();
+  FlowId f = Add(kCounter, "{}", "counted.js");
+  Add("export default () => 0", "{}", "never.js");
+  ASSERT_TRUE(module_->Run(f, nullptr).ok());
+  Json h = module_->HealthReport();
+  for (const char* key : {"workers", "activations", "retirements", "deadline_kills", "worker_confinement",
+                          "refused_welcomes", "crashes", "protocol_violations", "spawned", "spawn_failures",
+                          "denied_calls", "journal_failures", "caught_budget_failures", "queue_length"})
+    EXPECT_TRUE(h.contains(key)) << key;
+  for (const char* key : {"activation_count", "idle", "budget"}) EXPECT_EQ(h["retirements"][key], 0) << key;
+  EXPECT_EQ(h["workers"]["per_flow"]["counted.js"], Json::parse(R"({"live":1,"idle":1,"busy":0})"));
+  EXPECT_EQ(h["workers"]["per_flow"]["never.js"], Json::parse(R"({"live":0,"idle":0,"busy":0})"));
+  EXPECT_EQ(h["activations"], Json::parse(R"({"ok":1,"failed":0,"failed_by_kind":{}})"));
+  EXPECT_TRUE(h["crashes"].is_object());
+}
+
+}  // namespace
+}  // namespace basal::testing
