@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <sstream>
 
 #include "integration/test_support.h"
 
@@ -66,6 +67,54 @@ TEST_F(CliTest, ManifestTypoIsNamed) {
   auto r = RunCommand(dir_, "run " + dir_ + "/f.js --manifest " + dir_ + "/m.json --db " + dir_ + "/j.db");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("\"budget\""), std::string::npos) << r.err;
+}
+
+std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST_F(CliTest, InputsRunThroughThePoolAndPrintInInputOrder) {
+  WriteFile(dir_ + "/f.js",
+            "let n = 0; export default (input) => { n += 1; if (input.fail) throw new Error('line ' + input.i);"
+            " return {i: input.i, n}; }");
+  WriteFile(dir_ + "/m.json", "{}");
+  WriteFile(dir_ + "/in.jsonl", "{\"i\":0}\n{\"i\":1}\n{not json\n\n{\"i\":3,\"fail\":true}\n{\"i\":4}\n");
+  const std::string common = "run " + dir_ + "/f.js --manifest " + dir_ + "/m.json --inputs " + dir_ +
+                             "/in.jsonl --db " + dir_ + "/j.db --health-out " + dir_ + "/h.json";
+
+  // One at a time: one worker runs every activation (its counter says so).
+  auto serial = RunCommand(dir_, common);
+  EXPECT_EQ(serial.exit_code, 1) << "one line failed";
+  auto lines = JsonLines(serial.out);
+  ASSERT_EQ(lines.size(), 5u) << serial.out;
+  EXPECT_EQ(lines[0]["ok"], nlohmann::json::parse(R"({"i":0,"n":1})"));
+  EXPECT_EQ(lines[1]["ok"], nlohmann::json::parse(R"({"i":1,"n":2})"));
+  EXPECT_TRUE(lines[2]["activation"].is_null());
+  EXPECT_EQ(lines[2]["error"]["kind"], "invalid_input");
+  EXPECT_NE(lines[2]["error"]["message"].get<std::string>().find("line 3"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[3]["error"]["kind"], "script_error");
+  EXPECT_NE(lines[3]["error"]["message"].get<std::string>().find("line 3"), std::string::npos) << lines[3];
+  EXPECT_EQ(lines[4]["ok"], nlohmann::json::parse(R"({"i":4,"n":4})"));
+  for (size_t k : {0u, 1u, 3u, 4u}) EXPECT_TRUE(lines[k]["activation"].is_number_integer()) << lines[k];
+  EXPECT_LT(lines[0]["activation"], lines[4]["activation"]);
+  std::ifstream h1(dir_ + "/h.json");
+  auto health = nlohmann::json::parse(h1);
+  EXPECT_EQ(health["spawned"], 1);
+  EXPECT_EQ(health["activations"]["ok"], 3);
+  EXPECT_EQ(health["activations"]["failed_by_kind"]["script_error"], 1);
+  EXPECT_EQ(health["workers"]["per_flow"]["f.js"]["idle"], 1);
+
+  // Two at a time: two workers, and the output is still in input order.
+  auto wide = RunCommand(dir_, common + " --concurrency 2");
+  auto wide_lines = JsonLines(wide.out);
+  ASSERT_EQ(wide_lines.size(), 5u) << wide.out;
+  for (size_t k : {0u, 1u, 4u}) EXPECT_EQ(wide_lines[k]["ok"]["i"], k) << wide_lines[k];
+  std::ifstream h2(dir_ + "/h.json");
+  EXPECT_EQ(nlohmann::json::parse(h2)["spawned"], 2);
 }
 
 TEST_F(CliTest, HelpOnEveryCommand) {
