@@ -54,6 +54,7 @@ nlohmann::json HealthCounters::ToJson(const WorkerCountsByFlow& workers, size_t 
       {"deadline_kills", deadline_kills},
       {"worker_confinement", worker_confinement},
       {"refused_welcomes", refused_welcomes},
+      {"confinement_refusals", confinement_refusals},
       {"crashes", crashed},
       {"protocol_violations", protocol_violations},
       {"spawned", spawned},

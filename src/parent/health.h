@@ -22,6 +22,7 @@ struct HealthCounters {
   uint64_t spawned = 0;
   uint64_t spawn_failures = 0;
   uint64_t refused_welcomes = 0;
+  uint64_t confinement_refusals = 0;  // worker exit 70: it could not confine itself
   uint64_t worker_confinement = 0;  // SIGSYS deaths
   uint64_t deadline_kills = 0;
   uint64_t protocol_violations = 0;

@@ -285,9 +285,16 @@ struct Module::Impl {
              "worker killed by SIGSYS: the seccomp filter stopped a system call it does not admit" + StderrNote(w));
       return;
     }
-    health.CountCrash(*exit);
+    // Exit 70 is the worker's own refusal: it could not install a confinement layer and will not
+    // run weaker. That is a confinement problem of the host, not a crash.
+    const bool refused = !exit->signaled && exit->code == 70;
+    if (refused) {
+      ++health.confinement_refusals;
+    } else {
+      health.CountCrash(*exit);
+    }
     if (!w->act) return;
-    if (!exit->signaled && exit->code == 70)
+    if (refused)
       Fail(w, Outcome::kWorkerRefused, "worker could not confine itself (" + exit->Describe() + ")" + StderrNote(w));
     else
       Fail(w, Outcome::kWorkerCrashed, "worker " + exit->Describe() + StderrNote(w));

@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
   if (fault == "no_welcome") {
     for (;;) pause();
   }
+  if (fault == "refuse_confinement") {
+    // What the real worker does when a layer cannot be installed: a named reason, exit 70.
+    const char why[] = "ck-basal-worker: landlock: ruleset creation failed: Function not implemented\n";
+    (void)!write(2, why, sizeof why - 1);
+    return 70;
+  }
   if (fault == "welcome_without_seccomp") {
     Send(Welcome(false));
     for (;;) pause();

@@ -51,6 +51,7 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"hang", Outcome::kDeadline, "deadline"},
                       FaultCase{"no_welcome", Outcome::kWorkerRefused, "no welcome within 500 ms"},
                       FaultCase{"welcome_without_seccomp", Outcome::kWorkerRefused, "seccomp"},
+                      FaultCase{"refuse_confinement", Outcome::kWorkerRefused, "ruleset creation failed"},
                       FaultCase{"garbage_before_welcome", Outcome::kProtocolViolation, "exceeds the limit"}),
     [](const ::testing::TestParamInfo<FaultCase>& i) { return std::string(i.param.fault); });
 
@@ -63,6 +64,21 @@ TEST_F(ModuleFixture, RefusedWelcomeIsCountedAndTheFlowNeverLoads) {
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kWorkerRefused);
   EXPECT_EQ(module_->HealthReport()["refused_welcomes"], 1);
+}
+
+TEST_F(ModuleFixture, AWorkerThatCannotConfineItselfIsARefusalNotACrash) {
+  ModuleOptions o;
+  o.worker_path = BASAL_FAKE_WORKER_PATH;
+  o.worker_args = {"refuse_confinement"};
+  Open(o);
+  FlowId f = Add("export default () => 1");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kWorkerRefused);
+  EXPECT_NE(r.message.find("could not confine itself"), std::string::npos) << r.message;
+  auto health = module_->HealthReport();
+  EXPECT_EQ(health["confinement_refusals"], 1);
+  EXPECT_TRUE(health["crashes"].empty()) << health["crashes"];
+  EXPECT_EQ(health["worker_confinement"], 0);
 }
 
 TEST_F(ModuleFixture, DeathMidCallKeepsTheCallInTheJournal) {

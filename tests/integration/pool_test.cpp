@@ -372,7 +372,7 @@ TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   Json h = module_->HealthReport();
   for (const char* key : {"workers", "activations", "retirements", "deadline_kills", "worker_confinement",
-                          "refused_welcomes", "crashes", "protocol_violations", "spawned", "spawn_failures",
+                          "refused_welcomes", "confinement_refusals", "crashes", "protocol_violations", "spawned", "spawn_failures",
                           "denied_calls", "journal_failures", "caught_budget_failures", "queue_length"})
     EXPECT_TRUE(h.contains(key)) << key;
   for (const char* key : {"activation_count", "idle", "budget"}) EXPECT_EQ(h["retirements"][key], 0) << key;
