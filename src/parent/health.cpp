@@ -43,7 +43,7 @@ nlohmann::json HealthCounters::ToJson(const WorkerCountsByFlow& workers, size_t 
     failed[k] = n;
     failed_total += n;
   }
-  nlohmann::json retired = {{"activation_count", 0}, {"idle", 0}, {"budget", 0}};
+  nlohmann::json retired = {{"activation_count", 0}, {"idle", 0}, {"budget", 0}, {"evicted", 0}, {"load_failed", 0}};
   for (const auto& [k, n] : retirements) retired[k] = n;
   nlohmann::json crashed = nlohmann::json::object();
   for (const auto& [k, n] : crashes) crashed[k] = n;

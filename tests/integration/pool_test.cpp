@@ -375,7 +375,7 @@ TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
                           "refused_welcomes", "confinement_refusals", "crashes", "protocol_violations", "spawned", "spawn_failures",
                           "denied_calls", "journal_failures", "caught_budget_failures", "queue_length"})
     EXPECT_TRUE(h.contains(key)) << key;
-  for (const char* key : {"activation_count", "idle", "budget"}) EXPECT_EQ(h["retirements"][key], 0) << key;
+  for (const char* key : {"activation_count", "idle", "budget", "evicted", "load_failed"}) EXPECT_EQ(h["retirements"][key], 0) << key;
   EXPECT_EQ(h["workers"]["per_flow"]["counted.js"], Json::parse(R"({"live":1,"idle":1,"busy":0})"));
   EXPECT_EQ(h["workers"]["per_flow"]["never.js"], Json::parse(R"({"live":0,"idle":0,"busy":0})"));
   EXPECT_EQ(h["activations"], Json::parse(R"({"ok":1,"failed":0,"failed_by_kind":{}})"));
