@@ -61,7 +61,7 @@ struct Flow {
 struct Queued {
   int64_t id = 0;
   FlowId flow = 0;
-  Json input;
+  std::string input_json;  // serialized once: journaled and sent as is
   int64_t start_us = 0;
   std::function<void(const ActivationResult&)> done;
 };
@@ -414,7 +414,7 @@ struct Module::Impl {
     w->last_call_id = 0;
     ++w->activations;
     running[w->act->id] = w;
-    Send(w, protocol::BuildActivate(w->act->id, w->act->input));
+    Send(w, protocol::BuildActivate(w->act->id, w->act->input_json));
   }
 
   void OnCall(Worker* w, const protocol::Call& call) {
@@ -463,9 +463,21 @@ struct Module::Impl {
     w->calls.erase(cit);
     CallRecord rec{slot.activation_id, slot.call_id, call.name, call.args_json, true, call.reason, "", "",
                    call.start_us, NowUnixUs()};
+    std::string value_json;
     if (ok) {
-      rec.result_json = protocol::DumpJson(value);
-      sends.emplace_back(w, protocol::BuildResultOk(slot.activation_id, slot.call_id, value));
+      value_json = protocol::DumpJson(value);
+      std::string why;
+      if (!protocol::FitsInMessage(value_json, why)) {
+        // The handler's result cannot reach the worker; the script gets a catchable error instead.
+        ok = false;
+        name = "HostError";
+        message = "the result of host call \"" + call.name + "\" cannot be sent to the flow: " + why;
+        std::cerr << "basal: " << message << " (activation " << slot.activation_id << ")\n";
+      }
+    }
+    if (ok) {
+      sends.emplace_back(w, protocol::BuildResultOk(slot.activation_id, slot.call_id, value_json));
+      rec.result_json = std::move(value_json);
     } else {
       rec.error_json = Json{{"name", name}, {"message", message}}.dump();
       sends.emplace_back(w, protocol::BuildResultError(slot.activation_id, slot.call_id, name, message));
@@ -748,8 +760,16 @@ int64_t Module::Submit(FlowId flow, Json input, std::function<void(const Activat
   const Flow& f = m.flows[flow];
   Queued q;
   q.flow = flow;
+  q.input_json = protocol::DumpJson(input);
+  if (std::string why; !protocol::FitsInMessage(q.input_json, why)) {
+    ActivationResult r;
+    r.outcome = Outcome::kInvalidInput;
+    r.message = "the input cannot be sent to the flow: " + why;
+    if (done) done(r);
+    return 0;
+  }
   q.start_us = NowUnixUs();
-  auto id = m.journal->BeginActivation({f.name, f.source_hash, f.manifest.hash(), protocol::DumpJson(input), q.start_us});
+  auto id = m.journal->BeginActivation({f.name, f.source_hash, f.manifest.hash(), q.input_json, q.start_us});
   if (!id) {
     ActivationResult r;
     r.outcome = Outcome::kJournalError;
@@ -758,7 +778,6 @@ int64_t Module::Submit(FlowId flow, Json input, std::function<void(const Activat
     return 0;
   }
   q.id = *id;
-  q.input = std::move(input);
   q.done = std::move(done);
   m.queue.push_back(std::move(q));
   return *id;

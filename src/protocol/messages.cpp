@@ -121,6 +121,18 @@ bool ParseScriptError(const Json& j, ScriptError& out, std::string& error) {
 
 }  // namespace
 
+bool FitsInMessage(std::string_view value_json, std::string& why) {
+  if (!DepthWithin(value_json, kMaxJsonDepth - 1)) {
+    why = "nested deeper than " + std::to_string(kMaxJsonDepth - 1) + " levels";
+    return false;
+  }
+  if (value_json.size() > kMaxFieldBytes) {
+    why = std::to_string(value_json.size()) + " bytes of JSON, above the limit of " + std::to_string(kMaxFieldBytes);
+    return false;
+  }
+  return true;
+}
+
 bool ParseJsonValue(std::string_view text, Json& out, std::string& error) {
   if (!DepthWithin(text, kMaxJsonDepth)) {
     error = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
@@ -252,12 +264,19 @@ std::string BuildLoad(const Load& m) {
   return DumpJson(j);
 }
 
-std::string BuildActivate(int64_t activation, const Json& input) {
-  return DumpJson(Json{{"type", "activate"}, {"activation", activation}, {"input", input}});
+std::string BuildActivate(int64_t activation, std::string_view input_json) {
+  std::string out = "{\"type\":\"activate\",\"activation\":" + std::to_string(activation) + ",\"input\":";
+  out.append(input_json);
+  out += '}';
+  return out;
 }
 
-std::string BuildResultOk(int64_t activation, int64_t id, const Json& value) {
-  return DumpJson(Json{{"type", "result"}, {"activation", activation}, {"id", id}, {"ok", value}});
+std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json) {
+  std::string out = "{\"type\":\"result\",\"activation\":" + std::to_string(activation) +
+                    ",\"id\":" + std::to_string(id) + ",\"ok\":";
+  out.append(value_json);
+  out += '}';
+  return out;
 }
 
 std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message) {

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/frame.h"
+
 namespace basal::protocol {
 
 using Json = nlohmann::json;
@@ -17,6 +19,8 @@ using Json = nlohmann::json;
 inline constexpr int kProtocolVersion = 1;
 // Deeper JSON is refused before parsing, so hostile nesting cannot exhaust the parser's stack.
 inline constexpr int kMaxJsonDepth = 200;
+// The largest value one message field carries: a frame's limit less room for the envelope.
+inline constexpr size_t kMaxFieldBytes = kDefaultMaxFrameBytes - 4096;
 // The newest Landlock ABI whose rights the worker knows (see confinement/linux/confine.h).
 inline constexpr int kWorkerLandlockAbiMax = 7;
 
@@ -26,6 +30,10 @@ bool ParseJsonObject(std::string_view payload, Json& out, std::string& error);
 bool ParseJsonValue(std::string_view text, Json& out, std::string& error);
 // Serializes without throwing: invalid UTF-8 is replaced, never an exception.
 std::string DumpJson(const Json& value);
+// Whether a serialized value can travel as one field of a message (an activation's input, a host
+// call's result): nested at most kMaxJsonDepth - 1 levels, since the message adds one, and small
+// enough for the message to fit in one frame. On false, `why` names the limit it broke.
+bool FitsInMessage(std::string_view value_json, std::string& why);
 
 // ---- worker -> parent ----
 struct Welcome {
@@ -93,8 +101,9 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
 
 // Builders: each returns the payload (JSON text) of one message.
 std::string BuildLoad(const Load& m);
-std::string BuildActivate(int64_t activation, const Json& input);
-std::string BuildResultOk(int64_t activation, int64_t id, const Json& value);
+// `input_json` and `value_json` are serialized JSON (DumpJson) that passed FitsInMessage.
+std::string BuildActivate(int64_t activation, std::string_view input_json);
+std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json);
 std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message);
 
 }  // namespace basal::protocol

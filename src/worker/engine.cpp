@@ -81,6 +81,22 @@ void ReplaceLoneSurrogates(std::string& s) {
   }
 }
 
+// Error texts and console messages are cut to these sizes, so a script cannot make its own
+// `done` or `log` frame too large for the protocol.
+constexpr size_t kMaxErrorTextBytes = 64 * 1024;
+constexpr size_t kMaxLogMessageBytes = 1024 * 1024;
+
+// `s` cut to at most about `max` bytes on a UTF-8 boundary, saying how much was cut.
+std::string Clipped(std::string s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  const size_t dropped = s.size() - cut;
+  s.resize(cut);
+  s += " ... [" + std::to_string(dropped) + " bytes cut]";
+  return s;
+}
+
 }  // namespace
 
 struct Engine::State {
@@ -274,6 +290,8 @@ JSValue StartCall(JSContext* ctx, std::string_view name, JSValueConst args, bool
   std::string error;
   std::string args_json = StringifyJson(ctx, args, ok, error);
   if (!ok) return JS_ThrowTypeError(ctx, "host.call: arguments are not JSON-serializable: %s", error.c_str());
+  if (!protocol::FitsInMessage(args_json, error))
+    return JS_ThrowTypeError(ctx, "host.call: arguments too large to send: %s", error.c_str());
   const int64_t id = st->next_call_id++;
   std::string payload;
   payload.reserve(64 + name.size() + args_json.size());
@@ -329,6 +347,7 @@ JSValue ConsoleLog(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv, i
     }
   }
   ReplaceLoneSurrogates(message);
+  message = Clipped(std::move(message), kMaxLogMessageBytes);
   Value args(ctx, JS_NewObject(ctx));
   JS_SetPropertyStr(ctx, args.get(), "level", JS_NewString(ctx, kLevels[magic]));
   JS_SetPropertyStr(ctx, args.get(), "message", JS_NewStringLen(ctx, message.data(), message.size()));
@@ -409,8 +428,9 @@ void DrainJobs(State* st) {
 }
 
 std::string ErrorJson(const protocol::ScriptError& e) {
-  protocol::Json j = {{"kind", e.kind}, {"name", e.name}, {"message", e.message}};
-  if (!e.stack.empty()) j["stack"] = e.stack;
+  protocol::Json j = {{"kind", e.kind}, {"name", Clipped(e.name, kMaxErrorTextBytes)},
+                      {"message", Clipped(e.message, kMaxErrorTextBytes)}};
+  if (!e.stack.empty()) j["stack"] = Clipped(e.stack, kMaxErrorTextBytes);
   if (!e.budget.empty()) j["budget"] = e.budget;
   return protocol::DumpJson(j);
 }
@@ -638,11 +658,16 @@ Engine::Status Engine::Activate(const protocol::Activate& activate) {
     bool ok = false;
     std::string error;
     std::string result = StringifyJson(ctx, s->settled_value.get(), ok, error);
+    std::string unsendable;
+    if (ok && !protocol::FitsInMessage(result, unsendable)) ok = false;
     if (ok) {
       ok_result = true;
       done += ",\"ok\":" + result;
     } else {
-      protocol::ScriptError e{"script_error", "", "TypeError", "the activation's result is not JSON-serializable: " + error, ""};
+      protocol::ScriptError e{"script_error", "", "TypeError",
+                              unsendable.empty() ? "the activation's result is not JSON-serializable: " + error
+                                                 : "the activation's result is too large to send: " + unsendable,
+                              ""};
       done += ",\"error\":" + ErrorJson(AfterRefusedAllocation(s, std::move(e)));
     }
   } else {

@@ -321,7 +321,7 @@ ControlRun RunUnconfined(const std::string& source, const Json& input) {
   load.stack_bytes = 1ll << 20;
   std::string out;
   protocol::AppendFrame(out, protocol::BuildLoad(load));
-  protocol::AppendFrame(out, protocol::BuildActivate(1, input));
+  protocol::AppendFrame(out, protocol::BuildActivate(1, protocol::DumpJson(input)));
   // Two small frames: they fit in the pipe, so one write suffices.
   if (::write(w.stdin_fd(), out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
     run.failure = "could not write load and activate frames";

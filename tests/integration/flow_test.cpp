@@ -151,6 +151,92 @@ TEST_F(FlowTest, ConsoleGoesToTheJournalAsLogCallsWithoutAGrant) {
   EXPECT_EQ((*calls)[0].reason, "needs no grant");
 }
 
+std::string Nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+TEST_F(FlowTest, InputsAndResultsAtTheDepthLimitPassAndDeeperOnesFailClearly) {
+  Open();
+  FlowId echo = Add("export default (input) => input");
+  ActivationResult fits = module_->Run(echo, Json::parse(Nested(199)));
+  ASSERT_TRUE(fits.ok()) << fits.message;
+  EXPECT_EQ(fits.result.dump(), Nested(199));
+
+  Json too_deep = Json::array();
+  for (int i = 1; i < 200; ++i) too_deep = Json::array({too_deep});  // 200 levels
+  ActivationResult refused = module_->Run(echo, too_deep);
+  EXPECT_EQ(refused.outcome, Outcome::kInvalidInput);
+  EXPECT_EQ(refused.activation_id, 0);
+  EXPECT_NE(refused.message.find("nested deeper than 199 levels"), std::string::npos) << refused.message;
+
+  // A result too deep for the done frame is the script's error, and the worker stays usable.
+  FlowId deepen = Add("export default () => { let v = []; for (let i = 0; i < 300; i++) v = [v]; return v; }");
+  ActivationResult r = module_->Run(deepen, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kScriptError);
+  EXPECT_NE(r.message.find("too large to send: nested deeper"), std::string::npos) << r.message;
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["protocol_violations"], 0);
+  EXPECT_EQ(h["workers"]["per_flow"]["t.js"]["idle"], 2);
+}
+
+TEST_F(FlowTest, HostCallArgumentsAndResultsTooDeepAreCatchableErrors) {
+  Open();
+  HostCallSpec spec;
+  spec.name = "deep";
+  spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) {
+    if (args.value("nested", false)) {
+      Json v = Json::array();
+      for (int i = 0; i < 300; ++i) v = Json::array({v});
+      reply.Ok(v);
+    } else {
+      reply.Ok("shallow");
+    }
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowId f = Add(
+      "export default async function (i, host) {"
+      "  const out = {};"
+      "  let a = {}; for (let k = 0; k < 300; k++) a = {a};"
+      "  try { await host.call('deep', a); } catch (e) { out.args = e.name + ': ' + e.message; }"
+      "  try { await host.call('deep', {nested: true}); } catch (e) { out.result = e.name + ': ' + e.message; }"
+      "  out.after = await host.call('deep', {});"
+      "  return out;"
+      "}",
+      R"({"grants": {"deep": {}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_NE(r.result["args"].get<std::string>().find("TypeError: host.call: arguments too large to send"),
+            std::string::npos)
+      << r.result;
+  EXPECT_NE(r.result["result"].get<std::string>().find("HostError: the result of host call \"deep\" cannot be sent"),
+            std::string::npos)
+      << r.result;
+  EXPECT_EQ(r.result["after"], "shallow");
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 2u) << "the refused arguments never left the worker";
+  EXPECT_NE((*calls)[0].error_json.find("HostError"), std::string::npos) << (*calls)[0].error_json;
+  EXPECT_EQ(module_->HealthReport()["protocol_violations"], 0);
+}
+
+TEST_F(FlowTest, HugeErrorTextsAndLogMessagesAreCutNotFatal) {
+  Open();
+  FlowId f = Add(
+      "export default (i) => { if (i.log) { console.log('y'.repeat(3000000)); return 'logged'; }"
+      " throw new Error('x'.repeat(20000000)); }",
+      R"({"budgets": {"heap_mb": 256}})");
+  ActivationResult thrown = module_->Run(f, {{"log", false}});
+  EXPECT_EQ(thrown.outcome, Outcome::kScriptError);
+  EXPECT_LT(thrown.message.size(), 70'000u);
+  EXPECT_NE(thrown.message.find("bytes cut]"), std::string::npos);
+  ActivationResult logged = module_->Run(f, {{"log", true}});
+  ASSERT_TRUE(logged.ok()) << logged.message;
+  auto calls = Reader()->Calls(logged.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 1u);
+  EXPECT_LT((*calls)[0].args_json.size(), 1'100'000u);
+  EXPECT_NE((*calls)[0].args_json.find("1951424 bytes cut]"), std::string::npos);
+  EXPECT_EQ(module_->HealthReport()["spawned"], 1);
+}
+
 TEST_F(FlowTest, ABadManifestNamesTheKey) {
   Open();
   auto f = module_->AddFlow("x.js", "export default () => 1", R"({"grants": {"kv.gte": {}}})");

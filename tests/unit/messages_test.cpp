@@ -68,6 +68,23 @@ TEST(MessagesTest, RefusesHostileNestingWithoutRecursing) {
   EXPECT_TRUE(ParseJsonValue("\"" + std::string(1000, '[') + "\"", out, error)) << error;
 }
 
+TEST(MessagesTest, AFieldValueLeavesRoomForItsMessage) {
+  auto nested = [](int n) { return std::string(n, '[') + std::string(n, ']'); };
+  std::string why;
+  EXPECT_TRUE(FitsInMessage(nested(kMaxJsonDepth - 1), why)) << why;
+  EXPECT_FALSE(FitsInMessage(nested(kMaxJsonDepth), why));
+  EXPECT_NE(why.find("nested deeper than 199"), std::string::npos) << why;
+  // The message built around a fitting value parses, with the value intact.
+  ParentMessage m;
+  std::string error;
+  ASSERT_TRUE(ParseParentMessage(BuildActivate(3, nested(kMaxJsonDepth - 1)), m, error)) << error;
+  ASSERT_TRUE(ParseParentMessage(BuildResultOk(3, 1, nested(kMaxJsonDepth - 1)), m, error)) << error;
+  const std::string big = "\"" + std::string(kMaxFieldBytes, 'x') + "\"";
+  EXPECT_FALSE(FitsInMessage(big, why));
+  EXPECT_NE(why.find("above the limit"), std::string::npos) << why;
+  EXPECT_TRUE(FitsInMessage(big.substr(0, kMaxFieldBytes - 1) + "\"", why)) << why;
+}
+
 TEST(MessagesTest, InvalidUtf8IsRefusedNotThrown) {
   EXPECT_EQ(MustFail("{\"type\":\"call\",\"activation\":1,\"id\":1,\"name\":\"\xff\",\"args\":1}"), "malformed JSON");
 }
@@ -79,7 +96,7 @@ TEST(MessagesTest, ParentMessagesRoundTrip) {
   auto& r = std::get<CallResult>(m);
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.error_name, "PermissionDenied");
-  ASSERT_TRUE(ParseParentMessage(BuildActivate(9, Json{{"a", 1}}), m, error)) << error;
+  ASSERT_TRUE(ParseParentMessage(BuildActivate(9, R"({"a":1})"), m, error)) << error;
   EXPECT_EQ(std::get<Activate>(m).input["a"], 1);
   Load l{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16};
   ASSERT_TRUE(ParseParentMessage(BuildLoad(l), m, error)) << error;
