@@ -245,6 +245,21 @@ TEST_F(PoolTest, CpuExhaustionRetiresAndTheNextActivationRunsOnAFreshWorker) {
   EXPECT_EQ(h["retirements"]["budget"], 1);
 }
 
+TEST_F(PoolTest, TheDeadlineKillsALoopWhoseCpuBudgetIsLargerAndTheFlowGoesOn) {
+  Open();
+  FlowId f = Add("let n = 0; export default function (i) { n += 1; if (i.spin) for (;;) {} return n; }",
+                 R"({"budgets": {"cpu_ms": 600000, "deadline_ms": 200}})");
+  ActivationResult spun = module_->Run(f, {{"spin", true}});
+  EXPECT_EQ(spun.outcome, Outcome::kDeadline) << spun.message;
+  EXPECT_NE(spun.message.find("200 ms"), std::string::npos) << spun.message;
+  EXPECT_TRUE(ChildPids().empty()) << "the killed worker was reaped";
+  EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 1) << "a fresh worker";
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["deadline_kills"], 1);
+  EXPECT_EQ(h["activations"]["failed_by_kind"]["deadline"], 1);
+  EXPECT_TRUE(h["crashes"].empty()) << "a deadline kill is not a crash: " << h["crashes"];
+}
+
 TEST_F(PoolTest, ConcurrentActivationsOfOneFlowRunOnSeparateWorkers) {
   Open();
   RegisterHold();
