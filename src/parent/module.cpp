@@ -661,6 +661,9 @@ struct Module::Impl {
   }
 
   void Iterate(int max_timeout_ms) {
+    // Timers first: a worker that sat idle past its period while nobody drove the loop must be
+    // retired, not handed the next activation.
+    CheckTimers();
     Dispatch();
     CommitAndFlush();
     if (!Busy() && max_timeout_ms >= 3'600'000) return;  // RunUntilIdle: nothing left to wait for

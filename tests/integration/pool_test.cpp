@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "integration/test_support.h"
 
@@ -123,6 +124,20 @@ TEST_F(PoolTest, IdleWorkerIsRetiredAfterTheConfiguredPeriodAndItsProcessEnds) {
   ActivationResult r = module_->Run(f, nullptr);
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_EQ(r.result, 1) << "a fresh worker after idle retirement";
+}
+
+TEST_F(PoolTest, AWorkerIdlePastItsPeriodWhileNoLoopRanIsRetiredNotReused) {
+  ModuleOptions o;
+  o.idle_retire = std::chrono::milliseconds(50);
+  Open(o);
+  FlowId f = Add(kCounter);
+  ASSERT_TRUE(module_->Run(f, nullptr).ok());
+  // The embedder does not drive the loop for a while (no RunFor): the timer cannot fire then.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, 1) << "the stale worker must not be reused";
+  EXPECT_EQ(module_->HealthReport()["retirements"]["idle"], 1);
 }
 
 TEST_F(PoolTest, AWorkerBusierThanTheIdlePeriodIsNotRetired) {
