@@ -118,6 +118,15 @@ class Journal {
   static constexpr int kSchemaVersion = 1;
   static constexpr int kApplicationId = 0x6261736c;  // "basl" in the SQLite header
   static constexpr int kBusyTimeoutMs = 5000;
+  // WAL checkpoints (docs/journal.md). Past kCheckpointPages a checkpointer thread, on its own
+  // connection, copies the WAL into the database, so the bulk of a checkpoint's fsyncs never stalls
+  // a commit. The WAL starts over only once all of it is copied, which a stream of commits never
+  // allows a background pass to finish; so once a pass leaves at most kInlineCheckpointMaxTailPages
+  // behind, the owner's commit copies that tail itself (a short fsync). Past kWalHardLimitPages it
+  // checkpoints inline whatever the tail, as SQLite would.
+  static constexpr int kCheckpointPages = 1000;
+  static constexpr int kInlineCheckpointMaxTailPages = 256;
+  static constexpr int kWalHardLimitPages = 16000;
 
   static Result<std::unique_ptr<Journal>> Open(const std::string& path, Durability durability);
   ~Journal();  // commits nothing: an uncommitted batch is rolled back (its answers were never sent)
@@ -148,7 +157,9 @@ class Journal {
 
  private:
   struct Statements;
+  class Checkpointer;
   explicit Journal(std::string path);
+  static int OnWalCommit(void* journal, sqlite3* db, const char* schema, int wal_pages);
 
   Result<void> Configure(Durability durability);
   Result<void> Prepare();
@@ -161,6 +172,7 @@ class Journal {
   std::string path_;
   sqlite3* db_ = nullptr;
   std::unique_ptr<Statements> stmts_;
+  std::unique_ptr<Checkpointer> checkpointer_;  // null when SQLite is built without threads
   bool batch_open_ = false;  // we issued BEGIN and have not committed or rolled back
   bool batch_lost_ = false;  // SQLite rolled the open batch back on its own; Rollback() clears
 };

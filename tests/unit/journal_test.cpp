@@ -288,6 +288,35 @@ TEST(JournalTest, CommittedBatchIsVisibleToAnotherConnection) {
   EXPECT_EQ(raw.Int("SELECT json_extract(value, '$.qty') FROM kv"), 3);
 }
 
+// Checkpoints run off the owner's thread (docs/journal.md): through many commits, with another
+// connection reading now and then, nothing is lost and the WAL stays bounded (it starts over).
+TEST(JournalTest, ManyCommitsAreCheckpointedAndTheWalStaysBounded) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  constexpr int kCommits = 6000;
+  {
+    auto j = MustOpen(db);
+    ASSERT_TRUE(j);
+    RawDb raw(db);
+    for (int i = 0; i < kCommits; ++i) {
+      auto a = j->BeginActivation(Start("a.js"));
+      ASSERT_TRUE(a);
+      ASSERT_TRUE(j->Commit());
+      ASSERT_TRUE(j->EndActivation({*a, 9, "ok", "1", "", 0}));
+      ASSERT_TRUE(j->Commit());
+      if (i % 1000 == 999) {
+        EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), i + 1);
+      }
+    }
+    std::error_code ec;
+    const auto wal_bytes = fs::file_size(db + "-wal", ec);
+    ASSERT_FALSE(ec);
+    EXPECT_LE(wal_bytes, static_cast<uintmax_t>(Journal::kWalHardLimitPages + 64) * (4096 + 24));
+  }
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), kCommits);
+}
+
 TEST(JournalTest, CallAndEndErrorsLeaveTheBatchUsable) {
   TempDir dir;
   const std::string db = dir.File("j.db");
