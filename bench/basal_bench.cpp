@@ -1,0 +1,169 @@
+// basal-bench: measures basal's figures and, in the same run, the references they are judged
+// against, then prints one table (figure, measured, reference, ratio, target, met/missed).
+// Run it through scripts/bench.sh. Not a test: it never fails on a missed target.
+//
+//   basal-bench [--work-dir DIR] [--worker PATH] [--hello PATH] [--quick] [--only FIGURE]
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "bench.h"
+
+namespace {
+
+using basal::bench::Samples;
+
+void PrintSamples(const char* what, Samples& s) {
+  std::printf("  %-44s p50 %9.1f us   p99 %9.1f us   max %9.1f us   (n=%zu)\n", what, s.Median(), s.P99(), s.Max(),
+              s.size());
+  std::fflush(stdout);
+}
+
+struct Row {
+  std::string figure, measured, reference, ratio, target;
+  bool met;
+};
+
+std::string Fmt(const char* format, double a, double b = 0) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, format, a, b);
+  return buf;
+}
+
+std::string Us(double us) { return us >= 1000 ? Fmt("%.2f ms", us / 1000) : Fmt("%.1f us", us); }
+
+std::string Latency(Samples& s) { return Us(s.Median()) + " (p99 " + Us(s.P99()) + ")"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  basal::bench::Options o;
+  std::string only;  // one figure alone (for profiling): hostcall, warm, cold, throughput
+  o.worker_path = BASAL_WORKER_PATH;
+  o.hello_path = BASAL_BENCH_HELLO_PATH;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "basal-bench: %s needs a value\n", a.c_str());
+        std::exit(64);
+      }
+      return argv[++i];
+    };
+    if (a == "--work-dir") {
+      o.work_dir = value();
+    } else if (a == "--worker") {
+      o.worker_path = value();
+    } else if (a == "--hello") {
+      o.hello_path = value();
+    } else if (a == "--quick") {
+      o.quick = true;
+    } else if (a == "--only") {
+      only = value();
+    } else {
+      std::fprintf(stderr, "basal-bench: unknown argument %s (usage: basal-bench [--work-dir DIR] "
+                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE])\n", a.c_str());
+      return 64;
+    }
+  }
+  const bool own_work_dir = o.work_dir.empty();
+  if (own_work_dir) {
+    std::string t = (std::filesystem::temp_directory_path() / "basal-bench-XXXXXX").string();
+    if (!mkdtemp(t.data())) {
+      std::perror("basal-bench: mkdtemp");
+      return 1;
+    }
+    o.work_dir = t;
+  }
+  std::filesystem::create_directories(o.work_dir);
+  std::printf("basal-bench: worker %s, journals in %s%s\n\n", o.worker_path.c_str(), o.work_dir.c_str(),
+              o.quick ? " (--quick: a smoke run, not figures to publish)" : "");
+
+  if (!only.empty()) {
+    if (only == "hostcall") {
+      Samples s = basal::bench::HostCallRoundTrip(o);
+      PrintSamples("host-call round trip (trivial host call)", s);
+    } else if (only == "warm") {
+      basal::bench::WarmResult w = basal::bench::WarmActivation(o);
+      PrintSamples("warm activation", w.activation);
+    } else if (only == "cold") {
+      Samples s = basal::bench::ColdStart(o);
+      PrintSamples("cold start", s);
+    } else if (only == "throughput") {
+      for (size_t workers : {1, 2, 3, 4}) {
+        basal::bench::Throughput t = basal::bench::PoolThroughput(o, workers, 1'000'000);
+        std::printf("  max_workers %zu: %.0f /s, WAL %.1f MiB\n", workers, t.activations_per_second,
+                    static_cast<double>(t.wal_bytes) / (1 << 20));
+      }
+    } else {
+      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold or throughput\n");
+      return 64;
+    }
+    return 0;
+  }
+  std::printf("references\n");
+  Samples pipe = basal::bench::PipeRoundTrip(o, false);
+  PrintSamples("pipe round trip, 64 bytes, forked echo child", pipe);
+  Samples pipe_cross = basal::bench::PipeRoundTrip(o, true);
+  PrintSamples("the same, pinned to two different CPUs", pipe_cross);
+  Samples spawn = basal::bench::SpawnHello(o);
+  PrintSamples("posix_spawn + read + reap, dynamic hello", spawn);
+  basal::bench::CommitSamples commits = basal::bench::JournalCommits(o);
+  PrintSamples("journal batch: BeginActivation + Commit", commits.begin_activation);
+  PrintSamples("journal batch: RecordCall + Commit", commits.record_call);
+  PrintSamples("journal batch: EndActivation + Commit", commits.end_activation);
+  std::printf("  %-44s %.1f MiB after %zu commits\n", "journal WAL file", static_cast<double>(commits.wal_bytes) / (1 << 20),
+              3 * commits.begin_activation.size());
+
+  std::printf("\nfigures\n");
+  Samples hostcall = basal::bench::HostCallRoundTrip(o);
+  PrintSamples("host-call round trip (trivial host call)", hostcall);
+  basal::bench::WarmResult warm = basal::bench::WarmActivation(o);
+  PrintSamples("warm activation of `export default () => 1`", warm.activation);
+  Samples cold = basal::bench::ColdStart(o);
+  PrintSamples("cold start: spawn to accepted welcome", cold);
+  std::printf("  %-44s %llu KiB (anon %llu, file %llu), pid %d\n", "idle worker VmRSS",
+              static_cast<unsigned long long>(warm.idle_worker_rss_kib),
+              static_cast<unsigned long long>(warm.idle_worker_anon_kib),
+              static_cast<unsigned long long>(warm.idle_worker_file_kib), static_cast<int>(warm.idle_worker_pid));
+  std::fflush(stdout);
+  basal::bench::Throughput tp = basal::bench::PoolThroughput(o, 3, 256);
+  std::printf("  %-44s %.0f /s  (%zu activations, max_workers %zu, %u per worker, %llu spawned, WAL %.1f MiB)\n",
+              "pool throughput, defaults but 3 workers", tp.activations_per_second, tp.activations, tp.max_workers,
+              tp.max_activations_per_worker, static_cast<unsigned long long>(tp.spawned),
+              static_cast<double>(tp.wal_bytes) / (1 << 20));
+  std::fflush(stdout);
+  basal::bench::Throughput tp_reuse = basal::bench::PoolThroughput(o, 3, 1'000'000);
+  std::printf("  %-44s %.0f /s  (%zu activations, max_workers %zu, %u per worker, %llu spawned)\n",
+              "pool throughput, workers never retired", tp_reuse.activations_per_second, tp_reuse.activations,
+              tp_reuse.max_workers, tp_reuse.max_activations_per_worker,
+              static_cast<unsigned long long>(tp_reuse.spawned));
+
+  const double host_ref = pipe.Median() + commits.record_call.Median();
+  const double warm_ref = pipe.Median() + commits.begin_activation.Median() + commits.end_activation.Median();
+  const double spawn_ref = spawn.Median();
+  const Row rows[] = {
+      {"host-call round trip", Latency(hostcall), Us(host_ref) + " pipe+1 commit", Fmt("%.2fx", hostcall.Median() / host_ref),
+       "<= 1.3x", hostcall.Median() <= 1.3 * host_ref},
+      {"warm activation", Latency(warm.activation), Us(warm_ref) + " pipe+2 commits",
+       Fmt("%.2fx", warm.activation.Median() / warm_ref), "<= 1.5x", warm.activation.Median() <= 1.5 * warm_ref},
+      {"cold start to welcome", Latency(cold), Us(spawn_ref) + " fork+exec", Fmt("%.2fx", cold.Median() / spawn_ref),
+       "<= 1.5x", cold.Median() <= 1.5 * spawn_ref},
+      {"pool throughput (3 workers)", Fmt("%.0f /s", tp.activations_per_second), "-", "-", ">= 25000 /s",
+       tp.activations_per_second >= 25000},
+      {"idle worker RSS", Fmt("%.0f KiB", static_cast<double>(warm.idle_worker_rss_kib)), "-", "-", "< 2048 KiB",
+       warm.idle_worker_rss_kib < 2048},
+  };
+  std::printf("\n%-28s %-26s %-26s %-7s %-12s %s\n", "figure", "measured p50 (p99)", "reference p50", "ratio",
+              "target", "");
+  for (const Row& r : rows)
+    std::printf("%-28s %-26s %-26s %-7s %-12s %s\n", r.figure.c_str(), r.measured.c_str(), r.reference.c_str(),
+                r.ratio.c_str(), r.target.c_str(), r.met ? "met" : "MISSED");
+  std::error_code ec;
+  if (own_work_dir) std::filesystem::remove_all(o.work_dir, ec);
+  return 0;
+}

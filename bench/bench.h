@@ -1,0 +1,88 @@
+// What the benches share: timing samples with their percentiles, and the measurements the table
+// in basal_bench.cpp puts side by side (a figure of basal beside a reference from the same run).
+#pragma once
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace basal::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double MicrosSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+// Latencies in microseconds. Percentiles are nearest-rank on the sorted samples.
+class Samples {
+ public:
+  void Add(double us) { v_.push_back(us); }
+  size_t size() const { return v_.size(); }
+  double Percentile(double p) {
+    if (v_.empty()) return 0;
+    Sort();
+    size_t rank = static_cast<size_t>(p / 100.0 * static_cast<double>(v_.size()) + 0.999999);
+    rank = std::clamp<size_t>(rank, 1, v_.size());
+    return v_[rank - 1];
+  }
+  double Median() { return Percentile(50); }
+  double P99() { return Percentile(99); }
+  double Max() {
+    Sort();
+    return v_.empty() ? 0 : v_.back();
+  }
+
+ private:
+  void Sort() {
+    if (!sorted_) std::sort(v_.begin(), v_.end());
+    sorted_ = true;
+  }
+  std::vector<double> v_;
+  bool sorted_ = false;
+};
+
+struct Options {
+  std::string work_dir;     // journals are created here (a real file system, not tmpfs)
+  std::string worker_path;  // ck-basal-worker
+  std::string hello_path;   // bench-hello
+  bool quick = false;       // fewer iterations: a smoke run, not figures to publish
+};
+
+// ---- references (references_bench.cpp) ----
+// 64 bytes there and back, to a forked echo child; cross_cpu pins the two to CPUs 0 and 1 (the
+// scheduler otherwise often stacks them on one CPU, which is far cheaper on a VM).
+Samples PipeRoundTrip(const Options& o, bool cross_cpu);
+Samples SpawnHello(const Options& o);     // posix_spawn + read its output + reap
+struct CommitSamples {
+  Samples begin_activation;  // one BeginActivation row, then Commit: the whole batch
+  Samples record_call;       // one RecordCall row, then Commit
+  Samples end_activation;    // one EndActivation update, then Commit
+  uint64_t wal_bytes = 0;    // the WAL file at the end
+};
+CommitSamples JournalCommits(const Options& o);
+
+// ---- figures through the real parent and worker (figures_bench.cpp) ----
+Samples ColdStart(const Options& o);       // spawn to accepted welcome (confinement included)
+struct WarmResult {
+  Samples activation;  // Module::Run of `export default () => 1` on a reused worker
+  uint64_t idle_worker_rss_kib = 0, idle_worker_anon_kib = 0, idle_worker_file_kib = 0;
+  pid_t idle_worker_pid = 0;
+};
+WarmResult WarmActivation(const Options& o);
+Samples HostCallRoundTrip(const Options& o);  // one `await host.call(...)` of a trivial host call
+struct Throughput {
+  double activations_per_second = 0;
+  size_t activations = 0;
+  uint64_t spawned = 0;
+  size_t max_workers = 0;
+  uint32_t max_activations_per_worker = 0;
+  uint64_t wal_bytes = 0;  // the journal's WAL file at the end: bounded if checkpoints keep up
+};
+Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_activations_per_worker);
+
+}  // namespace basal::bench

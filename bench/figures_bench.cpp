@@ -1,0 +1,211 @@
+// The figures: the real parent (basal::Module, or WorkerProcess + CheckWelcome for the cold start)
+// driving the real release ck-basal-worker, with the journal on.
+#include <dirent.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "basal/module.h"
+#include "bench.h"
+#include "parent/welcome_check.h"
+#include "parent/worker_process.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+
+namespace basal::bench {
+namespace {
+
+[[noreturn]] void Fatal(const std::string& what) {
+  std::fprintf(stderr, "basal-bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::unique_ptr<Module> OpenModule(const Options& o, const std::string& name, ModuleOptions mo = {}) {
+  mo.journal_path = o.work_dir + "/" + name + ".db";
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((mo.journal_path + suffix).c_str());
+  mo.worker_path = o.worker_path;
+  auto m = Module::Open(std::move(mo));
+  if (!m) Fatal(m.error().message);
+  return std::move(*m);
+}
+
+FlowId AddFlow(Module& m, const std::string& source, const std::string& manifest) {
+  auto f = m.AddFlow("bench.js", source, manifest);
+  if (!f) Fatal(f.error().message);
+  return *f;
+}
+
+void Expect(const ActivationResult& r) {
+  if (!r.ok()) Fatal("activation " + std::to_string(r.activation_id) + " failed: " + r.message);
+}
+
+// The children of this process named ck-basal-worker (the pool's workers).
+std::vector<pid_t> WorkerChildren() {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  const pid_t self = getpid();
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    std::ifstream f("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    const std::string comm = stat.substr(open + 1, close - open - 1);
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == self && comm == "ck-basal-worker") out.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(d);
+  return out;
+}
+
+uint64_t StatusKib(pid_t pid, const std::string& field) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field + ":", 0) == 0) return std::strtoull(line.c_str() + field.size() + 1, nullptr, 10);
+  return 0;
+}
+
+constexpr const char* kTrivialFlow = "export default () => 1";
+
+}  // namespace
+
+Samples ColdStart(const Options& o) {
+  const WelcomePolicy policy{false, KernelLandlockAbi()};  // the module computes this once, at Open
+  const uint64_t address_space = (64ull << 20) + (256ull << 20);  // default heap budget + flow headroom
+  const int warmup = 10, n = o.quick ? 30 : 200;
+  Samples s;
+  for (int i = 0; i < warmup + n; ++i) {
+    const auto t0 = Clock::now();
+    auto proc = WorkerProcess::Spawn(o.worker_path, {});
+    if (!proc) Fatal(proc.error().message);
+    if (auto r = (*proc)->SetAddressSpaceLimit(address_space); !r) Fatal(r.error().message);
+    protocol::FrameDecoder decoder;
+    std::string payload;
+    while (decoder.Next(payload) != protocol::FrameDecoder::Status::kFrame) {
+      pollfd p{(*proc)->stdout_fd(), POLLIN, 0};
+      poll(&p, 1, 5000);
+      char buf[4096];
+      const ssize_t r = ::read((*proc)->stdout_fd(), buf, sizeof buf);
+      if (r == 0) Fatal("the worker closed stdout before its welcome (run `basal doctor`)");
+      if (r > 0) decoder.Feed(buf, static_cast<size_t>(r));
+    }
+    protocol::WorkerMessage msg;
+    std::string error;
+    if (!protocol::ParseWorkerMessage(payload, msg, error) || !std::holds_alternative<protocol::Welcome>(msg))
+      Fatal("bad welcome: " + error);
+    const WelcomeVerdict v = CheckWelcome(std::get<protocol::Welcome>(msg), (*proc)->pid(), policy);
+    if (!v.accepted) Fatal("welcome refused: " + v.reason);
+    if (i >= warmup) s.Add(MicrosSince(t0));
+    (*proc)->CloseStdin();  // retire it: it exits 0
+    if (!(*proc)->WaitFor(std::chrono::milliseconds(5000))) Fatal("the worker did not exit after stdin closed");
+  }
+  return s;
+}
+
+WarmResult WarmActivation(const Options& o) {
+  ModuleOptions mo;
+  mo.max_activations_per_worker = 1'000'000;  // every timed activation on the same, reused worker
+  auto m = OpenModule(o, "warm", mo);
+  const FlowId f = AddFlow(*m, kTrivialFlow, "{}");
+  const int warmup = 200, n = o.quick ? 500 : 5000;
+  WarmResult out;
+  for (int i = 0; i < warmup + n; ++i) {
+    const auto t0 = Clock::now();
+    const ActivationResult r = m->Run(f, nullptr);
+    if (i >= warmup) out.activation.Add(MicrosSince(t0));
+    Expect(r);
+  }
+  if (m->HealthReport()["spawned"] != 1) Fatal("the warm activations did not all run on one worker");
+  const std::vector<pid_t> workers = WorkerChildren();
+  if (workers.size() != 1) Fatal("expected one idle worker child, found " + std::to_string(workers.size()));
+  out.idle_worker_pid = workers[0];
+  out.idle_worker_rss_kib = StatusKib(workers[0], "VmRSS");
+  out.idle_worker_anon_kib = StatusKib(workers[0], "RssAnon");
+  out.idle_worker_file_kib = StatusKib(workers[0], "RssFile") + StatusKib(workers[0], "RssShmem");
+  return out;
+}
+
+Samples HostCallRoundTrip(const Options& o) {
+  auto m = OpenModule(o, "hostcall");
+  // The handler answers at once; the time between two of its invocations within one activation
+  // is one whole round trip: journal + commit + answer, worker resumes and sends the next call,
+  // parent reads, validates, authorizes.
+  std::vector<Clock::time_point> stamps;
+  HostCallSpec spec;
+  spec.name = "bench.noop";
+  spec.handler = [&stamps](const HostCallContext&, const nlohmann::json&, HostCallReply reply) {
+    stamps.push_back(Clock::now());
+    reply.Ok(nullptr);
+  };
+  if (auto r = m->registry().Register(std::move(spec)); !r) Fatal(r.error().message);
+  const FlowId f = AddFlow(*m,
+                           "export default async function (n, host) {"
+                           "  for (let i = 0; i < n; i++) await host.call('bench.noop', null);"
+                           "  return n;"
+                           "}",
+                           R"({"grants": {"bench.noop": {}}})");
+  const int calls = 200, warmup = 2, runs = o.quick ? 5 : 50;
+  Samples s;
+  for (int i = 0; i < warmup + runs; ++i) {
+    stamps.clear();
+    Expect(m->Run(f, calls));
+    if (stamps.size() != calls) Fatal("the flow made " + std::to_string(stamps.size()) + " calls");
+    if (i < warmup) continue;
+    for (size_t k = 1; k < stamps.size(); ++k)
+      s.Add(std::chrono::duration<double, std::micro>(stamps[k] - stamps[k - 1]).count());
+  }
+  return s;
+}
+
+Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_activations_per_worker) {
+  ModuleOptions mo;
+  mo.max_workers = max_workers;
+  mo.max_activations_per_worker = max_activations_per_worker;
+  auto m = OpenModule(o, "throughput", mo);
+  const FlowId f = AddFlow(*m, kTrivialFlow, "{}");
+  size_t ok = 0, failed = 0;
+  std::string first_failure;
+  auto done = [&](const ActivationResult& r) {
+    if (r.ok()) {
+      ++ok;
+    } else if (failed++ == 0) {
+      first_failure = r.message;
+    }
+  };
+  // Start the pool's workers before the clock runs.
+  for (size_t i = 0; i < max_workers; ++i) m->Submit(f, nullptr, done);
+  m->RunUntilIdle();
+  const uint64_t spawned_before = m->HealthReport()["spawned"].get<uint64_t>();
+  ok = 0;
+  const size_t n = o.quick ? 5000 : 50000;
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < n; ++i) m->Submit(f, nullptr, done);
+  m->RunUntilIdle();
+  const double seconds = MicrosSince(t0) / 1e6;
+  if (failed != 0 || ok != n) Fatal(std::to_string(failed) + " activations failed: " + first_failure);
+  Throughput t;
+  t.activations = n;
+  t.activations_per_second = static_cast<double>(n) / seconds;
+  t.spawned = m->HealthReport()["spawned"].get<uint64_t>() - spawned_before;
+  t.max_workers = max_workers;
+  t.max_activations_per_worker = max_activations_per_worker;
+  struct stat st {};
+  if (::stat((o.work_dir + "/throughput.db-wal").c_str(), &st) == 0) t.wal_bytes = static_cast<uint64_t>(st.st_size);
+  return t;
+}
+
+}  // namespace basal::bench
