@@ -9,6 +9,8 @@
 //
 // Many activations: Submit() each with a callback, then RunUntilIdle(). Single-threaded: every
 // call, every host-call handler and every callback runs on the thread that calls Run*.
+// Destroying the Module kills its workers; activations still running or queued are journaled as
+// `cancelled` (their callbacks are not called), so the journal never keeps an unfinished entry.
 #pragma once
 
 #include <chrono>

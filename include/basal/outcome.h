@@ -20,7 +20,8 @@ enum class Outcome {
   kWorkerRefused,       // its welcome did not report the confinement this OS requires
   kSpawnFailed,         // the worker could not be started
   kJournalError,        // the journal could not commit: nothing was answered
-  kInvalidInput,        // the activation's input was not valid JSON
+  kInvalidInput,        // the activation's input was not valid JSON (or too deep or large to send)
+  kCancelled,           // the Module was destroyed first: a running activation's worker was killed
 };
 
 // The wire/CLI name: "ok", "script_error", "budget_exhausted", "deadline", ...

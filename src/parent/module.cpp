@@ -124,8 +124,25 @@ struct Module::Impl {
   ~Impl() {
     for (auto& w : slots)
       if (auto s = w.lock()) s->impl = nullptr;
+    // Nothing is left open in the journal: what still runs or waits is ended as cancelled. The
+    // completion callbacks are not called, since what they refer to may already be gone.
+    if (journal) {
+      for (auto& w : workers) {
+        if (w->state == Worker::State::kDead) continue;
+        w->proc->KillAndReap();
+        MarkDead(w.get());
+        if (w->act) Fail(w.get(), Outcome::kCancelled, "the module was closed while the activation ran: its worker was killed");
+      }
+      for (auto& q : queue) {
+        Worker tmp;
+        tmp.act = std::move(q);
+        Fail(&tmp, Outcome::kCancelled, "the module was closed before the activation started");
+      }
+      queue.clear();
+      finished.clear();
+      (void)journal->Commit();
+    }
     workers.clear();
-    if (journal) (void)journal->Commit();
     if (epfd >= 0) ::close(epfd);
   }
 

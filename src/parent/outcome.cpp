@@ -16,6 +16,7 @@ const char* OutcomeName(Outcome o) {
     case Outcome::kSpawnFailed: return "spawn_failed";
     case Outcome::kJournalError: return "journal_error";
     case Outcome::kInvalidInput: return "invalid_input";
+    case Outcome::kCancelled: return "cancelled";
   }
   return "unknown";
 }

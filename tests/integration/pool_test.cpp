@@ -395,6 +395,40 @@ TEST_F(PoolTest, TheWorkersAddressSpaceIsCappedAtTheHeapBudgetPlusTheProfilesHea
   EXPECT_EQ(limits, (std::vector<uint64_t>{(32ull + 200) << 20, (32ull + 100) << 20}));
 }
 
+TEST_F(PoolTest, ClosingTheModuleEndsRunningAndQueuedActivationsInTheJournal) {
+  ModuleOptions o;
+  o.max_workers = 1;
+  Open(o);
+  RegisterHold();
+  FlowId f = Add("export default async function (i, host) { await host.call('hold', {}); return 1; }",
+                 R"({"grants": {"hold": {}}})");
+  int callbacks = 0;
+  const int64_t running = module_->Submit(f, nullptr, [&](const ActivationResult&) { ++callbacks; });
+  const int64_t queued = module_->Submit(f, nullptr, [&](const ActivationResult&) { ++callbacks; });
+  while (held_.empty()) module_->RunFor(std::chrono::milliseconds(10));
+  ASSERT_EQ(module_->HealthReport()["queue_length"], 1);
+  HostCallReply late = std::move(held_.front().second);
+  held_.clear();
+  module_.reset();
+  late.Ok(1);  // an answer after the module is gone goes nowhere
+  EXPECT_EQ(callbacks, 0) << "callbacks are not run from the destructor";
+  EXPECT_TRUE(ChildPids().empty());
+  auto journal = Reader();
+  for (int64_t id : {running, queued}) {
+    auto rows = journal->Activations(id, 1);
+    ASSERT_TRUE(rows);
+    ASSERT_EQ(rows->size(), 1u);
+    EXPECT_EQ((*rows)[0].outcome, "cancelled") << id;
+    EXPECT_NE((*rows)[0].error_json.find(id == running ? "while the activation ran" : "before the activation started"),
+              std::string::npos)
+        << (*rows)[0].error_json;
+  }
+  auto calls = journal->Calls(running);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 1u);
+  EXPECT_NE((*calls)[0].error_json.find("ActivationEnded"), std::string::npos);
+}
+
 TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   Open();
   FlowId f = Add(kCounter, "{}", "counted.js");
