@@ -331,8 +331,10 @@ struct Module::Impl {
     }
   }
 
-  // Reads everything available; returns true at EOF.
-  bool DrainStdout(Worker* w) {
+  // Reads what is available and handles every complete frame; returns true at EOF. With
+  // `until_empty` false it stops after a short read (the common case: one frame), sparing the
+  // read that would only say EAGAIN; epoll is level-triggered, so anything left wakes it again.
+  bool DrainStdout(Worker* w, bool until_empty = true) {
     char buf[64 * 1024];
     for (;;) {
       const ssize_t n = ::read(w->proc->stdout_fd(), buf, sizeof buf);
@@ -357,6 +359,7 @@ struct Module::Impl {
         }
         OnFrame(w, payload);
       }
+      if (!until_empty && static_cast<size_t>(n) < sizeof buf) return false;
     }
   }
 
@@ -694,7 +697,7 @@ struct Module::Impl {
       if (w->state == Worker::State::kDead) continue;
       switch (ref->tag) {
         case Tag::kStdout:
-          if (DrainStdout(w)) Died(w);
+          if (DrainStdout(w, /*until_empty=*/false)) Died(w);
           break;
         case Tag::kStderr:
           DrainStderr(w);
