@@ -77,7 +77,9 @@ add_library(basal_quickjs STATIC
   "${_qjs_src}/cutils.c" "${_qjs_src}/libbf.c")
 target_compile_definitions(basal_quickjs PRIVATE _GNU_SOURCE CONFIG_VERSION="2021-03-27"
                            PUBLIC CONFIG_BIGNUM)
-target_compile_options(basal_quickjs PRIVATE -w -fwrapv)
+# With function and data sections the worker's link drops what nothing calls: the worker's image
+# size sets most of an idle worker's resident set (docs/performance.md).
+target_compile_options(basal_quickjs PRIVATE -w -fwrapv -ffunction-sections -fdata-sections)
 target_include_directories(basal_quickjs SYSTEM PUBLIC "${_qjs_src}")
 target_link_libraries(basal_quickjs PRIVATE m)
 set_target_properties(basal_quickjs PROPERTIES POSITION_INDEPENDENT_CODE ON)
