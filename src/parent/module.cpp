@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -120,6 +121,7 @@ struct Module::Impl {
   HealthCounters health;
   int epfd = -1;
   int kernel_landlock_abi = 0;
+  size_t cpus = 1;  // CPUs this process may run on (busy polling leaves them to busy workers)
 
   ~Impl() {
     for (auto& w : slots)
@@ -680,6 +682,13 @@ struct Module::Impl {
     return false;
   }
 
+  bool ShouldBusyPoll() const {
+    if (options.busy_poll.count() <= 0) return false;
+    size_t busy = 0;
+    for (const auto& w : workers) busy += w->state == Worker::State::kBusy;
+    return busy > 0 && busy < cpus;
+  }
+
   void Iterate(int max_timeout_ms) {
     // Timers first: a worker that sat idle past its period while nobody drove the loop must be
     // retired, not handed the next activation.
@@ -690,7 +699,14 @@ struct Module::Impl {
     int timeout = std::min(CheckTimers(), max_timeout_ms);
     CommitAndFlush();
     epoll_event events[64];
-    const int n = epoll_wait(epfd, events, 64, timeout);
+    int n = 0;
+    if (timeout > 0 && ShouldBusyPoll()) {
+      const auto until = Clock::now() + options.busy_poll;
+      do {
+        n = epoll_wait(epfd, events, 64, 0);
+      } while (n == 0 && Clock::now() < until);
+    }
+    if (n == 0) n = epoll_wait(epfd, events, 64, timeout);
     for (int i = 0; i < n; ++i) {
       auto* ref = static_cast<EpollRef*>(events[i].data.ptr);
       Worker* w = ref->worker;
@@ -751,6 +767,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   impl->epfd = epoll_create1(EPOLL_CLOEXEC);
   if (impl->epfd < 0) return MakeError(ErrorCode::kIo, std::string("epoll_create1: ") + std::strerror(errno));
   impl->kernel_landlock_abi = KernelLandlockAbi();
+  if (cpu_set_t set; sched_getaffinity(0, sizeof set, &set) == 0) impl->cpus = static_cast<size_t>(CPU_COUNT(&set));
   impl->options = std::move(options);
   auto sink = impl->options.log_sink;
   if (!sink) sink = [](const HostCallContext&, std::string_view, std::string_view) {};

@@ -429,6 +429,36 @@ TEST_F(PoolTest, ClosingTheModuleEndsRunningAndQueuedActivationsInTheJournal) {
   EXPECT_NE((*calls)[0].error_json.find("ActivationEnded"), std::string::npos);
 }
 
+TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
+  for (const auto poll : {std::chrono::microseconds(0), std::chrono::microseconds(5'000)}) {
+    module_.reset();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directory(dir_);
+    ModuleOptions o;
+    o.busy_poll = poll;
+    Open(o);
+    HostCallSpec spec;
+    spec.name = "echo";
+    spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) { reply.Ok(args); };
+    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+    FlowId f = Add(
+        "export default async function (i, host) {"
+        "  let sum = 0; for (let k = 0; k < 20; k++) sum += await host.call('echo', k); return sum; }",
+        R"({"grants": {"echo": {}}})");
+    std::vector<ActivationResult> results;
+    for (int k = 0; k < 3; ++k) module_->Submit(f, nullptr, [&](const ActivationResult& r) { results.push_back(r); });
+    module_->RunUntilIdle();
+    ASSERT_EQ(results.size(), 3u) << poll.count();
+    for (const auto& r : results) {
+      ASSERT_TRUE(r.ok()) << poll.count() << ": " << r.message;
+      EXPECT_EQ(r.result, 190);
+      auto calls = Reader()->Calls(r.activation_id);
+      ASSERT_TRUE(calls);
+      EXPECT_EQ(calls->size(), 20u);
+    }
+  }
+}
+
 TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   Open();
   FlowId f = Add(kCounter, "{}", "counted.js");
