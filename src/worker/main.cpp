@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "confinement/linux/confine.h"
+#include "confinement/linux/seccomp_program.h"
 #include "protocol/messages.h"
 #include "worker/channel.h"
 #include "worker/engine.h"
@@ -34,6 +35,7 @@ constexpr int kExitProtocol = 65;
 
 int main(int argc, char** argv) {
   basal::confinement::ConfineOptions options;
+  options.seccomp_program = basal::confinement::WorkerSeccompProgram();
   bool test_hooks = false;
 #ifdef BASAL_TEST_HOOKS
   test_hooks = true;

@@ -9,11 +9,12 @@
 #include <cstdlib>
 #include <ctime>
 #include <string_view>
+#include <vector>
 
 #include "confinement/linux/descriptors.h"
 #include "confinement/linux/landlock.h"
 #include "confinement/linux/privileges.h"
-#include "confinement/linux/seccomp_filter.h"
+#include "confinement/linux/seccomp_program.h"
 #include "confinement/linux/startup_checks.h"
 
 namespace basal::confinement {
@@ -163,9 +164,10 @@ ConfinementReport ConfineWorker(const ConfineOptions& options) {
 
   // 6. seccomp, on all threads.
   if (!options.skip_seccomp) {
-    SeccompFilter filter(FilterContext{getpid(), gettid()});
-    if (!filter.ok()) Fail("seccomp", filter.error());
-    Require("seccomp", filter.Install());
+    std::vector<sock_filter> program;
+    std::string why;
+    if (!PatchProgram(options.seccomp_program, FilterContext{getpid(), gettid()}, program, why)) Fail("seccomp", why);
+    Require("seccomp", LoadProgram(program));
     report.seccomp_installed = true;
     report.seccomp_tsync = true;  // Install() loads with SECCOMP_FILTER_FLAG_TSYNC or fails
   }

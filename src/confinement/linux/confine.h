@@ -8,6 +8,9 @@
 // seccomp_policy.cpp admits: use raw read(0)/write(1|2), never stdio (glibc's stdio calls fstat).
 #pragma once
 
+#include <linux/filter.h>
+
+#include <span>
 #include <string>
 
 namespace basal::confinement {
@@ -19,6 +22,9 @@ inline constexpr int kExitConfinementFailed = 70;  // documented worker exit cod
 // BASAL_TEST_HOOKS (from argv switches), so the parent's refusal of a weak worker can be tested.
 // ConfineWorker refuses (exit 70) a set field in a build without BASAL_TEST_HOOKS.
 struct ConfineOptions {
+  // The seccomp program compiled at build time (WorkerSeccompProgram(), seccomp_program.h); the
+  // worker's pid and tid are patched in. Empty: confinement fails (never a weaker sandbox).
+  std::span<const sock_filter> seccomp_program;
   bool weaken_startup_checks = false;  // a failed startup check is reported, not fatal
   bool skip_landlock = false;
   bool skip_seccomp = false;

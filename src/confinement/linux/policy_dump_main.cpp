@@ -7,6 +7,8 @@
 //   basal-policy-dump bpf [--pid N]       the compiled filter, one instruction per line
 //   basal-policy-dump update-doc FILE     re-renders the table between FILE's markers
 //                                         (docs/syscall-admission.md)
+//   basal-policy-dump program-cpp FILE    writes the worker's prebuilt seccomp program (with
+//                                         placeholders for pid and tid) as C++ (the build runs it)
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -17,13 +19,15 @@
 
 #include "confinement/linux/policy_render.h"
 #include "confinement/linux/seccomp_filter.h"
+#include "confinement/linux/seccomp_program.h"
 
 namespace {
 
 constexpr int kExitUsage = 64;
 
 int Usage() {
-  std::fputs("usage: basal-policy-dump markdown | pfc [--pid N] | bpf [--pid N] | update-doc FILE\n", stderr);
+  std::fputs("usage: basal-policy-dump markdown | pfc [--pid N] | bpf [--pid N] | update-doc FILE | program-cpp FILE\n",
+             stderr);
   return kExitUsage;
 }
 
@@ -55,6 +59,41 @@ int main(int argc, char** argv) {
     out << doc;
     if (!out.flush()) {
       std::fprintf(stderr, "basal-policy-dump: cannot write %s\n", argv[2]);
+      return 1;
+    }
+    return 0;
+  }
+  if (mode == "program-cpp") {
+    if (argc != 3) return Usage();
+    std::vector<sock_filter> program;
+    std::string error;
+    if (!basal::confinement::BuildPrebuiltProgram(program, error)) {
+      std::fprintf(stderr, "basal-policy-dump: %s\n", error.c_str());
+      return 1;
+    }
+    std::string text =
+        "// Generated at build time by `basal-policy-dump program-cpp` from the table in\n"
+        "// src/confinement/linux/seccomp_policy.cpp. Do not edit; see seccomp_program.h.\n"
+        "#include \"confinement/linux/seccomp_program.h\"\n\n"
+        "namespace basal::confinement {\nnamespace {\n\nconstexpr sock_filter kProgram[] = {\n";
+    char line[96];
+    for (const sock_filter& insn : program) {
+      std::snprintf(line, sizeof line, "    {0x%04x, %u, %u, 0x%08x},\n", insn.code, insn.jt, insn.jf, insn.k);
+      text += line;
+    }
+    text += "};\n\n}  // namespace\n\nstd::span<const sock_filter> WorkerSeccompProgram() { return kProgram; }\n\n"
+            "}  // namespace basal::confinement\n";
+    const std::string tmp = std::string(argv[2]) + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << text;
+      if (!out.flush()) {
+        std::fprintf(stderr, "basal-policy-dump: cannot write %s\n", tmp.c_str());
+        return 1;
+      }
+    }
+    if (std::rename(tmp.c_str(), argv[2]) != 0) {
+      std::fprintf(stderr, "basal-policy-dump: cannot rename %s to %s\n", tmp.c_str(), argv[2]);
       return 1;
     }
     return 0;

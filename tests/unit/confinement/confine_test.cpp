@@ -30,9 +30,17 @@
 
 #include "child_process.h"
 #include "confinement/linux/descriptors.h"
+#include "confinement/linux/seccomp_program.h"
 
 namespace basal::confinement {
 namespace {
+
+// What the worker passes: the build's prebuilt seccomp program.
+ConfineOptions WorkerOptions() {
+  ConfineOptions o;
+  o.seccomp_program = WorkerSeccompProgram();
+  return o;
+}
 
 using testing::ChildResult;
 using testing::ChildSetup;
@@ -46,7 +54,7 @@ constexpr char kSurvived[] = "survived\n";
 // Confines, says so on stdout, runs the probe, says it survived, exits 0.
 ChildResult RunConfined(void (*probe)()) {
   return RunChild({}, [probe] {
-    ConfineWorker(ConfineOptions{});
+    ConfineWorker(WorkerOptions());
     RawWrite(STDOUT_FILENO, kReached);
     probe();
     RawWrite(STDOUT_FILENO, kSurvived);
@@ -81,7 +89,7 @@ std::string ExpectedReport() {
 
 TEST_F(ConfineWorkerTest, ReportsEveryLayerAndStdoutStillWorks) {
   const ChildResult r = RunChild({}, [] {
-    const ConfinementReport report = ConfineWorker(ConfineOptions{});
+    const ConfinementReport report = ConfineWorker(WorkerOptions());
     RawWrite(STDOUT_FILENO, report.ToJson());  // std::string and malloc after the filter
     _exit(0);
   });
@@ -275,22 +283,33 @@ TEST_F(ConfineWorkerTest, GlibcFatalErrorPathReportsAndAborts) {
   EXPECT_NE(r.err.find("double free"), std::string::npos) << r.err;
 }
 
+TEST_F(ConfineWorkerTest, WithoutASeccompProgramItExits70RatherThanRunUnfiltered) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineWorker(ConfineOptions{});
+    RawWrite(STDOUT_FILENO, "unfiltered");
+    _exit(0);
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err, "ck-basal-worker: confinement failed: seccomp: the prebuilt seccomp program has 0 instructions\n");
+  EXPECT_EQ(r.out, "");
+}
+
 TEST_F(ConfineWorkerTest, RegularFileStdinExits70) {
-  const ChildResult r = RunChild({.stdin_kind = StdinKind::kRegularFile}, [] { ConfineWorker(ConfineOptions{}); });
+  const ChildResult r = RunChild({.stdin_kind = StdinKind::kRegularFile}, [] { ConfineWorker(WorkerOptions()); });
   EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
   EXPECT_EQ(r.err, "ck-basal-worker: confinement failed: startup checks: stdin is not a pipe (regular file)\n");
   EXPECT_EQ(r.out, "");
 }
 
 TEST_F(ConfineWorkerTest, NamedFifoStdinExits70) {
-  const ChildResult r = RunChild({.stdin_kind = StdinKind::kNamedFifo}, [] { ConfineWorker(ConfineOptions{}); });
+  const ChildResult r = RunChild({.stdin_kind = StdinKind::kNamedFifo}, [] { ConfineWorker(WorkerOptions()); });
   EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
   EXPECT_EQ(r.err.rfind("ck-basal-worker: confinement failed: startup checks: stdin is a named FIFO (", 0), 0u)
       << r.err;
 }
 
 TEST_F(ConfineWorkerTest, StdoutReadEndExits70) {
-  const ChildResult r = RunChild({.stdout_is_read_end = true}, [] { ConfineWorker(ConfineOptions{}); });
+  const ChildResult r = RunChild({.stdout_is_read_end = true}, [] { ConfineWorker(WorkerOptions()); });
   EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
   EXPECT_EQ(r.err,
             "ck-basal-worker: confinement failed: startup checks: stdout is open read-only, not write-only "
@@ -301,7 +320,7 @@ TEST_F(ConfineWorkerTest, SecondThreadExits70) {
   const ChildResult r = RunChild({}, [] {
     std::thread t([] { pause(); });
     t.detach();
-    ConfineWorker(ConfineOptions{});
+    ConfineWorker(WorkerOptions());
   });
   EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
   EXPECT_EQ(r.err, "ck-basal-worker: confinement failed: startup checks: the worker has 2 threads, not exactly one\n");
@@ -310,7 +329,7 @@ TEST_F(ConfineWorkerTest, SecondThreadExits70) {
 #ifdef BASAL_TEST_HOOKS
 TEST_F(ConfineWorkerTest, WeakenedStartupChecksAreReported) {
   const ChildResult r = RunChild({.stdin_kind = StdinKind::kRegularFile}, [] {
-    ConfineOptions o;
+    ConfineOptions o = WorkerOptions();
     o.weaken_startup_checks = true;
     o.skip_landlock = true;
     RawWrite(STDOUT_FILENO, ConfineWorker(o).ToJson());
@@ -325,7 +344,7 @@ TEST_F(ConfineWorkerTest, WeakenedStartupChecksAreReported) {
 #else
 TEST_F(ConfineWorkerTest, WeakeningSwitchesAreRefusedWithoutTestHooks) {
   const ChildResult r = RunChild({}, [] {
-    ConfineOptions o;
+    ConfineOptions o = WorkerOptions();
     o.skip_seccomp = true;
     ConfineWorker(o);
   });

@@ -1,5 +1,7 @@
-// The compiled filter, evaluated in-process: the BPF exported by libseccomp runs in a tiny
-// interpreter against synthetic seccomp_data, so each case states what the kernel would decide.
+// The compiled filter, evaluated in-process: the program the worker loads (the build's prebuilt
+// program with the pid and tid patched in, which is libseccomp's program instruction for
+// instruction: PrebuiltProgramIsLibseccompsProgram) runs in a tiny interpreter against synthetic
+// seccomp_data, so each case states what the kernel would decide.
 // Also the golden pseudo-code of the filter: regenerate it after a reviewed change with
 //   BASAL_UPDATE_GOLDEN=1 ctest -R GoldenPfc      (or: basal-policy-dump pfc > golden/seccomp_x86_64.pfc)
 #include "confinement/linux/seccomp_filter.h"
@@ -25,6 +27,7 @@
 
 #include "bpf_interpreter.h"
 #include "confinement/linux/seccomp_policy.h"
+#include "confinement/linux/seccomp_program.h"
 
 namespace basal::confinement {
 namespace {
@@ -41,10 +44,8 @@ constexpr uint64_t kFdMinusOne32 = 0xffffffffULL;
 class SeccompFilterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    SeccompFilter filter({kPid, kTid});
-    ASSERT_TRUE(filter.ok()) << filter.error();
     std::string error;
-    ASSERT_TRUE(filter.ExportBpf(*prog_, error)) << error;
+    ASSERT_TRUE(PatchProgram(WorkerSeccompProgram(), {kPid, kTid}, *prog_, error)) << error;
     ASSERT_FALSE(prog_->empty());
   }
 
@@ -321,6 +322,52 @@ TEST(SeccompFilterGolden, GoldenPfc) {
                          << " with BASAL_UPDATE_GOLDEN=1";
   // The pid is baked in where the table says: tgkill's tgid and tid.
   EXPECT_NE(golden.find("4242"), std::string::npos);
+}
+
+bool SameProgram(const std::vector<sock_filter>& a, const std::vector<sock_filter>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].code != b[i].code || a[i].jt != b[i].jt || a[i].jf != b[i].jf || a[i].k != b[i].k) return false;
+  return true;
+}
+
+TEST(SeccompProgram, PrebuiltProgramIsLibseccompsProgram) {
+  // The main thread (pid == tid, as in the worker), another thread, and the extremes of pid_max.
+  const FilterContext contexts[] = {{4242, 4242}, {100, 101}, {1, 1}, {4194303, 4194302}};
+  for (const FilterContext& c : contexts) {
+    std::vector<sock_filter> patched, compiled;
+    std::string error;
+    ASSERT_TRUE(PatchProgram(WorkerSeccompProgram(), c, patched, error)) << error;
+    SeccompFilter filter(c);
+    ASSERT_TRUE(filter.ok()) << filter.error();
+    ASSERT_TRUE(filter.ExportBpf(compiled, error)) << error;
+    EXPECT_TRUE(SameProgram(patched, compiled)) << "pid " << c.own_pid << " tid " << c.own_tid
+                                                << ": the prebuilt program is stale or mis-patched";
+  }
+}
+
+TEST(SeccompProgram, PatchingRefusesWhatCouldMislead) {
+  std::vector<sock_filter> out;
+  std::string why;
+  EXPECT_FALSE(PatchProgram({}, {10, 10}, out, why));
+  EXPECT_NE(why.find("0 instructions"), std::string::npos) << why;
+  EXPECT_FALSE(PatchProgram(WorkerSeccompProgram(), {static_cast<pid_t>(kPidPlaceholder), 10}, out, why));
+  EXPECT_NE(why.find("placeholder"), std::string::npos) << why;
+  // A program without the tid's place (as if the table lost its tgkill row) is refused.
+  std::vector<sock_filter> no_tid(WorkerSeccompProgram().begin(), WorkerSeccompProgram().end());
+  for (sock_filter& insn : no_tid)
+    if (insn.k == kTidPlaceholder) insn.k = 7;
+  EXPECT_FALSE(PatchProgram(no_tid, {10, 10}, out, why));
+  EXPECT_NE(why.find("no place for the worker's tid"), std::string::npos) << why;
+}
+
+TEST(SeccompProgram, BuildingItChecksThePlaceholdersOnlyStandForThePidAndTid) {
+  std::vector<sock_filter> built;
+  std::string why;
+  ASSERT_TRUE(BuildPrebuiltProgram(built, why)) << why;
+  const auto prebuilt = WorkerSeccompProgram();
+  EXPECT_TRUE(SameProgram(built, std::vector<sock_filter>(prebuilt.begin(), prebuilt.end())))
+      << "the build's prebuilt program differs from the table's: rebuild";
 }
 
 TEST(SeccompFilterGolden, PidIsBakedIn) {
