@@ -459,7 +459,7 @@ struct Module::Impl {
     }
     if (denied) {
       ++health.denied_calls;
-      const std::string err = Json{{"name", "PermissionDenied"}, {"message", *denied}}.dump();
+      const std::string err = protocol::DumpJson(Json{{"name", "PermissionDenied"}, {"message", *denied}});
       (void)journal->RecordCall({aid, call.id, call.name, args_json, false, *denied, "", err, start, NowUnixUs()});
       sends.emplace_back(w, protocol::BuildResultError(aid, call.id, "PermissionDenied", *denied));
       return;
@@ -501,7 +501,7 @@ struct Module::Impl {
       sends.emplace_back(w, protocol::BuildResultOk(slot.activation_id, slot.call_id, value_json));
       rec.result_json = std::move(value_json);
     } else {
-      rec.error_json = Json{{"name", name}, {"message", message}}.dump();
+      rec.error_json = protocol::DumpJson(Json{{"name", name}, {"message", message}});  // an embedder's text: any bytes
       sends.emplace_back(w, protocol::BuildResultError(slot.activation_id, slot.call_id, name, message));
     }
     if (auto r = journal->RecordCall(rec); !r) journal_failure = r.error().message;

@@ -217,6 +217,27 @@ TEST_F(FlowTest, HostCallArgumentsAndResultsTooDeepAreCatchableErrors) {
   EXPECT_EQ(module_->HealthReport()["protocol_violations"], 0);
 }
 
+TEST_F(FlowTest, AHandlersErrorTextThatIsNotUtf8ReachesTheScriptRepairedAndIsJournaled) {
+  Open();
+  HostCallSpec spec;
+  spec.name = "bad_bytes";
+  spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
+    reply.Error("Broken\xff", "no \xfe\xfd utf-8 here");
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowId f = Add(
+      "export default async function (i, host) {"
+      "  try { await host.call('bad_bytes', {}); } catch (e) { return e.name + '|' + e.message; } }",
+      R"({"grants": {"bad_bytes": {}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, "Broken\uFFFD|no \uFFFD\uFFFD utf-8 here");
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 1u);
+  EXPECT_NE((*calls)[0].error_json.find("utf-8 here"), std::string::npos) << (*calls)[0].error_json;
+}
+
 TEST_F(FlowTest, HugeErrorTextsAndLogMessagesAreCutNotFatal) {
   Open();
   FlowId f = Add(
