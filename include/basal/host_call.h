@@ -11,6 +11,8 @@
 //
 // The handler runs on the module's thread. It may answer at once or keep `reply` and answer
 // later from the same thread; an answer is journaled and committed before the worker sees it.
+// A handler that throws is answered with a HostError naming what it threw; an `authorize` that
+// throws denies the call.
 #pragma once
 
 #include <cstdint>

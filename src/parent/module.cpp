@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <iostream>
 #include <list>
 #include <map>
@@ -455,7 +456,13 @@ struct Module::Impl {
     if (!spec) {
       denied = "no host call named \"" + call.name + "\"";
     } else {
-      denied = f.manifest.Authorize(*spec, call.args);
+      try {
+        denied = f.manifest.Authorize(*spec, call.args);
+      } catch (const std::exception& e) {  // fail closed
+        denied = "the authorization check of \"" + call.name + "\" threw: " + e.what();
+      } catch (...) {
+        denied = "the authorization check of \"" + call.name + "\" threw";
+      }
     }
     if (denied) {
       ++health.denied_calls;
@@ -472,7 +479,20 @@ struct Module::Impl {
     w->calls[call.id] = InFlightCall{call.name, spec->needs_grant ? "granted by manifest" : "needs no grant", args_json,
                                      start, slot};
     HostCallContext ctx{aid, call.id, f.name};
-    spec->handler(ctx, call.args, HostCallReply(slot));
+    // A handler that throws is answered for: the script gets a catchable HostError, the call is
+    // journaled with it, and the loop goes on.
+    std::string thrown;
+    try {
+      spec->handler(ctx, call.args, HostCallReply(slot));
+    } catch (const std::exception& e) {
+      thrown = e.what();
+    } catch (...) {
+      thrown = "an exception that is not a std::exception";
+    }
+    if (!thrown.empty()) {
+      std::cerr << "basal: host call \"" << call.name << "\" threw: " << thrown << " (activation " << aid << ")\n";
+      HostCallReply(slot).Error("HostError", "host call \"" + call.name + "\" failed: its handler threw: " + thrown);
+    }
   }
 
   void OnReply(HostCallReply::Slot& slot, bool ok, Json value, std::string name, std::string message) {
@@ -670,9 +690,18 @@ struct Module::Impl {
     sends.clear();
     auto done = std::move(finished);
     finished.clear();
-    for (auto& f : done)
-      if (f.done) f.done(f.result);
     workers.remove_if([](const std::unique_ptr<Worker>& w) { return w->state == Worker::State::kDead; });
+    // Every callback runs even if one throws; the first exception then goes to the caller of Run*.
+    std::exception_ptr first;
+    for (auto& f : done) {
+      if (!f.done) continue;
+      try {
+        f.done(f.result);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
   }
 
   bool Busy() const {

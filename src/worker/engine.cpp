@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 
 #include <cstdlib>
@@ -115,6 +116,7 @@ struct Engine::State {
   bool cpu_armed = false;
   bool cpu_exhausted = false;
   uint64_t refused_allocations = 0;
+  uint64_t random_state = 1;  // Math.random (xorshift64*), seeded from getrandom at load
 
   // The activation in progress.
   int64_t activation = 0;
@@ -357,6 +359,26 @@ JSValue ConsoleLog(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv, i
 }
 
 // settle(ok, value): the bootstrap calls it exactly once per activation.
+// Math.random. QuickJS seeds its own generator from the time of day in microseconds, so workers
+// started in the same microsecond would draw the same sequence; this one is seeded per worker
+// from getrandom. Not for secrets: Math.random never is.
+JSValue MathRandom(JSContext* ctx, JSValueConst, int, JSValueConst*) {
+  State* st = StateOf(ctx);
+  uint64_t x = st->random_state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  st->random_state = x;
+  const uint64_t bits = (x * 0x2545F4914F6CDD1DULL) >> 11;  // 53 random bits
+  return JS_NewFloat64(ctx, static_cast<double>(bits) * 0x1.0p-53);
+}
+
+uint64_t RandomSeed() {
+  uint64_t seed = 0;
+  if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) seed = 0;
+  return seed != 0 ? seed : 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(getpid());
+}
+
 JSValue Settle(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
   State* st = StateOf(ctx);
   if (st->settled || argc < 2) return JS_UNDEFINED;
@@ -482,6 +504,12 @@ bool Engine::Load(const protocol::Load& load, protocol::ScriptError& error) {
     JS_SetPropertyStr(ctx, console.get(), kConsoleMethods[i],
                       JS_NewCFunctionMagic(ctx, ConsoleLog, kConsoleMethods[i], 0, JS_CFUNC_generic_magic, i));
   JS_SetPropertyStr(ctx, global.get(), "console", console.dup());
+  s->random_state = RandomSeed();
+  {
+    Value math(ctx, JS_GetPropertyStr(ctx, global.get(), "Math"));
+    JS_DefinePropertyValueStr(ctx, math.get(), "random", JS_NewCFunction(ctx, MathRandom, "random", 0),
+                              JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
+  }
 #ifdef BASAL_TEST_HOOKS
   Value test(ctx, JS_NewObject(ctx));
   JS_SetPropertyStr(ctx, test.get(), "syscall", JS_NewCFunction(ctx, TestSyscall, "syscall", 1));

@@ -1,6 +1,10 @@
 // Real parent, real confined workers, JS fixtures: the outcome, the journal and the health.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
 #include "integration/test_support.h"
 
 namespace basal::testing {
@@ -236,6 +240,83 @@ TEST_F(FlowTest, AHandlersErrorTextThatIsNotUtf8ReachesTheScriptRepairedAndIsJou
   ASSERT_TRUE(calls);
   ASSERT_EQ(calls->size(), 1u);
   EXPECT_NE((*calls)[0].error_json.find("utf-8 here"), std::string::npos) << (*calls)[0].error_json;
+}
+
+TEST_F(FlowTest, AHandlerThatThrowsIsACatchableHostErrorAndTheModuleGoesOn) {
+  Open();
+  HostCallSpec spec;
+  spec.name = "flaky";
+  spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) {
+    if (args.value("fail", false)) throw std::runtime_error("database is down");
+    reply.Ok("fine");
+  };
+  spec.authorize = [](const Json& grant, const Json& args) -> std::optional<std::string> {
+    (void)grant;
+    if (args.value("explode", false)) throw std::runtime_error("policy engine crashed");
+    return std::nullopt;
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowId f = Add(
+      "export default async function (i, host) {"
+      "  let caught, denied;"
+      "  try { await host.call('flaky', {fail: true}); } catch (e) { caught = e.name + ': ' + e.message; }"
+      "  try { await host.call('flaky', {explode: true}); } catch (e) { denied = e.name + ': ' + e.message; }"
+      "  return [caught, await host.call('flaky', {}), denied]; }",
+      R"({"grants": {"flaky": {}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result[0], "HostError: host call \"flaky\" failed: its handler threw: database is down");
+  EXPECT_EQ(r.result[1], "fine");
+  EXPECT_EQ(r.result[2], "PermissionDenied: the authorization check of \"flaky\" threw: policy engine crashed");
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 3u);
+  EXPECT_NE((*calls)[0].error_json.find("database is down"), std::string::npos);
+}
+
+TEST_F(FlowTest, ACallbackThatThrowsReachesTheCallerAndNoOtherCallbackIsLost) {
+  Open();
+  FlowId f = Add("export default (i) => i");
+  std::vector<int> seen;
+  module_->Submit(f, 1, [&](const ActivationResult& r) {
+    seen.push_back(r.result.get<int>());
+    throw std::logic_error("embedder bug");
+  });
+  module_->Submit(f, 2, [&](const ActivationResult& r) { seen.push_back(r.result.get<int>()); });
+  bool threw = false;
+  try {
+    module_->RunUntilIdle();
+  } catch (const std::logic_error& e) {
+    threw = std::string(e.what()) == "embedder bug";
+  }
+  module_->RunUntilIdle();  // whatever the first call left undone
+  EXPECT_TRUE(threw);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int>{1, 2}));
+  ActivationResult after = module_->Run(f, 3);
+  ASSERT_TRUE(after.ok()) << after.message;
+  EXPECT_EQ(after.result, 3);
+}
+
+TEST_F(FlowTest, MathRandomIsUniformInTheUnitIntervalAndSeededPerWorker) {
+  ModuleOptions o;
+  o.max_activations_per_worker = 1;  // every activation on a fresh worker
+  Open(o);
+  FlowId f = Add(
+      "export default () => { const xs = []; for (let i = 0; i < 10000; i++) xs.push(Math.random());"
+      "  const lo = Math.min(...xs), hi = Math.max(...xs), mean = xs.reduce((a, b) => a + b) / xs.length;"
+      "  return {first: xs[0], lo, hi, mean, distinct: new Set(xs).size}; }");
+  std::set<double> firsts;
+  for (int k = 0; k < 5; ++k) {
+    ActivationResult r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_GE(r.result["lo"].get<double>(), 0.0);
+    EXPECT_LT(r.result["hi"].get<double>(), 1.0);
+    EXPECT_NEAR(r.result["mean"].get<double>(), 0.5, 0.02);
+    EXPECT_EQ(r.result["distinct"], 10000);
+    firsts.insert(r.result["first"].get<double>());
+  }
+  EXPECT_EQ(firsts.size(), 5u) << "five workers, five different sequences";
 }
 
 TEST_F(FlowTest, HugeErrorTextsAndLogMessagesAreCutNotFatal) {
