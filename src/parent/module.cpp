@@ -137,9 +137,10 @@ struct Module::Impl {
         if (w->act) Fail(w.get(), Outcome::kCancelled, "the module was closed while the activation ran: its worker was killed");
       }
       for (auto& q : queue) {
-        Worker tmp;
-        tmp.act = std::move(q);
-        Fail(&tmp, Outcome::kCancelled, "the module was closed before the activation started");
+        ActivationResult r;
+        r.outcome = Outcome::kCancelled;
+        r.message = "the module was closed before the activation started";
+        FinishUnstarted(std::move(q), std::move(r));
       }
       queue.clear();
       finished.clear();

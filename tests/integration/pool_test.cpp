@@ -152,16 +152,21 @@ TEST_F(PoolTest, AWorkerBusierThanTheIdlePeriodIsNotRetired) {
   EXPECT_EQ(module_->HealthReport()["retirements"]["idle"], 0);
 }
 
-// Allocates until the heap budget refuses; `catch_it` decides whether the script survives it.
-std::string MemoryHog(bool catch_it) {
-  const std::string grow = "const keep = []; for (;;) keep.push(new Array(65536).fill(n));";
+// Scripts that exhaust a budget: allocating until the heap budget refuses, recursing until the
+// stack budget does.
+constexpr const char* kGrowHeap = "const keep = []; for (;;) keep.push(new Array(65536).fill(0));";
+constexpr const char* kRecurse = "function deep(k) { return deep(k + 1) + 1; } return deep(0);";
+
+// A flow that counts its activations (`n`, which says which worker ran it) and runs `body`;
+// with `catch_it` it catches the failure and returns {n, caught}.
+std::string Exhausting(const std::string& body, bool catch_it) {
   return "let n = 0; export default function () { n += 1; " +
-         (catch_it ? "try { " + grow + " } catch (e) { return {n, caught: String(e)}; }" : grow) + " }";
+         (catch_it ? "try { " + body + " } catch (e) { return {n, caught: String(e)}; }" : body) + " }";
 }
 
 TEST_F(PoolTest, CaughtMemoryFailureCompletesAndTheWorkerIsReused) {
   Open();
-  FlowId f = Add(MemoryHog(true), R"({"budgets": {"heap_mb": 16}})");
+  FlowId f = Add(Exhausting(kGrowHeap, true), R"({"budgets": {"heap_mb": 16}})");
   ActivationResult a = module_->Run(f, nullptr);
   ASSERT_TRUE(a.ok()) << a.message;
   EXPECT_EQ(a.result["n"], 1);
@@ -178,12 +183,9 @@ TEST_F(PoolTest, CaughtMemoryFailureCompletesAndTheWorkerIsReused) {
 
 TEST_F(PoolTest, MemoryFailureCaughtButFollowedByAnotherErrorStillRetiresTheWorker) {
   Open();
-  FlowId f = Add(
-      "export default function () {"
-      "  try { const keep = []; for (;;) keep.push(new Array(65536).fill(0)); }"
-      "  catch (e) { throw new TypeError('gave up'); }"
-      "}",
-      R"({"budgets": {"heap_mb": 16}})");
+  FlowId f = Add(std::string("export default function () { try { ") + kGrowHeap +
+                     " } catch (e) { throw new TypeError('gave up'); } }",
+                 R"({"budgets": {"heap_mb": 16}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
   EXPECT_EQ(a.budget, "memory");
@@ -195,7 +197,7 @@ TEST_F(PoolTest, MemoryFailureCaughtButFollowedByAnotherErrorStillRetiresTheWork
 
 TEST_F(PoolTest, UncaughtMemoryFailureIsABudgetExhaustionAndRetiresTheWorker) {
   Open();
-  FlowId f = Add(MemoryHog(false), R"({"budgets": {"heap_mb": 16}})");
+  FlowId f = Add(Exhausting(kGrowHeap, false), R"({"budgets": {"heap_mb": 16}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
   EXPECT_EQ(a.budget, "memory");
@@ -215,15 +217,9 @@ TEST_F(PoolTest, UncaughtMemoryFailureIsABudgetExhaustionAndRetiresTheWorker) {
   EXPECT_EQ(module_->HealthReport()["spawned"], 2);
 }
 
-std::string Recursion(bool catch_it) {
-  const std::string body = "function deep(k) { return deep(k + 1) + 1; } return deep(0);";
-  return "let n = 0; export default function () { n += 1; " +
-         (catch_it ? "try { " + body + " } catch (e) { return {n, caught: String(e)}; }" : body) + " }";
-}
-
 TEST_F(PoolTest, UncaughtStackOverflowIsABudgetExhaustionNamingStackAndRetires) {
   Open();
-  FlowId f = Add(Recursion(false), R"({"budgets": {"stack_kb": 128}})");
+  FlowId f = Add(Exhausting(kRecurse, false), R"({"budgets": {"stack_kb": 128}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
   EXPECT_EQ(a.budget, "stack");
@@ -234,7 +230,7 @@ TEST_F(PoolTest, UncaughtStackOverflowIsABudgetExhaustionNamingStackAndRetires) 
 
 TEST_F(PoolTest, CaughtStackOverflowCompletesAndTheWorkerIsReused) {
   Open();
-  FlowId f = Add(Recursion(true), R"({"budgets": {"stack_kb": 128}})");
+  FlowId f = Add(Exhausting(kRecurse, true), R"({"budgets": {"stack_kb": 128}})");
   ActivationResult a = module_->Run(f, nullptr);
   ASSERT_TRUE(a.ok()) << a.message;
   EXPECT_NE(a.result["caught"].get<std::string>().find("stack overflow"), std::string::npos) << a.result;
