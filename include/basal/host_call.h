@@ -9,10 +9,15 @@
 //                     basal::HostCallReply reply) { reply.Ok({{"sent", true}}); };
 //   module.registry().Register(std::move(spec));
 //
-// The handler runs on the module's thread. It may answer at once or keep `reply` and answer
-// later from the same thread; an answer is journaled and committed before the worker sees it.
-// A handler that throws is answered with a HostError naming what it threw; an `authorize` that
-// throws denies the call.
+// The handler runs on the module's loop thread. It may answer at once, or keep `reply` and answer
+// later from ANY thread (the answer is posted to the loop); an answer is journaled and committed
+// before the worker sees it. A handler that throws is answered with a HostError naming what it
+// threw; an `authorize` that throws denies the call.
+//
+// Effects: a spec says what its handler does to the world. For idempotent and external calls the
+// call's record is committed as `started` BEFORE the handler runs, so a parent that dies mid-call
+// leaves "outcome unknown" in the journal, never a silent duplicate or a lost effect; the handler
+// gets `ctx.idempotency_key` to pass to the outside system. docs/journal.md has the lifecycle.
 #pragma once
 
 #include <cstdint>
@@ -31,20 +36,34 @@ namespace basal {
 
 using Json = nlohmann::json;
 
+// What a host call does to the world.
+enum class Effect {
+  kPure,        // reads only, or nothing outside the journal (log, kv.get): journaled once answered
+  kIdempotent,  // repeating it with the same arguments changes nothing more (kv.put, kv.delete)
+  kExternal,    // an effect outside basal that may not repeat safely (send mail, charge a card)
+};
+const char* EffectName(Effect effect);  // "pure", "idempotent", "external"
+
 struct HostCallContext {
   int64_t activation_id = 0;
   int64_t call_id = 0;
   std::string flow;
+  // Stable for this call across retries and replays: "<journal id>:<activation>:<call>". Pass it
+  // to the outside system so that it can drop a duplicate.
+  std::string idempotency_key;
 };
 
-// One-shot answer to a host call. Move-only; answering twice, or after the activation ended
-// (deadline, crash), does nothing.
+// One-shot answer to a host call. Move-only; thread-safe: Ok/Error may be called from any thread.
+// Answering twice does nothing. An answer after the activation ended (deadline, crash, cancel) is
+// journaled on the abandoned call record and goes no further. Destroying a reply that was never
+// answered answers the call with a HostError ("the handler dropped its reply").
 class HostCallReply {
  public:
   struct Slot;  // owned by the module
   explicit HostCallReply(std::shared_ptr<Slot> slot) : slot_(std::move(slot)) {}
+  ~HostCallReply();
   HostCallReply(HostCallReply&&) noexcept = default;
-  HostCallReply& operator=(HostCallReply&&) noexcept = default;
+  HostCallReply& operator=(HostCallReply&&) noexcept;
   HostCallReply(const HostCallReply&) = delete;
   HostCallReply& operator=(const HostCallReply&) = delete;
 
@@ -70,6 +89,12 @@ struct HostCallSpec {
   // Null: every call of a granted name is admitted.
   std::function<std::optional<std::string>(const Json& constraints, const Json& args)> authorize;
   HostCallHandler handler;
+  // The default is the safe assumption: an effect that may not repeat.
+  Effect effect = Effect::kExternal;
+  // The journal's view of the arguments and of a successful result (redaction). Null: journaled
+  // as they are. The flow still gets the whole result.
+  std::function<Json(const Json& args)> journal_args;
+  std::function<Json(const Json& result)> journal_result;
 };
 
 class HostCallRegistry {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -21,11 +23,18 @@ enum class Outcome {
   kSpawnFailed,         // the worker could not be started
   kJournalError,        // the journal could not commit: nothing was answered
   kInvalidInput,        // the activation's input was not valid JSON (or too deep or large to send)
-  kCancelled,           // the Module was destroyed first: a running activation's worker was killed
+  kCancelled,           // Cancel(), Shutdown() or the Module's end stopped it first
+  kAbandoned,           // its parent died while it ran: closed by the next parent to open the journal
 };
 
 // The wire/CLI name: "ok", "script_error", "budget_exhausted", "deadline", ...
 const char* OutcomeName(Outcome outcome);
+std::optional<Outcome> ParseOutcome(std::string_view name);
+
+// The budgets an activation can exhaust.
+enum class Budget { kCpu, kMemory, kStack };
+const char* BudgetName(Budget budget);  // "cpu", "memory", "stack"
+std::optional<Budget> ParseBudget(std::string_view name);
 
 struct ActivationResult {
   int64_t activation_id = 0;
@@ -34,7 +43,7 @@ struct ActivationResult {
   std::string message;          // when not ok: what happened, naming the cause
   std::string error_name;       // script_error: the JS error's name
   std::string stack;            // script_error: the JS stack
-  std::string budget;           // budget_exhausted: "cpu", "memory" or "stack"
+  std::optional<Budget> budget; // budget_exhausted: which one
   int64_t cpu_us = 0;
   bool ok() const { return outcome == Outcome::kOk; }
   // {"kind": ..., "message": ..., ["name", "stack", "budget"]}

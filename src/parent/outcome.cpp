@@ -17,15 +17,39 @@ const char* OutcomeName(Outcome o) {
     case Outcome::kJournalError: return "journal_error";
     case Outcome::kInvalidInput: return "invalid_input";
     case Outcome::kCancelled: return "cancelled";
+    case Outcome::kAbandoned: return "abandoned";
   }
   return "unknown";
+}
+
+std::optional<Outcome> ParseOutcome(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(Outcome::kAbandoned); ++i) {
+    const auto o = static_cast<Outcome>(i);
+    if (name == OutcomeName(o)) return o;
+  }
+  return std::nullopt;
+}
+
+const char* BudgetName(Budget budget) {
+  switch (budget) {
+    case Budget::kCpu: return "cpu";
+    case Budget::kMemory: return "memory";
+    case Budget::kStack: return "stack";
+  }
+  return "unknown";
+}
+
+std::optional<Budget> ParseBudget(std::string_view name) {
+  for (Budget b : {Budget::kCpu, Budget::kMemory, Budget::kStack})
+    if (name == BudgetName(b)) return b;
+  return std::nullopt;
 }
 
 nlohmann::json ActivationResult::ErrorJson() const {
   nlohmann::json j = {{"kind", OutcomeName(outcome)}, {"message", message}};
   if (!error_name.empty()) j["name"] = error_name;
   if (!stack.empty()) j["stack"] = stack;
-  if (!budget.empty()) j["budget"] = budget;
+  if (budget) j["budget"] = BudgetName(*budget);
   return j;
 }
 

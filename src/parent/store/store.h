@@ -1,0 +1,197 @@
+// The parent's store, behind interfaces: the journal a running parent writes (JournalStore), the
+// reader `basal journal` and a daemon use (JournalReader), and the kv store flows use (KvStore).
+// SQLite implements all three today (store/sqlite/); PostgreSQL later, behind the same interfaces
+// and the same contract tests (tests/unit/store_contract_test.cpp).
+//
+// Batches: every write joins the open batch (one transaction, opened by the first write) and
+// Commit() ends it. The parent's loop commits once per turn and only then answers (group commit).
+// A KvStore made by the same backend as a JournalStore shares its batch, so a kv.put and the record
+// of the host call that made it commit together or not at all.
+//
+//   auto store = OpenSqliteStore({.path = "journal.db"});        // Result<std::unique_ptr<Store>>
+//   JournalStore& journal = (*store)->journal();
+//   Result<int64_t> id = journal.BeginActivation({...});
+//   journal.RecordCall({...});  (*store)->kv().Put("orders", "o-1", "{\"n\":1}");
+//   if (!journal.Commit()) { (void)journal.Rollback(); /* answer nothing from this batch */ }
+//
+// Not thread-safe: each object has one owner thread (the parent's loop thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "basal/host_call.h"
+#include "basal/outcome.h"
+#include "basal/result.h"
+
+namespace basal {
+
+// Who runs an activation: a parent process on a host. A parent that opens a journal closes the
+// unfinished activations whose owner is gone (store.h: RecoverAbandoned).
+struct ActivationOwner {
+  std::string host;          // gethostname()
+  int64_t pid = 0;           // the parent's pid
+  int64_t start_ticks = 0;   // the parent's start time (/proc/PID/stat field 22): pid reuse is not the owner
+};
+
+struct ActivationStart {
+  std::string flow;           // flow name
+  std::string source_hash;    // "sha256:<hex>"
+  std::string manifest_hash;  // "sha256:<hex>"
+  std::string input_json;
+  int64_t start_unix_us = 0;
+  ActivationOwner owner;
+  int64_t lease_until_unix_us = 0;  // renewed by the owner while it runs (RenewLeases)
+};
+
+struct ActivationEnd {
+  int64_t activation_id = 0;
+  int64_t end_unix_us = 0;
+  Outcome outcome = Outcome::kOk;
+  std::string result_json;  // when ok
+  std::string error_json;   // when not ok: ActivationResult::ErrorJson()
+  int64_t cpu_us = 0;
+};
+
+// A host call's record goes through these states (docs/journal.md):
+//   decided   the gate decided (allow or deny); for a denied call the record is born answered.
+//   started   the handler is about to run; for idempotent and external calls this is committed
+//             BEFORE the handler runs (intent before effect).
+//   answered  the handler answered (result or error) while the activation still ran.
+//   abandoned the activation ended first (deadline, crash, cancel) or its parent died before the
+//             call started; a late answer is still written into the record.
+//   unknown   the parent died while the call was started: its effect may or may not have happened.
+enum class CallState { kDecided, kStarted, kAnswered, kAbandoned, kUnknown };
+const char* CallStateName(CallState state);            // "decided", "started", ...
+std::optional<CallState> ParseCallState(std::string_view name);
+
+enum class Verdict { kAllow, kDeny, kNeedsApproval, kQuotaExceeded };
+const char* VerdictName(Verdict verdict);               // "allow", "deny", "needs_approval", "quota_exceeded"
+std::optional<Verdict> ParseVerdict(std::string_view name);
+
+// What the gate decided and why: the journal stores this, not a 0/1.
+struct Decision {
+  Verdict verdict = Verdict::kDeny;
+  std::string rule;    // what matched: "grants.kv.put", "needs no grant", "no grant", "unknown host call"
+  std::string reason;  // human text; never empty
+  bool allowed() const { return verdict == Verdict::kAllow; }
+};
+
+// Inserts a call's record (its first state).
+struct CallRecord {
+  int64_t activation_id = 0;
+  int64_t call_id = 0;      // the worker's id, unique within the activation
+  std::string name;         // "kv.get"
+  std::string args_json;    // the journal view of the arguments (redacted by the spec if it says so)
+  Decision decision;
+  Effect effect = Effect::kExternal;
+  CallState state = CallState::kDecided;
+  std::string result_json;  // when answered with a value
+  std::string error_json;   // when answered with an error (or denied): {"name":..,"message":..}
+  int64_t start_unix_us = 0;
+  std::optional<int64_t> end_unix_us;  // set when the record is born answered/abandoned
+};
+
+// Moves a call's record to a later state, with what it returned (if anything).
+struct CallUpdate {
+  int64_t activation_id = 0;
+  int64_t call_id = 0;
+  CallState state = CallState::kAnswered;
+  std::string result_json;
+  std::string error_json;
+  std::optional<int64_t> end_unix_us;
+};
+
+struct ActivationRow {
+  int64_t id = 0;
+  std::string flow, source_hash, manifest_hash, input_json;
+  int64_t start_unix_us = 0;
+  std::optional<int64_t> end_unix_us;
+  std::string outcome;  // "" if unfinished; else OutcomeName(), including "abandoned"
+  std::string result_json, error_json;
+  int64_t cpu_us = 0;
+  ActivationOwner owner;
+  int64_t lease_until_unix_us = 0;
+};
+
+struct CallRow {
+  int64_t activation_id = 0, call_id = 0;
+  std::string name, args_json;
+  Decision decision;
+  Effect effect = Effect::kExternal;
+  CallState state = CallState::kDecided;
+  std::string result_json, error_json;
+  int64_t start_unix_us = 0;
+  std::optional<int64_t> end_unix_us;
+};
+
+struct KvEntry {
+  std::string key;
+  std::string value_json;
+};
+
+// What opening a journal found and closed: activations whose owner is gone.
+struct RecoveryReport {
+  std::vector<int64_t> abandoned_activations;  // ended with outcome "abandoned"
+  size_t unknown_calls = 0;                    // calls that were started: outcome unknown
+  size_t abandoned_calls = 0;                  // calls only decided: never started
+};
+
+class JournalStore {
+ public:
+  virtual ~JournalStore() = default;
+  virtual Result<int64_t> BeginActivation(const ActivationStart& start) = 0;  // the new id
+  virtual Result<void> RecordCall(const CallRecord& call) = 0;  // kDatabase on a duplicate (activation, call id)
+  virtual Result<void> UpdateCall(const CallUpdate& update) = 0;  // kNotFound if no such record
+  virtual Result<void> EndActivation(const ActivationEnd& end) = 0;  // kNotFound unless unfinished
+  // Extends the lease of every unfinished activation of `owner` to `until_unix_us`.
+  virtual Result<void> RenewLeases(const ActivationOwner& owner, int64_t until_unix_us) = 0;
+  // Closes, in one committed transaction, each unfinished activation whose owner is gone: on this
+  // host (same `host`) when no live process has the owner's pid and start time; on another host
+  // when its lease ended before `now_unix_us`. Its calls in `started` become `unknown`, in
+  // `decided` become `abandoned`. Never touches `self`'s activations. Commits any open batch first.
+  virtual Result<RecoveryReport> RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) = 0;
+  virtual Result<void> Commit() = 0;  // a no-op when no batch is open
+  virtual bool HasPendingBatch() const = 0;
+  virtual Result<void> Rollback() = 0;  // after a failed commit: the batch is gone
+};
+
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  // Namespaces and keys compare as raw bytes; values are JSON text (the caller validated it).
+  // Reads see the open batch's own writes.
+  virtual Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) = 0;
+  virtual Result<void> Put(const std::string& ns, const std::string& key, const std::string& value_json) = 0;
+  virtual Result<bool> Delete(const std::string& ns, const std::string& key) = 0;  // true if removed
+  // Keys starting with `prefix` (exact bytes; "" matches all), in byte order, at most `limit`.
+  virtual Result<std::vector<KvEntry>> List(const std::string& ns, const std::string& prefix, size_t limit) = 0;
+};
+
+class JournalReader {
+ public:
+  virtual ~JournalReader() = default;
+  // With `id`: that activation (kNotFound if absent), `limit` ignored. Else the newest `limit`,
+  // oldest first.
+  virtual Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t limit) = 0;
+  virtual Result<std::vector<CallRow>> Calls(int64_t activation_id) = 0;  // in record order
+};
+
+// One backend's writable store: journal and kv share a connection and a batch.
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual JournalStore& journal() = 0;
+  virtual KvStore& kv() = 0;
+  virtual JournalReader& reader() = 0;  // reads on the writer's connection (sees the open batch)
+  // Strips the backend's own location from an error message meant for a flow (it must not learn
+  // where the parent keeps its data).
+  virtual std::string ForFlow(const Error& error) const = 0;
+};
+
+}  // namespace basal
