@@ -1,4 +1,4 @@
-// The figures: the real parent (basal::Module, or WorkerProcess + CheckWelcome for the cold start)
+// The figures: the real parent (basal::Module, or the launcher + WorkerSession + CheckWelcome for the cold start)
 // driving the real release ck-basal-worker, with the journal on.
 #include <dirent.h>
 #include <poll.h>
@@ -15,7 +15,8 @@
 #include "basal/module.h"
 #include "bench.h"
 #include "parent/welcome_check.h"
-#include "parent/worker_process.h"
+#include "parent/platform/worker_launcher.h"
+#include "parent/session.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 
@@ -36,7 +37,7 @@ std::unique_ptr<Module> OpenModule(const Options& o, const std::string& name, Mo
   return std::move(*m);
 }
 
-FlowId AddFlow(Module& m, const std::string& source, const std::string& manifest) {
+FlowRef AddFlow(Module& m, const std::string& source, const std::string& manifest) {
   auto f = m.AddFlow("bench.js", source, manifest);
   if (!f) Fatal(f.error().message);
   return *f;
@@ -87,31 +88,22 @@ Samples ColdStart(const Options& o) {
   const WelcomePolicy policy{false, KernelLandlockAbi()};  // the module computes this once, at Open
   const uint64_t address_space = (64ull << 20) + (256ull << 20);  // default heap budget + flow headroom
   const int warmup = 10, n = o.quick ? 30 : 200;
+  const auto launcher = WorkerLauncher::ForThisPlatform();
   Samples s;
   for (int i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
-    auto proc = WorkerProcess::Spawn(o.worker_path, {});
+    auto proc = launcher->Launch({o.worker_path, {}, address_space});
     if (!proc) Fatal(proc.error().message);
-    if (auto r = (*proc)->SetAddressSpaceLimit(address_space); !r) Fatal(r.error().message);
-    protocol::FrameDecoder decoder;
-    std::string payload;
-    while (decoder.Next(payload) != protocol::FrameDecoder::Status::kFrame) {
-      pollfd p{(*proc)->stdout_fd(), POLLIN, 0};
-      poll(&p, 1, 5000);
-      char buf[4096];
-      const ssize_t r = ::read((*proc)->stdout_fd(), buf, sizeof buf);
-      if (r == 0) Fatal("the worker closed stdout before its welcome (run `basal doctor`)");
-      if (r > 0) decoder.Feed(buf, static_cast<size_t>(r));
-    }
-    protocol::WorkerMessage msg;
-    std::string error;
-    if (!protocol::ParseWorkerMessage(payload, msg, error) || !std::holds_alternative<protocol::Welcome>(msg))
-      Fatal("bad welcome: " + error);
-    const WelcomeVerdict v = CheckWelcome(std::get<protocol::Welcome>(msg), (*proc)->pid(), policy);
+    WorkerSession session(std::move(*proc));
+    auto msg = session.ReadMessage(Clock::now() + std::chrono::seconds(5));
+    if (!msg) Fatal("no welcome (run `basal doctor`): " + msg.error().message);
+    const auto* welcome = std::get_if<protocol::Welcome>(&*msg);
+    if (!welcome) Fatal("the first message is not a welcome");
+    const WelcomeVerdict v = CheckWelcome(*welcome, session.pid(), policy);
     if (!v.accepted) Fatal("welcome refused: " + v.reason);
     if (i >= warmup) s.Add(MicrosSince(t0));
-    (*proc)->CloseStdin();  // retire it: it exits 0
-    if (!(*proc)->WaitFor(std::chrono::milliseconds(5000))) Fatal("the worker did not exit after stdin closed");
+    session.process().CloseStdin();  // retire it: it exits 0
+    if (!session.process().WaitFor(std::chrono::milliseconds(5000))) Fatal("the worker did not exit after stdin closed");
   }
   return s;
 }
@@ -120,7 +112,7 @@ WarmResult WarmActivation(const Options& o) {
   ModuleOptions mo;
   mo.max_activations_per_worker = 1'000'000;  // every timed activation on the same, reused worker
   auto m = OpenModule(o, "warm", mo);
-  const FlowId f = AddFlow(*m, kTrivialFlow, "{}");
+  const FlowRef f = AddFlow(*m, kTrivialFlow, "{}");
   const int warmup = 200, n = o.quick ? 500 : 5000;
   WarmResult out;
   for (int i = 0; i < warmup + n; ++i) {
@@ -147,12 +139,13 @@ Samples HostCallRoundTrip(const Options& o) {
   std::vector<Clock::time_point> stamps;
   HostCallSpec spec;
   spec.name = "bench.noop";
+  spec.effect = Effect::kPure;  // one record, written with the answer: the reference is pipe + 1 commit
   spec.handler = [&stamps](const HostCallContext&, const nlohmann::json&, HostCallReply reply) {
     stamps.push_back(Clock::now());
     reply.Ok(nullptr);
   };
   if (auto r = m->registry().Register(std::move(spec)); !r) Fatal(r.error().message);
-  const FlowId f = AddFlow(*m,
+  const FlowRef f = AddFlow(*m,
                            "export default async function (n, host) {"
                            "  for (let i = 0; i < n; i++) await host.call('bench.noop', null);"
                            "  return n;"
@@ -176,7 +169,7 @@ Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_act
   mo.max_workers = max_workers;
   mo.max_activations_per_worker = max_activations_per_worker;
   auto m = OpenModule(o, "throughput", mo);
-  const FlowId f = AddFlow(*m, kTrivialFlow, "{}");
+  const FlowRef f = AddFlow(*m, kTrivialFlow, "{}");
   size_t ok = 0, failed = 0;
   std::string first_failure;
   auto done = [&](const ActivationResult& r) {
@@ -187,13 +180,15 @@ Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_act
     }
   };
   // Start the pool's workers before the clock runs.
-  for (size_t i = 0; i < max_workers; ++i) m->Submit(f, nullptr, done);
+  for (size_t i = 0; i < max_workers; ++i)
+    if (!m->Submit(f, nullptr, done)) Fatal("submit refused");
   m->RunUntilIdle();
   const uint64_t spawned_before = m->HealthReport()["spawned"].get<uint64_t>();
   ok = 0;
   const size_t n = o.quick ? 5000 : 50000;
   const auto t0 = Clock::now();
-  for (size_t i = 0; i < n; ++i) m->Submit(f, nullptr, done);
+  for (size_t i = 0; i < n; ++i)
+    if (!m->Submit(f, nullptr, done)) Fatal("submit refused");
   m->RunUntilIdle();
   const double seconds = MicrosSince(t0) / 1e6;
   if (failed != 0 || ok != n) Fatal(std::to_string(failed) + " activations failed: " + first_failure);

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "bench.h"
-#include "parent/journal.h"
+#include "parent/store/sqlite/sqlite_store.h"
 
 namespace basal::bench {
 namespace {
@@ -137,35 +137,41 @@ Samples SpawnHello(const Options& o) {
 CommitSamples JournalCommits(const Options& o) {
   const std::string path = o.work_dir + "/reference-journal.db";
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
-  auto journal = Journal::Open(path, Durability::kNormal);
-  if (!journal) {
-    std::fprintf(stderr, "basal-bench: %s\n", journal.error().message.c_str());
+  auto store = OpenSqliteStore({path, Durability::kNormal});
+  if (!store) {
+    std::fprintf(stderr, "basal-bench: %s\n", store.error().message.c_str());
     std::exit(1);
   }
-  Journal& j = **journal;
+  JournalStore& j = (*store)->journal();
   // Rows shaped like the ones a trivial activation with one host call writes.
   const std::string hash = "sha256:" + std::string(64, 'a');
   CommitSamples out;
   const int warmup = 200, n = o.quick ? 1000 : 10000;
   for (int i = 0; i < warmup + n; ++i) {
     auto t0 = Clock::now();
-    auto id = j.BeginActivation({"bench.js", hash, hash, "null", 1'700'000'000'000'000 + i});
+    ActivationStart start;
+    start.flow = "bench.js";
+    start.source_hash = start.manifest_hash = hash;
+    start.input_json = "null";
+    start.start_unix_us = 1'700'000'000'000'000 + i;
+    auto id = j.BeginActivation(start);
     if (!id || !j.Commit()) Fatal("journal begin");
     if (i >= warmup) out.begin_activation.Add(MicrosSince(t0));
 
     t0 = Clock::now();
-    CallRecord call{*id, 1, "bench.noop", "null", true, "granted by manifest", "null", "", 1, 2};
+    CallRecord call{*id, 1, "bench.noop", "null", {Verdict::kAllow, "grants.bench.noop", "granted by manifest"},
+                    Effect::kPure, CallState::kAnswered, "null", "", 1, 2};
     if (!j.RecordCall(call) || !j.Commit()) Fatal("journal call");
     if (i >= warmup) out.record_call.Add(MicrosSince(t0));
 
     t0 = Clock::now();
-    ActivationEnd end{*id, 1'700'000'000'000'100 + i, "ok", "1", "", 12};
+    ActivationEnd end{*id, 1'700'000'000'000'100 + i, Outcome::kOk, "1", "", 12};
     if (!j.EndActivation(end) || !j.Commit()) Fatal("journal end");
     if (i >= warmup) out.end_activation.Add(MicrosSince(t0));
   }
   struct stat st {};
   if (::stat((path + "-wal").c_str(), &st) == 0) out.wal_bytes = static_cast<uint64_t>(st.st_size);
-  journal->reset();
+  store->reset();
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
   return out;
 }

@@ -3,14 +3,19 @@
 //   basal::ModuleOptions o;
 //   o.journal_path = "journal.db";
 //   o.worker_path = "/usr/lib/basal/ck-basal-worker";
-//   auto module = basal::Module::Open(o);              // Result<std::unique_ptr<Module>>
-//   auto flow = (*module)->AddFlow("hello.js", source, manifest_text);   // Result<FlowId>
+//   auto module = basal::Module::Open(o);                       // Result<std::unique_ptr<Module>>
+//   auto flow = (*module)->AddFlow("hello.js", source, manifest_text);   // Result<FlowRef>
 //   basal::ActivationResult r = (*module)->Run(*flow, {{"name", "world"}});
 //
-// Many activations: Submit() each with a callback, then RunUntilIdle(). Single-threaded: every
-// call, every host-call handler and every callback runs on the thread that calls Run*.
-// Destroying the Module kills its workers; activations still running or queued are journaled as
-// `cancelled` (their callbacks are not called), so the journal never keeps an unfinished entry.
+// Many activations: Submit() each with a callback, then RunUntilIdle(), or run the loop for as
+// long as the host lives (RunFor in a loop, on a thread of its own if you like). Threads: every
+// method runs on the loop thread (the one that drives Run*/RunFor), and so do every host-call
+// handler and every callback; the exceptions are Post(), Wake() and HostCallReply::Ok/Error,
+// which any thread may call. docs/embedding.md has a worked example; docs/architecture.md the rooms.
+//
+// Ending: Shutdown(grace) lets running activations finish for up to `grace`, cancels the rest and
+// calls every `done` exactly once. Destroying the Module without Shutdown kills its workers and
+// journals what still ran or waited as `cancelled` without calling those callbacks.
 #pragma once
 
 #include <chrono>
@@ -22,6 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "basal/durability.h"
+#include "basal/health.h"
 #include "basal/host_call.h"
 #include "basal/manifest.h"
 #include "basal/outcome.h"
@@ -32,16 +39,37 @@ namespace basal {
 enum class Profile { kFlow, kCodemode };
 const char* ProfileName(Profile profile);
 
-enum class JournalDurability {
-  kNormal,  // WAL, synchronous=NORMAL: survives a crash of the parent process (default)
-  kFull,    // WAL, synchronous=FULL: also survives power loss
+// What the module tells its embedder besides results: the CLI prints these, a daemon logs or
+// counts them. Called on the loop thread; must not call back into the Module.
+struct ModuleEvent {
+  enum class Kind {
+    kWorkerRefused,          // a worker's welcome did not report the required confinement
+    kConfinementViolation,   // a worker was killed by the seccomp filter
+    kHandlerThrew,           // a host-call handler threw; the call was answered with HostError
+    kResultTooLarge,         // a handler's result could not be sent to the flow
+    kJournalFailure,         // a journal commit failed; nothing of that batch was answered
+    kRecovered,              // opening the journal closed activations whose parent had died
+  };
+  Kind kind;
+  std::string message;
+  int64_t activation_id = 0;  // 0 when none
+  int64_t worker_pid = 0;     // 0 when none
+};
+const char* ModuleEventKindName(ModuleEvent::Kind kind);  // "worker_refused", ...
+
+class ModuleObserver {
+ public:
+  virtual ~ModuleObserver() = default;
+  virtual void OnEvent(const ModuleEvent& event) = 0;
 };
 
 struct ModuleOptions {
-  std::string journal_path;                       // required
-  JournalDurability durability = JournalDurability::kNormal;
+  std::string journal_path;                       // required; created 0600 in a 0700 directory if new
+  Durability durability = Durability::kNormal;
   std::string worker_path;                        // required: the ck-basal-worker binary
-  std::vector<std::string> worker_args;           // test-hooks switches only; empty in production
+#ifdef BASAL_TEST_HOOKS
+  std::vector<std::string> worker_args;           // test-hooks switches for the worker
+#endif
   std::chrono::milliseconds welcome_timeout{5'000};
   // Operator policy: accept workers without Landlock, and then only when the kernel lacks it.
   bool allow_without_landlock = false;
@@ -49,22 +77,32 @@ struct ModuleOptions {
   size_t max_workers = 8;                         // global cap; further activations queue
   uint32_t max_activations_per_worker = 256;      // then the worker is retired
   std::chrono::milliseconds idle_retire{600'000}; // a worker idle this long is retired
-  // Before sleeping in epoll_wait, poll this long for a worker's next frame, but only while fewer
-  // workers are busy than there are CPUs (so the polling takes no CPU a worker could use). A host
-  // call's answer is usually followed by the worker's next frame within tens of microseconds;
-  // catching it awake saves two scheduler round trips (docs/performance.md). Zero disables it.
+  // Before sleeping, poll this long for a worker's next frame, but only while fewer workers are
+  // busy than there are CPUs (so the polling takes no CPU a worker could use). Zero disables it.
   std::chrono::microseconds busy_poll{50};
   // Hard process memory cap (RLIMIT_AS) = heap budget + headroom, per profile.
   uint64_t flow_memory_headroom_bytes = 256ull << 20;
   uint64_t codemode_memory_headroom_bytes = 128ull << 20;
+  // An activation's owner lease in the journal (crash recovery by another host); renewed every third.
+  std::chrono::milliseconds lease{60'000};
   // Where console.* output goes besides the journal (every log call is journaled regardless).
   std::function<void(const HostCallContext&, std::string_view level, std::string_view message)> log_sink;
+  std::shared_ptr<ModuleObserver> observer;       // null: events are only counted
 };
 
-using FlowId = size_t;
+// An approved flow: immutable. Keep the reference to submit activations; RemoveFlow retires it.
+struct Flow {
+  uint64_t id = 0;
+  std::string name;
+  std::string source;
+  std::string source_hash;  // "sha256:<hex>"
+  Manifest manifest;
+  Profile profile = Profile::kFlow;
+};
+using FlowRef = std::shared_ptr<const Flow>;
 
-// The health report (flow.health), as JSON: see docs/health.md.
-struct Health;
+using ActivationId = int64_t;
+using DoneCallback = std::function<void(const ActivationResult&)>;
 
 class Module {
  public:
@@ -77,19 +115,36 @@ class Module {
   HostCallRegistry& registry();
 
   // Approves a flow: parses its manifest (errors name the bad key) and hashes source and manifest.
-  Result<FlowId> AddFlow(std::string name, std::string source, std::string_view manifest_text,
-                         Profile profile = Profile::kFlow);
+  Result<FlowRef> AddFlow(std::string name, std::string source, std::string_view manifest_text,
+                          Profile profile = Profile::kFlow);
+  // Later Submits of it fail; its idle workers retire now; what it already runs or queued finishes.
+  Result<void> RemoveFlow(const FlowRef& flow);
 
-  // Queues an activation; returns its journal id (0 if even that failed: `done` says why).
-  // `done` runs once, after the activation's journal entry is committed.
-  int64_t Submit(FlowId flow, nlohmann::json input, std::function<void(const ActivationResult&)> done);
-  // Drives workers until nothing is queued or running.
+  // Journals and queues an activation. Errors (unknown or removed flow, input that cannot be sent,
+  // journal failure, shutting down) are returned, and then `done` is never called. On success
+  // `done` runs exactly once, later, from the loop, after the activation's end is committed.
+  Result<ActivationId> Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done);
+  // Ends a queued or running activation as `cancelled` (its worker is killed). kNotFound if it is
+  // not queued or running (unknown, or already ended).
+  Result<void> Cancel(ActivationId id);
+  // Cancels every queued and running activation; `why` becomes each one's message.
+  void CancelAll(std::string_view why = "cancelled by the embedder");
+
+  // Drives the loop until nothing is queued or running.
   void RunUntilIdle();
-  // Drives the loop for at most `budget` (for idle retirement and embedders with their own loop).
+  // Drives the loop for at most `budget`.
   void RunFor(std::chrono::milliseconds budget);
-  ActivationResult Run(FlowId flow, nlohmann::json input);
+  ActivationResult Run(const FlowRef& flow, nlohmann::json input);
+  // Refuses new Submits, drives the loop until nothing runs or `grace` passed, cancels the rest,
+  // retires every worker. Afterwards every accepted `done` has been called exactly once.
+  void Shutdown(std::chrono::milliseconds grace);
 
-  nlohmann::json HealthReport() const;
+  // Any thread: runs `fn` on the loop thread soon, waking it.
+  void Post(std::function<void()> fn);
+
+  // Loop thread only. Safe to call from a host-call handler or a `done` callback.
+  HealthSnapshot Health() const;
+  nlohmann::json HealthReport() const { return Health().ToJson(); }
 
   // Starts one worker, waits for its welcome and reports the confinement and the verdict.
   struct DoctorReport {

@@ -23,6 +23,7 @@ enum class ErrorCode {
   kDatabase,         // SQLite refused an operation
   kUnsupported,      // the kernel or platform lacks a feature basal requires
   kInternal,         // an invariant of ours broke
+  kUnavailable,      // the module is shutting down (or shut down): it takes no new work
 };
 
 const char* ErrorCodeName(ErrorCode code);

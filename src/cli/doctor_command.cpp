@@ -62,7 +62,9 @@ int DoctorCommand(const DoctorOptions& o) {
   }
   mo.journal_path = scratch.journal();
   mo.allow_without_landlock = o.allow_without_landlock;
+#ifdef BASAL_TEST_HOOKS
   mo.worker_args = o.worker_args;
+#endif
 
   auto module = Module::Open(mo);
   if (!module) {

@@ -63,9 +63,11 @@ CLI::App* AddRun(CLI::App& app, RunOptions& o) {
       ->type_name("FILE");
   run->add_option("--max-workers", o.max_workers, "Global cap on live workers; further activations queue (default 8)")
       ->check(CLI::Range(size_t{1}, size_t{1024}));
+#ifdef BASAL_TEST_HOOKS  // a release basal cannot pass a worker anything that weakens it
   run->add_option("--worker-arg", o.worker_args, "Test-hooks worker switch (tests only)")
       ->group(kHiddenGroup)
       ->allow_extra_args(false);
+#endif
   return run;
 }
 
@@ -89,9 +91,11 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& o) {
   doctor->add_option("--worker", o.worker_path, kWorkerHelp)->type_name("PATH");
   doctor->add_flag("--allow-without-landlock", o.allow_without_landlock,
                    "Judge under the policy that accepts workers without Landlock when the kernel lacks it");
+#ifdef BASAL_TEST_HOOKS  // a release basal cannot pass a worker anything that weakens it
   doctor->add_option("--worker-arg", o.worker_args, "Test-hooks worker switch (tests only)")
       ->group(kHiddenGroup)
       ->allow_extra_args(false);
+#endif
   return doctor;
 }
 

@@ -1,6 +1,11 @@
 // `basal run`: one activation (--input), or many through the pool (--inputs FILE.jsonl).
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,12 +47,68 @@ Json ActivationLine(const ActivationResult& r) {
   return line;
 }
 
+// Submit refused the activation (nothing was journaled): the input cannot be sent, or the journal
+// failed.
+Outcome SubmitOutcome(const Error& e) {
+  return e.code == ErrorCode::kInvalidArgument ? Outcome::kInvalidInput : Outcome::kJournalError;
+}
+Json SubmitErrorLine(const Error& e) {
+  return Json{{"activation", nullptr}, {"error", {{"kind", OutcomeName(SubmitOutcome(e))}, {"message", e.message}}}};
+}
+
 Json InvalidInputLine(size_t line_number, const std::string& why) {
   return Json{{"activation", nullptr},
               {"error",
                {{"kind", OutcomeName(Outcome::kInvalidInput)},
                 {"message", "line " + std::to_string(line_number) + " is not valid JSON: " + why}}}};
 }
+
+// Prints what the module reports besides results (refused workers, handlers that threw, journal
+// failures) as `basal: <kind>: <message>` on stderr.
+class StderrObserver final : public ModuleObserver {
+ public:
+  void OnEvent(const ModuleEvent& e) override { ReportError(ModuleEventKindName(e.kind), e.message); }
+};
+
+// SIGINT, SIGTERM and SIGHUP end the run: every activation still queued or running is cancelled
+// (its worker killed, the journal says `cancelled`) and basal exits 128 + the signal's number.
+// The signals are blocked in every thread and taken by a thread of their own with sigtimedwait,
+// which hands them to the module's loop with Post (the one call any thread may make).
+class SignalWatch {
+ public:
+  SignalWatch() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~SignalWatch() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  void Start(Module& module, std::atomic<bool>& stop_submitting) {
+    thread_ = std::thread([this, &module, &stop_submitting] {
+      const timespec tick{0, 100'000'000};
+      while (!stop_) {
+        const int sig = sigtimedwait(&set_, nullptr, &tick);
+        if (sig <= 0) continue;
+        caught_ = sig;
+        stop_submitting = true;
+        module.Post([&module, sig] {
+          module.CancelAll(std::string("cancelled: basal received ") + sigabbrev_np(sig) + " and stopped");
+        });
+        return;
+      }
+    });
+  }
+  int caught() const { return caught_.load(); }
+
+ private:
+  sigset_t set_, old_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> caught_{0};
+  std::thread thread_;
+};
 
 struct InputLine {
   size_t line_number = 0;
@@ -78,7 +139,8 @@ std::vector<InputLine> SplitInputs(const std::string& text) {
 
 // Runs every line through the pool with at most `concurrency` submitted at once, and prints each
 // line's outcome in input order as soon as it and every line before it are known.
-bool RunInputs(Module& module, FlowId flow, const std::vector<InputLine>& lines, size_t concurrency) {
+bool RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>& lines, size_t concurrency,
+               const std::atomic<bool>& stop) {
   struct State {
     std::vector<std::optional<Json>> out;
     size_t next = 0;
@@ -110,7 +172,7 @@ bool RunInputs(Module& module, FlowId flow, const std::vector<InputLine>& lines,
     st->pumping = true;
     do {
       st->again = false;
-      while (st->in_flight < concurrency && st->next < lines.size()) {
+      while (st->in_flight < concurrency && st->next < lines.size() && !stop) {
         const size_t index = st->next++;
         const InputLine& line = lines[index];
         if (!line.input) {
@@ -118,14 +180,19 @@ bool RunInputs(Module& module, FlowId flow, const std::vector<InputLine>& lines,
           st->all_ok = false;
           continue;
         }
-        ++st->in_flight;
-        module.Submit(flow, *line.input, [st, index, &pump, &flush_ready](const ActivationResult& r) {
+        auto id = module.Submit(flow, *line.input, [st, index, &pump, &flush_ready](const ActivationResult& r) {
           st->out[index] = ActivationLine(r);
           if (!r.ok()) st->all_ok = false;
           --st->in_flight;
           flush_ready();
           pump();
         });
+        if (id) {
+          ++st->in_flight;
+        } else {
+          st->out[index] = SubmitErrorLine(id.error());
+          st->all_ok = false;
+        }
       }
       flush_ready();
     } while (st->again);
@@ -133,7 +200,7 @@ bool RunInputs(Module& module, FlowId flow, const std::vector<InputLine>& lines,
   };
 
   pump();
-  while (st->printed < lines.size()) {
+  while (st->printed < lines.size() && !(stop && st->in_flight == 0)) {
     const size_t before = st->printed;
     const size_t next_before = st->next;
     module.RunUntilIdle();
@@ -206,11 +273,20 @@ int RunCommand(const RunOptions& o) {
     }
     mo.journal_path = *db;
   }
-  mo.durability = o.durability == "full" ? JournalDurability::kFull : JournalDurability::kNormal;
+  auto durability = ParseDurability(o.durability);
+  if (!durability) {
+    ReportError(kKindUsage, durability.error().message);
+    return kExitUsage;
+  }
+  mo.durability = *durability;
   mo.allow_without_landlock = o.allow_without_landlock;
   mo.max_workers = o.max_workers;
+#ifdef BASAL_TEST_HOOKS
   mo.worker_args = o.worker_args;
+#endif
+  mo.observer = std::make_shared<StderrObserver>();
 
+  SignalWatch signals;  // before the module starts any thread, so that every thread blocks them
   auto module = Module::Open(mo);
   if (!module) {
     ReportError(KindForOpenError(module.error()), module.error().message);
@@ -223,9 +299,11 @@ int RunCommand(const RunOptions& o) {
     return kExitFailed;
   }
 
+  std::atomic<bool> stop{false};
+  signals.Start(**module, stop);
   int code = kExitOk;
   if (many) {
-    code = RunInputs(**module, *flow, lines, o.concurrency) ? kExitOk : kExitFailed;
+    code = RunInputs(**module, *flow, lines, o.concurrency, stop) ? kExitOk : kExitFailed;
   } else {
     const ActivationResult r = (*module)->Run(*flow, std::move(input));
     if (r.ok()) {
@@ -235,6 +313,7 @@ int RunCommand(const RunOptions& o) {
       code = kExitFailed;
     }
   }
+  if (const int sig = signals.caught(); sig != 0) code = 128 + sig;
 
   if (!o.health_out.empty()) {
     const std::string health = (*module)->HealthReport().dump(2, ' ', false, Json::error_handler_t::replace) + "\n";

@@ -1,55 +1,42 @@
-#include "parent/health.h"
+#include "basal/health.h"
 
 namespace basal {
 
-void HealthCounters::CountActivation(Outcome outcome) {
-  if (outcome == Outcome::kOk) {
-    ++activations_ok;
-  } else {
-    ++activations_failed[OutcomeName(outcome)];
+const char* RetireReasonName(RetireReason reason) {
+  switch (reason) {
+    case RetireReason::kActivationCount: return "activation_count";
+    case RetireReason::kIdle: return "idle";
+    case RetireReason::kBudget: return "budget";
+    case RetireReason::kEvicted: return "evicted";
+    case RetireReason::kLoadFailed: return "load_failed";
+    case RetireReason::kCancelled: return "cancelled";
+    case RetireReason::kFlowRemoved: return "flow_removed";
+    case RetireReason::kShutdown: return "shutdown";
   }
+  return "unknown";
 }
 
-void HealthCounters::CountCrash(const WorkerProcess::Exit& exit) {
-  if (exit.signaled) {
-    std::string key = "signal ";
-    key += SignalName(exit.signal);
-    if (key == "signal signal") {
-      key += ' ';
-      key += std::to_string(exit.signal);
-    }
-    ++crashes[key];
-  } else {
-    ++crashes["exit " + std::to_string(exit.code)];
-  }
+uint64_t HealthSnapshot::activations_failed_total() const {
+  uint64_t n = 0;
+  for (const auto& [outcome, count] : activations_failed) n += count;
+  return n;
 }
 
-nlohmann::json HealthCounters::ToJson(const WorkerCountsByFlow& workers, size_t queue_length) const {
+nlohmann::json HealthSnapshot::ToJson() const {
+  auto counts = [](const WorkerCounts& c) { return nlohmann::json{{"live", c.live}, {"idle", c.idle}, {"busy", c.busy}}; };
   nlohmann::json per_flow = nlohmann::json::object();
-  WorkerCounts total;
-  for (const auto& [name, present] : flows) {
-    (void)present;
-    per_flow[name] = {{"live", 0}, {"idle", 0}, {"busy", 0}};
-  }
-  for (const auto& [name, c] : workers) {
-    per_flow[name] = {{"live", c.live}, {"idle", c.idle}, {"busy", c.busy}};
-    total.live += c.live;
-    total.idle += c.idle;
-    total.busy += c.busy;
-  }
+  for (const auto& [name, c] : workers_per_flow) per_flow[name] = counts(c);
   nlohmann::json failed = nlohmann::json::object();
-  uint64_t failed_total = 0;
-  for (const auto& [k, n] : activations_failed) {
-    failed[k] = n;
-    failed_total += n;
-  }
-  nlohmann::json retired = {{"activation_count", 0}, {"idle", 0}, {"budget", 0}, {"evicted", 0}, {"load_failed", 0}};
-  for (const auto& [k, n] : retirements) retired[k] = n;
+  for (const auto& [outcome, n] : activations_failed) failed[OutcomeName(outcome)] = n;
+  nlohmann::json retired = nlohmann::json::object();
+  for (int i = 0; i < kRetireReasonCount; ++i) retired[RetireReasonName(static_cast<RetireReason>(i))] = retirements[i];
   nlohmann::json crashed = nlohmann::json::object();
   for (const auto& [k, n] : crashes) crashed[k] = n;
+  nlohmann::json w = counts(workers);
+  w["per_flow"] = per_flow;
   return {
-      {"workers", {{"live", total.live}, {"idle", total.idle}, {"busy", total.busy}, {"per_flow", per_flow}}},
-      {"activations", {{"ok", activations_ok}, {"failed", failed_total}, {"failed_by_kind", failed}}},
+      {"workers", w},
+      {"activations", {{"ok", activations_ok}, {"failed", activations_failed_total()}, {"failed_by_kind", failed}}},
       {"retirements", retired},
       {"deadline_kills", deadline_kills},
       {"worker_confinement", worker_confinement},
@@ -62,6 +49,7 @@ nlohmann::json HealthCounters::ToJson(const WorkerCountsByFlow& workers, size_t 
       {"denied_calls", denied_calls},
       {"journal_failures", journal_failures},
       {"caught_budget_failures", caught_budget_failures},
+      {"abandoned_recovered", abandoned_recovered},
       {"queue_length", queue_length},
   };
 }

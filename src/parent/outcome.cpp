@@ -62,6 +62,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kDatabase: return "database";
     case ErrorCode::kUnsupported: return "unsupported";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kUnavailable: return "unavailable";
   }
   return "unknown";
 }

@@ -172,6 +172,7 @@ bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::strin
       return false;
     if (!w.confinement.is_object()) return f.Fail("field \"confinement\" must be an object");
     w.protocol = static_cast<int>(protocol);
+    w.raw = std::move(j);
     out = std::move(w);
     return true;
   }

@@ -43,6 +43,7 @@ struct Welcome {
   int64_t pid = 0;
   bool test_hooks = false;
   Json confinement;  // checked by the parent's welcome check, not here
+  Json raw;          // the whole welcome as sent (`basal doctor` shows it)
 };
 struct ScriptError {
   std::string kind;     // "script_error" or "budget_exhausted"

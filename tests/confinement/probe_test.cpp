@@ -26,7 +26,8 @@
 #include <vector>
 
 #include "integration/test_support.h"
-#include "parent/worker_process.h"
+#include "parent/platform/worker_launcher.h"
+#include "parent/session.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 
@@ -327,74 +328,57 @@ ControlRun RunUnconfined(const std::string& source, const Json& input) {
     run.failure = "could not write load and activate frames";
     return run;
   }
-  protocol::FrameDecoder decoder;
+  WorkerSession session(std::move(*spawned));
   bool welcomed = false, loaded = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{w.stdout_fd(), POLLIN, 0};
-    if (::poll(&p, 1, 1000) <= 0) continue;
-    char buf[65536];
-    const ssize_t n = ::read(w.stdout_fd(), buf, sizeof buf);
-    if (n < 0 && errno == EAGAIN) continue;
-    if (n <= 0) break;  // EOF: the worker died
-    decoder.Feed(buf, static_cast<size_t>(n));
-    std::string payload;
-    for (;;) {
-      const auto status = decoder.Next(payload);
-      if (status == protocol::FrameDecoder::Status::kNeedMore) break;
-      if (status == protocol::FrameDecoder::Status::kError) {
-        run.failure = "bad frame: " + decoder.error();
+  for (;;) {
+    auto next = session.ReadMessage(deadline);
+    if (!next) {
+      // The worker died (or went silent): say how it ended.
+      run.exit = w.WaitFor(milliseconds(2'000));
+      if (!run.exit) run.exit = w.KillAndReap();
+      run.failure = "worker " + run.exit->Describe() + " before the flow returned (" + next.error().message + ")";
+      return run;
+    }
+    protocol::WorkerMessage& msg = *next;
+    if (auto* welcome = std::get_if<protocol::Welcome>(&msg)) {
+      welcomed = true;
+      if (!welcome->test_hooks) {
+        run.failure = "the control worker is not a test-hooks build";
         return run;
       }
-      protocol::WorkerMessage msg;
-      std::string error;
-      if (!protocol::ParseWorkerMessage(payload, msg, error)) {
-        run.failure = "bad message: " + error;
+    } else if (auto* l = std::get_if<protocol::Loaded>(&msg)) {
+      loaded = l->ok;
+      if (!l->ok) {
+        run.failure = "flow did not load: " + l->error.message;
         return run;
       }
-      if (auto* welcome = std::get_if<protocol::Welcome>(&msg)) {
-        welcomed = true;
-        if (!welcome->test_hooks) {
-          run.failure = "the control worker is not a test-hooks build";
-          return run;
-        }
-      } else if (auto* l = std::get_if<protocol::Loaded>(&msg)) {
-        loaded = l->ok;
-        if (!l->ok) {
-          run.failure = "flow did not load: " + l->error.message;
-          return run;
-        }
-      } else if (auto* done = std::get_if<protocol::Done>(&msg)) {
-        if (!welcomed || !loaded) {
-          run.failure = "done before welcome and load";
-          return run;
-        }
-        if (!done->ok) {
-          run.failure = "flow threw: " + done->error.name + ": " + done->error.message;
-          return run;
-        }
-        run.result = done->result;
-        // The worker must still be alive and leave cleanly when the parent goes away.
-        w.CloseStdin();
-        run.exit = w.WaitFor(milliseconds(5'000));
-        if (!run.exit) {
-          run.failure = "worker did not exit on EOF";
-        } else if (run.exit->signaled || run.exit->code != 0) {
-          run.failure = "worker " + run.exit->Describe() + " after the flow returned";
-        } else {
-          run.completed = true;
-        }
+    } else if (auto* done = std::get_if<protocol::Done>(&msg)) {
+      if (!welcomed || !loaded) {
+        run.failure = "done before welcome and load";
         return run;
+      }
+      if (!done->ok) {
+        run.failure = "flow threw: " + done->error.name + ": " + done->error.message;
+        return run;
+      }
+      run.result = done->result;
+      // The worker must still be alive and leave cleanly when the parent goes away.
+      w.CloseStdin();
+      run.exit = w.WaitFor(milliseconds(5'000));
+      if (!run.exit) {
+        run.failure = "worker did not exit on EOF";
+      } else if (run.exit->kind != WorkerDeath::Kind::kExited || run.exit->code != 0) {
+        run.failure = "worker " + run.exit->Describe() + " after the flow returned";
       } else {
-        run.failure = "unexpected message (a host call?)";
-        return run;
+        run.completed = true;
       }
+      return run;
+    } else {
+      run.failure = "unexpected message (a host call?)";
+      return run;
     }
   }
-  run.exit = w.WaitFor(milliseconds(2'000));
-  if (!run.exit) run.exit = w.KillAndReap();
-  run.failure = "worker " + run.exit->Describe() + " before the flow returned";
-  return run;
 }
 
 Json ProbeInput() { return Json{{"ppid", static_cast<int64_t>(::getpid())}}; }
@@ -429,7 +413,7 @@ TEST_P(KilledBySeccomp, UnconfinedControlSurvivesAndConfinedWorkerDiesBySigsys) 
     RecordProperty("control", std::string("not run: ") + probe.control.why_not_run);
   } else {
     const ControlRun c = RunUnconfined(probe.source, ProbeInput());
-    if (!c.completed && probe.skip_if_control_crashes && c.exit && c.exit->signaled && c.exit->signal != SIGSYS) {
+    if (!c.completed && probe.skip_if_control_crashes && c.exit && c.exit->kind == WorkerDeath::Kind::kSignalled) {
       GTEST_SKIP() << probe.name << ": the unconfined control " << c.exit->Describe()
                    << ", so this kernel has no usable entry to probe (no IA32 emulation)";
     }
@@ -491,7 +475,7 @@ TEST(UnconfinedControl, ReportsAWorkerThatDies) {
   const ControlRun c = RunUnconfined(Flow("__basal_test.abort(); return 0;"), ProbeInput());
   EXPECT_FALSE(c.completed);
   ASSERT_TRUE(c.exit.has_value()) << c.failure;
-  EXPECT_TRUE(c.exit->signaled);
+  EXPECT_EQ(c.exit->kind, WorkerDeath::Kind::kSignalled);
   EXPECT_EQ(c.exit->signal, SIGABRT);
 }
 

@@ -19,11 +19,10 @@ class FakeWorkerTest : public ModuleFixture, public ::testing::WithParamInterfac
 TEST_P(FakeWorkerTest, EndsTheActivationWithAClearKind) {
   const FaultCase& c = GetParam();
   ModuleOptions o;
-  o.worker_path = BASAL_FAKE_WORKER_PATH;
-  o.worker_args = {c.fault};
+  o.worker_path = FakeWorker(c.fault);
   o.welcome_timeout = std::chrono::milliseconds(500);
   Open(o);
-  FlowId f = Add("export default () => 1", R"({"budgets": {"deadline_ms": 3000}})");
+  FlowRef f = Add("export default () => 1", R"({"budgets": {"deadline_ms": 3000}})");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(OutcomeName(r.outcome), std::string(OutcomeName(c.outcome))) << r.message;
   EXPECT_NE(r.message.find(c.message_part), std::string::npos) << r.message;
@@ -57,10 +56,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(ModuleFixture, RefusedWelcomeIsCountedAndTheFlowNeverLoads) {
   ModuleOptions o;
-  o.worker_path = BASAL_FAKE_WORKER_PATH;
-  o.worker_args = {"welcome_without_seccomp"};
+  o.worker_path = FakeWorker("welcome_without_seccomp");
   Open(o);
-  FlowId f = Add("export default () => 1");
+  FlowRef f = Add("export default () => 1");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kWorkerRefused);
   EXPECT_EQ(module_->HealthReport()["refused_welcomes"], 1);
@@ -68,10 +66,9 @@ TEST_F(ModuleFixture, RefusedWelcomeIsCountedAndTheFlowNeverLoads) {
 
 TEST_F(ModuleFixture, AWorkerThatCannotConfineItselfIsARefusalNotACrash) {
   ModuleOptions o;
-  o.worker_path = BASAL_FAKE_WORKER_PATH;
-  o.worker_args = {"refuse_confinement"};
+  o.worker_path = FakeWorker("refuse_confinement");
   Open(o);
-  FlowId f = Add("export default () => 1");
+  FlowRef f = Add("export default () => 1");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kWorkerRefused);
   EXPECT_NE(r.message.find("could not confine itself"), std::string::npos) << r.message;
@@ -83,10 +80,9 @@ TEST_F(ModuleFixture, AWorkerThatCannotConfineItselfIsARefusalNotACrash) {
 
 TEST_F(ModuleFixture, DeathMidCallKeepsTheCallInTheJournal) {
   ModuleOptions o;
-  o.worker_path = BASAL_FAKE_WORKER_PATH;
-  o.worker_args = {"die_mid_call"};
+  o.worker_path = FakeWorker("die_mid_call");
   Open(o);
-  FlowId f = Add("export default () => 1");
+  FlowRef f = Add("export default () => 1");
   ActivationResult r = module_->Run(f, nullptr);
   ASSERT_EQ(r.outcome, Outcome::kWorkerCrashed);
   auto calls = Reader()->Calls(r.activation_id);
@@ -100,7 +96,7 @@ TEST_F(ModuleFixture, MissingWorkerBinaryIsASpawnFailureNamingThePath) {
   ModuleOptions o;
   o.worker_path = "/nonexistent/ck-basal-worker";
   Open(o);
-  FlowId f = Add("export default () => 1");
+  FlowRef f = Add("export default () => 1");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kSpawnFailed);
   EXPECT_NE(r.message.find("/nonexistent/ck-basal-worker"), std::string::npos) << r.message;

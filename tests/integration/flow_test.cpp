@@ -16,7 +16,7 @@ class FlowTest : public ModuleFixture {};
 
 TEST_F(FlowTest, HelloWorld) {
   Open();
-  FlowId f = Add("export default function (input) { return 'hello ' + input.name; }");
+  FlowRef f = Add("export default function (input) { return 'hello ' + input.name; }");
   ActivationResult r = module_->Run(f, {{"name", "world"}});
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_EQ(r.result, "hello world");
@@ -32,7 +32,7 @@ TEST_F(FlowTest, HelloWorld) {
 
 TEST_F(FlowTest, AsyncFlowAndModuleStatePersistsAcrossActivationsOfOneWorker) {
   Open();
-  FlowId f = Add("let n = 0; export default async function () { await null; n += 1; return n; }");
+  FlowRef f = Add("let n = 0; export default async function () { await null; n += 1; return n; }");
   EXPECT_EQ(module_->Run(f, nullptr).result, 1);
   EXPECT_EQ(module_->Run(f, nullptr).result, 2);
   EXPECT_EQ(module_->Run(f, nullptr).result, 3);
@@ -51,7 +51,7 @@ TEST_F(FlowTest, ConcurrentHostCallsAnsweredOutOfOrder) {
       for (auto it = held.rbegin(); it != held.rend(); ++it) it->second.Ok(it->first * 10);
   };
   ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-  FlowId f = Add(
+  FlowRef f = Add(
       "export default async function (input, host) {"
       "  const order = [];"
       "  const ps = [1, 2, 3].map(n => host.call('slow', {n}).then(v => { order.push(n); return v; }));"
@@ -70,7 +70,7 @@ TEST_F(FlowTest, ConcurrentHostCallsAnsweredOutOfOrder) {
 
 TEST_F(FlowTest, GrantedAndDeniedCallsAreJournaledAndDenialIsCatchable) {
   Open();
-  FlowId f = Add(
+  FlowRef f = Add(
       "export default async function (input, host) {"
       "  await host.call('kv.put', {namespace: 'orders', key: 'o1', value: {qty: 2}});"
       "  let denied = null;"
@@ -91,12 +91,12 @@ TEST_F(FlowTest, GrantedAndDeniedCallsAreJournaledAndDenialIsCatchable) {
   auto calls = Reader()->Calls(r.activation_id);
   ASSERT_TRUE(calls);
   ASSERT_EQ(calls->size(), 4u);
-  EXPECT_TRUE((*calls)[0].allowed);
-  EXPECT_FALSE((*calls)[1].allowed);
-  EXPECT_NE((*calls)[1].reason.find("payments"), std::string::npos);
-  EXPECT_FALSE((*calls)[2].allowed);
-  EXPECT_NE((*calls)[2].reason.find("not granted"), std::string::npos);
-  auto stored = Reader()->KvGet("orders", "o1");
+  EXPECT_TRUE((*calls)[0].decision.allowed());
+  EXPECT_FALSE((*calls)[1].decision.allowed());
+  EXPECT_NE((*calls)[1].decision.reason.find("payments"), std::string::npos);
+  EXPECT_FALSE((*calls)[2].decision.allowed());
+  EXPECT_NE((*calls)[2].decision.reason.find("not granted"), std::string::npos);
+  auto stored = OpenStore()->kv().Get("orders", "o1");
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->value_or(""), R"({"qty":2})");
   EXPECT_EQ(module_->HealthReport()["denied_calls"], 2);
@@ -104,7 +104,7 @@ TEST_F(FlowTest, GrantedAndDeniedCallsAreJournaledAndDenialIsCatchable) {
 
 TEST_F(FlowTest, ScriptThatThrowsReportsNameMessageAndStack) {
   Open();
-  FlowId f = Add("function inner() { throw new RangeError('too far'); }\nexport default function () { inner(); }");
+  FlowRef f = Add("function inner() { throw new RangeError('too far'); }\nexport default function () { inner(); }");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kScriptError);
   EXPECT_EQ(r.error_name, "RangeError");
@@ -122,17 +122,17 @@ TEST_F(FlowTest, ScriptThatThrowsReportsNameMessageAndStack) {
 
 TEST_F(FlowTest, RejectedPromiseAndSyntaxErrorAndMissingDefault) {
   Open();
-  FlowId rej = Add("export default async function () { throw new TypeError('nope'); }");
+  FlowRef rej = Add("export default async function () { throw new TypeError('nope'); }");
   EXPECT_EQ(module_->Run(rej, nullptr).error_name, "TypeError");
-  FlowId syn = Add("export default function ( {", "{}", "syntax.js");
+  FlowRef syn = Add("export default function ( {", "{}", "syntax.js");
   ActivationResult s = module_->Run(syn, nullptr);
   EXPECT_EQ(s.outcome, Outcome::kScriptError);
   EXPECT_NE(s.message.find("failed to load"), std::string::npos) << s.message;
-  FlowId nodef = Add("export const x = 1;", "{}", "nodefault.js");
+  FlowRef nodef = Add("export const x = 1;", "{}", "nodefault.js");
   ActivationResult n = module_->Run(nodef, nullptr);
   EXPECT_EQ(n.outcome, Outcome::kScriptError);
   EXPECT_NE(n.message.find("default export"), std::string::npos) << n.message;
-  FlowId imp = Add("import x from 'fs'; export default () => x;", "{}", "import.js");
+  FlowRef imp = Add("import x from 'fs'; export default () => x;", "{}", "import.js");
   EXPECT_NE(module_->Run(imp, nullptr).message.find("refused"), std::string::npos);
 }
 
@@ -143,7 +143,7 @@ TEST_F(FlowTest, ConsoleGoesToTheJournalAsLogCallsWithoutAGrant) {
     seen.push_back(std::string(level) + ":" + std::string(message));
   };
   Open(o);
-  FlowId f = Add("export default function () { console.log('a', 1, {b: 2}); console.error('bad'); return 0; }");
+  FlowRef f = Add("export default function () { console.log('a', 1, {b: 2}); console.error('bad'); return 0; }");
   ActivationResult r = module_->Run(f, nullptr);
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_EQ(seen, (std::vector<std::string>{"log:a 1 {\"b\":2}", "error:bad"}));
@@ -151,15 +151,15 @@ TEST_F(FlowTest, ConsoleGoesToTheJournalAsLogCallsWithoutAGrant) {
   ASSERT_TRUE(calls);
   ASSERT_EQ(calls->size(), 2u);
   EXPECT_EQ((*calls)[0].name, "log");
-  EXPECT_TRUE((*calls)[0].allowed);
-  EXPECT_EQ((*calls)[0].reason, "needs no grant");
+  EXPECT_TRUE((*calls)[0].decision.allowed());
+  EXPECT_EQ((*calls)[0].decision.reason, "needs no grant");
 }
 
 std::string Nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 TEST_F(FlowTest, InputsAndResultsAtTheDepthLimitPassAndDeeperOnesFailClearly) {
   Open();
-  FlowId echo = Add("export default (input) => input");
+  FlowRef echo = Add("export default (input) => input");
   ActivationResult fits = module_->Run(echo, Json::parse(Nested(199)));
   ASSERT_TRUE(fits.ok()) << fits.message;
   EXPECT_EQ(fits.result.dump(), Nested(199));
@@ -172,7 +172,7 @@ TEST_F(FlowTest, InputsAndResultsAtTheDepthLimitPassAndDeeperOnesFailClearly) {
   EXPECT_NE(refused.message.find("nested deeper than 199 levels"), std::string::npos) << refused.message;
 
   // A result too deep for the done frame is the script's error, and the worker stays usable.
-  FlowId deepen = Add("export default () => { let v = []; for (let i = 0; i < 300; i++) v = [v]; return v; }");
+  FlowRef deepen = Add("export default () => { let v = []; for (let i = 0; i < 300; i++) v = [v]; return v; }");
   ActivationResult r = module_->Run(deepen, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kScriptError);
   EXPECT_NE(r.message.find("too large to send: nested deeper"), std::string::npos) << r.message;
@@ -195,7 +195,7 @@ TEST_F(FlowTest, HostCallArgumentsAndResultsTooDeepAreCatchableErrors) {
     }
   };
   ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-  FlowId f = Add(
+  FlowRef f = Add(
       "export default async function (i, host) {"
       "  const out = {};"
       "  let a = {}; for (let k = 0; k < 300; k++) a = {a};"
@@ -229,7 +229,7 @@ TEST_F(FlowTest, AHandlersErrorTextThatIsNotUtf8ReachesTheScriptRepairedAndIsJou
     reply.Error("Broken\xff", "no \xfe\xfd utf-8 here");
   };
   ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-  FlowId f = Add(
+  FlowRef f = Add(
       "export default async function (i, host) {"
       "  try { await host.call('bad_bytes', {}); } catch (e) { return e.name + '|' + e.message; } }",
       R"({"grants": {"bad_bytes": {}}})");
@@ -256,7 +256,7 @@ TEST_F(FlowTest, AHandlerThatThrowsIsACatchableHostErrorAndTheModuleGoesOn) {
     return std::nullopt;
   };
   ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-  FlowId f = Add(
+  FlowRef f = Add(
       "export default async function (i, host) {"
       "  let caught, denied;"
       "  try { await host.call('flaky', {fail: true}); } catch (e) { caught = e.name + ': ' + e.message; }"
@@ -276,13 +276,13 @@ TEST_F(FlowTest, AHandlerThatThrowsIsACatchableHostErrorAndTheModuleGoesOn) {
 
 TEST_F(FlowTest, ACallbackThatThrowsReachesTheCallerAndNoOtherCallbackIsLost) {
   Open();
-  FlowId f = Add("export default (i) => i");
+  FlowRef f = Add("export default (i) => i");
   std::vector<int> seen;
-  module_->Submit(f, 1, [&](const ActivationResult& r) {
+  EXPECT_TRUE(module_->Submit(f, 1, [&](const ActivationResult& r) {
     seen.push_back(r.result.get<int>());
     throw std::logic_error("embedder bug");
-  });
-  module_->Submit(f, 2, [&](const ActivationResult& r) { seen.push_back(r.result.get<int>()); });
+  }));
+  EXPECT_TRUE(module_->Submit(f, 2, [&](const ActivationResult& r) { seen.push_back(r.result.get<int>()); }));
   bool threw = false;
   try {
     module_->RunUntilIdle();
@@ -302,7 +302,7 @@ TEST_F(FlowTest, MathRandomIsUniformInTheUnitIntervalAndSeededPerWorker) {
   ModuleOptions o;
   o.max_activations_per_worker = 1;  // every activation on a fresh worker
   Open(o);
-  FlowId f = Add(
+  FlowRef f = Add(
       "export default () => { const xs = []; for (let i = 0; i < 10000; i++) xs.push(Math.random());"
       "  const lo = Math.min(...xs), hi = Math.max(...xs), mean = xs.reduce((a, b) => a + b) / xs.length;"
       "  return {first: xs[0], lo, hi, mean, distinct: new Set(xs).size}; }");
@@ -321,7 +321,7 @@ TEST_F(FlowTest, MathRandomIsUniformInTheUnitIntervalAndSeededPerWorker) {
 
 TEST_F(FlowTest, HugeErrorTextsAndLogMessagesAreCutNotFatal) {
   Open();
-  FlowId f = Add(
+  FlowRef f = Add(
       "export default (i) => { if (i.log) { console.log('y'.repeat(3000000)); return 'logged'; }"
       " throw new Error('x'.repeat(20000000)); }",
       R"({"budgets": {"heap_mb": 256}})");
@@ -348,13 +348,13 @@ TEST_F(FlowTest, ABadManifestNamesTheKey) {
 
 TEST_F(FlowTest, ResultsThatAreNotJsonAndNeverSettlingPromisesFailClearly) {
   Open();
-  FlowId never = Add("export default function () { return new Promise(() => {}); }");
+  FlowRef never = Add("export default function () { return new Promise(() => {}); }");
   ActivationResult r = module_->Run(never, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kScriptError);
   EXPECT_NE(r.message.find("never settled"), std::string::npos) << r.message;
-  FlowId big = Add("export default function () { return 10n; }", "{}", "bigint.js");
+  FlowRef big = Add("export default function () { return 10n; }", "{}", "bigint.js");
   EXPECT_EQ(module_->Run(big, nullptr).outcome, Outcome::kScriptError);
-  FlowId undef = Add("export default function () {}", "{}", "undef.js");
+  FlowRef undef = Add("export default function () {}", "{}", "undef.js");
   ActivationResult u = module_->Run(undef, nullptr);
   ASSERT_TRUE(u.ok()) << u.message;
   EXPECT_TRUE(u.result.is_null());
@@ -367,7 +367,7 @@ TEST_F(FlowTest, DeadlineKillsAWorkerStuckInAHostCallThatNeverReturns) {
   spec.name = "forever";
   spec.handler = [&kept](const HostCallContext&, const Json&, HostCallReply reply) { kept.push_back(std::move(reply)); };
   ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-  FlowId f = Add("export default async function (i, host) { await host.call('forever', {}); return 1; }",
+  FlowRef f = Add("export default async function (i, host) { await host.call('forever', {}); return 1; }",
                  R"({"grants": {"forever": {}}, "budgets": {"deadline_ms": 300}})");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kDeadline);
@@ -384,11 +384,11 @@ TEST_F(FlowTest, DeadlineKillsAWorkerStuckInAHostCallThatNeverReturns) {
 
 TEST_F(FlowTest, CpuLoopIsStoppedByTheBudgetAndCannotBeCaught) {
   Open();
-  FlowId f = Add("export default function () { try { for (;;) {} } catch (e) { return 'caught'; } }",
+  FlowRef f = Add("export default function () { try { for (;;) {} } catch (e) { return 'caught'; } }",
                  R"({"budgets": {"cpu_ms": 50}})");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kBudgetExhausted);
-  EXPECT_EQ(r.budget, "cpu");
+  EXPECT_EQ(r.budget, Budget::kCpu);
   EXPECT_EQ(module_->HealthReport()["retirements"]["budget"], 1);
 }
 

@@ -71,7 +71,7 @@ TEST_F(PoolTest, WorkerIsRetiredAfterItsConfiguredActivationCount) {
   ModuleOptions o;
   o.max_activations_per_worker = 3;
   Open(o);
-  FlowId f = Add(kCounter);
+  FlowRef f = Add(kCounter);
   std::vector<int> seen;
   for (int i = 0; i < 7; ++i) {
     ActivationResult r = module_->Run(f, nullptr);
@@ -89,7 +89,7 @@ TEST_F(PoolTest, WorkerIsRetiredAfterItsConfiguredActivationCount) {
 
 TEST_F(PoolTest, ByDefaultThe256thActivationRetiresTheWorker) {
   Open();
-  FlowId f = Add(kCounter);
+  FlowRef f = Add(kCounter);
   int last = 0;
   for (int i = 0; i < 256; ++i) {
     ActivationResult r = module_->Run(f, nullptr);
@@ -111,7 +111,7 @@ TEST_F(PoolTest, IdleWorkerIsRetiredAfterTheConfiguredPeriodAndItsProcessEnds) {
   ModuleOptions o;
   o.idle_retire = std::chrono::milliseconds(100);
   Open(o);
-  FlowId f = Add(kCounter);
+  FlowRef f = Add(kCounter);
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   EXPECT_EQ(module_->HealthReport()["workers"]["idle"], 1);
   ASSERT_EQ(ChildPids().size(), 1u);
@@ -130,7 +130,7 @@ TEST_F(PoolTest, AWorkerIdlePastItsPeriodWhileNoLoopRanIsRetiredNotReused) {
   ModuleOptions o;
   o.idle_retire = std::chrono::milliseconds(50);
   Open(o);
-  FlowId f = Add(kCounter);
+  FlowRef f = Add(kCounter);
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   // The embedder does not drive the loop for a while (no RunFor): the timer cannot fire then.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -144,7 +144,7 @@ TEST_F(PoolTest, AWorkerBusierThanTheIdlePeriodIsNotRetired) {
   ModuleOptions o;
   o.idle_retire = std::chrono::milliseconds(10'000);
   Open(o);
-  FlowId f = Add(kCounter);
+  FlowRef f = Add(kCounter);
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   module_->RunFor(std::chrono::milliseconds(50));
   ActivationResult r = module_->Run(f, nullptr);
@@ -166,7 +166,7 @@ std::string Exhausting(const std::string& body, bool catch_it) {
 
 TEST_F(PoolTest, CaughtMemoryFailureCompletesAndTheWorkerIsReused) {
   Open();
-  FlowId f = Add(Exhausting(kGrowHeap, true), R"({"budgets": {"heap_mb": 16}})");
+  FlowRef f = Add(Exhausting(kGrowHeap, true), R"({"budgets": {"heap_mb": 16}})");
   ActivationResult a = module_->Run(f, nullptr);
   ASSERT_TRUE(a.ok()) << a.message;
   EXPECT_EQ(a.result["n"], 1);
@@ -183,12 +183,12 @@ TEST_F(PoolTest, CaughtMemoryFailureCompletesAndTheWorkerIsReused) {
 
 TEST_F(PoolTest, MemoryFailureCaughtButFollowedByAnotherErrorStillRetiresTheWorker) {
   Open();
-  FlowId f = Add(std::string("export default function () { try { ") + kGrowHeap +
+  FlowRef f = Add(std::string("export default function () { try { ") + kGrowHeap +
                      " } catch (e) { throw new TypeError('gave up'); } }",
                  R"({"budgets": {"heap_mb": 16}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
-  EXPECT_EQ(a.budget, "memory");
+  EXPECT_EQ(a.budget, Budget::kMemory);
   EXPECT_NE(a.message.find("caught it, then failed with TypeError: gave up"), std::string::npos) << a.message;
   Json h = module_->HealthReport();
   EXPECT_EQ(h["retirements"]["budget"], 1);
@@ -197,10 +197,10 @@ TEST_F(PoolTest, MemoryFailureCaughtButFollowedByAnotherErrorStillRetiresTheWork
 
 TEST_F(PoolTest, UncaughtMemoryFailureIsABudgetExhaustionAndRetiresTheWorker) {
   Open();
-  FlowId f = Add(Exhausting(kGrowHeap, false), R"({"budgets": {"heap_mb": 16}})");
+  FlowRef f = Add(Exhausting(kGrowHeap, false), R"({"budgets": {"heap_mb": 16}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
-  EXPECT_EQ(a.budget, "memory");
+  EXPECT_EQ(a.budget, Budget::kMemory);
   EXPECT_NE(a.message.find("16 MiB"), std::string::npos) << a.message;
   Json h = module_->HealthReport();
   EXPECT_EQ(h["retirements"]["budget"], 1);
@@ -213,16 +213,16 @@ TEST_F(PoolTest, UncaughtMemoryFailureIsABudgetExhaustionAndRetiresTheWorker) {
   // The flow's next activation gets a fresh worker (its module state starts over) and fails
   // the same way, again retiring it.
   ActivationResult b = module_->Run(f, nullptr);
-  EXPECT_EQ(b.budget, "memory");
+  EXPECT_EQ(b.budget, Budget::kMemory);
   EXPECT_EQ(module_->HealthReport()["spawned"], 2);
 }
 
 TEST_F(PoolTest, UncaughtStackOverflowIsABudgetExhaustionNamingStackAndRetires) {
   Open();
-  FlowId f = Add(Exhausting(kRecurse, false), R"({"budgets": {"stack_kb": 128}})");
+  FlowRef f = Add(Exhausting(kRecurse, false), R"({"budgets": {"stack_kb": 128}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
-  EXPECT_EQ(a.budget, "stack");
+  EXPECT_EQ(a.budget, Budget::kStack);
   Json h = module_->HealthReport();
   EXPECT_EQ(h["retirements"]["budget"], 1);
   EXPECT_TRUE(ChildPids().empty());
@@ -230,7 +230,7 @@ TEST_F(PoolTest, UncaughtStackOverflowIsABudgetExhaustionNamingStackAndRetires) 
 
 TEST_F(PoolTest, CaughtStackOverflowCompletesAndTheWorkerIsReused) {
   Open();
-  FlowId f = Add(Exhausting(kRecurse, true), R"({"budgets": {"stack_kb": 128}})");
+  FlowRef f = Add(Exhausting(kRecurse, true), R"({"budgets": {"stack_kb": 128}})");
   ActivationResult a = module_->Run(f, nullptr);
   ASSERT_TRUE(a.ok()) << a.message;
   EXPECT_NE(a.result["caught"].get<std::string>().find("stack overflow"), std::string::npos) << a.result;
@@ -243,12 +243,12 @@ TEST_F(PoolTest, CaughtStackOverflowCompletesAndTheWorkerIsReused) {
 
 TEST_F(PoolTest, CpuExhaustionRetiresAndTheNextActivationRunsOnAFreshWorker) {
   Open();
-  FlowId f = Add("let n = 0; export default function (i) { n += 1; if (i.spin) for (;;) {} return n; }",
+  FlowRef f = Add("let n = 0; export default function (i) { n += 1; if (i.spin) for (;;) {} return n; }",
                  R"({"budgets": {"cpu_ms": 50}})");
   EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 1);
   EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 2);
   ActivationResult spun = module_->Run(f, {{"spin", true}});
-  EXPECT_EQ(spun.budget, "cpu");
+  EXPECT_EQ(spun.budget, Budget::kCpu);
   EXPECT_NE(spun.message.find("50 ms"), std::string::npos) << spun.message;
   EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 1);
   Json h = module_->HealthReport();
@@ -258,7 +258,7 @@ TEST_F(PoolTest, CpuExhaustionRetiresAndTheNextActivationRunsOnAFreshWorker) {
 
 TEST_F(PoolTest, TheDeadlineKillsALoopWhoseCpuBudgetIsLargerAndTheFlowGoesOn) {
   Open();
-  FlowId f = Add("let n = 0; export default function (i) { n += 1; if (i.spin) for (;;) {} return n; }",
+  FlowRef f = Add("let n = 0; export default function (i) { n += 1; if (i.spin) for (;;) {} return n; }",
                  R"({"budgets": {"cpu_ms": 600000, "deadline_ms": 200}})");
   ActivationResult spun = module_->Run(f, {{"spin", true}});
   EXPECT_EQ(spun.outcome, Outcome::kDeadline) << spun.message;
@@ -276,7 +276,7 @@ TEST_F(PoolTest, ConcurrentActivationsOfOneFlowRunOnSeparateWorkers) {
   RegisterHold();
   // Each worker draws its own id once; the held call only returns once all three are in flight,
   // which could not happen if they shared a worker.
-  FlowId f = Add(
+  FlowRef f = Add(
       "const id = Math.random(); "
       "export default async function (i, host) { await host.call('hold', {}); return id; }",
       R"({"grants": {"hold": {}}, "budgets": {"deadline_ms": 20000}})");
@@ -288,7 +288,7 @@ TEST_F(PoolTest, ConcurrentActivationsOfOneFlowRunOnSeparateWorkers) {
     }
   };
   std::vector<ActivationResult> results;
-  for (int i = 0; i < 3; ++i) module_->Submit(f, nullptr, [&](const ActivationResult& r) { results.push_back(r); });
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(module_->Submit(f, nullptr, [&](const ActivationResult& r) { results.push_back(r); }));
   module_->RunUntilIdle();
   ASSERT_EQ(results.size(), 3u);
   std::set<double> ids;
@@ -310,7 +310,7 @@ TEST_F(PoolTest, TheGlobalCapQueuesTheRestAndTheyRunWhenAWorkerFrees) {
   o.max_workers = 2;
   Open(o);
   RegisterHold();
-  FlowId f = Add("let n = 0; export default async function (i, host) { n += 1; await host.call('hold', i); return n; }",
+  FlowRef f = Add("let n = 0; export default async function (i, host) { n += 1; await host.call('hold', i); return n; }",
                  R"({"grants": {"hold": {}}})");
   Json during;
   // The first two calls are held until both workers are inside one; later calls return at once.
@@ -322,11 +322,11 @@ TEST_F(PoolTest, TheGlobalCapQueuesTheRestAndTheyRunWhenAWorkerFrees) {
   std::vector<int> order;
   std::vector<int> counts;
   for (int i = 0; i < 5; ++i)
-    module_->Submit(f, {{"i", i}}, [&, i](const ActivationResult& r) {
+    EXPECT_TRUE(module_->Submit(f, {{"i", i}}, [&, i](const ActivationResult& r) {
       ASSERT_TRUE(r.ok()) << r.message;
       order.push_back(i);
       counts.push_back(r.result.get<int>());
-    });
+    }));
   module_->RunUntilIdle();
   ASSERT_EQ(order.size(), 5u);
   EXPECT_EQ(during["workers"]["live"], 2);
@@ -344,17 +344,17 @@ TEST_F(PoolTest, AtTheCapAnIdleWorkerOfAnotherFlowIsEvictedForAQueuedOne) {
   o.max_workers = 1;
   Open(o);
   RegisterHold();
-  FlowId a = Add("export default async function (i, host) { await host.call('hold', {}); return 'a'; }",
+  FlowRef a = Add("export default async function (i, host) { await host.call('hold', {}); return 'a'; }",
                  R"({"grants": {"hold": {}}})", "a.js");
-  FlowId b = Add("export default function () { return 'b'; }", "{}", "b.js");
+  FlowRef b = Add("export default function () { return 'b'; }", "{}", "b.js");
   Json during;
   on_hold_ = [&] {
     during = module_->HealthReport();
     AnswerAll();
   };
   std::vector<std::string> finished;
-  module_->Submit(a, nullptr, [&](const ActivationResult& r) { finished.push_back(r.result.get<std::string>()); });
-  module_->Submit(b, nullptr, [&](const ActivationResult& r) { finished.push_back(r.result.get<std::string>()); });
+  EXPECT_TRUE(module_->Submit(a, nullptr, [&](const ActivationResult& r) { finished.push_back(r.result.get<std::string>()); }));
+  EXPECT_TRUE(module_->Submit(b, nullptr, [&](const ActivationResult& r) { finished.push_back(r.result.get<std::string>()); }));
   module_->RunUntilIdle();
   EXPECT_EQ(finished, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(during["queue_length"], 1) << during;
@@ -396,11 +396,11 @@ TEST_F(PoolTest, ClosingTheModuleEndsRunningAndQueuedActivationsInTheJournal) {
   o.max_workers = 1;
   Open(o);
   RegisterHold();
-  FlowId f = Add("export default async function (i, host) { await host.call('hold', {}); return 1; }",
+  FlowRef f = Add("export default async function (i, host) { await host.call('hold', {}); return 1; }",
                  R"({"grants": {"hold": {}}})");
   int callbacks = 0;
-  const int64_t running = module_->Submit(f, nullptr, [&](const ActivationResult&) { ++callbacks; });
-  const int64_t queued = module_->Submit(f, nullptr, [&](const ActivationResult&) { ++callbacks; });
+  const int64_t running = *module_->Submit(f, nullptr, [&](const ActivationResult&) { ++callbacks; });
+  const int64_t queued = *module_->Submit(f, nullptr, [&](const ActivationResult&) { ++callbacks; });
   while (held_.empty()) module_->RunFor(std::chrono::milliseconds(10));
   ASSERT_EQ(module_->HealthReport()["queue_length"], 1);
   HostCallReply late = std::move(held_.front().second);
@@ -437,12 +437,12 @@ TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
     spec.name = "echo";
     spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) { reply.Ok(args); };
     ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-    FlowId f = Add(
+    FlowRef f = Add(
         "export default async function (i, host) {"
         "  let sum = 0; for (let k = 0; k < 20; k++) sum += await host.call('echo', k); return sum; }",
         R"({"grants": {"echo": {}}})");
     std::vector<ActivationResult> results;
-    for (int k = 0; k < 3; ++k) module_->Submit(f, nullptr, [&](const ActivationResult& r) { results.push_back(r); });
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(module_->Submit(f, nullptr, [&](const ActivationResult& r) { results.push_back(r); }));
     module_->RunUntilIdle();
     ASSERT_EQ(results.size(), 3u) << poll.count();
     for (const auto& r : results) {
@@ -457,7 +457,7 @@ TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
 
 TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   Open();
-  FlowId f = Add(kCounter, "{}", "counted.js");
+  FlowRef f = Add(kCounter, "{}", "counted.js");
   Add("export default () => 0", "{}", "never.js");
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   Json h = module_->HealthReport();

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "basal/module.h"
-#include "parent/journal.h"
+#include "parent/store/sqlite/sqlite_store.h"
 
 namespace basal::testing {
 

@@ -189,6 +189,9 @@ class Store {
   virtual JournalStore& journal() = 0;
   virtual KvStore& kv() = 0;
   virtual JournalReader& reader() = 0;  // reads on the writer's connection (sees the open batch)
+  // This journal's identity: 32 hex digits drawn at random when the journal was created (or
+  // migrated from schema 1), never changed. Idempotency keys are "<journal id>:<activation>:<call>".
+  virtual std::string journal_id() const = 0;
   // Strips the backend's own location from an error message meant for a flow (it must not learn
   // where the parent keeps its data).
   virtual std::string ForFlow(const Error& error) const = 0;

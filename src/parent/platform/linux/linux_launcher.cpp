@@ -1,4 +1,4 @@
-#include "parent/worker_process.h"
+#include "parent/platform/worker_launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -44,8 +44,8 @@ const char* SignalName(int sig) {
   }
 }
 
-std::string WorkerProcess::Exit::Describe() const {
-  if (signaled) return "killed by signal " + std::to_string(signal) + " (" + SignalName(signal) + ")";
+std::string WorkerDeath::Describe() const {
+  if (kind != Kind::kExited) return "killed by signal " + std::to_string(signal) + " (" + SignalName(signal) + ")";
   return "exited with status " + std::to_string(code);
 }
 
@@ -63,6 +63,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
     ::close(in[0]); ::close(in[1]); ::close(out[0]); ::close(out[1]);
     return MakeError(ErrorCode::kSpawn, Errno("pipe2"));
   }
+  const std::string parent_pid = std::to_string(getpid());
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
@@ -80,6 +81,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
 
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(path.c_str()));
+  argv.push_back(const_cast<char*>("--parent-pid"));
+  argv.push_back(const_cast<char*>(parent_pid.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   char* envp[] = {nullptr};
@@ -142,7 +145,7 @@ std::optional<WorkerProcess::Exit> WorkerProcess::TryReap() {
   if (info.si_code == CLD_EXITED) {
     e.code = info.si_status;
   } else {
-    e.signaled = true;
+    e.kind = info.si_status == SIGSYS ? Exit::Kind::kConfinementKill : Exit::Kind::kSignalled;
     e.signal = info.si_status;
   }
   exit_ = e;
@@ -165,5 +168,23 @@ WorkerProcess::Exit WorkerProcess::KillAndReap() {
     Kill();
   }
 }
+
+namespace {
+
+class LinuxLauncher final : public WorkerLauncher {
+ public:
+  Result<std::unique_ptr<WorkerProcess>> Launch(const LaunchOptions& options) override {
+    auto proc = WorkerProcess::Spawn(options.path, options.args);
+    if (!proc) return proc.error();
+    if (options.address_space_limit_bytes > 0) {
+      if (auto r = (*proc)->SetAddressSpaceLimit(options.address_space_limit_bytes); !r) return r.error();
+    }
+    return proc;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<WorkerLauncher> WorkerLauncher::ForThisPlatform() { return std::make_unique<LinuxLauncher>(); }
 
 }  // namespace basal

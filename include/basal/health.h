@@ -1,0 +1,64 @@
+// The health report (flow.health): what an operator reads to see confinement violations, deadline
+// kills and crashes apart from each other. A typed snapshot; ToJson() is the shape docs/health.md
+// documents (every key always present).
+//
+//   basal::HealthSnapshot h = module->Health();
+//   if (h.worker_confinement > 0) Alert(h.ToJson().dump());
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "basal/outcome.h"
+
+namespace basal {
+
+// Why the parent ended a worker's process.
+enum class RetireReason {
+  kActivationCount,  // ran its last allowed activation
+  kIdle,             // idle for idle_retire
+  kBudget,           // reported an exhausted budget: its engine state is not trusted
+  kEvicted,          // the cap was reached with another flow's activation queued
+  kLoadFailed,       // the flow failed to load on it
+  kCancelled,        // its activation was cancelled
+  kFlowRemoved,      // its flow was removed
+  kShutdown,         // the module shut down
+};
+inline constexpr int kRetireReasonCount = 8;
+const char* RetireReasonName(RetireReason reason);  // "activation_count", "idle", ...
+
+struct WorkerCounts {
+  uint64_t live = 0, idle = 0, busy = 0;
+};
+
+struct HealthSnapshot {
+  // Workers now.
+  WorkerCounts workers;
+  std::map<std::string, WorkerCounts> workers_per_flow;  // every approved flow appears
+  uint64_t queue_length = 0;
+  // Since the module opened.
+  uint64_t activations_ok = 0;
+  std::map<Outcome, uint64_t> activations_failed;  // by outcome
+  uint64_t retirements[kRetireReasonCount] = {};
+  std::map<std::string, uint64_t> crashes;         // "signal SIGSEGV", "exit 1"
+  uint64_t spawned = 0;
+  uint64_t spawn_failures = 0;
+  uint64_t refused_welcomes = 0;
+  uint64_t confinement_refusals = 0;  // worker exit 70 before its welcome: it could not confine itself
+  uint64_t worker_confinement = 0;    // SIGSYS deaths
+  uint64_t deadline_kills = 0;
+  uint64_t protocol_violations = 0;
+  uint64_t denied_calls = 0;
+  uint64_t journal_failures = 0;
+  uint64_t caught_budget_failures = 0;  // refused allocation caught by a script that then completed
+  uint64_t abandoned_recovered = 0;     // activations of dead parents this module closed at open
+
+  uint64_t activations_failed_total() const;
+  uint64_t retired(RetireReason reason) const { return retirements[static_cast<int>(reason)]; }
+  nlohmann::json ToJson() const;
+};
+
+}  // namespace basal

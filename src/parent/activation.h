@@ -1,0 +1,41 @@
+// One activation: what it runs, who waits for it, its deadline and how it ended. Its host calls in
+// flight are the call gate's (call_gate.h); the worker running it is the pool's (pool.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "basal/module.h"
+#include "parent/loop/event_loop.h"
+#include "parent/store/store.h"
+#include "protocol/messages.h"
+
+namespace basal {
+
+struct PooledWorker;
+
+struct Activation {
+  ActivationId id = 0;
+  FlowRef flow;
+  std::string input_json;  // serialized once: journaled and sent as is
+  int64_t start_unix_us = 0;
+  DoneCallback done;
+  PooledWorker* worker = nullptr;  // set once it is on a worker
+  std::optional<EventLoop::TimerId> deadline_timer;
+  int64_t last_call_id = 0;  // call ids must rise within an activation
+  bool started = false;      // the activate frame was sent
+};
+
+// What a worker's `done` (or failed `loaded`) means. `retire` is set when the worker's engine state
+// is not to be trusted after it (an exhausted budget).
+ActivationResult ResultFromDone(const protocol::Done& done, bool& retire);
+ActivationResult ResultFromFailedLoad(const Flow& flow, const protocol::ScriptError& error);
+ActivationResult Failure(Outcome outcome, std::string message);
+
+// The journal's end record for a finished activation.
+ActivationEnd EndRecord(ActivationId id, const ActivationResult& result, int64_t end_unix_us);
+
+int64_t NowUnixUs();
+
+}  // namespace basal

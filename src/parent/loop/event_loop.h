@@ -1,0 +1,89 @@
+// The parent's event loop: descriptors, timers, and work posted from any thread, on one thread.
+//
+//   auto loop = EventLoop::Create();                       // Result<std::unique_ptr<EventLoop>>
+//   (*loop)->Watch(fd, EPOLLIN, [](uint32_t events) { ... });
+//   (*loop)->At(EventLoop::Clock::now() + 1s, [] { ... });
+//   std::thread([&] { (*loop)->Post([] { ... }); }).detach();   // wakes the loop (eventfd)
+//   (*loop)->RunOnce(std::chrono::milliseconds(100));
+//
+// Each pass runs, in order: due timers, ready descriptors, posted work, then the `after_pass`
+// hook (the module commits the journal there and only then answers: group commit). Every room of
+// the parent runs on the thread that calls RunOnce; only Post() and Wake() may be called from
+// other threads. A callback may watch, unwatch and post freely, including for its own descriptor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "basal/result.h"
+
+namespace basal {
+
+class EventLoop {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using FdCallback = std::function<void(uint32_t events)>;
+  using TimerId = std::pair<Clock::time_point, uint64_t>;
+
+  static Result<std::unique_ptr<EventLoop>> Create();
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Level-triggered epoll events (EPOLLIN, EPOLLOUT). One watch per descriptor.
+  Result<void> Watch(int fd, uint32_t events, FdCallback callback);
+  void Modify(int fd, uint32_t events);
+  void Unwatch(int fd);  // safe for a descriptor that is not watched
+  TimerId At(Clock::time_point when, std::function<void()> fn);
+  void Cancel(const TimerId& id);  // safe for a timer that already ran
+
+  // Any thread. Runs `fn` on the loop thread during its next pass, and wakes the loop for it.
+  void Post(std::function<void()> fn);
+  // Any thread. Makes a waiting RunOnce return soon.
+  void Wake();
+
+  // Waits up to `max_wait` (less if a timer is due sooner) for something to do, does it, then runs
+  // after_pass. Busy-polls first for up to busy_poll while should_busy_poll() says so.
+  void RunOnce(std::chrono::milliseconds max_wait);
+
+  void set_after_pass(std::function<void()> fn) { after_pass_ = std::move(fn); }
+  void set_busy_poll(std::chrono::microseconds period, std::function<bool()> should) {
+    busy_poll_ = period;
+    should_busy_poll_ = std::move(should);
+  }
+  // The thread that last ran a pass (or created the loop): where loop-only calls belong.
+  bool OnLoopThread() const { return std::this_thread::get_id() == loop_thread_; }
+
+ private:
+  EventLoop() = default;
+  struct Watched {
+    int fd;
+    FdCallback callback;
+  };
+  void RunTimers();
+  void RunPosted();
+
+  int epfd_ = -1;
+  int wake_fd_ = -1;
+  uint64_t next_token_ = 1;  // epoll data: a token, never a pointer, so an unwatched fd's stale event is dropped
+  std::unordered_map<uint64_t, Watched> by_token_;
+  std::unordered_map<int, uint64_t> token_of_fd_;
+  std::map<TimerId, std::function<void()>> timers_;
+  uint64_t next_timer_ = 1;
+  std::mutex posted_mu_;
+  std::vector<std::function<void()>> posted_;
+  std::function<void()> after_pass_;
+  std::chrono::microseconds busy_poll_{0};
+  std::function<bool()> should_busy_poll_;
+  std::thread::id loop_thread_ = std::this_thread::get_id();
+};
+
+}  // namespace basal

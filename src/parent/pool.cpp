@@ -1,0 +1,328 @@
+#include "parent/pool.h"
+
+#include <signal.h>
+#include <sys/epoll.h>
+
+#include <algorithm>
+
+#include "parent/activation.h"
+#include "protocol/frame.h"
+
+namespace basal {
+
+using Clock = EventLoop::Clock;
+
+Pool::Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, HealthSnapshot& health, PoolOwner& owner)
+    : options_(std::move(options)), loop_(loop), launcher_(launcher), health_(health), owner_(owner) {}
+
+Pool::~Pool() {
+  for (auto& w : workers_) {
+    if (w->state == PooledWorker::State::kDead) continue;
+    w->session->process().KillAndReap();
+    MarkDead(*w);
+  }
+}
+
+PooledWorker* Pool::FindIdle(const Flow& flow) {
+  for (auto& w : workers_)
+    if (w->state == PooledWorker::State::kIdle && w->flow->id == flow.id) return w.get();
+  return nullptr;
+}
+
+size_t Pool::Live() const {
+  size_t n = 0;
+  for (const auto& w : workers_) n += w->state != PooledWorker::State::kDead;
+  return n;
+}
+
+size_t Pool::Busy() const {
+  size_t n = 0;
+  for (const auto& w : workers_) n += w->state == PooledWorker::State::kBusy;
+  return n;
+}
+
+bool Pool::MakeRoom() {
+  while (Live() >= options_.max_workers) {
+    PooledWorker* victim = nullptr;
+    for (auto& w : workers_)
+      if (w->state == PooledWorker::State::kIdle) {
+        victim = w.get();
+        break;
+      }
+    if (!victim) return false;
+    Retire(*victim, RetireReason::kEvicted);
+  }
+  return true;
+}
+
+Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
+  LaunchOptions launch;
+  launch.path = options_.worker_path;
+  launch.args = options_.worker_args;
+  const uint64_t headroom = flow->profile == Profile::kFlow ? options_.flow_memory_headroom_bytes
+                                                            : options_.codemode_memory_headroom_bytes;
+  launch.address_space_limit_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
+  auto proc = launcher_.Launch(launch);
+  if (!proc) {
+    ++health_.spawn_failures;
+    return proc.error();
+  }
+  auto w = std::make_unique<PooledWorker>();
+  w->session = std::make_unique<WorkerSession>(std::move(*proc));
+  w->flow = flow;
+  w->activation = activation;
+  PooledWorker* raw = w.get();
+  WorkerProcess& p = raw->session->process();
+  Result<void> watched = loop_.Watch(p.stdout_fd(), EPOLLIN, [this, raw](uint32_t) { OnReadable(*raw); });
+  if (watched) watched = loop_.Watch(p.stderr_fd(), EPOLLIN, [raw](uint32_t) { raw->session->DrainStderr(); });
+  if (watched) watched = loop_.Watch(p.pidfd(), EPOLLIN, [this, raw](uint32_t) { OnExit(*raw); });
+  workers_.push_back(std::move(w));
+  ++health_.spawned;
+  if (!watched) {
+    ++health_.spawn_failures;
+    raw->activation = nullptr;
+    raw->session->process().KillAndReap();
+    MarkDead(*raw);
+    return watched.error();
+  }
+  raw->timer = loop_.At(Clock::now() + options_.welcome_timeout, [this, raw] {
+    raw->timer.reset();
+    WelcomeTimedOut(*raw);
+  });
+  return raw;
+}
+
+void Pool::UpdateStdinWatch(PooledWorker& w) {
+  const bool want = w.session->has_pending_output() && w.state != PooledWorker::State::kDead;
+  if (want == w.watching_stdin) return;
+  const int fd = w.session->process().stdin_fd();
+  if (want) {
+    PooledWorker* raw = &w;
+    if (!loop_.Watch(fd, EPOLLOUT, [this, raw](uint32_t) { OnWritable(*raw); })) return;
+  } else {
+    loop_.Unwatch(fd);
+  }
+  w.watching_stdin = want;
+}
+
+void Pool::Send(PooledWorker& w, std::string_view payload) {
+  if (w.state == PooledWorker::State::kDead) return;
+  w.session->Send(payload);  // a broken pipe shows up as the worker's exit
+  UpdateStdinWatch(w);
+}
+
+void Pool::OnWritable(PooledWorker& w) {
+  w.session->Flush();
+  UpdateStdinWatch(w);
+}
+
+void Pool::MarkDead(PooledWorker& w) {
+  if (w.state == PooledWorker::State::kDead) return;
+  WorkerProcess& p = w.session->process();
+  for (int fd : {p.stdout_fd(), p.stderr_fd(), p.pidfd(), p.stdin_fd()})
+    if (fd >= 0) loop_.Unwatch(fd);
+  w.watching_stdin = false;
+  if (w.timer) loop_.Cancel(*w.timer);
+  w.timer.reset();
+  w.state = PooledWorker::State::kDead;
+}
+
+void Pool::Lost(PooledWorker& w, Outcome outcome, std::string message) {
+  if (!w.activation) return;
+  owner_.OnWorkerLost(w, Failure(outcome, std::move(message)));
+  w.activation = nullptr;
+}
+
+void Pool::Kill(PooledWorker& w) {
+  if (w.state == PooledWorker::State::kDead) return;
+  w.session->process().KillAndReap();
+  MarkDead(w);
+}
+
+void Pool::Retire(PooledWorker& w, RetireReason reason) {
+  if (w.state == PooledWorker::State::kDead) return;
+  ++health_.retirements[static_cast<int>(reason)];
+  w.session->process().CloseStdin();
+  Kill(w);
+}
+
+void Pool::Violation(PooledWorker& w, const std::string& what) {
+  if (w.state == PooledWorker::State::kDead) return;
+  ++health_.protocol_violations;
+  Kill(w);
+  Lost(w, Outcome::kProtocolViolation, "worker " + std::to_string(w.pid()) + ": " + what);
+}
+
+void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire) {
+  w.activation = nullptr;
+  if (!retire && w.activations >= options_.max_activations_per_worker) retire = RetireReason::kActivationCount;
+  if (retire) {
+    Retire(w, *retire);
+    return;
+  }
+  w.state = PooledWorker::State::kIdle;
+  w.idle_since = Clock::now();
+  PooledWorker* raw = &w;
+  w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {
+    raw->timer.reset();
+    if (raw->state == PooledWorker::State::kIdle) Retire(*raw, RetireReason::kIdle);
+  });
+}
+
+void Pool::RetireIdle(const Flow& flow, RetireReason reason) {
+  for (auto& w : workers_)
+    if (w->state == PooledWorker::State::kIdle && w->flow->id == flow.id) Retire(*w, reason);
+}
+
+void Pool::RetireAllIdle(RetireReason reason) {
+  for (auto& w : workers_)
+    if (w->state == PooledWorker::State::kIdle) Retire(*w, reason);
+}
+
+void Pool::Sweep() {
+  workers_.remove_if([](const std::unique_ptr<PooledWorker>& w) { return w->state == PooledWorker::State::kDead; });
+}
+
+void Pool::Count(HealthSnapshot& h) const {
+  for (const auto& w : workers_) {
+    if (w->state == PooledWorker::State::kDead) continue;
+    WorkerCounts& c = h.workers_per_flow[w->flow->name];
+    const bool idle = w->state == PooledWorker::State::kIdle;
+    ++c.live;
+    ++h.workers.live;
+    if (idle) {
+      ++c.idle;
+      ++h.workers.idle;
+    } else {
+      ++c.busy;
+      ++h.workers.busy;
+    }
+  }
+}
+
+// ---- frames and deaths ----
+
+void Pool::OnReadable(PooledWorker& w) {
+  if (w.state == PooledWorker::State::kDead) return;
+  const auto status = w.session->ReadAvailable(
+      [this, &w](protocol::WorkerMessage& m) {
+        OnFrame(w, m);
+        return w.state != PooledWorker::State::kDead;
+      },
+      /*until_empty=*/false);
+  if (w.state == PooledWorker::State::kDead) return;
+  if (status == WorkerSession::ReadStatus::kBroken) return Violation(w, w.session->broken_reason());
+  if (status == WorkerSession::ReadStatus::kEof) OnExit(w);
+}
+
+void Pool::OnFrame(PooledWorker& w, protocol::WorkerMessage& msg) {
+  switch (w.state) {
+    case PooledWorker::State::kWelcome: {
+      auto* welcome = std::get_if<protocol::Welcome>(&msg);
+      if (!welcome) return Violation(w, "first frame must be welcome");
+      return OnWelcome(w, *welcome);
+    }
+    case PooledWorker::State::kLoading: {
+      auto* loaded = std::get_if<protocol::Loaded>(&msg);
+      if (!loaded) return Violation(w, "expected loaded after load");
+      if (!loaded->ok) {
+        ActivationResult r = ResultFromFailedLoad(*w.flow, loaded->error);
+        Retire(w, RetireReason::kLoadFailed);
+        if (w.activation) owner_.OnWorkerLost(w, std::move(r));
+        w.activation = nullptr;
+        return;
+      }
+      w.state = PooledWorker::State::kBusy;
+      if (!w.activation) return Retire(w, RetireReason::kCancelled);  // its activation was cancelled meanwhile
+      owner_.OnWorkerReady(w);
+      return;
+    }
+    case PooledWorker::State::kBusy:
+      if (!w.activation) return Violation(w, "frame from a worker with no activation");
+      owner_.OnWorkerMessage(w, msg);
+      return;
+    case PooledWorker::State::kIdle:
+      return Violation(w, "frame from an idle worker");
+    case PooledWorker::State::kDead:
+      return;
+  }
+}
+
+void Pool::OnWelcome(PooledWorker& w, const protocol::Welcome& welcome) {
+  const WelcomeVerdict v = CheckWelcome(welcome, w.pid(), options_.welcome_policy);
+  if (w.timer) loop_.Cancel(*w.timer);
+  w.timer.reset();
+  if (!v.accepted) {
+    ++health_.refused_welcomes;
+    owner_.OnEvent({ModuleEvent::Kind::kWorkerRefused, "refused worker " + std::to_string(w.pid()) + ": " + v.reason, 0,
+                    w.pid()});
+    Kill(w);
+    Lost(w, Outcome::kWorkerRefused, "worker refused before it saw flow code: " + v.reason);
+    return;
+  }
+  if (!w.activation) return Retire(w, RetireReason::kCancelled);  // nobody waits for it any more
+  const Flow& f = *w.flow;
+  protocol::Load load;
+  load.flow = f.name;
+  load.source = f.source;
+  load.profile = ProfileName(f.profile);
+  load.cpu_ms = f.manifest.budgets().cpu.count();
+  load.heap_bytes = static_cast<int64_t>(f.manifest.budgets().heap_limit_bytes);
+  load.stack_bytes = static_cast<int64_t>(f.manifest.budgets().stack_limit_bytes);
+  w.state = PooledWorker::State::kLoading;
+  Send(w, protocol::BuildLoad(load));
+}
+
+void Pool::WelcomeTimedOut(PooledWorker& w) {
+  if (w.state != PooledWorker::State::kWelcome) return;
+  ++health_.refused_welcomes;
+  w.session->DrainStderr();
+  Kill(w);
+  Lost(w, Outcome::kWorkerRefused,
+       "no welcome within " + std::to_string(options_.welcome_timeout.count()) + " ms" + w.session->StderrNote());
+}
+
+// The process ended (or closed stdout). Reads what it left, then classifies its end.
+void Pool::OnExit(PooledWorker& w) {
+  if (w.state == PooledWorker::State::kDead) return;
+  const auto status = w.session->ReadAvailable(
+      [this, &w](protocol::WorkerMessage& m) {
+        OnFrame(w, m);
+        return w.state != PooledWorker::State::kDead;
+      },
+      /*until_empty=*/true);
+  if (w.state == PooledWorker::State::kDead) return;
+  if (status == WorkerSession::ReadStatus::kBroken) return Violation(w, w.session->broken_reason());
+  w.session->DrainStderr();
+  auto death = w.session->process().WaitFor(std::chrono::milliseconds(1000));
+  if (!death) return Violation(w, "closed its stdout but kept running");
+  const bool welcomed = w.state != PooledWorker::State::kWelcome;
+  MarkDead(w);
+  if (death->kind == WorkerDeath::Kind::kConfinementKill) {
+    ++health_.worker_confinement;
+    owner_.OnEvent({ModuleEvent::Kind::kConfinementViolation,
+                    "worker " + std::to_string(w.pid()) + " killed by SIGSYS" + w.session->StderrNote(),
+                    w.activation ? w.activation->id : 0, w.pid()});
+    Lost(w, Outcome::kWorkerConfinement,
+         "worker killed by SIGSYS: the seccomp filter stopped a system call it does not admit" + w.session->StderrNote());
+    return;
+  }
+  // Exit 70 before the welcome is the worker's own refusal: it could not install a confinement
+  // layer and will not run weaker. After the welcome it is a crash like any other.
+  const bool refused = !welcomed && death->kind == WorkerDeath::Kind::kExited && death->code == 70;
+  if (refused) {
+    ++health_.confinement_refusals;
+    Lost(w, Outcome::kWorkerRefused, "worker could not confine itself (" + death->Describe() + ")" + w.session->StderrNote());
+    return;
+  }
+  if (death->kind == WorkerDeath::Kind::kExited) {
+    ++health_.crashes["exit " + std::to_string(death->code)];
+  } else {
+    std::string key = std::string("signal ") + SignalName(death->signal);
+    if (key == "signal signal") key += " " + std::to_string(death->signal);
+    ++health_.crashes[key];
+  }
+  Lost(w, Outcome::kWorkerCrashed, "worker " + death->Describe() + w.session->StderrNote());
+}
+
+}  // namespace basal

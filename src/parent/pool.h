@@ -1,0 +1,113 @@
+// The pool: worker processes from spawn to retirement. spawn -> welcome (checked) -> load (the
+// flow's source) -> idle <-> busy -> retired (by count, idle time, budget, eviction, cancel) or
+// dead (crash, SIGSYS, protocol violation, deadline). A worker is bound to one flow for life.
+// While a worker runs an activation, its frames go to the PoolOwner (the module).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "basal/health.h"
+#include "basal/module.h"
+#include "parent/loop/event_loop.h"
+#include "parent/platform/worker_launcher.h"
+#include "parent/session.h"
+#include "parent/welcome_check.h"
+
+namespace basal {
+
+struct Activation;
+
+struct PooledWorker {
+  enum class State { kWelcome, kLoading, kIdle, kBusy, kDead };
+  std::unique_ptr<WorkerSession> session;
+  FlowRef flow;
+  State state = State::kWelcome;
+  uint32_t activations = 0;
+  EventLoop::Clock::time_point idle_since;
+  std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement
+  Activation* activation = nullptr;          // the one it runs or is starting up for
+  bool watching_stdin = false;
+  pid_t pid() const { return session->pid(); }
+};
+
+class PoolOwner {
+ public:
+  virtual ~PoolOwner() = default;
+  // The worker loaded its flow and waits for `worker.activation` to be sent.
+  virtual void OnWorkerReady(PooledWorker& worker) = 0;
+  // A frame from a busy worker.
+  virtual void OnWorkerMessage(PooledWorker& worker, protocol::WorkerMessage& message) = 0;
+  // The worker is gone (killed by the pool or dead by itself) while it had an activation.
+  virtual void OnWorkerLost(PooledWorker& worker, ActivationResult result) = 0;
+  virtual void OnEvent(ModuleEvent event) = 0;
+};
+
+struct PoolOptions {
+  std::string worker_path;
+  std::vector<std::string> worker_args;
+  std::chrono::milliseconds welcome_timeout;
+  WelcomePolicy welcome_policy;
+  size_t max_workers;
+  uint32_t max_activations_per_worker;
+  std::chrono::milliseconds idle_retire;
+  uint64_t flow_memory_headroom_bytes;
+  uint64_t codemode_memory_headroom_bytes;
+};
+
+class Pool {
+ public:
+  Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, HealthSnapshot& health, PoolOwner& owner);
+  ~Pool();  // kills every worker
+
+  // An idle worker of `flow`, or nullptr.
+  PooledWorker* FindIdle(const Flow& flow);
+  // Room for one more worker? Evicts an idle worker of another flow if the cap is reached.
+  bool MakeRoom();
+  // Starts a worker for `activation` (it gets the activation once it has loaded). Null: the
+  // error says why (the caller fails the activation with spawn_failed).
+  Result<PooledWorker*> Spawn(const FlowRef& flow, Activation* activation);
+  // Sends a frame; if the worker's pipe is full the rest goes out when it drains.
+  void Send(PooledWorker& worker, std::string_view payload);
+  // The activation finished normally: idle again, or retired by count or `retire`.
+  void Release(PooledWorker& worker, std::optional<RetireReason> retire);
+  // Ends the process (never leaves one behind).
+  void Retire(PooledWorker& worker, RetireReason reason);
+  // Kills the worker for a reason the owner already reports (deadline, cancel, protocol).
+  void Kill(PooledWorker& worker);
+  // Kills the worker and reports the activation it had as a protocol violation.
+  void Violation(PooledWorker& worker, const std::string& what);
+  void RetireIdle(const Flow& flow, RetireReason reason);  // every idle worker of `flow`
+  void RetireAllIdle(RetireReason reason);
+  // Forgets dead workers (after the loop pass that killed them).
+  void Sweep();
+
+  size_t Live() const;
+  size_t Busy() const;
+  void Count(HealthSnapshot& snapshot) const;
+
+ private:
+  void OnReadable(PooledWorker& w);
+  void OnWritable(PooledWorker& w);
+  void OnExit(PooledWorker& w);
+  void OnFrame(PooledWorker& w, protocol::WorkerMessage& msg);
+  void OnWelcome(PooledWorker& w, const protocol::Welcome& welcome);
+  void WelcomeTimedOut(PooledWorker& w);
+  void MarkDead(PooledWorker& w);
+  void Lost(PooledWorker& w, Outcome outcome, std::string message);
+  void UpdateStdinWatch(PooledWorker& w);
+
+  PoolOptions options_;
+  EventLoop& loop_;
+  WorkerLauncher& launcher_;
+  HealthSnapshot& health_;
+  PoolOwner& owner_;
+  std::list<std::unique_ptr<PooledWorker>> workers_;
+};
+
+}  // namespace basal
