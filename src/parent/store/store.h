@@ -70,6 +70,9 @@ enum class CallState { kDecided, kStarted, kAnswered, kAbandoned, kUnknown };
 const char* CallStateName(CallState state);            // "decided", "started", ...
 std::optional<CallState> ParseCallState(std::string_view name);
 
+// EffectName (host_call.h) read back from the journal.
+std::optional<Effect> ParseEffect(std::string_view name);
+
 enum class Verdict { kAllow, kDeny, kNeedsApproval, kQuotaExceeded };
 const char* VerdictName(Verdict verdict);               // "allow", "deny", "needs_approval", "quota_exceeded"
 std::optional<Verdict> ParseVerdict(std::string_view name);
@@ -189,6 +192,9 @@ class Store {
   virtual JournalStore& journal() = 0;
   virtual KvStore& kv() = 0;
   virtual JournalReader& reader() = 0;  // reads on the writer's connection (sees the open batch)
+  // This journal's identity: 32 hex digits drawn at random when the journal was created (or
+  // migrated from schema 1), never changed. Idempotency keys are "<journal id>:<activation>:<call>".
+  virtual std::string journal_id() const = 0;
   // Strips the backend's own location from an error message meant for a flow (it must not learn
   // where the parent keeps its data).
   virtual std::string ForFlow(const Error& error) const = 0;
