@@ -1,4 +1,8 @@
-// How hard the journal works to keep a commit: one enum for the whole project.
+// How durable a committed journal batch is: the one durability setting of basal (the module's
+// options, the CLI's --durability, and every store backend read this enum).
+//
+//   auto d = basal::ParseDurability("full");   // Result<Durability>
+//   options.durability = *d;
 #pragma once
 
 #include <string_view>
@@ -8,8 +12,8 @@
 namespace basal {
 
 enum class Durability {
-  kNormal,  // WAL, synchronous=NORMAL: every commit survives a crash of the parent process (default)
-  kFull,    // WAL, synchronous=FULL: also survives power loss or an OS crash
+  kNormal,  // SQLite: WAL + synchronous=NORMAL: every committed batch survives a crash of the parent process
+  kFull,    // SQLite: WAL + synchronous=FULL: also survives power loss / an OS crash
 };
 const char* DurabilityName(Durability durability);  // "normal" / "full"
 // Accepts exactly "normal" or "full"; the error (kInvalidArgument) names the bad value and the choices.

@@ -42,15 +42,6 @@ void Deliver(const std::shared_ptr<HostCallReply::Slot>& slot, bool ok, Json val
 
 }  // namespace
 
-const char* EffectName(Effect effect) {
-  switch (effect) {
-    case Effect::kPure: return "pure";
-    case Effect::kIdempotent: return "idempotent";
-    case Effect::kExternal: return "external";
-  }
-  return "unknown";
-}
-
 void HostCallReply::Ok(Json value) { Deliver(slot_, true, std::move(value), "", ""); }
 void HostCallReply::Error(std::string name, std::string message) {
   Deliver(slot_, false, nullptr, std::move(name), std::move(message));

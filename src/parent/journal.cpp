@@ -198,22 +198,7 @@ ActivationRow ReadActivation(sqlite3_stmt* s) {
 
 }  // namespace
 
-const char* DurabilityName(Durability durability) {
-  switch (durability) {
-    case Durability::kNormal: return "normal";
-    case Durability::kFull: return "full";
-  }
-  return "?";
-}
-
-Result<Durability> ParseDurability(std::string_view text) {
-  if (text == "normal") return Durability::kNormal;
-  if (text == "full") return Durability::kFull;
-  return MakeError(ErrorCode::kInvalidArgument,
-                   "journal durability \"" + std::string(text) +
-                       "\" is not known; choose \"normal\" (survives a crash of the parent process) "
-                       "or \"full\" (also survives power loss)");
-}
+// DurabilityName and ParseDurability: src/parent/store/store.cpp.
 
 // Every statement the journal runs after Open, prepared once.
 struct Journal::Statements {

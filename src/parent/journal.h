@@ -27,19 +27,12 @@
 #include <string_view>
 #include <vector>
 
+#include "basal/durability.h"
 #include "basal/result.h"
 
 struct sqlite3;
 
 namespace basal {
-
-enum class Durability {
-  kNormal,  // WAL + synchronous=NORMAL: every committed batch survives a crash of the parent process
-  kFull,    // WAL + synchronous=FULL: also survives power loss / OS crash
-};
-const char* DurabilityName(Durability durability);  // "normal" / "full"
-// Accepts exactly "normal" or "full"; the error (kInvalidArgument) names the bad value and the choices.
-Result<Durability> ParseDurability(std::string_view text);
 
 struct ActivationStart {
   std::string flow;           // flow name (e.g. the script's file name)

@@ -70,6 +70,9 @@ enum class CallState { kDecided, kStarted, kAnswered, kAbandoned, kUnknown };
 const char* CallStateName(CallState state);            // "decided", "started", ...
 std::optional<CallState> ParseCallState(std::string_view name);
 
+// EffectName (host_call.h) read back from the journal.
+std::optional<Effect> ParseEffect(std::string_view name);
+
 enum class Verdict { kAllow, kDeny, kNeedsApproval, kQuotaExceeded };
 const char* VerdictName(Verdict verdict);               // "allow", "deny", "needs_approval", "quota_exceeded"
 std::optional<Verdict> ParseVerdict(std::string_view name);

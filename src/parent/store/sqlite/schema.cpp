@@ -1,0 +1,262 @@
+// Schema version 2, creation, and the migration from version 1 (see schema.h, docs/journal.md).
+#include "parent/store/sqlite/schema.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "parent/store/sqlite/sqlite_support.h"
+
+namespace basal::sqlite {
+namespace {
+
+// The calls table of version 2, under a given name (the migration builds it beside the old one).
+// verdict, effect and state hold the names of store.h's enums; end_us is NULL until it ends.
+std::string CallsTableSql(std::string_view name) {
+  return "CREATE TABLE " + std::string(name) + R"sql((
+  seq           INTEGER PRIMARY KEY,
+  activation_id INTEGER NOT NULL REFERENCES activations(id),
+  call_id       INTEGER NOT NULL,
+  name          TEXT NOT NULL,
+  args          TEXT NOT NULL,
+  verdict       TEXT NOT NULL CHECK (verdict IN ('allow', 'deny', 'needs_approval', 'quota_exceeded')),
+  rule          TEXT NOT NULL,
+  reason        TEXT NOT NULL CHECK (reason <> ''),
+  effect        TEXT NOT NULL CHECK (effect IN ('pure', 'idempotent', 'external')),
+  state         TEXT NOT NULL CHECK (state IN ('decided', 'started', 'answered', 'abandoned', 'unknown')),
+  result        TEXT,
+  error         TEXT,
+  start_us      INTEGER NOT NULL,
+  end_us        INTEGER,
+  UNIQUE (activation_id, call_id)
+);
+)sql";
+}
+
+// Owner columns come last so a migrated table (ALTER TABLE ADD COLUMN) and a new one match.
+constexpr const char* kCreateActivationsAndKv = R"sql(
+CREATE TABLE activations(
+  id                INTEGER PRIMARY KEY,
+  flow              TEXT NOT NULL,
+  source_hash       TEXT NOT NULL,
+  manifest_hash     TEXT NOT NULL,
+  input             TEXT NOT NULL,
+  start_us          INTEGER NOT NULL,
+  end_us            INTEGER,
+  outcome           TEXT,
+  result            TEXT,
+  error             TEXT,
+  cpu_us            INTEGER,
+  owner_host        TEXT NOT NULL DEFAULT '',
+  owner_pid         INTEGER NOT NULL DEFAULT 0,
+  owner_start_ticks INTEGER NOT NULL DEFAULT 0,
+  lease_until_us    INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE kv(
+  namespace TEXT NOT NULL,
+  key       TEXT NOT NULL,
+  value     TEXT NOT NULL,
+  PRIMARY KEY (namespace, key)
+) WITHOUT ROWID;
+)sql";
+
+// Shared by creation and migration: the index recovery and RenewLeases read (only unfinished
+// activations are in it, so it stays small), and the meta table.
+constexpr const char* kCreateCommon = R"sql(
+CREATE INDEX activations_unfinished ON activations(owner_host, owner_pid, owner_start_ticks)
+  WHERE outcome IS NULL;
+CREATE TABLE meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+)sql";
+
+// Version 1 rows have no effect class; the built-ins are known, anything else gets the safe
+// default of a spec (external).
+constexpr const char* kV1EffectSql =
+    "CASE WHEN name IN ('log', 'kv.get', 'kv.list') THEN 'pure' "
+    "WHEN name IN ('kv.put', 'kv.delete') THEN 'idempotent' ELSE 'external' END";
+
+constexpr const char* kV1VerdictSql = "CASE allowed WHEN 1 THEN 'allow' ELSE 'deny' END";
+
+std::string MigrateFromV1Sql() {
+  return std::string(R"sql(
+ALTER TABLE activations ADD COLUMN owner_host TEXT NOT NULL DEFAULT '';
+ALTER TABLE activations ADD COLUMN owner_pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE activations ADD COLUMN owner_start_ticks INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE activations ADD COLUMN lease_until_us INTEGER NOT NULL DEFAULT 0;
+)sql") + CallsTableSql("calls_v2") +
+         "INSERT INTO calls_v2(seq, activation_id, call_id, name, args, verdict, rule, reason, effect, state, "
+         "result, error, start_us, end_us) SELECT seq, activation_id, call_id, name, args, " +
+         kV1VerdictSql + ", reason, reason, " + kV1EffectSql +
+         ", 'answered', result, error, start_us, end_us FROM calls ORDER BY seq;\n"
+         "DROP TABLE calls;\n"
+         "ALTER TABLE calls_v2 RENAME TO calls;\n" +
+         kCreateCommon;
+}
+
+Result<void> Exec(sqlite3* db, const std::string& path, const std::string& sql, std::string_view what) {
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return DbError(path, db, rc, what);
+  return Ok();
+}
+
+Result<void> InsertJournalId(sqlite3* db, const std::string& path) {
+  Stmt stmt;
+  int rc = Prepare(db, "INSERT INTO meta(key, value) VALUES('journal_id', ?)", &stmt);
+  const std::string id = NewJournalId();
+  if (rc == SQLITE_OK) rc = Binder(stmt.get()).Text(id).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(stmt.get());
+  if (rc != SQLITE_DONE) return DbError(path, db, rc, "cannot record the journal id");
+  return Ok();
+}
+
+// Inside BEGIN IMMEDIATE: creates or migrates, as the header (read under the lock) says.
+Result<void> CreateOrMigrateLocked(sqlite3* db, const std::string& path) {
+  Header h;
+  const int rc = ReadHeader(db, &h);
+  if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot re-read the database header");
+  if (auto known = CheckHeader(path, h); !known) return known;
+  const std::string mark = "PRAGMA application_id=" + std::to_string(kApplicationId) +
+                           ";PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";";
+  if (h.empty()) {
+    if (auto r = Exec(db, path, kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon, "cannot create the schema");
+        !r)
+      return r;
+  } else if (h.user_version == 1) {
+    if (auto r = Exec(db, path, MigrateFromV1Sql(), "cannot migrate the journal from schema version 1"); !r) return r;
+  } else {
+    return Ok();  // another process created or migrated it while we waited for the lock
+  }
+  if (auto r = InsertJournalId(db, path); !r) return r;
+  return Exec(db, path, mark, "cannot mark the file as a basal journal");
+}
+
+}  // namespace
+
+int ReadHeader(sqlite3* db, Header* header) {
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT (SELECT application_id FROM pragma_application_id()), "
+                              "(SELECT user_version FROM pragma_user_version()), "
+                              "(SELECT count(*) FROM sqlite_master)",
+                              -1, &raw, nullptr);
+  if (rc != SQLITE_OK) return rc;
+  Stmt stmt(raw);
+  rc = sqlite3_step(raw);
+  if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? SQLITE_ERROR : rc;
+  header->application_id = sqlite3_column_int64(raw, 0);
+  header->user_version = sqlite3_column_int64(raw, 1);
+  header->objects = sqlite3_column_int64(raw, 2);
+  return SQLITE_OK;
+}
+
+Result<void> CheckHeader(const std::string& path, const Header& h) {
+  if (h.empty()) return Ok();
+  if (h.application_id != kApplicationId) {
+    return JournalError(ErrorCode::kDatabase, path,
+                        "is an SQLite database but not a basal journal (application_id " +
+                            std::to_string(h.application_id) + ", " + std::to_string(h.objects) +
+                            " schema objects); it was left unchanged: choose another --db");
+  }
+  if (h.user_version > kSchemaVersion) {
+    return JournalError(ErrorCode::kDatabase, path,
+                        "was written by a newer basal (schema version " + std::to_string(h.user_version) +
+                            ", this basal knows up to " + std::to_string(kSchemaVersion) +
+                            "); upgrade basal or choose another --db");
+  }
+  if (h.user_version < kOldestReadableSchemaVersion) {
+    return JournalError(ErrorCode::kDatabase, path,
+                        "is marked as a basal journal but has no schema version (" + std::to_string(h.user_version) +
+                            "); it is damaged: move it aside");
+  }
+  return Ok();
+}
+
+Result<void> InitializeForWriting(sqlite3* db, const std::string& path, Durability durability) {
+  Header h;
+  int rc = RetryWhileBusy([&] { return ReadHeader(db, &h); });
+  if ((rc & 0xff) == SQLITE_NOTADB) {
+    return DbError(path, db, rc, "is not an SQLite database",
+                   "point --db at a basal journal or at a file that does not exist yet");
+  }
+  if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot read the database header");
+  if (auto known = CheckHeader(path, h); !known) return known;
+
+  // Switching a new file to WAL needs an exclusive lock that SQLite does not wait for through the
+  // busy handler when other processes are opening the same new file: retry with a backoff.
+  std::string mode;
+  rc = RetryWhileBusy([&] { return QueryText(db, "PRAGMA journal_mode=WAL", &mode); });
+  if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot switch to WAL mode");
+  if (mode != "wal") {
+    return JournalError(ErrorCode::kDatabase, path,
+                        "SQLite refused WAL mode (journal_mode is \"" + mode + "\"); use a file on a local file system");
+  }
+  const char* sync_sql = durability == Durability::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+  rc = sqlite3_exec(db, sync_sql, nullptr, nullptr, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, "PRAGMA foreign_keys=ON", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot apply connection settings");
+
+  if (!h.empty() && h.user_version == kSchemaVersion) return Ok();
+  rc = RetryWhileBusy([&] { return sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr); });
+  if (rc != SQLITE_OK) return DbError(path, db, rc, h.empty() ? "cannot start creating the schema"
+                                                               : "cannot start migrating the schema");
+  Result<void> made = CreateOrMigrateLocked(db, path);
+  if (made) {
+    rc = RetryWhileBusy([&] { return sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); });
+    if (rc != SQLITE_OK) made = DbError(path, db, rc, "cannot commit the new schema");
+  }
+  if (!made && sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  return made;
+}
+
+Result<std::string> ReadJournalId(sqlite3* db, const std::string& path) {
+  std::string id;
+  const int rc = QueryText(db, "SELECT value FROM meta WHERE key='journal_id'", &id);
+  if (rc != SQLITE_OK || id.empty()) {
+    return DbError(path, db, rc == SQLITE_OK ? SQLITE_CORRUPT : rc, "cannot read the journal id",
+                   "the meta table lacks it: the file was changed by hand; move it aside");
+  }
+  return id;
+}
+
+std::string NewJournalId() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::abort();  // no entropy source at all: nothing sensible to continue with
+    }
+    got += static_cast<size_t>(n);
+  }
+  std::string hex;
+  char buf[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(buf, sizeof buf, "%02x", b);
+    hex += buf;
+  }
+  return hex;
+}
+
+std::string ActivationSelectSql(int64_t schema_version) {
+  const std::string owner =
+      schema_version >= 2 ? "owner_host, owner_pid, owner_start_ticks, lease_until_us" : "'', 0, 0, 0";
+  return "SELECT id, flow, source_hash, manifest_hash, input, start_us, end_us, outcome, result, error, cpu_us, " +
+         owner + " FROM activations";
+}
+
+std::string CallSelectSql(int64_t schema_version) {
+  if (schema_version >= 2) {
+    return "SELECT activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
+           "start_us, end_us FROM calls";
+  }
+  return std::string("SELECT activation_id, call_id, name, args, ") + kV1VerdictSql + ", reason, reason, " +
+         kV1EffectSql + ", 'answered', result, error, start_us, end_us FROM calls";
+}
+
+}  // namespace basal::sqlite

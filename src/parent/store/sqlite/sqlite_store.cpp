@@ -1,0 +1,468 @@
+// The SQLite store: journal, kv and reader on one connection and one batch (see sqlite_store.h).
+#include "parent/store/sqlite/sqlite_store.h"
+
+#include <filesystem>
+#include <string_view>
+#include <utility>
+
+#include "parent/store/owner.h"
+#include "parent/store/sqlite/checkpointer.h"
+#include "parent/store/sqlite/files.h"
+#include "parent/store/sqlite/read_queries.h"
+#include "parent/store/sqlite/schema.h"
+#include "parent/store/sqlite/sqlite_support.h"
+
+namespace basal {
+namespace {
+
+using sqlite::Binder;
+using sqlite::DbError;
+using sqlite::JournalError;
+using sqlite::Stmt;
+using sqlite::Use;
+
+// Text bound as NULL when empty (an absent result or error).
+struct OrNull {
+  std::string_view text;
+};
+
+void BindOne(Binder& b, const std::string& v) { b.Text(v); }
+void BindOne(Binder& b, const char* v) { b.Text(v); }
+void BindOne(Binder& b, OrNull v) { b.TextOrNull(v.text); }
+void BindOne(Binder& b, int64_t v) { b.Int(v); }
+void BindOne(Binder& b, const std::optional<int64_t>& v) { b.IntOrNull(v); }
+
+// The states a call record may move to `to` from (store.h: CallState). A late answer may still be
+// written into an abandoned record, so abandoned -> abandoned is a move too.
+std::vector<const char*> AllowedFrom(CallState to) {
+  switch (to) {
+    case CallState::kDecided: return {};
+    case CallState::kStarted: return {"decided"};
+    case CallState::kAnswered: return {"decided", "started"};
+    case CallState::kAbandoned: return {"decided", "started", "abandoned"};
+    case CallState::kUnknown: return {"started"};
+  }
+  return {};
+}
+
+class SqliteStore final : public Store, public JournalStore, public KvStore, public JournalReader {
+ public:
+  explicit SqliteStore(std::string path) : path_(std::move(path)) {}
+  ~SqliteStore() override {
+    checkpointer_.reset();  // joins its thread and closes its connection first
+    if (db_ != nullptr && sqlite3_get_autocommit(db_) == 0) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    stmts_.reset();  // statements must be finalized before the connection closes
+    reads_.Finalize();
+    if (db_ != nullptr) sqlite3_close_v2(db_);
+  }
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+
+  Result<void> Open(Durability durability);
+  Result<SqliteSettings> Settings();
+
+  // Store
+  JournalStore& journal() override { return *this; }
+  KvStore& kv() override { return *this; }
+  JournalReader& reader() override { return *this; }
+  std::string journal_id() const override { return journal_id_; }
+  std::string ForFlow(const Error& error) const override;
+
+  // JournalStore
+  Result<int64_t> BeginActivation(const ActivationStart& start) override;
+  Result<void> RecordCall(const CallRecord& call) override;
+  Result<void> UpdateCall(const CallUpdate& update) override;
+  Result<void> EndActivation(const ActivationEnd& end) override;
+  Result<void> RenewLeases(const ActivationOwner& owner, int64_t until_unix_us) override;
+  Result<RecoveryReport> RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) override;
+  Result<void> Commit() override;
+  bool HasPendingBatch() const override { return batch_open_; }
+  Result<void> Rollback() override;
+
+  // KvStore
+  Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) override;
+  Result<void> Put(const std::string& ns, const std::string& key, const std::string& value_json) override;
+  Result<bool> Delete(const std::string& ns, const std::string& key) override;
+  Result<std::vector<KvEntry>> List(const std::string& ns, const std::string& prefix, size_t limit) override;
+
+  // JournalReader
+  Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t limit) override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.Activations(id, limit);
+  }
+  Result<std::vector<CallRow>> Calls(int64_t activation_id) override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.Calls(activation_id);
+  }
+
+ private:
+  struct Statements {
+    Stmt begin, commit, rollback;
+    Stmt insert_activation, end_activation, renew_leases, unfinished;
+    Stmt insert_call, update_call, call_state, calls_to_state;
+    Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open;
+  };
+
+  Result<void> Prepare();
+  Result<void> BeginBatchIfNone();
+  Result<void> CheckBatchUsable();
+  void NoteWriteFailure();
+
+  // The one write path: joins (or opens) the batch, binds `args` in order, steps once. On failure
+  // it notes whether SQLite dropped the batch and names the file, SQLite's code and `what()`.
+  // Returns the number of rows changed.
+  template <typename What, typename... Args>
+  Result<int> Write(const Stmt& stmt, What&& what, const Args&... args) {
+    if (auto r = BeginBatchIfNone(); !r) return r.error();
+    Use use(stmt);
+    Binder binder(use.get());
+    (BindOne(binder, args), ...);
+    int rc = binder.rc();
+    if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+    if (rc != SQLITE_DONE) {
+      NoteWriteFailure();
+      return DbError(path_, db_, rc, what());
+    }
+    return sqlite3_changes(db_);
+  }
+
+  const std::string path_;
+  sqlite3* db_ = nullptr;
+  std::string journal_id_;
+  std::unique_ptr<Statements> stmts_;
+  sqlite::ReadQueries reads_;
+  std::unique_ptr<sqlite::Checkpointer> checkpointer_;  // null when SQLite is built without threads
+  bool batch_open_ = false;  // we issued BEGIN and have not committed or rolled back
+  bool batch_lost_ = false;  // SQLite rolled the open batch back on its own; Rollback() clears
+};
+
+Result<void> SqliteStore::Open(Durability durability) {
+  if (auto made = sqlite::CreatePrivateFileIfMissing(path_); !made) return made.error();
+  // No SQLITE_OPEN_CREATE: the file exists now (owner-only) unless its directory does not.
+  int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string advice = sqlite::AdviceFor(rc);
+    std::filesystem::path dir = std::filesystem::path(path_).parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    if ((rc & 0xff) == SQLITE_CANTOPEN && !std::filesystem::is_directory(dir, ec)) {
+      advice = "directory " + dir.string() + " does not exist; create it or choose another --db";
+    }
+    Error error = DbError(path_, db_, rc, "cannot open", advice);
+    error.code = ErrorCode::kIo;
+    return error;  // the destructor closes the handle sqlite3_open_v2 may have left
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, sqlite::kBusyTimeoutMs);
+  if (auto r = sqlite::InitializeForWriting(db_, path_, durability); !r) return r;
+  auto id = sqlite::ReadJournalId(db_, path_);
+  if (!id) return id.error();
+  journal_id_ = std::move(*id);
+  if (auto r = Prepare(); !r) return r;
+  if (auto r = reads_.Prepare(db_, path_, sqlite::kSchemaVersion); !r) return r;
+  if (sqlite3_threadsafe() != 0) checkpointer_ = std::make_unique<sqlite::Checkpointer>(path_);
+  // Replaces SQLite's automatic checkpoint (which would run inside the commit).
+  sqlite3_wal_hook(db_, &sqlite::Checkpointer::OnWalCommit, checkpointer_.get());
+  return Ok();
+}
+
+Result<void> SqliteStore::Prepare() {
+  auto s = std::make_unique<Statements>();
+  const struct {
+    Stmt* stmt;
+    std::string sql;
+  } rows[] = {
+      {&s->begin, "BEGIN IMMEDIATE"},
+      {&s->commit, "COMMIT"},
+      {&s->rollback, "ROLLBACK"},
+      {&s->insert_activation,
+       "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
+       "owner_start_ticks, lease_until_us) VALUES(?,?,?,?,?,?,?,?,?)"},
+      {&s->end_activation,
+       "UPDATE activations SET end_us=?, outcome=?, result=?, error=?, cpu_us=? WHERE id=? AND outcome IS NULL"},
+      {&s->renew_leases,
+       "UPDATE activations SET lease_until_us=? "
+       "WHERE outcome IS NULL AND owner_host=? AND owner_pid=? AND owner_start_ticks=?"},
+      {&s->unfinished, sqlite::ActivationSelectSql(sqlite::kSchemaVersion) + " WHERE outcome IS NULL ORDER BY id"},
+      {&s->insert_call,
+       "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
+       "start_us, end_us) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+      {&s->update_call,
+       "UPDATE calls SET state=?, result=coalesce(?, result), error=coalesce(?, error), end_us=coalesce(?, end_us) "
+       "WHERE activation_id=? AND call_id=? AND state IN (?,?,?)"},
+      {&s->call_state, "SELECT state FROM calls WHERE activation_id=? AND call_id=?"},
+      {&s->calls_to_state,
+       "UPDATE calls SET state=?, error=coalesce(error, ?), end_us=coalesce(end_us, ?) "
+       "WHERE activation_id=? AND state=?"},
+      {&s->kv_get, "SELECT value FROM kv WHERE namespace=? AND key=?"},
+      {&s->kv_put,
+       "INSERT INTO kv(namespace, key, value) VALUES(?,?,?) "
+       "ON CONFLICT(namespace, key) DO UPDATE SET value=excluded.value"},
+      {&s->kv_delete, "DELETE FROM kv WHERE namespace=? AND key=?"},
+      {&s->kv_list_bounded, "SELECT key, value FROM kv WHERE namespace=? AND key>=? AND key<? ORDER BY key LIMIT ?"},
+      {&s->kv_list_open, "SELECT key, value FROM kv WHERE namespace=? AND key>=? ORDER BY key LIMIT ?"},
+  };
+  for (const auto& row : rows) {
+    const int rc = sqlite::Prepare(db_, row.sql, row.stmt);
+    if (rc != SQLITE_OK) return DbError(path_, db_, rc, "cannot prepare \"" + row.sql + "\"");
+  }
+  stmts_ = std::move(s);
+  return Ok();
+}
+
+Result<SqliteSettings> SqliteStore::Settings() {
+  SqliteSettings settings;
+  int64_t synchronous = 0, busy = 0, version = 0, fk = 0;
+  int rc = sqlite::QueryText(db_, "PRAGMA journal_mode", &settings.journal_mode);
+  if (rc == SQLITE_OK) rc = sqlite::QueryInt(db_, "PRAGMA synchronous", &synchronous);
+  if (rc == SQLITE_OK) rc = sqlite::QueryInt(db_, "PRAGMA busy_timeout", &busy);
+  if (rc == SQLITE_OK) rc = sqlite::QueryInt(db_, "PRAGMA user_version", &version);
+  if (rc == SQLITE_OK) rc = sqlite::QueryInt(db_, "PRAGMA foreign_keys", &fk);
+  if (rc != SQLITE_OK) return DbError(path_, db_, rc, "cannot read the connection settings");
+  settings.synchronous = static_cast<int>(synchronous);
+  settings.busy_timeout_ms = static_cast<int>(busy);
+  settings.schema_version = static_cast<int>(version);
+  settings.foreign_keys = fk != 0;
+  return settings;
+}
+
+std::string SqliteStore::ForFlow(const Error& error) const {
+  std::string message = error.message;
+  const std::string prefix = "journal " + path_ + ": ";
+  if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+  for (size_t at = message.find(path_); !path_.empty() && at != std::string::npos; at = message.find(path_, at)) {
+    message.replace(at, path_.size(), "the journal");
+  }
+  return message;
+}
+
+Result<void> SqliteStore::CheckBatchUsable() {
+  if (batch_open_ && !batch_lost_ && sqlite3_get_autocommit(db_) != 0) batch_lost_ = true;
+  if (batch_lost_) {
+    return JournalError(ErrorCode::kDatabase, path_,
+                        "the open batch was rolled back by SQLite after an earlier error; call Rollback() and fail "
+                        "every answer that depended on the batch");
+  }
+  return Ok();
+}
+
+Result<void> SqliteStore::BeginBatchIfNone() {
+  if (auto r = CheckBatchUsable(); !r) return r;
+  if (batch_open_) return Ok();
+  Use use(stmts_->begin);
+  const int rc = sqlite3_step(use.get());
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot start a batch");
+  batch_open_ = true;
+  return Ok();
+}
+
+void SqliteStore::NoteWriteFailure() {
+  // A failed statement (constraint, too big) undoes only itself; disk full, I/O errors and
+  // out-of-memory can make SQLite roll back the whole transaction.
+  if (batch_open_ && sqlite3_get_autocommit(db_) != 0) batch_lost_ = true;
+}
+
+Result<void> SqliteStore::Commit() {
+  if (auto r = CheckBatchUsable(); !r) return r;
+  if (!batch_open_) return Ok();
+  Use use(stmts_->commit);
+  const int rc = sqlite3_step(use.get());
+  if (rc != SQLITE_DONE) {
+    NoteWriteFailure();
+    return DbError(path_, db_, rc, "cannot commit the batch",
+                   std::string(sqlite::AdviceFor(rc)) + "; call Rollback() and answer nothing from this batch");
+  }
+  batch_open_ = false;
+  return Ok();
+}
+
+Result<void> SqliteStore::Rollback() {
+  batch_open_ = false;
+  batch_lost_ = false;
+  if (sqlite3_get_autocommit(db_) != 0) return Ok();  // nothing open, or SQLite already rolled back
+  Use use(stmts_->rollback);
+  const int rc = sqlite3_step(use.get());
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot roll back the batch");
+  return Ok();
+}
+
+Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
+  auto written = Write(
+      stmts_->insert_activation, [&] { return "cannot record the start of an activation of flow " + a.flow; }, a.flow,
+      a.source_hash, a.manifest_hash, a.input_json, a.start_unix_us, a.owner.host, a.owner.pid, a.owner.start_ticks,
+      a.lease_until_unix_us);
+  if (!written) return written.error();
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Result<void> SqliteStore::RecordCall(const CallRecord& c) {
+  auto written = Write(
+      stmts_->insert_call,
+      [&] {
+        return "cannot record host call " + c.name + " (call id " + std::to_string(c.call_id) + ") of activation " +
+               std::to_string(c.activation_id);
+      },
+      c.activation_id, c.call_id, c.name, c.args_json, VerdictName(c.decision.verdict), c.decision.rule,
+      c.decision.reason, EffectName(c.effect), CallStateName(c.state), OrNull{c.result_json}, OrNull{c.error_json},
+      c.start_unix_us, c.end_unix_us);
+  if (!written) return written.error();
+  return Ok();
+}
+
+Result<void> SqliteStore::UpdateCall(const CallUpdate& u) {
+  const std::vector<const char*> from = AllowedFrom(u.state);
+  auto what = [&] {
+    return "cannot move host call " + std::to_string(u.call_id) + " of activation " +
+           std::to_string(u.activation_id) + " to " + CallStateName(u.state);
+  };
+  auto from_at = [&](size_t i) { return from.empty() ? "" : from[std::min(i, from.size() - 1)]; };
+  auto changed = Write(stmts_->update_call, what, CallStateName(u.state), OrNull{u.result_json},
+                       OrNull{u.error_json}, u.end_unix_us, u.activation_id, u.call_id, from_at(0), from_at(1),
+                       from_at(2));
+  if (!changed) return changed.error();
+  if (*changed == 1) return Ok();
+  Use use(stmts_->call_state);
+  int rc = Binder(use.get()).Int(u.activation_id).Int(u.call_id).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) {
+    return JournalError(ErrorCode::kInternal, path_,
+                        "host call " + std::to_string(u.call_id) + " of activation " +
+                            std::to_string(u.activation_id) + " is " + sqlite::ColumnText(use.get(), 0) +
+                            " and cannot become " + CallStateName(u.state) + " (a bug in the caller)");
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, what());
+  return JournalError(ErrorCode::kNotFound, path_,
+                      "has no record of host call " + std::to_string(u.call_id) + " of activation " +
+                          std::to_string(u.activation_id) + " (a bug in the caller)");
+}
+
+Result<void> SqliteStore::EndActivation(const ActivationEnd& e) {
+  auto changed = Write(
+      stmts_->end_activation, [&] { return "cannot record the end of activation " + std::to_string(e.activation_id); },
+      e.end_unix_us, OutcomeName(e.outcome), OrNull{e.result_json}, OrNull{e.error_json}, e.cpu_us, e.activation_id);
+  if (!changed) return changed.error();
+  if (*changed != 1) {
+    return JournalError(ErrorCode::kNotFound, path_,
+                        "no unfinished activation " + std::to_string(e.activation_id) +
+                            " to end (unknown id, or already ended); a bug in the caller");
+  }
+  return Ok();
+}
+
+Result<void> SqliteStore::RenewLeases(const ActivationOwner& o, int64_t until_unix_us) {
+  auto changed = Write(
+      stmts_->renew_leases, [&] { return "cannot renew the leases of pid " + std::to_string(o.pid); }, until_unix_us,
+      o.host, o.pid, o.start_ticks);
+  if (!changed) return changed.error();
+  return Ok();
+}
+
+Result<RecoveryReport> SqliteStore::RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) {
+  if (auto r = Commit(); !r) return r.error();
+  // Under the write lock from the first read, so two parents recovering at once close each
+  // activation once.
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  std::vector<ActivationRow> gone;
+  {
+    Use use(stmts_->unfinished);
+    int rc;
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
+      ActivationRow row = sqlite::ReadActivationRow(use.get());
+      if (OwnerIsGone(row.owner, row.lease_until_unix_us, self, now_unix_us)) gone.push_back(std::move(row));
+    }
+    if (rc != SQLITE_DONE) {
+      Error error = DbError(path_, db_, rc, "cannot read the unfinished activations");
+      (void)Rollback();
+      return error;
+    }
+  }
+  RecoveryReport report;
+  const std::string unknown_error = UnknownCallErrorJson();
+  const std::string abandoned_error = AbandonedCallErrorJson();
+  for (const ActivationRow& a : gone) {
+    const std::string error = AbandonedActivationErrorJson(a.owner, self, now_unix_us);
+    const std::string id = std::to_string(a.id);
+    auto ended = Write(
+        stmts_->end_activation, [&] { return "cannot close abandoned activation " + id; }, now_unix_us,
+        OutcomeName(Outcome::kAbandoned), OrNull{}, error, int64_t{0}, a.id);
+    auto unknown = ended ? Write(
+                               stmts_->calls_to_state, [&] { return "cannot close the calls of activation " + id; },
+                               "unknown", unknown_error, now_unix_us, a.id, "started")
+                         : Result<int>(ended.error());
+    auto abandoned = unknown ? Write(
+                                   stmts_->calls_to_state, [&] { return "cannot close the calls of activation " + id; },
+                                   "abandoned", abandoned_error, now_unix_us, a.id, "decided")
+                             : Result<int>(unknown.error());
+    if (!abandoned) {
+      (void)Rollback();
+      return abandoned.error();
+    }
+    if (*ended == 1) report.abandoned_activations.push_back(a.id);
+    report.unknown_calls += static_cast<size_t>(*unknown);
+    report.abandoned_calls += static_cast<size_t>(*abandoned);
+  }
+  if (auto r = Commit(); !r) {
+    (void)Rollback();
+    return r.error();
+  }
+  return report;
+}
+
+Result<std::optional<std::string>> SqliteStore::Get(const std::string& ns, const std::string& key) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->kv_get);
+  int rc = Binder(use.get()).Text(ns).Text(key).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return std::optional<std::string>(sqlite::ColumnText(use.get(), 0));
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  return DbError(path_, db_, rc, "cannot read kv key in namespace " + ns);
+}
+
+Result<void> SqliteStore::Put(const std::string& ns, const std::string& key, const std::string& value_json) {
+  auto written = Write(stmts_->kv_put, [&] { return "cannot write kv key in namespace " + ns; }, ns, key, value_json);
+  if (!written) return written.error();
+  return Ok();
+}
+
+Result<bool> SqliteStore::Delete(const std::string& ns, const std::string& key) {
+  auto changed = Write(stmts_->kv_delete, [&] { return "cannot delete kv key in namespace " + ns; }, ns, key);
+  if (!changed) return changed.error();
+  return *changed > 0;
+}
+
+Result<std::vector<KvEntry>> SqliteStore::List(const std::string& ns, const std::string& prefix, size_t limit) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  std::vector<KvEntry> entries;
+  if (limit == 0) return entries;
+  // A byte range, not LIKE/GLOB: no wildcard in a key can widen the match, and the primary key
+  // index serves it directly.
+  const std::optional<std::string> upper = sqlite::PrefixSuccessor(prefix);
+  Use use(upper ? stmts_->kv_list_bounded : stmts_->kv_list_open);
+  Binder bind(use.get());
+  bind.Text(ns).Text(prefix);
+  if (upper) bind.Text(*upper);
+  int rc = bind.Int(sqlite::LimitParam(limit)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
+      entries.push_back(KvEntry{sqlite::ColumnText(use.get(), 0), sqlite::ColumnText(use.get(), 1)});
+    }
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot list kv keys in namespace " + ns);
+  return entries;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& options) {
+  auto store = std::make_unique<SqliteStore>(options.path);
+  if (auto r = store->Open(options.durability); !r) return r.error();
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+Result<SqliteSettings> ReadSqliteSettings(Store& store) {
+  auto* sqlite_store = dynamic_cast<SqliteStore*>(&store);
+  if (sqlite_store == nullptr) return MakeError(ErrorCode::kInvalidArgument, "not a SQLite store");
+  return sqlite_store->Settings();
+}
+
+}  // namespace basal

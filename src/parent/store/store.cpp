@@ -1,0 +1,76 @@
+// The names the store writes for its enums, and durability (see store.h, basal/durability.h).
+#include "parent/store/store.h"
+
+#include <string>
+
+#include "basal/durability.h"
+
+namespace basal {
+
+const char* EffectName(Effect effect) {
+  switch (effect) {
+    case Effect::kPure: return "pure";
+    case Effect::kIdempotent: return "idempotent";
+    case Effect::kExternal: return "external";
+  }
+  return "external";
+}
+
+std::optional<Effect> ParseEffect(std::string_view name) {
+  for (Effect e : {Effect::kPure, Effect::kIdempotent, Effect::kExternal})
+    if (name == EffectName(e)) return e;
+  return std::nullopt;
+}
+
+const char* CallStateName(CallState state) {
+  switch (state) {
+    case CallState::kDecided: return "decided";
+    case CallState::kStarted: return "started";
+    case CallState::kAnswered: return "answered";
+    case CallState::kAbandoned: return "abandoned";
+    case CallState::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+std::optional<CallState> ParseCallState(std::string_view name) {
+  for (CallState s : {CallState::kDecided, CallState::kStarted, CallState::kAnswered, CallState::kAbandoned,
+                      CallState::kUnknown})
+    if (name == CallStateName(s)) return s;
+  return std::nullopt;
+}
+
+const char* VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kAllow: return "allow";
+    case Verdict::kDeny: return "deny";
+    case Verdict::kNeedsApproval: return "needs_approval";
+    case Verdict::kQuotaExceeded: return "quota_exceeded";
+  }
+  return "deny";
+}
+
+std::optional<Verdict> ParseVerdict(std::string_view name) {
+  for (Verdict v : {Verdict::kAllow, Verdict::kDeny, Verdict::kNeedsApproval, Verdict::kQuotaExceeded})
+    if (name == VerdictName(v)) return v;
+  return std::nullopt;
+}
+
+const char* DurabilityName(Durability durability) {
+  switch (durability) {
+    case Durability::kNormal: return "normal";
+    case Durability::kFull: return "full";
+  }
+  return "?";
+}
+
+Result<Durability> ParseDurability(std::string_view text) {
+  if (text == "normal") return Durability::kNormal;
+  if (text == "full") return Durability::kFull;
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "journal durability \"" + std::string(text) +
+                       "\" is not known; choose \"normal\" (survives a crash of the parent process) "
+                       "or \"full\" (also survives power loss)");
+}
+
+}  // namespace basal
