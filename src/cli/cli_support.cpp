@@ -81,6 +81,7 @@ const char* KindForOpenError(const Error& error) {
     case ErrorCode::kSpawn:
     case ErrorCode::kUnsupported:
     case ErrorCode::kInternal:
+    case ErrorCode::kUnavailable:
       return kKindSetup;
   }
   return kKindSetup;

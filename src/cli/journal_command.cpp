@@ -9,7 +9,7 @@
 
 #include "cli/cli_support.h"
 #include "cli/commands.h"
-#include "parent/journal.h"
+#include "parent/store/sqlite/sqlite_store.h"
 #include "protocol/messages.h"
 
 namespace basal::cli {
@@ -48,10 +48,14 @@ Json CallJson(const CallRow& c) {
   Json j = {{"call_id", c.call_id},
             {"name", c.name},
             {"args", StoredJson(c.args_json)},
-            {"allowed", c.allowed},
-            {"reason", c.reason},
+            {"state", CallStateName(c.state)},
+            {"effect", EffectName(c.effect)},
+            {"verdict", VerdictName(c.decision.verdict)},
+            {"rule", c.decision.rule},
+            {"allowed", c.decision.allowed()},
+            {"reason", c.decision.reason},
             {"start_unix_us", c.start_unix_us},
-            {"end_unix_us", c.end_unix_us}};
+            {"end_unix_us", c.end_unix_us ? Json(*c.end_unix_us) : Json(nullptr)}};
   if (!c.result_json.empty()) j["result"] = StoredJson(c.result_json);
   if (!c.error_json.empty()) j["error"] = StoredJson(c.error_json);
   return j;
@@ -66,7 +70,8 @@ Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls) {
             {"start_unix_us", a.start_unix_us},
             {"end_unix_us", a.end_unix_us ? Json(*a.end_unix_us) : Json(nullptr)},
             {"outcome", a.outcome.empty() ? Json(nullptr) : Json(a.outcome)},
-            {"cpu_us", a.cpu_us}};
+            {"cpu_us", a.cpu_us},
+            {"owner", {{"host", a.owner.host}, {"pid", a.owner.pid}}}};
   if (!a.result_json.empty() || a.outcome == "ok") j["result"] = StoredJson(a.result_json);
   if (!a.error_json.empty()) j["error"] = StoredJson(a.error_json);
   Json list = Json::array();
@@ -97,10 +102,19 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
   }
   for (const CallRow& c : calls) {
     out += "    #" + std::to_string(c.call_id) + " " + OneLine(c.name) + " " + Compact(c.args_json) + "\n";
-    out += std::string("      ") + (c.allowed ? "allowed" : "DENIED") + ": " + OneLine(c.reason) + "\n";
+    out += std::string("      ") + (c.decision.allowed() ? "allowed" : "DENIED") + " (" + VerdictName(c.decision.verdict) +
+           ", rule " + OneLine(c.decision.rule) + "): " + OneLine(c.decision.reason) + "\n";
+    std::string state = CallStateName(c.state);
+    if (c.state == CallState::kUnknown) {
+      state = "OUTCOME UNKNOWN: the parent died after this " + std::string(EffectName(c.effect)) +
+              " call started; its effect may or may not have happened";
+    } else if (c.state == CallState::kAbandoned) {
+      state = "abandoned: the activation ended before this call was answered";
+    }
+    out += "      state  " + state + "  (" + EffectName(c.effect) + ")\n";
     if (!c.result_json.empty()) out += "      result " + Compact(c.result_json) + "\n";
     if (!c.error_json.empty()) out += "      error  " + Compact(c.error_json) + "\n";
-    out += "      took   " + Millis(c.end_unix_us - c.start_unix_us) + "\n";
+    if (c.end_unix_us) out += "      took   " + Millis(*c.end_unix_us - c.start_unix_us) + "\n";
   }
   Print(out);
 }
@@ -117,13 +131,8 @@ int JournalCommand(const JournalOptions& o) {
     }
     path = *db;
   }
-  // Reading must never create an empty journal where the operator expected one.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    ReportError(kKindIo, "no journal at " + path + " (run a flow first, or pass --db FILE)");
-    return kExitFailed;
-  }
-  auto journal = Journal::Open(path, Durability::kNormal);
+  // Reading never creates, initializes or changes the file: a read-only view.
+  auto journal = OpenSqliteReader(path);
   if (!journal) {
     ReportError(KindForOpenError(journal.error()), journal.error().message);
     return kExitFailed;

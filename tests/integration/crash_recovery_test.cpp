@@ -40,9 +40,9 @@ TEST_F(CrashRecoveryTest, AParentKilledDuringAnExternalCallLeavesAbandonedAndOut
     _exit(127);
   }
   close(out[1]);
-  FILE* f = fdopen(out[0], "r");
-  const std::string committed = ReadLineStarting(f, "COMMITTED ");
-  const std::string started = ReadLineStarting(f, "STARTED ");
+  FILE* lines = fdopen(out[0], "r");
+  const std::string committed = ReadLineStarting(lines, "COMMITTED ");
+  const std::string started = ReadLineStarting(lines, "STARTED ");
   ASSERT_FALSE(committed.empty());
   ASSERT_FALSE(started.empty());
   long long first = 0, charging = 0, call = 0;
@@ -51,7 +51,7 @@ TEST_F(CrashRecoveryTest, AParentKilledDuringAnExternalCallLeavesAbandonedAndOut
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  std::fclose(f);
+  std::fclose(lines);
 
   {  // Before any parent reopens it, a reader sees the activation unfinished and the call started.
     auto calls = Reader()->Calls(charging);

@@ -38,15 +38,28 @@ class ModuleFixture : public ::testing::Test {
     module_ = std::move(*m);
     return *module_;
   }
-  FlowId Add(const std::string& source, const std::string& manifest = "{}", const std::string& name = "t.js") {
+  FlowRef Add(const std::string& source, const std::string& manifest = "{}", const std::string& name = "t.js") {
     auto f = module_->AddFlow(name, source, manifest);
     if (!f) ADD_FAILURE() << f.error().message;
-    return f ? *f : 0;
+    return f ? *f : nullptr;
   }
-  std::unique_ptr<Journal> Reader() {
-    auto j = Journal::Open(dir_ + "/journal.db", Durability::kNormal);
+  // The fake worker, started under a name that tells it which fault to commit.
+  std::string FakeWorker(const std::string& fault) {
+    const std::string link = dir_ + "/fake-worker--" + fault;
+    std::filesystem::create_symlink(BASAL_FAKE_WORKER_PATH, link);
+    return link;
+  }
+  // What `basal journal` reads: a read-only view of the module's journal.
+  std::unique_ptr<JournalReader> Reader() {
+    auto j = OpenSqliteReader(dir_ + "/journal.db");
     if (!j) ADD_FAILURE() << j.error().message;
-    return std::move(*j);
+    return j ? std::move(*j) : nullptr;
+  }
+  // A second writer on the same file (for the kv store's contents).
+  std::unique_ptr<Store> OpenStore() {
+    auto s = OpenSqliteStore({dir_ + "/journal.db", Durability::kNormal});
+    if (!s) ADD_FAILURE() << s.error().message;
+    return s ? std::move(*s) : nullptr;
   }
   std::string dir_;
   std::unique_ptr<Module> module_;
