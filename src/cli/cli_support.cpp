@@ -12,32 +12,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "parent/store/sqlite/sqlite_store.h"
+
 namespace basal::cli {
 namespace {
 
 std::string Errno(int err) { return std::strerror(err); }
-
-// mkdir -p with mode 0700 for every directory it creates; existing ones are left as they are.
-Result<void> MakeDirs(const std::string& dir) {
-  std::string partial;
-  size_t pos = 0;
-  while (pos <= dir.size()) {
-    const size_t slash = dir.find('/', pos);
-    const size_t end = slash == std::string::npos ? dir.size() : slash;
-    partial = dir.substr(0, end);
-    pos = end + 1;
-    if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-      return MakeError(ErrorCode::kIo, "cannot create directory " + partial + ": " + Errno(errno) +
-                                           " (pass --db FILE to put the journal elsewhere)");
-    }
-    if (slash == std::string::npos) break;
-  }
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return MakeError(ErrorCode::kIo, dir + " is not a directory (pass --db FILE to put the journal elsewhere)");
-  return Ok();
-}
 
 }  // namespace
 
@@ -129,7 +109,7 @@ Result<std::string> DefaultJournalPath() {
     state = home + "/.local/state";
   }
   const std::string dir = state + "/basal";
-  if (auto made = MakeDirs(dir); !made) return made.error();
+  if (auto made = EnsurePrivateDirectory(dir); !made) return made.error();
   return dir + "/journal.db";
 }
 

@@ -1,6 +1,5 @@
-// `basal journal`: the journal read back, readable or as JSON lines.
-#include <sys/stat.h>
-
+// `basal journal`: the journal read back, readable or as JSON lines. It only reads: the journal
+// is opened read-only and never created, initialized or migrated (OpenSqliteReader).
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -10,6 +9,7 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "parent/store/sqlite/sqlite_store.h"
+#include "parent/store/store.h"
 #include "protocol/messages.h"
 
 namespace basal::cli {
@@ -48,12 +48,12 @@ Json CallJson(const CallRow& c) {
   Json j = {{"call_id", c.call_id},
             {"name", c.name},
             {"args", StoredJson(c.args_json)},
-            {"state", CallStateName(c.state)},
-            {"effect", EffectName(c.effect)},
+            {"allowed", c.decision.allowed()},  // kept for readers of the first format
             {"verdict", VerdictName(c.decision.verdict)},
             {"rule", c.decision.rule},
-            {"allowed", c.decision.allowed()},
             {"reason", c.decision.reason},
+            {"effect", EffectName(c.effect)},
+            {"state", CallStateName(c.state)},
             {"start_unix_us", c.start_unix_us},
             {"end_unix_us", c.end_unix_us ? Json(*c.end_unix_us) : Json(nullptr)}};
   if (!c.result_json.empty()) j["result"] = StoredJson(c.result_json);
@@ -70,8 +70,11 @@ Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls) {
             {"start_unix_us", a.start_unix_us},
             {"end_unix_us", a.end_unix_us ? Json(*a.end_unix_us) : Json(nullptr)},
             {"outcome", a.outcome.empty() ? Json(nullptr) : Json(a.outcome)},
-            {"cpu_us", a.cpu_us},
-            {"owner", {{"host", a.owner.host}, {"pid", a.owner.pid}}}};
+            {"cpu_us", a.cpu_us}};
+  if (!a.owner.host.empty() || a.owner.pid != 0) {
+    j["owner"] = {{"host", a.owner.host}, {"pid", a.owner.pid}, {"start_ticks", a.owner.start_ticks}};
+    j["lease_until_unix_us"] = a.lease_until_unix_us;
+  }
   if (!a.result_json.empty() || a.outcome == "ok") j["result"] = StoredJson(a.result_json);
   if (!a.error_json.empty()) j["error"] = StoredJson(a.error_json);
   Json list = Json::array();
@@ -82,9 +85,25 @@ Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls) {
 
 std::string Compact(const std::string& stored) { return OneLine(protocol::DumpJson(StoredJson(stored))); }
 
+// "allowed (grants.kv.get): granted by manifest", "DENIED (no grant): ...", "NEEDS APPROVAL ...".
+std::string Decision(const CallRow& c) {
+  std::string verdict;
+  switch (c.decision.verdict) {
+    case Verdict::kAllow: verdict = "allowed"; break;
+    case Verdict::kDeny: verdict = "DENIED"; break;
+    case Verdict::kNeedsApproval: verdict = "NEEDS APPROVAL"; break;
+    case Verdict::kQuotaExceeded: verdict = "QUOTA EXCEEDED"; break;
+  }
+  const bool rule_adds = !c.decision.rule.empty() && c.decision.rule != c.decision.reason;
+  return verdict + (rule_adds ? " (" + OneLine(c.decision.rule) + ")" : "") + ": " + OneLine(c.decision.reason);
+}
+
 void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
   std::string out = "activation " + std::to_string(a.id) + "  " + OneLine(a.flow) + "  " +
                     (a.outcome.empty() ? std::string("unfinished") : OneLine(a.outcome)) + "\n";
+  if (!a.owner.host.empty() || a.owner.pid != 0) {
+    out += "  parent    host " + OneLine(a.owner.host) + ", pid " + std::to_string(a.owner.pid) + "\n";
+  }
   out += "  started   " + Utc(a.start_unix_us) + "\n";
   if (a.end_unix_us) {
     out += "  ended     " + Utc(*a.end_unix_us) + "  (" + Millis(*a.end_unix_us - a.start_unix_us) + ", cpu " +
@@ -102,16 +121,10 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
   }
   for (const CallRow& c : calls) {
     out += "    #" + std::to_string(c.call_id) + " " + OneLine(c.name) + " " + Compact(c.args_json) + "\n";
-    out += std::string("      ") + (c.decision.allowed() ? "allowed" : "DENIED") + " (" + VerdictName(c.decision.verdict) +
-           ", rule " + OneLine(c.decision.rule) + "): " + OneLine(c.decision.reason) + "\n";
-    std::string state = CallStateName(c.state);
-    if (c.state == CallState::kUnknown) {
-      state = "OUTCOME UNKNOWN: the parent died after this " + std::string(EffectName(c.effect)) +
-              " call started; its effect may or may not have happened";
-    } else if (c.state == CallState::kAbandoned) {
-      state = "abandoned: the activation ended before this call was answered";
-    }
-    out += "      state  " + state + "  (" + EffectName(c.effect) + ")\n";
+    out += "      " + Decision(c) + "\n";
+    out += "      state  " + std::string(CallStateName(c.state)) + " (" + EffectName(c.effect) + ")";
+    if (c.state == CallState::kUnknown) out += "  OUTCOME UNKNOWN: its effect may or may not have happened";
+    out += "\n";
     if (!c.result_json.empty()) out += "      result " + Compact(c.result_json) + "\n";
     if (!c.error_json.empty()) out += "      error  " + Compact(c.error_json) + "\n";
     if (c.end_unix_us) out += "      took   " + Millis(*c.end_unix_us - c.start_unix_us) + "\n";
@@ -131,10 +144,15 @@ int JournalCommand(const JournalOptions& o) {
     }
     path = *db;
   }
-  // Reading never creates, initializes or changes the file: a read-only view.
+  // Reading never creates, initializes or migrates a journal (OpenSqliteReader only reads).
   auto journal = OpenSqliteReader(path);
   if (!journal) {
-    ReportError(KindForOpenError(journal.error()), journal.error().message);
+    const Error& e = journal.error();
+    if (e.code == ErrorCode::kNotFound) {
+      ReportError(kKindIo, "no journal at " + path + " (run a flow first, or pass --db FILE)");
+    } else {
+      ReportError(KindForOpenError(e), e.message);
+    }
     return kExitFailed;
   }
   const size_t limit = o.limit == 0 ? static_cast<size_t>(std::numeric_limits<int64_t>::max()) : o.limit;

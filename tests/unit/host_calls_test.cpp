@@ -12,7 +12,7 @@
 #include "basal/host_call.h"
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
-#include "parent/journal.h"
+#include "parent/store/sqlite/sqlite_store.h"
 
 namespace basal {
 namespace {
@@ -73,7 +73,7 @@ class LogTest : public ::testing::Test {
   LogSink sink_ = [this](const HostCallContext& ctx, std::string_view level, std::string_view message) {
     logged_.push_back({std::string(level), std::string(message), ctx.activation_id});
   };
-  HostCallContext ctx_{7, 1, "hello.js"};
+  HostCallContext ctx_{7, 1, "hello.js", ""};
   std::vector<Logged> logged_;
 };
 
@@ -187,11 +187,11 @@ class TempDir {
 class KvTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto journal = Journal::Open(dir_.File("journal.db"), Durability::kNormal);
-    ASSERT_TRUE(journal) << journal.error().message;
-    journal_ = std::move(*journal);
+    auto store = OpenSqliteStore({.path = dir_.File("journal.db")});
+    ASSERT_TRUE(store) << store.error().message;
+    store_ = std::move(*store);
   }
-  HostCallAnswer Serve(KvOp op, const Json& args) { return ServeKv(op, *journal_, args); }
+  HostCallAnswer Serve(KvOp op, const Json& args) { return ServeKv(op, *store_, args); }
   void ExpectTypeError(KvOp op, const Json& args, const std::string& message) {
     HostCallAnswer a = Serve(op, args);
     EXPECT_FALSE(a.ok) << args.dump();
@@ -200,7 +200,7 @@ class KvTest : public ::testing::Test {
   }
   // Runs SQL on a second connection, as an operator with sqlite3 would.
   void RawSql(const std::string& sql) {
-    ASSERT_TRUE(journal_->Commit());
+    ASSERT_TRUE(store_->journal().Commit());
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(dir_.File("journal.db").c_str(), &db), SQLITE_OK);
     char* err = nullptr;
@@ -210,12 +210,12 @@ class KvTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<Store> store_;
 };
 
 TEST_F(KvTest, RegistersFourGrantedCalls) {
   HostCallRegistry registry;
-  ASSERT_TRUE(RegisterKvHostCalls(registry, *journal_));
+  ASSERT_TRUE(RegisterKvHostCalls(registry, *store_));
   EXPECT_EQ(registry.Names(), (std::vector<std::string>{"kv.delete", "kv.get", "kv.list", "kv.put"}));
   for (const std::string& name : registry.Names()) {
     const HostCallSpec* spec = registry.Find(name);
@@ -224,8 +224,10 @@ TEST_F(KvTest, RegistersFourGrantedCalls) {
     ASSERT_TRUE(spec->authorize);
     EXPECT_EQ(spec->authorize(Json::parse(R"({"namespaces": ["o"]})"), {{"namespace", "p"}}),
               "namespace \"p\" is not granted to " + name + " (granted: o)");
+    const bool writes = name == "kv.put" || name == "kv.delete";
+    EXPECT_EQ(spec->effect, writes ? Effect::kIdempotent : Effect::kPure) << name;
   }
-  EXPECT_FALSE(RegisterKvHostCalls(registry, *journal_));  // twice
+  EXPECT_FALSE(RegisterKvHostCalls(registry, *store_));  // twice
 }
 
 TEST_F(KvTest, PutGetDeleteRoundTrip) {
@@ -253,9 +255,9 @@ TEST_F(KvTest, PutGetDeleteRoundTrip) {
 
 TEST_F(KvTest, ValuesSurviveCommitAndReopen) {
   ASSERT_TRUE(Serve(KvOp::kPut, {{"namespace", "n"}, {"key", "k"}, {"value", {{"x", 1}}}}).ok);
-  ASSERT_TRUE(journal_->Commit());
-  journal_.reset();
-  auto reopened = Journal::Open(dir_.File("journal.db"), Durability::kNormal);
+  ASSERT_TRUE(store_->journal().Commit());
+  store_.reset();
+  auto reopened = OpenSqliteStore({.path = dir_.File("journal.db")});
   ASSERT_TRUE(reopened);
   EXPECT_EQ(ServeKv(KvOp::kGet, **reopened, {{"namespace", "n"}, {"key", "k"}}).value, Json({{"x", 1}}));
 }
@@ -336,7 +338,7 @@ TEST_F(KvTest, JournalFailureIsAHostErrorWithoutThePath) {
     EXPECT_EQ(a.error_name, "HostError") << KvOpName(op);
     EXPECT_EQ(a.error_message.rfind(std::string(KvOpName(op)) + " failed: ", 0), 0u) << a.error_message;
     EXPECT_EQ(a.error_message.find(dir_.File("journal.db")), std::string::npos) << a.error_message;
-    (void)journal_->Rollback();
+    (void)store_->journal().Rollback();
   }
 }
 

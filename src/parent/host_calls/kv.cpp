@@ -24,13 +24,11 @@ std::string Shown(const Json& value, size_t limit = 60) {
 
 HostCallAnswer TypeError(std::string message) { return HostCallAnswer::Failure("TypeError", std::move(message)); }
 
-// The journal's messages start with "journal <path>: "; the flow is untrusted and has no business
-// learning where the parent keeps its database, so that part stays with the operator.
-HostCallAnswer HostError(KvOp op, const Journal& journal, const Error& error) {
-  std::string message = error.message;
-  const std::string prefix = "journal " + journal.path() + ": ";
-  if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
-  return HostCallAnswer::Failure("HostError", std::string(KvOpName(op)) + " failed: the store refused it: " + message);
+// The flow is untrusted and has no business learning where the parent keeps its data, so the
+// store's location stays with the operator (Store::ForFlow).
+HostCallAnswer HostError(KvOp op, const Store& store, const Error& error) {
+  return HostCallAnswer::Failure("HostError",
+                                 std::string(KvOpName(op)) + " failed: the store refused it: " + store.ForFlow(error));
 }
 
 std::vector<std::string_view> AllowedArgs(KvOp op) {
@@ -133,7 +131,8 @@ std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const J
          " (granted: " + (granted.empty() ? std::string("none") : granted) + ")";
 }
 
-HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
+HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args) {
+  KvStore& kv = store.kv();
   const std::string name = KvOpName(op);
   if (!args.is_object()) return TypeError(name + ": arguments must be an object (got " + Shown(args) + ")");
   const std::vector<std::string_view> allowed = AllowedArgs(op);
@@ -166,8 +165,8 @@ HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
       }
       limit = static_cast<size_t>(l->get<int64_t>());
     }
-    auto entries = journal.KvList(ns, prefix, limit);
-    if (!entries) return HostError(op, journal, entries.error());
+    auto entries = kv.List(ns, prefix, limit);
+    if (!entries) return HostError(op, store, entries.error());
     Json out = Json::array();
     for (const KvEntry& entry : *entries) {
       Json value = Json::parse(entry.value_json, nullptr, /*allow_exceptions=*/false);
@@ -186,8 +185,8 @@ HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
 
   switch (op) {
     case KvOp::kGet: {
-      auto stored = journal.KvGet(ns, key);
-      if (!stored) return HostError(op, journal, stored.error());
+      auto stored = kv.Get(ns, key);
+      if (!stored) return HostError(op, store, stored.error());
       if (!stored->has_value()) return HostCallAnswer::Value(nullptr);
       Json value = Json::parse(**stored, nullptr, /*allow_exceptions=*/false);
       if (value.is_discarded()) {
@@ -206,12 +205,12 @@ HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
       } catch (const Json::type_error&) {
         return TypeError(name + ": \"value\" holds a string that is not valid UTF-8");
       }
-      if (auto put = journal.KvPut(ns, key, text); !put) return HostError(op, journal, put.error());
+      if (auto put = kv.Put(ns, key, text); !put) return HostError(op, store, put.error());
       return HostCallAnswer::Value(nullptr);
     }
     case KvOp::kDelete: {
-      auto removed = journal.KvDelete(ns, key);
-      if (!removed) return HostError(op, journal, removed.error());
+      auto removed = kv.Delete(ns, key);
+      if (!removed) return HostError(op, store, removed.error());
       return HostCallAnswer::Value(*removed);
     }
     case KvOp::kList: break;
@@ -219,15 +218,26 @@ HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args) {
   return HostCallAnswer::Failure("HostError", name + ": unknown operation");
 }
 
-Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Journal& journal) {
+Effect KvEffect(KvOp op) {
+  switch (op) {
+    case KvOp::kGet:
+    case KvOp::kList: return Effect::kPure;
+    case KvOp::kPut:
+    case KvOp::kDelete: return Effect::kIdempotent;
+  }
+  return Effect::kExternal;
+}
+
+Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store) {
   for (KvOp op : {KvOp::kGet, KvOp::kPut, KvOp::kDelete, KvOp::kList}) {
     HostCallSpec spec;
     spec.name = KvOpName(op);
     spec.needs_grant = true;
     spec.check_grant = CheckKvGrant;
     spec.authorize = [op](const Json& constraints, const Json& args) { return AuthorizeKv(op, constraints, args); };
-    spec.handler = [op, &journal](const HostCallContext&, const Json& args, HostCallReply reply) {
-      ServeKv(op, journal, args).SendTo(reply);
+    spec.effect = KvEffect(op);
+    spec.handler = [op, &store](const HostCallContext&, const Json& args, HostCallReply reply) {
+      ServeKv(op, store, args).SendTo(reply);
     };
     if (auto r = registry.Register(std::move(spec)); !r) return r;
   }

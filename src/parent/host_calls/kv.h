@@ -9,8 +9,9 @@
 //   kv.delete {namespace, key}           -> true if the key existed, else false
 //   kv.list   {namespace, prefix?, limit?} -> [{"key": .., "value": ..}, ...] in key byte order
 //
-// Writes join the journal's open batch, so a kv.put commits together with the journal entry of the
-// call that made it. The journal must outlive the registry's use of these handlers.
+// Writes join the store's open batch, so a kv.put commits together with the journal entry of the
+// call that made it. The store must outlive the registry's use of these handlers. Effects: get and
+// list are pure, put and delete idempotent (repeating one changes nothing more).
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,7 @@
 #include "basal/host_call.h"
 #include "basal/result.h"
 #include "parent/host_calls/answer.h"
-#include "parent/journal.h"
+#include "parent/store/store.h"
 
 namespace basal {
 
@@ -30,15 +31,17 @@ inline constexpr size_t kKvListMaxLimit = 1000;
 enum class KvOp { kGet, kPut, kDelete, kList };
 const char* KvOpName(KvOp op);  // "kv.get", ...
 
-// Registers kv.get, kv.put, kv.delete and kv.list, served from `journal`.
-Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Journal& journal);
+// Registers kv.get, kv.put, kv.delete and kv.list, served from `store.kv()`.
+Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store);
+Effect KvEffect(KvOp op);  // get, list: pure; put, delete: idempotent
 
 // check_grant of every kv.* call: {"namespaces": [non-empty unique strings, at least one]}.
 Result<void> CheckKvGrant(const Json& constraints, const std::string& path);
 // authorize of `op`: nullopt when args name a granted namespace, else the denial reason.
 std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const Json& args);
 // The decision behind the handler (after authorization): TypeError for bad arguments,
-// HostError when the journal fails, else the value.
-HostCallAnswer ServeKv(KvOp op, Journal& journal, const Json& args);
+// HostError when the store fails (its message without the store's location: Store::ForFlow),
+// else the value.
+HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args);
 
 }  // namespace basal

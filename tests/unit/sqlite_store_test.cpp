@@ -1,0 +1,835 @@
+// What only the SQLite store does: durability settings in force, WAL checkpoints, refusal of
+// foreign files, the migration of schema 1 files, owner-only files, many processes creating one
+// journal at once, the read-only reader (also for a user who may only read), and recovery after a
+// commit the disk refused (fault-injecting VFS). The behaviour every backend shares is in
+// store_contract_test.cpp.
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "parent/store/sqlite/sqlite_store.h"
+#include "unit/store_test_support.h"
+
+namespace basal {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_support::Call;
+using testing_support::End;
+using testing_support::Start;
+using testing_support::TempDir;
+
+constexpr int kSchemaVersion = 2;
+constexpr int kApplicationId = 0x6261736c;
+
+// A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path, int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) {
+    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << "raw open of " << path << " failed";
+    }
+  }
+  ~RawDb() { sqlite3_close_v2(db_); }
+  int64_t Int(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db_);
+    EXPECT_EQ(sqlite3_step(s), SQLITE_ROW) << sql << ": " << sqlite3_errmsg(db_);
+    int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+  }
+  std::string Text(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db_);
+    EXPECT_EQ(sqlite3_step(s), SQLITE_ROW) << sql << ": " << sqlite3_errmsg(db_);
+    const char* t = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    std::string v = t ? t : "";
+    sqlite3_finalize(s);
+    return v;
+  }
+  void Exec(const std::string& sql) {
+    EXPECT_EQ(sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db_);
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+std::unique_ptr<Store> MustOpen(const std::string& path, Durability d = Durability::kNormal) {
+  auto s = OpenSqliteStore({.path = path, .durability = d});
+  if (!s) {
+    ADD_FAILURE() << s.error().message;
+    return nullptr;
+  }
+  return std::move(*s);
+}
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+TEST(DurabilityTest, NamesAndParse) {
+  EXPECT_STREQ(DurabilityName(Durability::kNormal), "normal");
+  EXPECT_STREQ(DurabilityName(Durability::kFull), "full");
+  auto n = ParseDurability("normal");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, Durability::kNormal);
+  auto f = ParseDurability("full");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(*f, Durability::kFull);
+  for (const char* bad : {"fast", "", "FULL", "normal "}) {
+    auto r = ParseDurability(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message.find("\"" + std::string(bad) + "\""), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("\"normal\""), std::string::npos);
+    EXPECT_NE(r.error().message.find("\"full\""), std::string::npos);
+  }
+}
+
+TEST(StoreNamesTest, EnumNamesRoundTrip) {
+  for (CallState s : {CallState::kDecided, CallState::kStarted, CallState::kAnswered, CallState::kAbandoned,
+                      CallState::kUnknown})
+    EXPECT_EQ(ParseCallState(CallStateName(s)), s);
+  for (Verdict v : {Verdict::kAllow, Verdict::kDeny, Verdict::kNeedsApproval, Verdict::kQuotaExceeded})
+    EXPECT_EQ(ParseVerdict(VerdictName(v)), v);
+  for (Effect e : {Effect::kPure, Effect::kIdempotent, Effect::kExternal}) EXPECT_EQ(ParseEffect(EffectName(e)), e);
+  EXPECT_FALSE(ParseCallState("Answered"));
+  EXPECT_FALSE(ParseVerdict(""));
+  EXPECT_FALSE(ParseEffect("unknown"));
+}
+
+TEST(SqliteStoreTest, WalAndSynchronousAreInForce) {
+  TempDir dir;
+  for (Durability d : {Durability::kNormal, Durability::kFull}) {
+    const std::string db = dir.File(std::string(DurabilityName(d)) + ".db");
+    auto store = MustOpen(db, d);
+    ASSERT_TRUE(store);
+    auto s = ReadSqliteSettings(*store);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ(s->journal_mode, "wal");
+    EXPECT_EQ(s->synchronous, d == Durability::kFull ? 2 : 1) << DurabilityName(d);
+    EXPECT_EQ(s->busy_timeout_ms, 5000);
+    EXPECT_EQ(s->schema_version, kSchemaVersion);
+    EXPECT_TRUE(s->foreign_keys);
+    RawDb raw(db);  // WAL is a property of the file, visible to every connection
+    EXPECT_EQ(raw.Text("PRAGMA journal_mode"), "wal");
+    EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+    EXPECT_EQ(raw.Int("PRAGMA application_id"), kApplicationId);
+    EXPECT_EQ(raw.Text("SELECT value FROM meta WHERE key='journal_id'"), store->journal_id());
+  }
+}
+
+// Checkpoints run off the owner's thread (docs/journal.md): through many commits, with another
+// connection reading now and then, nothing is lost and the WAL stays bounded (it starts over).
+TEST(SqliteStoreTest, ManyCommitsAreCheckpointedAndTheWalStaysBounded) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  constexpr int kCommits = 6000;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    JournalStore& j = store->journal();
+    RawDb raw(db);
+    for (int i = 0; i < kCommits; ++i) {
+      auto a = j.BeginActivation(Start("a.js"));
+      ASSERT_TRUE(a);
+      ASSERT_TRUE(j.Commit());
+      ASSERT_TRUE(j.EndActivation(End(*a)));
+      ASSERT_TRUE(j.Commit());
+      if (i % 1000 == 999) {
+        EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), i + 1);
+      }
+    }
+    std::error_code ec;
+    const auto wal_bytes = fs::file_size(db + "-wal", ec);
+    ASSERT_FALSE(ec);
+    // Past the hard limit every commit checkpoints inline, but that checkpoint does nothing while a
+    // background pass still runs (one checkpointer at a time), and on a loaded machine a pass can
+    // take long: the bound is the hard limit plus slack, not the hard limit exactly.
+    EXPECT_LE(wal_bytes, static_cast<uintmax_t>(2 * kWalHardLimitPages) * (4096 + 24));
+  }
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), kCommits);
+}
+
+TEST(SqliteStoreTest, EmptyIsStoredAsNull) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto a = store->journal().BeginActivation(Start());
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(store->journal().RecordCall(Call(*a, 1)));
+  ASSERT_TRUE(store->journal().Commit());
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM calls WHERE error IS NULL"), 1);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE end_us IS NULL AND outcome IS NULL"), 1);
+}
+
+TEST(SqliteOpenTest, ForeignSqliteFileIsRefusedAndLeftUnchanged) {
+  TempDir dir;
+  const std::string db = dir.File("other.db");
+  {
+    RawDb raw(db);
+    raw.Exec("CREATE TABLE invoices(id INTEGER PRIMARY KEY)");
+  }
+  for (bool reader : {false, true}) {
+    Error error{ErrorCode::kInternal, ""};
+    if (reader) {
+      auto r = OpenSqliteReader(db);
+      ASSERT_FALSE(r);
+      error = r.error();
+    } else {
+      auto s = OpenSqliteStore({.path = db});
+      ASSERT_FALSE(s);
+      error = s.error();
+    }
+    EXPECT_EQ(error.code, ErrorCode::kDatabase);
+    EXPECT_NE(error.message.find(db), std::string::npos) << error.message;
+    EXPECT_NE(error.message.find("not a basal journal"), std::string::npos) << error.message;
+  }
+  RawDb raw(db);
+  EXPECT_EQ(raw.Text("PRAGMA journal_mode"), "delete");
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master"), 1);
+}
+
+TEST(SqliteOpenTest, GarbageFileIsRefused) {
+  TempDir dir;
+  const std::string db = dir.File("garbage.db");
+  {
+    std::ofstream out(db, std::ios::binary);
+    for (int i = 0; i < 512; ++i) out << "this is not a database. ";
+  }
+  for (bool reader : {false, true}) {
+    Error error{ErrorCode::kInternal, ""};
+    if (reader) {
+      auto r = OpenSqliteReader(db);
+      ASSERT_FALSE(r);
+      error = r.error();
+    } else {
+      auto s = OpenSqliteStore({.path = db});
+      ASSERT_FALSE(s);
+      error = s.error();
+    }
+    EXPECT_EQ(error.code, ErrorCode::kDatabase);
+    EXPECT_NE(error.message.find(db), std::string::npos) << error.message;
+    EXPECT_NE(error.message.find("not an SQLite database"), std::string::npos) << error.message;
+    EXPECT_NE(error.message.find("SQLITE_NOTADB"), std::string::npos) << error.message;
+  }
+}
+
+TEST(SqliteOpenTest, NewerSchemaIsRefused) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  ASSERT_TRUE(MustOpen(db));
+  {
+    RawDb raw(db);
+    raw.Exec("PRAGMA user_version=" + std::to_string(kSchemaVersion + 1));
+  }
+  auto s = OpenSqliteStore({.path = db});
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("newer basal"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("schema version " + std::to_string(kSchemaVersion + 1)), std::string::npos)
+      << s.error().message;
+  auto r = OpenSqliteReader(db);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("newer basal"), std::string::npos) << r.error().message;
+}
+
+TEST(SqliteOpenTest, EmptyExistingFileBecomesAJournal) {
+  TempDir dir;
+  const std::string db = dir.File("empty.db");
+  { std::ofstream out(db); }
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  EXPECT_TRUE(store->journal().BeginActivation(Start()));
+  EXPECT_TRUE(store->journal().Commit());
+}
+
+TEST(SqliteOpenTest, MissingDirectoryIsAClearError) {
+  TempDir dir;
+  const std::string missing = dir.File("no/such/dir");
+  const std::string db = missing + "/j.db";
+  auto s = OpenSqliteStore({.path = db});
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kIo);
+  EXPECT_NE(s.error().message.find("journal " + db + ": cannot open"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("SQLITE_CANTOPEN"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("directory " + missing + " does not exist"), std::string::npos)
+      << s.error().message;
+  EXPECT_FALSE(fs::exists(missing));
+}
+
+// --- Schema 1 files -------------------------------------------------------------------------
+
+// The schema of version 1, verbatim as the basal of that version created it.
+constexpr const char* kV1Schema = R"sql(
+CREATE TABLE activations(
+  id            INTEGER PRIMARY KEY,
+  flow          TEXT NOT NULL,
+  source_hash   TEXT NOT NULL,
+  manifest_hash TEXT NOT NULL,
+  input         TEXT NOT NULL,
+  start_us      INTEGER NOT NULL,
+  end_us        INTEGER,
+  outcome       TEXT,
+  result        TEXT,
+  error         TEXT,
+  cpu_us        INTEGER
+);
+CREATE TABLE calls(
+  seq           INTEGER PRIMARY KEY,
+  activation_id INTEGER NOT NULL REFERENCES activations(id),
+  call_id       INTEGER NOT NULL,
+  name          TEXT NOT NULL,
+  args          TEXT NOT NULL,
+  allowed       INTEGER NOT NULL CHECK (allowed IN (0, 1)),
+  reason        TEXT NOT NULL CHECK (reason <> ''),
+  result        TEXT,
+  error         TEXT,
+  start_us      INTEGER NOT NULL,
+  end_us        INTEGER NOT NULL,
+  UNIQUE (activation_id, call_id)
+);
+CREATE TABLE kv(
+  namespace TEXT NOT NULL,
+  key       TEXT NOT NULL,
+  value     TEXT NOT NULL,
+  PRIMARY KEY (namespace, key)
+) WITHOUT ROWID;
+PRAGMA application_id=1650553708;
+PRAGMA user_version=1;
+)sql";
+
+void WriteV1Journal(const std::string& db) {
+  RawDb raw(db);
+  raw.Exec("PRAGMA journal_mode=WAL");
+  raw.Exec(kV1Schema);
+  raw.Exec(R"sql(
+INSERT INTO activations VALUES(1, 'hello.js', 'sha256:aa', 'sha256:bb', '{"n":1}', 1000, 5000, 'ok', '42', NULL, 7);
+INSERT INTO activations VALUES(2, 'cut.js', 'sha256:aa', 'sha256:bb', 'null', 6000, NULL, NULL, NULL, NULL, NULL);
+INSERT INTO calls VALUES(1, 1, 2, 'kv.put', '{"namespace":"o"}', 1, 'granted by manifest', 'null', NULL, 1100, 1200);
+INSERT INTO calls VALUES(2, 1, 1, 'mail.send', '{}', 0, '"mail.send" is not granted by the manifest', NULL,
+                         '{"name":"PermissionDenied","message":"no"}', 1300, 1301);
+INSERT INTO calls VALUES(3, 1, 3, 'log', '{"level":"log","message":"hi"}', 1, 'needs no grant', 'null', NULL, 1400, 1401);
+INSERT INTO kv VALUES('o', 'k', '{"v":1}');
+)sql");
+}
+
+void ExpectV1Rows(JournalReader& reader) {
+  auto rows = reader.Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows) << rows.error().message;
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].outcome, "ok");
+  EXPECT_EQ((*rows)[0].result_json, "42");
+  EXPECT_EQ((*rows)[0].cpu_us, 7);
+  EXPECT_EQ((*rows)[0].owner.host, "");
+  EXPECT_EQ((*rows)[1].outcome, "");
+  auto calls = reader.Calls(1);
+  ASSERT_TRUE(calls) << calls.error().message;
+  ASSERT_EQ(calls->size(), 3u);
+  EXPECT_EQ((*calls)[0].call_id, 2);
+  EXPECT_EQ((*calls)[0].decision.verdict, Verdict::kAllow);
+  EXPECT_EQ((*calls)[0].decision.rule, "granted by manifest");
+  EXPECT_EQ((*calls)[0].decision.reason, "granted by manifest");
+  EXPECT_EQ((*calls)[0].effect, Effect::kIdempotent);
+  EXPECT_EQ((*calls)[0].state, CallState::kAnswered);
+  EXPECT_EQ((*calls)[0].end_unix_us, std::optional<int64_t>(1200));
+  EXPECT_EQ((*calls)[1].decision.verdict, Verdict::kDeny);
+  EXPECT_EQ((*calls)[1].decision.reason, "\"mail.send\" is not granted by the manifest");
+  EXPECT_EQ((*calls)[1].effect, Effect::kExternal);
+  EXPECT_EQ((*calls)[1].state, CallState::kAnswered);
+  EXPECT_EQ((*calls)[1].error_json, R"({"name":"PermissionDenied","message":"no"})");
+  EXPECT_EQ((*calls)[2].effect, Effect::kPure);
+}
+
+TEST(SqliteMigrationTest, ReaderReadsASchema1FileWithoutChangingIt) {
+  TempDir dir;
+  const std::string db = dir.File("v1.db");
+  WriteV1Journal(db);
+  const std::string before = Contents(db);
+  {
+    auto reader = OpenSqliteReader(db);
+    ASSERT_TRUE(reader) << reader.error().message;
+    ExpectV1Rows(**reader);
+  }
+  EXPECT_EQ(Contents(db), before);
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), 1);
+}
+
+TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
+  TempDir dir;
+  const std::string db = dir.File("v1.db");
+  WriteV1Journal(db);
+  std::string id;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    id = store->journal_id();
+    EXPECT_EQ(id.size(), 32u);
+    ExpectV1Rows(store->reader());
+    auto value = store->kv().Get("o", "k");
+    ASSERT_TRUE(value && value->has_value());
+    EXPECT_EQ(**value, R"({"v":1})");
+    // New rows of every kind go in beside the old ones.
+    auto a = store->journal().BeginActivation(Start("new.js", 9000, {"h", 1, 2}));
+    ASSERT_TRUE(a) << a.error().message;
+    EXPECT_EQ(*a, 3);
+    CallRecord c = Call(*a, 1);
+    c.state = CallState::kStarted;
+    c.end_unix_us = std::nullopt;
+    ASSERT_TRUE(store->journal().RecordCall(c));
+    ASSERT_TRUE(store->journal().Commit());
+  }
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.Text("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM calls"), 4);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_table_info('calls') WHERE name='allowed'"), 0);
+  EXPECT_EQ(raw.Text("SELECT verdict || '/' || state || '/' || effect FROM calls WHERE seq=2"),
+            "deny/answered/external");
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='activations_unfinished'"), 1);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  auto again = MustOpen(db);  // already migrated: opened as it is, same id
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->journal_id(), id);
+}
+
+// The unfinished schema-1 activation has no recorded owner: recovery closes it.
+TEST(SqliteMigrationTest, UnfinishedSchema1ActivationIsRecovered) {
+  TempDir dir;
+  const std::string db = dir.File("v1.db");
+  WriteV1Journal(db);
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto report = store->journal().RecoverAbandoned({"h", 99, 1}, 7000);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->abandoned_activations, (std::vector<int64_t>{2}));
+  auto rows = store->reader().Activations(2, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ((*rows)[0].outcome, "abandoned");
+  EXPECT_NE((*rows)[0].error_json.find("not recorded"), std::string::npos) << (*rows)[0].error_json;
+}
+
+// --- Files: modes, creation by many processes at once ------------------------------------------
+
+TEST(SqliteFilesTest, NewJournalAndItsWalAndShmAreOwnerOnlyWhateverTheUmask) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  const mode_t old_umask = ::umask(0);  // the most permissive umask: modes must not depend on it
+  auto store = MustOpen(db);
+  ::umask(old_umask);
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->journal().BeginActivation(Start()));
+  ASSERT_TRUE(store->journal().Commit());
+  EXPECT_EQ(ModeOf(db), 0600u);
+  ASSERT_TRUE(fs::exists(db + "-wal"));
+  ASSERT_TRUE(fs::exists(db + "-shm"));
+  EXPECT_EQ(ModeOf(db + "-wal"), 0600u);
+  EXPECT_EQ(ModeOf(db + "-shm"), 0600u);
+  std::vector<std::string> stray;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name != "j.db" && name != "j.db-wal" && name != "j.db-shm") stray.push_back(name);
+  }
+  EXPECT_TRUE(stray.empty()) << stray[0];
+}
+
+TEST(SqliteFilesTest, ExistingJournalKeepsItsMode) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  { std::ofstream out(db); }
+  ASSERT_EQ(::chmod(db.c_str(), 0640), 0);
+  ASSERT_TRUE(MustOpen(db));
+  EXPECT_EQ(ModeOf(db), 0640u);
+}
+
+TEST(SqliteFilesTest, EnsurePrivateDirectoryMakesMissingDirectories0700) {
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  const mode_t old_umask = ::umask(0);
+  auto made = EnsurePrivateDirectory(dir.File("a/b/c"));
+  ::umask(old_umask);
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_EQ(ModeOf(dir.File("a")), 0700u);
+  EXPECT_EQ(ModeOf(dir.File("a/b")), 0700u);
+  EXPECT_EQ(ModeOf(dir.File("a/b/c")), 0700u);
+  EXPECT_EQ(ModeOf(dir.path()), 0755u);  // existing: left as it was
+  EXPECT_TRUE(EnsurePrivateDirectory(dir.File("a/b/c")));
+  { std::ofstream out(dir.File("file")); }
+  auto not_dir = EnsurePrivateDirectory(dir.File("file"));
+  ASSERT_FALSE(not_dir);
+  EXPECT_EQ(not_dir.error().code, ErrorCode::kIo);
+  EXPECT_NE(not_dir.error().message.find(dir.File("file")), std::string::npos) << not_dir.error().message;
+  auto under_file = EnsurePrivateDirectory(dir.File("file/x"));
+  ASSERT_FALSE(under_file);
+  EXPECT_NE(under_file.error().message.find("cannot create directory"), std::string::npos);
+}
+
+// One round: `processes` children wait on a pipe until all are forked, then open the same new
+// journal at once, each begin and end an activation and commit. Returns the failures' messages.
+std::vector<std::string> CreateAtOnce(const std::string& db, int processes) {
+  int gate[2], report[2];
+  if (::pipe(gate) != 0 || ::pipe(report) != 0) return {"pipe failed"};
+  std::vector<pid_t> children;
+  for (int i = 0; i < processes; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(gate[1]);
+      ::close(report[0]);
+      char byte;
+      (void)!::read(gate[0], &byte, 1);  // returns 0 when the parent closes the gate
+      std::string failure;
+      auto store = OpenSqliteStore({.path = db});
+      if (!store) {
+        failure = store.error().message;
+      } else {
+        JournalStore& j = (*store)->journal();
+        auto id = j.BeginActivation(Start("racer.js"));
+        if (!id) failure = id.error().message;
+        if (failure.empty()) {
+          if (auto e = j.EndActivation(End(*id)); !e) failure = e.error().message;
+        }
+        if (failure.empty()) {
+          if (auto c = j.Commit(); !c) failure = c.error().message;
+        }
+      }
+      if (!failure.empty()) {
+        failure = "pid " + std::to_string(::getpid()) + ": " + failure + "\n";
+        (void)!::write(report[1], failure.data(), failure.size());
+      }
+      _exit(failure.empty() ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(report[1]);
+  ::close(gate[1]);  // go
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(report[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  ::close(report[0]);
+  std::vector<std::string> failures;
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failures.push_back("child " + std::to_string(pid) + " failed");
+  }
+  if (!text.empty()) failures.push_back(text);
+  return failures;
+}
+
+TEST(SqliteFilesTest, ManyProcessesCreatingOneNewJournalAllSucceed) {
+  constexpr int kRounds = 20;
+  constexpr int kProcesses = 24;
+  TempDir dir;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string db = dir.File("race" + std::to_string(round) + ".db");
+    const std::vector<std::string> failures = CreateAtOnce(db, kProcesses);
+    ASSERT_TRUE(failures.empty()) << "round " << round << ": " << failures.size() << " failures; "
+                                  << failures.back();
+    RawDb raw(db);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), kProcesses);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM meta"), 1);  // created once
+    EXPECT_EQ(ModeOf(db), 0600u);
+  }
+}
+
+// --- The reader -------------------------------------------------------------------------------
+
+TEST(SqliteReaderTest, MissingFileIsNotFoundAndNotCreated) {
+  TempDir dir;
+  const std::string db = dir.File("none.db");
+  auto r = OpenSqliteReader(db);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(r.error().message.find(db), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fs::exists(db));
+}
+
+TEST(SqliteReaderTest, EmptyFileIsRefusedClearly) {
+  TempDir dir;
+  const std::string db = dir.File("empty.db");
+  { std::ofstream out(db); }
+  auto r = OpenSqliteReader(db);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kDatabase);
+  EXPECT_NE(r.error().message.find("is empty: not a basal journal yet; run a flow first or choose another --db"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(fs::file_size(db), 0u);
+}
+
+TEST(SqliteReaderTest, SeesOnlyCommittedBatchesAndWritesNothing) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->journal().BeginActivation(Start("one.js")));
+  ASSERT_TRUE(store->journal().Commit());
+  ASSERT_TRUE(store->journal().BeginActivation(Start("two.js")));  // uncommitted
+  auto reader = OpenSqliteReader(db);
+  ASSERT_TRUE(reader) << reader.error().message;
+  auto rows = (*reader)->Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows) << rows.error().message;
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].flow, "one.js");
+  ASSERT_TRUE(store->journal().Commit());  // a reader never holds the writer up
+  rows = (*reader)->Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows->size(), 2u);
+}
+
+// Reads `db` as user and group 65534 (nobody) in a child process; returns what it saw or why not.
+std::string ReadAsNobody(const std::string& db) {
+  int out[2];
+  if (::pipe(out) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(out[0]);
+    std::string text;
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) {
+      text = "cannot become nobody";
+    } else {
+      auto reader = OpenSqliteReader(db);
+      if (!reader) {
+        text = "error: " + reader.error().message;
+      } else {
+        auto rows = (*reader)->Activations(std::nullopt, 100);
+        if (!rows) {
+          text = "error: " + rows.error().message;
+        } else {
+          for (const ActivationRow& a : *rows) text += a.flow + ";";
+        }
+      }
+    }
+    (void)!::write(out[1], text.data(), text.size());
+    _exit(0);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return text;
+}
+
+class ReadOnlyUserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to make files another user may only read";
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);  // readable, not writable, by others
+  }
+  TempDir dir_;
+};
+
+// The journal was closed cleanly: no -wal or -shm, and nobody may create them in the directory.
+TEST_F(ReadOnlyUserTest, ReadsAClosedJournal) {
+  const std::string db = dir_.File("j.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->journal().BeginActivation(Start("a.js")));
+    ASSERT_TRUE(store->journal().BeginActivation(Start("b.js")));
+    ASSERT_TRUE(store->journal().Commit());
+  }
+  ASSERT_FALSE(fs::exists(db + "-wal"));
+  ASSERT_EQ(::chmod(db.c_str(), 0644), 0);
+  const std::string before = Contents(db);
+  EXPECT_EQ(ReadAsNobody(db), "a.js;b.js;");
+  EXPECT_EQ(Contents(db), before);
+  EXPECT_FALSE(fs::exists(db + "-wal"));
+  EXPECT_FALSE(fs::exists(db + "-shm"));
+}
+
+// A writer has it open (its batches in the WAL, not yet in the database file): the reader sees
+// them through the -wal and -shm it may only read.
+TEST_F(ReadOnlyUserTest, ReadsAJournalBeingWritten) {
+  const std::string db = dir_.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->journal().BeginActivation(Start("a.js")));
+  ASSERT_TRUE(store->journal().Commit());
+  for (const std::string& f : {db, db + "-wal", db + "-shm"}) ASSERT_EQ(::chmod(f.c_str(), 0644), 0) << f;
+  EXPECT_EQ(ReadAsNobody(db), "a.js;");
+  ASSERT_TRUE(store->journal().BeginActivation(Start("b.js")));
+  ASSERT_TRUE(store->journal().Commit());
+  EXPECT_EQ(ReadAsNobody(db), "a.js;b.js;");
+}
+
+// The default: a journal of this user's own is not readable by another user at all.
+TEST_F(ReadOnlyUserTest, AnotherUserCannotReadANewJournal) {
+  const std::string db = dir_.File("j.db");
+  ASSERT_TRUE(MustOpen(db));
+  const std::string seen = ReadAsNobody(db);
+  EXPECT_EQ(seen.rfind("error: ", 0), 0u) << seen;
+}
+
+// --- A VFS that fails writes to the WAL file on demand, to make a commit fail for real. ---
+
+std::atomic<bool> g_fail_wal_writes{false};
+sqlite3_vfs* g_real_vfs = nullptr;
+
+struct FaultyFile {
+  sqlite3_file base;
+  bool is_wal;
+  sqlite3_file* real() { return reinterpret_cast<sqlite3_file*>(this + 1); }
+};
+FaultyFile* F(sqlite3_file* f) { return reinterpret_cast<FaultyFile*>(f); }
+
+int FClose(sqlite3_file* f) { return F(f)->real()->pMethods->xClose(F(f)->real()); }
+int FRead(sqlite3_file* f, void* b, int n, sqlite3_int64 o) { return F(f)->real()->pMethods->xRead(F(f)->real(), b, n, o); }
+int FWrite(sqlite3_file* f, const void* b, int n, sqlite3_int64 o) {
+  if (F(f)->is_wal && g_fail_wal_writes) return SQLITE_IOERR_WRITE;
+  return F(f)->real()->pMethods->xWrite(F(f)->real(), b, n, o);
+}
+int FTruncate(sqlite3_file* f, sqlite3_int64 s) { return F(f)->real()->pMethods->xTruncate(F(f)->real(), s); }
+int FSync(sqlite3_file* f, int fl) { return F(f)->real()->pMethods->xSync(F(f)->real(), fl); }
+int FFileSize(sqlite3_file* f, sqlite3_int64* s) { return F(f)->real()->pMethods->xFileSize(F(f)->real(), s); }
+int FLock(sqlite3_file* f, int l) { return F(f)->real()->pMethods->xLock(F(f)->real(), l); }
+int FUnlock(sqlite3_file* f, int l) { return F(f)->real()->pMethods->xUnlock(F(f)->real(), l); }
+int FCheckReserved(sqlite3_file* f, int* r) { return F(f)->real()->pMethods->xCheckReservedLock(F(f)->real(), r); }
+int FFileControl(sqlite3_file* f, int op, void* a) { return F(f)->real()->pMethods->xFileControl(F(f)->real(), op, a); }
+int FSectorSize(sqlite3_file* f) { return F(f)->real()->pMethods->xSectorSize(F(f)->real()); }
+int FDevChar(sqlite3_file* f) { return F(f)->real()->pMethods->xDeviceCharacteristics(F(f)->real()); }
+int FShmMap(sqlite3_file* f, int i, int sz, int e, void volatile** p) { return F(f)->real()->pMethods->xShmMap(F(f)->real(), i, sz, e, p); }
+int FShmLock(sqlite3_file* f, int o, int n, int fl) { return F(f)->real()->pMethods->xShmLock(F(f)->real(), o, n, fl); }
+void FShmBarrier(sqlite3_file* f) { F(f)->real()->pMethods->xShmBarrier(F(f)->real()); }
+int FShmUnmap(sqlite3_file* f, int d) { return F(f)->real()->pMethods->xShmUnmap(F(f)->real(), d); }
+int FFetch(sqlite3_file* f, sqlite3_int64 o, int n, void** p) { return F(f)->real()->pMethods->xFetch(F(f)->real(), o, n, p); }
+int FUnfetch(sqlite3_file* f, sqlite3_int64 o, void* p) { return F(f)->real()->pMethods->xUnfetch(F(f)->real(), o, p); }
+
+const sqlite3_io_methods kFaultyMethods = {
+    3, FClose, FRead, FWrite, FTruncate, FSync, FFileSize, FLock, FUnlock, FCheckReserved, FFileControl,
+    FSectorSize, FDevChar, FShmMap, FShmLock, FShmBarrier, FShmUnmap, FFetch, FUnfetch,
+};
+
+int FOpen(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
+  FaultyFile* ff = F(file);
+  ff->is_wal = (flags & SQLITE_OPEN_WAL) != 0;
+  int rc = g_real_vfs->xOpen(g_real_vfs, name, ff->real(), flags, out_flags);
+  ff->base.pMethods = ff->real()->pMethods != nullptr ? &kFaultyMethods : nullptr;
+  return rc;
+}
+
+class FaultyVfs {
+ public:
+  FaultyVfs() {
+    g_real_vfs = sqlite3_vfs_find(nullptr);
+    vfs_ = *g_real_vfs;
+    vfs_.zName = "basal-faulty";
+    vfs_.szOsFile = static_cast<int>(sizeof(FaultyFile)) + g_real_vfs->szOsFile;
+    vfs_.xOpen = FOpen;
+    if (vfs_.iVersion > 3) vfs_.iVersion = 3;
+    sqlite3_vfs_register(&vfs_, /*makeDflt=*/1);  // OpenSqliteStore uses the default VFS
+  }
+  ~FaultyVfs() {
+    g_fail_wal_writes = false;
+    sqlite3_vfs_unregister(&vfs_);
+    sqlite3_vfs_register(g_real_vfs, 1);
+  }
+
+ private:
+  sqlite3_vfs vfs_;
+};
+
+TEST(SqliteStoreTest, FailedCommitIsRecoverableByRollback) {
+  static_assert(sizeof(FaultyFile) % 8 == 0, "the real file after FaultyFile must stay aligned");
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  int64_t kept = 0;
+  {
+    FaultyVfs vfs;
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    JournalStore& j = store->journal();
+    KvStore& kv = store->kv();
+    auto first = j.BeginActivation(Start("kept.js"));
+    ASSERT_TRUE(first);
+    kept = *first;
+    ASSERT_TRUE(j.Commit());
+
+    auto lost = j.BeginActivation(Start("lost.js"));
+    ASSERT_TRUE(lost);
+    ASSERT_TRUE(kv.Put("orders", "lost", "1"));
+    g_fail_wal_writes = true;
+    auto c = j.Commit();
+    g_fail_wal_writes = false;
+    ASSERT_FALSE(c) << "the injected WAL write failure did not reach Commit()";
+    EXPECT_EQ(c.error().code, ErrorCode::kDatabase);
+    EXPECT_NE(c.error().message.find("cannot commit"), std::string::npos) << c.error().message;
+    EXPECT_NE(c.error().message.find("SQLITE_IOERR"), std::string::npos) << c.error().message;
+    EXPECT_NE(c.error().message.find("Rollback()"), std::string::npos) << c.error().message;
+
+    // SQLite may already have rolled the batch back; until Rollback() nothing may be written,
+    // or it would commit on its own, outside any batch.
+    auto stray = kv.Put("orders", "stray", "1");
+    EXPECT_FALSE(stray) << "a write between a failed Commit() and Rollback() was accepted";
+    if (!stray) {
+      EXPECT_NE(stray.error().message.find("Rollback()"), std::string::npos) << stray.error().message;
+    }
+    {
+      RawDb raw(db);
+      EXPECT_EQ(raw.Int("SELECT count(*) FROM kv"), 0);
+    }
+
+    ASSERT_TRUE(j.Rollback());
+    EXPECT_FALSE(j.HasPendingBatch());
+    auto gone = kv.Get("orders", "lost");
+    ASSERT_TRUE(gone) << gone.error().message;
+    EXPECT_FALSE(gone->has_value());
+
+    auto next = j.BeginActivation(Start("next.js"));
+    ASSERT_TRUE(next) << next.error().message;
+    ASSERT_TRUE(kv.Put("orders", "next", "2"));
+    ASSERT_TRUE(j.Commit());
+  }
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto rows = store->reader().Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].id, kept);
+  EXPECT_EQ((*rows)[0].flow, "kept.js");
+  EXPECT_EQ((*rows)[1].flow, "next.js");
+  auto lost = store->kv().Get("orders", "lost");
+  ASSERT_TRUE(lost);
+  EXPECT_FALSE(lost->has_value());
+  auto next = store->kv().Get("orders", "next");
+  ASSERT_TRUE(next && next->has_value());
+  auto stray = store->kv().Get("orders", "stray");
+  ASSERT_TRUE(stray);
+  EXPECT_FALSE(stray->has_value());
+}
+
+}  // namespace
+}  // namespace basal
