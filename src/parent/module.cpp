@@ -388,7 +388,7 @@ struct Module::Impl {
         if (!loaded->ok) {
           ActivationResult r;
           r.outcome = loaded->error.kind == "budget_exhausted" ? Outcome::kBudgetExhausted : Outcome::kScriptError;
-          r.budget = loaded->error.budget;
+          r.budget = ParseBudget(loaded->error.budget);
           r.error_name = loaded->error.name;
           r.stack = loaded->error.stack;
           r.message = "flow " + flows[w->flow].name + " failed to load: " + loaded->error.name + ": " + loaded->error.message;
@@ -479,7 +479,7 @@ struct Module::Impl {
     slots.push_back(slot);
     w->calls[call.id] = InFlightCall{call.name, spec->needs_grant ? "granted by manifest" : "needs no grant", args_json,
                                      start, slot};
-    HostCallContext ctx{aid, call.id, f.name};
+    HostCallContext ctx{aid, call.id, f.name, {}};
     // A handler that throws is answered for: the script gets a catchable HostError, the call is
     // journaled with it, and the loop goes on.
     std::string thrown;
@@ -542,7 +542,7 @@ struct Module::Impl {
       if (done.caught_budget_failure) ++health.caught_budget_failures;
     } else if (done.error.kind == "budget_exhausted") {
       r.outcome = Outcome::kBudgetExhausted;
-      r.budget = done.error.budget;
+      r.budget = ParseBudget(done.error.budget);
       r.error_name = done.error.name;
       r.message = done.error.budget + " budget exhausted: " + done.error.message;
       retire_budget = true;
@@ -773,6 +773,9 @@ void HostCallReply::Error(std::string name, std::string message) {
   if (slot_->impl) slot_->impl->OnReply(*slot_, false, nullptr, std::move(name), std::move(message));
 }
 bool HostCallReply::answered() const { return !slot_ || slot_->answered; }
+// Declared out of line by the new header; the old (defaulted) behaviour until the rewrite lands.
+HostCallReply::~HostCallReply() = default;
+HostCallReply& HostCallReply::operator=(HostCallReply&&) noexcept = default;
 
 // ---- Module ----
 Module::Module(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -388,7 +388,7 @@ TEST_F(FlowTest, CpuLoopIsStoppedByTheBudgetAndCannotBeCaught) {
                  R"({"budgets": {"cpu_ms": 50}})");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(r.outcome, Outcome::kBudgetExhausted);
-  EXPECT_EQ(r.budget, "cpu");
+  EXPECT_EQ(r.budget, Budget::kCpu);
   EXPECT_EQ(module_->HealthReport()["retirements"]["budget"], 1);
 }
 

@@ -188,7 +188,7 @@ TEST_F(PoolTest, MemoryFailureCaughtButFollowedByAnotherErrorStillRetiresTheWork
                  R"({"budgets": {"heap_mb": 16}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
-  EXPECT_EQ(a.budget, "memory");
+  EXPECT_EQ(a.budget, Budget::kMemory);
   EXPECT_NE(a.message.find("caught it, then failed with TypeError: gave up"), std::string::npos) << a.message;
   Json h = module_->HealthReport();
   EXPECT_EQ(h["retirements"]["budget"], 1);
@@ -200,7 +200,7 @@ TEST_F(PoolTest, UncaughtMemoryFailureIsABudgetExhaustionAndRetiresTheWorker) {
   FlowId f = Add(Exhausting(kGrowHeap, false), R"({"budgets": {"heap_mb": 16}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
-  EXPECT_EQ(a.budget, "memory");
+  EXPECT_EQ(a.budget, Budget::kMemory);
   EXPECT_NE(a.message.find("16 MiB"), std::string::npos) << a.message;
   Json h = module_->HealthReport();
   EXPECT_EQ(h["retirements"]["budget"], 1);
@@ -213,7 +213,7 @@ TEST_F(PoolTest, UncaughtMemoryFailureIsABudgetExhaustionAndRetiresTheWorker) {
   // The flow's next activation gets a fresh worker (its module state starts over) and fails
   // the same way, again retiring it.
   ActivationResult b = module_->Run(f, nullptr);
-  EXPECT_EQ(b.budget, "memory");
+  EXPECT_EQ(b.budget, Budget::kMemory);
   EXPECT_EQ(module_->HealthReport()["spawned"], 2);
 }
 
@@ -222,7 +222,7 @@ TEST_F(PoolTest, UncaughtStackOverflowIsABudgetExhaustionNamingStackAndRetires) 
   FlowId f = Add(Exhausting(kRecurse, false), R"({"budgets": {"stack_kb": 128}})");
   ActivationResult a = module_->Run(f, nullptr);
   EXPECT_EQ(a.outcome, Outcome::kBudgetExhausted) << a.message;
-  EXPECT_EQ(a.budget, "stack");
+  EXPECT_EQ(a.budget, Budget::kStack);
   Json h = module_->HealthReport();
   EXPECT_EQ(h["retirements"]["budget"], 1);
   EXPECT_TRUE(ChildPids().empty());
@@ -248,7 +248,7 @@ TEST_F(PoolTest, CpuExhaustionRetiresAndTheNextActivationRunsOnAFreshWorker) {
   EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 1);
   EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 2);
   ActivationResult spun = module_->Run(f, {{"spin", true}});
-  EXPECT_EQ(spun.budget, "cpu");
+  EXPECT_EQ(spun.budget, Budget::kCpu);
   EXPECT_NE(spun.message.find("50 ms"), std::string::npos) << spun.message;
   EXPECT_EQ(module_->Run(f, {{"spin", false}}).result, 1);
   Json h = module_->HealthReport();
