@@ -80,6 +80,10 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
 
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(path.c_str()));
+  // The worker sets its parent death signal, then exits 69 unless getppid() is still this pid.
+  const std::string parent_pid = std::to_string(getpid());
+  argv.push_back(const_cast<char*>("--parent-pid"));
+  argv.push_back(const_cast<char*>(parent_pid.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   char* envp[] = {nullptr};

@@ -1,5 +1,6 @@
 // A stand-in for ck-basal-worker that misbehaves on purpose, so the parent's validation of
-// hostile worker output is tested against real processes. The first argument picks the fault.
+// hostile worker output is tested against real processes. The first argument other than
+// `--parent-pid N` picks the fault.
 // It sends a welcome that passes the parent's check (unless the fault is in the welcome), reads
 // load and activate, then commits its fault.
 #include <signal.h>
@@ -55,7 +56,16 @@ std::string Welcome(bool seccomp) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string fault = argc > 1 ? argv[1] : "";
+  // WorkerProcess::Spawn passes `--parent-pid N` before the caller's arguments: accepted and
+  // ignored (this stand-in sets no death signal); the first other argument is the fault.
+  std::string fault;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--parent-pid") == 0) {
+      ++i;
+    } else if (fault.empty()) {
+      fault = argv[i];
+    }
+  }
   if (fault == "no_welcome") {
     for (;;) pause();
   }
