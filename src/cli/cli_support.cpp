@@ -1,5 +1,6 @@
 #include "cli/cli_support.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,6 +50,39 @@ void ReportError(std::string_view kind, std::string_view message) {
   std::fflush(stderr);
 }
 
+namespace {
+// The first failed write of stdout: its errno, or -1 when the failure left no errno to read.
+int stdout_failure = 0;
+void NoteStdoutFailure(int err) {
+  if (stdout_failure == 0) stdout_failure = err != 0 ? err : -1;
+}
+}  // namespace
+
+void WriteStdout(std::string_view text) {
+  if (text.empty()) return;
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) NoteStdoutFailure(errno);
+}
+
+void FlushStdout() {
+  errno = 0;
+  if (std::fflush(stdout) != 0) NoteStdoutFailure(errno);
+}
+
+int FinishOutput(int code) {
+  FlushStdout();
+  errno = 0;
+  std::cout.flush();
+  if (std::cout.fail()) NoteStdoutFailure(errno);
+  // A write that failed earlier, outside WriteStdout, leaves only the stream's error flag (glibc
+  // drops the buffer, and errno is long overwritten): still a failure.
+  if (std::ferror(stdout)) NoteStdoutFailure(0);
+  if (stdout_failure == 0) return code;
+  ReportError(kKindIo, stdout_failure > 0 ? "stdout: " + Errno(stdout_failure)
+                                          : std::string("stdout: a write failed (its error was not kept)"));
+  return kExitFailed;
+}
+
 const char* KindForOpenError(const Error& error) {
   switch (error.code) {
     case ErrorCode::kIo:
@@ -80,14 +114,25 @@ Result<std::string> ReadFile(const std::string& path, std::string_view what) {
 }
 
 Result<void> WriteFile(const std::string& path, std::string_view data, std::string_view what) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    const int err = errno;
-    return MakeError(ErrorCode::kIo, "cannot write " + std::string(what) + " " + path + ": " + Errno(err));
+  // POSIX calls, not a stream: every failure keeps its errno, and close() is checked too (a
+  // delayed write error, e.g. a full disk on NFS, is reported there).
+  auto failed = [&](const char* step, int err) {
+    return MakeError(ErrorCode::kIo, "cannot write " + std::string(what) + " " + path + ": " + step + ": " + Errno(err));
+  };
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failed("open", errno);
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return failed("write", err);
+    }
+    off += static_cast<size_t>(n);
   }
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  out.flush();
-  if (!out) return MakeError(ErrorCode::kIo, "error while writing " + std::string(what) + " " + path);
+  if (::close(fd) != 0) return failed("close", errno);
   return Ok();
 }
 

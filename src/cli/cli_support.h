@@ -23,6 +23,17 @@ inline constexpr const char* kKindSetup = "setup";        // the module could no
 
 // Prints `basal: <kind>: <message>` as ONE line on stderr (newlines in `message` are escaped).
 void ReportError(std::string_view kind, std::string_view message);
+
+// basal's own output on stdout. A failed write (a closed pipe: EPIPE, since main ignores SIGPIPE;
+// a full disk) is remembered with its errno; the output goes on being attempted.
+void WriteStdout(std::string_view text);
+// fflush(stdout), a failure remembered as WriteStdout's are: for output that must not wait.
+void FlushStdout();
+// Called once by main after the command: flushes stdout (C stdio and std::cout) and, if any write
+// of stdout failed, reports `basal: io: stdout: <strerror>` and returns kExitFailed; else `code`.
+//
+//   return FinishOutput(RunCommand(options));
+int FinishOutput(int code);
 // The kind for an error the module returned while opening (journal, io, setup).
 const char* KindForOpenError(const Error& error);
 

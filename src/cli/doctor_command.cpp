@@ -99,8 +99,7 @@ int DoctorCommand(const DoctorOptions& o) {
     out += confinement.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   out += std::string("accepted: ") + (report.accepted ? "yes" : "no") + " (" + OneLine(report.verdict) + ")\n";
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
+  WriteStdout(out);
   return report.accepted ? kExitOk : kExitFailed;
 }
 

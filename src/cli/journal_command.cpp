@@ -177,8 +177,8 @@ int JournalCommand(const JournalOptions& o) {
     first = false;
   }
   if (rows->empty() && !o.json) Print("the journal " + path + " holds no activations\n");
-  std::fflush(stdout);
-  return kExitOk;
+  return kExitOk;  // main's FinishOutput flushes stdout and reports a failed write
+
 }
 
 }  // namespace basal::cli

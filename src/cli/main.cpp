@@ -1,4 +1,5 @@
 // basal: run flows in confined workers, read the journal, check the sandbox (docs/cli.md).
+#include <csignal>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -110,14 +111,15 @@ CLI::App* AddHealth(CLI::App& app) {
 }  // namespace
 
 int HealthCommand() {
-  std::fputs(kHealthText, stdout);
-  std::fflush(stdout);
+  WriteStdout(kHealthText);
   return kExitOk;
 }
 
 }  // namespace basal::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int Dispatch(int argc, char** argv) {
   using namespace basal::cli;
   CLI::App app{"basal: runs untrusted JavaScript flows in confined ck-basal-worker processes; every host call "
                "is checked against the flow's manifest and journaled"};
@@ -147,4 +149,13 @@ int main(int argc, char** argv) {
   if (health_command->parsed()) return HealthCommand();
   ReportError(kKindUsage, "no command given (see basal --help)");
   return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A closed stdout must be a reported error (EPIPE, then `basal: io: stdout: Broken pipe` and
+  // exit 1), not a silent death by SIGPIPE. Workers are spawned with every signal at its default.
+  std::signal(SIGPIPE, SIG_IGN);
+  return basal::cli::FinishOutput(Dispatch(argc, argv));
 }

@@ -21,10 +21,10 @@ namespace {
 
 using Json = nlohmann::json;
 
+// One result line, flushed at once: a reader of --inputs sees each line as soon as it is known.
 void PrintLine(const std::string& line) {
-  std::fwrite(line.data(), 1, line.size(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  WriteStdout(line + "\n");
+  FlushStdout();
 }
 
 // The one-line message for a failed activation; a script error leads with the JS error's name.

@@ -1,13 +1,19 @@
 // ck-basal-worker: confines itself, says welcome, then runs ONE flow's activations.
 //
+// Command line: `ck-basal-worker --parent-pid <pid>`, the pid of the basal that starts it (the
+// only argument a release worker takes; a test-hooks worker also takes its --test-* switches).
+//
 // Exit codes (docs/protocol.md):
 //   0   stdin closed: the parent retired the worker
-//   64  bad command line (the release worker takes no arguments)
+//   64  bad command line (--parent-pid missing, repeated or not a pid > 1; any other argument)
 //   65  the parent's stream broke the protocol
+//   69  the parent that started the worker died before its death signal was set
 //   70  confinement failed (a named reason is on stderr); never a weaker sandbox
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +37,25 @@ constexpr int kExitProtocol = 65;
   _exit(code);
 }
 
+static_assert(basal::confinement::kExitParentGone != kExitUsage && basal::confinement::kExitParentGone != kExitProtocol);
+
+constexpr std::string_view kUsage =
+    "usage: ck-basal-worker --parent-pid PID (it is started by basal, which speaks frames on stdin/stdout)";
+
+// A pid as basal writes it: decimal digits only (no sign, no space), no overflow, above 1 (0 is
+// no process and 1 is init, which is never basal's parent-to-be).
+std::optional<pid_t> ParsePid(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  long long value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+    if (value > INT_MAX) return std::nullopt;  // pid_t is int
+  }
+  if (value <= 1) return std::nullopt;
+  return static_cast<pid_t>(value);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,23 +64,33 @@ int main(int argc, char** argv) {
   bool test_hooks = false;
 #ifdef BASAL_TEST_HOOKS
   test_hooks = true;
+#endif
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a == "--test-weaken-startup-checks") {
+    if (a == "--parent-pid") {
+      if (options.parent_pid != 0) Die(kExitUsage, "--parent-pid given twice; " + std::string(kUsage));
+      if (i + 1 >= argc) Die(kExitUsage, "--parent-pid needs a value; " + std::string(kUsage));
+      const std::optional<pid_t> pid = ParsePid(argv[++i]);
+      if (!pid) Die(kExitUsage, "--parent-pid " + std::string(argv[i]) + " is not a pid above 1; " + std::string(kUsage));
+      options.parent_pid = *pid;
+#ifdef BASAL_TEST_HOOKS
+    } else if (a == "--test-weaken-startup-checks") {
       options.weaken_startup_checks = true;
     } else if (a == "--test-skip-landlock") {
       options.skip_landlock = true;
     } else if (a == "--test-skip-seccomp") {
       options.skip_seccomp = true;
     } else {
-      Die(kExitUsage, "unknown test switch " + std::string(a));
+      Die(kExitUsage, "unknown argument " + std::string(a) + "; " + std::string(kUsage) + " and test switches");
+#else
+    } else {
+      Die(kExitUsage, "unknown argument " + std::string(a) + "; " + std::string(kUsage));
+#endif
     }
   }
-#else
-  if (argc > 1) Die(kExitUsage, "takes no arguments: it is started by basal, which speaks frames on stdin/stdout");
-  (void)argv;
-#endif
+  if (options.parent_pid == 0) Die(kExitUsage, "--parent-pid is missing; " + std::string(kUsage));
 
+  // Sets the parent death signal first, then checks getppid() against --parent-pid (exit 69).
   const basal::confinement::ConfinementReport report = basal::confinement::ConfineWorker(options);
 
   basal::worker::Channel channel;

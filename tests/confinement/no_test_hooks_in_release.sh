@@ -13,15 +13,18 @@ for needle in __basal_test --test-skip-seccomp --test-skip-landlock --test-weake
     status=1
   fi
 done
-# The release worker takes no arguments at all: a test switch is a usage error (exit 64), before
-# any confinement step or welcome.
-set +e
-"$worker" --test-skip-seccomp </dev/null >/dev/null 2>&1
-rc=$?
-set -e
-if [[ $rc != 64 ]]; then
-  echo "FAIL: $worker --test-skip-seccomp exited with $rc, expected 64 (a release worker takes no arguments)" >&2
-  status=1
-fi
+# The release worker takes `--parent-pid PID` and nothing else: a test switch is a usage error
+# (exit 64), alone or beside a valid --parent-pid, before any confinement step or welcome.
+for args in "--test-skip-seccomp" "--parent-pid $$ --test-skip-seccomp"; do
+  set +e
+  # shellcheck disable=SC2086  # $args is split into words on purpose
+  "$worker" $args </dev/null >/dev/null 2>&1
+  rc=$?
+  set -e
+  if [[ $rc != 64 ]]; then
+    echo "FAIL: $worker $args exited with $rc, expected 64 (a release worker takes only --parent-pid)" >&2
+    status=1
+  fi
+done
 if [[ $status == 0 ]]; then echo "OK: $worker has no test hooks"; fi
 exit $status

@@ -1,9 +1,14 @@
 // The `basal` command as an operator runs it: stdout, stderr and exit codes.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "integration/test_support.h"
@@ -123,6 +128,77 @@ TEST_F(CliTest, HelpOnEveryCommand) {
     EXPECT_EQ(r.exit_code, 0) << c << r.err;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << c << r.out;
   }
+}
+
+// Runs `basal <args>` (through sh, for quoting) with its stdout on `stdout_fd` and SIGPIPE at its
+// default, as a shell would start it; stderr is captured. The exit code is -signal on a signal.
+CommandResult RunWithStdout(const std::string& dir, const std::string& args, int stdout_fd) {
+  const std::string err_path = dir + "/stderr.txt";
+  const std::string cmd = "exec " + std::string(BASAL_CLI_PATH) + " " + args + " 2>" + err_path;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGPIPE, SIG_DFL);
+    dup2(stdout_fd, STDOUT_FILENO);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream e(err_path);
+  std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  return {WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status), "", err};
+}
+
+class CliOutputTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    WriteFile(dir_ + "/f.js", "export default (input) => ({n: input.n})");
+    WriteFile(dir_ + "/m.json", "{}");
+    WriteFile(dir_ + "/in.jsonl", "{\"n\":1}\n{\"n\":2}\n");
+    run_ = "run " + dir_ + "/f.js --manifest " + dir_ + "/m.json --db " + dir_ + "/j.db";
+    journal_ = "journal --db " + dir_ + "/j.db";
+    // A journal with something to print.
+    auto r = RunCommand(dir_, run_ + " --input '{\"n\":1}'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  std::vector<std::string> Commands() const {
+    return {run_ + " --input '{\"n\":1}'", run_ + " --inputs " + dir_ + "/in.jsonl", journal_, journal_ + " --json",
+            "health", "doctor", "--help"};
+  }
+  std::string run_;
+  std::string journal_;
+};
+
+TEST_F(CliOutputTest, StdoutOnAFullDeviceIsAnIoErrorAndExitOne) {
+  const int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(full, 0) << std::strerror(errno);
+  for (const std::string& c : Commands()) {
+    const CommandResult r = RunWithStdout(dir_, c, full);
+    EXPECT_EQ(r.exit_code, 1) << c << ": " << r.err;
+    EXPECT_NE(r.err.find("basal: io: stdout: No space left on device\n"), std::string::npos) << c << ": " << r.err;
+  }
+  close(full);
+}
+
+TEST_F(CliOutputTest, StdoutOnAPipeWithNoReaderIsAnIoErrorNotASignal) {
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  close(p[0]);  // like `basal journal | head -1` once head has gone
+  for (const std::string& c : Commands()) {
+    const CommandResult r = RunWithStdout(dir_, c, p[1]);
+    EXPECT_EQ(r.exit_code, 1) << c << " (a negative code is a signal): " << r.err;
+    EXPECT_NE(r.err.find("basal: io: stdout: Broken pipe\n"), std::string::npos) << c << ": " << r.err;
+  }
+  close(p[1]);
+}
+
+TEST_F(CliOutputTest, AHealthReportThatCannotBeWrittenIsAnIoErrorAndExitOne) {
+  const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const CommandResult r = RunWithStdout(dir_, run_ + " --input '{\"n\":1}' --health-out /dev/full", null);
+  close(null);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "basal: io: cannot write health report /dev/full: write: No space left on device\n");
 }
 
 }  // namespace

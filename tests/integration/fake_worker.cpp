@@ -1,5 +1,6 @@
 // A stand-in for ck-basal-worker that misbehaves on purpose, so the parent's validation of
-// hostile worker output is tested against real processes. The first argument picks the fault.
+// hostile worker output is tested against real processes. The first argument other than
+// `--parent-pid N` picks the fault.
 // It sends a welcome that passes the parent's check (unless the fault is in the welcome), reads
 // load and activate, then commits its fault.
 #include <signal.h>

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -20,12 +21,7 @@
 namespace basal::confinement {
 namespace {
 
-[[noreturn]] void Fail(std::string_view step, std::string_view reason) {
-  std::string line = "ck-basal-worker: confinement failed: ";
-  line += step;
-  line += ": ";
-  line += reason;
-  line += '\n';
+[[noreturn]] void ExitWithLine(const std::string& line, int code) {
   size_t off = 0;
   while (off < line.size()) {
     const ssize_t n = write(STDERR_FILENO, line.data() + off, line.size() - off);
@@ -33,7 +29,27 @@ namespace {
     if (n <= 0) break;
     off += static_cast<size_t>(n);
   }
-  _exit(kExitConfinementFailed);
+  _exit(code);
+}
+
+[[noreturn]] void Fail(std::string_view step, std::string_view reason) {
+  std::string line = "ck-basal-worker: confinement failed: ";
+  line += step;
+  line += ": ";
+  line += reason;
+  line += '\n';
+  ExitWithLine(line, kExitConfinementFailed);
+}
+
+// Called with the death signal already set: if getppid() is still the parent that started the
+// worker, its death from now on kills the worker. If it is not, the parent died before the prctl
+// (getppid() is a reaper's pid) and no signal will ever come: leave at once.
+void RequireParent(pid_t parent_pid) {
+  const pid_t now = getppid();
+  if (now == parent_pid) return;
+  ExitWithLine("ck-basal-worker: parent " + std::to_string(parent_pid) + " is gone (the parent is now " +
+                   std::to_string(now) + "): exiting\n",
+               kExitParentGone);
 }
 
 void Require(std::string_view step, const StepStatus& status) {
@@ -122,6 +138,13 @@ ConfinementReport ConfineWorker(const ConfineOptions& options) {
     Fail("options", "a switch that weakens confinement is set, but this build has no BASAL_TEST_HOOKS");
   }
 #endif
+
+  // Before step 0, bound the worker's life by its parent's: SIGKILL when the parent dies, however
+  // it dies. The closed pipe alone would not do: a script in a loop never reads it, and the
+  // deadline that would end it is enforced by the parent.
+  if (options.parent_pid <= 1) Fail("options", "no parent pid (ck-basal-worker is started with --parent-pid)");
+  Require("parent death signal", SetParentDeathSignal());
+  RequireParent(options.parent_pid);
 
   // 0. Prepare to live under the filter.
   Require("prepare", PrepareForFilter());

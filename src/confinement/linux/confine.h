@@ -9,6 +9,7 @@
 #pragma once
 
 #include <linux/filter.h>
+#include <sys/types.h>
 
 #include <span>
 #include <string>
@@ -17,6 +18,9 @@ namespace basal::confinement {
 
 inline constexpr int kWorkerLandlockAbiMax = 7;    // the worker knows Landlock ABIs 1..7
 inline constexpr int kExitConfinementFailed = 70;  // documented worker exit code
+// Documented worker exit code: the process that started the worker (ConfineOptions::parent_pid)
+// is no longer its parent, so it died before the death signal was set; nobody reads the worker.
+inline constexpr int kExitParentGone = 69;
 
 // Every field is false in release builds: the worker sets them only when compiled with
 // BASAL_TEST_HOOKS (from argv switches), so the parent's refusal of a weak worker can be tested.
@@ -25,6 +29,10 @@ struct ConfineOptions {
   // The seccomp program compiled at build time (WorkerSeccompProgram(), seccomp_program.h); the
   // worker's pid and tid are patched in. Empty: confinement fails (never a weaker sandbox).
   std::span<const sock_filter> seccomp_program;
+  // The pid of the parent that started the worker (its --parent-pid argument). Must be > 1:
+  // ConfineWorker exits 70 otherwise, and kExitParentGone if getppid() differs once the parent
+  // death signal is set.
+  pid_t parent_pid = 0;
   bool weaken_startup_checks = false;  // a failed startup check is reported, not fatal
   bool skip_landlock = false;
   bool skip_seccomp = false;
@@ -50,7 +58,9 @@ struct ConfinementReport {
   std::string ToJson() const;
 };
 
-// Step 0 prepares the process to live under the filter (SIGPIPE ignored; TZ=UTC0 and localtime
+// First the parent death signal (SIGKILL when the parent dies) and the check that getppid() is
+// still options.parent_pid (else "ck-basal-worker: parent <pid> is gone ..." and exit
+// kExitParentGone). Step 0 prepares the process to live under the filter (SIGPIPE ignored; TZ=UTC0 and localtime
 // primed so glibc never stats /etc/localtime; malloc primed, since its first call uses
 // getrandom), then steps 1-6 in the design's order: startup checks, descriptor close,
 // no_new_privs and non-dumpable, Landlock, descriptor close, seccomp. A failed step writes

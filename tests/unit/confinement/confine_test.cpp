@@ -35,10 +35,12 @@
 namespace basal::confinement {
 namespace {
 
-// What the worker passes: the build's prebuilt seccomp program.
+// What the worker passes: the build's prebuilt seccomp program and its parent's pid. Called in
+// the forked child, so getppid() is the test process.
 ConfineOptions WorkerOptions() {
   ConfineOptions o;
   o.seccomp_program = WorkerSeccompProgram();
+  o.parent_pid = getppid();
   return o;
 }
 
@@ -285,12 +287,46 @@ TEST_F(ConfineWorkerTest, GlibcFatalErrorPathReportsAndAborts) {
 
 TEST_F(ConfineWorkerTest, WithoutASeccompProgramItExits70RatherThanRunUnfiltered) {
   const ChildResult r = RunChild({}, [] {
-    ConfineWorker(ConfineOptions{});
+    ConfineOptions o;
+    o.parent_pid = getppid();
+    ConfineWorker(o);
     RawWrite(STDOUT_FILENO, "unfiltered");
     _exit(0);
   });
   EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
   EXPECT_EQ(r.err, "ck-basal-worker: confinement failed: seccomp: the prebuilt seccomp program has 0 instructions\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(ConfineWorkerTest, WithoutAParentPidItExits70) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineOptions o = WorkerOptions();
+    o.parent_pid = 0;
+    ConfineWorker(o);
+    RawWrite(STDOUT_FILENO, "confined");
+    _exit(0);
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "ck-basal-worker: confinement failed: options: no parent pid (ck-basal-worker is started with "
+            "--parent-pid)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+// A parent that died before the death signal was set: getppid() is a reaper's, not the pid the
+// worker was started with. The child's own pid stands in for a parent that is gone.
+TEST_F(ConfineWorkerTest, AnotherParentThanTheOneThatStartedItExitsParentGone) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineOptions o = WorkerOptions();
+    o.parent_pid = getpid();
+    ConfineWorker(o);
+    RawWrite(STDOUT_FILENO, "confined");
+    _exit(0);
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitParentGone)) << r.Describe();
+  EXPECT_EQ(r.err.rfind("ck-basal-worker: parent ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(" is gone (the parent is now " + std::to_string(getpid()) + "): exiting\n"), std::string::npos)
+      << r.err;
   EXPECT_EQ(r.out, "");
 }
 

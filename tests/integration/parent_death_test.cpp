@@ -1,0 +1,245 @@
+// A worker never outlives the parent that started it: `--parent-pid` is required and checked, and
+// a basal killed by SIGKILL takes its busy workers with it (docs/sandbox.md, docs/protocol.md).
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/test_support.h"
+
+namespace basal::testing {
+namespace {
+
+using std::chrono::steady_clock;
+
+constexpr int kWorkerExitUsage = 64;
+constexpr int kWorkerExitParentGone = 69;
+
+struct Ended {
+  int status = 0;
+  std::string err;
+};
+
+// Starts `argv` with stdin and stdout on /dev/null and stderr on a pipe; returns its wait status
+// and what it wrote on stderr.
+Ended RunToEnd(const std::vector<std::string>& args) {
+  int err[2];
+  if (pipe2(err, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(err[1], 2);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(err[1]);
+  Ended e;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(err[0], buf, sizeof buf)) > 0) e.err.append(buf, static_cast<size_t>(n));
+  close(err[0]);
+  waitpid(pid, &e.status, 0);
+  return e;
+}
+
+bool ExitedWith(const Ended& e, int code) { return WIFEXITED(e.status) && WEXITSTATUS(e.status) == code; }
+
+TEST(WorkerParentPid, AnotherParentThanTheOneNamedExitsParentGone) {
+  // The worker's parent is this test process; any other pid stands for a parent that died before
+  // the worker set its death signal (getppid() would then be a reaper's).
+  const std::string named = std::to_string(getpid() + 1);
+  const Ended e = RunToEnd({BASAL_WORKER_PATH, "--parent-pid", named});
+  EXPECT_TRUE(ExitedWith(e, kWorkerExitParentGone)) << "status " << e.status << ": " << e.err;
+  EXPECT_EQ(e.err, "ck-basal-worker: parent " + named + " is gone (the parent is now " + std::to_string(getpid()) +
+                       "): exiting\n");
+}
+
+TEST(WorkerParentPid, MissingOrGarbageParentPidIsAUsageError) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"--parent-pid"},
+      {"--parent-pid", ""},
+      {"--parent-pid", "abc"},
+      {"--parent-pid", "12a"},
+      {"--parent-pid", " 12"},
+      {"--parent-pid", "+12"},
+      {"--parent-pid", "-12"},
+      {"--parent-pid", "0"},
+      {"--parent-pid", "1"},
+      {"--parent-pid", "2147483648"},            // one above INT_MAX: pid_t overflows
+      {"--parent-pid", "99999999999999999999999"},  // overflows every integer type
+      {"--parent-pid=" + std::to_string(getpid())},
+      {"--parent-pid", std::to_string(getpid()), "--parent-pid", std::to_string(getpid())},
+      {"--parent-pid", std::to_string(getpid()), "extra"},
+      {"extra", "--parent-pid", std::to_string(getpid())},
+  };
+  for (const auto& args : bad) {
+    std::vector<std::string> argv = {BASAL_WORKER_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string shown;
+    for (const auto& a : args) shown += " [" + a + "]";
+    const Ended e = RunToEnd(argv);
+    EXPECT_TRUE(ExitedWith(e, kWorkerExitUsage)) << shown << ": status " << e.status << ": " << e.err;
+    EXPECT_EQ(e.err.rfind("ck-basal-worker: ", 0), 0u) << shown << ": " << e.err;
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << shown << ": " << e.err;
+  }
+}
+
+// The pids whose parent is `parent`: /proc/<parent>/task/*/children where the kernel has it
+// (CONFIG_PROC_CHILDREN), else every /proc/<pid>/stat's ppid.
+std::set<pid_t> ChildrenOf(pid_t parent) {
+  std::set<pid_t> children;
+  bool have_children_files = false;
+  const std::string tasks = "/proc/" + std::to_string(parent) + "/task";
+  if (DIR* d = opendir(tasks.c_str())) {
+    while (dirent* t = readdir(d)) {
+      if (t->d_name[0] == '.') continue;
+      std::ifstream f(tasks + "/" + t->d_name + "/children");
+      if (!f) continue;
+      have_children_files = true;
+      pid_t pid;
+      while (f >> pid) children.insert(pid);
+    }
+    closedir(d);
+  }
+  if (have_children_files) return children;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* p = readdir(d)) {
+      if (p->d_name[0] < '1' || p->d_name[0] > '9') continue;
+      std::ifstream f(std::string("/proc/") + p->d_name + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const size_t close_paren = stat.rfind(')');  // the command name may hold spaces and parens
+      if (close_paren == std::string::npos) continue;
+      std::istringstream rest(stat.substr(close_paren + 1));
+      char state;
+      pid_t ppid = 0;
+      if (rest >> state >> ppid && ppid == parent) children.insert(static_cast<pid_t>(std::stol(p->d_name)));
+    }
+    closedir(d);
+  }
+  return children;
+}
+
+// How many activations of the journal have their `log` call recorded: each such worker is past
+// its confinement (welcome), has its flow loaded and is spinning in the script.
+size_t SpinningActivations(const std::string& db) {
+  auto journal = Journal::Open(db, Durability::kNormal);
+  if (!journal) return 0;
+  auto rows = (*journal)->Activations(std::nullopt, 100);
+  if (!rows) return 0;
+  size_t n = 0;
+  for (const ActivationRow& a : *rows) {
+    auto calls = (*journal)->Calls(a.id);
+    if (calls && !calls->empty()) ++n;
+  }
+  return n;
+}
+
+class ParentDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    // Orphaned workers are reparented to this process, so it can reap them and see how they died
+    // (a zombie's /proc entry would otherwise linger under a reaper that may never wait).
+    ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0) << std::strerror(errno);
+  }
+  void TearDown() override {
+    for (pid_t pid : leftover_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+  std::set<pid_t> leftover_;
+};
+
+TEST_F(ParentDeathTest, SigkilledBasalTakesItsBusyWorkersWithIt) {
+  // The awaited `log` call is journaled before the worker gets its answer and starts to spin (a
+  // console.log would wait in the worker's buffer until the script yields, which it never does).
+  WriteFile(dir_ + "/spin.js",
+            "export default async (input, host) => {"
+            "  await host.call('log', {level: 'info', message: 'spinning'}); for (;;) {} }");
+  WriteFile(dir_ + "/m.json", R"({"budgets":{"cpu_ms":600000,"deadline_ms":600000}})");
+  WriteFile(dir_ + "/in.jsonl", "{}\n{}\n{}\n");
+  const std::string db = dir_ + "/j.db";
+  const std::vector<std::string> args = {BASAL_CLI_PATH,    "run",      dir_ + "/spin.js", "--manifest",  dir_ + "/m.json",
+                                         "--inputs",        dir_ + "/in.jsonl", "--concurrency", "3", "--db", db,
+                                         "--worker",        BASAL_WORKER_PATH};
+  const pid_t basal = fork();
+  ASSERT_GE(basal, 0);
+  if (basal == 0) {
+    const int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  leftover_.insert(basal);
+
+  // Not a time limit on basal: a guard so that a broken run fails instead of hanging the suite.
+  const auto give_up = steady_clock::now() + std::chrono::seconds(60);
+  std::set<pid_t> workers;
+  while (steady_clock::now() < give_up) {
+    workers = ChildrenOf(basal);
+    if (workers.size() == 3 && SpinningActivations(db) == 3) break;
+    ASSERT_EQ(waitpid(basal, nullptr, WNOHANG), 0) << "basal ended before its three workers ran";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(workers.size(), 3u) << "three workers never ran";
+  ASSERT_EQ(SpinningActivations(db), 3u) << "three activations never reached their loop";
+  leftover_.insert(workers.begin(), workers.end());
+
+  const auto killed = steady_clock::now();
+  ASSERT_EQ(kill(basal, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(basal, &status, 0), basal);
+  leftover_.erase(basal);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  // basal's exit reparented its workers to this subreaper and sent each its death signal.
+  const auto deadline = killed + std::chrono::seconds(1);
+  std::set<pid_t> alive = workers;
+  while (!alive.empty() && steady_clock::now() < deadline) {
+    for (auto it = alive.begin(); it != alive.end();) {
+      int ws = 0;
+      if (waitpid(*it, &ws, WNOHANG) == *it) {
+        EXPECT_TRUE(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL) << "worker " << *it << " ended with status " << ws;
+        leftover_.erase(*it);
+        it = alive.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!alive.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(steady_clock::now() - killed);
+  EXPECT_TRUE(alive.empty()) << alive.size() << " of 3 workers still alive 1 s after basal's SIGKILL";
+  std::cout << "[ measured ] the three workers were reaped " << took.count() << " us after basal's SIGKILL\n";
+}
+
+}  // namespace
+}  // namespace basal::testing
