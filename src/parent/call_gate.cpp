@@ -11,6 +11,9 @@ struct HostCallReply::Slot {
   ActivationId activation_id = 0;
   int64_t call_id = 0;
   std::atomic<bool> answered{false};
+  // True while the gate is inside the handler: a reply dropped then (or destroyed as the handler
+  // throws) is answered by the gate after the handler returns, with what really happened.
+  std::atomic<bool> dispatching{true};
 };
 
 namespace {
@@ -48,7 +51,7 @@ void HostCallReply::Error(std::string name, std::string message) {
 }
 bool HostCallReply::answered() const { return !slot_ || slot_->answered.load(); }
 HostCallReply::~HostCallReply() {
-  if (slot_ && !slot_->answered.load())
+  if (slot_ && !slot_->answered.load() && !slot_->dispatching.load())
     Deliver(slot_, false, nullptr, "HostError", "the host call's handler dropped its reply without answering");
 }
 HostCallReply& HostCallReply::operator=(HostCallReply&& other) noexcept {
@@ -179,10 +182,13 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
   } catch (...) {
     thrown = "an exception that is not a std::exception";
   }
+  slot->dispatching = false;
   if (!thrown.empty()) {
     hooks_.event({ModuleEvent::Kind::kHandlerThrew,
                   "host call \"" + spec.name + "\" threw: " + thrown, key.first, 0});
     HostCallReply(slot).Error("HostError", "host call \"" + spec.name + "\" failed: its handler threw: " + thrown);
+  } else if (slot.use_count() == 1) {  // nobody kept the reply
+    HostCallReply(slot).Error("HostError", "the host call's handler dropped its reply without answering");
   }
 }
 

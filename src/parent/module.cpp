@@ -425,8 +425,11 @@ void Module::CancelAll(std::string_view why) {
 }
 
 void Module::RunUntilIdle() {
-  while (impl_->Busy()) impl_->loop->RunOnce(std::chrono::milliseconds(3'600'000));
-  impl_->EndOfPass();
+  for (;;) {
+    impl_->EndOfPass();  // dispatches what was submitted and reports what already finished
+    if (!impl_->Busy()) return;
+    impl_->loop->RunOnce(std::chrono::milliseconds(3'600'000));
+  }
 }
 
 void Module::RunFor(std::chrono::milliseconds budget) {
