@@ -43,7 +43,7 @@ std::string Latency(Samples& s) { return Us(s.Median()) + " (p99 " + Us(s.P99())
 
 int main(int argc, char** argv) {
   basal::bench::Options o;
-  std::string only;  // one figure alone (for profiling): hostcall, warm, cold, throughput
+  std::string only;  // one figure alone (for profiling): hostcall, warm, cold, throughput, memory
   o.worker_path = BASAL_WORKER_PATH;
   o.hello_path = BASAL_BENCH_HELLO_PATH;
   for (int i = 1; i < argc; ++i) {
@@ -94,6 +94,11 @@ int main(int argc, char** argv) {
     } else if (only == "cold") {
       Samples s = basal::bench::ColdStart(o);
       PrintSamples("cold start", s);
+    } else if (only == "memory") {
+      const basal::bench::MemoryOverCalls mem = basal::bench::ParentMemoryOverCalls(o);
+      std::printf("  parent VmRSS: %llu KiB after %zu host calls, %llu KiB after %zu\n",
+                  static_cast<unsigned long long>(mem.early_rss_kib), mem.early_calls,
+                  static_cast<unsigned long long>(mem.late_rss_kib), mem.late_calls);
     } else if (only == "throughput") {
       for (size_t workers : {1, 2, 3, 4, 8}) {
         basal::bench::Throughput t = basal::bench::PoolThroughput(o, workers, 1'000'000);
@@ -101,7 +106,7 @@ int main(int argc, char** argv) {
                     static_cast<double>(t.wal_bytes) / (1 << 20));
       }
     } else {
-      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold or throughput\n");
+      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput or memory\n");
       return 64;
     }
     return 0;
@@ -146,6 +151,11 @@ int main(int argc, char** argv) {
               tp_reuse.max_workers, tp_reuse.max_activations_per_worker,
               static_cast<unsigned long long>(tp_reuse.spawned));
 
+  const basal::bench::MemoryOverCalls mem = basal::bench::ParentMemoryOverCalls(o);
+  std::printf("  %-44s %llu KiB after %zu calls, %llu KiB after %zu\n", "parent VmRSS over host calls",
+              static_cast<unsigned long long>(mem.early_rss_kib), mem.early_calls,
+              static_cast<unsigned long long>(mem.late_rss_kib), mem.late_calls);
+
   const double host_ref = pipe.Median() + commits.record_call.Median();
   const double warm_ref = pipe.Median() + commits.begin_activation.Median() + commits.end_activation.Median();
   const double spawn_ref = spawn.Median();
@@ -160,6 +170,10 @@ int main(int argc, char** argv) {
        tp.activations_per_second >= 25000},
       {"idle worker RSS", Fmt("%.0f KiB", static_cast<double>(warm.idle_worker_rss_kib)), "-", "-", "< 2048 KiB",
        warm.idle_worker_rss_kib < 2048},
+      {"parent RSS, 10x the calls", Fmt("%.0f KiB", static_cast<double>(mem.late_rss_kib)),
+       Fmt("%.0f KiB", static_cast<double>(mem.early_rss_kib)) + " at a tenth",
+       Fmt("%.2fx", static_cast<double>(mem.late_rss_kib) / static_cast<double>(mem.early_rss_kib)), "<= 1.10x",
+       mem.late_rss_kib <= mem.early_rss_kib * 11 / 10},
   };
   std::printf("\n%-28s %-26s %-26s %-7s %-12s %s\n", "figure", "measured p50 (p99)", "reference p50", "ratio",
               "target", "");

@@ -84,5 +84,11 @@ struct Throughput {
   uint64_t wal_bytes = 0;  // the journal's WAL file at the end: bounded if checkpoints keep up
 };
 Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_activations_per_worker);
+// The parent's resident memory over many host calls through one module: nothing per call may stay.
+struct MemoryOverCalls {
+  size_t early_calls = 0, late_calls = 0;      // 100 thousand and 1 million (a tenth of each with --quick)
+  uint64_t early_rss_kib = 0, late_rss_kib = 0;  // this process's VmRSS after each
+};
+MemoryOverCalls ParentMemoryOverCalls(const Options& o);
 
 }  // namespace basal::bench

@@ -203,4 +203,31 @@ Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_act
   return t;
 }
 
+MemoryOverCalls ParentMemoryOverCalls(const Options& o) {
+  auto m = OpenModule(o, "memory");
+  HostCallSpec spec;
+  spec.name = "bench.noop";
+  spec.effect = Effect::kPure;
+  spec.handler = [](const HostCallContext&, const nlohmann::json&, HostCallReply reply) { reply.Ok(nullptr); };
+  if (auto r = m->registry().Register(std::move(spec)); !r) Fatal(r.error().message);
+  const FlowRef f = AddFlow(*m,
+                            "export default async function (n, host) {"
+                            "  for (let i = 0; i < n; i++) await host.call('bench.noop', {i});"
+                            "  return n;"
+                            "}",
+                            R"({"grants": {"bench.noop": {}}})");
+  MemoryOverCalls out;
+  out.early_calls = o.quick ? 10'000 : 100'000;
+  out.late_calls = o.quick ? 100'000 : 1'000'000;
+  const int per_activation = 1000;
+  size_t done = 0;
+  while (done < out.late_calls) {
+    Expect(m->Run(f, per_activation));
+    done += per_activation;
+    if (done == out.early_calls) out.early_rss_kib = StatusKib(::getpid(), "VmRSS");
+  }
+  out.late_rss_kib = StatusKib(::getpid(), "VmRSS");
+  return out;
+}
+
 }  // namespace basal::bench

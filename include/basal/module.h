@@ -10,8 +10,8 @@
 // Many activations: Submit() each with a callback, then RunUntilIdle(), or run the loop for as
 // long as the host lives (RunFor in a loop, on a thread of its own if you like). Threads: every
 // method runs on the loop thread (the one that drives Run*/RunFor), and so do every host-call
-// handler and every callback; the exceptions are Post(), Wake() and HostCallReply::Ok/Error,
-// which any thread may call. docs/embedding.md has a worked example; docs/architecture.md the rooms.
+// handler and every callback; the exceptions are Post() and HostCallReply::Ok/Error, which any
+// thread may call (to submit from another thread, Post a lambda that calls Submit). docs/embedding.md has a worked example; docs/architecture.md the rooms.
 //
 // Ending: Shutdown(grace) lets running activations finish for up to `grace`, cancels the rest and
 // calls every `done` exactly once. Destroying the Module without Shutdown kills its workers and
@@ -64,7 +64,7 @@ class ModuleObserver {
 };
 
 struct ModuleOptions {
-  std::string journal_path;                       // required; created 0600 in a 0700 directory if new
+  std::string journal_path;                       // required; created 0600 if new (its directory must exist)
   Durability durability = Durability::kNormal;
   std::string worker_path;                        // required: the ck-basal-worker binary
 #ifdef BASAL_TEST_HOOKS
@@ -87,7 +87,7 @@ struct ModuleOptions {
   std::chrono::milliseconds lease{60'000};
   // Where console.* output goes besides the journal (every log call is journaled regardless).
   std::function<void(const HostCallContext&, std::string_view level, std::string_view message)> log_sink;
-  std::shared_ptr<ModuleObserver> observer;       // null: events are only counted
+  std::shared_ptr<ModuleObserver> observer;       // null: nobody hears the events (health still counts its counters)
 };
 
 // An approved flow: immutable. Keep the reference to submit activations; RemoveFlow retires it.

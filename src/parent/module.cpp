@@ -138,8 +138,12 @@ struct Module::Impl final : PoolOwner {
       bool retire = false;
       ActivationResult r = ResultFromDone(*done, retire);
       if (done->ok && done->caught_budget_failure) ++health.caught_budget_failures;
+      const bool removed = !flows.count(a.flow->id);
       Finish(a, std::move(r));
-      pool->Release(w, retire ? std::optional<RetireReason>(RetireReason::kBudget) : std::nullopt);
+      std::optional<RetireReason> why;
+      if (retire) why = RetireReason::kBudget;
+      else if (removed) why = RetireReason::kFlowRemoved;  // no later activation can use it
+      pool->Release(w, why);
       return;
     }
     pool->Violation(w, "unexpected message during an activation");
@@ -406,7 +410,7 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   a->done = std::move(done);
   m.live[a->id] = std::move(a);
   m.queue.push_back(*id);
-  m.loop->Wake();  // a loop driven from another thread dispatches it soon
+  m.loop->Wake();  // a loop waiting in RunOnce (e.g. Submit from a Post'ed lambda) dispatches it soon
   return *id;
 }
 
@@ -446,7 +450,9 @@ ActivationResult Module::Run(const FlowRef& flow, nlohmann::json input) {
   ActivationResult out;
   auto id = Submit(flow, std::move(input), [&out](const ActivationResult& r) { out = r; });
   if (!id) {
-    out.outcome = id.error().code == ErrorCode::kDatabase ? Outcome::kJournalError : Outcome::kInvalidInput;
+    out.outcome = id.error().code == ErrorCode::kDatabase      ? Outcome::kJournalError
+                  : id.error().code == ErrorCode::kUnavailable ? Outcome::kCancelled
+                                                               : Outcome::kInvalidInput;
     out.message = id.error().message;
     return out;
   }

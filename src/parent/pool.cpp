@@ -24,8 +24,16 @@ Pool::~Pool() {
 }
 
 PooledWorker* Pool::FindIdle(const Flow& flow) {
-  for (auto& w : workers_)
-    if (w->state == PooledWorker::State::kIdle && w->flow->id == flow.id) return w.get();
+  const auto now = Clock::now();
+  for (auto& w : workers_) {
+    if (w->state != PooledWorker::State::kIdle || w->flow->id != flow.id) continue;
+    // Idle past its period while nobody drove the loop (its timer has not run yet): retired, not reused.
+    if (now - w->idle_since >= options_.idle_retire) {
+      Retire(*w, RetireReason::kIdle);
+      continue;
+    }
+    return w.get();
+  }
   return nullptr;
 }
 

@@ -63,6 +63,7 @@ Result<void> RegisterLogHostCall(HostCallRegistry& registry, LogSink sink) {
   if (!sink) return MakeError(ErrorCode::kInvalidArgument, "host call \"log\": the log sink is empty");
   HostCallSpec spec;
   spec.name = "log";
+  spec.effect = Effect::kPure;  // nothing outside the journal (and the embedder's sink) changes
   spec.needs_grant = false;
   // No check_grant: a manifest may list log only as {}. No authorize: every call is admitted.
   spec.handler = [sink = std::move(sink)](const HostCallContext& context, const Json& args, HostCallReply reply) {

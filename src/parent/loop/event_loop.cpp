@@ -104,7 +104,7 @@ void EventLoop::RunPosted() {
 }
 
 void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
-  loop_thread_ = std::this_thread::get_id();
+  loop_thread_.store(std::this_thread::get_id());
   RunTimers();
   RunPosted();
   if (after_pass_) after_pass_();

@@ -6,12 +6,14 @@
 //   std::thread([&] { (*loop)->Post([] { ... }); }).detach();   // wakes the loop (eventfd)
 //   (*loop)->RunOnce(std::chrono::milliseconds(100));
 //
-// Each pass runs, in order: due timers, ready descriptors, posted work, then the `after_pass`
-// hook (the module commits the journal there and only then answers: group commit). Every room of
+// A pass (RunOnce) first runs due timers, posted work and the `after_pass` hook, then waits, then
+// runs the ready descriptors' callbacks, due timers, posted work and `after_pass` again. The module
+// commits the journal in `after_pass` and only then answers (group commit). Every room of
 // the parent runs on the thread that calls RunOnce; only Post() and Wake() may be called from
 // other threads. A callback may watch, unwatch and post freely, including for its own descriptor.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -60,7 +62,7 @@ class EventLoop {
     should_busy_poll_ = std::move(should);
   }
   // The thread that last ran a pass (or created the loop): where loop-only calls belong.
-  bool OnLoopThread() const { return std::this_thread::get_id() == loop_thread_; }
+  bool OnLoopThread() const { return std::this_thread::get_id() == loop_thread_.load(); }
 
  private:
   EventLoop() = default;
@@ -83,7 +85,7 @@ class EventLoop {
   std::function<void()> after_pass_;
   std::chrono::microseconds busy_poll_{0};
   std::function<bool()> should_busy_poll_;
-  std::thread::id loop_thread_ = std::this_thread::get_id();
+  std::atomic<std::thread::id> loop_thread_{std::this_thread::get_id()};  // read by other threads
 };
 
 }  // namespace basal
