@@ -395,7 +395,7 @@ class ConfinedFixture : public testing::ModuleFixture {
 
   void ExpectKilledBySeccomp(const std::string& source) {
     const int64_t before = Counter("worker_confinement");
-    const FlowId flow = Add(source, "{}", "probe.js");
+    const FlowRef flow = Add(source, "{}", "probe.js");
     const ActivationResult r = module_->Run(flow, ProbeInput());
     EXPECT_EQ(r.outcome, Outcome::kWorkerConfinement) << OutcomeName(r.outcome) << ": " << r.message;
     EXPECT_NE(r.message.find("SIGSYS"), std::string::npos) << r.message;
@@ -449,7 +449,7 @@ class AdmittedBySeccomp : public ConfinedFixture, public ::testing::WithParamInt
 TEST_P(AdmittedBySeccomp, ConfinedWorkerCompletesAndNothingIsCounted) {
   const Allowed& call = GetParam();
   Open();
-  const FlowId flow = Add(call.source, "{}", "allowed.js");
+  const FlowRef flow = Add(call.source, "{}", "allowed.js");
   const ActivationResult r = module_->Run(flow, ProbeInput());
   ASSERT_EQ(r.outcome, Outcome::kOk) << OutcomeName(r.outcome) << ": " << r.message;
   EXPECT_EQ(r.result, call.expected);
@@ -461,7 +461,7 @@ INSTANTIATE_TEST_SUITE_P(Allowed, AdmittedBySeccomp, ::testing::ValuesIn(Allowed
 
 TEST_F(ConfinedFixture, AbortEndsTheWorkerWithSigabrtNotSigsys) {
   Open();
-  const FlowId flow = Add(Flow("__basal_test.abort(); return 0;"), "{}", "abort.js");
+  const FlowRef flow = Add(Flow("__basal_test.abort(); return 0;"), "{}", "abort.js");
   const ActivationResult r = module_->Run(flow, ProbeInput());
   EXPECT_EQ(r.outcome, Outcome::kWorkerCrashed) << OutcomeName(r.outcome) << ": " << r.message;
   EXPECT_NE(r.message.find("SIGABRT"), std::string::npos) << r.message;
@@ -494,7 +494,7 @@ TEST_P(RefusedWelcome, WorkerIsKilledBeforeItSeesFlowCode) {
   o.worker_args = {GetParam()};
   Open(std::move(o));
   // Were the flow ever to run, its console.log would be journaled as a host call.
-  const FlowId flow = Add(Flow("console.log('basal probe marker: flow code ran'); return 1;"), "{}", "refused.js");
+  const FlowRef flow = Add(Flow("console.log('basal probe marker: flow code ran'); return 1;"), "{}", "refused.js");
   const ActivationResult r = module_->Run(flow, ProbeInput());
   EXPECT_EQ(r.outcome, Outcome::kWorkerRefused) << OutcomeName(r.outcome) << ": " << r.message;
   const Json h = module_->HealthReport();
