@@ -25,6 +25,7 @@ struct Activation {
   std::optional<EventLoop::TimerId> deadline_timer;
   int64_t last_call_id = 0;  // call ids must rise within an activation
   bool started = false;      // the activate frame was sent
+  bool queued = false;       // waiting in the module's queue for a worker
 };
 
 // What a worker's `done` (or failed `loaded`) means. `retire` is set when the worker's engine state

@@ -61,7 +61,8 @@ struct Module::Impl final : PoolOwner {
   uint64_t next_flow_id = 1;
   std::unordered_map<uint64_t, FlowRef> flows;                        // approved and not removed
   std::unordered_map<ActivationId, std::unique_ptr<Activation>> live;  // queued or running
-  std::deque<ActivationId> queue;
+  std::deque<ActivationId> queue;  // may hold ids that already ended (skipped by Dispatch)
+  size_t queued = 0;               // activations in `queue` that still wait
   std::vector<std::pair<ActivationId, std::string>> sends;  // answers waiting for the commit
   std::vector<Finished> finished;                           // callbacks waiting for the commit
   std::string journal_failure;
@@ -102,7 +103,9 @@ struct Module::Impl final : PoolOwner {
       ++health.activations_failed[r.outcome];
     }
     if (a.worker) a.worker->activation = nullptr;
-    queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
+    // A queued one (cancelled while it waited) stays in `queue` as a stale id that Dispatch skips:
+    // removing it there would cost a scan of the queue per cancel.
+    if (a.queued) --queued;
     finished.push_back({std::move(r), std::move(a.done)});
     live.erase(id);  // `a` is gone now
   }
@@ -184,9 +187,16 @@ struct Module::Impl final : PoolOwner {
 
   void Dispatch() {
     while (!queue.empty()) {
-      Activation& a = *live.at(queue.front());
+      auto found = live.find(queue.front());
+      if (found == live.end()) {  // ended while it waited
+        queue.pop_front();
+        continue;
+      }
+      Activation& a = *found->second;
       if (PooledWorker* idle = pool->FindIdle(*a.flow)) {
         queue.pop_front();
+        a.queued = false;
+        --queued;
         if (idle->timer) loop->Cancel(*idle->timer);
         idle->timer.reset();
         idle->activation = &a;
@@ -196,6 +206,8 @@ struct Module::Impl final : PoolOwner {
       }
       if (!pool->MakeRoom()) return;
       queue.pop_front();
+      a.queued = false;
+      --queued;
       auto w = pool->Spawn(a.flow, &a);
       if (!w) {
         Finish(a, Failure(Outcome::kSpawnFailed, w.error().message));
@@ -408,8 +420,10 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   if (!id) return id.error();
   a->id = *id;
   a->done = std::move(done);
+  a->queued = true;
   m.live[a->id] = std::move(a);
   m.queue.push_back(*id);
+  ++m.queued;
   m.loop->Wake();  // a loop waiting in RunOnce (e.g. Submit from a Post'ed lambda) dispatches it soon
   return *id;
 }
@@ -479,7 +493,7 @@ void Module::Post(std::function<void()> fn) { impl_->loop->Post(std::move(fn)); 
 HealthSnapshot Module::Health() const {
   HealthSnapshot h = impl_->health;
   impl_->pool->Count(h);
-  h.queue_length = impl_->queue.size();
+  h.queue_length = impl_->queued;
   return h;
 }
 
