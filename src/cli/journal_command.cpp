@@ -8,6 +8,7 @@
 
 #include "cli/cli_support.h"
 #include "cli/commands.h"
+#include "parent/store/owner.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "parent/store/store.h"
 #include "protocol/messages.h"
@@ -28,15 +29,6 @@ Json StoredJson(const std::string& text) {
   return text;
 }
 
-std::string Utc(int64_t unix_us) {
-  const time_t secs = static_cast<time_t>(unix_us / 1'000'000);
-  tm t{};
-  gmtime_r(&secs, &t);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>((unix_us % 1'000'000) / 1000));
-  return buf;
-}
 
 std::string Millis(int64_t us) {
   char buf[32];
@@ -104,9 +96,9 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
   if (!a.owner.host.empty() || a.owner.pid != 0) {
     out += "  parent    host " + OneLine(a.owner.host) + ", pid " + std::to_string(a.owner.pid) + "\n";
   }
-  out += "  started   " + Utc(a.start_unix_us) + "\n";
+  out += "  started   " + UtcText(a.start_unix_us) + "\n";
   if (a.end_unix_us) {
-    out += "  ended     " + Utc(*a.end_unix_us) + "  (" + Millis(*a.end_unix_us - a.start_unix_us) + ", cpu " +
+    out += "  ended     " + UtcText(*a.end_unix_us) + "  (" + Millis(*a.end_unix_us - a.start_unix_us) + ", cpu " +
            Millis(a.cpu_us) + ")\n";
   }
   out += "  source    " + OneLine(a.source_hash) + "\n";

@@ -210,17 +210,24 @@ void Pool::Count(HealthSnapshot& h) const {
 
 // ---- frames and deaths ----
 
-void Pool::OnReadable(PooledWorker& w) {
-  if (w.state == PooledWorker::State::kDead) return;
-  const auto status = w.session->ReadAvailable(
+// Reads and handles the worker's frames; false when the worker is dead afterwards.
+bool Pool::ReadFrames(PooledWorker& w, bool until_empty, WorkerSession::ReadStatus& status) {
+  status = w.session->ReadAvailable(
       [this, &w](protocol::WorkerMessage& m) {
         OnFrame(w, m);
         return w.state != PooledWorker::State::kDead;
       },
-      /*until_empty=*/false);
+      until_empty);
+  if (w.state == PooledWorker::State::kDead) return false;
+  if (status != WorkerSession::ReadStatus::kBroken) return true;
+  Violation(w, w.session->broken_reason());
+  return false;
+}
+
+void Pool::OnReadable(PooledWorker& w) {
   if (w.state == PooledWorker::State::kDead) return;
-  if (status == WorkerSession::ReadStatus::kBroken) return Violation(w, w.session->broken_reason());
-  if (status == WorkerSession::ReadStatus::kEof) OnExit(w);
+  WorkerSession::ReadStatus status;
+  if (ReadFrames(w, /*until_empty=*/false, status) && status == WorkerSession::ReadStatus::kEof) OnExit(w);
 }
 
 void Pool::OnFrame(PooledWorker& w, protocol::WorkerMessage& msg) {
@@ -293,14 +300,8 @@ void Pool::WelcomeTimedOut(PooledWorker& w) {
 // The process ended (or closed stdout). Reads what it left, then classifies its end.
 void Pool::OnExit(PooledWorker& w) {
   if (w.state == PooledWorker::State::kDead) return;
-  const auto status = w.session->ReadAvailable(
-      [this, &w](protocol::WorkerMessage& m) {
-        OnFrame(w, m);
-        return w.state != PooledWorker::State::kDead;
-      },
-      /*until_empty=*/true);
-  if (w.state == PooledWorker::State::kDead) return;
-  if (status == WorkerSession::ReadStatus::kBroken) return Violation(w, w.session->broken_reason());
+  WorkerSession::ReadStatus status;
+  if (!ReadFrames(w, /*until_empty=*/true, status)) return;
   w.session->DrainStderr();
   auto death = w.session->process().WaitFor(std::chrono::milliseconds(1000));
   if (!death) return Violation(w, "closed its stdout but kept running");

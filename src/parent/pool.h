@@ -92,6 +92,7 @@ class Pool {
   void Count(HealthSnapshot& snapshot) const;
 
  private:
+  bool ReadFrames(PooledWorker& w, bool until_empty, WorkerSession::ReadStatus& status);
   void OnReadable(PooledWorker& w);
   void OnWritable(PooledWorker& w);
   void OnExit(PooledWorker& w);
