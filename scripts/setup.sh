@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(build-essential cmake pkg-config libseccomp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
-          libgtest-dev libgmock-dev googletest libbenchmark-dev strace)
+          libgtest-dev libgmock-dev googletest libbenchmark-dev strace libssl-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -55,6 +55,10 @@ struct HealthSnapshot {
   uint64_t journal_failures = 0;
   uint64_t caught_budget_failures = 0;  // refused allocation caught by a script that then completed
   uint64_t abandoned_recovered = 0;     // activations of dead parents this module closed at open
+  uint64_t cpu_kills = 0;               // busy workers the parent killed past their CPU budget + grace
+  uint64_t idle_cpu_kills = 0;          // idle workers killed for using CPU between activations
+  uint64_t output_overflows = 0;        // workers killed for not reading their answers (also a protocol violation)
+  uint64_t logs_dropped = 0;            // log lines dropped past an activation's log or journal budget
 
   uint64_t activations_failed_total() const;
   uint64_t retired(RetireReason reason) const { return retirements[static_cast<int>(reason)]; }

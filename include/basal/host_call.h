@@ -51,6 +51,9 @@ struct HostCallContext {
   // Stable for this call across retries and replays: "<journal id>:<activation>:<call>". Pass it
   // to the outside system so that it can drop a duplicate.
   std::string idempotency_key;
+  // The constraints of the grant that admitted the call (e.g. kv.put's quota), or null for a call
+  // that needs no grant and has none. Valid only while the handler runs: copy what you keep.
+  const Json* grant = nullptr;
 };
 
 // One-shot answer to a host call. Move-only; thread-safe: Ok/Error may be called from any thread.

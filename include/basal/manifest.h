@@ -1,7 +1,8 @@
 // A flow's manifest: the host calls it is granted (default deny) and its budgets.
 //
 //   {"grants": {"kv.get": {"namespaces": ["orders"]}},
-//    "budgets": {"cpu_ms": 1000, "heap_mb": 64, "stack_kb": 1024, "deadline_ms": 60000}}
+//    "budgets": {"cpu_ms": 1000, "heap_mb": 64, "stack_kb": 1024, "deadline_ms": 60000,
+//                "calls_in_flight": 64, "journal_kb": 4096, "log_kb": 1024}}
 //
 //   Result<Manifest> m = Manifest::Parse(text, registry);   // errors name the bad key's path
 #pragma once
@@ -18,11 +19,20 @@
 
 namespace basal {
 
+// Every budget has a default; docs/manifest.md has the table of limits.
 struct Budgets {
   std::chrono::milliseconds cpu{10'000};
   uint64_t heap_limit_bytes = 64ull << 20;
   uint64_t stack_limit_bytes = 1024ull << 10;
   std::chrono::milliseconds deadline{60'000};
+  // Host calls of one activation waiting for their answer; one more ends it (budget_exhausted,
+  // "calls_in_flight").
+  uint32_t calls_in_flight = 64;
+  // Bytes one activation may add to the journal (its call records, each already capped); past
+  // it a call ends the activation (budget_exhausted, "journal") and a log line is dropped.
+  uint64_t journal_bytes = 4ull << 20;
+  // Bytes of log lines one activation may write; later lines are dropped and counted.
+  uint64_t log_bytes = 1ull << 20;
 };
 
 class Manifest {

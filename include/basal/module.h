@@ -49,6 +49,7 @@ struct ModuleEvent {
     kResultTooLarge,         // a handler's result could not be sent to the flow
     kJournalFailure,         // a journal commit failed; nothing of that batch was answered
     kRecovered,              // opening the journal closed activations whose parent had died
+    kIdleCpu,                // an idle worker used CPU between activations: killed
   };
   Kind kind;
   std::string message;
@@ -85,6 +86,16 @@ struct ModuleOptions {
   uint64_t codemode_memory_headroom_bytes = 128ull << 20;
   // An activation's owner lease in the journal (crash recovery by another host); renewed every third.
   std::chrono::milliseconds lease{60'000};
+  // Bounds on what a hostile flow or worker can make the parent hold or write (docs/sandbox.md,
+  // "Limits"). The manifest's budgets (calls_in_flight, journal_kb, log_kb) bound each activation.
+  size_t journal_value_max_bytes = 64u << 10;      // per journaled value; above: prefix, size, SHA-256
+  uint64_t calls_in_flight_max_bytes = 32ull << 20; // argument bytes of one activation's calls in flight
+  uint64_t worker_output_max_bytes = 32ull << 20;  // answers queued to a worker that does not read
+  // CPU is measured by the parent from the kernel: a worker past its activation's budget plus this
+  // grace is killed (budget_exhausted, cpu).
+  std::chrono::milliseconds cpu_grace{100};
+  // CPU an idle worker may use between activations (its engine's cleanup); past it, it is killed.
+  std::chrono::milliseconds idle_cpu_max{200};
   // Where console.* output goes besides the journal (every log call is journaled regardless).
   std::function<void(const HostCallContext&, std::string_view level, std::string_view message)> log_sink;
   std::shared_ptr<ModuleObserver> observer;       // null: nobody hears the events (health still counts its counters)

@@ -14,7 +14,7 @@ namespace basal {
 enum class Outcome {
   kOk,
   kScriptError,         // threw or rejected (or the module failed to load)
-  kBudgetExhausted,     // cpu, memory or stack budget
+  kBudgetExhausted,     // a budget of the manifest: cpu, memory, stack, journal, calls_in_flight
   kDeadline,            // wall-clock deadline passed: the parent killed the worker
   kProtocolViolation,   // the worker sent something invalid: killed
   kWorkerCrashed,       // died by a signal other than SIGSYS, or exited
@@ -31,9 +31,11 @@ enum class Outcome {
 const char* OutcomeName(Outcome outcome);
 std::optional<Outcome> ParseOutcome(std::string_view name);
 
-// The budgets an activation can exhaust.
-enum class Budget { kCpu, kMemory, kStack };
-const char* BudgetName(Budget budget);  // "cpu", "memory", "stack"
+// The budgets an activation can exhaust (the manifest's budgets; docs/manifest.md). The worker
+// reports cpu, memory and stack; the parent enforces cpu from outside too, and journal and
+// calls_in_flight alone.
+enum class Budget { kCpu, kMemory, kStack, kJournal, kCallsInFlight };
+const char* BudgetName(Budget budget);  // "cpu", "memory", "stack", "journal", "calls_in_flight"
 std::optional<Budget> ParseBudget(std::string_view name);
 
 struct ActivationResult {
@@ -44,7 +46,8 @@ struct ActivationResult {
   std::string error_name;       // script_error: the JS error's name
   std::string stack;            // script_error: the JS stack
   std::optional<Budget> budget; // budget_exhausted: which one
-  int64_t cpu_us = 0;
+  int64_t cpu_us = 0;            // the worker's CPU for this activation, measured by the parent
+  int64_t logs_dropped = 0;      // log lines dropped past the log or journal budget
   bool ok() const { return outcome == Outcome::kOk; }
   // {"kind": ..., "message": ..., ["name", "stack", "budget"]}
   nlohmann::json ErrorJson() const;

@@ -62,7 +62,8 @@ Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls) {
             {"start_unix_us", a.start_unix_us},
             {"end_unix_us", a.end_unix_us ? Json(*a.end_unix_us) : Json(nullptr)},
             {"outcome", a.outcome.empty() ? Json(nullptr) : Json(a.outcome)},
-            {"cpu_us", a.cpu_us}};
+            {"cpu_us", a.cpu_us},
+            {"logs_dropped", a.logs_dropped}};
   if (!a.owner.host.empty() || a.owner.pid != 0) {
     j["owner"] = {{"host", a.owner.host}, {"pid", a.owner.pid}, {"start_ticks", a.owner.start_ticks}};
     j["lease_until_unix_us"] = a.lease_until_unix_us;
@@ -106,6 +107,8 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
   out += "  input     " + Compact(a.input_json) + "\n";
   if (!a.result_json.empty()) out += "  result    " + Compact(a.result_json) + "\n";
   if (!a.error_json.empty()) out += "  error     " + Compact(a.error_json) + "\n";
+  if (a.logs_dropped > 0)
+    out += "  logs      " + std::to_string(a.logs_dropped) + " line(s) dropped past the log or journal budget\n";
   if (calls.empty()) {
     out += "  calls     none\n";
   } else {

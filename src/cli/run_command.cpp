@@ -44,6 +44,7 @@ Json ActivationLine(const ActivationResult& r) {
   } else {
     line["error"] = r.ErrorJson();
   }
+  if (r.logs_dropped > 0) line["logs_dropped"] = r.logs_dropped;
   return line;
 }
 
@@ -306,6 +307,12 @@ int RunCommand(const RunOptions& o) {
     code = RunInputs(**module, *flow, lines, o.concurrency, stop) ? kExitOk : kExitFailed;
   } else {
     const ActivationResult r = (*module)->Run(*flow, std::move(input));
+    if (r.logs_dropped > 0) {
+      ReportError("logs_dropped", std::to_string(r.logs_dropped) +
+                                      " log line(s) past the activation's log budget (budgets.log_kb) or journal "
+                                      "budget (budgets.journal_kb) were dropped (activation " +
+                                      std::to_string(r.activation_id) + ")");
+    }
     if (r.ok()) {
       PrintLine(protocol::DumpJson(r.result));
     } else {

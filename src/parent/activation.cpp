@@ -54,6 +54,7 @@ ActivationEnd EndRecord(ActivationId id, const ActivationResult& r, int64_t end_
   end.end_unix_us = end_unix_us;
   end.outcome = r.outcome;
   end.cpu_us = r.cpu_us;
+  end.logs_dropped = r.logs_dropped;
   if (r.ok()) {
     end.result_json = protocol::DumpJson(r.result);
   } else {

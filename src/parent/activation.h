@@ -23,6 +23,8 @@ struct Activation {
   DoneCallback done;
   PooledWorker* worker = nullptr;  // set once it is on a worker
   std::optional<EventLoop::TimerId> deadline_timer;
+  std::optional<EventLoop::TimerId> cpu_timer;  // the parent's own check of its CPU budget
+  std::chrono::nanoseconds cpu_base{0};         // its worker's CPU time when it started on it
   int64_t last_call_id = 0;  // call ids must rise within an activation
   bool started = false;      // the activate frame was sent
   bool queued = false;       // waiting in the module's queue for a worker

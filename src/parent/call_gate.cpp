@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "parent/journal_value.h"
+
 namespace basal {
 
 int64_t NowUnixUs();
@@ -21,6 +23,16 @@ namespace {
 std::string ErrorJson(std::string_view name, std::string_view message) {
   return protocol::DumpJson(Json{{"name", name}, {"message", message}});
 }
+
+// What a call record costs the journal: its text columns and an allowance for the rest of the row
+// (numbers, enum names, index entries).
+constexpr uint64_t kRecordOverheadBytes = 128;
+uint64_t RecordBytes(std::string_view name, std::string_view args, const Decision& d) {
+  return kRecordOverheadBytes + name.size() + args.size() + d.rule.size() + d.reason.size();
+}
+
+// The built-in log call (host_calls/log.h): past its budget a line is dropped, not fatal.
+constexpr std::string_view kLogCallName = "log";
 
 // Delivers an answer to the gate: directly on the loop thread, else posted to it.
 void Deliver(const std::shared_ptr<HostCallReply::Slot>& slot, bool ok, Json value, std::string name,
@@ -63,9 +75,9 @@ HostCallReply& HostCallReply::operator=(HostCallReply&& other) noexcept {
 }
 
 CallGate::CallGate(HostCallRegistry& registry, JournalStore& journal, std::string journal_id, EventLoop& loop,
-                   CallGateHooks hooks)
+                   CallGateHooks hooks, CallGateLimits limits)
     : registry_(registry), journal_(journal), journal_id_(std::move(journal_id)), hooks_(std::move(hooks)),
-      link_(std::make_shared<ReplyLink>()) {
+      limits_(limits), link_(std::make_shared<ReplyLink>()) {
   link_->gate = this;
   link_->loop = &loop;
 }
@@ -97,10 +109,25 @@ Decision CallGate::Decide(const Flow& flow, const protocol::Call& call, const Ho
   return {Verdict::kAllow, "grants." + spec->name, "granted by manifest"};
 }
 
-void CallGate::OnCall(ActivationId activation, const Flow& flow, protocol::Call call) {
+bool CallGate::Charge(CallUsage& usage, const Flow& flow, uint64_t bytes) {
+  usage.journal_bytes += bytes;
+  return usage.journal_bytes <= flow.manifest.budgets().journal_bytes;
+}
+
+void CallGate::OverBudget(ActivationId activation, CallUsage& usage, Budget budget, std::string message) {
+  if (usage.over) return;
+  usage.over = true;
+  hooks_.over_budget(activation, budget, std::move(message));
+}
+
+void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Call call) {
+  CallUsage& usage = usage_[activation];
+  if (usage.over) return;  // the activation is ending for a budget: nothing more is journaled or answered
+  const Budgets& budgets = flow->manifest.budgets();
   const HostCallSpec* spec = registry_.Find(call.name);
-  Decision decision = Decide(flow, call, spec);
+  Decision decision = Decide(*flow, call, spec);
   const int64_t start = NowUnixUs();
+  std::string args_text = protocol::DumpJson(call.args);
   std::string args_journal;
   if (spec && spec->journal_args) {
     try {
@@ -109,7 +136,40 @@ void CallGate::OnCall(ActivationId activation, const Flow& flow, protocol::Call 
       args_journal = ErrorJson("HostError", "the journal view of the arguments threw; arguments not journaled");
     }
   } else {
-    args_journal = protocol::DumpJson(call.args);
+    args_journal = args_text;
+  }
+  args_journal = CapForJournal(std::move(args_journal), limits_.journal_value_max_bytes);
+  const uint64_t args_bytes = args_text.size();
+  args_text.clear();
+  args_text.shrink_to_fit();
+  const uint64_t record_bytes = RecordBytes(call.name, args_journal, decision);
+
+  if (decision.allowed() && spec->name == kLogCallName) {
+    // A log line past the log or journal budget is answered (the script goes on) and dropped.
+    if (usage.log_bytes + args_bytes > budgets.log_bytes ||
+        usage.journal_bytes + record_bytes + 4 > budgets.journal_bytes) {
+      ++usage.logs_dropped;
+      hooks_.count_log_dropped();
+      hooks_.send(activation, protocol::BuildResultOk(activation, call.id, "null"));
+      return;
+    }
+    usage.log_bytes += args_bytes;
+  }
+  if (!Charge(usage, *flow, record_bytes)) {
+    // This call is journaled with its decision and a digest of its arguments only, then the
+    // activation ends.
+    const std::string budget_text = "the activation's journal budget of " +
+                                    std::to_string(budgets.journal_bytes >> 10) + " KiB (budgets.journal_kb)";
+    const std::string why = budget_text + " is spent";
+    CallRecord rec{activation, call.id, call.name, protocol::DumpJson(DigestJson(args_journal)),
+                   Decision{Verdict::kQuotaExceeded, "budgets.journal_kb", why},
+                   spec ? spec->effect : Effect::kExternal, CallState::kAnswered, "", ErrorJson("BudgetExhausted", why),
+                   start, NowUnixUs()};
+    Record(rec);
+    return OverBudget(activation, usage, Budget::kJournal,
+                      "journal budget exhausted: host call \"" + call.name + "\" would pass " + budget_text +
+                          "; raise it or make fewer or smaller calls (the journal keeps every call's arguments and "
+                          "results)");
   }
   if (!decision.allowed()) {
     hooks_.count_denied();
@@ -121,13 +181,30 @@ void CallGate::OnCall(ActivationId activation, const Flow& flow, protocol::Call 
     hooks_.send(activation, protocol::BuildResultError(activation, call.id, "PermissionDenied", why));
     return;
   }
+  if (usage.in_flight + 1 > budgets.calls_in_flight) {
+    return OverBudget(activation, usage, Budget::kCallsInFlight,
+                      "calls_in_flight budget exhausted: host call \"" + call.name + "\" would be call number " +
+                          std::to_string(usage.in_flight + 1) + " waiting for an answer; the budget is " +
+                          std::to_string(budgets.calls_in_flight) +
+                          " (budgets.calls_in_flight): await calls in smaller groups or raise it");
+  }
+  if (usage.in_flight_bytes + args_bytes > limits_.in_flight_max_bytes) {
+    return OverBudget(activation, usage, Budget::kCallsInFlight,
+                      "calls_in_flight budget exhausted: host call \"" + call.name + "\" would bring the arguments of " +
+                          "calls waiting for an answer to " + std::to_string(usage.in_flight_bytes + args_bytes) +
+                          " bytes; the parent holds at most " + std::to_string(limits_.in_flight_max_bytes) +
+                          " per activation: await calls in smaller groups");
+  }
+  ++usage.in_flight;
+  usage.in_flight_bytes += args_bytes;
   const Key key{activation, call.id};
   InFlight& f = calls_[key];
   f.spec = spec;
-  f.flow = flow.name;
+  f.flow = flow;
   f.decision = std::move(decision);
   f.start_unix_us = start;
   f.args = std::move(call.args);
+  f.args_bytes = args_bytes;
   if (spec->effect == Effect::kPure) {
     f.args_journal = std::move(args_journal);
     Dispatch(key, f);
@@ -157,6 +234,10 @@ std::vector<ActivationId> CallGate::DropStartedWaiting() {
     auto it = calls_.find(key);
     if (it == calls_.end()) continue;
     out.push_back(key.first);
+    if (auto u = usage_.find(key.first); u != usage_.end()) {
+      --u->second.in_flight;
+      u->second.in_flight_bytes -= it->second.args_bytes;
+    }
     calls_.erase(it);  // its record was rolled back with the batch
   }
   awaiting_commit_.clear();
@@ -169,8 +250,12 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
   slot->activation_id = key.first;
   slot->call_id = key.second;
   const HostCallSpec& spec = *f.spec;
-  HostCallContext ctx{key.first, key.second, f.flow,
-                      journal_id_ + ":" + std::to_string(key.first) + ":" + std::to_string(key.second)};
+  const auto& grants = f.flow->manifest.grants();
+  const auto grant = grants.find(spec.name);
+  HostCallContext ctx{key.first, key.second, f.flow->name,
+                      journal_id_ + ":" + std::to_string(key.first) + ":" + std::to_string(key.second),
+                      grant == grants.end() ? nullptr : &grant->second};
+  const FlowRef flow = f.flow;  // the grant stays valid while the handler runs
   Json args = std::move(f.args);
   f.args = nullptr;
   // `f` may be gone once the handler returns (it may answer at once): use only `key` after this.
@@ -216,13 +301,17 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
       ok = false;
       name = "HostError";
       message = "the result of host call \"" + spec.name + "\" cannot be sent to the flow: " + why;
+      value_json.clear();
       hooks_.event({ModuleEvent::Kind::kResultTooLarge, message, activation, 0});
     }
   }
-  const std::string result_journal = ok ? ResultForJournal(spec, value) : "";
-  const std::string error_journal = ok ? "" : ErrorJson(name, message);  // an embedder's text: any bytes
+  const size_t cap = limits_.journal_value_max_bytes;
+  const std::string result_journal = ok ? CapForJournal(ResultForJournal(spec, value), cap) : "";
+  value = nullptr;  // the answer's text is all that is kept from here on
+  const std::string error_journal = ok ? "" : CapForJournal(ErrorJson(name, message), cap);  // an embedder's text
   const bool late = f.stage == Stage::kAbandoned;
   const CallState state = late ? CallState::kAbandoned : CallState::kAnswered;
+  const uint64_t bytes = result_journal.size() + error_journal.size();  // the record itself was charged at the call
   if (f.recorded) {
     Update({activation, call_id, state, result_journal, error_journal, NowUnixUs()});
   } else {
@@ -230,11 +319,29 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
             error_journal, f.start_unix_us, NowUnixUs()});
   }
   if (late) return;  // the activation is over: nobody to answer
+  auto u = usage_.find(activation);
+  if (u == usage_.end()) return;
+  CallUsage& usage = u->second;
+  --usage.in_flight;
+  usage.in_flight_bytes -= f.args_bytes;
+  if (usage.over) return;
+  if (!Charge(usage, *f.flow, bytes)) {
+    // The answer is journaled (its effect happened) but not delivered: the activation ends.
+    return OverBudget(activation, usage, Budget::kJournal,
+                      "journal budget exhausted: the answer of host call \"" + spec.name + "\" passed the " +
+                          std::to_string(f.flow->manifest.budgets().journal_bytes >> 10) +
+                          " KiB the activation may journal (budgets.journal_kb); raise it or journal less");
+  }
   hooks_.send(activation, ok ? protocol::BuildResultOk(activation, call_id, value_json)
                              : protocol::BuildResultError(activation, call_id, name, message));
 }
 
-void CallGate::EndCalls(ActivationId activation) {
+CallUsage CallGate::EndCalls(ActivationId activation) {
+  CallUsage usage;
+  if (auto u = usage_.find(activation); u != usage_.end()) {
+    usage = u->second;
+    usage_.erase(u);
+  }
   const std::string ended = ErrorJson("ActivationEnded", "the activation ended before this call was answered");
   for (auto it = calls_.lower_bound({activation, INT64_MIN}); it != calls_.end() && it->first.first == activation;) {
     InFlight& f = it->second;
@@ -256,6 +363,7 @@ void CallGate::EndCalls(ActivationId activation) {
     f.stage = Stage::kAbandoned;  // kept until the handler answers or drops its reply
     ++it;
   }
+  return usage;
 }
 
 }  // namespace basal

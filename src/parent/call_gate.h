@@ -8,6 +8,11 @@
 // decision and answered PermissionDenied. When an activation ends with calls in flight they become
 // `abandoned`; an answer that still arrives is written into that record and goes no further.
 // docs/journal.md has the lifecycle.
+//
+// The gate also holds each activation to its manifest's call budgets: calls in flight (count and
+// argument bytes), journal bytes (every value capped per call first: journal_value.h) and log
+// bytes. A log line past its budget is answered and dropped (counted); any other call past a
+// budget ends the activation (the over_budget hook), after which its further calls are ignored.
 #pragma once
 
 #include <cstdint>
@@ -43,25 +48,43 @@ struct CallGateHooks {
   std::function<void(std::string why)> journal_failed;
   std::function<void(ModuleEvent)> event;
   std::function<void()> count_denied;
+  std::function<void()> count_log_dropped;
+  // A budget ran out: the module ends the activation (not from inside the gate's own call).
+  std::function<void(ActivationId, Budget, std::string message)> over_budget;
+};
+
+struct CallGateLimits {
+  size_t journal_value_max_bytes = 64u << 10;    // per journaled value (args, result, error)
+  uint64_t in_flight_max_bytes = 32ull << 20;    // argument bytes of one activation's calls in flight
+};
+
+// What an activation's calls used, returned when it ends.
+struct CallUsage {
+  uint64_t journal_bytes = 0;  // estimated bytes of its call records
+  uint64_t log_bytes = 0;      // bytes of its log calls' arguments
+  uint64_t logs_dropped = 0;   // log lines dropped past a budget
+  uint32_t in_flight = 0;      // calls waiting for an answer now
+  uint64_t in_flight_bytes = 0;
+  bool over = false;           // a budget ran out: the activation is ending
 };
 
 class CallGate {
  public:
   CallGate(HostCallRegistry& registry, JournalStore& journal, std::string journal_id, EventLoop& loop,
-           CallGateHooks hooks);
+           CallGateHooks hooks, CallGateLimits limits);
   ~CallGate();  // unlinks every reply still held: they answer into nothing
   CallGate(const CallGate&) = delete;
   CallGate& operator=(const CallGate&) = delete;
 
   // A call frame of a running activation (already checked to belong to it).
-  void OnCall(ActivationId activation, const Flow& flow, protocol::Call call);
+  void OnCall(ActivationId activation, const FlowRef& flow, protocol::Call call);
   // After the loop's commit: runs the handlers whose `started` record is now durable.
   void RunStarted();
   bool has_started_waiting() const { return !awaiting_commit_.empty(); }
   // The commit failed: nothing waiting for it may run. Returns their activations (to fail).
   std::vector<ActivationId> DropStartedWaiting();
-  // The activation ended: its calls in flight become abandoned.
-  void EndCalls(ActivationId activation);
+  // The activation ended: its calls in flight become abandoned. Returns what its calls used.
+  CallUsage EndCalls(ActivationId activation);
   // From HostCallReply, on the loop thread.
   void OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json value, std::string name, std::string message);
 
@@ -73,8 +96,9 @@ class CallGate {
     const HostCallSpec* spec = nullptr;
     Stage stage = Stage::kRunning;
     bool recorded = false;  // a record exists (started, or abandoned)
-    std::string flow;
+    FlowRef flow;              // its grants are the handler's ctx.grant
     std::string args_journal;  // kept only until the record is written
+    uint64_t args_bytes = 0;   // counted in the activation's in_flight_bytes
     Decision decision;
     Json args;                 // kept only until the handler runs
     int64_t start_unix_us = 0;
@@ -86,11 +110,17 @@ class CallGate {
   void Record(const CallRecord& record);
   void Update(const CallUpdate& update);
   std::string ResultForJournal(const HostCallSpec& spec, const Json& value);
+  // Ends the activation's calls for a budget: later calls are ignored.
+  void OverBudget(ActivationId activation, CallUsage& usage, Budget budget, std::string message);
+  // Adds a record's bytes to the activation's journal bytes; false if that passes its budget.
+  bool Charge(CallUsage& usage, const Flow& flow, uint64_t bytes);
 
   HostCallRegistry& registry_;
   JournalStore& journal_;
   const std::string journal_id_;
   CallGateHooks hooks_;
+  const CallGateLimits limits_;
+  std::map<ActivationId, CallUsage> usage_;  // activations that made a call and have not ended
   std::shared_ptr<ReplyLink> link_;
   std::map<Key, InFlight> calls_;  // freed when answered (or abandoned and never started)
   std::vector<Key> awaiting_commit_;

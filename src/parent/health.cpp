@@ -50,6 +50,10 @@ nlohmann::json HealthSnapshot::ToJson() const {
       {"journal_failures", journal_failures},
       {"caught_budget_failures", caught_budget_failures},
       {"abandoned_recovered", abandoned_recovered},
+      {"cpu_kills", cpu_kills},
+      {"idle_cpu_kills", idle_cpu_kills},
+      {"output_overflows", output_overflows},
+      {"logs_dropped", logs_dropped},
       {"queue_length", queue_length},
   };
 }

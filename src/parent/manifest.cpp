@@ -1,8 +1,12 @@
 // Manifest parsing, authorization and hashing (see include/basal/manifest.h and docs/manifest.md),
-// and the SHA-256 used for the manifest and flow-source hashes (FIPS 180-4).
+// and the SHA-256 used for the manifest and flow-source hashes (OpenSSL libcrypto).
 #include "basal/manifest.h"
 
+#include <openssl/evp.h>
+
+#include <algorithm>
 #include <array>
+#include <new>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -152,6 +156,9 @@ constexpr BudgetRule kCpuMs{"cpu_ms", 1, 3'600'000};
 constexpr BudgetRule kHeapMb{"heap_mb", 1, 4096};
 constexpr BudgetRule kStackKb{"stack_kb", 64, 4096};
 constexpr BudgetRule kDeadlineMs{"deadline_ms", 1, 3'600'000};
+constexpr BudgetRule kCallsInFlight{"calls_in_flight", 1, 1024};
+constexpr BudgetRule kJournalKb{"journal_kb", 16, 65536};
+constexpr BudgetRule kLogKb{"log_kb", 0, 65536};
 
 Result<int64_t> BudgetValue(const Json& value, const BudgetRule& rule) {
   const std::string path = std::string("budgets.") + rule.key;
@@ -170,6 +177,7 @@ Result<int64_t> BudgetValue(const Json& value, const BudgetRule& rule) {
 Result<Budgets> ParseBudgets(const Json& budgets) {
   if (!budgets.is_object()) return Invalid("budgets", "must be an object (got " + Shown(budgets) + ")");
   Budgets out;
+  bool log_given = false;
   for (const auto& [key, value] : budgets.items()) {
     if (key == kCpuMs.key) {
       auto v = BudgetValue(value, kCpuMs);
@@ -187,11 +195,30 @@ Result<Budgets> ParseBudgets(const Json& budgets) {
       auto v = BudgetValue(value, kDeadlineMs);
       if (!v) return v.error();
       out.deadline = std::chrono::milliseconds(*v);
+    } else if (key == kCallsInFlight.key) {
+      auto v = BudgetValue(value, kCallsInFlight);
+      if (!v) return v.error();
+      out.calls_in_flight = static_cast<uint32_t>(*v);
+    } else if (key == kJournalKb.key) {
+      auto v = BudgetValue(value, kJournalKb);
+      if (!v) return v.error();
+      out.journal_bytes = static_cast<uint64_t>(*v) << 10;
+    } else if (key == kLogKb.key) {
+      auto v = BudgetValue(value, kLogKb);
+      if (!v) return v.error();
+      out.log_bytes = static_cast<uint64_t>(*v) << 10;
+      log_given = true;
     } else {
       return Invalid(ChildPath("budgets", key),
-                     "unknown budget " + Quoted(key) + " (expected cpu_ms, heap_mb, stack_kb or deadline_ms)");
+                     "unknown budget " + Quoted(key) +
+                         " (expected cpu_ms, heap_mb, stack_kb, deadline_ms, calls_in_flight, journal_kb or log_kb)");
     }
   }
+  // The log budget's default never exceeds the journal budget (log lines are journaled too).
+  if (!log_given) out.log_bytes = std::min(out.log_bytes, out.journal_bytes);
+  if (out.log_bytes > out.journal_bytes)
+    return Invalid("budgets.log_kb", "must not exceed budgets.journal_kb (" + std::to_string(out.journal_bytes >> 10) +
+                                         "): log lines are journaled too");
   return out;
 }
 
@@ -273,91 +300,29 @@ std::string Manifest::Canonical() const {
       {"heap_mb", budgets_.heap_limit_bytes >> 20},
       {"stack_kb", budgets_.stack_limit_bytes >> 10},
       {"deadline_ms", budgets_.deadline.count()},
+      {"calls_in_flight", budgets_.calls_in_flight},
+      {"journal_kb", budgets_.journal_bytes >> 10},
+      {"log_kb", budgets_.log_bytes >> 10},
   };
   // nlohmann's default object is a std::map: keys come out sorted at every level.
   return Json{{"grants", std::move(grants)}, {"budgets", std::move(budgets)}}.dump(-1, ' ', false,
                                                                                    Json::error_handler_t::replace);
 }
 
-// ---- SHA-256 (FIPS 180-4) ----------------------------------------------------------------------
-
-namespace {
-
-constexpr std::array<uint32_t, 64> kRoundConstants = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-constexpr uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-void CompressBlock(std::array<uint32_t, 8>& h, const unsigned char* block) {
-  std::array<uint32_t, 64> w{};
-  for (int t = 0; t < 16; ++t) {
-    w[t] = (uint32_t{block[4 * t]} << 24) | (uint32_t{block[4 * t + 1]} << 16) | (uint32_t{block[4 * t + 2]} << 8) |
-           uint32_t{block[4 * t + 3]};
-  }
-  for (int t = 16; t < 64; ++t) {
-    const uint32_t s0 = Rotr(w[t - 15], 7) ^ Rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
-    const uint32_t s1 = Rotr(w[t - 2], 17) ^ Rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
-    w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-  }
-  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-  for (int t = 0; t < 64; ++t) {
-    const uint32_t sum1 = Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25);
-    const uint32_t choose = (e & f) ^ (~e & g);
-    const uint32_t t1 = hh + sum1 + choose + kRoundConstants[t] + w[t];
-    const uint32_t sum0 = Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22);
-    const uint32_t majority = (a & b) ^ (a & c) ^ (b & c);
-    const uint32_t t2 = sum0 + majority;
-    hh = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  h[0] += a;
-  h[1] += b;
-  h[2] += c;
-  h[3] += d;
-  h[4] += e;
-  h[5] += f;
-  h[6] += g;
-  h[7] += hh;
-}
-
-}  // namespace
+// ---- SHA-256, from OpenSSL's libcrypto ------------------------------------------------------
 
 std::string Sha256Hex(std::string_view data) {
-  std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
-  const size_t full_blocks = data.size() / 64;
-  for (size_t i = 0; i < full_blocks; ++i) CompressBlock(h, bytes + 64 * i);
-
-  // Padding: 0x80, zeros, then the message length in bits as a 64-bit big-endian number.
-  std::array<unsigned char, 128> tail{};
-  const size_t rest = data.size() - 64 * full_blocks;
-  if (rest > 0) std::memcpy(tail.data(), bytes + 64 * full_blocks, rest);
-  tail[rest] = 0x80;
-  const size_t tail_size = rest < 56 ? 64 : 128;
-  const uint64_t bit_length = static_cast<uint64_t>(data.size()) * 8;
-  for (int i = 0; i < 8; ++i) tail[tail_size - 1 - i] = static_cast<unsigned char>(bit_length >> (8 * i));
-  for (size_t off = 0; off < tail_size; off += 64) CompressBlock(h, tail.data() + off);
-
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  // EVP_Digest fails only when libcrypto cannot allocate its context: nothing to hash with then.
+  if (EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) != 1 || size != 32)
+    throw std::bad_alloc();
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "sha256:";
   out.reserve(7 + 64);
-  for (uint32_t word : h) {
-    for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(word >> shift) & 0xF];
+  for (unsigned int i = 0; i < size; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 0xF];
   }
   return out;
 }

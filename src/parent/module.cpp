@@ -37,6 +37,7 @@ const char* ModuleEventKindName(ModuleEvent::Kind kind) {
     case ModuleEvent::Kind::kResultTooLarge: return "result_too_large";
     case ModuleEvent::Kind::kJournalFailure: return "journal_failure";
     case ModuleEvent::Kind::kRecovered: return "recovered";
+    case ModuleEvent::Kind::kIdleCpu: return "idle_cpu";
   }
   return "unknown";
 }
@@ -66,6 +67,12 @@ struct Module::Impl final : PoolOwner {
   std::vector<std::pair<ActivationId, std::string>> sends;  // answers waiting for the commit
   std::vector<Finished> finished;                           // callbacks waiting for the commit
   std::string journal_failure;
+  struct OverBudget {
+    ActivationId id;
+    Budget budget;
+    std::string message;
+  };
+  std::vector<OverBudget> over_budget;  // reported by the gate; ended by EndOverBudget
   bool shutting_down = false;
   bool in_pass = false;
 
@@ -92,7 +99,9 @@ struct Module::Impl final : PoolOwner {
   void Finish(Activation& a, ActivationResult r) {
     const ActivationId id = a.id;
     if (a.deadline_timer) loop->Cancel(*a.deadline_timer);
-    gate->EndCalls(id);
+    if (a.cpu_timer) loop->Cancel(*a.cpu_timer);
+    const CallUsage usage = gate->EndCalls(id);
+    r.logs_dropped = static_cast<int64_t>(usage.logs_dropped);
     r.activation_id = id;
     if (auto e = store->journal().EndActivation(EndRecord(id, r, NowUnixUs())); !e) {
       if (e.error().code != ErrorCode::kNotFound) journal_failure = e.error().message;
@@ -131,7 +140,8 @@ struct Module::Impl final : PoolOwner {
         return pool->Violation(w, "call id " + std::to_string(call->id) + " reused or out of order (last was " +
                                       std::to_string(a.last_call_id) + ")");
       a.last_call_id = call->id;
-      gate->OnCall(a.id, *a.flow, std::move(*call));
+      gate->OnCall(a.id, a.flow, std::move(*call));
+      EndOverBudget();
       return;
     }
     if (auto* done = std::get_if<protocol::Done>(&msg)) {
@@ -140,6 +150,13 @@ struct Module::Impl final : PoolOwner {
                                       std::to_string(a.id));
       bool retire = false;
       ActivationResult r = ResultFromDone(*done, retire);
+      // The CPU figure is the kernel's, not the worker's: a subverted engine could say anything.
+      const auto used = pool->CpuOf(w) - a.cpu_base;
+      r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(used).count();
+      if (used > CpuLimit(a)) {
+        r = CpuExhausted(a, used);
+        retire = true;
+      }
       if (done->ok && done->caught_budget_failure) ++health.caught_budget_failures;
       const bool removed = !flows.count(a.flow->id);
       Finish(a, std::move(r));
@@ -158,6 +175,60 @@ struct Module::Impl final : PoolOwner {
 
   void OnEvent(ModuleEvent event) override {
     if (options.observer) options.observer->OnEvent(event);
+  }
+
+  // ---- budgets the parent enforces ----
+  // Ends the activations the gate found over a budget (never from inside the gate's own call).
+  void EndOverBudget() {
+    auto ended = std::move(over_budget);
+    over_budget.clear();
+    for (OverBudget& o : ended) {
+      auto it = live.find(o.id);
+      if (it == live.end()) continue;
+      Activation& a = *it->second;
+      if (a.worker) pool->Retire(*a.worker, RetireReason::kBudget);
+      ActivationResult r = Failure(Outcome::kBudgetExhausted, std::move(o.message));
+      r.budget = o.budget;
+      if (a.worker) r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(pool->CpuOf(*a.worker) - a.cpu_base).count();
+      Finish(a, std::move(r));
+    }
+  }
+
+  std::chrono::nanoseconds CpuLimit(const Activation& a) const {
+    return a.flow->manifest.budgets().cpu + options.cpu_grace;
+  }
+
+  ActivationResult CpuExhausted(const Activation& a, std::chrono::nanoseconds used) {
+    ActivationResult r = Failure(
+        Outcome::kBudgetExhausted,
+        "cpu budget exhausted: the worker used " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(used).count()) +
+            " ms of CPU (measured by the parent); the budget is " + std::to_string(a.flow->manifest.budgets().cpu.count()) +
+            " ms (budgets.cpu_ms) and the parent stops a worker " + std::to_string(options.cpu_grace.count()) +
+            " ms past it");
+    r.budget = Budget::kCpu;
+    r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(used).count();
+    return r;
+  }
+
+  // The parent's own CPU check: a worker's CPU time cannot grow faster than the wall clock (one
+  // thread), so the next look is due when the rest of the budget could be spent at the earliest.
+  void ArmCpu(Activation& a) {
+    const ActivationId id = a.id;
+    const auto used = a.worker ? pool->CpuOf(*a.worker) - a.cpu_base : std::chrono::nanoseconds(0);
+    const auto left = std::max<std::chrono::nanoseconds>(CpuLimit(a) - used, std::chrono::milliseconds(1));
+    a.cpu_timer = loop->At(Clock::now() + std::chrono::duration_cast<Clock::duration>(left), [this, id] {
+      auto it = live.find(id);
+      if (it == live.end()) return;
+      Activation& act = *it->second;
+      act.cpu_timer.reset();
+      if (!act.worker) return;
+      const auto spent = pool->CpuOf(*act.worker) - act.cpu_base;
+      if (spent <= CpuLimit(act)) return ArmCpu(act);
+      ++health.cpu_kills;
+      pool->Kill(*act.worker);
+      Finish(act, CpuExhausted(act, spent));
+    });
   }
 
   // ---- starting activations ----
@@ -197,10 +268,13 @@ struct Module::Impl final : PoolOwner {
         queue.pop_front();
         a.queued = false;
         --queued;
-        if (idle->timer) loop->Cancel(*idle->timer);
-        idle->timer.reset();
+        pool->Claim(*idle);
         idle->activation = &a;
+        a.worker = idle;
+        a.cpu_base = pool->CpuOf(*idle);
+        pool->LimitCpu(*idle, a.cpu_base, a.flow->manifest.budgets().cpu);
         ArmDeadline(a);
+        ArmCpu(a);
         StartOn(*idle);
         continue;
       }
@@ -214,7 +288,9 @@ struct Module::Impl final : PoolOwner {
         continue;
       }
       a.worker = *w;
+      a.cpu_base = std::chrono::nanoseconds(0);  // a new process: its CPU so far is this activation's
       ArmDeadline(a);
+      ArmCpu(a);
     }
   }
 
@@ -259,12 +335,14 @@ struct Module::Impl final : PoolOwner {
   void EndOfPass() {
     if (in_pass) return;
     in_pass = true;
+    EndOverBudget();  // from answers that arrived since the last pass
     Dispatch();
     CommitOrFail();
     SendAnswers();
     // Handlers of idempotent and external calls run only now that their `started` record is durable.
     if (gate->has_started_waiting()) {
       gate->RunStarted();
+      EndOverBudget();
       CommitOrFail();
       SendAnswers();
     }
@@ -305,6 +383,16 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     return MakeError(ErrorCode::kInvalidArgument, "module: max_activations_per_worker must be at least 1");
   if (options.lease < std::chrono::milliseconds(3))
     return MakeError(ErrorCode::kInvalidArgument, "module: lease must be at least 3 ms");
+  if (options.journal_value_max_bytes < 1024)
+    return MakeError(ErrorCode::kInvalidArgument, "module: journal_value_max_bytes must be at least 1024");
+  if (options.calls_in_flight_max_bytes < (1u << 20))
+    return MakeError(ErrorCode::kInvalidArgument, "module: calls_in_flight_max_bytes must be at least 1 MiB");
+  if (options.worker_output_max_bytes < protocol::kDefaultMaxFrameBytes + 16)
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "module: worker_output_max_bytes must hold one frame of the largest size (" +
+                         std::to_string(protocol::kDefaultMaxFrameBytes + 16) + " bytes)");
+  if (options.cpu_grace.count() < 0 || options.idle_cpu_max.count() < 0)
+    return MakeError(ErrorCode::kInvalidArgument, "module: cpu_grace and idle_cpu_max must not be negative");
   // A worker that dies while we write to it must not kill the parent.
   struct sigaction old {};
   sigaction(SIGPIPE, nullptr, &old);
@@ -341,7 +429,15 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   };
   hooks.event = [&m](ModuleEvent e) { m.OnEvent(std::move(e)); };
   hooks.count_denied = [&m] { ++m.health.denied_calls; };
-  m.gate = std::make_unique<CallGate>(m.registry, m.store->journal(), m.store->journal_id(), *m.loop, std::move(hooks));
+  hooks.count_log_dropped = [&m] { ++m.health.logs_dropped; };
+  hooks.over_budget = [&m](ActivationId id, Budget budget, std::string message) {
+    m.over_budget.push_back({id, budget, std::move(message)});
+  };
+  CallGateLimits limits;
+  limits.journal_value_max_bytes = m.options.journal_value_max_bytes;
+  limits.in_flight_max_bytes = m.options.calls_in_flight_max_bytes;
+  m.gate = std::make_unique<CallGate>(m.registry, m.store->journal(), m.store->journal_id(), *m.loop, std::move(hooks),
+                                      limits);
 
   PoolOptions po;
   po.worker_path = m.options.worker_path;
@@ -355,6 +451,9 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   po.idle_retire = m.options.idle_retire;
   po.flow_memory_headroom_bytes = m.options.flow_memory_headroom_bytes;
   po.codemode_memory_headroom_bytes = m.options.codemode_memory_headroom_bytes;
+  po.output_max_bytes = m.options.worker_output_max_bytes;
+  po.cpu_grace = m.options.cpu_grace;
+  po.idle_cpu_max = m.options.idle_cpu_max;
   m.pool = std::make_unique<Pool>(std::move(po), *m.loop, *m.launcher, m.health, m);
 
   m.loop->set_after_pass([&m] { m.EndOfPass(); });

@@ -35,12 +35,14 @@ const char* BudgetName(Budget budget) {
     case Budget::kCpu: return "cpu";
     case Budget::kMemory: return "memory";
     case Budget::kStack: return "stack";
+    case Budget::kJournal: return "journal";
+    case Budget::kCallsInFlight: return "calls_in_flight";
   }
   return "unknown";
 }
 
 std::optional<Budget> ParseBudget(std::string_view name) {
-  for (Budget b : {Budget::kCpu, Budget::kMemory, Budget::kStack})
+  for (Budget b : {Budget::kCpu, Budget::kMemory, Budget::kStack, Budget::kJournal, Budget::kCallsInFlight})
     if (name == BudgetName(b)) return b;
   return std::nullopt;
 }

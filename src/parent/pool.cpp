@@ -23,10 +23,44 @@ Pool::~Pool() {
   }
 }
 
+namespace {
+constexpr std::chrono::milliseconds kIdleCpuCheckPeriod{1000};
+constexpr std::chrono::seconds kCpuLimitSlack{1};  // RLIMIT_CPU counts whole seconds
+}  // namespace
+
+std::chrono::nanoseconds Pool::CpuOf(const PooledWorker& w) const {
+  return w.cpu_clock ? w.cpu_clock->Read() : std::chrono::nanoseconds(0);
+}
+
+std::chrono::nanoseconds Pool::LifetimeCpu(const Flow& flow) const {
+  const auto per_activation = flow.manifest.budgets().cpu + options_.cpu_grace + options_.idle_cpu_max;
+  return per_activation * options_.max_activations_per_worker + std::chrono::seconds(10);
+}
+
+void Pool::LimitCpu(PooledWorker& w, std::chrono::nanoseconds base, std::chrono::milliseconds budget) {
+  (void)SetCpuLimit(w.pid(), base + budget + options_.cpu_grace + kCpuLimitSlack, LifetimeCpu(*w.flow));
+}
+
+void Pool::CheckIdleCpu(PooledWorker& w) {
+  if (w.state != PooledWorker::State::kIdle) return;
+  const auto used = CpuOf(w) - w.idle_cpu_base;
+  if (used <= options_.idle_cpu_max) return;
+  ++health_.idle_cpu_kills;
+  owner_.OnEvent({ModuleEvent::Kind::kIdleCpu,
+                  "killed idle worker " + std::to_string(w.pid()) + " of flow " + w.flow->name + ": it used " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(used).count()) +
+                      " ms of CPU between activations (the limit is " + std::to_string(options_.idle_cpu_max.count()) +
+                      " ms)",
+                  0, w.pid()});
+  Kill(w);
+}
+
 PooledWorker* Pool::FindIdle(const Flow& flow) {
   const auto now = Clock::now();
   for (auto& w : workers_) {
     if (w->state != PooledWorker::State::kIdle || w->flow->id != flow.id) continue;
+    CheckIdleCpu(*w);
+    if (w->state != PooledWorker::State::kIdle) continue;
     // Idle past its period while nobody drove the loop (its timer has not run yet): retired, not reused.
     if (now - w->idle_since >= options_.idle_retire) {
       Retire(*w, RetireReason::kIdle);
@@ -78,6 +112,16 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   auto w = std::make_unique<PooledWorker>();
   w->session = std::make_unique<WorkerSession>(std::move(*proc));
   w->flow = flow;
+  w->cpu_clock = ProcessCpuClock::For(w->pid());
+  // The first activation's CPU counts from the spawn (it includes loading the flow).
+  if (auto limited = SetCpuLimit(w->pid(), flow->manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack,
+                                 LifetimeCpu(*flow));
+      !limited || !w->cpu_clock) {
+    ++health_.spawn_failures;
+    w->session->process().KillAndReap();
+    return limited ? MakeError(ErrorCode::kSpawn, "cannot read the CPU clock of worker " + std::to_string(w->pid()))
+                   : limited.error();
+  }
   w->activation = activation;
   PooledWorker* raw = w.get();
   WorkerProcess& p = raw->session->process();
@@ -116,6 +160,12 @@ void Pool::UpdateStdinWatch(PooledWorker& w) {
 void Pool::Send(PooledWorker& w, std::string_view payload) {
   if (w.state == PooledWorker::State::kDead) return;
   w.session->Send(payload);  // a broken pipe shows up as the worker's exit
+  if (w.session->pending_output_bytes() > options_.output_max_bytes) {
+    ++health_.output_overflows;
+    return Violation(w, "it does not read its answers: " + std::to_string(w.session->pending_output_bytes()) +
+                            " bytes are queued for it, more than the " + std::to_string(options_.output_max_bytes) +
+                            " the parent holds for one worker (worker_output_max_bytes)");
+  }
   UpdateStdinWatch(w);
 }
 
@@ -132,6 +182,8 @@ void Pool::MarkDead(PooledWorker& w) {
   w.watching_stdin = false;
   if (w.timer) loop_.Cancel(*w.timer);
   w.timer.reset();
+  if (w.idle_cpu_timer) loop_.Cancel(*w.idle_cpu_timer);
+  w.idle_cpu_timer.reset();
   w.state = PooledWorker::State::kDead;
 }
 
@@ -161,6 +213,23 @@ void Pool::Violation(PooledWorker& w, const std::string& what) {
   Lost(w, Outcome::kProtocolViolation, "worker " + std::to_string(w.pid()) + ": " + what);
 }
 
+void Pool::ArmIdleCpuCheck(PooledWorker& w) {
+  PooledWorker* raw = &w;
+  w.idle_cpu_timer = loop_.At(Clock::now() + kIdleCpuCheckPeriod, [this, raw] {
+    raw->idle_cpu_timer.reset();
+    if (raw->state != PooledWorker::State::kIdle) return;
+    CheckIdleCpu(*raw);
+    if (raw->state == PooledWorker::State::kIdle) ArmIdleCpuCheck(*raw);
+  });
+}
+
+void Pool::Claim(PooledWorker& w) {
+  if (w.timer) loop_.Cancel(*w.timer);
+  w.timer.reset();
+  if (w.idle_cpu_timer) loop_.Cancel(*w.idle_cpu_timer);
+  w.idle_cpu_timer.reset();
+}
+
 void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire) {
   w.activation = nullptr;
   if (!retire && w.activations >= options_.max_activations_per_worker) retire = RetireReason::kActivationCount;
@@ -171,6 +240,9 @@ void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire) {
   w.state = PooledWorker::State::kIdle;
   w.idle_since = Clock::now();
   PooledWorker* raw = &w;
+  w.idle_cpu_base = CpuOf(w);
+  LimitCpu(w, w.idle_cpu_base, options_.idle_cpu_max);
+  ArmIdleCpuCheck(w);
   w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {
     raw->timer.reset();
     if (raw->state == PooledWorker::State::kIdle) Retire(*raw, RetireReason::kIdle);
@@ -322,6 +394,20 @@ void Pool::OnExit(PooledWorker& w) {
   if (refused) {
     ++health_.confinement_refusals;
     Lost(w, Outcome::kWorkerRefused, "worker could not confine itself (" + death->Describe() + ")" + w.session->StderrNote());
+    return;
+  }
+  if (death->kind == WorkerDeath::Kind::kSignalled && death->signal == SIGXCPU) {
+    // RLIMIT_CPU, the backstop: the kernel stopped a worker the parent's own check did not.
+    if (!w.activation) {
+      ++health_.idle_cpu_kills;
+      return;
+    }
+    ++health_.cpu_kills;
+    ActivationResult r = Failure(Outcome::kBudgetExhausted, "cpu budget exhausted: the kernel stopped worker " +
+                                                                std::to_string(w.pid()) + " at its RLIMIT_CPU (SIGXCPU)");
+    r.budget = Budget::kCpu;
+    owner_.OnWorkerLost(w, std::move(r));
+    w.activation = nullptr;
     return;
   }
   if (death->kind == WorkerDeath::Kind::kExited) {

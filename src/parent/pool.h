@@ -15,6 +15,7 @@
 #include "basal/health.h"
 #include "basal/module.h"
 #include "parent/loop/event_loop.h"
+#include "parent/platform/process_cpu.h"
 #include "parent/platform/worker_launcher.h"
 #include "parent/session.h"
 #include "parent/welcome_check.h"
@@ -33,6 +34,9 @@ struct PooledWorker {
   std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement
   Activation* activation = nullptr;          // the one it runs or is starting up for
   bool watching_stdin = false;
+  std::optional<ProcessCpuClock> cpu_clock;  // the kernel's count of its CPU time
+  std::chrono::nanoseconds idle_cpu_base{0};  // its CPU when it last became idle
+  std::optional<EventLoop::TimerId> idle_cpu_timer;
   pid_t pid() const { return session->pid(); }
 };
 
@@ -58,6 +62,9 @@ struct PoolOptions {
   std::chrono::milliseconds idle_retire;
   uint64_t flow_memory_headroom_bytes;
   uint64_t codemode_memory_headroom_bytes;
+  uint64_t output_max_bytes;              // answers queued to a worker that does not read
+  std::chrono::milliseconds cpu_grace;    // past an activation's CPU budget, before the kill
+  std::chrono::milliseconds idle_cpu_max; // CPU an idle worker may use between activations
 };
 
 class Pool {
@@ -65,15 +72,23 @@ class Pool {
   Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, HealthSnapshot& health, PoolOwner& owner);
   ~Pool();  // kills every worker
 
-  // An idle worker of `flow`, or nullptr.
+  // An idle worker of `flow`, or nullptr. One that used CPU while idle is killed on the way.
   PooledWorker* FindIdle(const Flow& flow);
+  // The owner takes an idle worker (from FindIdle) for an activation: its idle timers stop.
+  void Claim(PooledWorker& worker);
   // Room for one more worker? Evicts an idle worker of another flow if the cap is reached.
   bool MakeRoom();
   // Starts a worker for `activation` (it gets the activation once it has loaded). Null: the
   // error says why (the caller fails the activation with spawn_failed).
   Result<PooledWorker*> Spawn(const FlowRef& flow, Activation* activation);
-  // Sends a frame; if the worker's pipe is full the rest goes out when it drains.
+  // Sends a frame; if the worker's pipe is full the rest goes out when it drains. A worker with
+  // more than output_max_bytes queued does not read its answers: killed (protocol violation).
   void Send(PooledWorker& worker, std::string_view payload);
+  // The worker's CPU time so far, from the kernel.
+  std::chrono::nanoseconds CpuOf(const PooledWorker& worker) const;
+  // The activation it starts now may use `budget` of CPU from `base` (its CPU now): RLIMIT_CPU's
+  // soft limit, the backstop behind the module's own check, follows it.
+  void LimitCpu(PooledWorker& worker, std::chrono::nanoseconds base, std::chrono::milliseconds budget);
   // The activation finished normally: idle again, or retired by count or `retire`.
   void Release(PooledWorker& worker, std::optional<RetireReason> retire);
   // Ends the process (never leaves one behind).
@@ -102,6 +117,10 @@ class Pool {
   void MarkDead(PooledWorker& w);
   void Lost(PooledWorker& w, Outcome outcome, std::string message);
   void UpdateStdinWatch(PooledWorker& w);
+  void CheckIdleCpu(PooledWorker& w);
+  void ArmIdleCpuCheck(PooledWorker& w);
+  // The RLIMIT_CPU hard limit of a worker of `flow` for its whole life.
+  std::chrono::nanoseconds LifetimeCpu(const Flow& flow) const;
 
   PoolOptions options_;
   EventLoop& loop_;

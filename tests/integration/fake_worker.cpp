@@ -7,6 +7,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -51,6 +53,15 @@ std::string Welcome(bool seccomp) {
   return basal::protocol::Json{{"type", "welcome"}, {"protocol", 1},      {"os", "linux"}, {"engine", "fake"},
                                {"pid", getpid()},   {"test_hooks", true}, {"confinement", c}}
       .dump();
+}
+
+// Spins until this process has used `ms` of CPU.
+void BurnCpu(int64_t ms) {
+  for (;;) {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    if (t.tv_sec * 1000 + t.tv_nsec / 1'000'000 >= ms) return;
+  }
 }
 
 }  // namespace
@@ -114,6 +125,12 @@ int main(int argc, char** argv) {
     _exit(0);
   } else if (fault == "hang") {
     for (;;) pause();
+  } else if (fault == "burn_then_forge_done") {
+    // Uses 300 ms of CPU, claims it used none, then keeps burning CPU while "idle".
+    BurnCpu(300);
+    Send(R"({"type":"done","activation":)" + a + R"(,"ok":1,"cpu_us":0})");
+    volatile unsigned long spin = 0;
+    for (;;) spin = spin + 1;
   }
   for (;;) pause();
 }

@@ -334,14 +334,27 @@ TEST_F(FlowTest, HugeErrorTextsAndLogMessagesAreCutNotFatal) {
   EXPECT_EQ(thrown.outcome, Outcome::kScriptError);
   EXPECT_LT(thrown.message.size(), 70'000u);
   EXPECT_NE(thrown.message.find("bytes cut]"), std::string::npos);
-  ActivationResult logged = module_->Run(f, {{"log", true}});
+  // The worker cuts the line to 1 MiB; that is just past the default log budget (1 MiB): dropped.
+  ActivationResult dropped = module_->Run(f, {{"log", true}});
+  ASSERT_TRUE(dropped.ok()) << dropped.message;
+  EXPECT_EQ(dropped.logs_dropped, 1);
+  auto none = Reader()->Calls(dropped.activation_id);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  // With room in the log budget the line is journaled: capped, with its size and digest.
+  FlowRef roomy = Add(
+      "export default (i) => { console.log('y'.repeat(3000000)); return 'logged'; }",
+      R"({"budgets": {"heap_mb": 256, "log_kb": 2048}})", "roomy.js");
+  ActivationResult logged = module_->Run(roomy, nullptr);
   ASSERT_TRUE(logged.ok()) << logged.message;
+  EXPECT_EQ(logged.logs_dropped, 0);
   auto calls = Reader()->Calls(logged.activation_id);
   ASSERT_TRUE(calls);
   ASSERT_EQ(calls->size(), 1u);
-  EXPECT_LT((*calls)[0].args_json.size(), 1'100'000u);
-  EXPECT_NE((*calls)[0].args_json.find("1951424 bytes cut]"), std::string::npos);
-  EXPECT_EQ(module_->HealthReport()["spawned"], 1);
+  EXPECT_LT((*calls)[0].args_json.size(), 70'000u);
+  Json marker = Json::parse((*calls)[0].args_json);
+  EXPECT_GT(marker["basal_truncated"]["bytes"].get<int64_t>(), 1'000'000);
+  EXPECT_EQ(module_->HealthReport()["spawned"], 2);
 }
 
 TEST_F(FlowTest, ABadManifestNamesTheKey) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "basal/host_call.h"
+#include "basal/manifest.h"
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
 #include "parent/store/sqlite/sqlite_store.h"
@@ -350,6 +351,102 @@ TEST_F(KvTest, CorruptStoredValueIsAHostError) {
   HostCallAnswer list = Serve(KvOp::kList, {{"namespace", "n"}});
   EXPECT_FALSE(list.ok);
   EXPECT_EQ(list.error_name, "HostError");
+}
+
+}  // namespace
+}  // namespace basal
+
+namespace basal {
+namespace {
+
+// ---- kv bounds: value size, namespace quota, list bytes, digests in the journal ----
+
+TEST(KvGrantTest, PutGrantTakesLimitsAndOthersDoNot) {
+  EXPECT_TRUE(CheckKvPutGrant(
+      Json::parse(R"({"namespaces": ["o"], "max_value_bytes": 100, "quota": {"bytes": 1000, "keys": 3}})"),
+      "grants.kv.put"));
+  EXPECT_TRUE(CheckKvPutGrant(Json::parse(R"({"namespaces": ["o"], "quota": {"keys": 3}})"), "grants.kv.put"));
+  auto big = CheckKvPutGrant(Json::parse(R"({"namespaces": ["o"], "max_value_bytes": 16777216})"), "grants.kv.put");
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().message, "grants.kv.put.max_value_bytes: must be an integer from 1 to 15728640 (got 16777216)");
+  auto zero = CheckKvPutGrant(Json::parse(R"({"namespaces": ["o"], "quota": {"bytes": 0}})"), "grants.kv.put");
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error().message, "grants.kv.put.quota.bytes: must be an integer from 1 to 1125899906842624 (got 0)");
+  auto odd = CheckKvPutGrant(Json::parse(R"({"namespaces": ["o"], "quota": {"rows": 1}})"), "grants.kv.put");
+  ASSERT_FALSE(odd);
+  EXPECT_EQ(odd.error().message, "grants.kv.put.quota: unknown key \"rows\" (expected \"bytes\" or \"keys\")");
+  EXPECT_FALSE(CheckKvPutGrant(Json::parse(R"({"max_value_bytes": 5})"), "grants.kv.put"));  // namespaces needed
+  auto on_get = CheckKvGrant(Json::parse(R"({"namespaces": ["o"], "max_value_bytes": 5})"), "grants.kv.get");
+  ASSERT_FALSE(on_get);
+  EXPECT_EQ(on_get.error().message, "grants.kv.get: unknown key \"max_value_bytes\" (expected \"namespaces\")");
+}
+
+TEST_F(KvTest, PutRefusesAValueLargerThanItsGrantAllows) {
+  const Json grant = Json::parse(R"({"namespaces": ["n"], "max_value_bytes": 10})");
+  HostCallAnswer ok = ServeKv(KvOp::kPut, *store_, {{"namespace", "n"}, {"key", "k"}, {"value", "12345678"}}, &grant);
+  EXPECT_TRUE(ok.ok) << ok.error_message;  // "12345678" is 10 bytes as JSON
+  HostCallAnswer big = ServeKv(KvOp::kPut, *store_, {{"namespace", "n"}, {"key", "k"}, {"value", "123456789"}}, &grant);
+  EXPECT_FALSE(big.ok);
+  EXPECT_EQ(big.error_name, "QuotaExceeded");
+  EXPECT_EQ(big.error_message, "kv.put: the value is 11 bytes as JSON; the grant admits at most 10 (max_value_bytes)");
+  // Without a grant's word, the default applies.
+  HostCallAnswer over_default = Serve(KvOp::kPut, {{"namespace", "n"}, {"key", "k"},
+                                                   {"value", std::string(kKvDefaultMaxValueBytes, 'x')}});
+  EXPECT_EQ(over_default.error_name, "QuotaExceeded");
+  EXPECT_EQ(Serve(KvOp::kGet, {{"namespace", "n"}, {"key", "k"}}).value, Json("12345678"));  // unchanged
+}
+
+TEST_F(KvTest, PutRefusesToPassTheNamespaceQuotaAndOverwritesCountOnce) {
+  const Json grant = Json::parse(R"({"namespaces": ["n"], "quota": {"bytes": 20, "keys": 2}})");
+  auto put = [&](const std::string& key, const Json& value) {
+    return ServeKv(KvOp::kPut, *store_, {{"namespace", "n"}, {"key", key}, {"value", value}}, &grant);
+  };
+  EXPECT_TRUE(put("a", "12345").ok);  // 1 + 7 = 8 bytes
+  EXPECT_TRUE(put("a", "123").ok);    // overwrite: 1 + 5 = 6
+  EXPECT_TRUE(put("b", "1234567").ok);  // 6 + 1 + 9 = 16
+  HostCallAnswer third = put("c", 1);  // a third key
+  EXPECT_EQ(third.error_name, "QuotaExceeded");
+  EXPECT_EQ(third.error_message,
+            "kv.put: namespace \"n\" would hold 18 bytes in 3 keys; its quota is 20 bytes and 2 keys (the kv.put "
+            "grant's \"quota\"): delete keys or ask the operator for a larger quota");
+  HostCallAnswer bytes = put("b", "123456789012");  // 6 + 1 + 14 = 21 > 20
+  EXPECT_EQ(bytes.error_name, "QuotaExceeded");
+  EXPECT_TRUE(Serve(KvOp::kDelete, {{"namespace", "n"}, {"key", "a"}}).ok);
+  EXPECT_TRUE(put("c", 1).ok);  // room again after the delete
+  // Another namespace has its own quota.
+  const Json other = Json::parse(R"({"namespaces": ["m"], "quota": {"bytes": 20, "keys": 2}})");
+  EXPECT_TRUE(ServeKv(KvOp::kPut, *store_, {{"namespace", "m"}, {"key", "z"}, {"value", 1}}, &other).ok);
+}
+
+TEST_F(KvTest, ListStopsAtItsByteBoundAndSaysWhatToDo) {
+  const std::string mib(1u << 20, 'v');
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_TRUE(store_->kv().Put("big", "k" + std::to_string(i), "\"" + mib + "\""));
+  }
+  HostCallAnswer a = Serve(KvOp::kList, {{"namespace", "big"}});
+  EXPECT_FALSE(a.ok);
+  EXPECT_EQ(a.error_name, "RangeError");
+  EXPECT_EQ(a.error_message,
+            "kv.list: the first 8 keys and values pass the 8 MiB one kv.list may read; ask for fewer keys (\"limit\": 7) "
+            "or a narrower \"prefix\", and kv.get large values one at a time");
+  HostCallAnswer seven = Serve(KvOp::kList, {{"namespace", "big"}, {"limit", 7}});
+  ASSERT_TRUE(seven.ok) << seven.error_message;
+  EXPECT_EQ(seven.value.size(), 7u);
+}
+
+TEST(KvJournalViewTest, ValuesAreDigestsNotCopies) {
+  const Json args = {{"namespace", "n"}, {"key", "k"}, {"value", {{"secret", "x"}}}};
+  const Json view = KvJournalArgs(args);
+  EXPECT_EQ(view["namespace"], "n");
+  EXPECT_EQ(view["key"], "k");
+  EXPECT_EQ(view["value"]["basal_digest"]["bytes"], 14);
+  EXPECT_EQ(view["value"]["basal_digest"]["sha256"], Sha256Hex(R"({"secret":"x"})"));
+  EXPECT_EQ(view.dump().find("secret"), std::string::npos);
+  EXPECT_TRUE(KvJournalResult(KvOp::kGet, nullptr).is_null());
+  EXPECT_EQ(KvJournalResult(KvOp::kGet, 5)["basal_digest"]["bytes"], 1);
+  const Json listed = KvJournalResult(KvOp::kList, Json::parse(R"([{"key": "a", "value": [1, 2]}])"));
+  EXPECT_EQ(listed[0]["key"], "a");
+  EXPECT_EQ(listed[0]["value"]["basal_digest"]["sha256"], Sha256Hex("[1,2]"));
 }
 
 }  // namespace

@@ -79,7 +79,8 @@ TEST_F(ManifestTest, EmptyObjectGetsDefaults) {
   EXPECT_EQ(m.budgets().stack_limit_bytes, 1024ull << 10);
   EXPECT_EQ(m.budgets().deadline, std::chrono::milliseconds(60'000));
   EXPECT_EQ(m.Canonical(),
-            R"({"budgets":{"cpu_ms":10000,"deadline_ms":60000,"heap_mb":64,"stack_kb":1024},"grants":{}})");
+            R"({"budgets":{"calls_in_flight":64,"cpu_ms":10000,"deadline_ms":60000,"heap_mb":64,"journal_kb":4096,)"
+            R"("log_kb":1024,"stack_kb":1024},"grants":{}})");
   EXPECT_EQ(m.hash(), Sha256Hex(m.Canonical()));
 }
 
@@ -105,6 +106,28 @@ TEST_F(ManifestTest, PartialBudgetsKeepDefaults) {
 TEST_F(ManifestTest, BudgetBoundsAreInclusive) {
   MustParse(R"({"budgets": {"cpu_ms": 1, "heap_mb": 1, "stack_kb": 64, "deadline_ms": 1}})");
   MustParse(R"({"budgets": {"cpu_ms": 3600000, "heap_mb": 4096, "stack_kb": 4096, "deadline_ms": 3600000}})");
+  MustParse(R"({"budgets": {"calls_in_flight": 1, "journal_kb": 16, "log_kb": 0}})");
+  MustParse(R"({"budgets": {"calls_in_flight": 1024, "journal_kb": 65536, "log_kb": 65536}})");
+}
+
+// The budgets that bound what one activation makes the parent hold and write.
+TEST_F(ManifestTest, CallAndJournalBudgets) {
+  Manifest m = MustParse(R"({"budgets": {"calls_in_flight": 8, "journal_kb": 256, "log_kb": 32}})");
+  EXPECT_EQ(m.budgets().calls_in_flight, 8u);
+  EXPECT_EQ(m.budgets().journal_bytes, 256u << 10);
+  EXPECT_EQ(m.budgets().log_bytes, 32u << 10);
+  Manifest d = MustParse("{}");
+  EXPECT_EQ(d.budgets().calls_in_flight, 64u);
+  EXPECT_EQ(d.budgets().journal_bytes, 4u << 20);
+  EXPECT_EQ(d.budgets().log_bytes, 1u << 20);
+  EXPECT_EQ(ErrorOf(R"({"budgets": {"calls_in_flight": 0}})"),
+            "budgets.calls_in_flight: must be an integer from 1 to 1024 (got 0)");
+  EXPECT_EQ(ErrorOf(R"({"budgets": {"journal_kb": 4294967312}})"),
+            "budgets.journal_kb: must be an integer from 16 to 65536 (got 4294967312)");
+  EXPECT_EQ(MustParse(R"({"budgets": {"journal_kb": 64}})").budgets().log_bytes, 64u << 10)
+      << "the log default follows a smaller journal budget";
+  EXPECT_EQ(ErrorOf(R"({"budgets": {"journal_kb": 64, "log_kb": 65}})"),
+            "budgets.log_kb: must not exceed budgets.journal_kb (64): log lines are journaled too");
 }
 
 TEST_F(ManifestTest, NotJson) {
@@ -196,7 +219,8 @@ TEST_F(ManifestTest, Budgets) {
   EXPECT_EQ(ErrorOf(R"({"budgets": {"deadline_ms": null}})"),
             "budgets.deadline_ms: must be an integer from 1 to 3600000 (got null)");
   EXPECT_EQ(ErrorOf(R"({"budgets": {"wall_ms": 5}})"),
-            R"(budgets.wall_ms: unknown budget "wall_ms" (expected cpu_ms, heap_mb, stack_kb or deadline_ms))");
+            R"(budgets.wall_ms: unknown budget "wall_ms" (expected cpu_ms, heap_mb, stack_kb, deadline_ms, )"
+            R"(calls_in_flight, journal_kb or log_kb))");
 }
 
 // --- Authorize -----------------------------------------------------------------------------------
@@ -239,7 +263,8 @@ TEST_F(ManifestTest, CanonicalIgnoresOrderAndSpellingOfDefaults) {
   Manifest b = MustParse(R"(  {"grants": {"kv.get": {"namespaces": ["o"]}, "log": {}}}  )");
   EXPECT_EQ(a.Canonical(), b.Canonical());
   EXPECT_EQ(a.hash(), b.hash());
-  EXPECT_EQ(a.Canonical(), R"({"budgets":{"cpu_ms":10000,"deadline_ms":60000,"heap_mb":64,"stack_kb":1024},)"
+  EXPECT_EQ(a.Canonical(), R"({"budgets":{"calls_in_flight":64,"cpu_ms":10000,"deadline_ms":60000,"heap_mb":64,"journal_kb":4096,)"
+            R"("log_kb":1024,"stack_kb":1024},)"
                            R"("grants":{"kv.get":{"namespaces":["o"]},"log":{}}})");
   EXPECT_EQ(MustParse(R"({"grants": {}})").hash(), MustParse("{}").hash());
   EXPECT_EQ(a.hash().rfind("sha256:", 0), 0u);

@@ -32,7 +32,7 @@ using testing_support::End;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 constexpr int kApplicationId = 0x6261736c;
 
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
@@ -415,9 +415,57 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
             "deny/answered/external");
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='activations_unfinished'"), 1);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  // Through version 2 to 3: kv usage counted from what kv holds ("k" + {"v":1}).
+  EXPECT_EQ(raw.Text("SELECT namespace || '/' || bytes || '/' || keys FROM kv_usage"), "o/8/1");
+  EXPECT_EQ(raw.Int("SELECT logs_dropped FROM activations WHERE id=1"), 0);
   auto again = MustOpen(db);  // already migrated: opened as it is, same id
   ASSERT_TRUE(again);
   EXPECT_EQ(again->journal_id(), id);
+}
+
+// A version 2 file: what a version 3 file is without kv_usage, its triggers and logs_dropped (the
+// only changes of version 3). The writer migrates it and the usage is counted from kv.
+TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
+  TempDir dir;
+  const std::string db = dir.File("v2.db");
+  std::string id;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    id = store->journal_id();
+    ASSERT_TRUE(store->kv().Put("a", "k1", "\"12345\""));
+    ASSERT_TRUE(store->kv().Put("a", "k2", "true"));
+    ASSERT_TRUE(store->kv().Put("b", "x", "null"));
+    auto a = store->journal().BeginActivation(Start("old.js", 1000, {"h", 1, 2}));
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(store->journal().Commit());
+  }
+  {
+    RawDb raw(db);
+    raw.Exec("DROP TRIGGER kv_usage_insert; DROP TRIGGER kv_usage_update; DROP TRIGGER kv_usage_delete;"
+             "DROP TABLE kv_usage; ALTER TABLE activations DROP COLUMN logs_dropped; PRAGMA user_version=2;");
+  }
+  {
+    auto reader = OpenSqliteReader(db);  // a version 3 reader reads version 2 as it is
+    ASSERT_TRUE(reader) << reader.error().message;
+    auto rows = (*reader)->Activations(std::nullopt, 10);
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 1u);
+    EXPECT_EQ((*rows)[0].logs_dropped, 0);
+  }
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->journal_id(), id);
+  auto usage = store->kv().Usage("a");
+  ASSERT_TRUE(usage);
+  EXPECT_EQ(usage->keys, 2u);
+  EXPECT_EQ(usage->bytes, 2u + 7u + 2u + 4u);
+  ASSERT_TRUE(store->kv().Delete("b", "x"));
+  auto b = store->kv().Usage("b");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->keys, 0u);
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
 }
 
 // The unfinished schema-1 activation has no recorded owner: recovery closes it.

@@ -617,13 +617,14 @@ TEST_P(StoreContract, KvBinaryKeysRoundTrip) {
   EXPECT_FALSE(shorter->has_value());
 }
 
-std::vector<std::string> Keys(const Result<std::vector<KvEntry>>& r) {
+std::vector<std::string> Keys(const Result<KvList>& r) {
   std::vector<std::string> keys;
   if (!r) {
     ADD_FAILURE() << r.error().message;
     return keys;
   }
-  for (const KvEntry& e : *r) keys.push_back(e.key);
+  EXPECT_FALSE(r->stopped_at_bytes);
+  for (const KvEntry& e : r->entries) keys.push_back(e.key);
   return keys;
 }
 
@@ -637,29 +638,81 @@ TEST_P(StoreContract, KvListPrefixIsExactBytes) {
   ASSERT_TRUE(kv().Put("other", "a%", "0"));  // another namespace never leaks in
 
   using V = std::vector<std::string>;
-  EXPECT_EQ(Keys(kv().List("ns", "a%", 100)), (V{"a%", "a%b"}));
-  EXPECT_EQ(Keys(kv().List("ns", "a_", 100)), (V{"a_", "a_b"}));
-  EXPECT_EQ(Keys(kv().List("ns", "ab", 100)), (V{"ab", "abc"}));
-  EXPECT_EQ(Keys(kv().List("ns", ff, 100)), (V{ff, ff + "a", ff + ff}));
-  EXPECT_EQ(Keys(kv().List("ns", ff + ff, 100)), (V{ff + ff}));
-  EXPECT_EQ(Keys(kv().List("ns", "a" + ff, 100)), (V{"a" + ff, "a" + ff + "z", "a" + ff + ff}));
-  EXPECT_EQ(Keys(kv().List("ns", "zzz", 100)), V{});
-  EXPECT_EQ(Keys(kv().List("nobody", "", 100)), V{});
+  EXPECT_EQ(Keys(kv().List("ns", "a%", 100, SIZE_MAX)), (V{"a%", "a%b"}));
+  EXPECT_EQ(Keys(kv().List("ns", "a_", 100, SIZE_MAX)), (V{"a_", "a_b"}));
+  EXPECT_EQ(Keys(kv().List("ns", "ab", 100, SIZE_MAX)), (V{"ab", "abc"}));
+  EXPECT_EQ(Keys(kv().List("ns", ff, 100, SIZE_MAX)), (V{ff, ff + "a", ff + ff}));
+  EXPECT_EQ(Keys(kv().List("ns", ff + ff, 100, SIZE_MAX)), (V{ff + ff}));
+  EXPECT_EQ(Keys(kv().List("ns", "a" + ff, 100, SIZE_MAX)), (V{"a" + ff, "a" + ff + "z", "a" + ff + ff}));
+  EXPECT_EQ(Keys(kv().List("ns", "zzz", 100, SIZE_MAX)), V{});
+  EXPECT_EQ(Keys(kv().List("nobody", "", 100, SIZE_MAX)), V{});
 
-  V all = Keys(kv().List("ns", "", 100));  // everything, in byte order ("" first, 0xFF keys last)
+  V all = Keys(kv().List("ns", "", 100, SIZE_MAX));  // everything, in byte order ("" first, 0xFF keys last)
   V sorted = keys;
   std::sort(sorted.begin(), sorted.end());  // std::string compares as unsigned bytes (char_traits)
   EXPECT_EQ(all, sorted);
 
-  EXPECT_EQ(Keys(kv().List("ns", "a", 3)), (V{"a", "a%", "a%b"}));
-  EXPECT_EQ(Keys(kv().List("ns", "", 1)), (V{""}));
-  EXPECT_EQ(Keys(kv().List("ns", "", 0)), V{});
-  EXPECT_EQ(Keys(kv().List("ns", "", SIZE_MAX)).size(), keys.size());
+  EXPECT_EQ(Keys(kv().List("ns", "a", 3, SIZE_MAX)), (V{"a", "a%", "a%b"}));
+  EXPECT_EQ(Keys(kv().List("ns", "", 1, SIZE_MAX)), (V{""}));
+  EXPECT_EQ(Keys(kv().List("ns", "", 0, SIZE_MAX)), V{});
+  EXPECT_EQ(Keys(kv().List("ns", "", SIZE_MAX, SIZE_MAX)).size(), keys.size());
 
-  auto with_values = kv().List("ns", "abc", 10);
+  auto with_values = kv().List("ns", "abc", 10, SIZE_MAX);
   ASSERT_TRUE(with_values);
-  ASSERT_EQ(with_values->size(), 1u);
-  EXPECT_EQ((*with_values)[0].value_json, "\"3\"");
+  ASSERT_EQ(with_values->entries.size(), 1u);
+  EXPECT_EQ(with_values->entries[0].value_json, "\"3\"");
+}
+
+// kv.list's byte bound: it stops before the entry that would pass max_bytes, and says so.
+TEST_P(StoreContract, KvListStopsAtItsByteLimit) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(kv().Put("big", "k" + std::to_string(i), "\"" + std::string(1000, 'x') + "\""));
+  // Each entry is 2 (key) + 1002 (value) bytes.
+  auto two = kv().List("big", "", 100, 2 * 1004 + 1003);
+  ASSERT_TRUE(two);
+  EXPECT_TRUE(two->stopped_at_bytes);
+  ASSERT_EQ(two->entries.size(), 2u);
+  EXPECT_EQ(two->entries[1].key, "k1");
+  auto all = kv().List("big", "", 100, 5 * 1004);
+  ASSERT_TRUE(all);
+  EXPECT_FALSE(all->stopped_at_bytes);
+  EXPECT_EQ(all->entries.size(), 5u);
+  auto by_count = kv().List("big", "", 3, 1);  // the first entry alone passes 1 byte
+  ASSERT_TRUE(by_count);
+  EXPECT_TRUE(by_count->stopped_at_bytes);
+  EXPECT_TRUE(by_count->entries.empty());
+}
+
+// The usage a quota reads stays true through every write path, inside and across batches.
+TEST_P(StoreContract, KvUsageFollowsPutsOverwritesAndDeletes) {
+  auto usage = [&](const std::string& ns) {
+    auto u = kv().Usage(ns);
+    EXPECT_TRUE(u) << (u ? "" : u.error().message);
+    return u ? *u : KvUsage{};
+  };
+  EXPECT_EQ(usage("u").bytes, 0u);
+  EXPECT_EQ(usage("u").keys, 0u);
+  ASSERT_TRUE(kv().Put("u", "ab", "\"xyz\""));  // 2 + 5
+  ASSERT_TRUE(kv().Put("u", "c", "1"));          // 1 + 1
+  EXPECT_EQ(usage("u").bytes, 9u);
+  EXPECT_EQ(usage("u").keys, 2u);
+  ASSERT_TRUE(kv().Put("u", "ab", "\"\""));  // overwritten: 2 + 2
+  EXPECT_EQ(usage("u").bytes, 6u);
+  EXPECT_EQ(usage("u").keys, 2u);
+  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(kv().Put("other", "k", "\"\xc3\xa9\""));  // bytes, not characters: 1 + 4
+  EXPECT_EQ(usage("other").bytes, 5u);
+  ASSERT_TRUE(kv().Delete("u", "c"));
+  EXPECT_EQ(usage("u").bytes, 4u);
+  EXPECT_EQ(usage("u").keys, 1u);
+  auto size = kv().ValueBytes("u", "ab");
+  ASSERT_TRUE(size);
+  EXPECT_EQ(*size, std::optional<uint64_t>(2));
+  auto none = kv().ValueBytes("u", "c");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(journal().Rollback());  // the delete was in the open batch
+  EXPECT_EQ(usage("u").keys, 2u);
+  EXPECT_EQ(usage("other").keys, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreContract,

@@ -1,6 +1,9 @@
 // The kv.* host calls (see kv.h).
 #include "parent/host_calls/kv.h"
 
+#include "parent/journal_value.h"
+
+#include <algorithm>
 #include <array>
 #include <set>
 #include <string>
@@ -74,16 +77,84 @@ const char* KvOpName(KvOp op) {
   return "kv.?";
 }
 
-Result<void> CheckKvGrant(const Json& constraints, const std::string& path) {
-  auto invalid = [](const std::string& at, const std::string& what) {
-    return MakeError(ErrorCode::kInvalidArgument, at + ": " + what);
-  };
+namespace {
+
+Error Invalid(const std::string& at, const std::string& what) {
+  return MakeError(ErrorCode::kInvalidArgument, at + ": " + what);
+}
+
+// An integer constraint from `min` to `max`.
+Result<void> CheckLimit(const Json& value, const std::string& at, uint64_t min, uint64_t max) {
+  const bool ok = (value.is_number_unsigned() && value.get<uint64_t>() >= min && value.get<uint64_t>() <= max) ||
+                  (value.is_number_integer() && value.get<int64_t>() >= 0 &&
+                   static_cast<uint64_t>(value.get<int64_t>()) >= min && static_cast<uint64_t>(value.get<int64_t>()) <= max);
+  if (ok) return Ok();
+  return Invalid(at, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) + " (got " +
+                         Shown(value) + ")");
+}
+
+uint64_t LimitOr(const Json* grant, const char* key, const char* sub, uint64_t fallback) {
+  if (!grant || !grant->is_object()) return fallback;
+  auto it = grant->find(key);
+  if (it == grant->end()) return fallback;
+  const Json* v = &*it;
+  if (sub) {
+    if (!v->is_object()) return fallback;
+    auto s = v->find(sub);
+    if (s == v->end()) return fallback;
+    v = &*s;
+  }
+  return v->is_number_integer() ? v->get<uint64_t>() : fallback;
+}
+
+Result<void> CheckNamespaces(const Json& constraints, const std::string& path);
+
+}  // namespace
+
+Result<void> CheckKvPutGrant(const Json& constraints, const std::string& path) {
   if (!constraints.is_object()) {
-    return invalid(path, "must be an object {\"namespaces\": [...]} (got " + Shown(constraints) + ")");
+    return Invalid(path, "must be an object {\"namespaces\": [...]} (got " + Shown(constraints) + ")");
   }
   for (const auto& [key, value] : constraints.items()) {
-    if (key != "namespaces") return invalid(path, "unknown key " + Dump(Json(key)) + " (expected \"namespaces\")");
+    if (key == "namespaces") continue;
+    if (key == "max_value_bytes") {
+      if (auto r = CheckLimit(value, path + ".max_value_bytes", 1, kKvMaxValueBytesCeiling); !r) return r;
+      continue;
+    }
+    if (key == "quota") {
+      if (!value.is_object())
+        return Invalid(path + ".quota", "must be an object {\"bytes\": N, \"keys\": N} (got " + Shown(value) + ")");
+      for (const auto& [qk, qv] : value.items()) {
+        if (qk == "bytes") {
+          if (auto r = CheckLimit(qv, path + ".quota.bytes", 1, 1ull << 50); !r) return r;
+        } else if (qk == "keys") {
+          if (auto r = CheckLimit(qv, path + ".quota.keys", 1, 1ull << 40); !r) return r;
+        } else {
+          return Invalid(path + ".quota", "unknown key " + Dump(Json(qk)) + " (expected \"bytes\" or \"keys\")");
+        }
+      }
+      continue;
+    }
+    return Invalid(path, "unknown key " + Dump(Json(key)) +
+                             " (expected \"namespaces\", \"max_value_bytes\" or \"quota\")");
   }
+  return CheckNamespaces(constraints, path);
+}
+
+Result<void> CheckKvGrant(const Json& constraints, const std::string& path) {
+  if (!constraints.is_object()) {
+    return Invalid(path, "must be an object {\"namespaces\": [...]} (got " + Shown(constraints) + ")");
+  }
+  for (const auto& [key, value] : constraints.items()) {
+    if (key != "namespaces") return Invalid(path, "unknown key " + Dump(Json(key)) + " (expected \"namespaces\")");
+  }
+  return CheckNamespaces(constraints, path);
+}
+
+namespace {
+
+Result<void> CheckNamespaces(const Json& constraints, const std::string& path) {
+  auto invalid = [](const std::string& at, const std::string& what) { return Invalid(at, what); };
   auto namespaces = constraints.find("namespaces");
   if (namespaces == constraints.end()) {
     return invalid(path, "missing \"namespaces\": the list of namespaces granted, e.g. {\"namespaces\": [\"orders\"]}");
@@ -109,6 +180,8 @@ Result<void> CheckKvGrant(const Json& constraints, const std::string& path) {
   return Ok();
 }
 
+}  // namespace
+
 std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const Json& args) {
   const std::string name = KvOpName(op);
   if (!args.is_object()) return name + " arguments must be an object naming a \"namespace\" (got " + Shown(args) + ")";
@@ -131,7 +204,7 @@ std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const J
          " (granted: " + (granted.empty() ? std::string("none") : granted) + ")";
 }
 
-HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args) {
+HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* grant) {
   KvStore& kv = store.kv();
   const std::string name = KvOpName(op);
   if (!args.is_object()) return TypeError(name + ": arguments must be an object (got " + Shown(args) + ")");
@@ -165,10 +238,18 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args) {
       }
       limit = static_cast<size_t>(l->get<int64_t>());
     }
-    auto entries = kv.List(ns, prefix, limit);
-    if (!entries) return HostError(op, store, entries.error());
+    auto listed = kv.List(ns, prefix, limit, kKvListMaxBytes);
+    if (!listed) return HostError(op, store, listed.error());
+    if (listed->stopped_at_bytes) {
+      return HostCallAnswer::Failure(
+          "RangeError", name + ": the first " + std::to_string(listed->entries.size() + 1) + " keys and values" +
+                            " pass the " + std::to_string(kKvListMaxBytes >> 20) +
+                            " MiB one kv.list may read; ask for fewer keys (\"limit\": " +
+                            std::to_string(std::max<size_t>(1, listed->entries.size())) +
+                            ") or a narrower \"prefix\", and kv.get large values one at a time");
+    }
     Json out = Json::array();
-    for (const KvEntry& entry : *entries) {
+    for (const KvEntry& entry : listed->entries) {
       Json value = Json::parse(entry.value_json, nullptr, /*allow_exceptions=*/false);
       if (value.is_discarded()) {
         return HostCallAnswer::Failure("HostError", name + " failed: the stored value of key " +
@@ -205,6 +286,29 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args) {
       } catch (const Json::type_error&) {
         return TypeError(name + ": \"value\" holds a string that is not valid UTF-8");
       }
+      const uint64_t max_value = LimitOr(grant, "max_value_bytes", nullptr, kKvDefaultMaxValueBytes);
+      if (text.size() > max_value) {
+        return HostCallAnswer::Failure("QuotaExceeded", name + ": the value is " + std::to_string(text.size()) +
+                                                            " bytes as JSON; the grant admits at most " +
+                                                            std::to_string(max_value) + " (max_value_bytes)");
+      }
+      const uint64_t quota_bytes = LimitOr(grant, "quota", "bytes", kKvDefaultQuotaBytes);
+      const uint64_t quota_keys = LimitOr(grant, "quota", "keys", kKvDefaultQuotaKeys);
+      auto usage = kv.Usage(ns);
+      if (!usage) return HostError(op, store, usage.error());
+      auto old = kv.ValueBytes(ns, key);
+      if (!old) return HostError(op, store, old.error());
+      const uint64_t freed = old->has_value() ? key.size() + **old : 0;
+      const uint64_t bytes_after = usage->bytes - std::min(usage->bytes, freed) + key.size() + text.size();
+      const uint64_t keys_after = usage->keys + (old->has_value() ? 0 : 1);
+      if (bytes_after > quota_bytes || keys_after > quota_keys) {
+        return HostCallAnswer::Failure(
+            "QuotaExceeded", name + ": namespace " + Shown(Json(ns), 100) + " would hold " +
+                                 std::to_string(bytes_after) + " bytes in " + std::to_string(keys_after) +
+                                 " keys; its quota is " + std::to_string(quota_bytes) + " bytes and " +
+                                 std::to_string(quota_keys) + " keys (the kv.put grant's \"quota\"): delete keys or "
+                                 "ask the operator for a larger quota");
+      }
       if (auto put = kv.Put(ns, key, text); !put) return HostError(op, store, put.error());
       return HostCallAnswer::Value(nullptr);
     }
@@ -216,6 +320,31 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args) {
     case KvOp::kList: break;
   }
   return HostCallAnswer::Failure("HostError", name + ": unknown operation");
+}
+
+namespace {
+Json Digest(const Json& value) { return Json{{"basal_digest", DigestJson(Dump(value))}}; }
+}  // namespace
+
+Json KvJournalArgs(const Json& args) {
+  if (!args.is_object() || !args.contains("value")) return args;
+  Json view = Json::object();
+  for (const auto& [key, value] : args.items()) view[key] = key == "value" ? Digest(value) : value;
+  return view;
+}
+
+Json KvJournalResult(KvOp op, const Json& result) {
+  if (op == KvOp::kGet) return result.is_null() ? result : Digest(result);
+  if (op != KvOp::kList || !result.is_array()) return result;
+  Json view = Json::array();
+  for (const Json& entry : result) {
+    if (!entry.is_object() || !entry.contains("value")) {
+      view.push_back(entry);
+      continue;
+    }
+    view.push_back(Json{{"key", entry.value("key", Json())}, {"value", Digest(entry["value"])}});
+  }
+  return view;
 }
 
 Effect KvEffect(KvOp op) {
@@ -233,12 +362,15 @@ Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store) {
     HostCallSpec spec;
     spec.name = KvOpName(op);
     spec.needs_grant = true;
-    spec.check_grant = CheckKvGrant;
+    spec.check_grant = op == KvOp::kPut ? CheckKvPutGrant : CheckKvGrant;
     spec.authorize = [op](const Json& constraints, const Json& args) { return AuthorizeKv(op, constraints, args); };
     spec.effect = KvEffect(op);
-    spec.handler = [op, &store](const HostCallContext&, const Json& args, HostCallReply reply) {
-      ServeKv(op, store, args).SendTo(reply);
+    spec.handler = [op, &store](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
+      ServeKv(op, store, args, ctx.grant).SendTo(reply);
     };
+    if (op == KvOp::kPut) spec.journal_args = KvJournalArgs;
+    if (op == KvOp::kGet || op == KvOp::kList)
+      spec.journal_result = [op](const Json& result) { return KvJournalResult(op, result); };
     if (auto r = registry.Register(std::move(spec)); !r) return r;
   }
   return Ok();

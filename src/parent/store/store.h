@@ -55,7 +55,8 @@ struct ActivationEnd {
   Outcome outcome = Outcome::kOk;
   std::string result_json;  // when ok
   std::string error_json;   // when not ok: ActivationResult::ErrorJson()
-  int64_t cpu_us = 0;
+  int64_t cpu_us = 0;       // measured by the parent from the kernel
+  int64_t logs_dropped = 0; // log lines past the activation's log or journal budget
 };
 
 // A host call's record goes through these states (docs/journal.md):
@@ -120,6 +121,7 @@ struct ActivationRow {
   int64_t cpu_us = 0;
   ActivationOwner owner;
   int64_t lease_until_unix_us = 0;
+  int64_t logs_dropped = 0;
 };
 
 struct CallRow {
@@ -136,6 +138,18 @@ struct CallRow {
 struct KvEntry {
   std::string key;
   std::string value_json;
+};
+
+// What one namespace holds: bytes of its keys and values, and its keys.
+struct KvUsage {
+  uint64_t bytes = 0;
+  uint64_t keys = 0;
+};
+
+// A bounded list: the entries, and whether it stopped at its byte limit before `limit` keys.
+struct KvList {
+  std::vector<KvEntry> entries;
+  bool stopped_at_bytes = false;
 };
 
 // What opening a journal found and closed: activations whose owner is gone.
@@ -172,8 +186,14 @@ class KvStore {
   virtual Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) = 0;
   virtual Result<void> Put(const std::string& ns, const std::string& key, const std::string& value_json) = 0;
   virtual Result<bool> Delete(const std::string& ns, const std::string& key) = 0;  // true if removed
-  // Keys starting with `prefix` (exact bytes; "" matches all), in byte order, at most `limit`.
-  virtual Result<std::vector<KvEntry>> List(const std::string& ns, const std::string& prefix, size_t limit) = 0;
+  // Keys starting with `prefix` (exact bytes; "" matches all), in byte order, at most `limit`, and
+  // stopping before the entry that would bring the keys' and values' bytes past `max_bytes` (at
+  // most that entry is ever read beyond the limit: nothing unbounded is materialized).
+  virtual Result<KvList> List(const std::string& ns, const std::string& prefix, size_t limit, size_t max_bytes) = 0;
+  // The bytes of keys and values, and the keys, that `ns` holds (with the open batch's writes).
+  virtual Result<KvUsage> Usage(const std::string& ns) = 0;
+  // The byte size of a key's stored value, nullopt if absent.
+  virtual Result<std::optional<uint64_t>> ValueBytes(const std::string& ns, const std::string& key) = 0;
 };
 
 class JournalReader {

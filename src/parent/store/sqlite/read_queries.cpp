@@ -22,6 +22,7 @@ ActivationRow ReadActivationRow(sqlite3_stmt* s) {
   row.owner.pid = sqlite3_column_int64(s, 12);
   row.owner.start_ticks = sqlite3_column_int64(s, 13);
   row.lease_until_unix_us = sqlite3_column_int64(s, 14);
+  row.logs_dropped = sqlite3_column_int64(s, 15);
   return row;
 }
 

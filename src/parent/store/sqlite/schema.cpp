@@ -1,4 +1,4 @@
-// Schema version 2, creation, and the migration from version 1 (see schema.h, docs/journal.md).
+// Schema version 3, creation, and the migrations from versions 1 and 2 (see schema.h, docs/journal.md).
 #include "parent/store/sqlite/schema.h"
 
 #include <sys/random.h>
@@ -53,7 +53,8 @@ CREATE TABLE activations(
   owner_host        TEXT NOT NULL DEFAULT '',
   owner_pid         INTEGER NOT NULL DEFAULT 0,
   owner_start_ticks INTEGER NOT NULL DEFAULT 0,
-  lease_until_us    INTEGER NOT NULL DEFAULT 0
+  lease_until_us    INTEGER NOT NULL DEFAULT 0,
+  logs_dropped      INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE kv(
   namespace TEXT NOT NULL,
@@ -62,6 +63,40 @@ CREATE TABLE kv(
   PRIMARY KEY (namespace, key)
 ) WITHOUT ROWID;
 )sql";
+
+// Version 3: what each kv namespace holds (bytes of keys and values, keys), kept by triggers so
+// that every write path keeps it true; kv.put's quota reads it instead of scanning the namespace.
+constexpr const char* kCreateKvUsage = R"sql(
+CREATE TABLE kv_usage(
+  namespace TEXT PRIMARY KEY,
+  bytes     INTEGER NOT NULL,
+  keys      INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER kv_usage_insert AFTER INSERT ON kv BEGIN
+  INSERT INTO kv_usage(namespace, bytes, keys)
+    VALUES(new.namespace, length(CAST(new.key AS BLOB)) + length(CAST(new.value AS BLOB)), 1)
+    ON CONFLICT(namespace) DO UPDATE SET bytes = bytes + excluded.bytes, keys = keys + 1;
+END;
+CREATE TRIGGER kv_usage_update AFTER UPDATE ON kv BEGIN
+  UPDATE kv_usage SET bytes = bytes - length(CAST(old.key AS BLOB)) - length(CAST(old.value AS BLOB)), keys = keys - 1
+    WHERE namespace = old.namespace;
+  INSERT INTO kv_usage(namespace, bytes, keys)
+    VALUES(new.namespace, length(CAST(new.key AS BLOB)) + length(CAST(new.value AS BLOB)), 1)
+    ON CONFLICT(namespace) DO UPDATE SET bytes = bytes + excluded.bytes, keys = keys + 1;
+END;
+CREATE TRIGGER kv_usage_delete AFTER DELETE ON kv BEGIN
+  UPDATE kv_usage SET bytes = bytes - length(CAST(old.key AS BLOB)) - length(CAST(old.value AS BLOB)), keys = keys - 1
+    WHERE namespace = old.namespace;
+END;
+)sql";
+
+// Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
+std::string MigrateFromV2Sql() {
+  return std::string("ALTER TABLE activations ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0;\n") +
+         kCreateKvUsage +
+         "INSERT INTO kv_usage(namespace, bytes, keys) SELECT namespace, "
+         "sum(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), count(*) FROM kv GROUP BY namespace;\n";
+}
 
 // Shared by creation and migration: the index recovery and RenewLeases read (only unfinished
 // activations are in it, so it stays small), and the meta table.
@@ -95,7 +130,7 @@ ALTER TABLE activations ADD COLUMN lease_until_us INTEGER NOT NULL DEFAULT 0;
          ", 'answered', result, error, start_us, end_us FROM calls ORDER BY seq;\n"
          "DROP TABLE calls;\n"
          "ALTER TABLE calls_v2 RENAME TO calls;\n" +
-         kCreateCommon;
+         kCreateCommon + MigrateFromV2Sql();
 }
 
 Result<void> Exec(sqlite3* db, const std::string& path, const std::string& sql, std::string_view what) {
@@ -123,11 +158,18 @@ Result<void> CreateOrMigrateLocked(sqlite3* db, const std::string& path) {
   const std::string mark = "PRAGMA application_id=" + std::to_string(kApplicationId) +
                            ";PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";";
   if (h.empty()) {
-    if (auto r = Exec(db, path, kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon, "cannot create the schema");
+    if (auto r = Exec(db, path, kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage,
+                      "cannot create the schema");
         !r)
       return r;
   } else if (h.user_version == 1) {
     if (auto r = Exec(db, path, MigrateFromV1Sql(), "cannot migrate the journal from schema version 1"); !r) return r;
+  } else if (h.user_version == 2) {
+    if (auto r = Exec(db, path, MigrateFromV2Sql() + "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";",
+                      "cannot migrate the journal from schema version 2");
+        !r)
+      return r;
+    return Ok();  // it has its journal id already
   } else {
     return Ok();  // another process created or migrated it while we waited for the lock
   }
@@ -246,8 +288,9 @@ std::string NewJournalId() {
 std::string ActivationSelectSql(int64_t schema_version) {
   const std::string owner =
       schema_version >= 2 ? "owner_host, owner_pid, owner_start_ticks, lease_until_us" : "'', 0, 0, 0";
+  const std::string dropped = schema_version >= 3 ? "logs_dropped" : "0";
   return "SELECT id, flow, source_hash, manifest_hash, input, start_us, end_us, outcome, result, error, cpu_us, " +
-         owner + " FROM activations";
+         owner + ", " + dropped + " FROM activations";
 }
 
 std::string CallSelectSql(int64_t schema_version) {

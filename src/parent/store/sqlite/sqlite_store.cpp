@@ -83,7 +83,9 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
   Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) override;
   Result<void> Put(const std::string& ns, const std::string& key, const std::string& value_json) override;
   Result<bool> Delete(const std::string& ns, const std::string& key) override;
-  Result<std::vector<KvEntry>> List(const std::string& ns, const std::string& prefix, size_t limit) override;
+  Result<KvList> List(const std::string& ns, const std::string& prefix, size_t limit, size_t max_bytes) override;
+  Result<KvUsage> Usage(const std::string& ns) override;
+  Result<std::optional<uint64_t>> ValueBytes(const std::string& ns, const std::string& key) override;
 
   // JournalReader
   Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t limit) override {
@@ -100,7 +102,7 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
     Stmt begin, commit, rollback;
     Stmt insert_activation, end_activation, renew_leases, unfinished;
     Stmt insert_call, update_call, call_state, calls_to_state;
-    Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open;
+    Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
   };
 
   Result<void> Prepare();
@@ -179,7 +181,7 @@ Result<void> SqliteStore::Prepare() {
        "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
        "owner_start_ticks, lease_until_us) VALUES(?,?,?,?,?,?,?,?,?)"},
       {&s->end_activation,
-       "UPDATE activations SET end_us=?, outcome=?, result=?, error=?, cpu_us=? WHERE id=? AND outcome IS NULL"},
+       "UPDATE activations SET end_us=?, outcome=?, result=?, error=?, cpu_us=?, logs_dropped=? WHERE id=? AND outcome IS NULL"},
       {&s->renew_leases,
        "UPDATE activations SET lease_until_us=? "
        "WHERE outcome IS NULL AND owner_host=? AND owner_pid=? AND owner_start_ticks=?"},
@@ -195,6 +197,8 @@ Result<void> SqliteStore::Prepare() {
        "UPDATE calls SET state=?, error=coalesce(error, ?), end_us=coalesce(end_us, ?) "
        "WHERE activation_id=? AND state=?"},
       {&s->kv_get, "SELECT value FROM kv WHERE namespace=? AND key=?"},
+      {&s->kv_usage, "SELECT bytes, keys FROM kv_usage WHERE namespace=?"},
+      {&s->kv_value_bytes, "SELECT length(CAST(value AS BLOB)) FROM kv WHERE namespace=? AND key=?"},
       {&s->kv_put,
        "INSERT INTO kv(namespace, key, value) VALUES(?,?,?) "
        "ON CONFLICT(namespace, key) DO UPDATE SET value=excluded.value"},
@@ -339,7 +343,8 @@ Result<void> SqliteStore::UpdateCall(const CallUpdate& u) {
 Result<void> SqliteStore::EndActivation(const ActivationEnd& e) {
   auto changed = Write(
       stmts_->end_activation, [&] { return "cannot record the end of activation " + std::to_string(e.activation_id); },
-      e.end_unix_us, OutcomeName(e.outcome), OrNull{e.result_json}, OrNull{e.error_json}, e.cpu_us, e.activation_id);
+      e.end_unix_us, OutcomeName(e.outcome), OrNull{e.result_json}, OrNull{e.error_json}, e.cpu_us, e.logs_dropped,
+      e.activation_id);
   if (!changed) return changed.error();
   if (*changed != 1) {
     return JournalError(ErrorCode::kNotFound, path_,
@@ -384,7 +389,7 @@ Result<RecoveryReport> SqliteStore::RecoverAbandoned(const ActivationOwner& self
     const std::string id = std::to_string(a.id);
     auto ended = Write(
         stmts_->end_activation, [&] { return "cannot close abandoned activation " + id; }, now_unix_us,
-        OutcomeName(Outcome::kAbandoned), OrNull{}, error, int64_t{0}, a.id);
+        OutcomeName(Outcome::kAbandoned), OrNull{}, error, int64_t{0}, a.logs_dropped, a.id);
     auto unknown = ended ? Write(
                                stmts_->calls_to_state, [&] { return "cannot close the calls of activation " + id; },
                                "unknown", unknown_error, now_unix_us, a.id, "started")
@@ -430,10 +435,10 @@ Result<bool> SqliteStore::Delete(const std::string& ns, const std::string& key) 
   return *changed > 0;
 }
 
-Result<std::vector<KvEntry>> SqliteStore::List(const std::string& ns, const std::string& prefix, size_t limit) {
+Result<KvList> SqliteStore::List(const std::string& ns, const std::string& prefix, size_t limit, size_t max_bytes) {
   if (auto r = CheckBatchUsable(); !r) return r.error();
-  std::vector<KvEntry> entries;
-  if (limit == 0) return entries;
+  KvList out;
+  if (limit == 0) return out;
   // A byte range, not LIKE/GLOB: no wildcard in a key can widen the match, and the primary key
   // index serves it directly.
   const std::optional<std::string> upper = sqlite::PrefixSuccessor(prefix);
@@ -443,12 +448,46 @@ Result<std::vector<KvEntry>> SqliteStore::List(const std::string& ns, const std:
   if (upper) bind.Text(*upper);
   int rc = bind.Int(sqlite::LimitParam(limit)).rc();
   if (rc == SQLITE_OK) {
+    size_t bytes = 0;
     while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
-      entries.push_back(KvEntry{sqlite::ColumnText(use.get(), 0), sqlite::ColumnText(use.get(), 1)});
+      const size_t size = static_cast<size_t>(sqlite3_column_bytes(use.get(), 0)) +
+                          static_cast<size_t>(sqlite3_column_bytes(use.get(), 1));
+      if (bytes + size > max_bytes) {
+        out.stopped_at_bytes = true;
+        rc = SQLITE_DONE;
+        break;
+      }
+      bytes += size;
+      out.entries.push_back(KvEntry{sqlite::ColumnText(use.get(), 0), sqlite::ColumnText(use.get(), 1)});
     }
   }
   if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot list kv keys in namespace " + ns);
-  return entries;
+  return out;
+}
+
+Result<KvUsage> SqliteStore::Usage(const std::string& ns) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->kv_usage);
+  int rc = Binder(use.get()).Text(ns).rc();
+  KvUsage usage;
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) {
+    usage.bytes = static_cast<uint64_t>(sqlite3_column_int64(use.get(), 0));
+    usage.keys = static_cast<uint64_t>(sqlite3_column_int64(use.get(), 1));
+    return usage;
+  }
+  if (rc == SQLITE_DONE) return usage;
+  return DbError(path_, db_, rc, "cannot read the usage of kv namespace " + ns);
+}
+
+Result<std::optional<uint64_t>> SqliteStore::ValueBytes(const std::string& ns, const std::string& key) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->kv_value_bytes);
+  int rc = Binder(use.get()).Text(ns).Text(key).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return std::optional<uint64_t>(static_cast<uint64_t>(sqlite3_column_int64(use.get(), 0)));
+  if (rc == SQLITE_DONE) return std::optional<uint64_t>();
+  return DbError(path_, db_, rc, "cannot read kv key in namespace " + ns);
 }
 
 }  // namespace

@@ -1,0 +1,267 @@
+// What a hostile flow or worker cannot make the parent spend (issue: bounded memory, bounded
+// journal, CPU enforced from outside). Each test hits a bound and checks the allowed path beside it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "basal/manifest.h"
+#include "integration/test_support.h"
+
+namespace basal::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class BoundsTest : public ModuleFixture {
+ protected:
+  // A pure host call that answers `args.bytes` bytes of text.
+  void RegisterBlob() {
+    HostCallSpec spec;
+    spec.name = "blob";
+    spec.effect = Effect::kPure;
+    spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) {
+      reply.Ok(std::string(args.value("bytes", 0), 'b'));
+    };
+    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  }
+  // A host call whose replies are kept and never answered (calls stay in flight).
+  void RegisterPending() {
+    HostCallSpec spec;
+    spec.name = "pending";
+    spec.effect = Effect::kPure;
+    spec.handler = [this](const HostCallContext&, const Json&, HostCallReply reply) { held_.push_back(std::move(reply)); };
+    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  }
+  std::vector<HostCallReply> held_;
+};
+
+TEST_F(BoundsTest, AWorkerThatDoesNotReadItsAnswersIsKilledAtTheOutputCap) {
+  Open();
+  RegisterBlob();
+  // 80 answers of 1 MiB, none read: the script spins once the calls are out (its CPU budget would
+  // end it much later).
+  FlowRef spin = Add(R"(export default async (i, host) => {
+      for (let n = 0; n < 80; n++) host.call('blob', {bytes: 1048576});
+      await host.call('blob', {bytes: 1});
+      for (;;) {}
+    })",
+                     R"({"grants": {"blob": {}}, "budgets": {"calls_in_flight": 100, "cpu_ms": 20000}})");
+  ActivationResult r = module_->Run(spin, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kProtocolViolation) << r.message;
+  EXPECT_NE(r.message.find("it does not read its answers"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("(worker_output_max_bytes)"), std::string::npos) << r.message;
+  EXPECT_EQ(module_->Health().output_overflows, 1u);
+  // Allowed: the same answers, read as they come.
+  FlowRef reads = Add(R"(export default async (i, host) => {
+      let total = 0;
+      for (let n = 0; n < 80; n++) total += (await host.call('blob', {bytes: 1048576})).length;
+      return total;
+    })",
+                      R"({"grants": {"blob": {}}})", "reads.js");
+  ActivationResult ok = module_->Run(reads, nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.message;
+  EXPECT_EQ(ok.result, 80 * 1048576);
+}
+
+TEST_F(BoundsTest, CallsInFlightPastTheBudgetEndTheActivation) {
+  Open();
+  RegisterPending();
+  const std::string src = R"(export default async (i, host) => {
+      const all = [];
+      for (let n = 0; n < i; n++) all.push(host.call('pending', n));
+      await new Promise(() => {});
+    })";
+  FlowRef f = Add(src, R"({"grants": {"pending": {}}, "budgets": {"calls_in_flight": 10, "deadline_ms": 2000}})");
+  ActivationResult over = module_->Run(f, 11);
+  EXPECT_EQ(over.outcome, Outcome::kBudgetExhausted) << over.message;
+  EXPECT_EQ(over.budget, Budget::kCallsInFlight);
+  EXPECT_NE(over.message.find("call number 11 waiting for an answer; the budget is 10 (budgets.calls_in_flight)"),
+            std::string::npos)
+      << over.message;
+  auto calls = Reader()->Calls(over.activation_id);
+  ASSERT_TRUE(calls);
+  EXPECT_EQ(calls->size(), 10u) << "the 11th call is not journaled or run";
+  // Allowed: ten in flight is within the budget (the activation then ends at its deadline).
+  held_.clear();
+  ActivationResult at = module_->Run(f, 10);
+  EXPECT_EQ(at.outcome, Outcome::kDeadline) << at.message;
+}
+
+TEST_F(BoundsTest, LargeValuesAreJournaledAsPrefixSizeAndDigestButTheFlowGetsThemWhole) {
+  ModuleOptions o;
+  o.journal_value_max_bytes = 4096;
+  Open(o);
+  HostCallSpec spec;
+  spec.name = "echo";
+  spec.effect = Effect::kPure;
+  spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) { reply.Ok(args); };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowRef f = Add("export default async (i, host) => (await host.call('echo', {s: 'é'.repeat(50000)})).s.length",
+                  R"({"grants": {"echo": {}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, 50000);
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 1u);
+  const std::string whole = R"({"s":")" + [] {
+    std::string s;
+    for (int i = 0; i < 50000; ++i) s += "é";
+    return s;
+  }() + R"("})";
+  for (const std::string& journaled : {(*calls)[0].args_json, (*calls)[0].result_json}) {
+    EXPECT_LT(journaled.size(), 4096u);
+    Json marker = Json::parse(journaled);
+    EXPECT_EQ(marker["basal_truncated"]["bytes"], whole.size());
+    EXPECT_EQ(marker["basal_truncated"]["sha256"], Sha256Hex(whole));
+    const std::string prefix = marker["basal_truncated"]["prefix"];
+    EXPECT_EQ(whole.rfind(prefix, 0), 0u) << "the prefix is the start of the value, cut on a UTF-8 boundary";
+    EXPECT_GT(prefix.size(), 500u);
+  }
+}
+
+TEST_F(BoundsTest, LogLinesPastTheLogBudgetAreDroppedAndCounted) {
+  Open();
+  FlowRef f = Add(R"(export default () => {
+      for (let n = 0; n < 5000; n++) console.log('line ' + n + ' ' + 'x'.repeat(1000));
+      return 'done';
+    })",
+                  R"({"budgets": {"log_kb": 64}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, "done");
+  EXPECT_GT(r.logs_dropped, 4000);
+  EXPECT_LT(r.logs_dropped, 5000);
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  EXPECT_EQ(static_cast<int64_t>(calls->size()) + r.logs_dropped, 5000);
+  auto rows = Reader()->Activations(r.activation_id, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ((*rows)[0].logs_dropped, r.logs_dropped);
+  EXPECT_EQ(module_->Health().logs_dropped, static_cast<uint64_t>(r.logs_dropped));
+  // The first lines are the ones kept.
+  EXPECT_NE((*calls)[0].args_json.find("line 0 "), std::string::npos);
+}
+
+TEST_F(BoundsTest, CallsPastTheJournalBudgetEndTheActivationDeniedOnesIncluded) {
+  Open();
+  // Denied calls (no grant) with 10 KiB arguments, caught by the script: only the journal budget stops them.
+  FlowRef f = Add(R"(export default async (i, host) => {
+      let denied = 0;
+      for (let n = 0; n < 10000; n++) {
+        try { await host.call('kv.get', {namespace: 'x'.repeat(10240), key: 'k'}); } catch (e) { denied++; }
+      }
+      return denied;
+    })",
+                  R"({"budgets": {"journal_kb": 256}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kBudgetExhausted) << r.message;
+  EXPECT_EQ(r.budget, Budget::kJournal);
+  EXPECT_NE(r.message.find("journal budget of 256 KiB (budgets.journal_kb)"), std::string::npos) << r.message;
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_GT(calls->size(), 5u);
+  EXPECT_LT(calls->size(), 30u);
+  const CallRow& last = calls->back();
+  EXPECT_EQ(last.decision.verdict, Verdict::kQuotaExceeded);
+  EXPECT_EQ(last.decision.rule, "budgets.journal_kb");
+  EXPECT_NE(last.args_json.find("\"sha256\""), std::string::npos) << "only a digest of the arguments";
+  size_t bytes = 0;
+  for (const CallRow& c : *calls) bytes += c.args_json.size() + c.result_json.size() + c.error_json.size();
+  EXPECT_LT(bytes, 256u * 1024 + 64 * 1024);
+  // Allowed: the same flow with fewer calls stays within the budget.
+  FlowRef few = Add(R"(export default async (i, host) => {
+      try { await host.call('kv.get', {namespace: 'x'.repeat(10240), key: 'k'}); } catch (e) { return e.name; }
+    })",
+                    R"({"budgets": {"journal_kb": 256}})", "few.js");
+  ActivationResult ok = module_->Run(few, nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.message;
+  EXPECT_EQ(ok.result, "PermissionDenied");
+}
+
+TEST_F(BoundsTest, KvPutOverItsLimitsIsRefusedAndTheJournalKeepsDigestsNotValues) {
+  Open();
+  FlowRef f = Add(R"(export default async (i, host) => {
+      const out = [];
+      await host.call('kv.put', {namespace: 'o', key: 'small', value: {v: 'secret-value'}});
+      try { await host.call('kv.put', {namespace: 'o', key: 'big', value: 'x'.repeat(2000)}); }
+      catch (e) { out.push(e.name + ': ' + e.message); }
+      try { await host.call('kv.put', {namespace: 'o', key: 'third', value: 1}); }
+      catch (e) { out.push(e.name); }
+      out.push((await host.call('kv.get', {namespace: 'o', key: 'small'})).v);
+      return out;
+    })",
+                  R"({"grants": {"kv.put": {"namespaces": ["o"], "max_value_bytes": 1000, "quota": {"keys": 1}},
+                                 "kv.get": {"namespaces": ["o"]}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_EQ(r.result.size(), 3u);
+  EXPECT_EQ(r.result[0], "QuotaExceeded: kv.put: the value is 2002 bytes as JSON; the grant admits at most 1000 (max_value_bytes)");
+  EXPECT_EQ(r.result[1], "QuotaExceeded");
+  EXPECT_EQ(r.result[2], "secret-value");
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 4u);
+  for (const CallRow& c : *calls) {
+    EXPECT_EQ(c.args_json.find("secret-value"), std::string::npos) << c.args_json;
+    EXPECT_EQ(c.result_json.find("secret-value"), std::string::npos) << c.result_json;
+  }
+  EXPECT_NE((*calls)[0].args_json.find("basal_digest"), std::string::npos);
+  EXPECT_NE((*calls)[3].result_json.find("basal_digest"), std::string::npos);
+}
+
+TEST_F(BoundsTest, ARegexpBacktrackingLoopEndsAtTheCpuBudgetMeasuredByTheParent) {
+  Open();
+  FlowRef f = Add(R"(export default () => /^(a+)+$/.test('a'.repeat(40) + 'b'))", R"({"budgets": {"cpu_ms": 300}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kBudgetExhausted) << r.message;
+  EXPECT_EQ(r.budget, Budget::kCpu);
+  EXPECT_NE(r.message.find("measured by the parent"), std::string::npos) << r.message;
+  EXPECT_GE(r.cpu_us, 300'000);
+  EXPECT_EQ(module_->Health().cpu_kills, 1u);
+  auto rows = Reader()->Activations(r.activation_id, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ((*rows)[0].cpu_us, r.cpu_us) << "the journal's CPU figure is the parent's";
+  // Allowed: a regexp that matches at once, on a fresh worker.
+  FlowRef quick = Add(R"(export default () => /^(a+)+$/.test('a'.repeat(40)))", R"({"budgets": {"cpu_ms": 300}})",
+                      "quick.js");
+  ActivationResult ok = module_->Run(quick, nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.message;
+  EXPECT_EQ(ok.result, true);
+}
+
+TEST_F(BoundsTest, ALogLoopAndALongBuiltinEndAtTheCpuBudget) {
+  Open();
+  int n = 0;
+  for (const char* src : {"export default () => { for (;;) console.log('x'); }",
+                          "export default () => { const a = []; for (let i = 0; i < 2e5; i++) a.push(i % 977);"
+                          " for (;;) a.sort(); }"}) {
+    FlowRef f = Add(src, R"({"budgets": {"cpu_ms": 300}})", "f" + std::to_string(++n) + ".js");
+    ActivationResult r = module_->Run(f, nullptr);
+    EXPECT_EQ(r.outcome, Outcome::kBudgetExhausted) << src << ": " << r.message;
+    EXPECT_EQ(r.budget, Budget::kCpu) << src;
+  }
+}
+
+TEST_F(BoundsTest, AForgedDoneGetsTheKernelsCpuFigureAndAnIdleWorkerBurningCpuIsKilled) {
+  ModuleOptions o;
+  o.worker_path = FakeWorker("burn_then_forge_done");
+  Open(o);
+  FlowRef f = Add("export default () => 1");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_GE(r.cpu_us, 300'000) << "the worker said 0; the kernel says otherwise";
+  auto rows = Reader()->Activations(r.activation_id, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ((*rows)[0].cpu_us, r.cpu_us);
+  // Idle now, and burning CPU: killed by the parent's idle check (a timeout, not a threshold).
+  const auto give_up = std::chrono::steady_clock::now() + 30s;
+  while (module_->Health().idle_cpu_kills == 0 && std::chrono::steady_clock::now() < give_up) module_->RunFor(100ms);
+  EXPECT_EQ(module_->Health().idle_cpu_kills, 1u);
+  EXPECT_EQ(module_->Health().workers.live, 0u);
+}
+
+}  // namespace
+}  // namespace basal::testing
