@@ -22,32 +22,20 @@ std::string Errno(int err) { return std::strerror(err); }
 
 }  // namespace
 
-std::string OneLine(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (static_cast<unsigned char>(c) < 0x20 && c != '\t') {
-      out += '?';
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 void ReportError(std::string_view kind, std::string_view message) {
   std::string line = "basal: ";
   line += kind;
   line += ": ";
-  line += OneLine(message);
+  line += EscapeForTerminal(message, TerminalText::kOneLine);
   line += '\n';
   std::cout.flush();
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
+}
+
+std::string JsonForTerminal(const nlohmann::json& value, int indent) {
+  return EscapeForTerminal(value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace),
+                           TerminalText::kJson);
 }
 
 namespace {

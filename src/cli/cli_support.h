@@ -5,7 +5,10 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "basal/result.h"
+#include "basal/terminal_text.h"
 
 namespace basal::cli {
 
@@ -21,8 +24,14 @@ inline constexpr const char* kKindManifest = "manifest";  // the module refused 
 inline constexpr const char* kKindJournal = "journal";    // the journal could not be opened or read
 inline constexpr const char* kKindSetup = "setup";        // the module could not start (kernel, worker, options)
 
-// Prints `basal: <kind>: <message>` as ONE line on stderr (newlines in `message` are escaped).
+// Prints `basal: <kind>: <message>` as ONE line on stderr. `message` may quote text a script or a
+// worker supplied: it is escaped (EscapeForTerminal, one line), so it cannot forge a line.
 void ReportError(std::string_view kind, std::string_view message);
+// `value` as JSON for basal's output: compact (indent -1, one line) or pretty. Strings that came
+// from a script or a worker keep their value, but what a terminal would act on (DEL, C1 controls,
+// bidi characters) is written as \u escapes (EscapeForTerminal, kJson). Every JSON basal prints
+// goes through here.
+std::string JsonForTerminal(const nlohmann::json& value, int indent = -1);
 
 // basal's own output on stdout. A failed write (a closed pipe: EPIPE, since main ignores SIGPIPE;
 // a full disk) is remembered with its errno; the output goes on being attempted.
@@ -36,9 +45,6 @@ void FlushStdout();
 int FinishOutput(int code);
 // The kind for an error the module returned while opening (journal, io, setup).
 const char* KindForOpenError(const Error& error);
-
-// Replaces control characters so untrusted text (a script's message) cannot forge extra lines.
-std::string OneLine(std::string_view text);
 
 Result<std::string> ReadFile(const std::string& path, std::string_view what);
 Result<void> WriteFile(const std::string& path, std::string_view data, std::string_view what);

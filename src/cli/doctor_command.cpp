@@ -1,5 +1,6 @@
 // `basal doctor`: starts one worker, shows what its welcome reports about confinement and
-// whether the parent accepts it. Runs no flow; its journal is a throw-away file.
+// whether the parent accepts it. Runs no flow; its journal is a throw-away file. The welcome and
+// the verdict (which may quote the worker's stderr) are the worker's words: shown escaped.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -88,17 +89,16 @@ int DoctorCommand(const DoctorOptions& o) {
     auto field = [&w](const char* key) {
       if (!w.is_object() || !w.contains(key)) return std::string("?");
       const nlohmann::json& v = w[key];
-      return OneLine(v.is_string() ? v.get<std::string>()
-                                   : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      return v.is_string() ? EscapeForTerminal(v.get<std::string>()) : JsonForTerminal(v);
     };
     out += "welcome:               protocol " + field("protocol") + ", os " + field("os") + ", engine " +
            field("engine") + ", pid " + field("pid") + ", test_hooks " + field("test_hooks") + "\n";
     const nlohmann::json& confinement =
         w.is_object() && w.contains("confinement") ? w["confinement"] : report.welcome;
     out += "confinement report:\n";
-    out += confinement.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    out += JsonForTerminal(confinement, 2) + "\n";
   }
-  out += std::string("accepted: ") + (report.accepted ? "yes" : "no") + " (" + OneLine(report.verdict) + ")\n";
+  out += std::string("accepted: ") + (report.accepted ? "yes" : "no") + " (" + EscapeForTerminal(report.verdict) + ")\n";
   WriteStdout(out);
   return report.accepted ? kExitOk : kExitFailed;
 }

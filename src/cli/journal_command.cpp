@@ -1,5 +1,7 @@
 // `basal journal`: the journal read back, readable or as JSON lines. It only reads: the journal
-// is opened read-only and never created, initialized or migrated (OpenSqliteReader).
+// is opened read-only and never created, initialized or migrated (OpenSqliteReader). Everything
+// in it may have come from a script: text fields are shown through EscapeForTerminal, JSON
+// through JsonForTerminal.
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -76,7 +78,7 @@ Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls) {
   return j;
 }
 
-std::string Compact(const std::string& stored) { return OneLine(protocol::DumpJson(StoredJson(stored))); }
+std::string Compact(const std::string& stored) { return JsonForTerminal(StoredJson(stored)); }
 
 // "allowed (grants.kv.get): granted by manifest", "DENIED (no grant): ...", "NEEDS APPROVAL ...".
 std::string Decision(const CallRow& c) {
@@ -88,22 +90,23 @@ std::string Decision(const CallRow& c) {
     case Verdict::kQuotaExceeded: verdict = "QUOTA EXCEEDED"; break;
   }
   const bool rule_adds = !c.decision.rule.empty() && c.decision.rule != c.decision.reason;
-  return verdict + (rule_adds ? " (" + OneLine(c.decision.rule) + ")" : "") + ": " + OneLine(c.decision.reason);
+  return verdict + (rule_adds ? " (" + EscapeForTerminal(c.decision.rule) + ")" : "") + ": " +
+         EscapeForTerminal(c.decision.reason);
 }
 
 void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
-  std::string out = "activation " + std::to_string(a.id) + "  " + OneLine(a.flow) + "  " +
-                    (a.outcome.empty() ? std::string("unfinished") : OneLine(a.outcome)) + "\n";
+  std::string out = "activation " + std::to_string(a.id) + "  " + EscapeForTerminal(a.flow) + "  " +
+                    (a.outcome.empty() ? std::string("unfinished") : EscapeForTerminal(a.outcome)) + "\n";
   if (!a.owner.host.empty() || a.owner.pid != 0) {
-    out += "  parent    host " + OneLine(a.owner.host) + ", pid " + std::to_string(a.owner.pid) + "\n";
+    out += "  parent    host " + EscapeForTerminal(a.owner.host) + ", pid " + std::to_string(a.owner.pid) + "\n";
   }
   out += "  started   " + UtcText(a.start_unix_us) + "\n";
   if (a.end_unix_us) {
     out += "  ended     " + UtcText(*a.end_unix_us) + "  (" + Millis(*a.end_unix_us - a.start_unix_us) + ", cpu " +
            Millis(a.cpu_us) + ")\n";
   }
-  out += "  source    " + OneLine(a.source_hash) + "\n";
-  out += "  manifest  " + OneLine(a.manifest_hash) + "\n";
+  out += "  source    " + EscapeForTerminal(a.source_hash) + "\n";
+  out += "  manifest  " + EscapeForTerminal(a.manifest_hash) + "\n";
   out += "  input     " + Compact(a.input_json) + "\n";
   if (!a.result_json.empty()) out += "  result    " + Compact(a.result_json) + "\n";
   if (!a.error_json.empty()) out += "  error     " + Compact(a.error_json) + "\n";
@@ -115,7 +118,7 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
     out += "  calls     " + std::to_string(calls.size()) + "\n";
   }
   for (const CallRow& c : calls) {
-    out += "    #" + std::to_string(c.call_id) + " " + OneLine(c.name) + " " + Compact(c.args_json) + "\n";
+    out += "    #" + std::to_string(c.call_id) + " " + EscapeForTerminal(c.name) + " " + Compact(c.args_json) + "\n";
     out += "      " + Decision(c) + "\n";
     out += "      state  " + std::string(CallStateName(c.state)) + " (" + EffectName(c.effect) + ")";
     if (c.state == CallState::kUnknown) out += "  OUTCOME UNKNOWN: its effect may or may not have happened";
@@ -164,7 +167,7 @@ int JournalCommand(const JournalOptions& o) {
       return kExitFailed;
     }
     if (o.json) {
-      Print(protocol::DumpJson(ActivationJson(a, *calls)) + "\n");
+      Print(JsonForTerminal(ActivationJson(a, *calls)) + "\n");
     } else {
       if (!first) Print("\n");
       PrintReadable(a, *calls);

@@ -156,7 +156,7 @@ bool RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>
 
   auto flush_ready = [st] {
     while (st->printed < st->out.size() && st->out[st->printed]) {
-      PrintLine(protocol::DumpJson(*st->out[st->printed]));
+      PrintLine(JsonForTerminal(*st->out[st->printed]));
       st->out[st->printed].reset();
       ++st->printed;
     }
@@ -314,7 +314,7 @@ int RunCommand(const RunOptions& o) {
                                       std::to_string(r.activation_id) + ")");
     }
     if (r.ok()) {
-      PrintLine(protocol::DumpJson(r.result));
+      PrintLine(JsonForTerminal(r.result));
     } else {
       ReportError(OutcomeName(r.outcome), FailureMessage(r));
       code = kExitFailed;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -199,6 +200,166 @@ TEST_F(CliOutputTest, AHealthReportThatCannotBeWrittenIsAnIoErrorAndExitOne) {
   close(null);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(r.err, "basal: io: cannot write health report /dev/full: write: No space left on device\n");
+}
+
+// Untrusted text on the operator's terminal (docs/cli.md, "Text from scripts and workers").
+
+using std::string_literals::operator""s;
+
+// What a script can put in a string, and what basal must never print raw: clear the screen (ESC
+// [ 2 J), a CSI introducer (U+009B), DEL, NUL, a right-to-left override (U+202E). The backslash
+// and the ordinary non-ASCII text must come through as themselves.
+const std::string kHostile = "\x1b[2J\xc2\x9b\x7f\0\xe2\x80\xae\\ caf\xc3\xa9 \xe2\x9c\x93 \xe6\x97\xa5\xe6\x9c\xac"s;
+// The same string written as a JS literal.
+const char* const kHostileJs = R"("\x1b[2J\u009b\x7f\0\u202e\\ café ✓ 日本")";
+// kHostile in a one-line text field, and inside a JSON string.
+const std::string kHostileText = "\\x1b[2J\\u009b\\x7f\\x00\\u202e\\\\ caf\xc3\xa9 \xe2\x9c\x93 \xe6\x97\xa5\xe6\x9c\xac";
+const std::string kHostileJson =
+    "\\u001b[2J\\u009b\\u007f\\u0000\\u202e\\\\ caf\xc3\xa9 \xe2\x9c\x93 \xe6\x97\xa5\xe6\x9c\xac";
+
+// No byte sequence in `output` that a terminal would act on. A carriage return and bytes that
+// are not UTF-8 are checked too: a worker's stderr can carry them.
+void ExpectNothingRaw(const std::string& output, const std::string& what) {
+  const std::pair<const char*, std::string> raw[] = {
+      {"ESC", "\x1b"},          {"U+009B", "\xc2\x9b"},   {"DEL", "\x7f"},        {"NUL", "\0"s},
+      {"U+202E", "\xe2\x80\xae"}, {"carriage return", "\r"}, {"byte FF", "\xff"}, {"bytes C0 80", "\xc0\x80"}};
+  for (const auto& [name, bytes] : raw)
+    EXPECT_EQ(output.find(bytes), std::string::npos) << what << " prints " << name << " raw:\n" << output;
+}
+
+size_t Lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+class CliUntrustedTextTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    // Logs, asks for a namespace it is not granted (the denial quotes it), then returns or throws.
+    WriteFile(dir_ + "/f.js", std::string("const bad = ") + kHostileJs + R"(;
+export default async (input, host) => {
+  console.log("log:" + bad + "\nbasal: ok");
+  try { await host.call("kv.put", {namespace: "ns:" + bad, key: "k", value: 1}); } catch (e) {}
+  if (input.fail) throw new Error("err:" + bad + "\nbasal: ok");
+  return {v: "ret:" + bad};
+};
+)");
+    WriteFile(dir_ + "/m.json", R"({"grants": {"kv.put": {"namespaces": ["greetings"]}}})");
+    run_ = "run " + dir_ + "/f.js --manifest " + dir_ + "/m.json --db " + dir_ + "/j.db";
+  }
+  CommandResult Journal(const std::string& args = "") { return RunCommand(dir_, "journal --db " + dir_ + "/j.db " + args); }
+  std::string run_;
+};
+
+TEST_F(CliUntrustedTextTest, RunPrintsAResultEscapedAndTheSameValue) {
+  auto r = RunCommand(dir_, run_ + " --input '{}'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectNothingRaw(r.out, "basal run (result)");
+  EXPECT_EQ(r.out, "{\"v\":\"ret:" + kHostileJson + "\"}\n");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["v"], "ret:" + kHostile) << "the escapes are JSON's: the value is unchanged";
+}
+
+TEST_F(CliUntrustedTextTest, RunPrintsAScriptErrorOnOneEscapedLine) {
+  auto r = RunCommand(dir_, run_ + " --input '{\"fail\":true}'");
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectNothingRaw(r.err, "basal run (error)");
+  EXPECT_EQ(Lines(r.err), 1u) << "a newline in the message must not start a line of its own:\n" << r.err;
+  EXPECT_EQ(r.err.rfind("basal: script_error: Error: err:" + kHostileText + "\\nbasal: ok (activation ", 0), 0u)
+      << r.err;
+}
+
+TEST_F(CliUntrustedTextTest, RunWithInputsPrintsJsonLinesEscaped) {
+  WriteFile(dir_ + "/in.jsonl", "{}\n{\"fail\":true}\n");
+  auto r = RunCommand(dir_, run_ + " --inputs " + dir_ + "/in.jsonl");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  ExpectNothingRaw(r.out, "basal run --inputs");
+  auto lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(lines[0]["ok"]["v"], "ret:" + kHostile);
+  EXPECT_EQ(lines[1]["error"]["message"], "Error: err:" + kHostile + "\nbasal: ok");
+  EXPECT_NE(r.out.find("\"message\":\"Error: err:" + kHostileJson + "\\nbasal: ok\""), std::string::npos) << r.out;
+}
+
+TEST_F(CliUntrustedTextTest, JournalShowsEveryFieldEscaped) {
+  ASSERT_EQ(RunCommand(dir_, run_ + " --input '{}'").exit_code, 0);
+  ASSERT_EQ(RunCommand(dir_, run_ + " --input '{\"fail\":true}'").exit_code, 1);
+
+  auto readable = Journal();
+  ASSERT_EQ(readable.exit_code, 0) << readable.err;
+  ExpectNothingRaw(readable.out, "basal journal");
+  for (const std::string& shown : {
+           "    #1 log {\"level\":\"log\",\"message\":\"log:" + kHostileJson + "\\nbasal: ok\"}\n",
+           "  result    {\"v\":\"ret:" + kHostileJson + "\"}\n",
+           "  error     {\"kind\":\"script_error\",\"message\":\"Error: err:" + kHostileJson + "\\nbasal: ok\"",
+           // The denial's reason quotes the namespace as JSON; shown as text, its backslashes double.
+           ": namespace \"ns:\\\\u001b[2J\\u009b\\x7f\\\\u0000\\u202e\\\\\\\\ caf"s,
+       })
+    EXPECT_NE(readable.out.find(shown), std::string::npos) << "missing: " << shown << "\nin:\n" << readable.out;
+  EXPECT_EQ(readable.out.find("\nbasal: ok"), std::string::npos) << "a forged line:\n" << readable.out;
+
+  auto json = Journal("--json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  ExpectNothingRaw(json.out, "basal journal --json");
+  auto lines = JsonLines(json.out);
+  ASSERT_EQ(lines.size(), 2u) << json.out;
+  EXPECT_EQ(lines[0]["result"]["v"], "ret:" + kHostile);
+  EXPECT_EQ(lines[1]["error"]["message"], "Error: err:" + kHostile + "\nbasal: ok");
+  EXPECT_EQ(lines[1]["calls"][0]["args"]["message"], "log:" + kHostile + "\nbasal: ok");
+  EXPECT_EQ(lines[1]["calls"][1]["args"]["namespace"], "ns:" + kHostile);
+  EXPECT_NE(lines[1]["calls"][1]["reason"].get<std::string>().find("\xe2\x80\xae"), std::string::npos)
+      << "the reason quotes the namespace: " << lines[1]["calls"][1];
+}
+
+TEST_F(CliUntrustedTextTest, OrdinaryNonAsciiTextPrintsUnchanged) {
+  const std::string text = "caf\xc3\xa9 \xe2\x9c\x93 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";
+  WriteFile(dir_ + "/plain.js", "export default (input) => { console.log('" + text + "');"
+                                " if (input.fail) throw new Error('" + text + "'); return {text: '" + text + "'}; }");
+  const std::string run = "run " + dir_ + "/plain.js --manifest " + dir_ + "/m.json --db " + dir_ + "/j.db";
+  auto ok = RunCommand(dir_, run + " --input '{}'");
+  EXPECT_EQ(ok.out, "{\"text\":\"" + text + "\"}\n") << ok.err;
+  auto failed = RunCommand(dir_, run + " --input '{\"fail\":true}'");
+  EXPECT_EQ(failed.err.rfind("basal: script_error: Error: " + text + " (activation ", 0), 0u) << failed.err;
+  auto journal = Journal();
+  EXPECT_NE(journal.out.find("#1 log {\"level\":\"log\",\"message\":\"" + text + "\"}\n"), std::string::npos)
+      << journal.out;
+}
+
+// A worker's stderr cannot be UTF-8 at all: the parent quotes its last line in the activation's
+// message and in the doctor's verdict.
+TEST_F(CliUntrustedTextTest, AWorkersStderrIsShownEscapedByRunJournalAndDoctor) {
+  const std::string worker = dir_ + "/fake-worker--hostile_stderr";
+  std::filesystem::create_symlink(BASAL_FAKE_WORKER_PATH, worker);
+  const std::string quoted = "stderr: ck-basal-worker: \\x1b[2J \\u009b \\x7f \\x00 \\u202e \\xff \\xc0\\x80 caf\xc3\xa9\\rbasal: ok";
+
+  auto r = RunCommand(dir_, run_ + " --input '{}' --worker " + worker);
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectNothingRaw(r.err, "basal run (worker stderr)");
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("basal: worker_refused: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(quoted + " (activation "), std::string::npos) << r.err;
+
+  // The journal stored the message as JSON, where bytes that are not UTF-8 became U+FFFD.
+  auto journal = Journal();
+  ExpectNothingRaw(journal.out, "basal journal (worker stderr)");
+  EXPECT_NE(journal.out.find("stderr: ck-basal-worker: \\u001b[2J \\u009b \\u007f \\u0000 \\u202e \xef\xbf\xbd "),
+            std::string::npos)
+      << journal.out;
+  ExpectNothingRaw(Journal("--json").out, "basal journal --json (worker stderr)");
+
+  auto doctor = RunCommand(dir_, "doctor --worker " + worker);
+  EXPECT_EQ(doctor.exit_code, 1);
+  ExpectNothingRaw(doctor.out, "basal doctor (worker stderr)");
+  EXPECT_NE(doctor.out.find(quoted + ")\n"), std::string::npos) << doctor.out;
+}
+
+TEST_F(CliUntrustedTextTest, DoctorShowsAWelcomeEscaped) {
+  const std::string worker = dir_ + "/fake-worker--hostile_welcome";
+  std::filesystem::create_symlink(BASAL_FAKE_WORKER_PATH, worker);
+  auto doctor = RunCommand(dir_, "doctor --worker " + worker);
+  ExpectNothingRaw(doctor.out, "basal doctor (welcome)");
+  EXPECT_NE(doctor.out.find(", engine \\x1b[2J \\u009b \\x7f \\x00 \\u202e caf\xc3\xa9, pid "), std::string::npos)
+      << doctor.out;
+  EXPECT_NE(doctor.out.find("  \"note\": \"\\u001b[2J \\u009b \\u007f \\u0000 \\u202e caf\xc3\xa9\",\n"),
+            std::string::npos)
+      << doctor.out;
 }
 
 }  // namespace

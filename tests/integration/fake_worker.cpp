@@ -83,6 +83,23 @@ int main(int argc, char** argv) {
     (void)!write(2, why, sizeof why - 1);
     return 70;
   }
+  if (fault == "hostile_stderr") {
+    // A last stderr line (which the parent quotes) that would clear the operator's screen, start a
+    // CSI, reverse the text and carry bytes that are not UTF-8, then a confinement refusal.
+    const char why[] = "ck-basal-worker: \x1b[2J \xc2\x9b \x7f \0 \xe2\x80\xae \xff \xc0\x80 caf\xc3\xa9\rbasal: ok\n";
+    (void)!write(2, why, sizeof why - 1);
+    return 70;
+  }
+  if (fault == "hostile_welcome") {
+    // A welcome whose strings would act on the operator's terminal when `basal doctor` shows them.
+    basal::protocol::Json w = basal::protocol::Json::parse(Welcome(true));
+    const char text[] = "\x1b[2J \xc2\x9b \x7f \0 \xe2\x80\xae caf\xc3\xa9";
+    const std::string hostile(text, sizeof text - 1);
+    w["engine"] = hostile;
+    w["confinement"]["note"] = hostile;
+    Send(w.dump());
+    for (;;) pause();
+  }
   if (fault == "welcome_without_seccomp") {
     Send(Welcome(false));
     for (;;) pause();

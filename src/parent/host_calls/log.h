@@ -3,7 +3,7 @@
 //
 //   auto r = basal::RegisterLogHostCall(registry, [](const basal::HostCallContext& ctx,
 //                                                    std::string_view level, std::string_view message) {
-//     std::cerr << ctx.flow << " [" << level << "] " << message << "\n";
+//     std::cerr << ctx.flow << " [" << level << "] " << basal::EscapeForTerminal(message) << "\n";
 //   });
 #pragma once
 
