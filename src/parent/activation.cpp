@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "parent/journal_value.h"
+
 namespace basal {
 
 int64_t NowUnixUs() {
@@ -48,7 +50,7 @@ ActivationResult ResultFromFailedLoad(const Flow& flow, const protocol::ScriptEr
   return r;
 }
 
-ActivationEnd EndRecord(ActivationId id, const ActivationResult& r, int64_t end_unix_us) {
+ActivationEnd EndRecord(ActivationId id, const ActivationResult& r, int64_t end_unix_us, size_t value_max_bytes) {
   ActivationEnd end;
   end.activation_id = id;
   end.end_unix_us = end_unix_us;
@@ -56,9 +58,9 @@ ActivationEnd EndRecord(ActivationId id, const ActivationResult& r, int64_t end_
   end.cpu_us = r.cpu_us;
   end.logs_dropped = r.logs_dropped;
   if (r.ok()) {
-    end.result_json = protocol::DumpJson(r.result);
+    end.result_json = CapForJournal(protocol::DumpJson(r.result), value_max_bytes);
   } else {
-    end.error_json = protocol::DumpJson(r.ErrorJson());
+    end.error_json = CapForJournal(protocol::DumpJson(r.ErrorJson()), value_max_bytes);
   }
   return end;
 }

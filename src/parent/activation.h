@@ -36,8 +36,9 @@ ActivationResult ResultFromDone(const protocol::Done& done, bool& retire);
 ActivationResult ResultFromFailedLoad(const Flow& flow, const protocol::ScriptError& error);
 ActivationResult Failure(Outcome outcome, std::string message);
 
-// The journal's end record for a finished activation.
-ActivationEnd EndRecord(ActivationId id, const ActivationResult& result, int64_t end_unix_us);
+// The journal's end record for a finished activation; its result or error is capped at
+// `value_max_bytes` (journal_value.h).
+ActivationEnd EndRecord(ActivationId id, const ActivationResult& result, int64_t end_unix_us, size_t value_max_bytes);
 
 int64_t NowUnixUs();
 

@@ -16,6 +16,7 @@
 #include "parent/call_gate.h"
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
+#include "parent/journal_value.h"
 #include "parent/loop/event_loop.h"
 #include "parent/platform/worker_launcher.h"
 #include "parent/pool.h"
@@ -103,7 +104,7 @@ struct Module::Impl final : PoolOwner {
     const CallUsage usage = gate->EndCalls(id);
     r.logs_dropped = static_cast<int64_t>(usage.logs_dropped);
     r.activation_id = id;
-    if (auto e = store->journal().EndActivation(EndRecord(id, r, NowUnixUs())); !e) {
+    if (auto e = store->journal().EndActivation(EndRecord(id, r, NowUnixUs(), options.journal_value_max_bytes)); !e) {
       if (e.error().code != ErrorCode::kNotFound) journal_failure = e.error().message;
     }
     if (r.ok()) {
@@ -513,8 +514,9 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   if (std::string why; !protocol::FitsInMessage(a->input_json, why))
     return MakeError(ErrorCode::kInvalidArgument, "the input cannot be sent to the flow: " + why);
   a->start_unix_us = NowUnixUs();
-  ActivationStart start{flow->name, flow->source_hash, flow->manifest.hash(), a->input_json, a->start_unix_us,
-                        m.owner, a->start_unix_us + m.options.lease.count() * 1000};
+  ActivationStart start{flow->name, flow->source_hash, flow->manifest.hash(),
+                        CapForJournal(a->input_json, m.options.journal_value_max_bytes), a->start_unix_us, m.owner,
+                        a->start_unix_us + m.options.lease.count() * 1000};
   auto id = m.store->journal().BeginActivation(start);
   if (!id) return id.error();
   a->id = *id;

@@ -32,12 +32,18 @@ bool WorkerSession::Decode(const std::function<bool(protocol::WorkerMessage&)>& 
 WorkerSession::ReadStatus WorkerSession::ReadAvailable(const std::function<bool(protocol::WorkerMessage&)>& on_message,
                                                        bool until_empty) {
   char buf[64 * 1024];
+  size_t read_now = 0;
   for (;;) {
+    // One loop pass reads a bounded amount from one worker (the rest wakes the loop again): a
+    // worker that writes as fast as the parent reads cannot stretch a pass, and with it the
+    // journal batch the pass holds open.
+    if (!until_empty && read_now >= kReadPerPassBytes) return ReadStatus::kMore;
     const ssize_t n = ::read(process_->stdout_fd(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       return ReadStatus::kMore;
     }
+    read_now += static_cast<size_t>(n);
     if (n == 0) {
       if (decoder_.buffered() > 0) {
         broken_ = "stdout closed in the middle of a frame";

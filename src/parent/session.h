@@ -24,6 +24,7 @@ namespace basal {
 class WorkerSession {
  public:
   static constexpr size_t kStderrTailBytes = 2048;
+  static constexpr size_t kReadPerPassBytes = 1u << 20;  // ReadAvailable without until_empty
   explicit WorkerSession(std::unique_ptr<WorkerProcess> process);
 
   WorkerProcess& process() { return *process_; }

@@ -2,8 +2,14 @@
 // journal, CPU enforced from outside). Each test hits a bound and checks the allowed path beside it.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "basal/manifest.h"
@@ -119,6 +125,17 @@ TEST_F(BoundsTest, LargeValuesAreJournaledAsPrefixSizeAndDigestButTheFlowGetsThe
     const std::string prefix = marker["basal_truncated"]["prefix"];
     EXPECT_EQ(whole.rfind(prefix, 0), 0u) << "the prefix is the start of the value, cut on a UTF-8 boundary";
     EXPECT_GT(prefix.size(), 500u);
+  }
+  // The activation's own input and result are capped the same way.
+  FlowRef same = Add("export default (i) => i", "{}", "same.js");
+  ActivationResult echoed = module_->Run(same, std::string(100000, 'i'));
+  ASSERT_TRUE(echoed.ok()) << echoed.message;
+  EXPECT_EQ(echoed.result.get<std::string>().size(), 100000u);
+  auto rows = Reader()->Activations(echoed.activation_id, 1);
+  ASSERT_TRUE(rows);
+  for (const std::string& journaled : {(*rows)[0].input_json, (*rows)[0].result_json}) {
+    EXPECT_LT(journaled.size(), 4096u);
+    EXPECT_EQ(Json::parse(journaled)["basal_truncated"]["bytes"], 100002);
   }
 }
 
@@ -261,6 +278,54 @@ TEST_F(BoundsTest, AForgedDoneGetsTheKernelsCpuFigureAndAnIdleWorkerBurningCpuIs
   while (module_->Health().idle_cpu_kills == 0 && std::chrono::steady_clock::now() < give_up) module_->RunFor(100ms);
   EXPECT_EQ(module_->Health().idle_cpu_kills, 1u);
   EXPECT_EQ(module_->Health().workers.live, 0u);
+}
+
+// The attack of the issue: kv.list over ten 15 MiB values held the write lock for seconds and a
+// second basal on the same journal failed with SQLITE_BUSY. kv.list now stops reading at its bound,
+// a loop pass reads a bounded amount per worker, and the other process always gets its turn.
+TEST_F(BoundsTest, ASecondProcessSharingTheJournalNeverFailsBecauseOfOneFlowsKvCalls) {
+  Open();
+  FlowRef fill = Add(R"(export default async (i, host) => {
+      for (let n = 0; n < 10; n++)
+        await host.call('kv.put', {namespace: 'big', key: 'k' + n, value: 'v'.repeat(15 * 1024 * 1024 - 16)});
+      let refused = 0;
+      for (let n = 0; n < 3; n++) {
+        try { await host.call('kv.list', {namespace: 'big'}); } catch (e) { if (e.name === 'RangeError') refused++; }
+        await host.call('kv.put', {namespace: 'big', key: 'k' + (n % 10), value: 'w'.repeat(15 * 1024 * 1024 - 16)});
+      }
+      return refused;
+    })",
+                     R"({"grants": {"kv.put": {"namespaces": ["big"], "max_value_bytes": 15728640,
+                                               "quota": {"bytes": 1073741824}},
+                                    "kv.list": {"namespaces": ["big"]}},
+                         "budgets": {"heap_mb": 512, "cpu_ms": 120000, "deadline_ms": 600000}})");
+  WriteFile(dir_ + "/other.js", "export default (i) => i + 1");
+  WriteFile(dir_ + "/other.json", "{}");
+  std::atomic<bool> done{false};
+  std::vector<std::string> failures;
+  int runs = 0;
+  std::thread other([&] {
+    // Runs `basal run` on the same journal, one after another, until the flow ends.
+    while (!done.load()) {
+      const std::string cmd = std::string(BASAL_CLI_PATH) + " run " + dir_ + "/other.js --manifest " + dir_ +
+                              "/other.json --input 41 --db " + dir_ + "/journal.db 2>&1";
+      FILE* p = popen(cmd.c_str(), "r");
+      std::string out;
+      std::array<char, 4096> buf;
+      size_t n;
+      while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+      const int status = pclose(p);
+      ++runs;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || out != "42\n") failures.push_back(out);
+    }
+  });
+  ActivationResult r = module_->Run(fill, nullptr);
+  done = true;
+  other.join();
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, 3) << "every kv.list over 150 MiB was refused at its bound";
+  EXPECT_GE(runs, 1);
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << runs << " runs failed; first: " << failures[0];
 }
 
 }  // namespace
