@@ -64,9 +64,12 @@ CREATE TABLE kv(
 ) WITHOUT ROWID;
 )sql";
 
-// Version 3: what each kv namespace holds (bytes of keys and values, keys), kept by triggers so
+// Version 3: an activation's calls in record order straight from an index (the reader's query; a
+// sort of a large activation's rows spilled to a temporary file and took seconds), and what each
+// kv namespace holds (bytes of keys and values, keys), kept by triggers so
 // that every write path keeps it true; kv.put's quota reads it instead of scanning the namespace.
 constexpr const char* kCreateKvUsage = R"sql(
+CREATE INDEX calls_by_activation ON calls(activation_id, seq);
 CREATE TABLE kv_usage(
   namespace TEXT PRIMARY KEY,
   bytes     INTEGER NOT NULL,
