@@ -423,7 +423,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   EXPECT_EQ(again->journal_id(), id);
 }
 
-// A version 2 file: what a version 3 file is without kv_usage, its triggers and logs_dropped (the
+// A version 2 file: what a version 3 file is without kv_usage, its triggers, calls_by_activation and logs_dropped (the
 // only changes of version 3). The writer migrates it and the usage is counted from kv.
 TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   TempDir dir;
@@ -443,7 +443,8 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   {
     RawDb raw(db);
     raw.Exec("DROP TRIGGER kv_usage_insert; DROP TRIGGER kv_usage_update; DROP TRIGGER kv_usage_delete;"
-             "DROP TABLE kv_usage; ALTER TABLE activations DROP COLUMN logs_dropped; PRAGMA user_version=2;");
+             "DROP TABLE kv_usage; DROP INDEX calls_by_activation; ALTER TABLE activations DROP COLUMN logs_dropped; "
+             "PRAGMA user_version=2;");
   }
   {
     auto reader = OpenSqliteReader(db);  // a version 3 reader reads version 2 as it is
