@@ -21,6 +21,7 @@ namespace {
 using Json = nlohmann::json;
 
 void Print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+constexpr size_t kPrintChunkBytes = 64 * 1024;
 
 // Stored JSON text back to a value; text that does not parse is kept as a string, not lost.
 Json StoredJson(const std::string& text) {
@@ -126,8 +127,30 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
     if (!c.result_json.empty()) out += "      result " + Compact(c.result_json) + "\n";
     if (!c.error_json.empty()) out += "      error  " + Compact(c.error_json) + "\n";
     if (c.end_unix_us) out += "      took   " + Millis(*c.end_unix_us - c.start_unix_us) + "\n";
+    if (out.size() >= kPrintChunkBytes) {  // the text of a large activation is never held whole
+      Print(out);
+      out.clear();
+    }
   }
   Print(out);
+}
+
+// One activation as one JSON line, written call by call: the activation's fields, then "calls".
+void PrintJsonLine(const ActivationRow& a, const std::vector<CallRow>& calls) {
+  std::string head = JsonForTerminal(ActivationJson(a, {}));
+  const std::string empty_calls = "\"calls\":[]";
+  const size_t at = head.find(empty_calls);  // the first key: keys are sorted and none sorts before it
+  Print(head.substr(0, at) + "\"calls\":[");
+  std::string out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i > 0) out += ',';
+    out += JsonForTerminal(CallJson(calls[i]));
+    if (out.size() >= kPrintChunkBytes) {
+      Print(out);
+      out.clear();
+    }
+  }
+  Print(out + head.substr(at + empty_calls.size() - 1) + "\n");
 }
 
 }  // namespace
@@ -167,7 +190,7 @@ int JournalCommand(const JournalOptions& o) {
       return kExitFailed;
     }
     if (o.json) {
-      Print(JsonForTerminal(ActivationJson(a, *calls)) + "\n");
+      PrintJsonLine(a, *calls);
     } else {
       if (!first) Print("\n");
       PrintReadable(a, *calls);
