@@ -224,6 +224,7 @@ struct Module::Impl final : PoolOwner {
       Activation& act = *it->second;
       act.cpu_timer.reset();
       if (!act.worker) return;
+      if (pool->HasExited(*act.worker)) return;  // how it ended (RLIMIT_CPU, a crash) is reported on this pass
       const auto spent = pool->CpuOf(*act.worker) - act.cpu_base;
       if (spent <= CpuLimit(act)) return ArmCpu(act);
       ++health.cpu_kills;

@@ -1,5 +1,6 @@
 #include "parent/pool.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 
@@ -27,6 +28,11 @@ namespace {
 constexpr std::chrono::milliseconds kIdleCpuCheckPeriod{1000};
 constexpr std::chrono::seconds kCpuLimitSlack{1};  // RLIMIT_CPU counts whole seconds
 }  // namespace
+
+bool Pool::HasExited(const PooledWorker& w) const {
+  pollfd p{w.session->process().pidfd(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
 
 std::chrono::nanoseconds Pool::CpuOf(const PooledWorker& w) const {
   return w.cpu_clock ? w.cpu_clock->Read() : std::chrono::nanoseconds(0);

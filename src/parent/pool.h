@@ -84,6 +84,8 @@ class Pool {
   // Sends a frame; if the worker's pipe is full the rest goes out when it drains. A worker with
   // more than output_max_bytes queued does not read its answers: killed (protocol violation).
   void Send(PooledWorker& worker, std::string_view payload);
+  // The process has ended (its pidfd is readable); the loop reports how, on this pass.
+  bool HasExited(const PooledWorker& worker) const;
   // The worker's CPU time so far, from the kernel.
   std::chrono::nanoseconds CpuOf(const PooledWorker& worker) const;
   // The activation it starts now may use `budget` of CPU from `base` (its CPU now): RLIMIT_CPU's

@@ -4,6 +4,9 @@
 
 #include <sys/wait.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -247,6 +250,52 @@ TEST_F(BoundsTest, ARegexpBacktrackingLoopEndsAtTheCpuBudgetMeasuredByTheParent)
   ActivationResult ok = module_->Run(quick, nullptr);
   ASSERT_TRUE(ok.ok()) << ok.message;
   EXPECT_EQ(ok.result, true);
+}
+
+// A child of this process that has ended and waits to be reaped.
+bool AChildIsAZombie() {
+  std::ifstream children("/proc/self/task/" + std::to_string(::gettid()) + "/children");
+  pid_t pid;
+  while (children >> pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z') return true;
+  }
+  return false;
+}
+
+// RLIMIT_CPU is the backstop for a parent that does not look (its loop stalled): the kernel ends
+// the worker, and the parent reports it as the CPU budget once it looks again.
+TEST_F(BoundsTest, RlimitCpuStopsAWorkerWhileTheParentDoesNotLook) {
+  ModuleOptions o;
+  bool started = false;
+  o.log_sink = [&](const HostCallContext&, std::string_view, std::string_view) { started = true; };
+  Open(o);
+  FlowRef f = Add(R"(export default async (i, host) => {
+                    await host.call('log', {level: 'log', message: 'go'});
+                    return /^(a+)+$/.test('a'.repeat(40) + 'b');
+                  })",
+                  R"({"budgets": {"cpu_ms": 500}})");
+  ActivationResult r;
+  bool done = false;
+  ASSERT_TRUE(module_->Submit(f, nullptr, [&](const ActivationResult& a) {
+    r = a;
+    done = true;
+  }));
+  // Until the script runs; from then on the loop does not (the log's answer is already queued).
+  for (int i = 0; i < 3000 && !started; ++i) module_->RunFor(std::chrono::milliseconds(10));
+  ASSERT_TRUE(started);
+  module_->RunFor(std::chrono::milliseconds(0));
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  while (!AChildIsAZombie() && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(50ms);
+  module_->RunUntilIdle();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(r.outcome, Outcome::kBudgetExhausted) << r.message;
+  EXPECT_EQ(r.budget, Budget::kCpu);
+  EXPECT_NE(r.message.find("RLIMIT_CPU"), std::string::npos) << r.message;
+  EXPECT_EQ(module_->Health().cpu_kills, 1u);
 }
 
 TEST_F(BoundsTest, ALogLoopAndALongBuiltinEndAtTheCpuBudget) {
