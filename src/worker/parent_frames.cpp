@@ -1,0 +1,131 @@
+#include "worker/parent_frames.h"
+
+#include <variant>
+
+namespace basal::worker {
+namespace {
+
+constexpr size_t kNone = std::string_view::npos;
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+size_t SkipSpace(std::string_view t, size_t i) {
+  while (i < t.size() && IsSpace(t[i])) ++i;
+  return i;
+}
+
+// `i` at an opening quote: the index after the closing one, or kNone.
+size_t SkipString(std::string_view t, size_t i) {
+  for (++i; i < t.size(); ++i) {
+    if (t[i] == '\\') {
+      ++i;
+    } else if (t[i] == '"') {
+      return i + 1;
+    }
+  }
+  return kNone;
+}
+
+// `i` at a value's first byte: the index after the value, or kNone. Only the brackets and the
+// strings are followed; whether the value is valid JSON is the parser's question.
+size_t SkipValue(std::string_view t, size_t i) {
+  if (i >= t.size()) return kNone;
+  if (t[i] == '"') return SkipString(t, i);
+  if (t[i] == '{' || t[i] == '[') {
+    size_t depth = 0;
+    while (i < t.size()) {
+      const char c = t[i];
+      if (c == '"') {
+        i = SkipString(t, i);
+        if (i == kNone) return kNone;
+        continue;
+      }
+      if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) return i + 1;
+      }
+      ++i;
+    }
+    return kNone;
+  }
+  size_t j = i;  // a number, true, false or null
+  while (j < t.size() && t[j] != ',' && t[j] != '}' && t[j] != ']' && !IsSpace(t[j])) ++j;
+  return j == i ? kNone : j;
+}
+
+}  // namespace
+
+std::optional<std::pair<size_t, size_t>> FindTopLevelValue(std::string_view t, std::string_view key) {
+  size_t i = SkipSpace(t, 0);
+  if (i >= t.size() || t[i] != '{') return std::nullopt;
+  i = SkipSpace(t, i + 1);
+  while (i < t.size() && t[i] == '"') {
+    const size_t key_end = SkipString(t, i);
+    if (key_end == kNone) return std::nullopt;
+    const std::string_view k = t.substr(i + 1, key_end - i - 2);
+    i = SkipSpace(t, key_end);
+    if (i >= t.size() || t[i] != ':') return std::nullopt;
+    i = SkipSpace(t, i + 1);
+    const size_t value_end = SkipValue(t, i);
+    if (value_end == kNone) return std::nullopt;
+    if (k == key) return std::make_pair(i, value_end);
+    i = SkipSpace(t, value_end);
+    if (i >= t.size() || t[i] != ',') return std::nullopt;
+    i = SkipSpace(t, i + 1);
+  }
+  return std::nullopt;
+}
+
+bool ParseParentFrame(std::string payload, protocol::ParentMessage& out, std::string& value_json,
+                      std::string& error) {
+  value_json.clear();
+  std::string_view key = "input";
+  auto span = FindTopLevelValue(payload, key);
+  if (!span) {
+    key = "ok";
+    span = FindTopLevelValue(payload, key);
+  }
+  if (span) {
+    const std::string_view value(payload.data() + span->first, span->second - span->first);
+    std::string why;
+    if (!protocol::FitsInMessage(value, why)) {
+      error = "field \"" + std::string(key) + "\": " + why;
+      return false;
+    }
+    if (!protocol::Json::accept(value.begin(), value.end())) {
+      error = "field \"" + std::string(key) + "\": malformed JSON";
+      return false;
+    }
+    // The rest of the message, the value replaced by null, goes through the shared parser.
+    std::string rest;
+    rest.reserve(payload.size() - value.size() + 4);
+    rest.append(payload, 0, span->first);
+    rest += "null";
+    rest.append(payload, span->second);
+    if (!protocol::ParseParentMessage(rest, out, error)) return false;
+    auto* activate = std::get_if<protocol::Activate>(&out);
+    auto* result = std::get_if<protocol::CallResult>(&out);
+    if (!(activate && key == "input") && !(result && result->ok && key == "ok")) {
+      error = "unexpected field \"" + std::string(key) + "\"";
+      return false;
+    }
+    // Keep the value's text in place: no second copy of it.
+    payload.erase(span->second);
+    payload.erase(0, span->first);
+    value_json = std::move(payload);
+    return true;
+  }
+  if (!protocol::ParseParentMessage(payload, out, error)) return false;
+  // A member the scanner could not find (its key written with escapes, say) was parsed whole.
+  if (auto* activate = std::get_if<protocol::Activate>(&out)) {
+    value_json = protocol::DumpJson(activate->input);
+    activate->input = nullptr;
+  } else if (auto* result = std::get_if<protocol::CallResult>(&out); result && result->ok) {
+    value_json = protocol::DumpJson(result->value);
+    result->value = nullptr;
+  }
+  return true;
+}
+
+}  // namespace basal::worker

@@ -1,0 +1,121 @@
+// The worker's reading of the parent's frames: the one large value of an `activate` or `result`
+// comes out as JSON text, and every frame is held to protocol::ParseParentMessage's rules.
+#include "worker/parent_frames.h"
+
+#include <gtest/gtest.h>
+
+#include <variant>
+
+namespace basal::worker {
+namespace {
+
+std::string At(std::string_view text, std::string_view key) {
+  const auto span = FindTopLevelValue(text, key);
+  return span ? std::string(text.substr(span->first, span->second - span->first)) : "<none>";
+}
+
+TEST(FindTopLevelValueTest, FindsEachKindOfValueAtTheTopLevelOnly) {
+  const std::string t =
+      R"( { "a" : 1 , "s": "x\"}]y", "n": null, "o": {"ok": [1, {"k": "}"}]}, "ok" : [ "[" , {"x": "\\"} ] } )";
+  EXPECT_EQ(At(t, "a"), "1");
+  EXPECT_EQ(At(t, "s"), R"("x\"}]y")");
+  EXPECT_EQ(At(t, "n"), "null");
+  EXPECT_EQ(At(t, "o"), R"({"ok": [1, {"k": "}"}]})");
+  EXPECT_EQ(At(t, "ok"), R"([ "[" , {"x": "\\"} ])") << "the nested \"ok\" is not the top-level one";
+  EXPECT_EQ(At(t, "k"), "<none>");
+}
+
+TEST(FindTopLevelValueTest, GivesUpOnWhatIsNotAnObjectItCanWalk) {
+  for (const char* t : {"", "[1]", "{", R"({"a" 1})", R"({"a": )", R"({"a": "unterminated)", R"({"a": [1, 2})",
+                        R"({"a": 1 "ok": 2})", R"({a: 1, "ok": 2})"})
+    EXPECT_EQ(At(t, "ok"), "<none>") << t;
+  EXPECT_EQ(At("{}", "ok"), "<none>");
+  EXPECT_EQ(At(R"({"o\u006b": 1})", "ok"), "<none>") << "an escaped key is left to the full parser";
+}
+
+TEST(ParseParentFrameTest, AnActivationsInputComesOutAsText) {
+  protocol::ParentMessage msg;
+  std::string value, error;
+  ASSERT_TRUE(ParseParentFrame(R"({"type":"activate","activation":7,"input":{"name":"x","list":[1,2]}})", msg,
+                               value, error))
+      << error;
+  auto* a = std::get_if<protocol::Activate>(&msg);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->activation, 7);
+  EXPECT_TRUE(a->input.is_null());
+  EXPECT_EQ(value, R"({"name":"x","list":[1,2]})");
+}
+
+TEST(ParseParentFrameTest, AResultsValueComesOutAsTextAndAnErrorAsFields) {
+  protocol::ParentMessage msg;
+  std::string value, error;
+  ASSERT_TRUE(ParseParentFrame(R"({"activation":3,"id":4,"ok":["a",{"b":null}],"type":"result"})", msg, value, error))
+      << error;
+  auto* r = std::get_if<protocol::CallResult>(&msg);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->id, 4);
+  EXPECT_TRUE(r->ok);
+  EXPECT_EQ(value, R"(["a",{"b":null}])");
+
+  ASSERT_TRUE(ParseParentFrame(
+      R"({"type":"result","activation":3,"id":5,"error":{"name":"PermissionDenied","message":"no"}})", msg, value,
+      error))
+      << error;
+  r = std::get_if<protocol::CallResult>(&msg);
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->error_name, "PermissionDenied");
+  EXPECT_TRUE(value.empty());
+}
+
+TEST(ParseParentFrameTest, AKeyTheScannerCannotSeeIsParsedWhole) {
+  protocol::ParentMessage msg;
+  std::string value, error;
+  ASSERT_TRUE(ParseParentFrame(R"({"type":"result","activation":3,"id":4,"o\u006b":[1, 2]})", msg, value, error))
+      << error;
+  auto* r = std::get_if<protocol::CallResult>(&msg);
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->value.is_null());
+  EXPECT_EQ(value, "[1,2]");
+}
+
+TEST(ParseParentFrameTest, FramesThatBreakTheProtocolAreRefused) {
+  struct Case {
+    std::string frame;
+    const char* error;
+  };
+  const Case cases[] = {
+      {R"({"type":"result","activation":3,"id":4,"ok":[1,}})", "field \"ok\": malformed JSON"},
+      {std::string(R"({"type":"result","activation":3,"id":4,"ok":")") + '\xff' + "\"}", "field \"ok\": malformed JSON"},
+      {R"({"type":"activate","activation":3,"input":tru})", "field \"input\": malformed JSON"},
+      {R"({"type":"result","activation":3,"id":4,"ok":1,"error":{"name":"a","message":"b"}})", "exactly one"},
+      {R"({"type":"activate","activation":3,"input":1,"extra":2})", "extra"},
+      {R"({"type":"activate","activation":3,"ok":1})", "unexpected field \"ok\""},
+      {R"({"type":"load","flow":"f","source":"","profile":"flow","cpu_ms":1,"heap_bytes":1,"stack_bytes":1,"input":1})",
+       "input"},
+      {R"({"type":"result","activation":0,"id":4,"ok":1})", "activation"},
+      {R"({"type":"result","activation":3,"id":4,"ok":1)", "malformed JSON"},
+  };
+  for (const Case& c : cases) {
+    protocol::ParentMessage msg;
+    std::string value, error;
+    EXPECT_FALSE(ParseParentFrame(c.frame, msg, value, error)) << c.frame;
+    EXPECT_NE(error.find(c.error), std::string::npos) << c.frame << " -> " << error;
+  }
+}
+
+TEST(ParseParentFrameTest, AValueNestedDeeperThanAFieldMayBeIsRefused) {
+  const std::string deep = std::string(protocol::kMaxJsonDepth, '[') + std::string(protocol::kMaxJsonDepth, ']');
+  protocol::ParentMessage msg;
+  std::string value, error;
+  EXPECT_FALSE(ParseParentFrame(R"({"type":"activate","activation":3,"input":)" + deep + "}", msg, value, error));
+  EXPECT_NE(error.find("nested deeper"), std::string::npos) << error;
+  const std::string ok_depth =
+      std::string(protocol::kMaxJsonDepth - 1, '[') + std::string(protocol::kMaxJsonDepth - 1, ']');
+  EXPECT_TRUE(ParseParentFrame(R"({"type":"activate","activation":3,"input":)" + ok_depth + "}", msg, value, error))
+      << error;
+  EXPECT_EQ(value, ok_depth);
+}
+
+}  // namespace
+}  // namespace basal::worker
