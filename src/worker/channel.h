@@ -1,7 +1,10 @@
 // The worker's only channel: frames read from fd 0 and written to fd 1 with raw read(2) and
-// write(2) (glibc stdio would fstat, which the seccomp filter kills).
+// write(2) (glibc stdio would fstat, which the seccomp filter kills). Its buffers give back their
+// memory after a large frame, so one large frame does not stay charged to later activations.
 #pragma once
 
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,18 +16,23 @@ class Channel {
  public:
   enum class ReadStatus { kFrame, kEof, kError };
 
-  Channel() : decoder_(protocol::kDefaultMaxFrameBytes) {}
+  Channel() { decoder_.emplace(protocol::kDefaultMaxFrameBytes); }
 
-  // Queues a frame; Flush() writes everything queued.
-  void Send(std::string_view payload) { protocol::AppendFrame(out_, payload); }
-  // Returns false if the parent is gone (EPIPE): the worker then exits quietly.
+  // Queues a frame whose payload is `parts` joined, copied once, straight into the queue. All or
+  // nothing: if the queue cannot grow (std::bad_alloc), nothing of the frame is queued.
+  void Send(std::initializer_list<std::string_view> parts);
+  void Send(std::string_view payload) { Send({payload}); }
+  // Bytes queued and not yet written.
+  size_t queued_bytes() const { return out_.size(); }
+  // Writes everything queued; blocks until the parent has taken it. Returns false if the parent is
+  // gone (EPIPE): the worker then exits quietly.
   bool Flush();
   // Blocks for the next frame. kError: error() names the fault in the parent's stream.
   ReadStatus Read(std::string& payload);
   const std::string& error() const { return error_; }
 
  private:
-  protocol::FrameDecoder decoder_;
+  std::optional<protocol::FrameDecoder> decoder_;  // replaced (emplace frees the old buffer) after a large frame
   std::string out_;
   std::string error_;
 };

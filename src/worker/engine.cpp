@@ -6,10 +6,17 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <optional>
 #include <string_view>
 #include <vector>
+
+#include "worker/own_memory.h"
+#include "worker/parent_frames.h"
 
 extern "C" {
 #include "quickjs.h"
@@ -57,22 +64,29 @@ class Value {
   JSValue v_ = JS_UNDEFINED;
 };
 
-std::string ToStdString(JSContext* ctx, JSValueConst v) {
-  size_t len = 0;
-  const char* s = JS_ToCStringLen(ctx, &len, v);
-  if (!s) {
-    JS_FreeValue(ctx, JS_GetException(ctx));
-    return "(unprintable value)";
+// A string QuickJS lends: for an ASCII string, its own bytes (no copy); otherwise a UTF-8 copy in
+// the JavaScript heap. Freed when this goes out of scope.
+class CString {
+ public:
+  CString(JSContext* ctx, JSValueConst v) : ctx_(ctx), s_(JS_ToCStringLen(ctx, &len_, v)) {}
+  CString(const CString&) = delete;
+  CString& operator=(const CString&) = delete;
+  ~CString() {
+    if (s_) JS_FreeCString(ctx_, s_);
   }
-  std::string out(s, len);
-  JS_FreeCString(ctx, s);
-  return out;
-}
+  bool ok() const { return s_ != nullptr; }
+  std::string_view view() const { return s_ ? std::string_view(s_, len_) : std::string_view(); }
+
+ private:
+  JSContext* ctx_;
+  size_t len_ = 0;
+  const char* s_;
+};
 
 // QuickJS encodes lone surrogates as 3-byte sequences that are not UTF-8; the parent rejects
 // invalid UTF-8, so replace them with U+FFFD rather than blame the script for a protocol fault.
-void ReplaceLoneSurrogates(std::string& s) {
-  for (size_t i = 0; i + 2 < s.size(); ++i) {
+void ReplaceLoneSurrogates(std::string& s, size_t from = 0) {
+  for (size_t i = from; i + 2 < s.size(); ++i) {
     if (static_cast<unsigned char>(s[i]) == 0xED && (static_cast<unsigned char>(s[i + 1]) & 0xE0) == 0xA0) {
       s[i] = static_cast<char>(0xEF);
       s[i + 1] = static_cast<char>(0xBF);
@@ -83,19 +97,73 @@ void ReplaceLoneSurrogates(std::string& s) {
 }
 
 // Error texts and console messages are cut to these sizes, so a script cannot make its own
-// `done` or `log` frame too large for the protocol.
+// `done` or `log` frame too large for the protocol. A message the worker composes around a cut
+// text (e.g. "...; the script caught it, then failed with ...") is bounded by twice the size.
 constexpr size_t kMaxErrorTextBytes = 64 * 1024;
+constexpr size_t kMaxComposedErrorBytes = 2 * kMaxErrorTextBytes;
 constexpr size_t kMaxLogMessageBytes = 1024 * 1024;
 
-// `s` cut to at most about `max` bytes on a UTF-8 boundary, saying how much was cut.
-std::string Clipped(std::string s, size_t max) {
-  if (s.size() <= max) return s;
-  size_t cut = max;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-  const size_t dropped = s.size() - cut;
-  s.resize(cut);
-  s += " ... [" + std::to_string(dropped) + " bytes cut]";
-  return s;
+// Text cut to at most about `max` bytes on a UTF-8 boundary, saying how much was cut. Only the
+// first max + 1 bytes are ever copied, however long the text appended to it: a script's 500 MiB
+// error message costs the worker 64 KiB, not two more copies of 500 MiB.
+class ClippedText {
+ public:
+  explicit ClippedText(size_t max) : max_(max) {}
+  void Append(std::string_view piece) {
+    if (kept_.size() <= max_) {
+      const size_t room = max_ + 1 - kept_.size();  // one byte past max shows where a character ends
+      const size_t start = kept_.size();
+      kept_.append(piece.substr(0, room));
+      ReplaceLoneSurrogates(kept_, start);
+    }
+    total_ += piece.size();
+  }
+  void Append(char c) { Append(std::string_view(&c, 1)); }
+  std::string Take() {
+    if (total_ <= max_) return std::move(kept_);
+    size_t cut = max_;
+    while (cut > 0 && (static_cast<unsigned char>(kept_[cut]) & 0xC0) == 0x80) --cut;
+    kept_.resize(cut);
+    kept_ += " ... [" + std::to_string(total_ - cut) + " bytes cut]";
+    return std::move(kept_);
+  }
+
+ private:
+  size_t max_;
+  size_t total_ = 0;
+  std::string kept_;
+};
+
+std::string Clipped(std::string_view s, size_t max) {
+  ClippedText t(max);
+  t.Append(s);
+  return t.Take();
+}
+
+// A JavaScript value's text, cut to `max` bytes while it is copied.
+std::string ToClippedString(JSContext* ctx, JSValueConst v, size_t max) {
+  CString s(ctx, v);
+  if (!s.ok()) {
+    JS_FreeValue(ctx, JS_GetException(ctx));
+    return "(unprintable value)";
+  }
+  return Clipped(s.view(), max);
+}
+
+// Empties `s` and gives its memory back (assigning an empty string would keep the capacity).
+void FreeString(std::string& s) { std::string().swap(s); }
+
+// Sizes for messages: "512 bytes", "64 KiB", "15.0 MiB".
+std::string SizeText(uint64_t bytes) {
+  char buf[48];
+  if (bytes >= 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  } else if (bytes >= 1024) {
+    std::snprintf(buf, sizeof buf, "%" PRIu64 " KiB", bytes / 1024);
+  } else {
+    std::snprintf(buf, sizeof buf, "%" PRIu64 " bytes", bytes);
+  }
+  return buf;
 }
 
 }  // namespace
@@ -118,6 +186,27 @@ struct Engine::State {
   uint64_t refused_allocations = 0;
   uint64_t random_state = 1;  // Math.random (xorshift64*), seeded from getrandom at load
 
+  // The heap budget covers the JavaScript heap and what the worker's own code holds for the
+  // activation beyond what it held at rest (own_rest_bytes): frames queued to and from the parent,
+  // host-call records, JSON texts. Charged only while an activation runs.
+  bool charging_own_bytes = false;
+  uint64_t own_rest_bytes = 0;
+  // What the worker is doing for the script, when it is more than running its code: a refusal in
+  // the middle of it is reported as this (e.g. "a host call's result" of `bytes`).
+  struct Activity {
+    const char* what = nullptr;
+    uint64_t bytes = 0;
+  };
+  Activity activity;
+  // The activation's first refused allocation, for the message that reports it.
+  struct Refusal {
+    const char* what = nullptr;  // e.g. "a host call's message"
+    uint64_t request_bytes = 0;
+    uint64_t js_heap_bytes = 0;
+    uint64_t own_bytes = 0;
+  };
+  Refusal first_refusal;
+
   // The activation in progress.
   int64_t activation = 0;
   int64_t next_call_id = 1;
@@ -130,8 +219,19 @@ struct Engine::State {
   bool settled = false;
   bool settled_ok = false;
   Value settled_value;
+  // Set when the parent's channel closed or broke in the middle of the activation: the script is
+  // stopped (uncatchably, like a CPU kill) and Activate returns this status without a `done`.
+  Engine::Status channel_status = Engine::Status::kOk;
+  std::string channel_error;
+  // Set when the address-space limit refused the worker's own code an allocation it could not turn
+  // into an error the script sees: the script is stopped the same way, and the activation ends on
+  // its memory budget.
+  bool address_space_exhausted = false;
 
-  // Allocator accounting (QuickJS's default allocator, plus a count of refusals).
+  // Whether the script must be stopped (see the interrupt handler).
+  bool stopping() const { return cpu_exhausted || channel_status != Engine::Status::kOk || address_space_exhausted; }
+
+  // QuickJS's allocator state, as the allocator last saw it (the runtime's own, after the first call).
   JSMallocState* malloc_state = nullptr;
 };
 
@@ -141,15 +241,87 @@ using State = Engine::State;
 
 State* StateOf(JSContext* ctx) { return static_cast<State*>(JS_GetContextOpaque(ctx)); }
 
+// Host calls a script may have sent and not yet seen answered before it must wait: the call that
+// would pass this reads answers from the parent first (resolving their promises; the reactions run
+// later, as always). So a flood of unawaited calls is paced by the parent instead of piling up
+// answers in the parent and records in the worker. One more than the largest calls_in_flight
+// budget a manifest may set (1024): with this many unanswered, the parent has answered one of them
+// or ended the activation on that budget, so the wait always ends.
+constexpr size_t kMaxUnansweredCalls = 1025;
+// Frames are written as soon as this much is queued, so a burst of calls does not pile up in the
+// worker either; smaller bursts go out together when the script next waits.
+constexpr size_t kFlushBytes = 64 * 1024;
+
+uint64_t JsHeapBytes(const State* st) { return st->malloc_state ? st->malloc_state->malloc_size : 0; }
+
+uint64_t ChargedOwnBytes(const State* st) {
+  if (!st->charging_own_bytes) return 0;
+  const uint64_t now = OwnHeapBytes();
+  return now > st->own_rest_bytes ? now - st->own_rest_bytes : 0;
+}
+
+// Counts a refused allocation; the first of the activation is the one its message describes.
+void Refuse(State* st, const char* what, uint64_t request_bytes, uint64_t js_heap_bytes, uint64_t own_bytes) {
+  ++st->refused_allocations;
+  if (!st->first_refusal.what) st->first_refusal = {what, request_bytes, js_heap_bytes, own_bytes};
+}
+
+// A JavaScript allocation the budget refuses: described as the activity in progress, if any.
+void RefuseJs(State* st, const char* why, uint64_t size, uint64_t js_heap_bytes, uint64_t own_bytes) {
+  if (st->activity.what) return Refuse(st, st->activity.what, st->activity.bytes, js_heap_bytes, own_bytes);
+  Refuse(st, why, size, js_heap_bytes, own_bytes);
+}
+
+// Names what the worker does for the script while it lasts (see State::activity).
+class ScopedActivity {
+ public:
+  ScopedActivity(State* st, const char* what, uint64_t bytes) : st_(st), saved_(st->activity) {
+    st->activity = {what, bytes};
+  }
+  ~ScopedActivity() { st_->activity = saved_; }
+  ScopedActivity(const ScopedActivity&) = delete;
+  ScopedActivity& operator=(const ScopedActivity&) = delete;
+
+ private:
+  State* st_;
+  State::Activity saved_;
+};
+
+// Whether `bytes` more for the worker's own code fit in the heap budget beside what is in use. If
+// not, the refusal is counted and described as `what` of `bytes` (or as the activity in progress).
+bool OwnRoomFor(State* st, uint64_t bytes, const char* what) {
+  const uint64_t js = JsHeapBytes(st);
+  const uint64_t own = ChargedOwnBytes(st);
+  if (js + own + bytes <= st->heap_limit_bytes) return true;
+  RefuseJs(st, what, bytes, js, own);
+  return false;
+}
+
+// "heap budget of 64 MiB exhausted: a host call's message of 15.0 MiB did not fit beside ..."
+std::string HeapBudgetMessage(const State* st) {
+  std::string m = "heap budget of " + std::to_string(st->heap_limit_bytes / (1024 * 1024)) + " MiB exhausted";
+  const State::Refusal& r = st->first_refusal;
+  if (r.what) {
+    m += ": ";
+    m += r.what;
+    if (r.request_bytes > 0) m += " of " + SizeText(r.request_bytes);
+    m += " did not fit beside " + SizeText(r.js_heap_bytes) + " of JavaScript heap";
+    if (r.own_bytes > 0) m += " and " + SizeText(r.own_bytes) + " held by the worker (frames, call records, JSON texts)";
+  }
+  return m;
+}
+
 void* BudgetMalloc(JSMallocState* s, size_t size) {
   auto* st = static_cast<State*>(s->opaque);
-  if (s->malloc_size + size > s->malloc_limit) {
-    ++st->refused_allocations;
+  st->malloc_state = s;
+  const uint64_t own = ChargedOwnBytes(st);
+  if (s->malloc_size + own + size > s->malloc_limit) {
+    RefuseJs(st, "a JavaScript allocation", size, s->malloc_size, own);
     return nullptr;
   }
   void* p = std::malloc(size);
   if (!p) {
-    ++st->refused_allocations;
+    RefuseJs(st, "a JavaScript allocation (refused by the worker's address-space limit)", size, s->malloc_size, own);
     return nullptr;
   }
   s->malloc_count++;
@@ -172,13 +344,15 @@ void* BudgetRealloc(JSMallocState* s, void* p, size_t size) {
     BudgetFree(s, p);
     return nullptr;
   }
-  if (s->malloc_size + size - old > s->malloc_limit) {
-    ++st->refused_allocations;
+  st->malloc_state = s;
+  const uint64_t own = ChargedOwnBytes(st);
+  if (s->malloc_size + own + size - old > s->malloc_limit) {
+    RefuseJs(st, "a JavaScript allocation", size, s->malloc_size, own);
     return nullptr;
   }
   void* q = std::realloc(p, size);
   if (!q) {
-    ++st->refused_allocations;
+    RefuseJs(st, "a JavaScript allocation (refused by the worker's address-space limit)", size, s->malloc_size, own);
     return nullptr;
   }
   s->malloc_size += malloc_usable_size(q) - old;
@@ -190,10 +364,11 @@ size_t UsableSize(const void* p) { return malloc_usable_size(const_cast<void*>(p
 const JSMallocFunctions kBudgetMalloc = {BudgetMalloc, BudgetFree, BudgetRealloc, UsableSize};
 
 // Called by QuickJS every few thousand bytecodes. Returning 1 raises an uncatchable error; once
-// the CPU budget is gone it keeps returning 1, so no handler can resume the script.
+// the CPU budget is gone (or the parent's channel failed) it keeps returning 1, so no handler can
+// resume the script.
 int InterruptHandler(JSRuntime*, void* opaque) {
   auto* st = static_cast<State*>(opaque);
-  if (st->cpu_exhausted) return 1;
+  if (st->stopping()) return 1;
   if (!st->cpu_armed) return 0;
   if (ThreadCpuNs() - st->cpu_start_ns > st->cpu_budget_ns) {
     st->cpu_exhausted = true;
@@ -214,15 +389,20 @@ protocol::ScriptError DescribeThrown(JSContext* ctx, JSValueConst v) {
     Value name(ctx, JS_GetPropertyStr(ctx, v, "name"));
     Value message(ctx, JS_GetPropertyStr(ctx, v, "message"));
     Value stack(ctx, JS_GetPropertyStr(ctx, v, "stack"));
-    e.name = JS_IsUndefined(name.get()) || name.exception() ? "Error" : ToStdString(ctx, name.get());
-    e.message = JS_IsUndefined(message.get()) || message.exception() ? ToStdString(ctx, v) : ToStdString(ctx, message.get());
-    if (JS_IsString(stack.get())) e.stack = ToStdString(ctx, stack.get());
+    e.name = JS_IsUndefined(name.get()) || name.exception() ? "Error" : ToClippedString(ctx, name.get(), kMaxErrorTextBytes);
+    e.message = JS_IsUndefined(message.get()) || message.exception() ? ToClippedString(ctx, v, kMaxErrorTextBytes)
+                                                                       : ToClippedString(ctx, message.get(), kMaxErrorTextBytes);
+    if (JS_IsString(stack.get())) e.stack = ToClippedString(ctx, stack.get(), kMaxErrorTextBytes);
     JS_FreeValue(ctx, JS_GetException(ctx));  // a throwing getter leaves nothing behind
   } else {
     e.name = "Error";
-    e.message = "non-error value thrown: " + ToStdString(ctx, v);
+    e.message = "non-error value thrown: " + ToClippedString(ctx, v, kMaxErrorTextBytes);
   }
   return e;
+}
+
+protocol::ScriptError MemoryExhausted(const State* st) {
+  return {"budget_exhausted", "memory", "InternalError", HeapBudgetMessage(st), ""};
 }
 
 // An activation that saw a refused allocation and then failed in some other way still failed
@@ -232,8 +412,7 @@ protocol::ScriptError AfterRefusedAllocation(const State* st, protocol::ScriptEr
   if (st->refused_allocations == 0 || e.kind == "budget_exhausted") return e;
   e.kind = "budget_exhausted";
   e.budget = "memory";
-  e.message = "heap budget of " + std::to_string(st->heap_limit_bytes / (1024 * 1024)) +
-              " MiB exhausted; the script caught it, then failed with " + e.name + ": " + e.message;
+  e.message = HeapBudgetMessage(st) + "; the script caught it, then failed with " + e.name + ": " + e.message;
   return e;
 }
 
@@ -247,66 +426,191 @@ protocol::ScriptError ClassifyFailure(State* st, JSValueConst thrown) {
     e.message = "CPU budget of " + std::to_string(st->cpu_budget_ns / 1'000'000) + " ms exhausted";
     return e;
   }
+  // QuickJS throws null when it cannot even allocate the out-of-memory error.
+  if (JS_IsNull(thrown) && st->refused_allocations > 0) return MemoryExhausted(st);
   protocol::ScriptError e = DescribeThrown(st->ctx, thrown);
   if (e.name == "InternalError" && e.message == "out of memory" && st->refused_allocations > 0) {
-    e.kind = "budget_exhausted";
-    e.budget = "memory";
-    e.message = "heap budget of " + std::to_string(st->heap_limit_bytes / (1024 * 1024)) + " MiB exhausted";
+    e = MemoryExhausted(st);
   } else if (e.name == "InternalError" && e.message == "stack overflow") {
     e.kind = "budget_exhausted";
     e.budget = "stack";
     e.message = "stack budget exhausted (stack overflow)";
-  } else if (JS_IsNull(thrown) && st->refused_allocations > 0) {
-    // QuickJS throws null when it cannot even allocate the out-of-memory error.
-    e.kind = "budget_exhausted";
-    e.budget = "memory";
-    e.name = "InternalError";
-    e.message = "heap budget of " + std::to_string(st->heap_limit_bytes / (1024 * 1024)) + " MiB exhausted";
   } else {
     e = AfterRefusedAllocation(st, std::move(e));
   }
   return e;
 }
 
-std::string StringifyJson(JSContext* ctx, JSValueConst v, bool& ok, std::string& error) {
-  Value s(ctx, JS_JSONStringify(ctx, v, JS_UNDEFINED, JS_UNDEFINED));
-  if (s.exception()) {
-    Value exc(ctx, JS_GetException(ctx));
-    error = DescribeThrown(ctx, exc.get()).message;
-    ok = false;
-    return {};
-  }
-  ok = true;
-  if (JS_IsUndefined(s.get())) return "null";
-  std::string out = ToStdString(ctx, s.get());
-  ReplaceLoneSurrogates(out);
-  return out;
+// Whether an exception must reach the script as it is, not be reworded: the engine's
+// out-of-memory error (or the null it throws when even that could not be allocated), and the
+// uncatchable error of a CPU kill or a failed channel.
+bool MustPropagate(State* st, JSValueConst thrown) {
+  if (st->stopping()) return true;
+  if (st->refused_allocations == 0) return false;
+  if (JS_IsNull(thrown)) return true;
+  const protocol::ScriptError e = DescribeThrown(st->ctx, thrown);
+  return e.name == "InternalError" && e.message == "out of memory";
 }
 
+// JSON.stringify(v) as a JavaScript string (in the budgeted heap); undefined for a value JSON
+// cannot represent (a function, say). On an exception, `error` holds its message, unless it must
+// propagate (MustPropagate): then it is left pending and `propagate` is set.
+Value StringifyToJs(JSContext* ctx, JSValueConst v, std::string& error, bool& propagate) {
+  Value s(ctx, JS_JSONStringify(ctx, v, JS_UNDEFINED, JS_UNDEFINED));
+  propagate = false;
+  if (s.exception()) {
+    Value exc(ctx, JS_GetException(ctx));
+    if (MustPropagate(StateOf(ctx), exc.get())) {
+      propagate = true;
+      JS_Throw(ctx, exc.dup());
+    } else {
+      error = DescribeThrown(ctx, exc.get()).message;
+    }
+  }
+  return s;
+}
+
+// JSON text borrowed from a JavaScript string (undefined: "null"), with lone surrogates replaced
+// (only then copied).
+class JsonText {
+ public:
+  JsonText(JSContext* ctx, JSValueConst json) {
+    if (JS_IsUndefined(json)) {
+      text_ = "null";
+      return;
+    }
+    c_.emplace(ctx, json);
+    text_ = c_->view();
+    if (text_.find('\xED') != std::string_view::npos) {
+      fixed_.assign(text_);
+      ReplaceLoneSurrogates(fixed_);
+      text_ = fixed_;
+    }
+  }
+  // False when QuickJS could not lend the text (out of memory; the exception is pending).
+  bool ok() const { return text_.data() != nullptr; }
+  std::string_view text() const { return text_; }
+
+ private:
+  std::optional<CString> c_;
+  std::string_view text_;
+  std::string fixed_;
+};
+
 std::string JsonQuote(std::string_view s) { return protocol::DumpJson(protocol::Json(std::string(s))); }
+
+// The refusal of an allocation by the address-space limit, outside any JavaScript call.
+void AddressSpaceExhausted(State* st) {
+  Refuse(st, "an allocation of the worker's own (refused by its address-space limit)", 0, JsHeapBytes(st),
+         ChargedOwnBytes(st));
+  st->address_space_exhausted = true;
+}
+
+bool ApplyNextAnswer(State* st);
+
+// Blocks for the next frame from the parent and applies it: an answer to a call in flight
+// resolves or rejects its promise (whose reactions run when the script next yields). False if the
+// script must stop: the channel closed or broke (channel_status says which), or the address-space
+// limit refused what reading the frame needed.
+bool ReceiveAnswer(State* st) {
+  try {
+    return ApplyNextAnswer(st);
+  } catch (const std::bad_alloc&) {
+    AddressSpaceExhausted(st);
+    return false;
+  }
+}
+
+bool ApplyNextAnswer(State* st) {
+  JSContext* ctx = st->ctx;
+  const bool cpu_armed = st->cpu_armed;
+  st->cpu_armed = false;  // time spent waiting for the parent is not the script's CPU
+  if (!st->channel->Flush()) {
+    st->channel_status = Engine::Status::kChannelClosed;
+    return false;
+  }
+  std::string payload;
+  switch (st->channel->Read(payload)) {
+    case Channel::ReadStatus::kEof:
+      st->channel_status = Engine::Status::kChannelClosed;
+      return false;
+    case Channel::ReadStatus::kError:
+      st->channel_status = Engine::Status::kChannelError;
+      st->channel_error = st->channel->error();
+      return false;
+    case Channel::ReadStatus::kFrame:
+      break;
+  }
+  st->cpu_armed = cpu_armed;
+  protocol::ParentMessage msg;
+  std::string value_json;
+  std::string error;
+  if (!ParseParentFrame(std::move(payload), msg, value_json, error)) {
+    st->channel_status = Engine::Status::kChannelError;
+    st->channel_error = "bad frame from parent: " + error;
+    return false;
+  }
+  auto* result = std::get_if<protocol::CallResult>(&msg);
+  if (!result) {
+    st->channel_status = Engine::Status::kChannelError;
+    st->channel_error = "parent sent a load or activate while an activation was running";
+    return false;
+  }
+  if (result->activation != st->activation) return true;  // an answer for a finished activation
+  auto it = st->pending.find(result->id);
+  if (it == st->pending.end()) {
+    st->channel_status = Engine::Status::kChannelError;
+    st->channel_error = "parent answered call " + std::to_string(result->id) + ", which is not in flight";
+    return false;
+  }
+  State::Pending p = std::move(it->second);
+  st->pending.erase(it);
+  if (p.notify) return true;
+  Value outcome;
+  bool ok = false;
+  if (result->ok) {
+    // The result's text is already held (and charged) here; its value goes into the JavaScript heap.
+    ScopedActivity doing(st, "a host call's result", value_json.size());
+    Value v(ctx, OwnRoomFor(st, 0, nullptr) ? JS_ParseJSON(ctx, value_json.data(), value_json.size(), "<result>")
+                                            : JS_ThrowOutOfMemory(ctx));
+    FreeString(value_json);
+    if (v.exception()) {
+      outcome = Value(ctx, JS_GetException(ctx));
+    } else {
+      outcome = std::move(v);
+      ok = true;
+    }
+  } else {
+    outcome = Value(ctx, JS_NewError(ctx));
+    JS_SetPropertyStr(ctx, outcome.get(), "name",
+                      JS_NewStringLen(ctx, result->error_name.data(), result->error_name.size()));
+    JS_SetPropertyStr(ctx, outcome.get(), "message",
+                      JS_NewStringLen(ctx, result->error_message.data(), result->error_message.size()));
+  }
+  JSValue a = outcome.get();
+  JS_FreeValue(ctx, JS_Call(ctx, ok ? p.resolve.get() : p.reject.get(), JS_UNDEFINED, 1, &a));
+  return true;
+}
 
 // Sends a call frame and, unless `notify`, returns a promise for its answer.
 JSValue StartCall(JSContext* ctx, std::string_view name, JSValueConst args, bool notify) {
   State* st = StateOf(ctx);
-  bool ok = false;
+  while (st->pending.size() >= kMaxUnansweredCalls && !st->stopping()) ReceiveAnswer(st);
+  if (st->stopping()) return JS_ThrowInternalError(ctx, "host.call: the activation is being stopped");
   std::string error;
-  std::string args_json = StringifyJson(ctx, args, ok, error);
-  if (!ok) return JS_ThrowTypeError(ctx, "host.call: arguments are not JSON-serializable: %s", error.c_str());
-  if (!protocol::FitsInMessage(args_json, error))
+  bool propagate = false;
+  Value json;
+  {
+    ScopedActivity doing(st, "a host call's arguments", 0);
+    json = StringifyToJs(ctx, args, error, propagate);
+  }
+  if (propagate) return JS_EXCEPTION;
+  if (json.exception()) return JS_ThrowTypeError(ctx, "host.call: arguments are not JSON-serializable: %s", error.c_str());
+  JsonText args_json(ctx, json.get());
+  if (!args_json.ok()) return JS_EXCEPTION;
+  if (!protocol::FitsInMessage(args_json.text(), error))
     return JS_ThrowTypeError(ctx, "host.call: arguments too large to send: %s", error.c_str());
-  const int64_t id = st->next_call_id++;
-  std::string payload;
-  payload.reserve(64 + name.size() + args_json.size());
-  payload += "{\"type\":\"call\",\"activation\":";
-  payload += std::to_string(st->activation);
-  payload += ",\"id\":";
-  payload += std::to_string(id);
-  payload += ",\"name\":";
-  payload += JsonQuote(name);
-  payload += ",\"args\":";
-  payload += args_json;
-  payload += '}';
-  st->channel->Send(payload);
+  // The promise first: a call is sent only once nothing can fail before its record exists.
   State::Pending p;
   p.notify = notify;
   JSValue result = JS_UNDEFINED;
@@ -317,45 +621,109 @@ JSValue StartCall(JSContext* ctx, std::string_view name, JSValueConst args, bool
     p.resolve = Value(ctx, funcs[0]);
     p.reject = Value(ctx, funcs[1]);
   }
-  st->pending.emplace(id, std::move(p));
-  return result;
+  Value promise(ctx, result);
+  // The frame is copied into the channel's queue, and the record kept until the answer comes.
+  constexpr size_t kFrameFieldsBytes = 128;  // {"type":"call",...} around the name and arguments
+  constexpr size_t kRecordBytes = 128;       // the pending-call record
+  if (!OwnRoomFor(st, name.size() + args_json.text().size() + kFrameFieldsBytes + kRecordBytes,
+                  "a host call's message to the parent"))
+    return JS_ThrowOutOfMemory(ctx);
+  const int64_t id = st->next_call_id;
+  std::string head = "{\"type\":\"call\",\"activation\":" + std::to_string(st->activation) +
+                     ",\"id\":" + std::to_string(id) + ",\"name\":" + JsonQuote(name) + ",\"args\":";
+  auto [it, inserted] = st->pending.emplace(id, std::move(p));
+  try {
+    st->channel->Send({head, args_json.text(), "}"});
+  } catch (const std::bad_alloc&) {
+    st->pending.erase(it);
+    throw;
+  }
+  ++st->next_call_id;
+  if (st->channel->queued_bytes() >= kFlushBytes && !st->channel->Flush()) {
+    st->channel_status = Engine::Status::kChannelClosed;
+    return JS_ThrowInternalError(ctx, "host.call: the activation is being stopped");
+  }
+  return notify ? JS_UNDEFINED : promise.dup();
+}
+
+// Runs a native function's body; an allocation that the worker's address-space limit refuses
+// becomes the engine's out-of-memory error in the script rather than a C++ exception through
+// QuickJS's C frames (which would abort the worker).
+template <typename Body>
+JSValue Guarded(JSContext* ctx, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    State* st = StateOf(ctx);
+    Refuse(st, "an allocation of the worker's own (refused by its address-space limit)", 0, JsHeapBytes(st),
+           ChargedOwnBytes(st));
+    return JS_ThrowOutOfMemory(ctx);  // the script may catch it, as it may catch any refusal
+  }
 }
 
 // host.call(name, args) -> Promise
 JSValue HostCall(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
-  State* st = StateOf(ctx);
-  if (st->activation == 0) return JS_ThrowTypeError(ctx, "host.call: no activation is running (module top level cannot call the host)");
-  if (argc < 1 || !JS_IsString(argv[0])) return JS_ThrowTypeError(ctx, "host.call: the first argument must be the host-call name (a string)");
-  const std::string name = ToStdString(ctx, argv[0]);
-  if (name.empty() || name.size() > 128) return JS_ThrowTypeError(ctx, "host.call: the name must be 1 to 128 characters");
-  return StartCall(ctx, name, argc >= 2 ? argv[1] : JS_UNDEFINED, /*notify=*/false);
+  return Guarded(ctx, [&]() -> JSValue {
+    State* st = StateOf(ctx);
+    if (st->activation == 0)
+      return JS_ThrowTypeError(ctx, "host.call: no activation is running (module top level cannot call the host)");
+    if (argc < 1 || !JS_IsString(argv[0]))
+      return JS_ThrowTypeError(ctx, "host.call: the first argument must be the host-call name (a string)");
+    CString name(ctx, argv[0]);
+    if (!name.ok()) return JS_EXCEPTION;
+    if (name.view().empty() || name.view().size() > 128)
+      return JS_ThrowTypeError(ctx, "host.call: the name must be 1 to 128 characters");
+    return StartCall(ctx, std::string(name.view()), argc >= 2 ? argv[1] : JS_UNDEFINED, /*notify=*/false);
+  });
 }
 
 // console.log/info/warn/error/debug -> a `log` host call nobody awaits.
 JSValue ConsoleLog(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv, int magic) {
   static const char* const kLevels[] = {"log", "info", "warn", "error", "debug"};
-  State* st = StateOf(ctx);
-  if (st->activation == 0) return JS_UNDEFINED;  // module top level: nowhere to journal it
-  std::string message;
-  for (int i = 0; i < argc; ++i) {
-    if (i) message += ' ';
-    if (JS_IsString(argv[i])) {
-      message += ToStdString(ctx, argv[i]);
-    } else {
-      bool ok = false;
-      std::string error;
-      std::string j = JS_IsObject(argv[i]) && !JS_IsFunction(ctx, argv[i]) ? StringifyJson(ctx, argv[i], ok, error) : std::string();
-      message += ok ? j : ToStdString(ctx, argv[i]);
+  return Guarded(ctx, [&]() -> JSValue {
+    State* st = StateOf(ctx);
+    if (st->activation == 0) return JS_UNDEFINED;  // module top level: nowhere to journal it
+    std::string m;
+    {
+      ClippedText message(kMaxLogMessageBytes);
+      ScopedActivity doing(st, "a console message", 0);
+      for (int i = 0; i < argc; ++i) {
+        if (i) message.Append(' ');
+        // Objects as JSON (undefined from JSON.stringify as null; one it cannot serialize as
+        // String(value)); anything else as String(value).
+        Value json;
+        bool as_json = false;
+        if (JS_IsObject(argv[i]) && !JS_IsFunction(ctx, argv[i])) {
+          std::string error;
+          bool propagate = false;
+          json = StringifyToJs(ctx, argv[i], error, propagate);
+          if (propagate) return JS_EXCEPTION;
+          if (!json.exception()) {
+            if (JS_IsUndefined(json.get())) {
+              message.Append("null");
+              continue;
+            }
+            as_json = true;
+          }
+        }
+        CString text(ctx, as_json ? json.get() : argv[i]);
+        if (!text.ok()) {
+          Value exc(ctx, JS_GetException(ctx));
+          if (MustPropagate(st, exc.get())) return JS_Throw(ctx, exc.dup());
+          message.Append("(unprintable value)");
+          continue;
+        }
+        message.Append(text.view());
+      }
+      m = message.Take();
     }
-  }
-  ReplaceLoneSurrogates(message);
-  message = Clipped(std::move(message), kMaxLogMessageBytes);
-  Value args(ctx, JS_NewObject(ctx));
-  JS_SetPropertyStr(ctx, args.get(), "level", JS_NewString(ctx, kLevels[magic]));
-  JS_SetPropertyStr(ctx, args.get(), "message", JS_NewStringLen(ctx, message.data(), message.size()));
-  JSValue r = StartCall(ctx, "log", args.get(), /*notify=*/true);
-  if (JS_IsException(r)) return r;
-  return JS_UNDEFINED;
+    Value args(ctx, JS_NewObject(ctx));
+    JS_SetPropertyStr(ctx, args.get(), "level", JS_NewString(ctx, kLevels[magic]));
+    JS_SetPropertyStr(ctx, args.get(), "message", JS_NewStringLen(ctx, m.data(), m.size()));
+    JSValue r = StartCall(ctx, "log", args.get(), /*notify=*/true);
+    if (JS_IsException(r)) return r;
+    return JS_UNDEFINED;
+  });
 }
 
 // settle(ok, value): the bootstrap calls it exactly once per activation.
@@ -400,7 +768,7 @@ JSValue TestSyscall(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) 
   long a[6] = {0, 0, 0, 0, 0, 0};
   for (int i = 1; i < argc && i <= 6; ++i) {
     if (JS_IsString(argv[i])) {
-      strings.push_back(ToStdString(ctx, argv[i]));
+      strings.emplace_back(CString(ctx, argv[i]).view());
       a[i - 1] = reinterpret_cast<long>(strings.back().c_str());
     } else {
       int64_t v = 0;
@@ -445,14 +813,14 @@ void DrainJobs(State* st) {
     const int r = JS_ExecutePendingJob(st->rt, &job_ctx);
     if (r == 0) return;
     if (r < 0) JS_FreeValue(st->ctx, JS_GetException(st->ctx));
-    if (st->cpu_exhausted) return;
+    if (st->stopping()) return;
   }
 }
 
 std::string ErrorJson(const protocol::ScriptError& e) {
-  protocol::Json j = {{"kind", e.kind}, {"name", Clipped(e.name, kMaxErrorTextBytes)},
-                      {"message", Clipped(e.message, kMaxErrorTextBytes)}};
-  if (!e.stack.empty()) j["stack"] = Clipped(e.stack, kMaxErrorTextBytes);
+  protocol::Json j = {{"kind", e.kind}, {"name", Clipped(e.name, kMaxComposedErrorBytes)},
+                      {"message", Clipped(e.message, kMaxComposedErrorBytes)}};
+  if (!e.stack.empty()) j["stack"] = Clipped(e.stack, kMaxComposedErrorBytes);
   if (!e.budget.empty()) j["budget"] = e.budget;
   return protocol::DumpJson(j);
 }
@@ -474,6 +842,16 @@ Engine::~Engine() {
 }
 
 bool Engine::Load(const protocol::Load& load, protocol::ScriptError& error) {
+  try {
+    return LoadFlow(load, error);
+  } catch (const std::bad_alloc&) {
+    error = {"budget_exhausted", "memory", "InternalError",
+             "the worker's address-space limit refused an allocation while it loaded the flow", ""};
+    return false;
+  }
+}
+
+bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) {
   auto st = std::make_unique<State>();
   st->channel = &channel_;
   st->heap_limit_bytes = static_cast<uint64_t>(load.heap_bytes);
@@ -575,140 +953,143 @@ bool Engine::Load(const protocol::Load& load, protocol::ScriptError& error) {
   return true;
 }
 
-Engine::Status Engine::Activate(const protocol::Activate& activate) {
+Engine::Status Engine::Activate(int64_t activation, std::string input_json) {
   State* s = state_.get();
-  JSContext* ctx = s->ctx;
-  s->activation = activate.activation;
+  s->activation = activation;
   s->next_call_id = 1;
   s->settled = false;
   s->settled_value.Reset();
   s->refused_allocations = 0;
+  s->first_refusal = {};
+  s->activity = {};
+  s->address_space_exhausted = false;
   s->cpu_start_ns = ThreadCpuNs();
   s->cpu_armed = true;
-
-  const std::string input_text = protocol::DumpJson(activate.input);
-  Value input(ctx, JS_ParseJSON(ctx, input_text.data(), input_text.size(), "<input>"));
-  if (input.exception()) {
-    Value exc(ctx, JS_GetException(ctx));
-    input = Value(ctx, JS_NULL);
+  Status status = Status::kOk;
+  try {
+    status = RunActivation(std::move(input_json));
+  } catch (const std::bad_alloc&) {
+    // Last resort: everything the worker builds for a script is checked against the heap budget
+    // before it is built, so only the address-space limit (RLIMIT_AS, the budget plus headroom)
+    // refusing an allocation lands here. The activation ends on its memory budget all the same;
+    // what it held is released by now, so the small `done` below fits.
+    const int64_t cpu_ns = ThreadCpuNs() - s->cpu_start_ns;
+    AddressSpaceExhausted(s);
+    s->pending.clear();
+    s->settled_value.Reset();
+    channel_.Send("{\"type\":\"done\",\"activation\":" + std::to_string(s->activation) +
+                  ",\"cpu_us\":" + std::to_string(cpu_ns > 0 ? cpu_ns / 1000 : 0) +
+                  ",\"error\":" + ErrorJson(MemoryExhausted(s)) + "}");
+    status = channel_.Flush() ? Status::kOk : Status::kChannelClosed;
   }
-  JSValue args[4] = {s->flow_fn.get(), input.get(), s->host.get(), s->settle_fn.get()};
-  Value ran(ctx, JS_Call(ctx, s->runner.get(), JS_UNDEFINED, 4, args));
-  if (ran.exception()) {
-    Value exc(ctx, JS_GetException(ctx));
-    if (!s->settled) {
-      s->settled = true;
-      s->settled_ok = false;
-      s->settled_value = std::move(exc);
+  s->charging_own_bytes = false;
+  s->cpu_armed = false;
+  s->activation = 0;
+  return status;
+}
+
+Engine::Status Engine::RunActivation(std::string input_json) {
+  State* s = state_.get();
+  JSContext* ctx = s->ctx;
+  Value input;
+  {
+    ScopedActivity doing(s, "the activation's input", input_json.size());
+    input = Value(ctx, JS_ParseJSON(ctx, input_json.data(), input_json.size(), "<input>"));
+  }
+  FreeString(input_json);
+  // From here on, what the worker's own code holds beyond this is charged to the heap budget.
+  s->own_rest_bytes = OwnHeapBytes();
+  s->charging_own_bytes = true;
+  if (input.exception()) {
+    // Only the budget can refuse an input the parent checked: the activation fails on it.
+    s->settled = true;
+    s->settled_ok = false;
+    s->settled_value = Value(ctx, JS_GetException(ctx));
+  } else {
+    JSValue args[4] = {s->flow_fn.get(), input.get(), s->host.get(), s->settle_fn.get()};
+    Value ran(ctx, JS_Call(ctx, s->runner.get(), JS_UNDEFINED, 4, args));
+    if (ran.exception()) {
+      Value exc(ctx, JS_GetException(ctx));
+      if (!s->settled) {
+        s->settled = true;
+        s->settled_ok = false;
+        s->settled_value = std::move(exc);
+      }
     }
   }
   input.Reset();
 
-  Status status = Status::kOk;
   bool never_settled = false;
   for (;;) {
     DrainJobs(s);
-    if (s->cpu_exhausted) break;
+    if (s->stopping()) break;
     if (s->settled && s->pending.empty()) break;
     if (s->pending.empty()) {
       never_settled = true;
       break;
     }
-    s->cpu_armed = false;  // time spent waiting for the parent is not the script's CPU
-    if (!channel_.Flush()) return Status::kChannelClosed;
-    std::string payload;
-    switch (channel_.Read(payload)) {
-      case Channel::ReadStatus::kEof:
-        return Status::kChannelClosed;
-      case Channel::ReadStatus::kError:
-        channel_error_ = channel_.error();
-        return Status::kChannelError;
-      case Channel::ReadStatus::kFrame:
-        break;
-    }
-    protocol::ParentMessage msg;
-    std::string error;
-    if (!protocol::ParseParentMessage(payload, msg, error)) {
-      channel_error_ = "bad frame from parent: " + error;
-      return Status::kChannelError;
-    }
-    auto* result = std::get_if<protocol::CallResult>(&msg);
-    if (!result) {
-      channel_error_ = "parent sent a load or activate while an activation was running";
-      return Status::kChannelError;
-    }
-    s->cpu_armed = true;
-    if (result->activation != s->activation) continue;  // an answer for a finished activation
-    auto it = s->pending.find(result->id);
-    if (it == s->pending.end()) {
-      channel_error_ = "parent answered call " + std::to_string(result->id) + ", which is not in flight";
-      return Status::kChannelError;
-    }
-    State::Pending p = std::move(it->second);
-    s->pending.erase(it);
-    if (p.notify) continue;
-    if (result->ok) {
-      const std::string text = protocol::DumpJson(result->value);
-      Value v(ctx, JS_ParseJSON(ctx, text.data(), text.size(), "<result>"));
-      if (v.exception()) {
-        Value exc(ctx, JS_GetException(ctx));
-        JSValue e = exc.get();
-        JS_FreeValue(ctx, JS_Call(ctx, p.reject.get(), JS_UNDEFINED, 1, &e));
-      } else {
-        JSValue a = v.get();
-        JS_FreeValue(ctx, JS_Call(ctx, p.resolve.get(), JS_UNDEFINED, 1, &a));
-      }
-    } else {
-      Value err(ctx, JS_NewError(ctx));
-      JS_SetPropertyStr(ctx, err.get(), "name",
-                        JS_NewStringLen(ctx, result->error_name.data(), result->error_name.size()));
-      JS_SetPropertyStr(ctx, err.get(), "message",
-                        JS_NewStringLen(ctx, result->error_message.data(), result->error_message.size()));
-      JSValue e = err.get();
-      JS_FreeValue(ctx, JS_Call(ctx, p.reject.get(), JS_UNDEFINED, 1, &e));
-    }
+    if (!ReceiveAnswer(s)) break;
+  }
+  if (s->channel_status != Status::kOk) {
+    channel_error_ = s->channel_error;
+    s->pending.clear();
+    s->settled_value.Reset();
+    return s->channel_status;
   }
   const int64_t cpu_ns = ThreadCpuNs() - s->cpu_start_ns;
   s->cpu_armed = false;
 
-  std::string done = "{\"type\":\"done\",\"activation\":" + std::to_string(s->activation) +
-                     ",\"cpu_us\":" + std::to_string(cpu_ns > 0 ? cpu_ns / 1000 : 0);
-  bool ok_result = false;
+  const std::string head = "{\"type\":\"done\",\"activation\":" + std::to_string(s->activation) +
+                           ",\"cpu_us\":" + std::to_string(cpu_ns > 0 ? cpu_ns / 1000 : 0);
+  std::string error;  // the `error` field's JSON, unless the result is sent
   if (s->cpu_exhausted) {
-    done += ",\"error\":" + ErrorJson(ClassifyFailure(s, JS_UNDEFINED));
+    error = ErrorJson(ClassifyFailure(s, JS_UNDEFINED));
+  } else if (s->address_space_exhausted) {
+    error = ErrorJson(MemoryExhausted(s));
   } else if (never_settled) {
     protocol::ScriptError e{"script_error", "", "Error",
                             "the activation never settled: it awaits a promise that nothing will resolve "
                             "(there are no timers and no host call is in flight)",
                             ""};
-    done += ",\"error\":" + ErrorJson(AfterRefusedAllocation(s, std::move(e)));
+    error = ErrorJson(AfterRefusedAllocation(s, std::move(e)));
   } else if (s->settled_ok) {
-    bool ok = false;
-    std::string error;
-    std::string result = StringifyJson(ctx, s->settled_value.get(), ok, error);
-    std::string unsendable;
-    if (ok && !protocol::FitsInMessage(result, unsendable)) ok = false;
-    if (ok) {
-      ok_result = true;
-      done += ",\"ok\":" + result;
+    std::string why;
+    bool propagate = false;
+    Value json;
+    {
+      ScopedActivity doing(s, "the activation's result", 0);
+      json = StringifyToJs(ctx, s->settled_value.get(), why, propagate);
+    }
+    if (propagate) {
+      Value exc(ctx, JS_GetException(ctx));
+      error = ErrorJson(ClassifyFailure(s, exc.get()));
+    } else if (json.exception()) {
+      error = ErrorJson(AfterRefusedAllocation(
+          s, {"script_error", "", "TypeError", "the activation's result is not JSON-serializable: " + why, ""}));
     } else {
-      protocol::ScriptError e{"script_error", "", "TypeError",
-                              unsendable.empty() ? "the activation's result is not JSON-serializable: " + error
-                                                 : "the activation's result is too large to send: " + unsendable,
-                              ""};
-      done += ",\"error\":" + ErrorJson(AfterRefusedAllocation(s, std::move(e)));
+      JsonText result(ctx, json.get());
+      if (!result.ok()) {
+        Value exc(ctx, JS_GetException(ctx));
+        error = ErrorJson(ClassifyFailure(s, exc.get()));
+      } else if (!protocol::FitsInMessage(result.text(), why)) {
+        error = ErrorJson(AfterRefusedAllocation(
+            s, {"script_error", "", "TypeError", "the activation's result is too large to send: " + why, ""}));
+      } else if (!OwnRoomFor(s, result.text().size() + head.size() + 64, "the activation's result")) {
+        error = ErrorJson(MemoryExhausted(s));
+      } else {
+        // The result goes from the JavaScript string straight into the channel's queue.
+        const bool caught = s->refused_allocations > 0;
+        channel_.Send({head, ",\"ok\":", result.text(), caught ? ",\"caught_budget_failure\":true}" : "}"});
+      }
     }
   } else {
-    done += ",\"error\":" + ErrorJson(ClassifyFailure(s, s->settled_value.get()));
+    error = ErrorJson(ClassifyFailure(s, s->settled_value.get()));
   }
-  if (s->refused_allocations > 0 && s->settled_ok && ok_result) done += ",\"caught_budget_failure\":true";
-  done += '}';
   s->settled_value.Reset();
   s->pending.clear();  // answers still in flight after a CPU kill are ignored by activation id
-  s->activation = 0;
-  channel_.Send(done);
+  if (!error.empty()) channel_.Send({head, ",\"error\":", error, "}"});
   if (!channel_.Flush()) return Status::kChannelClosed;
-  return status;
+  return Status::kOk;
 }
 
 }  // namespace basal::worker

@@ -2,7 +2,9 @@
 // Load() evaluates the flow module once; each Activate() calls its default export
 // `(input, host)` and pumps host-call results from the parent until the activation settles.
 // Budgets: CPU (engine thread's CPU clock, checked from the interrupt handler: uncatchable),
-// heap (the runtime's allocator refuses past the limit), stack (QuickJS's stack limit).
+// heap (the runtime's allocator refuses past the limit, which also covers what the worker's own
+// code holds for the activation: frames, host-call records, JSON texts), stack (QuickJS's stack
+// limit).
 #pragma once
 
 #include <cstdint>
@@ -30,13 +32,17 @@ class Engine {
   // Compiles and evaluates the flow module. On failure fills `error` (the worker stays alive
   // and reports it; the parent retires it).
   bool Load(const protocol::Load& load, protocol::ScriptError& error);
-  // Runs one activation and sends its `done` frame.
-  Status Activate(const protocol::Activate& activate);
+  // Runs one activation on `input_json` (its input as JSON text, see ParseParentFrame) and sends
+  // its `done` frame.
+  Status Activate(int64_t activation, std::string input_json);
   const std::string& channel_error() const { return channel_error_; }
 
   struct State;  // opaque to callers; shared with the C callbacks in engine.cpp
 
  private:
+  bool LoadFlow(const protocol::Load& load, protocol::ScriptError& error);
+  Status RunActivation(std::string input_json);
+
   Channel& channel_;
   std::unique_ptr<State> state_;
   std::string channel_error_;

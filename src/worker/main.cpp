@@ -22,6 +22,7 @@
 #include "protocol/messages.h"
 #include "worker/channel.h"
 #include "worker/engine.h"
+#include "worker/parent_frames.h"
 
 namespace {
 
@@ -116,7 +117,9 @@ int main(int argc, char** argv) {
     }
     basal::protocol::ParentMessage msg;
     std::string error;
-    if (!basal::protocol::ParseParentMessage(payload, msg, error)) Die(kExitProtocol, "bad frame from parent: " + error);
+    std::string input_json;  // an activation's input, as text: the engine parses it into its budgeted heap
+    if (!basal::worker::ParseParentFrame(std::move(payload), msg, input_json, error))
+      Die(kExitProtocol, "bad frame from parent: " + error);
     if (auto* load = std::get_if<basal::protocol::Load>(&msg)) {
       if (loaded) Die(kExitProtocol, "a worker is bound to one flow for life: second load refused");
       loaded = true;
@@ -136,7 +139,7 @@ int main(int argc, char** argv) {
       if (!channel.Flush()) _exit(kExitOk);
     } else if (auto* activate = std::get_if<basal::protocol::Activate>(&msg)) {
       if (!loaded || load_failed) Die(kExitProtocol, "activate before a successful load");
-      switch (engine.Activate(*activate)) {
+      switch (engine.Activate(activate->activation, std::move(input_json))) {
         case basal::worker::Engine::Status::kOk:
           break;
         case basal::worker::Engine::Status::kChannelClosed:
