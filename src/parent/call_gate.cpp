@@ -127,7 +127,8 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   const HostCallSpec* spec = registry_.Find(call.name);
   Decision decision = Decide(*flow, call, spec);
   const int64_t start = NowUnixUs();
-  std::string args_text = protocol::DumpJson(call.args);
+  // What the arguments weigh: the frame they came in (the journal's view may be a digest).
+  const uint64_t args_bytes = call.frame_bytes;
   std::string args_journal;
   if (spec && spec->journal_args) {
     try {
@@ -136,12 +137,9 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
       args_journal = ErrorJson("HostError", "the journal view of the arguments threw; arguments not journaled");
     }
   } else {
-    args_journal = args_text;
+    args_journal = protocol::DumpJson(call.args);
   }
   args_journal = CapForJournal(std::move(args_journal), limits_.journal_value_max_bytes);
-  const uint64_t args_bytes = args_text.size();
-  args_text.clear();
-  args_text.shrink_to_fit();
   const uint64_t record_bytes = RecordBytes(call.name, args_journal, decision);
 
   if (decision.allowed() && spec->name == kLogCallName) {

@@ -190,6 +190,7 @@ bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::strin
         !f.Int("id", c.id, 1) || !f.Str("name", c.name) || !f.Any("args", c.args))
       return false;
     if (c.name.empty() || c.name.size() > 128) return f.Fail("call name must be 1 to 128 bytes");
+    c.frame_bytes = payload.size();
     out = std::move(c);
     return true;
   }

@@ -61,6 +61,7 @@ struct Call {
   int64_t id = 0;
   std::string name;
   Json args;
+  size_t frame_bytes = 0;  // the payload's size: what the call's arguments weigh in the parent
 };
 struct Done {
   int64_t activation = 0;
