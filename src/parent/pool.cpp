@@ -298,6 +298,14 @@ bool Pool::ReadFrames(PooledWorker& w, bool until_empty, WorkerSession::ReadStat
       until_empty);
   if (w.state == PooledWorker::State::kDead) return false;
   if (status != WorkerSession::ReadStatus::kBroken) return true;
+  if (w.session->broken_at_eof()) {
+    // Killed while it wrote (a SIGKILL, a crash, the seccomp filter): its death is what happened.
+    auto death = w.session->process().WaitFor(std::chrono::milliseconds(1000));
+    if (death && death->kind != WorkerDeath::Kind::kExited) {
+      Ended(w, *death);
+      return false;
+    }
+  }
   Violation(w, w.session->broken_reason());
   return false;
 }
@@ -383,6 +391,13 @@ void Pool::OnExit(PooledWorker& w) {
   w.session->DrainStderr();
   auto death = w.session->process().WaitFor(std::chrono::milliseconds(1000));
   if (!death) return Violation(w, "closed its stdout but kept running");
+  Ended(w, *death);
+}
+
+// How the process ended, reported once.
+void Pool::Ended(PooledWorker& w, const WorkerDeath& ended) {
+  w.session->DrainStderr();
+  const std::optional<WorkerDeath> death = ended;
   const bool welcomed = w.state != PooledWorker::State::kWelcome;
   MarkDead(w);
   if (death->kind == WorkerDeath::Kind::kConfinementKill) {

@@ -113,6 +113,7 @@ class Pool {
   void OnReadable(PooledWorker& w);
   void OnWritable(PooledWorker& w);
   void OnExit(PooledWorker& w);
+  void Ended(PooledWorker& w, const WorkerDeath& death);
   void OnFrame(PooledWorker& w, protocol::WorkerMessage& msg);
   void OnWelcome(PooledWorker& w, const protocol::Welcome& welcome);
   void WelcomeTimedOut(PooledWorker& w);

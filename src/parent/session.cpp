@@ -47,6 +47,7 @@ WorkerSession::ReadStatus WorkerSession::ReadAvailable(const std::function<bool(
     if (n == 0) {
       if (decoder_.buffered() > 0) {
         broken_ = "stdout closed in the middle of a frame";
+        broken_at_eof_ = true;
         return ReadStatus::kBroken;
       }
       return ReadStatus::kEof;

@@ -42,6 +42,9 @@ class WorkerSession {
   // read that would only say EAGAIN (epoll is level-triggered, so anything left wakes it again).
   ReadStatus ReadAvailable(const std::function<bool(protocol::WorkerMessage&)>& on_message, bool until_empty);
   const std::string& broken_reason() const { return broken_; }
+  // The stream ended inside a frame: the process may have died while it wrote (how it died says
+  // more than the cut frame).
+  bool broken_at_eof() const { return broken_at_eof_; }
 
   // Queues a frame and writes as much as the pipe takes. Returns false if the worker is gone.
   bool Send(std::string_view payload);
@@ -64,6 +67,7 @@ class WorkerSession {
   std::string stderr_tail_;
   std::string broken_;
   bool stderr_open_ = true;
+  bool broken_at_eof_ = false;
 };
 
 }  // namespace basal

@@ -187,8 +187,9 @@ bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::strin
   if (type == "call") {
     Call c;
     if (!f.Only({"type", "activation", "id", "name", "args"}) || !f.Int("activation", c.activation, 1) ||
-        !f.Int("id", c.id, 1) || !f.Str("name", c.name) || !f.Any("args", c.args))
-      return false;
+        !f.Int("id", c.id, 1) || !f.Str("name", c.name) || !f.Has("args"))
+      return f.Has("args") ? false : f.Fail("missing field \"args\"");
+    c.args = std::move(j["args"]);  // moved, not copied: a frame's tree can be many times its size
     if (c.name.empty() || c.name.size() > 128) return f.Fail("call name must be 1 to 128 bytes");
     c.frame_bytes = payload.size();
     out = std::move(c);
@@ -204,7 +205,7 @@ bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::strin
     if (has_ok == f.Has("error")) return f.Fail("done needs exactly one of \"ok\" and \"error\"");
     d.ok = has_ok;
     if (has_ok) {
-      d.result = j["ok"];
+      d.result = std::move(j["ok"]);
     } else if (!ParseScriptError(j["error"], d.error, error)) {
       return false;
     }

@@ -252,6 +252,26 @@ TEST_F(BoundsTest, ARegexpBacktrackingLoopEndsAtTheCpuBudgetMeasuredByTheParent)
   EXPECT_EQ(ok.result, true);
 }
 
+// A worker that dies while it writes a frame is reported by how it died, not as a cut frame: a
+// subverted engine that writes half a frame and then trips the seccomp filter is a confinement
+// violation, the counter operators alert on.
+TEST_F(BoundsTest, AWorkerThatDiesInTheMiddleOfAFrameIsReportedByItsDeath) {
+  ModuleOptions o;
+  o.worker_path = FakeWorker("half_frame_then_sigsys");
+  Open(o);
+  ActivationResult sys = module_->Run(Add("export default () => 1"), nullptr);
+  EXPECT_EQ(sys.outcome, Outcome::kWorkerConfinement) << sys.message;
+  EXPECT_EQ(module_->Health().worker_confinement, 1u);
+  EXPECT_EQ(module_->Health().protocol_violations, 0u);
+  module_.reset();
+  o.worker_path = FakeWorker("half_frame_then_sigkill");
+  Open(o);
+  ActivationResult killed = module_->Run(Add("export default () => 1"), nullptr);
+  EXPECT_EQ(killed.outcome, Outcome::kWorkerCrashed) << killed.message;
+  EXPECT_EQ(module_->Health().crashes.at("signal SIGKILL"), 1u);
+  EXPECT_EQ(module_->Health().protocol_violations, 0u);
+}
+
 // A child of this process that has ended and waits to be reaped.
 bool AChildIsAZombie() {
   std::ifstream children("/proc/self/task/" + std::to_string(::gettid()) + "/children");

@@ -142,6 +142,12 @@ int main(int argc, char** argv) {
     _exit(0);
   } else if (fault == "hang") {
     for (;;) pause();
+  } else if (fault == "half_frame_then_sigsys" || fault == "half_frame_then_sigkill") {
+    // Dies in the middle of writing a frame: how it died is what the parent must report.
+    WriteAll(std::string("\x40\x00\x00\x00{\"type\":\"call\"", 16));
+    const int sig = fault == "half_frame_then_sigsys" ? SIGSYS : SIGKILL;
+    signal(sig, SIG_DFL);
+    raise(sig);
   } else if (fault == "burn_then_forge_done") {
     // Uses 300 ms of CPU, claims it used none, then keeps burning CPU while "idle".
     BurnCpu(300);
