@@ -1,0 +1,209 @@
+// See soak_flows.h. Budgets are small on purpose: 10,000 activations must fit in minutes, and a
+// bomb should hit its bound quickly rather than after the defaults' seconds.
+#include "soak/soak_flows.h"
+
+#include <string>
+
+namespace basal::soak {
+namespace {
+
+using Json = nlohmann::json;
+
+std::optional<std::string> NoCheck(const Json&, const ActivationResult&) { return std::nullopt; }
+
+uint64_t Between(Rng& rng, uint64_t lo, uint64_t hi) { return lo + rng() % (hi - lo + 1); }
+
+constexpr int kOrdinaryRounds = 20'000;
+
+SoakFlow Ordinary() {
+  SoakFlow f;
+  f.name = "ordinary";
+  f.what = "compute, kv.get + kv.put of a small value, one console.log";
+  f.source = R"(export default async function (input, host) {
+  const key = "k" + (input.n % 64);
+  const before = await host.call("kv.get", {namespace: "ordinary", key});
+  let s = 0;
+  for (let i = 0; i < )" + std::to_string(kOrdinaryRounds) + R"(; i++) s = (s * 31 + i + input.n) % 1000003;
+  await host.call("kv.put", {namespace: "ordinary", key, value: {n: input.n, s}});
+  console.log("ordinary " + input.n + " " + s);
+  return {n: input.n, s, seen: before === null ? null : before.n};
+})";
+  f.manifest = R"({"grants": {"kv.get": {"namespaces": ["ordinary"]}, "kv.put": {"namespaces": ["ordinary"]}},
+  "budgets": {"cpu_ms": 1000, "heap_mb": 16, "deadline_ms": 10000}})";
+  f.weight = 50;
+  f.ends = {{Outcome::kOk, std::nullopt}};
+  f.input = [](uint64_t n, Rng&) { return Json{{"n", n}}; };
+  f.check = [](const Json& input, const ActivationResult& r) -> std::optional<std::string> {
+    if (!r.ok()) return std::nullopt;
+    const int64_t n = input["n"].get<int64_t>();
+    if (!r.result.is_object() || r.result.value("n", int64_t{-1}) != n ||
+        r.result.value("s", int64_t{-1}) != OrdinarySum(n)) {
+      return "wrong result " + r.result.dump() + " (expected s " + std::to_string(OrdinarySum(n)) + ")";
+    }
+    return std::nullopt;
+  };
+  return f;
+}
+
+SoakFlow LogFlood() {
+  SoakFlow f;
+  f.name = "log_flood";
+  f.what = "console.log of 500..3000 lines of 1 KiB, and one of 100 KiB, without awaiting";
+  f.source = R"(export default function (input) {
+  const line = "x".repeat(input.line_bytes);
+  for (let i = 0; i < input.lines; i++) console.log(i + " " + line);
+  console.warn("y".repeat(100 * 1024));
+  return {lines: input.lines};
+})";
+  f.manifest = R"({"budgets": {"cpu_ms": 2000, "heap_mb": 16, "deadline_ms": 20000}})";
+  f.weight = 10;
+  f.ends = {{Outcome::kOk, std::nullopt}};
+  f.input = [](uint64_t n, Rng& rng) { return Json{{"n", n}, {"lines", Between(rng, 500, 3000)}, {"line_bytes", 1024}}; };
+  f.check = NoCheck;
+  return f;
+}
+
+// Values just under the grant's max_value_bytes, written until the namespace's quota refuses
+// them, one value above the limit, and a kv.list over all of them.
+constexpr uint64_t kAmpValueBytes = 512 * 1024;
+constexpr int kAmpKeys = 40;
+
+SoakFlow KvAmplification() {
+  SoakFlow f;
+  f.name = "kv_amp";
+  f.what = "kv.put of values near the value limit until the quota refuses, one above it, kv.list over them";
+  f.source = R"(export default async function (input, host) {
+  const ns = "amp";
+  const big = "v".repeat(input.value_bytes);
+  const out = {deleted: 0, put: 0, refused: 0, over_refused: false, listed: -1, list_error: null, last_error: null};
+  for (let i = 0; i < input.deletes; i++) {
+    if (await host.call("kv.delete", {namespace: ns, key: "big" + ((input.n + i) % input.keys)})) out.deleted++;
+  }
+  for (let i = 0; i < input.puts; i++) {
+    try {
+      await host.call("kv.put", {namespace: ns, key: "big" + ((input.n * 7 + i) % input.keys), value: big + i});
+      out.put++;
+    } catch (e) {
+      out.refused++;
+      out.last_error = e.name + ": " + e.message.slice(0, 200);
+    }
+  }
+  try {
+    await host.call("kv.put", {namespace: ns, key: "over", value: big + big + big});
+  } catch (e) {
+    out.over_refused = true;
+  }
+  try {
+    out.listed = (await host.call("kv.list", {namespace: ns, limit: 1000})).length;
+  } catch (e) {
+    out.list_error = e.name + ": " + e.message.slice(0, 200);
+  }
+  return out;
+})";
+  f.manifest = R"({"grants": {"kv.get": {"namespaces": ["amp"]}, "kv.put": {"namespaces": ["amp"]},
+              "kv.delete": {"namespaces": ["amp"]}, "kv.list": {"namespaces": ["amp"]}},
+  "budgets": {"cpu_ms": 3000, "heap_mb": 128, "deadline_ms": 20000}})";
+  f.weight = 6;
+  f.ends = {{Outcome::kOk, std::nullopt}};
+  f.input = [](uint64_t n, Rng& rng) {
+    return Json{{"n", n}, {"value_bytes", kAmpValueBytes - 64}, {"keys", kAmpKeys}, {"deletes", Between(rng, 1, 3)},
+                {"puts", Between(rng, 2, 6)}};
+  };
+  f.check = NoCheck;
+  return f;
+}
+
+SoakFlow CpuBomb() {
+  SoakFlow f;
+  f.name = "cpu_bomb";
+  f.what = "for (;;) {} under cpu_ms 100";
+  f.source = "export default function () { for (;;) {} }";
+  f.manifest = R"({"budgets": {"cpu_ms": 100, "heap_mb": 16, "deadline_ms": 5000}})";
+  f.weight = 6;
+  f.ends = {{Outcome::kBudgetExhausted, Budget::kCpu}};
+  f.input = [](uint64_t n, Rng&) { return Json{{"n", n}}; };
+  f.check = NoCheck;
+  return f;
+}
+
+SoakFlow RegexpBomb() {
+  SoakFlow f;
+  f.name = "regexp_bomb";
+  f.what = "/^(a+)+$/.test('a'.repeat(40) + 'b') under cpu_ms 100: the engine's interrupt never fires";
+  f.source = R"(export default function (input) { return /^(a+)+$/.test("a".repeat(input.a) + "b"); })";
+  f.manifest = R"({"budgets": {"cpu_ms": 100, "heap_mb": 16, "deadline_ms": 3000}})";
+  f.weight = 4;
+  f.ends = {{Outcome::kBudgetExhausted, Budget::kCpu}};
+  f.input = [](uint64_t n, Rng&) { return Json{{"n", n}, {"a", 40}}; };
+  f.check = NoCheck;
+  return f;
+}
+
+SoakFlow MemoryBomb() {
+  SoakFlow f;
+  f.name = "memory_bomb";
+  f.what = "arrays, strings or typed arrays grown until heap_mb 16 refuses";
+  f.source = R"(export default function (input) {
+  const keep = [];
+  for (let i = 0;; i++) {
+    if (input.mode === 0) keep.push(new Array(4096).fill(i));
+    else if (input.mode === 1) keep.push("m".repeat(65536) + i);
+    else keep.push(new Uint8Array(1 << 20));
+  }
+})";
+  f.manifest = R"({"budgets": {"cpu_ms": 2000, "heap_mb": 16, "deadline_ms": 10000}})";
+  f.weight = 8;
+  f.ends = {{Outcome::kBudgetExhausted, Budget::kMemory}};
+  f.input = [](uint64_t n, Rng& rng) { return Json{{"n", n}, {"mode", Between(rng, 0, 2)}}; };
+  f.check = NoCheck;
+  return f;
+}
+
+SoakFlow DeadlineKill() {
+  SoakFlow f;
+  f.name = "deadline";
+  f.what = "awaits soak.late, answered 1.5 s later, under deadline_ms 300";
+  f.source = R"(export default async function (input, host) {
+  await host.call("soak.late", {ms: input.ms});
+  return "answered before the deadline";
+})";
+  f.manifest = R"({"grants": {"soak.late": {}}, "budgets": {"cpu_ms": 1000, "heap_mb": 16, "deadline_ms": 300}})";
+  f.weight = 6;
+  f.ends = {{Outcome::kDeadline, std::nullopt}};
+  f.input = [](uint64_t n, Rng&) { return Json{{"n", n}, {"ms", 1500}}; };
+  f.check = NoCheck;
+  return f;
+}
+
+SoakFlow Throws() {
+  SoakFlow f;
+  f.name = "throws";
+  f.what = "throws a TypeError";
+  f.source = R"(export default function (input) { throw new TypeError("soak: thrown on purpose " + input.n); })";
+  f.manifest = R"({"budgets": {"cpu_ms": 1000, "heap_mb": 16, "deadline_ms": 10000}})";
+  f.weight = 10;
+  f.ends = {{Outcome::kScriptError, std::nullopt}};
+  f.input = [](uint64_t n, Rng&) { return Json{{"n", n}}; };
+  f.check = [](const Json& input, const ActivationResult& r) -> std::optional<std::string> {
+    if (r.outcome != Outcome::kScriptError) return std::nullopt;
+    const std::string want = "soak: thrown on purpose " + std::to_string(input["n"].get<uint64_t>());
+    if (r.error_name != "TypeError" || r.message.find(want) == std::string::npos)
+      return "error " + r.error_name + ": " + r.message + " (expected TypeError: " + want + ")";
+    return std::nullopt;
+  };
+  return f;
+}
+
+}  // namespace
+
+int64_t OrdinarySum(int64_t n) {
+  int64_t s = 0;
+  for (int64_t i = 0; i < kOrdinaryRounds; ++i) s = (s * 31 + i + n) % 1000003;
+  return s;
+}
+
+std::vector<SoakFlow> MakeFlows() {
+  return {Ordinary(), LogFlood(), KvAmplification(), CpuBomb(), RegexpBomb(), MemoryBomb(), DeadlineKill(), Throws()};
+}
+
+}  // namespace basal::soak
