@@ -27,7 +27,9 @@
 #include <vector>
 
 #include "basal/module.h"
+#include "parent/host_calls/kv.h"
 #include "parent/store/sqlite/sqlite_store.h"
+#include "protocol/frame.h"
 #include "soak/soak_flows.h"
 #include "soak/soak_proc.h"
 
@@ -221,12 +223,14 @@ int Run(const Options& o) {
     }
   }
   std::vector<FlowRef> refs;
+  std::vector<Budgets> budgets;  // each flow's, as its manifest set them (for the bounds)
   for (const SoakFlow& f : flows) {
     auto ref = module->AddFlow(f.name + ".js", f.source, f.manifest);
     if (!ref) {
       std::fprintf(stderr, "basal-soak: AddFlow %s: %s\n", f.name.c_str(), ref.error().message.c_str());
       return 1;
     }
+    budgets.push_back((*ref)->manifest.budgets());
     refs.push_back(*ref);
   }
 
@@ -392,6 +396,8 @@ int Run(const Options& o) {
   std::map<std::string, uint64_t> by_outcome;  // outcome name -> count, from `done`
   std::vector<std::map<std::string, uint64_t>> per_flow(flows.size());
   uint64_t unexpected = 0, wrong_details = 0, crashed_by_us = 0, misread_kills = 0;
+  uint64_t logs_dropped_in_results = 0, amp_quota_refusals = 0, amp_list_refusals = 0, cpu_outcomes = 0,
+           regexp_cpu_outcomes = 0;
   std::string first_unexpected, first_wrong, first_misread;
   for (const Submitted& s : subs) {
     if (s.done_calls <= 0) continue;
@@ -399,6 +405,7 @@ int Run(const Options& o) {
     by_outcome[OutcomeName(r.outcome)]++;
     per_flow[s.flow][EndName(r)]++;
     const SoakFlow& f = flows[s.flow];
+    logs_dropped_in_results += static_cast<uint64_t>(r.logs_dropped);
     // A worker the soak killed must end its activation as worker_crashed naming SIGKILL. Its
     // message does not name the pid; a protocol violation's does ("worker PID: ..."), which is
     // how a kill that the parent took for a protocol violation is told apart from a real one.
@@ -416,6 +423,18 @@ int Run(const Options& o) {
       if (unexpected++ == 0)
         first_unexpected = f.name + " activation " + std::to_string(r.activation_id) + ": " + EndName(r) + ": " + r.message;
       continue;
+    }
+    if (f.name == "kv_amp" && r.ok() && r.result.is_object()) {
+      const Json& out = r.result;
+      if (out.value("refused", 0) > 0 && out["last_error"].is_string() &&
+          out["last_error"].get_ref<const std::string&>().rfind("QuotaExceeded", 0) == 0)
+        ++amp_quota_refusals;
+      if (out["list_error"].is_string() && out["list_error"].get_ref<const std::string&>().rfind("RangeError", 0) == 0)
+        ++amp_list_refusals;
+    }
+    if (r.outcome == Outcome::kBudgetExhausted && r.budget == Budget::kCpu) {
+      ++cpu_outcomes;
+      regexp_cpu_outcomes += f.name == "regexp_bomb";
     }
     if (auto bad = f.check(s.input, r)) {
       if (wrong_details++ == 0) first_wrong = f.name + " activation " + std::to_string(r.activation_id) + ": " + *bad;
@@ -456,6 +475,34 @@ int Run(const Options& o) {
   }
   check("health: deadline_kills == deadline outcomes", health.deadline_kills == by_outcome["deadline"],
         std::to_string(health.deadline_kills) + " vs " + std::to_string(by_outcome["deadline"]));
+  check("health: logs_dropped == the sum of the results' logs_dropped", health.logs_dropped == logs_dropped_in_results,
+        std::to_string(health.logs_dropped) + " vs " + std::to_string(logs_dropped_in_results));
+  check("health: every regexp bomb was a CPU kill of the parent's, and no more kills than CPU outcomes",
+        health.cpu_kills >= regexp_cpu_outcomes && health.cpu_kills <= cpu_outcomes,
+        "cpu_kills " + std::to_string(health.cpu_kills) + ", regexp bombs ended for cpu " +
+            std::to_string(regexp_cpu_outcomes) + ", all cpu outcomes " + std::to_string(cpu_outcomes));
+  check("health: no idle worker used CPU, no worker failed to read its answers",
+        health.idle_cpu_kills == 0 && health.output_overflows == 0,
+        "idle_cpu_kills " + std::to_string(health.idle_cpu_kills) + ", output_overflows " +
+            std::to_string(health.output_overflows));
+  {
+    // The bounds must have been hit, or the run proved nothing about them.
+    const auto weight = [&flows](const char* name) {
+      for (const SoakFlow& f : flows)
+        if (f.name == name) return f.weight;
+      return 0u;
+    };
+    std::string missed;
+    if (weight("log_flood") && health.logs_dropped == 0) missed += " log_kb (no log line dropped);";
+    if (weight("kv_amp") && amp_quota_refusals == 0) missed += " kv quota (no put refused with QuotaExceeded);";
+    if (weight("kv_amp") && amp_list_refusals == 0) missed += " kv.list's 8 MiB (no list refused);";
+    if (weight("regexp_bomb") && health.cpu_kills == 0) missed += " the parent's CPU kill (none);";
+    check("the run hit the bounds it is meant to exercise", missed.empty(),
+          missed.empty() ? "log_kb, kv quota, kv.list size, CPU kill: " + std::to_string(health.logs_dropped) + ", " +
+                               std::to_string(amp_quota_refusals) + ", " + std::to_string(amp_list_refusals) + ", " +
+                               std::to_string(health.cpu_kills)
+                         : missed);
+  }
   {
     uint64_t other_crashes = 0, sigkill_crashes = 0;
     std::string kinds;
@@ -482,7 +529,17 @@ int Run(const Options& o) {
             std::to_string(health.confinement_refusals));
 
   // ---- the journal: a final row for every activation ----
+  // What one activation may journal, from the documented limits: its calls' records up to its
+  // journal budget, plus one capped value for each call that may be answered past the budget (the
+  // answer that crossed it, or answers arriving after the activation ended: at most
+  // calls_in_flight); its row's result or error at most one capped value.
+  const uint64_t value_cap = limits.journal_value_max_bytes;
+  auto calls_bound = [&](size_t flow) {
+    return budgets[flow].journal_bytes + uint64_t{budgets[flow].calls_in_flight} * value_cap;
+  };
   uint64_t rows = 0, unfinished = 0, missing_rows = 0, outcome_mismatch = 0, max_calls_bytes = 0, max_calls = 0;
+  uint64_t over_calls_bound = 0, over_row_cap = 0, max_row_bytes = 0, max_calls_bytes_bound = 0;
+  std::string first_over_calls, first_over_row;
   ActivationId max_calls_bytes_id = 0;
   std::string max_calls_bytes_flow, reader_error;
   {
@@ -504,6 +561,10 @@ int Run(const Options& o) {
             ++missing_rows;
             continue;
           }
+          const uint64_t row_bytes = it->second->result_json.size() + it->second->error_json.size();
+          max_row_bytes = std::max(max_row_bytes, row_bytes);
+          if (row_bytes > value_cap && over_row_cap++ == 0)
+            first_over_row = flows[s.flow].name + " activation " + std::to_string(s.id) + ": " + Bytes(row_bytes);
           if (it->second->outcome.empty() || !it->second->end_unix_us) {
             ++unfinished;
           } else if (it->second->outcome != OutcomeName(s.result.outcome)) {
@@ -517,10 +578,14 @@ int Run(const Options& o) {
           uint64_t bytes = 0;
           for (const CallRow& c : *calls) bytes += c.args_json.size() + c.result_json.size() + c.error_json.size();
           max_calls = std::max<uint64_t>(max_calls, calls->size());
+          if (bytes > calls_bound(s.flow) && over_calls_bound++ == 0)
+            first_over_calls = flows[s.flow].name + " activation " + std::to_string(s.id) + ": " + Bytes(bytes) +
+                               " > " + Bytes(calls_bound(s.flow));
           if (bytes > max_calls_bytes) {
             max_calls_bytes = bytes;
             max_calls_bytes_id = s.id;
             max_calls_bytes_flow = flows[s.flow].name;
+            max_calls_bytes_bound = calls_bound(s.flow);
           }
         }
       }
@@ -532,11 +597,40 @@ int Run(const Options& o) {
                                    std::to_string(unfinished) + " unfinished, " + std::to_string(outcome_mismatch) +
                                    " with another outcome"
                              : "reader: " + reader_error);
+  check("journal: each activation's calls within its journal budget + calls_in_flight capped values",
+        reader_error.empty() && over_calls_bound == 0,
+        std::to_string(over_calls_bound) + " over" + (over_calls_bound ? "; first: " + first_over_calls : ""));
+  check("journal: each activation's result or error within journal_value_max_bytes", reader_error.empty() && over_row_cap == 0,
+        std::to_string(over_row_cap) + " over " + Bytes(value_cap) + (over_row_cap ? "; first: " + first_over_row : ""));
   const int fds_final = OpenDescriptors();
 
-  // ---- bounds ----
-  (void)limits;
-  (void)rss_before_kib;
+  // ---- bounds on the whole run, from the documented limits ----
+  // The parent's memory: per worker, one frame being read (kDefaultMaxFrameBytes) and its parsed
+  // form (taken as large again: the soak's frames are string-heavy), the answers queued to it
+  // (worker_output_max_bytes) and the arguments of its activation's calls in flight
+  // (calls_in_flight_max_bytes); one kv.list read (kKvListMaxBytes, text and parsed); and 32 MiB
+  // for SQLite's page caches, the allocator and the soak's own records of 10,000 activations.
+  const uint64_t per_worker_bytes =
+      2ull * protocol::kDefaultMaxFrameBytes + limits.worker_output_max_bytes + limits.calls_in_flight_max_bytes;
+  const uint64_t rss_bound_kib =
+      rss_before_kib + (o.workers * per_worker_bytes + 2ull * kKvListMaxBytes + (32ull << 20)) / 1024;
+  check("parent peak RSS within its bound", std::max(peak_rss_kib, hwm_kib) <= rss_bound_kib,
+        Kib(std::max(peak_rss_kib, hwm_kib)) + " <= " + Kib(rss_bound_kib));
+  // The journal file: every activation's row (input, a capped result or error, 512 bytes for the
+  // rest) and calls (calls_bound), the kv namespaces' quotas (bytes, and 128 bytes a key), all
+  // doubled for B-tree pages that are not full, plus the WAL at its hard limit (kWalHardLimitPages
+  // of 4 KiB) and its index.
+  uint64_t journal_bound = 0;
+  for (const Submitted& s : subs) {
+    if (s.done_calls <= 0) continue;
+    journal_bound += 512 + s.input.dump().size() + value_cap + calls_bound(s.flow);
+  }
+  journal_bound += (1ull << 20) + 128 * 128;                 // ordinary's kv.put quota
+  journal_bound += (12ull << 20) + 64 * 128;                 // kv_amp's kv.put quota
+  journal_bound *= 2;
+  journal_bound += uint64_t{kWalHardLimitPages} * 4096 + (1u << 20);
+  check("journal peak size within its bound", journal_peak_bytes <= journal_bound,
+        Bytes(journal_peak_bytes) + " <= " + Bytes(journal_bound));
 
   // ---- processes and descriptors ----
   check("descriptors back to the count before Open", fds_after == fds_before && fds_final == fds_before,
@@ -587,6 +681,11 @@ int Run(const Options& o) {
   }
   row("health: denied_calls, caught_budget_failures",
       std::to_string(health.denied_calls) + ", " + std::to_string(health.caught_budget_failures));
+  row("health: cpu_kills, idle_cpu_kills", std::to_string(health.cpu_kills) + ", " + std::to_string(health.idle_cpu_kills));
+  row("health: output_overflows, protocol_violations",
+      std::to_string(health.output_overflows) + ", " + std::to_string(health.protocol_violations));
+  row("health: logs_dropped", std::to_string(health.logs_dropped));
+  row("kv_amp: refused by quota / list refused", std::to_string(amp_quota_refusals) + " / " + std::to_string(amp_list_refusals));
   row("SIGKILLs sent (of a running worker)", std::to_string(kills_sent) + " (" + std::to_string(kills_of_running) + ")");
   char buf[128];
   std::snprintf(buf, sizeof buf, "%.1f s", seconds);
@@ -594,10 +693,12 @@ int Run(const Options& o) {
   std::snprintf(buf, sizeof buf, "%.1f /s", static_cast<double>(done) / seconds);
   row("activations per second", buf);
   row("parent VmRSS before Open", Kib(rss_before_kib));
-  row("parent peak RSS (ru_maxrss / VmHWM)", Kib(peak_rss_kib) + " / " + Kib(hwm_kib));
-  row("journal peak size (db + wal + shm)", Bytes(journal_peak_bytes));
+  row("parent peak RSS (ru_maxrss / VmHWM)", Kib(peak_rss_kib) + " / " + Kib(hwm_kib) + "   (bound " + Kib(rss_bound_kib) + ")");
+  row("journal peak size (db + wal + shm)", Bytes(journal_peak_bytes) + "   (bound " + Bytes(journal_bound) + ")");
+  row("largest activation row (result + error)", Bytes(max_row_bytes) + "   (cap " + Bytes(value_cap) + ")");
   row("largest activation's calls in the journal",
-      Bytes(max_calls_bytes) + " (activation " + std::to_string(max_calls_bytes_id) + ", " + max_calls_bytes_flow + ")");
+      Bytes(max_calls_bytes) + " (activation " + std::to_string(max_calls_bytes_id) + ", " + max_calls_bytes_flow +
+          ")   (bound " + Bytes(max_calls_bytes_bound) + ")");
   row("most calls journaled by one activation", std::to_string(max_calls));
   row("descriptors before / after", std::to_string(fds_before) + " / " + std::to_string(fds_final));
   row("children after (zombies)", std::to_string(left.size()) + " (" + std::to_string(zombies) + ")");
