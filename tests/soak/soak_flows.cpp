@@ -123,7 +123,7 @@ SoakFlow KvAmplification() {
   f.ends = {{Outcome::kOk, std::nullopt}};
   f.input = [](uint64_t n, Rng& rng) {
     return Json{{"n", n}, {"value_bytes", kAmpMaxValueBytes - 64}, {"keys", kAmpKeys}, {"deletes", Between(rng, 1, 3)},
-                {"puts", Between(rng, 2, 6)}};
+                {"puts", Between(rng, 4, 10)}};
   };
   // The value above max_value_bytes is always refused; a kv.list of every key fails while the
   // namespace holds more than kv.list may read, and never returns more than that.
