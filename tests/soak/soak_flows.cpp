@@ -59,7 +59,7 @@ SoakFlow LogFlood() {
   console.warn("y".repeat(100 * 1024));
   return {lines: input.lines};
 })";
-  f.manifest = R"({"budgets": {"cpu_ms": 2000, "heap_mb": 16, "deadline_ms": 20000, "journal_kb": 256, "log_kb": )" +
+  f.manifest = R"({"budgets": {"cpu_ms": 2000, "heap_mb": 16, "deadline_ms": 20000, "calls_in_flight": 4, "journal_kb": 256, "log_kb": )" +
                std::to_string(kLogFloodLogKb) + "}}";
   f.weight = 10;
   f.ends = {{Outcome::kOk, std::nullopt}};
@@ -146,7 +146,7 @@ SoakFlow CpuBomb() {
   f.name = "cpu_bomb";
   f.what = "for (;;) {} under cpu_ms 100";
   f.source = "export default function () { for (;;) {} }";
-  f.manifest = R"({"budgets": {"cpu_ms": 100, "heap_mb": 16, "deadline_ms": 5000, "journal_kb": 16, "log_kb": 4}})";
+  f.manifest = R"({"budgets": {"cpu_ms": 100, "heap_mb": 16, "deadline_ms": 5000, "calls_in_flight": 1, "journal_kb": 16, "log_kb": 4}})";
   f.weight = 6;
   f.ends = {{Outcome::kBudgetExhausted, Budget::kCpu}};
   f.input = [](uint64_t n, Rng&) { return Json{{"n", n}}; };
@@ -159,7 +159,7 @@ SoakFlow RegexpBomb() {
   f.name = "regexp_bomb";
   f.what = "/^(a+)+$/.test('a'.repeat(40) + 'b') under cpu_ms 100: the engine's interrupt never fires";
   f.source = R"(export default function (input) { return /^(a+)+$/.test("a".repeat(input.a) + "b"); })";
-  f.manifest = R"({"budgets": {"cpu_ms": 100, "heap_mb": 16, "deadline_ms": 3000, "journal_kb": 16, "log_kb": 4}})";
+  f.manifest = R"({"budgets": {"cpu_ms": 100, "heap_mb": 16, "deadline_ms": 3000, "calls_in_flight": 1, "journal_kb": 16, "log_kb": 4}})";
   f.weight = 4;
   f.ends = {{Outcome::kBudgetExhausted, Budget::kCpu}};
   f.input = [](uint64_t n, Rng&) { return Json{{"n", n}, {"a", 40}}; };
@@ -186,7 +186,7 @@ SoakFlow MemoryBomb() {
     else keep.push(new Uint8Array(1 << 20));
   }
 })";
-  f.manifest = R"({"budgets": {"cpu_ms": 2000, "heap_mb": 16, "deadline_ms": 10000, "journal_kb": 16, "log_kb": 4}})";
+  f.manifest = R"({"budgets": {"cpu_ms": 2000, "heap_mb": 16, "deadline_ms": 10000, "calls_in_flight": 1, "journal_kb": 16, "log_kb": 4}})";
   f.weight = 8;
   f.ends = {{Outcome::kBudgetExhausted, Budget::kMemory}};
   f.input = [](uint64_t n, Rng& rng) { return Json{{"n", n}, {"mode", Between(rng, 0, 2)}}; };
@@ -216,7 +216,7 @@ SoakFlow Throws() {
   f.name = "throws";
   f.what = "throws a TypeError";
   f.source = R"(export default function (input) { throw new TypeError("soak: thrown on purpose " + input.n); })";
-  f.manifest = R"({"budgets": {"cpu_ms": 1000, "heap_mb": 16, "deadline_ms": 10000, "journal_kb": 16, "log_kb": 4}})";
+  f.manifest = R"({"budgets": {"cpu_ms": 1000, "heap_mb": 16, "deadline_ms": 10000, "calls_in_flight": 1, "journal_kb": 16, "log_kb": 4}})";
   f.weight = 7;
   f.ends = {{Outcome::kScriptError, std::nullopt}};
   f.input = [](uint64_t n, Rng&) { return Json{{"n", n}}; };
@@ -263,7 +263,7 @@ SoakFlow JournalBomb() {
     }
   }
 })";
-  f.manifest = R"({"budgets": {"cpu_ms": 2000, "heap_mb": 16, "deadline_ms": 10000, "journal_kb": 64, "log_kb": 4}})";
+  f.manifest = R"({"budgets": {"cpu_ms": 2000, "heap_mb": 16, "deadline_ms": 10000, "calls_in_flight": 1, "journal_kb": 64, "log_kb": 4}})";
   f.weight = 2;
   f.ends = {{Outcome::kBudgetExhausted, Budget::kJournal}};
   f.input = [](uint64_t n, Rng&) { return Json{{"n", n}, {"bytes", 200 * 1024}}; };
@@ -277,7 +277,7 @@ SoakFlow BigResult() {
   f.name = "big_result";
   f.what = "returns a 512 KiB string: its journal row must keep at most journal_value_max_bytes";
   f.source = R"(export default function (input) { return "r".repeat(input.bytes); })";
-  f.manifest = R"({"budgets": {"cpu_ms": 1000, "heap_mb": 16, "deadline_ms": 10000, "journal_kb": 16, "log_kb": 4}})";
+  f.manifest = R"({"budgets": {"cpu_ms": 1000, "heap_mb": 16, "deadline_ms": 10000, "calls_in_flight": 1, "journal_kb": 16, "log_kb": 4}})";
   f.weight = 1;
   f.ends = {{Outcome::kOk, std::nullopt}};
   f.input = [](uint64_t n, Rng&) { return Json{{"n", n}, {"bytes", 512 * 1024}}; };

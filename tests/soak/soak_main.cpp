@@ -121,12 +121,14 @@ struct Check {
   std::string detail;
 };
 
+// What the soak keeps of each activation: little, so that its own memory does not blur the
+// parent's peak (a result is looked at when `done` runs, then dropped).
 struct Submitted {
   size_t flow = 0;
-  Json input;
   ActivationId id = 0;
-  int done_calls = 0;
-  ActivationResult result;
+  int done_calls = 0;      // -1: Submit refused it
+  Outcome outcome = Outcome::kOk;
+  uint64_t input_bytes = 0;
 };
 
 // A soak.late call waiting for its time to be answered.
@@ -162,6 +164,54 @@ std::string EndName(const ActivationResult& r) {
   if (r.budget) s += std::string(" (") + BudgetName(*r.budget) + ")";
   return s;
 }
+
+// The endings as the `done` callbacks saw them, tallied as they arrive.
+struct Tally {
+  std::map<std::string, uint64_t> by_outcome;             // outcome name -> count
+  std::vector<std::map<std::string, uint64_t>> per_flow;  // flow -> "outcome (budget)" -> count
+  uint64_t unexpected = 0, wrong_details = 0, crashed_by_us = 0, misread_kills = 0;
+  uint64_t logs_dropped = 0, amp_quota_refusals = 0, amp_list_refusals = 0, cpu_outcomes = 0, regexp_cpu_outcomes = 0;
+  std::string first_unexpected, first_wrong, first_misread;
+
+  void Add(size_t flow_index, const SoakFlow& f, const Json& input, const ActivationResult& r,
+           const std::set<pid_t>& killed) {
+    by_outcome[OutcomeName(r.outcome)]++;
+    per_flow[flow_index][EndName(r)]++;
+    logs_dropped += static_cast<uint64_t>(r.logs_dropped);
+    const std::string who = f.name + " activation " + std::to_string(r.activation_id) + ": ";
+    // A worker the soak killed must end its activation as worker_crashed naming SIGKILL. Its
+    // message does not name the pid; a protocol violation's does ("worker PID: ..."), which is
+    // how a kill that the parent took for a protocol violation is told apart from a real one.
+    if (r.outcome == Outcome::kWorkerCrashed && r.message.find("SIGKILL") != std::string::npos) {
+      ++crashed_by_us;
+      return;
+    }
+    if (r.outcome == Outcome::kProtocolViolation && r.message.rfind("worker ", 0) == 0 &&
+        killed.count(static_cast<pid_t>(std::strtol(r.message.c_str() + 7, nullptr, 10)))) {
+      if (misread_kills++ == 0) first_misread = who + r.message;
+      return;
+    }
+    if (!EndAdmitted(f, r)) {
+      if (unexpected++ == 0) first_unexpected = who + EndName(r) + ": " + r.message;
+      return;
+    }
+    if (f.name == "kv_amp" && r.ok() && r.result.is_object()) {
+      const Json& out = r.result;
+      if (out.value("refused", 0) > 0 && out["last_error"].is_string() &&
+          out["last_error"].get_ref<const std::string&>().rfind("QuotaExceeded", 0) == 0)
+        ++amp_quota_refusals;
+      if (out["list_error"].is_string() && out["list_error"].get_ref<const std::string&>().rfind("RangeError", 0) == 0)
+        ++amp_list_refusals;
+    }
+    if (r.outcome == Outcome::kBudgetExhausted && r.budget == Budget::kCpu) {
+      ++cpu_outcomes;
+      regexp_cpu_outcomes += f.name == "regexp_bomb";
+    }
+    if (auto bad = f.check(input, r)) {
+      if (wrong_details++ == 0) first_wrong = who + *bad;
+    }
+  }
+};
 
 int Run(const Options& o) {
   std::vector<SoakFlow> flows = MakeFlows();
@@ -256,7 +306,9 @@ int Run(const Options& o) {
   Rng kill_rng(o.seed ^ 0xc2b2ae3d27d4eb4full);
   std::vector<Submitted> subs;
   subs.reserve(o.activations);
-  std::map<ActivationId, size_t> by_id;
+  std::map<size_t, Json> inputs;  // of activations not yet done (their flow's check reads them)
+  Tally tally;
+  tally.per_flow.resize(flows.size());
   uint64_t done = 0, submit_errors = 0, done_for_unknown = 0;
   std::string first_submit_error;
   uint64_t kills_sent = 0, kills_of_running = 0;
@@ -279,16 +331,19 @@ int Run(const Options& o) {
       while (pick >= flows[fi].weight) pick -= flows[fi++].weight;
       Submitted s;
       s.flow = fi;
-      s.input = flows[fi].input(subs.size(), input_rng);
+      Json input = flows[fi].input(subs.size(), input_rng);
+      s.input_bytes = input.dump().size();
       const size_t index = subs.size();
-      auto id = module->Submit(refs[fi], s.input, [&, index](const ActivationResult& r) {
+      auto id = module->Submit(refs[fi], input, [&, index](const ActivationResult& r) {
         if (index >= subs.size()) {
           ++done_for_unknown;
           return;
         }
         Submitted& mine = subs[index];
         if (mine.done_calls++ == 0) {
-          mine.result = r;
+          mine.outcome = r.outcome;
+          tally.Add(mine.flow, flows[mine.flow], inputs[index], r, killed);
+          inputs.erase(index);
           ++done;
         }
       });
@@ -301,7 +356,7 @@ int Run(const Options& o) {
         continue;
       }
       s.id = *id;
-      by_id[*id] = index;
+      inputs[index] = std::move(input);
       subs.push_back(std::move(s));
     }
     module->RunFor(std::chrono::milliseconds(10));
@@ -375,6 +430,7 @@ int Run(const Options& o) {
 
   module.reset();
   refs.clear();
+  const double parent_cpu_s = CpuSeconds(false), workers_cpu_s = CpuSeconds(true);
   const uint64_t peak_rss_kib = PeakRssKib();
   const uint64_t hwm_kib = SelfStatusKib("VmHWM");
   const int fds_after = OpenDescriptors();
@@ -392,54 +448,18 @@ int Run(const Options& o) {
   check("every done called exactly once", done_missing == 0 && done_twice == 0 && done_for_unknown == 0,
         std::to_string(done_missing) + " never, " + std::to_string(done_twice) + " twice");
 
-  // Outcomes as the done callbacks saw them, by flow.
-  std::map<std::string, uint64_t> by_outcome;  // outcome name -> count, from `done`
-  std::vector<std::map<std::string, uint64_t>> per_flow(flows.size());
-  uint64_t unexpected = 0, wrong_details = 0, crashed_by_us = 0, misread_kills = 0;
-  uint64_t logs_dropped_in_results = 0, amp_quota_refusals = 0, amp_list_refusals = 0, cpu_outcomes = 0,
-           regexp_cpu_outcomes = 0;
-  std::string first_unexpected, first_wrong, first_misread;
-  for (const Submitted& s : subs) {
-    if (s.done_calls <= 0) continue;
-    const ActivationResult& r = s.result;
-    by_outcome[OutcomeName(r.outcome)]++;
-    per_flow[s.flow][EndName(r)]++;
-    const SoakFlow& f = flows[s.flow];
-    logs_dropped_in_results += static_cast<uint64_t>(r.logs_dropped);
-    // A worker the soak killed must end its activation as worker_crashed naming SIGKILL. Its
-    // message does not name the pid; a protocol violation's does ("worker PID: ..."), which is
-    // how a kill that the parent took for a protocol violation is told apart from a real one.
-    if (r.outcome == Outcome::kWorkerCrashed && r.message.find("SIGKILL") != std::string::npos) {
-      ++crashed_by_us;
-      continue;
-    }
-    if (r.outcome == Outcome::kProtocolViolation && r.message.rfind("worker ", 0) == 0 &&
-        killed.count(static_cast<pid_t>(std::strtol(r.message.c_str() + 7, nullptr, 10)))) {
-      if (misread_kills++ == 0)
-        first_misread = f.name + " activation " + std::to_string(r.activation_id) + ": " + r.message;
-      continue;
-    }
-    if (!EndAdmitted(f, r)) {
-      if (unexpected++ == 0)
-        first_unexpected = f.name + " activation " + std::to_string(r.activation_id) + ": " + EndName(r) + ": " + r.message;
-      continue;
-    }
-    if (f.name == "kv_amp" && r.ok() && r.result.is_object()) {
-      const Json& out = r.result;
-      if (out.value("refused", 0) > 0 && out["last_error"].is_string() &&
-          out["last_error"].get_ref<const std::string&>().rfind("QuotaExceeded", 0) == 0)
-        ++amp_quota_refusals;
-      if (out["list_error"].is_string() && out["list_error"].get_ref<const std::string&>().rfind("RangeError", 0) == 0)
-        ++amp_list_refusals;
-    }
-    if (r.outcome == Outcome::kBudgetExhausted && r.budget == Budget::kCpu) {
-      ++cpu_outcomes;
-      regexp_cpu_outcomes += f.name == "regexp_bomb";
-    }
-    if (auto bad = f.check(s.input, r)) {
-      if (wrong_details++ == 0) first_wrong = f.name + " activation " + std::to_string(r.activation_id) + ": " + *bad;
-    }
-  }
+  const auto& by_outcome = tally.by_outcome;
+  const auto& per_flow = tally.per_flow;
+  auto seen = [&by_outcome](const std::string& outcome) -> uint64_t {
+    auto it = by_outcome.find(outcome);
+    return it == by_outcome.end() ? 0 : it->second;
+  };
+  const uint64_t unexpected = tally.unexpected, wrong_details = tally.wrong_details, crashed_by_us = tally.crashed_by_us,
+                 misread_kills = tally.misread_kills, logs_dropped_in_results = tally.logs_dropped,
+                 amp_quota_refusals = tally.amp_quota_refusals, amp_list_refusals = tally.amp_list_refusals,
+                 cpu_outcomes = tally.cpu_outcomes, regexp_cpu_outcomes = tally.regexp_cpu_outcomes;
+  const std::string &first_unexpected = tally.first_unexpected, &first_wrong = tally.first_wrong,
+                    &first_misread = tally.first_misread;
   check("every activation ended as its flow must (those the soak killed aside)", unexpected == 0,
         std::to_string(unexpected) + " unexpected" + (unexpected ? "; first: " + first_unexpected : ""));
   check("ended activations carry the right details", wrong_details == 0,
@@ -455,13 +475,13 @@ int Run(const Options& o) {
         std::to_string(health.activations_ok) + " + " + std::to_string(health.activations_failed_total()) + " = " +
             std::to_string(health_total) + " vs " + std::to_string(accepted));
   {
-    bool same = health.activations_ok == by_outcome["ok"];
+    bool same = health.activations_ok == seen("ok");
     std::string diff;
     for (const auto& [outcome, n] : health.activations_failed) {
-      if (by_outcome[OutcomeName(outcome)] != n) {
+      if (seen(OutcomeName(outcome)) != n) {
         same = false;
         diff += std::string(" ") + OutcomeName(outcome) + ": health " + std::to_string(n) + " vs done " +
-                std::to_string(by_outcome[OutcomeName(outcome)]);
+                std::to_string(seen(OutcomeName(outcome)));
       }
     }
     for (const auto& [name, n] : by_outcome) {
@@ -473,8 +493,8 @@ int Run(const Options& o) {
     }
     check("health by outcome == what the done callbacks saw", same, same ? "" : diff);
   }
-  check("health: deadline_kills == deadline outcomes", health.deadline_kills == by_outcome["deadline"],
-        std::to_string(health.deadline_kills) + " vs " + std::to_string(by_outcome["deadline"]));
+  check("health: deadline_kills == deadline outcomes", health.deadline_kills == seen("deadline"),
+        std::to_string(health.deadline_kills) + " vs " + std::to_string(seen("deadline")));
   check("health: logs_dropped == the sum of the results' logs_dropped", health.logs_dropped == logs_dropped_in_results,
         std::to_string(health.logs_dropped) + " vs " + std::to_string(logs_dropped_in_results));
   check("health: every regexp bomb was a CPU kill of the parent's, and no more kills than CPU outcomes",
@@ -567,7 +587,7 @@ int Run(const Options& o) {
             first_over_row = flows[s.flow].name + " activation " + std::to_string(s.id) + ": " + Bytes(row_bytes);
           if (it->second->outcome.empty() || !it->second->end_unix_us) {
             ++unfinished;
-          } else if (it->second->outcome != OutcomeName(s.result.outcome)) {
+          } else if (it->second->outcome != OutcomeName(s.outcome)) {
             ++outcome_mismatch;
           }
           auto calls = (*reader)->Calls(s.id);
@@ -623,7 +643,7 @@ int Run(const Options& o) {
   uint64_t journal_bound = 0;
   for (const Submitted& s : subs) {
     if (s.done_calls <= 0) continue;
-    journal_bound += 512 + s.input.dump().size() + value_cap + calls_bound(s.flow);
+    journal_bound += 512 + s.input_bytes + value_cap + calls_bound(s.flow);
   }
   journal_bound += (1ull << 20) + 128 * 128;                 // ordinary's kv.put quota
   journal_bound += (12ull << 20) + 64 * 128;                 // kv_amp's kv.put quota
@@ -692,6 +712,8 @@ int Run(const Options& o) {
   row("wall time", buf);
   std::snprintf(buf, sizeof buf, "%.1f /s", static_cast<double>(done) / seconds);
   row("activations per second", buf);
+  std::snprintf(buf, sizeof buf, "%.1f s / %.1f s", parent_cpu_s, workers_cpu_s);
+  row("CPU: parent (soak included) / workers", buf);
   row("parent VmRSS before Open", Kib(rss_before_kib));
   row("parent peak RSS (ru_maxrss / VmHWM)", Kib(peak_rss_kib) + " / " + Kib(hwm_kib) + "   (bound " + Kib(rss_bound_kib) + ")");
   row("journal peak size (db + wal + shm)", Bytes(journal_peak_bytes) + "   (bound " + Bytes(journal_bound) + ")");
@@ -714,7 +736,7 @@ int Run(const Options& o) {
   if (!dir.empty() && !o.keep_journal) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
-  } else {
+  } else if (o.keep_journal) {
     std::printf("basal-soak: journal kept at %s\n", journal.c_str());
   }
   return failed ? 1 : 0;

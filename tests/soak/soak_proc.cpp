@@ -83,6 +83,13 @@ uint64_t PeakRssKib() {
   return static_cast<uint64_t>(u.ru_maxrss);
 }
 
+double CpuSeconds(bool children) {
+  rusage u{};
+  if (getrusage(children ? RUSAGE_CHILDREN : RUSAGE_SELF, &u) != 0) return 0;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
 uint64_t FileBytes(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return 0;

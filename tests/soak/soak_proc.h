@@ -29,6 +29,9 @@ uint64_t SelfStatusKib(const char* field);
 // getrusage(RUSAGE_SELF).ru_maxrss: the peak resident set of this process, in KiB.
 uint64_t PeakRssKib();
 
+// CPU time (user + system) in seconds: RUSAGE_SELF, or RUSAGE_CHILDREN (the children reaped so far).
+double CpuSeconds(bool children);
+
 // The size of a file in bytes; 0 if it does not exist.
 uint64_t FileBytes(const std::string& path);
 
