@@ -289,6 +289,29 @@ SoakFlow BigResult() {
   return f;
 }
 
+// Opt-in (weight 0): a frame of many small values, which the parent parses before anything else
+// looks at it. Measures what one frame can cost the parent beyond its bytes.
+SoakFlow ParseBomb() {
+  SoakFlow f;
+  f.name = "parse_bomb";
+  f.what = "a denied call whose arguments are 7 million zeros (a 14 MB frame of tiny JSON values)";
+  f.source = R"(export default async function (input, host) {
+  const zeros = new Array(input.n).fill(0);
+  try {
+    await host.call("soak.nope", zeros);
+  } catch (e) {
+    if (e.name !== "PermissionDenied") throw e;
+  }
+  return "denied";
+})";
+  f.manifest = R"({"budgets": {"cpu_ms": 10000, "heap_mb": 512, "deadline_ms": 60000, "calls_in_flight": 1, "journal_kb": 16, "log_kb": 4}})";
+  f.weight = 0;
+  f.ends = {{Outcome::kOk, std::nullopt}};
+  f.input = [](uint64_t, Rng&) { return Json{{"n", 7'000'000}}; };
+  f.check = NoCheck;
+  return f;
+}
+
 }  // namespace
 
 int64_t OrdinarySum(int64_t n) {
@@ -299,7 +322,7 @@ int64_t OrdinarySum(int64_t n) {
 
 std::vector<SoakFlow> MakeFlows() {
   return {Ordinary(),   LogFlood(),     KvAmplification(), CpuBomb(),     RegexpBomb(),
-          MemoryBomb(), DeadlineKill(), Throws(),          InFlightBomb(), JournalBomb(), BigResult()};
+          MemoryBomb(), DeadlineKill(), Throws(),          InFlightBomb(), JournalBomb(), BigResult(), ParseBomb()};
 }
 
 }  // namespace basal::soak
