@@ -625,25 +625,27 @@ int Run(const Options& o) {
   const int fds_final = OpenDescriptors();
 
   // ---- bounds on the whole run, from the documented limits ----
-  // The parent's memory: per worker, one frame being read (kDefaultMaxFrameBytes) and its parsed
-  // form (taken as large again: the soak's frames are string-heavy), the answers queued to it
-  // (worker_output_max_bytes) and the arguments of its activation's calls in flight
-  // (calls_in_flight_max_bytes); one kv.list read (kKvListMaxBytes, text and parsed); and 32 MiB
-  // for SQLite's page caches, the allocator and the soak's own records of 10,000 activations.
-  const uint64_t per_worker_bytes =
-      2ull * protocol::kDefaultMaxFrameBytes + limits.worker_output_max_bytes + limits.calls_in_flight_max_bytes;
+  // The parent's memory (docs/sandbox.md, "Limits"): per worker, the frame being read
+  // (kDefaultMaxFrameBytes, plus one pass's 1 MiB) and its parsed message (taken as large as the
+  // frame: true of the soak's frames, which are mostly strings, but not of a frame of many tiny
+  // values: see parse_bomb), the answers queued to it (worker_output_max_bytes) and the arguments
+  // of its activation's calls in flight (calls_in_flight_max_bytes); one kv.list read
+  // (kKvListMaxBytes, text and parsed); and 32 MiB for SQLite's page caches, the allocator and the
+  // soak's own records.
+  const uint64_t per_worker_bytes = 2ull * protocol::kDefaultMaxFrameBytes + (1u << 20) +
+                                    limits.worker_output_max_bytes + limits.calls_in_flight_max_bytes;
   const uint64_t rss_bound_kib =
       rss_before_kib + (o.workers * per_worker_bytes + 2ull * kKvListMaxBytes + (32ull << 20)) / 1024;
   check("parent peak RSS within its bound", std::max(peak_rss_kib, hwm_kib) <= rss_bound_kib,
         Kib(std::max(peak_rss_kib, hwm_kib)) + " <= " + Kib(rss_bound_kib));
-  // The journal file: every activation's row (input, a capped result or error, 512 bytes for the
-  // rest) and calls (calls_bound), the kv namespaces' quotas (bytes, and 128 bytes a key), all
+  // The journal file: every activation's row (its input and its result or error, each capped,
+  // and 512 bytes for the rest) and calls (calls_bound), the kv namespaces' quotas (bytes, and 128 bytes a key), all
   // doubled for B-tree pages that are not full, plus the WAL at its hard limit (kWalHardLimitPages
   // of 4 KiB) and its index.
   uint64_t journal_bound = 0;
   for (const Submitted& s : subs) {
     if (s.done_calls <= 0) continue;
-    journal_bound += 512 + s.input_bytes + value_cap + calls_bound(s.flow);
+    journal_bound += 512 + std::min(s.input_bytes, value_cap) + value_cap + calls_bound(s.flow);
   }
   journal_bound += (1ull << 20) + 128 * 128;                 // ordinary's kv.put quota
   journal_bound += (12ull << 20) + 64 * 128;                 // kv_amp's kv.put quota
