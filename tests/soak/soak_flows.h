@@ -41,9 +41,6 @@ struct SoakFlow {
 // after the flow's deadline.
 inline constexpr const char* kLateCallName = "soak.late";
 
-// The kv namespace the amplification flow fills, and the bounds its grant sets.
-inline constexpr const char* kAmpNamespace = "amp";
-
 std::vector<SoakFlow> MakeFlows();
 
 // What the ordinary flow computes, for checking its results.
