@@ -107,6 +107,7 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   LaunchOptions launch;
   launch.path = options_.worker_path;
   launch.args = options_.worker_args;
+  launch.credentials = options_.welcome_policy.worker_identity;
   const uint64_t headroom = flow->profile == Profile::kFlow ? options_.flow_memory_headroom_bytes
                                                             : options_.codemode_memory_headroom_bytes;
   launch.address_space_limit_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
@@ -342,7 +343,8 @@ void Pool::OnFrame(PooledWorker& w, protocol::WorkerMessage& msg) {
 }
 
 void Pool::OnWelcome(PooledWorker& w, const protocol::Welcome& welcome) {
-  const WelcomeVerdict v = CheckWelcome(welcome, w.pid(), options_.welcome_policy);
+  // The claims, then the kernel's view (/proc/PID/status): the worker is blocked reading its load.
+  const WelcomeVerdict v = CheckWorker(welcome, w.session->process(), options_.welcome_policy);
   if (w.timer) loop_.Cancel(*w.timer);
   w.timer.reset();
   if (!v.accepted) {
