@@ -178,10 +178,8 @@ struct CliRun {
   std::string out;
 };
 
-CliRun Doctor(const std::vector<std::string>& extra) {
-  std::string cmd = std::string(BASAL_CLI_PATH) + " doctor --worker " + BASAL_WORKER_PATH;
-  for (const auto& a : extra) cmd += " " + a;
-  cmd += " 2>&1";
+CliRun Basal(const std::string& args) {
+  const std::string cmd = std::string(BASAL_CLI_PATH) + " " + args + " 2>&1";
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -190,6 +188,12 @@ CliRun Doctor(const std::vector<std::string>& extra) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
   r.status = pclose(p);
   return r;
+}
+
+CliRun Doctor(const std::vector<std::string>& extra, const std::string& worker = BASAL_WORKER_PATH) {
+  std::string args = "doctor --worker " + worker;
+  for (const auto& a : extra) args += " " + a;
+  return Basal(args);
 }
 
 // One line of the doctor's kernel view: the field, its value in the 21st column.
@@ -227,6 +231,42 @@ TEST(DoctorPrivileges, RefusesRootAsTheWorkerUser) {
   const CliRun r = Doctor({"--worker-user", "root"});
   EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1) << r.out;
   EXPECT_NE(r.out.find("basal: usage: worker user \"root\" has uid 0"), std::string::npos) << r.out;
+}
+
+// A worker that is confined but kept root's capabilities (the fake worker's keeps_privileges): the
+// doctor shows them, warns, and the check refuses it.
+TEST(DoctorPrivileges, WarnsWhenARootParentsWorkerKeepsPrivilege) {
+  if (geteuid() != 0) GTEST_SKIP() << "only a root parent's worker has privilege to keep";
+  const std::string dir = MakeTempDir();
+  const std::string fake = dir + "/fake-worker--keeps_privileges";
+  std::filesystem::create_symlink(BASAL_FAKE_WORKER_PATH, fake);
+  const CliRun r = Doctor({}, fake);
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1) << r.out;
+  EXPECT_NE(r.out.find(Row("Uid", "0 0 0 0")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nwarning: basal runs as root and this worker keeps root or capabilities"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("accepted: no (/proc/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the kernel shows CapEff "), std::string::npos) << r.out;
+}
+
+TEST(RunPrivileges, RefusesRootAsTheWorkerUserBeforeAnythingRuns) {
+  if (geteuid() != 0) GTEST_SKIP() << "a parent that is not root refuses any --worker-user (tested in WorkerUser)";
+  const std::string dir = MakeTempDir();
+  WriteFile(dir + "/f.js", "export default () => 1");
+  WriteFile(dir + "/m.json", "{}");
+  const CliRun r = Basal("run " + dir + "/f.js --manifest " + dir + "/m.json --db " + dir + "/j.db --worker " +
+                         BASAL_WORKER_PATH + " --worker-user root");
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1) << r.out;
+  EXPECT_EQ(r.out,
+            "basal: usage: worker user \"root\" has uid 0 and group 0: workers never run as root or in group 0; name "
+            "an unprivileged user\n");
+  // And an ordinary run, as root, drops to the default worker user and succeeds.
+  const CliRun ok = Basal("run " + dir + "/f.js --manifest " + dir + "/m.json --db " + dir + "/j.db --worker " +
+                          BASAL_WORKER_PATH);
+  EXPECT_TRUE(WIFEXITED(ok.status) && WEXITSTATUS(ok.status) == 0) << ok.out;
+  EXPECT_EQ(ok.out, "1\n");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
