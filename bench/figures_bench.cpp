@@ -97,7 +97,7 @@ Samples ColdStart(const Options& o) {
   Samples s;
   for (int i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
-    auto proc = launcher->Launch({o.worker_path, {}, address_space, *identity});
+    auto proc = launcher->Launch({o.worker_path, {}, {.address_space_bytes = address_space}, *identity});
     if (!proc) Fatal(proc.error().message);
     WorkerSession session(std::move(*proc));
     auto msg = session.ReadMessage(Clock::now() + std::chrono::seconds(5));

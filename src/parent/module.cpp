@@ -453,6 +453,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   po.welcome_timeout = m.options.welcome_timeout;
   m.welcome_policy = {m.options.allow_without_landlock, m.kernel_landlock_abi, *worker_identity};
   po.welcome_policy = m.welcome_policy;
+  po.can_change_worker_limits = CanChangeWorkerLimits(m.welcome_policy.worker_identity);
   po.max_workers = m.options.max_workers;
   po.max_activations_per_worker = m.options.max_activations_per_worker;
   po.idle_retire = m.options.idle_retire;

@@ -44,6 +44,7 @@ std::chrono::nanoseconds Pool::LifetimeCpu(const Flow& flow) const {
 }
 
 void Pool::LimitCpu(PooledWorker& w, std::chrono::nanoseconds base, std::chrono::milliseconds budget) {
+  if (!options_.can_change_worker_limits) return;
   (void)SetCpuLimit(w.pid(), base + budget + options_.cpu_grace + kCpuLimitSlack, LifetimeCpu(*w.flow));
 }
 
@@ -110,7 +111,15 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   launch.credentials = options_.welcome_policy.worker_identity;
   const uint64_t headroom = flow->profile == Profile::kFlow ? options_.flow_memory_headroom_bytes
                                                             : options_.codemode_memory_headroom_bytes;
-  launch.address_space_limit_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
+  // The worker sets its limits itself (a worker that already runs as the worker user may be out of
+  // this parent's reach); the first activation's CPU counts from the spawn (it includes loading).
+  launch.limits.address_space_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
+  launch.limits.cpu_hard_seconds = WholeCpuSeconds(LifetimeCpu(*flow));
+  launch.limits.cpu_soft_seconds =
+      options_.can_change_worker_limits
+          ? std::min(WholeCpuSeconds(flow->manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack),
+                     launch.limits.cpu_hard_seconds)
+          : launch.limits.cpu_hard_seconds;
   auto proc = launcher_.Launch(launch);
   if (!proc) {
     ++health_.spawn_failures;
@@ -120,14 +129,10 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   w->session = std::make_unique<WorkerSession>(std::move(*proc));
   w->flow = flow;
   w->cpu_clock = ProcessCpuClock::For(w->pid());
-  // The first activation's CPU counts from the spawn (it includes loading the flow).
-  if (auto limited = SetCpuLimit(w->pid(), flow->manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack,
-                                 LifetimeCpu(*flow));
-      !limited || !w->cpu_clock) {
+  if (!w->cpu_clock) {
     ++health_.spawn_failures;
     w->session->process().KillAndReap();
-    return limited ? MakeError(ErrorCode::kSpawn, "cannot read the CPU clock of worker " + std::to_string(w->pid()))
-                   : limited.error();
+    return MakeError(ErrorCode::kSpawn, "cannot read the CPU clock of worker " + std::to_string(w->pid()));
   }
   w->activation = activation;
   PooledWorker* raw = w.get();

@@ -65,6 +65,11 @@ struct PoolOptions {
   uint64_t output_max_bytes;              // answers queued to a worker that does not read
   std::chrono::milliseconds cpu_grace;    // past an activation's CPU budget, before the kill
   std::chrono::milliseconds idle_cpu_max; // CPU an idle worker may use between activations
+  // Whether the pool may prlimit its workers (CanChangeWorkerLimits). If not (a root parent
+  // without CAP_SYS_RESOURCE whose workers run as the worker user), RLIMIT_CPU's soft limit
+  // cannot follow each activation: the worker starts with soft = hard = its lifetime limit, and
+  // the per-activation budget rests on the pool's own measurement alone.
+  bool can_change_worker_limits;
 };
 
 class Pool {

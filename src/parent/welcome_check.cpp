@@ -195,11 +195,18 @@ WelcomeVerdict CheckKernelView(const ProcStatus& s, const WelcomePolicy& policy)
   return v;
 }
 
-std::string CheckAddressSpaceLimit(const AddressSpaceLimit& shown, uint64_t bytes) {
+std::string CheckLimits(const ProcLimits& shown, const WorkerLimits& asked) {
   auto text = [](const std::optional<uint64_t>& v) { return v ? std::to_string(*v) : std::string("unlimited"); };
-  if (shown.soft_bytes == bytes && shown.hard_bytes == bytes) return "";
-  return "the kernel shows Max address space " + text(shown.soft_bytes) + " (soft) " + text(shown.hard_bytes) +
-         " (hard), not the " + std::to_string(bytes) + " bytes the worker was told to set";
+  const ProcLimit& as = shown.address_space_bytes;
+  if (asked.address_space_bytes > 0 && (as.soft != asked.address_space_bytes || as.hard != asked.address_space_bytes))
+    return "the kernel shows Max address space " + text(as.soft) + " (soft) " + text(as.hard) + " (hard), not the " +
+           std::to_string(asked.address_space_bytes) + " bytes the worker was told to set";
+  const ProcLimit& cpu = shown.cpu_seconds;
+  if (asked.cpu_hard_seconds > 0 && (cpu.soft != asked.cpu_soft_seconds || cpu.hard != asked.cpu_hard_seconds))
+    return "the kernel shows Max cpu time " + text(cpu.soft) + " (soft) " + text(cpu.hard) + " (hard), not the " +
+           std::to_string(asked.cpu_soft_seconds) + " and " + std::to_string(asked.cpu_hard_seconds) +
+           " seconds the worker was told to set";
+  return "";
 }
 
 WelcomeVerdict CheckWorker(const protocol::Welcome& welcome, const WorkerProcess& process, const WelcomePolicy& policy) {
@@ -230,10 +237,10 @@ WelcomeVerdict CheckWorker(const protocol::Welcome& welcome, const WorkerProcess
     claims.reason = proc + "/status: " + kernel.reason;
     return claims;
   }
-  if (const uint64_t bytes = process.address_space_limit_bytes(); bytes > 0) {
+  if (const WorkerLimits& asked = process.limits(); asked.address_space_bytes > 0 || asked.cpu_hard_seconds > 0) {
     auto limits_text = ReadProcLimits(process.pid());
-    auto limit = limits_text ? ParseAddressSpaceLimit(*limits_text) : Result<AddressSpaceLimit>(limits_text.error());
-    std::string why = limit ? CheckAddressSpaceLimit(*limit, bytes) : limit.error().message;
+    auto limits = limits_text ? ParseProcLimits(*limits_text) : Result<ProcLimits>(limits_text.error());
+    std::string why = limits ? CheckLimits(*limits, asked) : limits.error().message;
     if (!why.empty()) {
       claims.accepted = false;
       claims.reason = proc + "/limits: " + why;

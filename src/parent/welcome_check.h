@@ -54,13 +54,13 @@ WelcomeVerdict CheckWelcome(const protocol::Welcome& welcome, pid_t expected_pid
 // the value the kernel showed.
 WelcomeVerdict CheckKernelView(const ProcStatus& status, const WelcomePolicy& policy);
 
-// The address-space limit the parent asked for (pure): the kernel's /proc/PID/limits must show
-// exactly `bytes` as soft and hard limit. Empty when it does; else the reason.
-std::string CheckAddressSpaceLimit(const AddressSpaceLimit& shown, uint64_t bytes);
+// The limits the worker was told to set (pure): /proc/PID/limits must show each one asked for
+// (nonzero in `asked`) exactly, soft and hard. Empty when it does; else the reason.
+std::string CheckLimits(const ProcLimits& shown, const WorkerLimits& asked);
 
 // Both, for a worker that has just sent `welcome`: CheckWelcome, then /proc/<pid>/status of
-// `process` (CheckKernelView) and, if it was launched with one, its address-space limit in
-// /proc/<pid>/limits. Safe against pid reuse because the worker is this parent's child and not yet reaped
+// `process` (CheckKernelView) and, if it was launched with any, its limits in /proc/<pid>/limits
+// (CheckLimits). Safe against pid reuse because the worker is this parent's child and not yet reaped
 // (a reaped one is refused): until the parent waits for it, its pid names it or its zombie, never
 // another process. Every property checked is one the process cannot undo (a seccomp filter stays,
 // no_new_privs stays, capabilities once dropped without CAP_SETPCAP or a privileged exec never

@@ -1,15 +1,17 @@
 // ck-basal-worker: confines itself, says welcome, then runs ONE flow's activations.
 //
-// Command line: `ck-basal-worker --parent-pid <pid> [--address-space-limit <bytes>] [--uid <uid>
-// --gid <gid>]`: the pid of the basal that starts it, the RLIMIT_AS it sets on itself first, and,
-// when that basal runs as root, the unprivileged user and group it becomes next (the only
-// arguments a release worker takes; a test-hooks worker also takes its --test-* switches).
+// Command line: `ck-basal-worker --parent-pid <pid> [--address-space-limit <bytes>] [--cpu-limit
+// <soft>:<hard>] [--uid <uid> --gid <gid>]`: the pid of the basal that starts it, the RLIMIT_AS
+// and RLIMIT_CPU (seconds) it sets on itself first, and, when that basal runs as root, the
+// unprivileged user and group it becomes next (the only arguments a release worker takes; a
+// test-hooks worker also takes its --test-* switches).
 //
 // Exit codes (docs/protocol.md):
 //   0   stdin closed: the parent retired the worker
 //   64  bad command line (--parent-pid missing, repeated or not a pid > 1; --uid or --gid
 //       without the other, repeated, 0 or not an id; --address-space-limit repeated or not a
-//       count of bytes from 1 MiB to 2^62; any other argument)
+//       count of bytes from 1 MiB to 2^62; --cpu-limit repeated or not SOFT:HARD seconds with
+//       1 <= SOFT <= HARD <= 2^62; any other argument)
 //   65  the parent's stream broke the protocol
 //   69  the parent that started the worker died before its death signal was set
 //   70  confinement failed (a named reason is on stderr); never a weaker sandbox
@@ -45,8 +47,8 @@ constexpr int kExitProtocol = 65;
 static_assert(basal::confinement::kExitParentGone != kExitUsage && basal::confinement::kExitParentGone != kExitProtocol);
 
 constexpr std::string_view kUsage =
-    "usage: ck-basal-worker --parent-pid PID [--address-space-limit BYTES] [--uid UID --gid GID] (it is started by "
-    "basal, which speaks frames on stdin/stdout)";
+    "usage: ck-basal-worker --parent-pid PID [--address-space-limit BYTES] [--cpu-limit SOFT:HARD] [--uid UID --gid "
+    "GID] (it is started by basal, which speaks frames on stdin/stdout)";
 
 // A pid as basal writes it: decimal digits only (no sign, no space), no overflow, above 1 (0 is
 // no process and 1 is init, which is never basal's parent-to-be).
@@ -89,6 +91,23 @@ std::optional<uint64_t> ParseBytes(std::string_view text) {
   return value;
 }
 
+// Seconds of CPU as basal writes them: "SOFT:HARD", decimal digits, 1 <= SOFT <= HARD <= 2^62.
+bool ParseCpuLimit(std::string_view text, uint64_t& soft, uint64_t& hard) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return false;
+  auto seconds = [](std::string_view s, uint64_t& out) {
+    if (s.empty()) return false;
+    out = 0;
+    for (const char c : s) {
+      if (c < '0' || c > '9') return false;
+      out = out * 10 + static_cast<uint64_t>(c - '0');
+      if (out > (uint64_t{1} << 62)) return false;
+    }
+    return out >= 1;
+  };
+  return seconds(text.substr(0, colon), soft) && seconds(text.substr(colon + 1), hard) && soft <= hard;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +134,12 @@ int main(int argc, char** argv) {
         Die(kExitUsage, "--address-space-limit " + std::string(argv[i]) + " is not a byte count from 1048576 to 2^62; " +
                             std::string(kUsage));
       options.address_space_limit_bytes = *bytes;
+    } else if (a == "--cpu-limit") {
+      if (options.cpu_limit_hard_seconds != 0) Die(kExitUsage, "--cpu-limit given twice; " + std::string(kUsage));
+      if (i + 1 >= argc) Die(kExitUsage, "--cpu-limit needs a value; " + std::string(kUsage));
+      if (!ParseCpuLimit(argv[++i], options.cpu_limit_soft_seconds, options.cpu_limit_hard_seconds))
+        Die(kExitUsage, "--cpu-limit " + std::string(argv[i]) + " is not SOFT:HARD seconds (1 <= SOFT <= HARD <= 2^62); " +
+                            std::string(kUsage));
     } else if (a == "--uid" || a == "--gid") {
       std::optional<uint32_t>& slot = a == "--uid" ? uid : gid;
       if (slot) Die(kExitUsage, std::string(a) + " given twice; " + std::string(kUsage));
@@ -142,8 +167,8 @@ int main(int argc, char** argv) {
   if (uid.has_value() != gid.has_value()) Die(kExitUsage, "--uid and --gid go together; " + std::string(kUsage));
   if (uid) options.run_as = basal::confinement::WorkerIdentity{*uid, *gid};
 
-  // Sets its address-space limit and drops privileges first, then sets the parent death signal and checks getppid() against
-  // --parent-pid (exit 69).
+  // Sets its address-space and CPU limits and drops privileges first, then sets the parent death
+  // signal and checks getppid() against --parent-pid (exit 69).
   const basal::confinement::ConfinementReport report = basal::confinement::ConfineWorker(options);
 
   basal::worker::Channel channel;

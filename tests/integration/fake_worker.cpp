@@ -60,8 +60,18 @@ basal::protocol::Json Read() {
   _exit(3);
 }
 
-// The RLIMIT_AS the parent asked for (--address-space-limit), or 0; set once by main.
+// The RLIMIT_AS and RLIMIT_CPU the parent asked for (--address-space-limit, --cpu-limit), or 0;
+// set once by main.
 uint64_t address_space_limit = 0;
+uint64_t cpu_soft_seconds = 0, cpu_hard_seconds = 0;
+void CpuLimit(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string_view(argv[i]) != "--cpu-limit") continue;
+    char* end = nullptr;
+    cpu_soft_seconds = std::strtoull(argv[i + 1], &end, 10);
+    cpu_hard_seconds = *end == ':' ? std::strtoull(end + 1, nullptr, 10) : 0;
+  }
+}
 uint64_t AddressSpaceLimit(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string_view(argv[i]) == "--address-space-limit") return std::strtoull(argv[i + 1], nullptr, 10);
@@ -109,6 +119,7 @@ std::string Welcome(const std::optional<basal::confinement::WorkerIdentity>& run
                                             {"ambient_empty", true},
                                             {"bounding_set_empty", run_as.has_value()}};
   basal::protocol::Json c = {{"address_space_limit", address_space_limit},
+                             {"cpu_limit", {{"soft_seconds", cpu_soft_seconds}, {"hard_seconds", cpu_hard_seconds}}},
                              {"privileges", privileges},
                              {"startup_checks", {{"passed", true}, {"weakened", false}}},
                              {"descriptors_closed", true},
@@ -143,6 +154,7 @@ int main(int argc, char** argv) {
   fault = dashes == std::string::npos ? "" : fault.substr(dashes + 2);
   const std::optional<basal::confinement::WorkerIdentity> run_as = RunAs(argc, argv);
   address_space_limit = AddressSpaceLimit(argc, argv);
+  CpuLimit(argc, argv);
 
   // Lies: a perfect welcome from a process that did not confine itself at all.
   if (fault == "unconfined_welcome") {
@@ -152,9 +164,13 @@ int main(int argc, char** argv) {
   // Confined as the real worker is, except for one property the welcome still claims.
   const bool keep_privileges = fault == "keeps_privileges";        // no credential drop
   const bool without_no_new_privs = fault == "without_no_new_privs";  // needs CAP_SYS_ADMIN: root only
-  // The address-space limit the parent passed (a fault claims it in the welcome without setting it).
+  // The limits the parent passed (a fault claims them in the welcome without setting them).
   if (address_space_limit > 0 && fault != "ignores_address_space_limit") {
     const basal::confinement::StepStatus s = basal::confinement::LimitAddressSpace(address_space_limit);
+    if (!s.ok()) Die("limits: " + s.reason());
+  }
+  if (cpu_hard_seconds > 0 && fault != "ignores_cpu_limit") {
+    const basal::confinement::StepStatus s = basal::confinement::LimitCpuTime(cpu_soft_seconds, cpu_hard_seconds);
     if (!s.ok()) Die("limits: " + s.reason());
   }
   if (!without_no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Die("no_new_privs");
@@ -164,7 +180,7 @@ int main(int argc, char** argv) {
     const basal::confinement::StepStatus s = basal::confinement::DropCredentials(run_as, report);
     if (!s.ok()) Die("privileges: " + s.reason());
   }
-  if (keep_privileges || without_no_new_privs || fault == "ignores_address_space_limit") {
+  if (keep_privileges || without_no_new_privs || fault == "ignores_address_space_limit" || fault == "ignores_cpu_limit") {
     Send(Welcome(run_as));
     for (;;) pause();
   }

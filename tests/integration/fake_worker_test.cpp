@@ -59,6 +59,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"unconfined_welcome", Outcome::kWorkerRefused, "the kernel shows Seccomp 0"},
                       FaultCase{"ignores_address_space_limit", Outcome::kWorkerRefused,
                                 "/limits: the kernel shows Max address space unlimited (soft) unlimited (hard)"},
+                      FaultCase{"ignores_cpu_limit", Outcome::kWorkerRefused,
+                                "/limits: the kernel shows Max cpu time unlimited (soft) unlimited (hard)"},
                       // Integers are refused when out of range, never wrapped into range.
                       FaultCase{"welcome_protocol_wraps", Outcome::kWorkerRefused, "protocol version 4294967297"},
                       FaultCase{"welcome_landlock_abi_wraps", Outcome::kWorkerRefused, "Landlock ABI 4294967303"},

@@ -68,6 +68,16 @@ TEST(WorkerParentPid, MissingOrGarbageParentPidIsAUsageError) {
       {"--parent-pid", std::to_string(getpid()), "--uid", "nobody", "--gid", "65534"},
       {"--parent-pid", std::to_string(getpid()), "--uid", "65534", "--gid", "65534", "--uid", "65534"},
       {"--parent-pid", std::to_string(getpid()), "--uid"},
+      // --address-space-limit BYTES (1 MiB to 2^62) and --cpu-limit SOFT:HARD (1 <= SOFT <= HARD <= 2^62)
+      {"--parent-pid", std::to_string(getpid()), "--address-space-limit", "1048575"},
+      {"--parent-pid", std::to_string(getpid()), "--address-space-limit", "4611686018427387905"},
+      {"--parent-pid", std::to_string(getpid()), "--address-space-limit", "1e9"},
+      {"--parent-pid", std::to_string(getpid()), "--address-space-limit", "335544320", "--address-space-limit", "335544320"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "2"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "0:10"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "11:10"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "2:-1"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "2:10", "--cpu-limit", "2:10"},
   };
   for (const auto& args : bad) {
     std::vector<std::string> argv = {BASAL_WORKER_PATH};

@@ -61,7 +61,15 @@ class PrivilegeTest : public ModuleFixture {
       ADD_FAILURE() << "the flow never made its host call: " << (result ? result->message : "no result");
       return {};
     }
-    const ProcStatus status = StatusOf(OnlyWorker());
+    const pid_t worker = OnlyWorker();
+    const ProcStatus status = StatusOf(worker);
+    auto limits_text = ReadProcLimits(worker);
+    EXPECT_TRUE(limits_text) << limits_text.error().message;
+    if (limits_text) {
+      auto parsed = ParseProcLimits(*limits_text);
+      EXPECT_TRUE(parsed) << parsed.error().message;
+      if (parsed) limits_ = *parsed;
+    }
     held_.front().Ok(42);
     module_->RunUntilIdle();
     EXPECT_TRUE(result && result->outcome == Outcome::kOk) << (result ? result->message : "no result");
@@ -71,6 +79,7 @@ class PrivilegeTest : public ModuleFixture {
     return status;
   }
   std::vector<HostCallReply> held_;
+  ProcLimits limits_;  // the worker's /proc/PID/limits, read with its status
 };
 
 std::string Shown(const ProcStatus& s) {
@@ -90,6 +99,19 @@ TEST_F(PrivilegeTest, WorkerRunsWithoutPrivilegeWhileItRunsAnActivation) {
   EXPECT_EQ(s.cap_prm, 0u);
   EXPECT_EQ(s.cap_inh, 0u);
   EXPECT_EQ(s.cap_amb, 0u);
+  // The limits it set on itself: RLIMIT_AS = the default heap budget (64 MiB) + the flow headroom
+  // (256 MiB); RLIMIT_CPU soft = hard (its lifetime) when this parent cannot prlimit it later.
+  EXPECT_EQ(limits_.address_space_bytes.soft, 320u << 20);
+  EXPECT_EQ(limits_.address_space_bytes.hard, 320u << 20);
+  ASSERT_TRUE(limits_.cpu_seconds.soft && limits_.cpu_seconds.hard);
+  if (CanChangeWorkerLimits(geteuid() == 0 ? *ResolveWorkerUser("") : std::nullopt)) {
+    EXPECT_LT(*limits_.cpu_seconds.soft, *limits_.cpu_seconds.hard);
+  } else {
+    EXPECT_EQ(*limits_.cpu_seconds.soft, *limits_.cpu_seconds.hard);
+  }
+  std::cout << "[ measured ] its RLIMIT_CPU: " << *limits_.cpu_seconds.soft << " s soft, " << *limits_.cpu_seconds.hard
+            << " s hard; this parent " << (CanChangeWorkerLimits(geteuid() == 0 ? *ResolveWorkerUser("") : std::nullopt) ? "can" : "cannot")
+            << " prlimit it\n";
   if (geteuid() == 0) {
     auto identity = ResolveWorkerUser("");
     ASSERT_TRUE(identity) << identity.error().message;
@@ -154,6 +176,15 @@ TEST(WorkerUser, RootAndUnknownUsersAreRefused) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("never run as root"), std::string::npos) << m.error().message;
   std::filesystem::remove_all(dir);
+}
+
+TEST(WorkerLimits, APrlimitOfTheWorkerNeedsItsIdsOrCapSysResource) {
+  EXPECT_TRUE(CanChangeWorkerLimits(std::nullopt)) << "a worker with this process's ids is always in reach";
+  const std::string status = *ReadProcStatus(getpid());
+  auto own = ParseProcStatus(status);
+  ASSERT_TRUE(own);
+  const bool has_sys_resource = (own->cap_eff >> 24) & 1;  // CAP_SYS_RESOURCE
+  EXPECT_EQ(CanChangeWorkerLimits(WorkerCredentials{65534, 65534, "nobody"}), has_sys_resource);
 }
 
 TEST(WorkerPrivileges, AWorkerThatCannotDropExits70NamingWhy) {

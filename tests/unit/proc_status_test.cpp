@@ -144,5 +144,52 @@ TEST(ProcStatus, ReadingAProcessThatDoesNotExistNamesThePath) {
   EXPECT_NE(text.error().message.find("/proc/2147483632/status"), std::string::npos) << text.error().message;
 }
 
+// /proc/PID/limits as Linux 6.x prints it (columns padded with spaces).
+constexpr const char* kLimits =
+    "Limit                     Soft Limit           Hard Limit           Units     \n"
+    "Max cpu time              2                    343                  seconds   \n"
+    "Max file size             unlimited            unlimited            bytes     \n"
+    "Max data size             unlimited            unlimited            bytes     \n"
+    "Max address space         335544320            335544320            bytes     \n"
+    "Max nice priority         0                    0                    \n";
+
+TEST(ProcLimits, ParsesCpuTimeAndAddressSpace) {
+  auto l = ParseProcLimits(kLimits);
+  ASSERT_TRUE(l) << l.error().message;
+  EXPECT_EQ(l->cpu_seconds.soft, 2u);
+  EXPECT_EQ(l->cpu_seconds.hard, 343u);
+  EXPECT_EQ(l->address_space_bytes.soft, 335544320u);
+  EXPECT_EQ(l->address_space_bytes.hard, 335544320u);
+  auto unlimited = ParseProcLimits(Replace(kLimits, "Max cpu time              2                    343    ",
+                                           "Max cpu time              unlimited            unlimited"));
+  ASSERT_TRUE(unlimited) << unlimited.error().message;
+  EXPECT_FALSE(unlimited->cpu_seconds.soft.has_value());
+  EXPECT_FALSE(unlimited->cpu_seconds.hard.has_value());
+}
+
+TEST(ProcLimits, RefusesMissingRepeatedAndJunkLines) {
+  auto missing = ParseProcLimits(Replace(kLimits, "Max address space ", "Max adress space  "));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "/proc limits has no Max address space line");
+  auto twice = ParseProcLimits(std::string(kLimits) + "Max cpu time              1                    1                    seconds\n");
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().message, "/proc limits line Max cpu time appears twice");
+  auto junk = ParseProcLimits(Replace(kLimits, "335544320            335544320            bytes",
+                                      "335544320            -1                   bytes"));
+  ASSERT_FALSE(junk);
+  EXPECT_EQ(junk.error().message,
+            "/proc limits line Max address space: \"335544320 -1 bytes\" is not a soft and a hard limit in bytes");
+  auto unit = ParseProcLimits(Replace(kLimits, "343                  seconds", "343                  bytes  "));
+  ASSERT_FALSE(unit);
+  EXPECT_EQ(unit.error().message, "/proc limits line Max cpu time: \"2 343 bytes\" is not a soft and a hard limit in seconds");
+}
+
+TEST(ProcLimits, ParsesThisProcessesOwnLimits) {
+  auto text = ReadProcLimits(getpid());
+  ASSERT_TRUE(text) << text.error().message;
+  auto l = ParseProcLimits(*text);
+  EXPECT_TRUE(l) << l.error().message << "\n" << *text;
+}
+
 }  // namespace
 }  // namespace basal

@@ -220,5 +220,27 @@ TEST(CheckKernelView, AnUnprivilegedParentsWorkerMayKeepItsBoundingSetButNeverRo
   EXPECT_NE(KernelRefusal(s, unprivileged).find("CapEff 0000000000000001"), std::string::npos);
 }
 
+// ---- the limits the worker was told to set ----
+
+TEST(CheckLimits, EachLimitAskedForMustBeShownExactly) {
+  ProcLimits shown;
+  shown.address_space_bytes = {335544320, 335544320};
+  shown.cpu_seconds = {2, 343};
+  const WorkerLimits asked{335544320, 2, 343};
+  EXPECT_EQ(CheckLimits(shown, asked), "");
+  EXPECT_EQ(CheckLimits(ProcLimits{}, WorkerLimits{}), "") << "nothing asked, nothing checked";
+  ProcLimits unlimited;
+  EXPECT_EQ(CheckLimits(unlimited, asked),
+            "the kernel shows Max address space unlimited (soft) unlimited (hard), not the 335544320 bytes the worker "
+            "was told to set");
+  ProcLimits soft_only = shown;
+  soft_only.address_space_bytes.hard = 335544321;
+  EXPECT_NE(CheckLimits(soft_only, asked).find("335544320 (soft) 335544321 (hard)"), std::string::npos);
+  ProcLimits cpu = shown;
+  cpu.cpu_seconds.soft = 343;
+  EXPECT_EQ(CheckLimits(cpu, asked),
+            "the kernel shows Max cpu time 343 (soft) 343 (hard), not the 2 and 343 seconds the worker was told to set");
+}
+
 }  // namespace
 }  // namespace basal

@@ -107,7 +107,11 @@ const char* Bool(bool b) { return b ? "true" : "false"; }
 std::string ConfinementReport::ToJson() const {
   std::string j = "{\"address_space_limit\":";
   j += std::to_string(address_space_limit_bytes);
-  j += ",\"privileges\":{\"uid\":";
+  j += ",\"cpu_limit\":{\"soft_seconds\":";
+  j += std::to_string(cpu_limit_soft_seconds);
+  j += ",\"hard_seconds\":";
+  j += std::to_string(cpu_limit_hard_seconds);
+  j += "},\"privileges\":{\"uid\":";
   j += std::to_string(privileges.uid);
   j += ",\"gid\":";
   j += std::to_string(privileges.gid);
@@ -157,13 +161,18 @@ ConfinementReport ConfineWorker(const ConfineOptions& options) {
 
   if (options.parent_pid <= 1) Fail("options", "no parent pid (ck-basal-worker is started with --parent-pid)");
 
-  // First the limits and privileges the parent asked for and could not apply itself: RLIMIT_AS
-  // (a root parent without CAP_SYS_RESOURCE cannot prlimit a worker of another uid), then the
+  // First the limits and privileges the parent asked for and could not apply itself: RLIMIT_AS and
+  // RLIMIT_CPU (a root parent without CAP_SYS_RESOURCE cannot prlimit a worker of another uid), then the
   // unprivileged user and group (a root parent's worker is exec'd as root, since posix_spawn
   // cannot change ids), every capability set emptied.
   if (options.address_space_limit_bytes > 0) {
     Require("limits", LimitAddressSpace(options.address_space_limit_bytes));
     report.address_space_limit_bytes = options.address_space_limit_bytes;
+  }
+  if (options.cpu_limit_hard_seconds > 0) {
+    Require("limits", LimitCpuTime(options.cpu_limit_soft_seconds, options.cpu_limit_hard_seconds));
+    report.cpu_limit_soft_seconds = options.cpu_limit_soft_seconds;
+    report.cpu_limit_hard_seconds = options.cpu_limit_hard_seconds;
   }
   Require("privileges", DropCredentials(options.run_as, report.privileges));
 

@@ -96,7 +96,8 @@ std::string ExpectedReport() {
   std::string landlock = "{\"abi\":" + std::to_string(std::min(kernel, kWorkerLandlockAbiMax)) +
                          ",\"kernel_abi\":" + std::to_string(kernel);
   if (kernel == 0) landlock = "{\"abi\":0,\"kernel_abi\":0,\"absent\":\"kernel lacks Landlock (ENOSYS)\"";
-  return "{\"address_space_limit\":0,\"privileges\":" + ExpectedPrivileges() +
+  return "{\"address_space_limit\":0,\"cpu_limit\":{\"soft_seconds\":0,\"hard_seconds\":0},\"privileges\":" +
+         ExpectedPrivileges() +
          ",\"startup_checks\":{\"passed\":true,\"weakened\":false},\"descriptors_closed\":true,"
          "\"no_new_privs\":true,\"dumpable\":false,\"landlock\":" +
          landlock + "},\"seccomp\":{\"installed\":true,\"tsync\":true}}";
@@ -422,7 +423,8 @@ TEST_F(CredentialsTest, ConfinedAsTheNamedUserTheReportSaysSo) {
     _exit(0);
   });
   ASSERT_TRUE(r.ExitedWith(0)) << r.Describe();
-  EXPECT_EQ(r.out.rfind("{\"address_space_limit\":0,\"privileges\":{\"uid\":65534,\"gid\":65534,\"supplementary_groups\":0,"
+  EXPECT_EQ(r.out.rfind("{\"address_space_limit\":0,\"cpu_limit\":{\"soft_seconds\":0,\"hard_seconds\":0},"
+                        "\"privileges\":{\"uid\":65534,\"gid\":65534,\"supplementary_groups\":0,"
                         "\"capabilities_empty\":true,\"ambient_empty\":true,\"bounding_set_empty\":true},",
                         0),
             0u)
@@ -478,23 +480,44 @@ TEST_F(CredentialsTest, WithoutRunAsAnUnprivilegedProcessKeepsItsIds) {
   EXPECT_TRUE(r.ExitedWith(0)) << r.Describe();
 }
 
-// The worker sets its own RLIMIT_AS before it drops its privileges (limits.h), and reports it.
-TEST_F(ConfineWorkerTest, TheAddressSpaceLimitIsSetAndReported) {
+// The worker sets its own RLIMIT_AS and RLIMIT_CPU before it drops its privileges (limits.h), and
+// reports them.
+TEST_F(ConfineWorkerTest, TheLimitsAreSetAndReported) {
   const ChildResult r = RunChild({}, [] {
     ConfineOptions o = WorkerOptions();
     o.address_space_limit_bytes = 320ull << 20;
+    o.cpu_limit_soft_seconds = 2;
+    o.cpu_limit_hard_seconds = 343;
     RawWrite(STDOUT_FILENO, ConfineWorker(o).ToJson());  // getrlimit is prlimit64: killed under the filter
     _exit(0);
   });
   ASSERT_TRUE(r.ExitedWith(0)) << r.Describe();
-  EXPECT_EQ(r.out.rfind("{\"address_space_limit\":335544320,", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("{\"address_space_limit\":335544320,\"cpu_limit\":{\"soft_seconds\":2,\"hard_seconds\":343},", 0),
+            0u)
+      << r.out;
   const ChildResult limited = RunChild({}, [] {
-    if (!LimitAddressSpace(320ull << 20).ok()) _exit(1);
-    rlimit now{};
-    if (getrlimit(RLIMIT_AS, &now) != 0) _exit(2);
-    _exit(now.rlim_cur == (320ull << 20) && now.rlim_max == (320ull << 20) ? 0 : 3);
+    if (!LimitAddressSpace(320ull << 20).ok() || !LimitCpuTime(2, 343).ok()) _exit(1);
+    rlimit as{}, cpu{};
+    if (getrlimit(RLIMIT_AS, &as) != 0 || getrlimit(RLIMIT_CPU, &cpu) != 0) _exit(2);
+    _exit(as.rlim_cur == (320ull << 20) && as.rlim_max == (320ull << 20) && cpu.rlim_cur == 2 && cpu.rlim_max == 343
+              ? 0
+              : 3);
   });
   EXPECT_TRUE(limited.ExitedWith(0)) << limited.Describe();
+}
+
+TEST_F(ConfineWorkerTest, ASoftCpuLimitAboveTheHardOneExits70) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineOptions o = WorkerOptions();
+    o.cpu_limit_soft_seconds = 5;
+    o.cpu_limit_hard_seconds = 4;
+    ConfineWorker(o);
+    _exit(0);
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "ck-basal-worker: confinement failed: limits: RLIMIT_CPU 5/4: the soft limit must be from 1 s to the hard "
+            "limit\n");
 }
 
 TEST(Credentials, LastCapabilityIsWhatTheKernelSays) {
@@ -590,6 +613,8 @@ TEST(ConfinementReportJson, ExactShape) {
   r.seccomp_installed = true;
   r.seccomp_tsync = true;
   r.address_space_limit_bytes = 335544320;
+  r.cpu_limit_soft_seconds = 2;
+  r.cpu_limit_hard_seconds = 343;
   r.privileges.uid = 65534;
   r.privileges.gid = 65533;
   r.privileges.supplementary_groups = 0;
@@ -597,7 +622,8 @@ TEST(ConfinementReportJson, ExactShape) {
   r.privileges.ambient_empty = true;
   r.privileges.bounding_set_empty = true;
   EXPECT_EQ(r.ToJson(),
-            "{\"address_space_limit\":335544320,\"privileges\":{\"uid\":65534,\"gid\":65533,\"supplementary_groups\":0,\"capabilities_empty\":true,"
+            "{\"address_space_limit\":335544320,\"cpu_limit\":{\"soft_seconds\":2,\"hard_seconds\":343},"
+            "\"privileges\":{\"uid\":65534,\"gid\":65533,\"supplementary_groups\":0,\"capabilities_empty\":true,"
             "\"ambient_empty\":true,\"bounding_set_empty\":true},"
             "\"startup_checks\":{\"passed\":true,\"weakened\":false},\"descriptors_closed\":true,"
             "\"no_new_privs\":true,\"dumpable\":false,\"landlock\":{\"abi\":7,\"kernel_abi\":8},"

@@ -1,6 +1,7 @@
 #include "parent/platform/worker_launcher.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <pwd.h>
 #include <poll.h>
 #include <signal.h>
@@ -50,7 +51,7 @@ std::string WorkerDeath::Describe() const {
 }
 
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& path, const std::vector<std::string>& args,
-                                                            uint64_t address_space_limit_bytes) {
+                                                            const WorkerLimits& limits) {
   if (::access(path.c_str(), X_OK) != 0)
     return MakeError(ErrorCode::kSpawn, "worker " + path + " is not an executable file (" + std::strerror(errno) +
                                             "); pass --worker PATH or install ck-basal-worker beside basal");
@@ -65,7 +66,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
     return MakeError(ErrorCode::kSpawn, Errno("pipe2"));
   }
   const std::string parent_pid = std::to_string(getpid());
-  const std::string address_space = std::to_string(address_space_limit_bytes);
+  const std::string address_space = std::to_string(limits.address_space_bytes);
+  const std::string cpu = std::to_string(limits.cpu_soft_seconds) + ":" + std::to_string(limits.cpu_hard_seconds);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
@@ -85,9 +87,13 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
   argv.push_back(const_cast<char*>(path.c_str()));
   argv.push_back(const_cast<char*>("--parent-pid"));
   argv.push_back(const_cast<char*>(parent_pid.c_str()));
-  if (address_space_limit_bytes > 0) {
+  if (limits.address_space_bytes > 0) {
     argv.push_back(const_cast<char*>("--address-space-limit"));
     argv.push_back(const_cast<char*>(address_space.c_str()));
+  }
+  if (limits.cpu_hard_seconds > 0) {
+    argv.push_back(const_cast<char*>("--cpu-limit"));
+    argv.push_back(const_cast<char*>(cpu.c_str()));
   }
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -109,7 +115,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
   p->out_ = out[0];
   p->err_ = err[0];
   p->pidfd_ = PidfdOpen(pid);
-  p->address_space_limit_bytes_ = address_space_limit_bytes;
+  p->limits_ = limits;
   for (int fd : {p->in_, p->out_, p->err_}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   if (p->pidfd_ < 0) {
     const std::string why = Errno("pidfd_open");
@@ -180,7 +186,7 @@ class LinuxLauncher final : public WorkerLauncher {
       args = {"--uid", std::to_string(options.credentials->uid), "--gid", std::to_string(options.credentials->gid)};
     }
     args.insert(args.end(), options.args.begin(), options.args.end());
-    return WorkerProcess::Spawn(options.path, args, options.address_space_limit_bytes);
+    return WorkerProcess::Spawn(options.path, args, options.limits);
   }
 };
 
@@ -202,6 +208,14 @@ Result<std::optional<passwd>> LookUpUser(const std::string& name, std::vector<ch
 }
 
 }  // namespace
+
+bool CanChangeWorkerLimits(const std::optional<WorkerCredentials>& credentials) {
+  if (!credentials) return true;  // the worker keeps this process's ids: prlimit needs nothing
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_SYS_RESOURCE / 32].effective & (1u << (CAP_SYS_RESOURCE % 32))) != 0;
+}
 
 Result<std::optional<WorkerCredentials>> ResolveWorkerUser(const std::string& user) {
   const uid_t euid = geteuid();

@@ -129,27 +129,42 @@ Result<ProcStatus> ParseProcStatus(std::string_view text) {
   return st;
 }
 
-Result<AddressSpaceLimit> ParseAddressSpaceLimit(std::string_view text) {
-  constexpr std::string_view kKey = "Max address space";
+Result<ProcLimits> ParseProcLimits(std::string_view text) {
+  struct Line {
+    std::string_view key;
+    std::string_view unit;
+    ProcLimit* out;
+    bool seen = false;
+  };
+  ProcLimits limits;
+  Line lines[] = {{"Max cpu time", "seconds", &limits.cpu_seconds}, {"Max address space", "bytes", &limits.address_space_bytes}};
   while (!text.empty()) {
     const size_t eol = text.find('\n');
     const std::string_view line = text.substr(0, eol);
     text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
-    if (line.substr(0, kKey.size()) != kKey) continue;
-    const std::string_view rest = line.substr(kKey.size());
-    const auto t = Tokens(rest);
-    if (t.size() != 3 || t[2] != "bytes") return Bad(kKey, rest, "a soft and a hard limit in bytes");
-    AddressSpaceLimit limit;
-    std::optional<uint64_t>* out[2] = {&limit.soft_bytes, &limit.hard_bytes};
-    for (int i = 0; i < 2; ++i) {
-      if (t[i] == "unlimited") continue;
-      uint64_t v = 0;
-      if (!Decimal(t[i], v)) return Bad(kKey, rest, "a soft and a hard limit in bytes");
-      *out[i] = v;
+    for (Line& l : lines) {
+      if (line.substr(0, l.key.size()) != l.key || line.size() == l.key.size() || line[l.key.size()] != ' ') continue;
+      const std::string_view rest = line.substr(l.key.size());
+      if (l.seen) return MakeError(ErrorCode::kInvalidArgument, "/proc limits line " + std::string(l.key) + " appears twice");
+      l.seen = true;
+      const auto t = Tokens(rest);
+      std::string shown;
+      for (std::string_view tok : t) shown += (shown.empty() ? "" : " ") + std::string(tok);
+      const Error bad = MakeError(ErrorCode::kInvalidArgument, "/proc limits line " + std::string(l.key) + ": \"" + shown +
+                                                                   "\" is not a soft and a hard limit in " + std::string(l.unit));
+      if (t.size() != 3 || t[2] != l.unit) return bad;
+      std::optional<uint64_t>* out[2] = {&l.out->soft, &l.out->hard};
+      for (int i = 0; i < 2; ++i) {
+        if (t[i] == "unlimited") continue;
+        uint64_t v = 0;
+        if (!Decimal(t[i], v)) return bad;
+        *out[i] = v;
+      }
     }
-    return limit;
   }
-  return MakeError(ErrorCode::kInvalidArgument, "/proc limits has no Max address space line");
+  for (const Line& l : lines)
+    if (!l.seen) return MakeError(ErrorCode::kInvalidArgument, "/proc limits has no " + std::string(l.key) + " line");
+  return limits;
 }
 
 namespace {

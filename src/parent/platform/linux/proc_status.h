@@ -1,5 +1,5 @@
 // The kernel's view of a worker: the fields of /proc/PID/status that say how it is confined and
-// with which privileges, and its address-space limit from /proc/PID/limits. The parent reads it after the worker's welcome and before it sends any
+// with which privileges, and its CPU and address-space limits from /proc/PID/limits. The parent reads it after the worker's welcome and before it sends any
 // flow code, so a worker that only claims its confinement is refused (welcome_check.h).
 //
 //   auto text = ReadProcStatus(pid);                 // Result<std::string>
@@ -42,12 +42,18 @@ struct ProcStatus {
 // CapBnd, CapAmb, NoNewPrivs and Seccomp; reads Seccomp_filters when present.
 Result<ProcStatus> ParseProcStatus(std::string_view text);
 
-// The "Max address space" line of /proc/PID/limits (RLIMIT_AS): nullopt is "unlimited".
-struct AddressSpaceLimit {
-  std::optional<uint64_t> soft_bytes;
-  std::optional<uint64_t> hard_bytes;
+// A soft and a hard limit as /proc/PID/limits shows them: nullopt is "unlimited".
+struct ProcLimit {
+  std::optional<uint64_t> soft;
+  std::optional<uint64_t> hard;
 };
-Result<AddressSpaceLimit> ParseAddressSpaceLimit(std::string_view proc_limits);
+// The lines of /proc/PID/limits the welcome check reads.
+struct ProcLimits {
+  ProcLimit cpu_seconds;          // "Max cpu time ... seconds" (RLIMIT_CPU)
+  ProcLimit address_space_bytes;  // "Max address space ... bytes" (RLIMIT_AS)
+};
+// Parses /proc/PID/limits; both lines are required, each with two limits and its unit.
+Result<ProcLimits> ParseProcLimits(std::string_view proc_limits);
 
 // Read /proc/<pid>/status or /proc/<pid>/limits whole (a few KiB). The caller must know that `pid`
 // is still the process it means: for a worker, that it is the parent's child and not yet reaped.
