@@ -43,6 +43,16 @@ std::chrono::nanoseconds Pool::LifetimeCpu(const Flow& flow) const {
   return per_activation * options_.max_activations_per_worker + std::chrono::seconds(10);
 }
 
+uint64_t Pool::FirstCpuSoftLimitSeconds(const Flow& flow) const {
+  return WholeCpuSeconds(flow.manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack);
+}
+
+bool Pool::CpuLimitLeavesRoom(const PooledWorker& w) const {
+  if (options_.can_change_worker_limits) return true;  // LimitCpu moves the soft limit
+  const auto next = w.flow->manifest.budgets().cpu + options_.cpu_grace;
+  return CpuOf(w) + next <= std::chrono::seconds(FirstCpuSoftLimitSeconds(*w.flow));
+}
+
 void Pool::LimitCpu(PooledWorker& w, std::chrono::nanoseconds base, std::chrono::milliseconds budget) {
   if (!options_.can_change_worker_limits) return;
   (void)SetCpuLimit(w.pid(), base + budget + options_.cpu_grace + kCpuLimitSlack, LifetimeCpu(*w.flow));
@@ -71,6 +81,11 @@ PooledWorker* Pool::FindIdle(const Flow& flow) {
     // Idle past its period while nobody drove the loop (its timer has not run yet): retired, not reused.
     if (now - w->idle_since >= options_.idle_retire) {
       Retire(*w, RetireReason::kIdle);
+      continue;
+    }
+    // Its fixed RLIMIT_CPU would stop the next activation before its budget: a fresh worker.
+    if (!CpuLimitLeavesRoom(*w)) {
+      Retire(*w, RetireReason::kCpuLimit);
       continue;
     }
     return w.get();
@@ -115,11 +130,7 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   // this parent's reach); the first activation's CPU counts from the spawn (it includes loading).
   launch.limits.address_space_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
   launch.limits.cpu_hard_seconds = WholeCpuSeconds(LifetimeCpu(*flow));
-  launch.limits.cpu_soft_seconds =
-      options_.can_change_worker_limits
-          ? std::min(WholeCpuSeconds(flow->manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack),
-                     launch.limits.cpu_hard_seconds)
-          : launch.limits.cpu_hard_seconds;
+  launch.limits.cpu_soft_seconds = std::min(FirstCpuSoftLimitSeconds(*flow), launch.limits.cpu_hard_seconds);
   auto proc = launcher_.Launch(launch);
   if (!proc) {
     ++health_.spawn_failures;

@@ -100,15 +100,13 @@ TEST_F(PrivilegeTest, WorkerRunsWithoutPrivilegeWhileItRunsAnActivation) {
   EXPECT_EQ(s.cap_inh, 0u);
   EXPECT_EQ(s.cap_amb, 0u);
   // The limits it set on itself: RLIMIT_AS = the default heap budget (64 MiB) + the flow headroom
-  // (256 MiB); RLIMIT_CPU soft = hard (its lifetime) when this parent cannot prlimit it later.
+  // (256 MiB); RLIMIT_CPU soft = its first activation's budget (10 s) + grace (100 ms) + 1 s, in
+  // whole seconds, and hard = its lifetime (256 x (10 s + 100 ms + 200 ms idle) + 10 s).
   EXPECT_EQ(limits_.address_space_bytes.soft, 320u << 20);
   EXPECT_EQ(limits_.address_space_bytes.hard, 320u << 20);
   ASSERT_TRUE(limits_.cpu_seconds.soft && limits_.cpu_seconds.hard);
-  if (CanChangeWorkerLimits(geteuid() == 0 ? *ResolveWorkerUser("") : std::nullopt)) {
-    EXPECT_LT(*limits_.cpu_seconds.soft, *limits_.cpu_seconds.hard);
-  } else {
-    EXPECT_EQ(*limits_.cpu_seconds.soft, *limits_.cpu_seconds.hard);
-  }
+  EXPECT_EQ(*limits_.cpu_seconds.soft, 12u);
+  EXPECT_EQ(*limits_.cpu_seconds.hard, 2647u);
   std::cout << "[ measured ] its RLIMIT_CPU: " << *limits_.cpu_seconds.soft << " s soft, " << *limits_.cpu_seconds.hard
             << " s hard; this parent " << (CanChangeWorkerLimits(geteuid() == 0 ? *ResolveWorkerUser("") : std::nullopt) ? "can" : "cannot")
             << " prlimit it\n";
@@ -185,6 +183,49 @@ TEST(WorkerLimits, APrlimitOfTheWorkerNeedsItsIdsOrCapSysResource) {
   ASSERT_TRUE(own);
   const bool has_sys_resource = (own->cap_eff >> 24) & 1;  // CAP_SYS_RESOURCE
   EXPECT_EQ(CanChangeWorkerLimits(WorkerCredentials{65534, 65534, "nobody"}), has_sys_resource);
+}
+
+// Where the parent cannot move a worker's RLIMIT_CPU (root without CAP_SYS_RESOURCE: this
+// project's CI), the soft limit the worker set at spawn (the first activation's budget + grace +
+// 1 s) must still leave room for each activation it is given: once it does not, the worker
+// retires (`cpu_limit`) and a fresh one runs the activation. Where the parent can, it moves the
+// limit and one worker serves them all.
+TEST_F(ModuleFixture, AWorkerIsReusedOnlyWhileItsCpuLimitLeavesRoom) {
+  const bool movable = CanChangeWorkerLimits(geteuid() == 0 ? *ResolveWorkerUser("") : std::nullopt);
+  ModuleOptions o;
+  o.max_activations_per_worker = 100'000;
+  Open(o);
+  // cpu_ms 100: soft limit ceil(0.1 + 0.1 + 1) = 2 s; reused while its CPU + 200 ms <= 2 s.
+  FlowRef f = Add("export default () => { const t = Date.now(); while (Date.now() - t < 60) {} return 1; }",
+                  R"({"budgets": {"cpu_ms": 100}})");
+  int64_t cpu_us = 0, last_cpu_us = 0;
+  int runs = 0;
+  // Until this worker's CPU must have passed 1.8 s (or, with a movable limit, well past 2 s).
+  while (cpu_us < 2'500'000 && runs < 2000 && module_->Health().retired(RetireReason::kCpuLimit) == 0) {
+    const ActivationResult r = module_->Run(f, nullptr);
+    ASSERT_EQ(r.outcome, Outcome::kOk) << r.message;
+    cpu_us += r.cpu_us;
+    last_cpu_us = r.cpu_us;
+    ++runs;
+  }
+  const HealthSnapshot h = module_->Health();
+  std::cout << "[ measured ] " << runs << " activations, " << cpu_us / 1000 << " ms of CPU; retired for cpu_limit: "
+            << h.retired(RetireReason::kCpuLimit) << "; this parent " << (movable ? "can" : "cannot")
+            << " move a worker's RLIMIT_CPU\n";
+  if (movable) {
+    EXPECT_EQ(h.retired(RetireReason::kCpuLimit), 0u);
+    EXPECT_EQ(h.spawned, 1u);
+  } else {
+    ASSERT_EQ(h.retired(RetireReason::kCpuLimit), 1u);
+    // The last activation ran on the fresh worker; the first worker's activations used the rest.
+    // It was reused while its CPU (these plus its start and load) + 200 ms <= 2 s, so it retired
+    // with 1.8 s plus at most one activation (<= 100 ms + 100 ms grace) behind it.
+    const int64_t first_worker_us = cpu_us - last_cpu_us;
+    EXPECT_GE(first_worker_us, 1'500'000) << "retired long before its limit";
+    EXPECT_LE(first_worker_us, 2'000'000) << "reused past the room its limit left";
+    EXPECT_EQ(module_->Run(f, nullptr).outcome, Outcome::kOk);
+    EXPECT_EQ(module_->Health().spawned, 2u) << "the next activation runs on a fresh worker";
+  }
 }
 
 TEST(WorkerPrivileges, AWorkerThatCannotDropExits70NamingWhy) {
