@@ -1,4 +1,4 @@
-// The figures: the real parent (basal::Module, or the launcher + WorkerSession + CheckWelcome for the cold start)
+// The figures: the real parent (basal::Module, or the launcher + WorkerSession + CheckWorker for the cold start)
 // driving the real release ck-basal-worker, with the journal on.
 #include <dirent.h>
 #include <poll.h>
@@ -85,21 +85,26 @@ constexpr const char* kTrivialFlow = "export default () => 1";
 }  // namespace
 
 Samples ColdStart(const Options& o) {
-  const WelcomePolicy policy{false, KernelLandlockAbi()};  // the module computes this once, at Open
+  // The module computes these once, at Open.
+  auto identity = ResolveWorkerUser("");
+  if (!identity) Fatal(identity.error().message);
+  WelcomePolicy policy;
+  policy.kernel_landlock_abi = KernelLandlockAbi();
+  policy.worker_identity = *identity;
   const uint64_t address_space = (64ull << 20) + (256ull << 20);  // default heap budget + flow headroom
   const int warmup = 10, n = o.quick ? 30 : 200;
   const auto launcher = WorkerLauncher::ForThisPlatform();
   Samples s;
   for (int i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
-    auto proc = launcher->Launch({o.worker_path, {}, address_space});
+    auto proc = launcher->Launch({o.worker_path, {}, {.address_space_bytes = address_space}, *identity});
     if (!proc) Fatal(proc.error().message);
     WorkerSession session(std::move(*proc));
     auto msg = session.ReadMessage(Clock::now() + std::chrono::seconds(5));
     if (!msg) Fatal("no welcome (run `basal doctor`): " + msg.error().message);
     const auto* welcome = std::get_if<protocol::Welcome>(&*msg);
     if (!welcome) Fatal("the first message is not a welcome");
-    const WelcomeVerdict v = CheckWelcome(*welcome, session.pid(), policy);
+    const WelcomeVerdict v = CheckWorker(*welcome, session.process(), policy);  // claims and /proc, as the pool does
     if (!v.accepted) Fatal("welcome refused: " + v.reason);
     if (i >= warmup) s.Add(MicrosSince(t0));
     session.process().CloseStdin();  // retire it: it exits 0

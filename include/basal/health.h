@@ -26,8 +26,9 @@ enum class RetireReason {
   kCancelled,        // its activation was cancelled
   kFlowRemoved,      // its flow was removed
   kShutdown,         // the module shut down
+  kCpuLimit,         // its RLIMIT_CPU, which this parent cannot move, leaves less than one more activation's budget
 };
-inline constexpr int kRetireReasonCount = 8;
+inline constexpr int kRetireReasonCount = 9;
 const char* RetireReasonName(RetireReason reason);  // "activation_count", "idle", ...
 
 struct WorkerCounts {

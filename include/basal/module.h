@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -74,6 +75,11 @@ struct ModuleOptions {
   std::chrono::milliseconds welcome_timeout{5'000};
   // Operator policy: accept workers without Landlock, and then only when the kernel lacks it.
   bool allow_without_landlock = false;
+  // The user workers run as when this process runs as root (they drop every capability too).
+  // Empty: "basal-worker" if the system has that user, else "nobody". A user with uid or gid 0
+  // is refused by Open, and so is any name when this process is not root (its workers already
+  // run as its own, unprivileged, uid).
+  std::string worker_user;
   // Pool.
   size_t max_workers = 8;                         // global cap; further activations queue
   uint32_t max_activations_per_worker = 256;      // then the worker is retired
@@ -161,6 +167,15 @@ class Module {
   struct DoctorReport {
     int kernel_landlock_abi = 0;
     int required_landlock_abi = 0;
+    uint32_t parent_uid = 0;   // geteuid() of this process
+    // When this process runs as root: the user workers must run as, "nobody (uid 65534, gid 65534)".
+    std::string worker_user;
+    // The worker's /proc/PID/status fields that the check reads (ids, groups, capability sets,
+    // NoNewPrivs, Seccomp), as the kernel wrote them; empty if they could not be read.
+    std::vector<std::pair<std::string, std::string>> kernel_view;
+    // The kernel view shows the worker with uid 0 or with any capability: it would keep
+    // privilege (the check refuses it).
+    bool worker_privileged = false;
     nlohmann::json welcome;   // null if none arrived
     bool accepted = false;
     std::string verdict;      // why accepted or refused

@@ -18,6 +18,7 @@ struct RunOptions {
   size_t concurrency = 1;             // --concurrency K: at most K activations submitted at once
   std::string db_path;                // empty: the default journal
   std::string worker_path;            // empty: ck-basal-worker beside basal
+  std::string worker_user;            // --worker-user NAME (root only); empty: basal-worker, else nobody
   std::string durability = "normal";  // normal | full
   std::string profile = "flow";       // flow | codemode
   bool allow_without_landlock = false;
@@ -35,6 +36,7 @@ struct JournalOptions {
 
 struct DoctorOptions {
   std::string worker_path;
+  std::string worker_user;
   bool allow_without_landlock = false;
   std::vector<std::string> worker_args;  // hidden
 };

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -63,6 +64,7 @@ int DoctorCommand(const DoctorOptions& o) {
   }
   mo.journal_path = scratch.journal();
   mo.allow_without_landlock = o.allow_without_landlock;
+  mo.worker_user = o.worker_user;
 #ifdef BASAL_TEST_HOOKS
   mo.worker_args = o.worker_args;
 #endif
@@ -98,6 +100,26 @@ int DoctorCommand(const DoctorOptions& o) {
     out += "confinement report:\n";
     out += JsonForTerminal(confinement, 2) + "\n";
   }
+  out += "parent uid:            " + std::to_string(report.parent_uid) +
+         (report.parent_uid == 0 ? " (root: workers drop to the worker user)" : " (not root: workers keep this uid)") + "\n";
+  if (!report.worker_user.empty()) out += "worker user:           " + EscapeForTerminal(report.worker_user) + "\n";
+  if (report.kernel_view.empty()) {
+    out += "kernel view of worker: not read\n";
+  } else {
+    out += "kernel view of worker (/proc/PID/status):\n";
+    for (const auto& [field, value] : report.kernel_view) {
+      std::string label = "  " + field + ":";
+      label.resize(std::max<size_t>(label.size() + 1, 20), ' ');  // values in one column
+      // The parser admitted only digits, hex digits and blanks here: nothing to escape.
+      std::string shown = value;
+      std::replace(shown.begin(), shown.end(), '\t', ' ');
+      if (shown.empty()) shown = "(none)";
+      out += label + shown + "\n";
+    }
+  }
+  if (report.parent_uid == 0 && report.worker_privileged)
+    out += "warning: basal runs as root and this worker keeps root or capabilities; basal refuses such a worker "
+           "(is ck-basal-worker older than basal?)\n";
   out += std::string("accepted: ") + (report.accepted ? "yes" : "no") + " (" + EscapeForTerminal(report.verdict) + ")\n";
   WriteStdout(out);
   return report.accepted ? kExitOk : kExitFailed;

@@ -18,6 +18,10 @@ constexpr const char* kDbHelp =
     "SQLite journal (WAL). Default: ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db, "
     "its directory created 0700";
 constexpr const char* kWorkerHelp = "ck-basal-worker binary. Default: ck-basal-worker beside the basal binary";
+constexpr const char* kWorkerUserHelp =
+    "When basal runs as root: the unprivileged user its workers run as (with every capability dropped). "
+    "Default: basal-worker if that user exists, else nobody. Refused for a user with uid or gid 0, and when "
+    "basal does not run as root";
 
 constexpr const char* kHealthText =
     "Health is kept per running module, in memory: a module is the parent of one `basal run`, and\n"
@@ -53,6 +57,7 @@ CLI::App* AddRun(CLI::App& app, RunOptions& o) {
       ->needs(inputs);
   run->add_option("--db", o.db_path, kDbHelp)->type_name("FILE");
   run->add_option("--worker", o.worker_path, kWorkerHelp)->type_name("PATH");
+  run->add_option("--worker-user", o.worker_user, kWorkerUserHelp)->type_name("NAME");
   run->add_option("--durability", o.durability,
                   "Journal durability: normal (survives a crash of basal; default) or full (also power loss)")
       ->check(CLI::IsMember({"normal", "full"}));
@@ -88,8 +93,10 @@ CLI::App* AddDoctor(CLI::App& app, DoctorOptions& o) {
   CLI::App* doctor = app.add_subcommand(
       "doctor",
       "Start one worker and show the kernel's Landlock ABI, the ABI required, the welcome's confinement "
-      "report and whether basal accepts it (exit 0 if accepted, 1 if not)");
+      "report, the kernel's view of the worker (uid, gid, capabilities, seccomp) and whether basal accepts "
+      "it (exit 0 if accepted, 1 if not)");
   doctor->add_option("--worker", o.worker_path, kWorkerHelp)->type_name("PATH");
+  doctor->add_option("--worker-user", o.worker_user, kWorkerUserHelp)->type_name("NAME");
   doctor->add_flag("--allow-without-landlock", o.allow_without_landlock,
                    "Judge under the policy that accepts workers without Landlock when the kernel lacks it");
 #ifdef BASAL_TEST_HOOKS  // a release basal cannot pass a worker anything that weakens it

@@ -281,6 +281,7 @@ int RunCommand(const RunOptions& o) {
   }
   mo.durability = *durability;
   mo.allow_without_landlock = o.allow_without_landlock;
+  mo.worker_user = o.worker_user;
   mo.max_workers = o.max_workers;
 #ifdef BASAL_TEST_HOOKS
   mo.worker_args = o.worker_args;

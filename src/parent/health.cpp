@@ -12,6 +12,7 @@ const char* RetireReasonName(RetireReason reason) {
     case RetireReason::kCancelled: return "cancelled";
     case RetireReason::kFlowRemoved: return "flow_removed";
     case RetireReason::kShutdown: return "shutdown";
+    case RetireReason::kCpuLimit: return "cpu_limit";
   }
   return "unknown";
 }

@@ -6,6 +6,7 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
@@ -59,6 +60,7 @@ struct Module::Impl final : PoolOwner {
   std::unique_ptr<Pool> pool;
   ActivationOwner owner;
   int kernel_landlock_abi = 0;
+  WelcomePolicy welcome_policy;  // the pool's and the doctor's
   size_t cpus = 1;
   uint64_t next_flow_id = 1;
   std::unordered_map<uint64_t, FlowRef> flows;                        // approved and not removed
@@ -411,6 +413,8 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.owner = ThisProcessOwner();
   m.launcher = WorkerLauncher::ForThisPlatform();
   m.kernel_landlock_abi = KernelLandlockAbi();
+  auto worker_identity = ResolveWorkerUser(options.worker_user);
+  if (!worker_identity) return worker_identity.error();
   if (cpu_set_t set; sched_getaffinity(0, sizeof set, &set) == 0) m.cpus = static_cast<size_t>(CPU_COUNT(&set));
   m.options = std::move(options);
 
@@ -447,7 +451,9 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   po.worker_args = m.options.worker_args;
 #endif
   po.welcome_timeout = m.options.welcome_timeout;
-  po.welcome_policy = {m.options.allow_without_landlock, m.kernel_landlock_abi};
+  m.welcome_policy = {m.options.allow_without_landlock, m.kernel_landlock_abi, *worker_identity};
+  po.welcome_policy = m.welcome_policy;
+  po.can_change_worker_limits = CanChangeWorkerLimits(m.welcome_policy.worker_identity);
   po.max_workers = m.options.max_workers;
   po.max_activations_per_worker = m.options.max_activations_per_worker;
   po.idle_retire = m.options.idle_retire;
@@ -604,11 +610,17 @@ Module::DoctorReport Module::Doctor() {
   Impl& m = *impl_;
   d.kernel_landlock_abi = m.kernel_landlock_abi;
   d.required_landlock_abi = std::min(m.kernel_landlock_abi, protocol::kWorkerLandlockAbiMax);
+  const WelcomePolicy& policy = m.welcome_policy;
+  d.parent_uid = geteuid();
+  if (policy.worker_identity)
+    d.worker_user = policy.worker_identity->user + " (uid " + std::to_string(policy.worker_identity->uid) + ", gid " +
+                    std::to_string(policy.worker_identity->gid) + ")";
   LaunchOptions launch;
   launch.path = m.options.worker_path;
 #ifdef BASAL_TEST_HOOKS
   launch.args = m.options.worker_args;
 #endif
+  launch.credentials = policy.worker_identity;
   auto proc = m.launcher->Launch(launch);
   if (!proc) {
     d.verdict = proc.error().message;
@@ -628,9 +640,17 @@ Module::DoctorReport Module::Doctor() {
     return d;
   }
   d.welcome = welcome->raw;
-  const WelcomeVerdict v = CheckWelcome(*welcome, session.pid(), {m.options.allow_without_landlock, m.kernel_landlock_abi});
+  const WelcomeVerdict v = CheckWorker(*welcome, session.process(), policy);
   d.accepted = v.accepted;
   d.verdict = v.reason;
+  if (v.kernel_view) {
+    const ProcStatus& s = *v.kernel_view;
+    for (const auto& field : s.shown)
+      if (field.first != "State") d.kernel_view.push_back(field);
+    d.worker_privileged = s.cap_eff != 0 || s.cap_prm != 0 || s.cap_inh != 0 || s.cap_amb != 0 ||
+                          std::find(s.uid.begin(), s.uid.end(), 0u) != s.uid.end() ||
+                          (policy.worker_identity && s.cap_bnd != 0);
+  }
   return d;
 }
 

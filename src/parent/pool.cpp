@@ -43,7 +43,18 @@ std::chrono::nanoseconds Pool::LifetimeCpu(const Flow& flow) const {
   return per_activation * options_.max_activations_per_worker + std::chrono::seconds(10);
 }
 
+uint64_t Pool::FirstCpuSoftLimitSeconds(const Flow& flow) const {
+  return WholeCpuSeconds(flow.manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack);
+}
+
+bool Pool::CpuLimitLeavesRoom(const PooledWorker& w) const {
+  if (options_.can_change_worker_limits) return true;  // LimitCpu moves the soft limit
+  const auto next = w.flow->manifest.budgets().cpu + options_.cpu_grace;
+  return CpuOf(w) + next <= std::chrono::seconds(FirstCpuSoftLimitSeconds(*w.flow));
+}
+
 void Pool::LimitCpu(PooledWorker& w, std::chrono::nanoseconds base, std::chrono::milliseconds budget) {
+  if (!options_.can_change_worker_limits) return;
   (void)SetCpuLimit(w.pid(), base + budget + options_.cpu_grace + kCpuLimitSlack, LifetimeCpu(*w.flow));
 }
 
@@ -70,6 +81,11 @@ PooledWorker* Pool::FindIdle(const Flow& flow) {
     // Idle past its period while nobody drove the loop (its timer has not run yet): retired, not reused.
     if (now - w->idle_since >= options_.idle_retire) {
       Retire(*w, RetireReason::kIdle);
+      continue;
+    }
+    // Its fixed RLIMIT_CPU would stop the next activation before its budget: a fresh worker.
+    if (!CpuLimitLeavesRoom(*w)) {
+      Retire(*w, RetireReason::kCpuLimit);
       continue;
     }
     return w.get();
@@ -107,9 +123,14 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   LaunchOptions launch;
   launch.path = options_.worker_path;
   launch.args = options_.worker_args;
+  launch.credentials = options_.welcome_policy.worker_identity;
   const uint64_t headroom = flow->profile == Profile::kFlow ? options_.flow_memory_headroom_bytes
                                                             : options_.codemode_memory_headroom_bytes;
-  launch.address_space_limit_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
+  // The worker sets its limits itself (a worker that already runs as the worker user may be out of
+  // this parent's reach); the first activation's CPU counts from the spawn (it includes loading).
+  launch.limits.address_space_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
+  launch.limits.cpu_hard_seconds = WholeCpuSeconds(LifetimeCpu(*flow));
+  launch.limits.cpu_soft_seconds = std::min(FirstCpuSoftLimitSeconds(*flow), launch.limits.cpu_hard_seconds);
   auto proc = launcher_.Launch(launch);
   if (!proc) {
     ++health_.spawn_failures;
@@ -119,14 +140,10 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   w->session = std::make_unique<WorkerSession>(std::move(*proc));
   w->flow = flow;
   w->cpu_clock = ProcessCpuClock::For(w->pid());
-  // The first activation's CPU counts from the spawn (it includes loading the flow).
-  if (auto limited = SetCpuLimit(w->pid(), flow->manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack,
-                                 LifetimeCpu(*flow));
-      !limited || !w->cpu_clock) {
+  if (!w->cpu_clock) {
     ++health_.spawn_failures;
     w->session->process().KillAndReap();
-    return limited ? MakeError(ErrorCode::kSpawn, "cannot read the CPU clock of worker " + std::to_string(w->pid()))
-                   : limited.error();
+    return MakeError(ErrorCode::kSpawn, "cannot read the CPU clock of worker " + std::to_string(w->pid()));
   }
   w->activation = activation;
   PooledWorker* raw = w.get();
@@ -350,7 +367,8 @@ void Pool::OnFrame(PooledWorker& w, protocol::WorkerMessage& msg) {
 }
 
 void Pool::OnWelcome(PooledWorker& w, const protocol::Welcome& welcome) {
-  const WelcomeVerdict v = CheckWelcome(welcome, w.pid(), options_.welcome_policy);
+  // The claims, then the kernel's view (/proc/PID/status): the worker is blocked reading its load.
+  const WelcomeVerdict v = CheckWorker(welcome, w.session->process(), options_.welcome_policy);
   if (w.timer) loop_.Cancel(*w.timer);
   w.timer.reset();
   if (!v.accepted) {

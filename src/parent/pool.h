@@ -65,6 +65,12 @@ struct PoolOptions {
   uint64_t output_max_bytes;              // answers queued to a worker that does not read
   std::chrono::milliseconds cpu_grace;    // past an activation's CPU budget, before the kill
   std::chrono::milliseconds idle_cpu_max; // CPU an idle worker may use between activations
+  // Whether the pool may prlimit its workers (CanChangeWorkerLimits). If not (a root parent
+  // without CAP_SYS_RESOURCE whose workers run as the worker user), RLIMIT_CPU's soft limit stays
+  // where the worker set it at spawn (the first activation's budget + grace + 1 s), and a worker
+  // is reused only while that limit still leaves room for one more activation's budget + grace
+  // (else it retires as `cpu_limit`): the kernel's backstop bounds every activation either way.
+  bool can_change_worker_limits;
 };
 
 class Pool {
@@ -122,6 +128,12 @@ class Pool {
   void UpdateStdinWatch(PooledWorker& w);
   void CheckIdleCpu(PooledWorker& w);
   void ArmIdleCpuCheck(PooledWorker& w);
+  // RLIMIT_CPU's soft limit, in seconds, for a new worker of `flow`: its first activation's
+  // budget + grace + 1 s (RLIMIT_CPU counts whole seconds).
+  uint64_t FirstCpuSoftLimitSeconds(const Flow& flow) const;
+  // Whether one more activation fits under the worker's RLIMIT_CPU (always, when the pool can
+  // move the limit per activation).
+  bool CpuLimitLeavesRoom(const PooledWorker& worker) const;
   // The RLIMIT_CPU hard limit of a worker of `flow` for its whole life.
   std::chrono::nanoseconds LifetimeCpu(const Flow& flow) const;
 

@@ -36,19 +36,15 @@ class Fields {
  public:
   Fields(const Json& obj, std::string& error) : obj_(obj), error_(error) {}
 
-  bool Int(const char* key, int64_t& out, int64_t min = 0) {
+  bool Int(const char* key, int64_t& out, int64_t min = 0, int64_t max = kMaxMessageInteger) {
     auto it = obj_.find(key);
     if (it == obj_.end()) return Fail(std::string("missing field \"") + key + "\"");
     if (!it->is_number_integer()) return Fail(std::string("field \"") + key + "\" must be an integer");
-    if (it->is_number_unsigned()) {
-      const auto u = it->get<uint64_t>();
-      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return Fail(std::string("field \"") + key + "\" is out of range");
-      out = static_cast<int64_t>(u);
-    } else {
-      out = it->get<int64_t>();
-    }
-    if (out < min) return Fail(std::string("field \"") + key + "\" must be >= " + std::to_string(min));
+    const std::optional<int64_t> v = IntegerIn(*it, min, max);
+    if (!v)
+      return Fail(std::string("field \"") + key + "\" is " + it->dump() + ", outside " + std::to_string(min) +
+                  " to " + std::to_string(max));
+    out = *v;
     return true;
   }
   bool Str(const char* key, std::string& out, bool optional = false) {
@@ -121,6 +117,21 @@ bool ParseScriptError(const Json& j, ScriptError& out, std::string& error) {
 
 }  // namespace
 
+std::optional<int64_t> IntegerIn(const Json& value, int64_t min, int64_t max) {
+  int64_t v = 0;
+  if (value.is_number_unsigned()) {
+    const auto u = value.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    v = static_cast<int64_t>(u);
+  } else if (value.is_number_integer()) {
+    v = value.get<int64_t>();
+  } else {
+    return std::nullopt;
+  }
+  if (v < min || v > max) return std::nullopt;
+  return v;
+}
+
 bool FitsInMessage(std::string_view value_json, std::string& why) {
   if (!DepthWithin(value_json, kMaxJsonDepth - 1)) {
     why = "nested deeper than " + std::to_string(kMaxJsonDepth - 1) + " levels";
@@ -165,13 +176,13 @@ bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::strin
   if (!f.Str("type", type)) return false;
   if (type == "welcome") {
     Welcome w;
-    int64_t protocol = 0;
+    // pid_t is a 32-bit int: a larger pid is no process at all.
     if (!f.Only({"type", "protocol", "os", "engine", "pid", "test_hooks", "confinement"}) ||
-        !f.Int("protocol", protocol) || !f.Str("os", w.os) || !f.Str("engine", w.engine) || !f.Int("pid", w.pid, 1) ||
+        !f.Int("protocol", w.protocol) || !f.Str("os", w.os) || !f.Str("engine", w.engine) ||
+        !f.Int("pid", w.pid, 1, std::numeric_limits<int32_t>::max()) ||
         !f.Bool("test_hooks", w.test_hooks) || !f.Any("confinement", w.confinement))
       return false;
     if (!w.confinement.is_object()) return f.Fail("field \"confinement\" must be an object");
-    w.protocol = static_cast<int>(protocol);
     w.raw = std::move(j);
     out = std::move(w);
     return true;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -21,6 +22,10 @@ inline constexpr int kProtocolVersion = 1;
 inline constexpr int kMaxJsonDepth = 200;
 // The largest value one message field carries: a frame's limit less room for the envelope.
 inline constexpr size_t kMaxFieldBytes = kDefaultMaxFrameBytes - 4096;
+// Every integer field of a message is an exact JSON integer from 0 (or its own lower bound) to
+// 2^53 - 1, the largest every JSON reader holds exactly. Anything else (a fraction, an exponent,
+// a larger or a negative number) is refused, never wrapped or rounded.
+inline constexpr int64_t kMaxMessageInteger = (int64_t{1} << 53) - 1;
 // The newest Landlock ABI whose rights the worker knows (see confinement/linux/confine.h).
 inline constexpr int kWorkerLandlockAbiMax = 7;
 
@@ -35,9 +40,14 @@ std::string DumpJson(const Json& value);
 // enough for the message to fit in one frame. On false, `why` names the limit it broke.
 bool FitsInMessage(std::string_view value_json, std::string& why);
 
+// `value` as an integer in [min, max], or nullopt if it is no JSON integer or lies outside (an
+// unsigned above int64's range included). For fields the parser leaves to others (the welcome's
+// confinement report).
+std::optional<int64_t> IntegerIn(const Json& value, int64_t min, int64_t max);
+
 // ---- worker -> parent ----
 struct Welcome {
-  int protocol = 0;
+  int64_t protocol = 0;  // any value the parser admits; the welcome check wants kProtocolVersion
   std::string os;
   std::string engine;
   int64_t pid = 0;

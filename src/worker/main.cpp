@@ -1,17 +1,24 @@
 // ck-basal-worker: confines itself, says welcome, then runs ONE flow's activations.
 //
-// Command line: `ck-basal-worker --parent-pid <pid>`, the pid of the basal that starts it (the
-// only argument a release worker takes; a test-hooks worker also takes its --test-* switches).
+// Command line: `ck-basal-worker --parent-pid <pid> [--address-space-limit <bytes>] [--cpu-limit
+// <soft>:<hard>] [--uid <uid> --gid <gid>]`: the pid of the basal that starts it, the RLIMIT_AS
+// and RLIMIT_CPU (seconds) it sets on itself first, and, when that basal runs as root, the
+// unprivileged user and group it becomes next (the only arguments a release worker takes; a
+// test-hooks worker also takes its --test-* switches).
 //
 // Exit codes (docs/protocol.md):
 //   0   stdin closed: the parent retired the worker
-//   64  bad command line (--parent-pid missing, repeated or not a pid > 1; any other argument)
+//   64  bad command line (--parent-pid missing, repeated or not a pid > 1; --uid or --gid
+//       without the other, repeated, 0 or not an id; --address-space-limit repeated or not a
+//       count of bytes from 1 MiB to 2^62; --cpu-limit repeated or not SOFT:HARD seconds with
+//       1 <= SOFT <= HARD <= 2^62; any other argument)
 //   65  the parent's stream broke the protocol
 //   69  the parent that started the worker died before its death signal was set
 //   70  confinement failed (a named reason is on stderr); never a weaker sandbox
 #include <unistd.h>
 
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -41,7 +48,8 @@ constexpr int kExitProtocol = 65;
 static_assert(basal::confinement::kExitParentGone != kExitUsage && basal::confinement::kExitParentGone != kExitProtocol);
 
 constexpr std::string_view kUsage =
-    "usage: ck-basal-worker --parent-pid PID (it is started by basal, which speaks frames on stdin/stdout)";
+    "usage: ck-basal-worker --parent-pid PID [--address-space-limit BYTES] [--cpu-limit SOFT:HARD] [--uid UID --gid "
+    "GID] (it is started by basal, which speaks frames on stdin/stdout)";
 
 // A pid as basal writes it: decimal digits only (no sign, no space), no overflow, above 1 (0 is
 // no process and 1 is init, which is never basal's parent-to-be).
@@ -57,6 +65,50 @@ std::optional<pid_t> ParsePid(std::string_view text) {
   return static_cast<pid_t>(value);
 }
 
+// A user or group id as basal writes it: decimal digits only, above 0 (a worker never runs as
+// root) and below 4294967295, which is (uid_t)-1, "no change" to setresuid.
+std::optional<uint32_t> ParseId(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  uint64_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+    if (value >= UINT32_MAX) return std::nullopt;
+  }
+  if (value == 0) return std::nullopt;
+  return static_cast<uint32_t>(value);
+}
+
+// A byte count as basal writes it: decimal digits only, from 1 MiB (nothing runs in less) to 2^62.
+std::optional<uint64_t> ParseBytes(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  uint64_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+    if (value > (uint64_t{1} << 62)) return std::nullopt;
+  }
+  if (value < (uint64_t{1} << 20)) return std::nullopt;
+  return value;
+}
+
+// Seconds of CPU as basal writes them: "SOFT:HARD", decimal digits, 1 <= SOFT <= HARD <= 2^62.
+bool ParseCpuLimit(std::string_view text, uint64_t& soft, uint64_t& hard) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return false;
+  auto seconds = [](std::string_view s, uint64_t& out) {
+    if (s.empty()) return false;
+    out = 0;
+    for (const char c : s) {
+      if (c < '0' || c > '9') return false;
+      out = out * 10 + static_cast<uint64_t>(c - '0');
+      if (out > (uint64_t{1} << 62)) return false;
+    }
+    return out >= 1;
+  };
+  return seconds(text.substr(0, colon), soft) && seconds(text.substr(colon + 1), hard) && soft <= hard;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +118,7 @@ int main(int argc, char** argv) {
 #ifdef BASAL_TEST_HOOKS
   test_hooks = true;
 #endif
+  std::optional<uint32_t> uid, gid;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--parent-pid") {
@@ -74,6 +127,28 @@ int main(int argc, char** argv) {
       const std::optional<pid_t> pid = ParsePid(argv[++i]);
       if (!pid) Die(kExitUsage, "--parent-pid " + std::string(argv[i]) + " is not a pid above 1; " + std::string(kUsage));
       options.parent_pid = *pid;
+    } else if (a == "--address-space-limit") {
+      if (options.address_space_limit_bytes != 0) Die(kExitUsage, "--address-space-limit given twice; " + std::string(kUsage));
+      if (i + 1 >= argc) Die(kExitUsage, "--address-space-limit needs a value; " + std::string(kUsage));
+      const std::optional<uint64_t> bytes = ParseBytes(argv[++i]);
+      if (!bytes)
+        Die(kExitUsage, "--address-space-limit " + std::string(argv[i]) + " is not a byte count from 1048576 to 2^62; " +
+                            std::string(kUsage));
+      options.address_space_limit_bytes = *bytes;
+    } else if (a == "--cpu-limit") {
+      if (options.cpu_limit_hard_seconds != 0) Die(kExitUsage, "--cpu-limit given twice; " + std::string(kUsage));
+      if (i + 1 >= argc) Die(kExitUsage, "--cpu-limit needs a value; " + std::string(kUsage));
+      if (!ParseCpuLimit(argv[++i], options.cpu_limit_soft_seconds, options.cpu_limit_hard_seconds))
+        Die(kExitUsage, "--cpu-limit " + std::string(argv[i]) + " is not SOFT:HARD seconds (1 <= SOFT <= HARD <= 2^62); " +
+                            std::string(kUsage));
+    } else if (a == "--uid" || a == "--gid") {
+      std::optional<uint32_t>& slot = a == "--uid" ? uid : gid;
+      if (slot) Die(kExitUsage, std::string(a) + " given twice; " + std::string(kUsage));
+      if (i + 1 >= argc) Die(kExitUsage, std::string(a) + " needs a value; " + std::string(kUsage));
+      slot = ParseId(argv[++i]);
+      if (!slot)
+        Die(kExitUsage, std::string(a) + " " + argv[i] + " is not an id from 1 to 4294967294 (a worker never runs as " +
+                            "root); " + std::string(kUsage));
 #ifdef BASAL_TEST_HOOKS
     } else if (a == "--test-weaken-startup-checks") {
       options.weaken_startup_checks = true;
@@ -90,8 +165,11 @@ int main(int argc, char** argv) {
     }
   }
   if (options.parent_pid == 0) Die(kExitUsage, "--parent-pid is missing; " + std::string(kUsage));
+  if (uid.has_value() != gid.has_value()) Die(kExitUsage, "--uid and --gid go together; " + std::string(kUsage));
+  if (uid) options.run_as = basal::confinement::WorkerIdentity{*uid, *gid};
 
-  // Sets the parent death signal first, then checks getppid() against --parent-pid (exit 69).
+  // Sets its address-space and CPU limits and drops privileges first, then sets the parent death
+  // signal and checks getppid() against --parent-pid (exit 69).
   const basal::confinement::ConfinementReport report = basal::confinement::ConfineWorker(options);
 
   basal::worker::Channel channel;

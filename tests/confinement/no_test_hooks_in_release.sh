@@ -13,8 +13,9 @@ for needle in __basal_test --test-skip-seccomp --test-skip-landlock --test-weake
     status=1
   fi
 done
-# The release worker takes `--parent-pid PID` and nothing else: a test switch is a usage error
-# (exit 64), alone or beside a valid --parent-pid, before any confinement step or welcome.
+# The release worker takes `--parent-pid PID` (and the parent's `--address-space-limit`, `--cpu-limit`,
+# `--uid`, `--gid`) and nothing else: a test switch is a usage error (exit 64), alone or beside a
+# valid --parent-pid, before any confinement step or welcome.
 for args in "--test-skip-seccomp" "--parent-pid $$ --test-skip-seccomp"; do
   set +e
   # shellcheck disable=SC2086  # $args is split into words on purpose
@@ -22,7 +23,7 @@ for args in "--test-skip-seccomp" "--parent-pid $$ --test-skip-seccomp"; do
   rc=$?
   set -e
   if [[ $rc != 64 ]]; then
-    echo "FAIL: $worker $args exited with $rc, expected 64 (a release worker takes only --parent-pid)" >&2
+    echo "FAIL: $worker $args exited with $rc, expected 64 (a release worker takes no test switch)" >&2
     status=1
   fi
 done

@@ -1,22 +1,36 @@
 // A stand-in for ck-basal-worker that misbehaves on purpose, so the parent's validation of
-// hostile worker output is tested against real processes. The first argument other than
-// `--parent-pid N` picks the fault.
-// It sends a welcome that passes the parent's check (unless the fault is in the welcome), reads
-// load and activate, then commits its fault.
+// hostile worker output is tested against real processes. Its file name picks the fault.
+// Unless the fault says otherwise it confines itself just enough for the kernel's view to pass
+// the parent's check (the --uid/--gid credential drop of the real worker, no_new_privs, and a
+// seccomp filter that allows everything), sends a welcome that passes the parent's check (unless
+// the fault is in the welcome), reads load and activate, then commits its fault.
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
-#include <time.h>
-
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "confinement/linux/credentials.h"
+#include "confinement/linux/limits.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 
 namespace {
+
+#ifdef BASAL_TEST_HOOKS
+constexpr bool kTestHooks = true;
+#else
+constexpr bool kTestHooks = false;
+#endif
 
 void WriteAll(const std::string& s) {
   size_t off = 0;
@@ -40,18 +54,82 @@ basal::protocol::Json Read() {
   return basal::protocol::Json::parse(payload);
 }
 
-std::string Welcome(bool seccomp) {
+[[noreturn]] void Die(const std::string& why) {
+  const std::string line = "fake-worker: " + why + "\n";
+  (void)!write(2, line.data(), line.size());
+  _exit(3);
+}
+
+// The RLIMIT_AS and RLIMIT_CPU the parent asked for (--address-space-limit, --cpu-limit), or 0;
+// set once by main.
+uint64_t address_space_limit = 0;
+uint64_t cpu_soft_seconds = 0, cpu_hard_seconds = 0;
+void CpuLimit(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string_view(argv[i]) != "--cpu-limit") continue;
+    char* end = nullptr;
+    cpu_soft_seconds = std::strtoull(argv[i + 1], &end, 10);
+    cpu_hard_seconds = *end == ':' ? std::strtoull(end + 1, nullptr, 10) : 0;
+  }
+}
+uint64_t AddressSpaceLimit(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string_view(argv[i]) == "--address-space-limit") return std::strtoull(argv[i + 1], nullptr, 10);
+  return 0;
+}
+
+// The ids the parent asked for (--uid/--gid), or none.
+std::optional<basal::confinement::WorkerIdentity> RunAs(int argc, char** argv) {
+  std::optional<uint32_t> uid, gid;
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--uid") uid = static_cast<uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
+    if (a == "--gid") gid = static_cast<uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
+  }
+  if (!uid || !gid) return std::nullopt;
+  return basal::confinement::WorkerIdentity{*uid, *gid};
+}
+
+// A filter that allows every call: enough for the kernel to show "Seccomp: 2".
+void InstallAllowAllFilter() {
+  sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  sock_fprog prog{1, &allow};
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) Die(std::string("seccomp: ") + std::strerror(errno));
+}
+
+struct Claims {
+  int64_t protocol = 1;
+  int64_t pid = getpid();
+  bool test_hooks = kTestHooks;
+  bool seccomp = true;
+  basal::protocol::Json landlock_abi;  // null: what the kernel offers, at most 7
+};
+
+// A welcome that claims full confinement (unless `claims` says otherwise), with the privileges
+// the parent expects: the --uid/--gid it passed, or this process's own uid and gid.
+std::string Welcome(const std::optional<basal::confinement::WorkerIdentity>& run_as, const Claims& claims = {}) {
   long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, 1u);
   if (abi < 0) abi = 0;
   if (abi > 7) abi = 7;
-  basal::protocol::Json c = {{"startup_checks", {{"passed", true}, {"weakened", false}}},
+  const basal::protocol::Json claimed_abi = claims.landlock_abi.is_null() ? basal::protocol::Json(abi) : claims.landlock_abi;
+  const basal::protocol::Json privileges = {{"uid", run_as ? run_as->uid : getuid()},
+                                            {"gid", run_as ? run_as->gid : getgid()},
+                                            {"supplementary_groups", 0},
+                                            {"capabilities_empty", true},
+                                            {"ambient_empty", true},
+                                            {"bounding_set_empty", run_as.has_value()}};
+  basal::protocol::Json c = {{"address_space_limit", address_space_limit},
+                             {"cpu_limit", {{"soft_seconds", cpu_soft_seconds}, {"hard_seconds", cpu_hard_seconds}}},
+                             {"privileges", privileges},
+                             {"startup_checks", {{"passed", true}, {"weakened", false}}},
                              {"descriptors_closed", true},
                              {"no_new_privs", true},
                              {"dumpable", false},
-                             {"landlock", {{"abi", abi}, {"kernel_abi", abi}}},
-                             {"seccomp", {{"installed", seccomp}, {"tsync", seccomp}}}};
-  return basal::protocol::Json{{"type", "welcome"}, {"protocol", 1},      {"os", "linux"}, {"engine", "fake"},
-                               {"pid", getpid()},   {"test_hooks", true}, {"confinement", c}}
+                             {"landlock", {{"abi", claimed_abi}, {"kernel_abi", abi}}},
+                             {"seccomp", {{"installed", claims.seccomp}, {"tsync", claims.seccomp}}}};
+  return basal::protocol::Json{{"type", "welcome"}, {"protocol", claims.protocol}, {"os", "linux"},
+                               {"engine", "fake"},  {"pid", claims.pid},           {"test_hooks", claims.test_hooks},
+                               {"confinement", c}}
       .dump();
 }
 
@@ -68,12 +146,76 @@ void BurnCpu(int64_t ms) {
 
 int main(int argc, char** argv) {
   // The fault is named by the file name it was started as ("fake-worker--garbage_frame", a symlink
-  // the test makes): a release parent passes a worker no switches, only `--parent-pid N`.
-  (void)argc;
+  // the test makes): a release parent passes a worker no switches, only `--parent-pid N` (and
+  // `--uid N --gid N` when it runs as root).
   std::string fault = argv[0];
   fault = fault.substr(fault.rfind('/') + 1);
   const size_t dashes = fault.find("--");
   fault = dashes == std::string::npos ? "" : fault.substr(dashes + 2);
+  const std::optional<basal::confinement::WorkerIdentity> run_as = RunAs(argc, argv);
+  address_space_limit = AddressSpaceLimit(argc, argv);
+  CpuLimit(argc, argv);
+
+  // Lies: a perfect welcome from a process that did not confine itself at all.
+  if (fault == "unconfined_welcome") {
+    Send(Welcome(run_as));
+    for (;;) pause();
+  }
+  // Confined as the real worker is, except for one property the welcome still claims.
+  const bool keep_privileges = fault == "keeps_privileges";        // no credential drop
+  const bool without_no_new_privs = fault == "without_no_new_privs";  // needs CAP_SYS_ADMIN: root only
+  // The limits the parent passed (a fault claims them in the welcome without setting them).
+  if (address_space_limit > 0 && fault != "ignores_address_space_limit") {
+    const basal::confinement::StepStatus s = basal::confinement::LimitAddressSpace(address_space_limit);
+    if (!s.ok()) Die("limits: " + s.reason());
+  }
+  if (cpu_hard_seconds > 0 && fault != "ignores_cpu_limit") {
+    const basal::confinement::StepStatus s = basal::confinement::LimitCpuTime(cpu_soft_seconds, cpu_hard_seconds);
+    if (!s.ok()) Die("limits: " + s.reason());
+  }
+  if (!without_no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Die("no_new_privs");
+  InstallAllowAllFilter();
+  if (!keep_privileges) {
+    basal::confinement::CredentialReport report;
+    const basal::confinement::StepStatus s = basal::confinement::DropCredentials(run_as, report);
+    if (!s.ok()) Die("privileges: " + s.reason());
+  }
+  if (keep_privileges || without_no_new_privs || fault == "ignores_address_space_limit" || fault == "ignores_cpu_limit") {
+    Send(Welcome(run_as));
+    for (;;) pause();
+  }
+
+  // Welcomes whose integers would wrap if read into a narrower type, or that report test hooks.
+  if (fault == "welcome_protocol_wraps") {  // 2^32 + 1: an int would read 1
+    Claims c;
+    c.protocol = 4294967297;
+    Send(Welcome(run_as, c));
+    for (;;) pause();
+  }
+  if (fault == "welcome_pid_wraps") {  // 2^32 + the pid: an int would read the pid
+    Claims c;
+    c.pid = (int64_t{1} << 32) + getpid();
+    Send(Welcome(run_as, c));
+    for (;;) pause();
+  }
+  if (fault == "welcome_landlock_abi_wraps") {  // 2^32 + 7: an int would read 7
+    Claims c;
+    c.landlock_abi = 4294967303LL;
+    Send(Welcome(run_as, c));
+    for (;;) pause();
+  }
+  if (fault == "test_hooks_welcome") {  // accepted only by a test-hooks parent: then it serves
+    Claims c;
+    c.test_hooks = true;
+    Send(Welcome(run_as, c));
+    Read();  // load
+    Send(R"({"type":"loaded","ok":true})");
+    const auto act = Read();
+    Send(R"({"type":"done","activation":)" + std::to_string(act["activation"].get<int64_t>()) +
+         R"(,"cpu_us":0,"ok":"served"})");
+    for (;;) Read();
+  }
+
   if (fault == "no_welcome") {
     for (;;) pause();
   }
@@ -92,7 +234,7 @@ int main(int argc, char** argv) {
   }
   if (fault == "hostile_welcome") {
     // A welcome whose strings would act on the operator's terminal when `basal doctor` shows them.
-    basal::protocol::Json w = basal::protocol::Json::parse(Welcome(true));
+    basal::protocol::Json w = basal::protocol::Json::parse(Welcome(run_as));
     const char text[] = "\x1b[2J \xc2\x9b \x7f \0 \xe2\x80\xae caf\xc3\xa9";
     const std::string hostile(text, sizeof text - 1);
     w["engine"] = hostile;
@@ -101,15 +243,18 @@ int main(int argc, char** argv) {
     for (;;) pause();
   }
   if (fault == "welcome_without_seccomp") {
-    Send(Welcome(false));
+    Claims c;
+    c.seccomp = false;
+    Send(Welcome(run_as, c));
     for (;;) pause();
   }
   if (fault == "garbage_before_welcome") {
     WriteAll("hello parent, I am not a frame at all........");
     for (;;) pause();
   }
-  Send(Welcome(true));
+  Send(Welcome(run_as));
   Read();  // load
+  if (fault == "exit70_after_welcome") _exit(70);  // a crash now, not a confinement refusal
   Send(R"({"type":"loaded","ok":true})");
   const auto act = Read();
   const int64_t aid = act["activation"].get<int64_t>();
@@ -140,6 +285,15 @@ int main(int argc, char** argv) {
   } else if (fault == "truncated_frame") {
     WriteAll(std::string("\x20\x00\x00\x00{\"type\"", 11));
     _exit(0);
+  } else if (fault == "done_cpu_us_negative") {
+    Send(R"({"type":"done","activation":)" + a + R"(,"cpu_us":-1,"ok":1})");
+  } else if (fault == "done_cpu_us_huge") {  // 2^64 - 1: above every integer a message may hold
+    Send(R"({"type":"done","activation":)" + a + R"(,"cpu_us":18446744073709551615,"ok":1})");
+  } else if (fault == "call_id_huge") {  // 2^53: the first integer JSON cannot hold exactly
+    Send(R"({"type":"call","activation":)" + a +
+         R"(,"id":9007199254740992,"name":"log","args":{"level":"info","message":"a"}})");
+  } else if (fault == "activation_wraps") {  // 2^32 + the id: an int would read the id
+    Send(R"({"type":"done","activation":)" + std::to_string((int64_t{1} << 32) + aid) + R"(,"cpu_us":0,"ok":1})");
   } else if (fault == "hang") {
     for (;;) pause();
   } else if (fault == "half_frame_then_sigsys" || fault == "half_frame_then_sigkill") {

@@ -3,6 +3,8 @@
 // never crashes or hangs the parent; the journal keeps what happened.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "integration/test_support.h"
 
 namespace basal::testing {
@@ -25,6 +27,7 @@ TEST_P(FakeWorkerTest, EndsTheActivationWithAClearKind) {
   FlowRef f = Add("export default () => 1", R"({"budgets": {"deadline_ms": 3000}})");
   ActivationResult r = module_->Run(f, nullptr);
   EXPECT_EQ(OutcomeName(r.outcome), std::string(OutcomeName(c.outcome))) << r.message;
+  std::cout << "[ message  ] " << c.fault << ": " << r.message << "\n";
   EXPECT_NE(r.message.find(c.message_part), std::string::npos) << r.message;
   auto health = module_->HealthReport();
   EXPECT_EQ(health["workers"]["live"], 0) << health.dump();
@@ -51,7 +54,24 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"no_welcome", Outcome::kWorkerRefused, "no welcome within 500 ms"},
                       FaultCase{"welcome_without_seccomp", Outcome::kWorkerRefused, "seccomp"},
                       FaultCase{"refuse_confinement", Outcome::kWorkerRefused, "ruleset creation failed"},
-                      FaultCase{"garbage_before_welcome", Outcome::kProtocolViolation, "exceeds the limit"}),
+                      FaultCase{"garbage_before_welcome", Outcome::kProtocolViolation, "exceeds the limit"},
+                      // A welcome is not trusted alone: the kernel's view of the process decides.
+                      FaultCase{"unconfined_welcome", Outcome::kWorkerRefused, "the kernel shows Seccomp 0"},
+                      FaultCase{"ignores_address_space_limit", Outcome::kWorkerRefused,
+                                "/limits: the kernel shows Max address space unlimited (soft) unlimited (hard)"},
+                      FaultCase{"ignores_cpu_limit", Outcome::kWorkerRefused,
+                                "/limits: the kernel shows Max cpu time unlimited (soft) unlimited (hard)"},
+                      // Integers are refused when out of range, never wrapped into range.
+                      FaultCase{"welcome_protocol_wraps", Outcome::kWorkerRefused, "protocol version 4294967297"},
+                      FaultCase{"welcome_landlock_abi_wraps", Outcome::kWorkerRefused, "Landlock ABI 4294967303"},
+                      FaultCase{"welcome_pid_wraps", Outcome::kProtocolViolation, "field \"pid\" is 4294"},
+                      FaultCase{"activation_wraps", Outcome::kProtocolViolation, "done for activation 4294"},
+                      FaultCase{"call_id_huge", Outcome::kProtocolViolation, "field \"id\" is 9007199254740992"},
+                      FaultCase{"done_cpu_us_negative", Outcome::kProtocolViolation, "field \"cpu_us\" is -1"},
+                      FaultCase{"done_cpu_us_huge", Outcome::kProtocolViolation,
+                                "field \"cpu_us\" is 18446744073709551615"},
+                      // Exit 70 is a confinement refusal only before the welcome.
+                      FaultCase{"exit70_after_welcome", Outcome::kWorkerCrashed, "exited with status 70"}),
     [](const ::testing::TestParamInfo<FaultCase>& i) { return std::string(i.param.fault); });
 
 TEST_F(ModuleFixture, RefusedWelcomeIsCountedAndTheFlowNeverLoads) {
@@ -76,6 +96,67 @@ TEST_F(ModuleFixture, AWorkerThatCannotConfineItselfIsARefusalNotACrash) {
   EXPECT_EQ(health["confinement_refusals"], 1);
   EXPECT_TRUE(health["crashes"].empty()) << health["crashes"];
   EXPECT_EQ(health["worker_confinement"], 0);
+}
+
+TEST_F(ModuleFixture, Exit70AfterTheWelcomeIsACrashNotARefusal) {
+  ModuleOptions o;
+  o.worker_path = FakeWorker("exit70_after_welcome");
+  Open(o);
+  FlowRef f = Add("export default () => 1");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kWorkerCrashed) << r.message;
+  auto health = module_->HealthReport();
+  EXPECT_EQ(health["crashes"]["exit 70"], 1) << health.dump();
+  EXPECT_EQ(health["confinement_refusals"], 0);
+  EXPECT_EQ(health["refused_welcomes"], 0);
+}
+
+TEST_F(ModuleFixture, AWorkerThatOnlyClaimsConfinementIsRefusedBeforeItSeesFlowCode) {
+  ModuleOptions o;
+  o.worker_path = FakeWorker("unconfined_welcome");
+  Open(o);
+  FlowRef f = Add("export default () => 1");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kWorkerRefused);
+  EXPECT_NE(r.message.find("/status: the kernel shows Seccomp 0, not 2 (filter mode)"), std::string::npos) << r.message;
+  EXPECT_EQ(module_->HealthReport()["refused_welcomes"], 1);
+}
+
+// Confined (no_new_privs, a seccomp filter) but it kept root, or skipped no_new_privs, while its
+// welcome claims otherwise. Only a root parent can see either: an unprivileged fake has no root to
+// keep, and cannot install a filter without no_new_privs.
+TEST_F(ModuleFixture, ARootParentRefusesAWorkerThatKeptItsPrivileges) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs a root parent: an unprivileged worker has no privilege to keep";
+  for (const auto& [fault, field] : {std::pair<std::string, std::string>{"keeps_privileges", "CapEff 000"},
+                                     std::pair<std::string, std::string>{"without_no_new_privs", "NoNewPrivs 0"}}) {
+    module_.reset();
+    ModuleOptions o;
+    o.worker_path = FakeWorker(fault);
+    Open(o);
+    FlowRef f = Add("export default () => 1");
+    ActivationResult r = module_->Run(f, nullptr);
+    EXPECT_EQ(r.outcome, Outcome::kWorkerRefused) << fault << ": " << r.message;
+    EXPECT_NE(r.message.find("the kernel shows " + field), std::string::npos) << fault << ": " << r.message;
+  }
+}
+
+// A release parent refuses a worker that reports test hooks; a test-hooks parent (the build that
+// runs the confinement probes) accepts it. scripts/test.sh runs this file in the release build,
+// so the release side is what CI asserts.
+TEST_F(ModuleFixture, TestHooksWorkerIsRefusedByAReleaseParent) {
+  ModuleOptions o;
+  o.worker_path = FakeWorker("test_hooks_welcome");
+  Open(o);
+  FlowRef f = Add("export default () => 1");
+  ActivationResult r = module_->Run(f, nullptr);
+#ifdef BASAL_TEST_HOOKS
+  EXPECT_EQ(r.outcome, Outcome::kOk) << r.message;
+  EXPECT_EQ(r.result, "served");
+#else
+  EXPECT_EQ(r.outcome, Outcome::kWorkerRefused) << r.message;
+  EXPECT_NE(r.message.find("the worker reports test hooks"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("this parent is a release build"), std::string::npos) << r.message;
+#endif
 }
 
 TEST_F(ModuleFixture, DeathMidCallKeepsTheCallInTheJournal) {

@@ -29,40 +29,6 @@ using std::chrono::steady_clock;
 constexpr int kWorkerExitUsage = 64;
 constexpr int kWorkerExitParentGone = 69;
 
-struct Ended {
-  int status = 0;
-  std::string err;
-};
-
-// Starts `argv` with stdin and stdout on /dev/null and stderr on a pipe; returns its wait status
-// and what it wrote on stderr.
-Ended RunToEnd(const std::vector<std::string>& args) {
-  int err[2];
-  if (pipe2(err, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2: " << std::strerror(errno);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_RDWR);
-    dup2(null, 0);
-    dup2(null, 1);
-    dup2(err[1], 2);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(err[1]);
-  Ended e;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(err[0], buf, sizeof buf)) > 0) e.err.append(buf, static_cast<size_t>(n));
-  close(err[0]);
-  waitpid(pid, &e.status, 0);
-  return e;
-}
-
-bool ExitedWith(const Ended& e, int code) { return WIFEXITED(e.status) && WEXITSTATUS(e.status) == code; }
-
 TEST(WorkerParentPid, AnotherParentThanTheOneNamedExitsParentGone) {
   // The worker's parent is this test process; any other pid stands for a parent that died before
   // the worker set its death signal (getppid() would then be a reaper's).
@@ -91,6 +57,27 @@ TEST(WorkerParentPid, MissingOrGarbageParentPidIsAUsageError) {
       {"--parent-pid", std::to_string(getpid()), "--parent-pid", std::to_string(getpid())},
       {"--parent-pid", std::to_string(getpid()), "extra"},
       {"extra", "--parent-pid", std::to_string(getpid())},
+      // --uid and --gid: together, once each, decimal ids from 1 to 4294967294
+      {"--parent-pid", std::to_string(getpid()), "--uid", "65534"},
+      {"--parent-pid", std::to_string(getpid()), "--gid", "65534"},
+      {"--parent-pid", std::to_string(getpid()), "--uid", "0", "--gid", "65534"},
+      {"--parent-pid", std::to_string(getpid()), "--uid", "65534", "--gid", "0"},
+      {"--parent-pid", std::to_string(getpid()), "--uid", "4294967295", "--gid", "65534"},  // (uid_t)-1
+      {"--parent-pid", std::to_string(getpid()), "--uid", "4294967297", "--gid", "65534"},  // would wrap to 1
+      {"--parent-pid", std::to_string(getpid()), "--uid", "-1", "--gid", "65534"},
+      {"--parent-pid", std::to_string(getpid()), "--uid", "nobody", "--gid", "65534"},
+      {"--parent-pid", std::to_string(getpid()), "--uid", "65534", "--gid", "65534", "--uid", "65534"},
+      {"--parent-pid", std::to_string(getpid()), "--uid"},
+      // --address-space-limit BYTES (1 MiB to 2^62) and --cpu-limit SOFT:HARD (1 <= SOFT <= HARD <= 2^62)
+      {"--parent-pid", std::to_string(getpid()), "--address-space-limit", "1048575"},
+      {"--parent-pid", std::to_string(getpid()), "--address-space-limit", "4611686018427387905"},
+      {"--parent-pid", std::to_string(getpid()), "--address-space-limit", "1e9"},
+      {"--parent-pid", std::to_string(getpid()), "--address-space-limit", "335544320", "--address-space-limit", "335544320"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "2"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "0:10"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "11:10"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "2:-1"},
+      {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "2:10", "--cpu-limit", "2:10"},
   };
   for (const auto& args : bad) {
     std::vector<std::string> argv = {BASAL_WORKER_PATH};
@@ -102,41 +89,6 @@ TEST(WorkerParentPid, MissingOrGarbageParentPidIsAUsageError) {
     EXPECT_EQ(e.err.rfind("ck-basal-worker: ", 0), 0u) << shown << ": " << e.err;
     EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << shown << ": " << e.err;
   }
-}
-
-// The pids whose parent is `parent`: /proc/<parent>/task/*/children where the kernel has it
-// (CONFIG_PROC_CHILDREN), else every /proc/<pid>/stat's ppid.
-std::set<pid_t> ChildrenOf(pid_t parent) {
-  std::set<pid_t> children;
-  bool have_children_files = false;
-  const std::string tasks = "/proc/" + std::to_string(parent) + "/task";
-  if (DIR* d = opendir(tasks.c_str())) {
-    while (dirent* t = readdir(d)) {
-      if (t->d_name[0] == '.') continue;
-      std::ifstream f(tasks + "/" + t->d_name + "/children");
-      if (!f) continue;
-      have_children_files = true;
-      pid_t pid;
-      while (f >> pid) children.insert(pid);
-    }
-    closedir(d);
-  }
-  if (have_children_files) return children;
-  if (DIR* d = opendir("/proc")) {
-    while (dirent* p = readdir(d)) {
-      if (p->d_name[0] < '1' || p->d_name[0] > '9') continue;
-      std::ifstream f(std::string("/proc/") + p->d_name + "/stat");
-      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      const size_t close_paren = stat.rfind(')');  // the command name may hold spaces and parens
-      if (close_paren == std::string::npos) continue;
-      std::istringstream rest(stat.substr(close_paren + 1));
-      char state;
-      pid_t ppid = 0;
-      if (rest >> state >> ppid && ppid == parent) children.insert(static_cast<pid_t>(std::stol(p->d_name)));
-    }
-    closedir(d);
-  }
-  return children;
 }
 
 // How many activations of the journal have their `log` call recorded: each such worker is past

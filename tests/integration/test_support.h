@@ -1,14 +1,24 @@
-// Shared set-up for integration tests: a temporary journal and a module over real workers.
+// Shared set-up for integration tests: a temporary journal and a module over real workers, and
+// helpers to run a program to its end and to find a process's children.
 #pragma once
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "basal/module.h"
 #include "parent/store/sqlite/sqlite_store.h"
@@ -22,6 +32,76 @@ inline std::string MakeTempDir() {
 }
 
 inline void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+struct Ended {
+  int status = 0;
+  std::string err;
+};
+
+// Starts `argv` with stdin and stdout on /dev/null and stderr on a pipe; returns its wait status
+// and what it wrote on stderr. `in_child` runs in the child before the exec (e.g. to drop root).
+inline Ended RunToEnd(const std::vector<std::string>& args, const std::function<void()>& in_child = {}) {
+  int err[2];
+  if (pipe2(err, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(err[1], 2);
+    if (in_child) in_child();
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(err[1]);
+  Ended e;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(err[0], buf, sizeof buf)) > 0) e.err.append(buf, static_cast<size_t>(n));
+  close(err[0]);
+  waitpid(pid, &e.status, 0);
+  return e;
+}
+
+inline bool ExitedWith(const Ended& e, int code) { return WIFEXITED(e.status) && WEXITSTATUS(e.status) == code; }
+
+// The pids whose parent is `parent`: /proc/<parent>/task/*/children where the kernel has it
+// (CONFIG_PROC_CHILDREN), else every /proc/<pid>/stat's ppid.
+inline std::set<pid_t> ChildrenOf(pid_t parent) {
+  std::set<pid_t> children;
+  bool have_children_files = false;
+  const std::string tasks = "/proc/" + std::to_string(parent) + "/task";
+  if (DIR* d = opendir(tasks.c_str())) {
+    while (dirent* t = readdir(d)) {
+      if (t->d_name[0] == '.') continue;
+      std::ifstream f(tasks + "/" + t->d_name + "/children");
+      if (!f) continue;
+      have_children_files = true;
+      pid_t pid;
+      while (f >> pid) children.insert(pid);
+    }
+    closedir(d);
+  }
+  if (have_children_files) return children;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* p = readdir(d)) {
+      if (p->d_name[0] < '1' || p->d_name[0] > '9') continue;
+      std::ifstream f(std::string("/proc/") + p->d_name + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const size_t close_paren = stat.rfind(')');  // the command name may hold spaces and parens
+      if (close_paren == std::string::npos) continue;
+      std::istringstream rest(stat.substr(close_paren + 1));
+      char state;
+      pid_t ppid = 0;
+      if (rest >> state >> ppid && ppid == parent) children.insert(static_cast<pid_t>(std::stol(p->d_name)));
+    }
+    closedir(d);
+  }
+  return children;
+}
 
 class ModuleFixture : public ::testing::Test {
  protected:

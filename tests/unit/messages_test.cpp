@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace basal::protocol {
 namespace {
 
@@ -44,7 +46,8 @@ TEST(MessagesTest, RefusesMalformedAndWrongTypes) {
   EXPECT_EQ(MustFail(R"({"type":"launch"})"), "unknown message type \"launch\"");
   EXPECT_EQ(MustFail(R"({"type":"call","activation":"1","id":1,"name":"x","args":null})"),
             "field \"activation\" must be an integer");
-  EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":0,"name":"x","args":null})"), "field \"id\" must be >= 1");
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":0,"name":"x","args":null})"),
+            "field \"id\" is 0, outside 1 to 9007199254740991");
   EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":1,"name":"x"})"), "missing field \"args\"");
   EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":1,"name":"x","args":1,"extra":2})"),
             "unexpected field \"extra\"");
@@ -55,6 +58,57 @@ TEST(MessagesTest, RefusesMalformedAndWrongTypes) {
             std::string::npos);
   EXPECT_EQ(MustFail(R"({"type":"call","activation":99999999999999999999,"id":1,"name":"x","args":1})"),
             "field \"activation\" must be an integer");
+}
+
+// Every integer a worker sends is read whole and refused outside its range: nothing is wrapped
+// into a narrower type, rounded from a float, or clamped.
+TEST(MessagesTest, IntegersOutsideTheirRangeAreRefusedNeverWrapped) {
+  const std::string confinement = R"("os":"linux","engine":"e","test_hooks":false,"confinement":{})";
+  // protocol: kept whole (the welcome check refuses anything but 1 by its real value).
+  auto w = std::get<Welcome>(MustParse(R"({"type":"welcome","protocol":4294967297,"pid":5,)" + confinement + "}"));
+  EXPECT_EQ(w.protocol, 4294967297);
+  EXPECT_EQ(MustFail(R"({"type":"welcome","protocol":9007199254740992,"pid":5,)" + confinement + "}"),
+            "field \"protocol\" is 9007199254740992, outside 0 to 9007199254740991");
+  EXPECT_EQ(MustFail(R"({"type":"welcome","protocol":-1,"pid":5,)" + confinement + "}"),
+            "field \"protocol\" is -1, outside 0 to 9007199254740991");
+  // pid: a pid_t, so at most 2^31 - 1 (4294967301 would read as 5 in 32 bits).
+  EXPECT_EQ(MustFail(R"({"type":"welcome","protocol":1,"pid":4294967301,)" + confinement + "}"),
+            "field \"pid\" is 4294967301, outside 1 to 2147483647");
+  EXPECT_EQ(std::get<Welcome>(MustParse(R"({"type":"welcome","protocol":1,"pid":2147483647,)" + confinement + "}")).pid,
+            2147483647);
+  // activation and call ids: 1 to 2^53 - 1.
+  EXPECT_EQ(std::get<Call>(MustParse(R"({"type":"call","activation":4294967297,"id":9007199254740991,"name":"x","args":1})"))
+                .activation,
+            4294967297);
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":9007199254740992,"id":1,"name":"x","args":1})"),
+            "field \"activation\" is 9007199254740992, outside 1 to 9007199254740991");
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":18446744073709551615,"name":"x","args":1})"),
+            "field \"id\" is 18446744073709551615, outside 1 to 9007199254740991");
+  EXPECT_EQ(MustFail(R"({"type":"call","activation":1,"id":-4294967295,"name":"x","args":1})"),
+            "field \"id\" is -4294967295, outside 1 to 9007199254740991");
+  EXPECT_EQ(MustFail(R"({"type":"done","activation":-1,"cpu_us":0,"ok":1})"),
+            "field \"activation\" is -1, outside 1 to 9007199254740991");
+  // cpu_us: 0 to 2^53 - 1; a fraction or an exponent is no integer.
+  EXPECT_EQ(std::get<Done>(MustParse(R"({"type":"done","activation":1,"cpu_us":9007199254740991,"ok":1})")).cpu_us,
+            9007199254740991);
+  EXPECT_EQ(MustFail(R"({"type":"done","activation":1,"cpu_us":-1,"ok":1})"),
+            "field \"cpu_us\" is -1, outside 0 to 9007199254740991");
+  EXPECT_EQ(MustFail(R"({"type":"done","activation":1,"cpu_us":9223372036854775807,"ok":1})"),
+            "field \"cpu_us\" is 9223372036854775807, outside 0 to 9007199254740991");
+  EXPECT_EQ(MustFail(R"({"type":"done","activation":1,"cpu_us":18446744073709551615,"ok":1})"),
+            "field \"cpu_us\" is 18446744073709551615, outside 0 to 9007199254740991");
+  EXPECT_EQ(MustFail(R"({"type":"done","activation":1,"cpu_us":1.5,"ok":1})"), "field \"cpu_us\" must be an integer");
+  EXPECT_EQ(MustFail(R"({"type":"done","activation":1,"cpu_us":1e3,"ok":1})"), "field \"cpu_us\" must be an integer");
+}
+
+TEST(MessagesTest, IntegerInReadsExactIntegersOnly) {
+  EXPECT_EQ(IntegerIn(Json(7), 0, 7), 7);
+  EXPECT_EQ(IntegerIn(Json(4294967303LL), 0, 7), std::nullopt);
+  EXPECT_EQ(IntegerIn(Json(18446744073709551615ULL), 0, std::numeric_limits<int64_t>::max()), std::nullopt);
+  EXPECT_EQ(IntegerIn(Json(-1), 0, 7), std::nullopt);
+  EXPECT_EQ(IntegerIn(Json(7.0), 0, 7), std::nullopt);
+  EXPECT_EQ(IntegerIn(Json("7"), 0, 7), std::nullopt);
+  EXPECT_EQ(IntegerIn(Json(true), 0, 7), std::nullopt);
 }
 
 TEST(MessagesTest, RefusesHostileNestingWithoutRecursing) {

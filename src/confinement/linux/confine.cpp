@@ -12,8 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "confinement/linux/credentials.h"
 #include "confinement/linux/descriptors.h"
 #include "confinement/linux/landlock.h"
+#include "confinement/linux/limits.h"
 #include "confinement/linux/privileges.h"
 #include "confinement/linux/seccomp_program.h"
 #include "confinement/linux/startup_checks.h"
@@ -103,7 +105,25 @@ const char* Bool(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
 std::string ConfinementReport::ToJson() const {
-  std::string j = "{\"startup_checks\":{\"passed\":";
+  std::string j = "{\"address_space_limit\":";
+  j += std::to_string(address_space_limit_bytes);
+  j += ",\"cpu_limit\":{\"soft_seconds\":";
+  j += std::to_string(cpu_limit_soft_seconds);
+  j += ",\"hard_seconds\":";
+  j += std::to_string(cpu_limit_hard_seconds);
+  j += "},\"privileges\":{\"uid\":";
+  j += std::to_string(privileges.uid);
+  j += ",\"gid\":";
+  j += std::to_string(privileges.gid);
+  j += ",\"supplementary_groups\":";
+  j += std::to_string(privileges.supplementary_groups);
+  j += ",\"capabilities_empty\":";
+  j += Bool(privileges.capabilities_empty);
+  j += ",\"ambient_empty\":";
+  j += Bool(privileges.ambient_empty);
+  j += ",\"bounding_set_empty\":";
+  j += Bool(privileges.bounding_set_empty);
+  j += "},\"startup_checks\":{\"passed\":";
   j += Bool(startup_checks_passed);
   j += ",\"weakened\":";
   j += Bool(startup_checks_weakened);
@@ -139,10 +159,26 @@ ConfinementReport ConfineWorker(const ConfineOptions& options) {
   }
 #endif
 
-  // Before step 0, bound the worker's life by its parent's: SIGKILL when the parent dies, however
-  // it dies. The closed pipe alone would not do: a script in a loop never reads it, and the
-  // deadline that would end it is enforced by the parent.
   if (options.parent_pid <= 1) Fail("options", "no parent pid (ck-basal-worker is started with --parent-pid)");
+
+  // First the limits and privileges the parent asked for and could not apply itself: RLIMIT_AS and
+  // RLIMIT_CPU (a root parent without CAP_SYS_RESOURCE cannot prlimit a worker of another uid), then the
+  // unprivileged user and group (a root parent's worker is exec'd as root, since posix_spawn
+  // cannot change ids), every capability set emptied.
+  if (options.address_space_limit_bytes > 0) {
+    Require("limits", LimitAddressSpace(options.address_space_limit_bytes));
+    report.address_space_limit_bytes = options.address_space_limit_bytes;
+  }
+  if (options.cpu_limit_hard_seconds > 0) {
+    Require("limits", LimitCpuTime(options.cpu_limit_soft_seconds, options.cpu_limit_hard_seconds));
+    report.cpu_limit_soft_seconds = options.cpu_limit_soft_seconds;
+    report.cpu_limit_hard_seconds = options.cpu_limit_hard_seconds;
+  }
+  Require("privileges", DropCredentials(options.run_as, report.privileges));
+
+  // Then bound the worker's life by its parent's: SIGKILL when the parent dies, however it dies.
+  // The closed pipe alone would not do: a script in a loop never reads it, and the deadline that
+  // would end it is enforced by the parent. After the credential change, which clears the signal.
   Require("parent death signal", SetParentDeathSignal());
   RequireParent(options.parent_pid);
 

@@ -11,8 +11,11 @@
 #include <linux/filter.h>
 #include <sys/types.h>
 
+#include <optional>
 #include <span>
 #include <string>
+
+#include "confinement/linux/credentials.h"
 
 namespace basal::confinement {
 
@@ -33,6 +36,16 @@ struct ConfineOptions {
   // ConfineWorker exits 70 otherwise, and kExitParentGone if getppid() differs once the parent
   // death signal is set.
   pid_t parent_pid = 0;
+  // The user and group to become (the worker's --uid/--gid, passed by a parent that runs as
+  // root). Unset: the worker keeps its ids and only empties its capability sets.
+  std::optional<WorkerIdentity> run_as;
+  // RLIMIT_AS (soft and hard) the worker sets on itself before anything else (its
+  // --address-space-limit argument); 0: left as inherited.
+  uint64_t address_space_limit_bytes = 0;
+  // RLIMIT_CPU (soft, hard) in seconds the worker sets on itself (its --cpu-limit argument): the
+  // kernel's backstop behind the parent's own CPU measurement. 0: left as inherited.
+  uint64_t cpu_limit_soft_seconds = 0;
+  uint64_t cpu_limit_hard_seconds = 0;
   bool weaken_startup_checks = false;  // a failed startup check is reported, not fatal
   bool skip_landlock = false;
   bool skip_seccomp = false;
@@ -40,6 +53,10 @@ struct ConfineOptions {
 
 // What the worker reports in its welcome, layer by layer. The parent decides from it.
 struct ConfinementReport {
+  uint64_t address_space_limit_bytes = 0;  // as set, 0 if none was asked for
+  uint64_t cpu_limit_soft_seconds = 0;     // likewise
+  uint64_t cpu_limit_hard_seconds = 0;
+  CredentialReport privileges;
   bool startup_checks_passed = false;
   bool startup_checks_weakened = false;
   bool descriptors_closed = false;
@@ -52,15 +69,18 @@ struct ConfinementReport {
   bool seccomp_tsync = false;
 
   // One JSON object:
-  // {"startup_checks":{"passed":B,"weakened":B},"descriptors_closed":B,"no_new_privs":B,
+  // {"address_space_limit":N,"cpu_limit":{"soft_seconds":N,"hard_seconds":N},"privileges":{"uid":N,"gid":N,"supplementary_groups":N,"capabilities_empty":B,
+  //  "ambient_empty":B,"bounding_set_empty":B},"startup_checks":{"passed":B,"weakened":B},"descriptors_closed":B,"no_new_privs":B,
   //  "dumpable":B,"landlock":{"abi":N,"kernel_abi":N[,"absent":"..."]},
   //  "seccomp":{"installed":B,"tsync":B}}
   std::string ToJson() const;
 };
 
-// First the parent death signal (SIGKILL when the parent dies) and the check that getppid() is
-// still options.parent_pid (else "ck-basal-worker: parent <pid> is gone ..." and exit
-// kExitParentGone). Step 0 prepares the process to live under the filter (SIGPIPE ignored; TZ=UTC0 and localtime
+// First the address-space and CPU limits (limits.h) and the privileges (credentials.h: options.run_as,
+// every capability set emptied), then the
+// parent death signal (SIGKILL when the parent dies; set after the credential change, which
+// clears it) and the check that getppid() is still options.parent_pid (else "ck-basal-worker:
+// parent <pid> is gone ..." and exit kExitParentGone). Step 0 prepares the process to live under the filter (SIGPIPE ignored; TZ=UTC0 and localtime
 // primed so glibc never stats /etc/localtime; malloc primed, since its first call uses
 // getrandom), then steps 1-6 in the design's order: startup checks, descriptor close,
 // no_new_privs and non-dumpable, Landlock, descriptor close, seccomp. A failed step writes

@@ -31,8 +31,13 @@ class ProcessCpuClock {
   clockid_t id_;
 };
 
+// `t` as RLIMIT_CPU counts it: whole seconds, rounded up, at least 1.
+uint64_t WholeCpuSeconds(std::chrono::nanoseconds t);
+
 // RLIMIT_CPU of `pid` (prlimit): the kernel sends SIGXCPU at `soft` and SIGKILL at `hard` seconds
-// of CPU (rounded up to whole seconds; soft <= hard).
+// of CPU (rounded up to whole seconds; soft <= hard). Fails (EPERM) on a worker that runs as
+// another user unless this process has CAP_SYS_RESOURCE (CanChangeWorkerLimits); a worker's
+// first limits are therefore set by the worker itself (WorkerLimits, worker_launcher.h).
 Result<void> SetCpuLimit(pid_t pid, std::chrono::nanoseconds soft, std::chrono::nanoseconds hard);
 
 }  // namespace basal

@@ -15,7 +15,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/time.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +32,7 @@
 
 #include "child_process.h"
 #include "confinement/linux/descriptors.h"
+#include "confinement/linux/limits.h"
 #include "confinement/linux/seccomp_program.h"
 
 namespace basal::confinement {
@@ -79,12 +82,23 @@ class ConfineWorkerTest : public ::testing::Test {
   }
 };
 
+// What DropCredentials reports for a process that keeps its ids (no run_as): the test process's
+// uid, gid and groups, every set empty, and the bounding set emptied only by a root process.
+std::string ExpectedPrivileges() {
+  return "{\"uid\":" + std::to_string(getuid()) + ",\"gid\":" + std::to_string(getgid()) +
+         ",\"supplementary_groups\":" + std::to_string(getgroups(0, nullptr)) +
+         ",\"capabilities_empty\":true,\"ambient_empty\":true,\"bounding_set_empty\":" +
+         (geteuid() == 0 ? "true" : "false") + "}";
+}
+
 std::string ExpectedReport() {
   const int kernel = KernelLandlockAbi();
   std::string landlock = "{\"abi\":" + std::to_string(std::min(kernel, kWorkerLandlockAbiMax)) +
                          ",\"kernel_abi\":" + std::to_string(kernel);
   if (kernel == 0) landlock = "{\"abi\":0,\"kernel_abi\":0,\"absent\":\"kernel lacks Landlock (ENOSYS)\"";
-  return "{\"startup_checks\":{\"passed\":true,\"weakened\":false},\"descriptors_closed\":true,"
+  return "{\"address_space_limit\":0,\"cpu_limit\":{\"soft_seconds\":0,\"hard_seconds\":0},\"privileges\":" +
+         ExpectedPrivileges() +
+         ",\"startup_checks\":{\"passed\":true,\"weakened\":false},\"descriptors_closed\":true,"
          "\"no_new_privs\":true,\"dumpable\":false,\"landlock\":" +
          landlock + "},\"seccomp\":{\"installed\":true,\"tsync\":true}}";
 }
@@ -330,6 +344,191 @@ TEST_F(ConfineWorkerTest, AnotherParentThanTheOneThatStartedItExitsParentGone) {
   EXPECT_EQ(r.out, "");
 }
 
+// ---- privileges (credentials.h) ----
+
+// The lines of /proc/self/status that show ids and capability sets, read with raw calls.
+std::string OwnStatusLines() {
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  if (fd >= 0) close(fd);
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t eol = text.find('\n', at);
+    const std::string line = text.substr(at, eol - at);
+    at = eol == std::string::npos ? text.size() : eol + 1;
+    for (const char* key : {"Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"})
+      if (line.rfind(key, 0) == 0) out += line + "\n";
+  }
+  return out;
+}
+
+class CredentialsTest : public ConfineWorkerTest {
+ protected:
+  void SetUp() override {
+    ConfineWorkerTest::SetUp();
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: only a root process can become another user";
+  }
+};
+
+TEST_F(CredentialsTest, ARootWorkerBecomesTheNamedUserWithEveryCapabilitySetEmpty) {
+  const ChildResult r = RunChild({}, [] {
+    CredentialReport report;
+    const StepStatus s = DropCredentials(WorkerIdentity{65534, 65534}, report);
+    if (!s.ok()) {
+      RawWrite(STDERR_FILENO, s.reason());
+      _exit(1);
+    }
+    const int securebits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+    RawWrite(STDOUT_FILENO, OwnStatusLines() + "securebits " + std::to_string(securebits) + "\n");
+    // Root powers are gone for good: nothing brings uid 0 back.
+    if (setresuid(0, 0, 0) == 0 || setuid(0) == 0) RawWrite(STDOUT_FILENO, "became root again\n");
+    _exit(report.uid == 65534 && report.gid == 65534 && report.supplementary_groups == 0 &&
+                  report.capabilities_empty && report.ambient_empty && report.bounding_set_empty
+              ? 0
+              : 2);
+  });
+  ASSERT_TRUE(r.ExitedWith(0)) << r.Describe();
+  EXPECT_NE(r.out.find("Uid:\t65534\t65534\t65534\t65534\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Gid:\t65534\t65534\t65534\t65534\n"), std::string::npos) << r.out;
+  for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"})
+    EXPECT_NE(r.out.find(std::string(set) + ":\t0000000000000000\n"), std::string::npos) << set << "\n" << r.out;
+  // SECBIT_NOROOT|NOROOT_LOCKED|NO_SETUID_FIXUP_LOCKED|KEEP_CAPS_LOCKED|NO_CAP_AMBIENT_RAISE(_LOCKED)
+  EXPECT_NE(r.out.find("securebits 235\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("became root again"), std::string::npos) << r.out;
+}
+
+// Why ConfineWorker sets the parent death signal after the credential change: the kernel resets
+// it on a change of credentials (this is what the order in confine.cpp relies on).
+TEST_F(CredentialsTest, TheCredentialChangeClearsTheParentDeathSignal) {
+  const ChildResult r = RunChild({}, [] {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) _exit(1);
+    CredentialReport report;
+    if (!DropCredentials(WorkerIdentity{65534, 65534}, report).ok()) _exit(2);
+    int now = -1;
+    if (prctl(PR_GET_PDEATHSIG, &now, 0, 0, 0) != 0) _exit(3);
+    _exit(now == 0 ? 0 : 4);
+  });
+  EXPECT_TRUE(r.ExitedWith(0)) << r.Describe();
+}
+
+TEST_F(CredentialsTest, ConfinedAsTheNamedUserTheReportSaysSo) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineOptions o = WorkerOptions();
+    o.run_as = WorkerIdentity{65534, 65534};
+    RawWrite(STDOUT_FILENO, ConfineWorker(o).ToJson());
+    _exit(0);
+  });
+  ASSERT_TRUE(r.ExitedWith(0)) << r.Describe();
+  EXPECT_EQ(r.out.rfind("{\"address_space_limit\":0,\"cpu_limit\":{\"soft_seconds\":0,\"hard_seconds\":0},"
+                        "\"privileges\":{\"uid\":65534,\"gid\":65534,\"supplementary_groups\":0,"
+                        "\"capabilities_empty\":true,\"ambient_empty\":true,\"bounding_set_empty\":true},",
+                        0),
+            0u)
+      << r.out;
+}
+
+TEST_F(CredentialsTest, RootAsTheWorkerUserExits70) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineOptions o = WorkerOptions();
+    o.run_as = WorkerIdentity{0, 0};
+    ConfineWorker(o);
+    RawWrite(STDOUT_FILENO, "confined");
+    _exit(0);
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "ck-basal-worker: confinement failed: privileges: asked to run as uid 0 gid 0: a worker never runs as root\n");
+  EXPECT_EQ(r.out, "");
+}
+
+// A worker that cannot become the user its parent named (here: it already lost root) refuses
+// to run, naming the call that failed, rather than run with ids its parent did not expect.
+TEST_F(CredentialsTest, AWorkerThatCannotDropExits70NamingTheCall) {
+  const ChildResult r = RunChild({}, [] {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(1);
+    ConfineOptions o = WorkerOptions();
+    o.run_as = WorkerIdentity{1000, 1000};
+    ConfineWorker(o);
+    RawWrite(STDOUT_FILENO, "confined");
+    _exit(0);
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "ck-basal-worker: confinement failed: privileges: prctl(PR_CAPBSET_DROP)(capability 0) failed: Operation "
+            "not permitted (errno 1)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+// Without run_as an unprivileged process keeps its ids and its bounding set (it may not drop it
+// without CAP_SETPCAP, and holds no capability anyway); its other sets are empty.
+TEST_F(CredentialsTest, WithoutRunAsAnUnprivilegedProcessKeepsItsIds) {
+  const ChildResult r = RunChild({}, [] {
+    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
+      _exit(1);
+    CredentialReport report;
+    const StepStatus s = DropCredentials(std::nullopt, report);
+    if (!s.ok()) {
+      RawWrite(STDERR_FILENO, s.reason());
+      _exit(2);
+    }
+    _exit(report.uid == 65534 && report.capabilities_empty && report.ambient_empty && !report.bounding_set_empty ? 0 : 3);
+  });
+  EXPECT_TRUE(r.ExitedWith(0)) << r.Describe();
+}
+
+// The worker sets its own RLIMIT_AS and RLIMIT_CPU before it drops its privileges (limits.h), and
+// reports them.
+TEST_F(ConfineWorkerTest, TheLimitsAreSetAndReported) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineOptions o = WorkerOptions();
+    o.address_space_limit_bytes = 320ull << 20;
+    o.cpu_limit_soft_seconds = 2;
+    o.cpu_limit_hard_seconds = 343;
+    RawWrite(STDOUT_FILENO, ConfineWorker(o).ToJson());  // getrlimit is prlimit64: killed under the filter
+    _exit(0);
+  });
+  ASSERT_TRUE(r.ExitedWith(0)) << r.Describe();
+  EXPECT_EQ(r.out.rfind("{\"address_space_limit\":335544320,\"cpu_limit\":{\"soft_seconds\":2,\"hard_seconds\":343},", 0),
+            0u)
+      << r.out;
+  const ChildResult limited = RunChild({}, [] {
+    if (!LimitAddressSpace(320ull << 20).ok() || !LimitCpuTime(2, 343).ok()) _exit(1);
+    rlimit as{}, cpu{};
+    if (getrlimit(RLIMIT_AS, &as) != 0 || getrlimit(RLIMIT_CPU, &cpu) != 0) _exit(2);
+    _exit(as.rlim_cur == (320ull << 20) && as.rlim_max == (320ull << 20) && cpu.rlim_cur == 2 && cpu.rlim_max == 343
+              ? 0
+              : 3);
+  });
+  EXPECT_TRUE(limited.ExitedWith(0)) << limited.Describe();
+}
+
+TEST_F(ConfineWorkerTest, ASoftCpuLimitAboveTheHardOneExits70) {
+  const ChildResult r = RunChild({}, [] {
+    ConfineOptions o = WorkerOptions();
+    o.cpu_limit_soft_seconds = 5;
+    o.cpu_limit_hard_seconds = 4;
+    ConfineWorker(o);
+    _exit(0);
+  });
+  EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "ck-basal-worker: confinement failed: limits: RLIMIT_CPU 5/4: the soft limit must be from 1 s to the hard "
+            "limit\n");
+}
+
+TEST(Credentials, LastCapabilityIsWhatTheKernelSays) {
+  const int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  char buf[16] = {};
+  ASSERT_GT(read(fd, buf, sizeof buf - 1), 0);
+  close(fd);
+  EXPECT_EQ(LastCapability(), std::atoi(buf));
+}
+
 TEST_F(ConfineWorkerTest, RegularFileStdinExits70) {
   const ChildResult r = RunChild({.stdin_kind = StdinKind::kRegularFile}, [] { ConfineWorker(WorkerOptions()); });
   EXPECT_TRUE(r.ExitedWith(kExitConfinementFailed)) << r.Describe();
@@ -413,8 +612,20 @@ TEST(ConfinementReportJson, ExactShape) {
   r.landlock_kernel_abi = 8;
   r.seccomp_installed = true;
   r.seccomp_tsync = true;
+  r.address_space_limit_bytes = 335544320;
+  r.cpu_limit_soft_seconds = 2;
+  r.cpu_limit_hard_seconds = 343;
+  r.privileges.uid = 65534;
+  r.privileges.gid = 65533;
+  r.privileges.supplementary_groups = 0;
+  r.privileges.capabilities_empty = true;
+  r.privileges.ambient_empty = true;
+  r.privileges.bounding_set_empty = true;
   EXPECT_EQ(r.ToJson(),
-            "{\"startup_checks\":{\"passed\":true,\"weakened\":false},\"descriptors_closed\":true,"
+            "{\"address_space_limit\":335544320,\"cpu_limit\":{\"soft_seconds\":2,\"hard_seconds\":343},"
+            "\"privileges\":{\"uid\":65534,\"gid\":65533,\"supplementary_groups\":0,\"capabilities_empty\":true,"
+            "\"ambient_empty\":true,\"bounding_set_empty\":true},"
+            "\"startup_checks\":{\"passed\":true,\"weakened\":false},\"descriptors_closed\":true,"
             "\"no_new_privs\":true,\"dumpable\":false,\"landlock\":{\"abi\":7,\"kernel_abi\":8},"
             "\"seccomp\":{\"installed\":true,\"tsync\":true}}");
   ConfinementReport absent;

@@ -1,10 +1,11 @@
 #include "parent/platform/worker_launcher.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <pwd.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,7 +50,8 @@ std::string WorkerDeath::Describe() const {
   return "exited with status " + std::to_string(code);
 }
 
-Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& path, const std::vector<std::string>& args) {
+Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& path, const std::vector<std::string>& args,
+                                                            const WorkerLimits& limits) {
   if (::access(path.c_str(), X_OK) != 0)
     return MakeError(ErrorCode::kSpawn, "worker " + path + " is not an executable file (" + std::strerror(errno) +
                                             "); pass --worker PATH or install ck-basal-worker beside basal");
@@ -64,6 +66,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
     return MakeError(ErrorCode::kSpawn, Errno("pipe2"));
   }
   const std::string parent_pid = std::to_string(getpid());
+  const std::string address_space = std::to_string(limits.address_space_bytes);
+  const std::string cpu = std::to_string(limits.cpu_soft_seconds) + ":" + std::to_string(limits.cpu_hard_seconds);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
@@ -83,6 +87,14 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
   argv.push_back(const_cast<char*>(path.c_str()));
   argv.push_back(const_cast<char*>("--parent-pid"));
   argv.push_back(const_cast<char*>(parent_pid.c_str()));
+  if (limits.address_space_bytes > 0) {
+    argv.push_back(const_cast<char*>("--address-space-limit"));
+    argv.push_back(const_cast<char*>(address_space.c_str()));
+  }
+  if (limits.cpu_hard_seconds > 0) {
+    argv.push_back(const_cast<char*>("--cpu-limit"));
+    argv.push_back(const_cast<char*>(cpu.c_str()));
+  }
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   char* envp[] = {nullptr};
@@ -103,6 +115,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& p
   p->out_ = out[0];
   p->err_ = err[0];
   p->pidfd_ = PidfdOpen(pid);
+  p->limits_ = limits;
   for (int fd : {p->in_, p->out_, p->err_}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   if (p->pidfd_ < 0) {
     const std::string why = Errno("pidfd_open");
@@ -121,12 +134,6 @@ WorkerProcess::~WorkerProcess() {
   CloseFd(out_);
   CloseFd(err_);
   CloseFd(pidfd_);
-}
-
-Result<void> WorkerProcess::SetAddressSpaceLimit(uint64_t bytes) {
-  rlimit lim{bytes, bytes};
-  if (prlimit(pid_, RLIMIT_AS, &lim, nullptr) != 0) return MakeError(ErrorCode::kSpawn, Errno("prlimit(RLIMIT_AS) on worker"));
-  return Ok();
 }
 
 void WorkerProcess::CloseStdin() { CloseFd(in_); }
@@ -174,16 +181,85 @@ namespace {
 class LinuxLauncher final : public WorkerLauncher {
  public:
   Result<std::unique_ptr<WorkerProcess>> Launch(const LaunchOptions& options) override {
-    auto proc = WorkerProcess::Spawn(options.path, options.args);
-    if (!proc) return proc.error();
-    if (options.address_space_limit_bytes > 0) {
-      if (auto r = (*proc)->SetAddressSpaceLimit(options.address_space_limit_bytes); !r) return r.error();
+    std::vector<std::string> args;
+    if (options.credentials) {
+      args = {"--uid", std::to_string(options.credentials->uid), "--gid", std::to_string(options.credentials->gid)};
     }
-    return proc;
+    args.insert(args.end(), options.args.begin(), options.args.end());
+    return WorkerProcess::Spawn(options.path, args, options.limits);
   }
 };
 
+// getpwnam_r: nullopt if there is no such user; an error if the lookup itself failed.
+Result<std::optional<passwd>> LookUpUser(const std::string& name, std::vector<char>& buffer) {
+  passwd entry{};
+  passwd* found = nullptr;
+  buffer.resize(16384);
+  for (;;) {
+    const int rc = getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found);
+    if (rc == ERANGE && buffer.size() < (1u << 20)) {
+      buffer.resize(buffer.size() * 2);
+      continue;
+    }
+    if (rc != 0) return MakeError(ErrorCode::kIo, "looking up user \"" + name + "\": " + std::strerror(rc));
+    if (!found) return std::optional<passwd>();
+    return std::optional<passwd>(entry);
+  }
+}
+
 }  // namespace
+
+bool CanChangeWorkerLimits(const std::optional<WorkerCredentials>& credentials) {
+  if (!credentials) return true;  // the worker keeps this process's ids: prlimit needs nothing
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_SYS_RESOURCE / 32].effective & (1u << (CAP_SYS_RESOURCE % 32))) != 0;
+}
+
+Result<std::optional<WorkerCredentials>> ResolveWorkerUser(const std::string& user) {
+  const uid_t euid = geteuid();
+  if (euid != 0) {
+    if (user.empty()) return std::optional<WorkerCredentials>();
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "worker user \"" + user + "\": basal runs as uid " + std::to_string(euid) +
+                         ", not root, so its workers run as uid " + std::to_string(euid) +
+                         " without privilege and cannot change user; drop the worker user setting");
+  }
+  std::vector<char> buffer;
+  std::optional<passwd> entry;
+  std::string name = user;
+  if (name.empty()) {
+    for (const char* candidate : {kDedicatedWorkerUser, "nobody"}) {
+      auto found = LookUpUser(candidate, buffer);
+      if (!found) return found.error();
+      if (*found) {
+        entry = **found;
+        name = candidate;
+        break;
+      }
+    }
+    if (!entry)
+      return MakeError(ErrorCode::kUnsupported,
+                       std::string("basal runs as root and drops its workers' privileges, but this system has neither "
+                                   "a user ") +
+                           kDedicatedWorkerUser +
+                           " nor nobody: create one (useradd --system --no-create-home --shell /usr/sbin/nologin " +
+                           kDedicatedWorkerUser + ") or name another with --worker-user");
+  } else {
+    auto found = LookUpUser(name, buffer);
+    if (!found) return found.error();
+    if (!*found)
+      return MakeError(ErrorCode::kInvalidArgument, "worker user \"" + name + "\" does not exist on this system (getpwnam)");
+    entry = **found;
+  }
+  if (entry->pw_uid == 0 || entry->pw_gid == 0)
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "worker user \"" + name + "\" has uid " + std::to_string(entry->pw_uid) + " and group " +
+                         std::to_string(entry->pw_gid) +
+                         ": workers never run as root or in group 0; name an unprivileged user");
+  return std::optional<WorkerCredentials>(WorkerCredentials{entry->pw_uid, entry->pw_gid, name});
+}
 
 std::unique_ptr<WorkerLauncher> WorkerLauncher::ForThisPlatform() { return std::make_unique<LinuxLauncher>(); }
 

@@ -20,15 +20,13 @@ std::chrono::nanoseconds ProcessCpuClock::Read() const {
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
-namespace {
-rlim_t WholeSeconds(std::chrono::nanoseconds t) {
+uint64_t WholeCpuSeconds(std::chrono::nanoseconds t) {
   const auto s = std::chrono::ceil<std::chrono::seconds>(t).count();
-  return static_cast<rlim_t>(s < 1 ? 1 : s);
+  return static_cast<uint64_t>(s < 1 ? 1 : s);
 }
-}  // namespace
 
 Result<void> SetCpuLimit(pid_t pid, std::chrono::nanoseconds soft, std::chrono::nanoseconds hard) {
-  rlimit limit{WholeSeconds(soft), WholeSeconds(hard)};
+  rlimit limit{WholeCpuSeconds(soft), WholeCpuSeconds(hard)};
   if (limit.rlim_cur > limit.rlim_max) limit.rlim_cur = limit.rlim_max;
   if (prlimit(pid, RLIMIT_CPU, &limit, nullptr) != 0) {
     return MakeError(ErrorCode::kSpawn, "cannot set RLIMIT_CPU of worker " + std::to_string(pid) + ": " +
