@@ -371,6 +371,14 @@ void Pool::OnWelcome(PooledWorker& w, const protocol::Welcome& welcome) {
   const WelcomeVerdict v = CheckWorker(welcome, w.session->process(), options_.welcome_policy);
   if (w.timer) loop_.Cancel(*w.timer);
   w.timer.reset();
+  if (!v.accepted && HasExited(w)) {
+    // It died after its welcome (killed from outside, or crashed): /proc shows a zombie, which
+    // is not a confinement it lacks. Its death is what happened.
+    if (auto death = w.session->process().WaitFor(std::chrono::milliseconds(1000))) {
+      w.state = PooledWorker::State::kLoading;  // it did welcome: exit 70 now is a crash
+      return Ended(w, *death);
+    }
+  }
   if (!v.accepted) {
     ++health_.refused_welcomes;
     owner_.OnEvent({ModuleEvent::Kind::kWorkerRefused, "refused worker " + std::to_string(w.pid()) + ": " + v.reason, 0,

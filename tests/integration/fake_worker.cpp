@@ -204,6 +204,11 @@ int main(int argc, char** argv) {
     Send(Welcome(run_as, c));
     for (;;) pause();
   }
+  if (fault == "welcome_then_sigkill") {  // killed from outside right after its welcome (the soak saw it)
+    Send(Welcome(run_as));
+    signal(SIGKILL, SIG_DFL);
+    raise(SIGKILL);
+  }
   if (fault == "test_hooks_welcome") {  // accepted only by a test-hooks parent: then it serves
     Claims c;
     c.test_hooks = true;
