@@ -1,0 +1,99 @@
+// Fuzz target: ParseParentMessage (src/protocol/messages.h), the worker's parser of the parent's
+// messages, against the parent's builders (BuildLoad, BuildActivate, BuildResultOk,
+// BuildResultError).
+//
+// Input: one frame's payload.
+//
+// Invariants, for every message the parser accepts:
+// - ids and budgets are >= 1 and hold the values the message carried;
+// - a value that arrived in a message fits in one (FitsInMessage), so the parent could send it;
+// - rebuilt with the parent's builder, it parses again to the same message, and rebuilding that
+//   gives the same bytes.
+// A refused message always says why.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+
+#include "fuzz/fuzz_check.h"
+#include "protocol/messages.h"
+
+namespace basal::protocol {
+namespace {
+
+std::string Rebuild(const ParentMessage& message) {
+  return std::visit(
+      [](const auto& m) -> std::string {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Load>) {
+          return BuildLoad(m);
+        } else if constexpr (std::is_same_v<T, Activate>) {
+          const std::string input = DumpJson(m.input);
+          std::string why;
+          FUZZ_CHECK(FitsInMessage(input, why), "an input that arrived in a message does not fit in one: " + why);
+          return BuildActivate(m.activation, input);
+        } else {
+          if (!m.ok) return BuildResultError(m.activation, m.id, m.error_name, m.error_message);
+          const std::string value = DumpJson(m.value);
+          std::string why;
+          FUZZ_CHECK(FitsInMessage(value, why), "a result that arrived in a message does not fit in one: " + why);
+          return BuildResultOk(m.activation, m.id, value);
+        }
+      },
+      message);
+}
+
+void CheckAgainstSent(const ParentMessage& message, const Json& sent) {
+  std::visit(
+      [&sent](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Load>) {
+          FUZZ_CHECK(m.cpu_ms >= 1 && sent.at("cpu_ms") == Json(m.cpu_ms), "cpu_ms");
+          FUZZ_CHECK(m.heap_bytes >= 1 && sent.at("heap_bytes") == Json(m.heap_bytes), "heap_bytes");
+          FUZZ_CHECK(m.stack_bytes >= 1 && sent.at("stack_bytes") == Json(m.stack_bytes), "stack_bytes");
+          FUZZ_CHECK(sent.at("source") == Json(m.source) && sent.at("flow") == Json(m.flow) &&
+                         sent.at("profile") == Json(m.profile),
+                     "flow, source or profile");
+        } else if constexpr (std::is_same_v<T, Activate>) {
+          FUZZ_CHECK(m.activation >= 1 && sent.at("activation") == Json(m.activation), "activation");
+          FUZZ_CHECK(m.input == sent.at("input"), "input");
+        } else {
+          FUZZ_CHECK(m.activation >= 1 && sent.at("activation") == Json(m.activation), "result activation");
+          FUZZ_CHECK(m.id >= 1 && sent.at("id") == Json(m.id), "result id");
+          if (m.ok) {
+            FUZZ_CHECK(m.value == sent.at("ok"), "result value");
+          } else {
+            FUZZ_CHECK(sent.at("error").at("name") == Json(m.error_name), "error name");
+            FUZZ_CHECK(sent.at("error").at("message") == Json(m.error_message), "error message");
+          }
+        }
+      },
+      message);
+}
+
+}  // namespace
+}  // namespace basal::protocol
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace basal::protocol;
+  const std::string_view payload(reinterpret_cast<const char*>(data), size);
+  ParentMessage message;
+  std::string error;
+  if (!ParseParentMessage(payload, message, error)) {
+    FUZZ_CHECK(!error.empty(), "a refusal without a reason");
+    return 0;
+  }
+  Json sent;
+  std::string json_error;
+  FUZZ_CHECK(ParseJsonObject(payload, sent, json_error), "accepted a payload that is not a JSON object");
+  CheckAgainstSent(message, sent);
+
+  const std::string rebuilt = Rebuild(message);
+  ParentMessage again;
+  FUZZ_CHECK(ParseParentMessage(rebuilt, again, error),
+             "a rebuilt message was refused (" + error + "): " + rebuilt.substr(0, 300));
+  FUZZ_CHECK(Rebuild(again) == rebuilt, "a rebuilt message parses differently: " + rebuilt.substr(0, 300));
+  return 0;
+}
