@@ -1,23 +1,29 @@
-// Fuzz target: the kv.* host calls' argument checks and authorization (CheckKvGrant, AuthorizeKv)
-// and ServeKv on a real SQLite store, against a model of what the store must hold.
+// Fuzz target: the kv.* host calls' grant checks and authorization (CheckKvGrant,
+// CheckKvPutGrant, AuthorizeKv), ServeKv on a real SQLite store, and the journal's views of their
+// values (KvJournalArgs, KvJournalResult), against a model of what the store must hold.
 //
 // Input: text lines. The first is a grant's constraints (JSON), checked as the manifest parser
-// checks grants.kv.*; the rest are calls, "<op> <args JSON>" with op one of get, put, delete, list:
+// checks grants.kv.put; the rest are calls, "<op> <args JSON>" with op one of get, put, delete,
+// list, each served with that grant:
 //
-//   {"namespaces": ["orders"]}
+//   {"namespaces": ["orders"], "quota": {"bytes": 100, "keys": 2}}
 //   put {"namespace": "orders", "key": "o-1", "value": {"n": 1}}
 //   get {"namespace": "orders", "key": "o-1"}
 //
 // Invariants:
 // - a refused grant names its path; an accepted one is a non-empty list of distinct non-empty
-//   namespace names of at most 256 bytes;
+//   namespace names of at most 256 bytes; every valid kv.get grant is a valid kv.put grant;
 // - AuthorizeKv admits exactly the calls whose args name one of the granted namespaces;
-// - an admitted call is answered with a value or a TypeError, never a HostError (the store is
-//   healthy), and a TypeError changes nothing;
-// - the answers agree with a model of the store: get returns what the last put stored (or null),
-//   delete says whether the key was there, list returns the model's keys under the prefix in byte
-//   order up to the limit.
+// - an admitted call is answered with a value, a TypeError naming the call, or (kv.put only) a
+//   QuotaExceeded exactly when the model says the value or the namespace's quota is exceeded;
+//   never a HostError or a RangeError (the store is healthy and small), and a refusal changes
+//   nothing;
+// - the answers agree with the model: get returns what the last put stored (or null), delete
+//   says whether the key was there, list returns the model's keys under the prefix in byte order
+//   up to the limit;
+// - the journal's views hold digests (size and SHA-256 of the value's JSON), never the values.
 // Each input's writes are rolled back at its end, so inputs do not depend on each other.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -26,6 +32,7 @@
 #include <string_view>
 #include <utility>
 
+#include "basal/manifest.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/temp_store.h"
 #include "parent/host_calls/kv.h"
@@ -34,7 +41,10 @@
 namespace basal {
 namespace {
 
+// What the store must hold: (namespace, key) -> value, in the store's byte order.
 using Model = std::map<std::pair<std::string, std::string>, Json>;
+
+std::string Text(const Json& value) { return value.dump(); }
 
 bool OpFromName(std::string_view name, KvOp& op) {
   if (name == "get") {
@@ -72,35 +82,111 @@ void CheckGrant(const Json& constraints) {
   }
 }
 
-// The key of the model entry for `args` (ns and key are strings once ServeKv accepted the call).
+uint64_t Limit(const Json& grant, const char* key, const char* sub, uint64_t fallback) {
+  const Json* v = &grant;
+  for (const char* k : {key, sub}) {
+    if (k == nullptr) break;
+    auto it = v->find(k);
+    if (it == v->end()) return fallback;
+    v = &*it;
+  }
+  return v->get<uint64_t>();
+}
+
+// Why the model refuses a put (QuotaExceeded), or nullopt.
+std::optional<std::string> QuotaRefusal(const Json& grant, const Model& model, const std::string& ns,
+                                        const std::string& key, const Json& value) {
+  const uint64_t text_bytes = Text(value).size();
+  if (text_bytes > Limit(grant, "max_value_bytes", nullptr, kKvDefaultMaxValueBytes)) return "max_value_bytes";
+  uint64_t bytes = 0;
+  uint64_t keys = 0;
+  for (const auto& [entry, stored] : model) {
+    if (entry.first != ns || entry.second == key) continue;
+    bytes += entry.second.size() + Text(stored).size();
+    ++keys;
+  }
+  bytes += key.size() + text_bytes;
+  ++keys;
+  if (bytes > Limit(grant, "quota", "bytes", kKvDefaultQuotaBytes)) return "quota bytes";
+  if (keys > Limit(grant, "quota", "keys", kKvDefaultQuotaKeys)) return "quota keys";
+  return std::nullopt;
+}
+
+void CheckDigest(const Json& view, const Json& value, const std::string& what) {
+  const std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  FUZZ_CHECK(view.is_object() && view.size() == 1 && view.contains("basal_digest"), what + " is not a digest");
+  FUZZ_CHECK(view["basal_digest"] == (Json{{"bytes", text.size()}, {"sha256", Sha256Hex(text)}}),
+             what + "'s digest is not of the value: " + view.dump());
+}
+
+void CheckJournalViews(KvOp op, const Json& args, const HostCallAnswer& answer) {
+  if (op == KvOp::kPut) {
+    const Json view = KvJournalArgs(args);
+    for (const auto& [key, value] : args.items()) {
+      if (key == "value") {
+        CheckDigest(view.at("value"), value, "the journaled kv.put value");
+      } else {
+        FUZZ_CHECK(view.at(key) == value, "the journaled kv.put argument " + key + " changed");
+      }
+    }
+  }
+  if (!answer.ok) return;
+  if (op == KvOp::kGet) {
+    const Json view = KvJournalResult(op, answer.value);
+    if (answer.value.is_null()) {
+      FUZZ_CHECK(view.is_null(), "a null kv.get result was journaled as " + view.dump());
+    } else {
+      CheckDigest(view, answer.value, "the journaled kv.get result");
+    }
+  } else if (op == KvOp::kList) {
+    const Json view = KvJournalResult(op, answer.value);
+    FUZZ_CHECK(view.size() == answer.value.size(), "the journaled kv.list result lost entries");
+    for (size_t i = 0; i < view.size(); ++i) {
+      FUZZ_CHECK(view[i].at("key") == answer.value[i].at("key"), "a journaled kv.list key changed");
+      CheckDigest(view[i].at("value"), answer.value[i].at("value"), "a journaled kv.list value");
+    }
+  }
+}
+
 std::pair<std::string, std::string> EntryOf(const Json& args) {
   return {args.at("namespace").get<std::string>(), args.at("key").get<std::string>()};
 }
 
-void CheckAnswer(KvOp op, const Json& args, const HostCallAnswer& answer, Model& model) {
+void CheckAnswer(KvOp op, const Json& grant, const Json& args, const HostCallAnswer& answer, Model& model) {
   const std::string name = KvOpName(op);
+  std::optional<std::string> over_quota;
+  if (op == KvOp::kPut && answer.error_name != "TypeError") {
+    // Past the argument checks: namespace, key and value are as ServeKv requires.
+    const auto [ns, key] = EntryOf(args);
+    over_quota = QuotaRefusal(grant, model, ns, key, args.at("value"));
+  }
   if (!answer.ok) {
+    if (answer.error_name == "QuotaExceeded") {
+      FUZZ_CHECK(over_quota.has_value(), "kv.put refused within its quota: " + answer.error_message);
+      return;
+    }
     FUZZ_CHECK(answer.error_name == "TypeError", name + " failed with " + answer.error_name + ": " +
                                                      answer.error_message);
     FUZZ_CHECK(answer.error_message.rfind(name + ":", 0) == 0, "a TypeError that does not name the call: " +
                                                                    answer.error_message);
     return;
   }
+  FUZZ_CHECK(!over_quota, "kv.put stored a value past its " + over_quota.value_or(""));
   switch (op) {
     case KvOp::kGet: {
       auto it = model.find(EntryOf(args));
       const Json expected = it == model.end() ? Json(nullptr) : it->second;
-      FUZZ_CHECK(answer.value == expected, "kv.get returned " + answer.value.dump(-1, ' ', false, Json::error_handler_t::replace) +
-                                               ", the model holds " + expected.dump());
+      FUZZ_CHECK(answer.value == expected, "kv.get returned " + Text(answer.value) + ", the model holds " +
+                                               Text(expected));
       break;
     }
     case KvOp::kPut:
-      FUZZ_CHECK(answer.value.is_null(), "kv.put answered " + answer.value.dump());
+      FUZZ_CHECK(answer.value.is_null(), "kv.put answered " + Text(answer.value));
       model[EntryOf(args)] = args.at("value");
       break;
     case KvOp::kDelete: {
       const bool existed = model.erase(EntryOf(args)) > 0;
-      FUZZ_CHECK(answer.value == Json(existed), "kv.delete answered " + answer.value.dump());
+      FUZZ_CHECK(answer.value == Json(existed), "kv.delete answered " + Text(answer.value));
       break;
     }
     case KvOp::kList: {
@@ -129,18 +215,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Store& store = fuzz::TempStore();
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   size_t end = input.find('\n');
-  const std::string_view grant_text = input.substr(0, end);
 
-  Json constraints;
+  Json grant;
   std::string error;
-  if (!protocol::ParseJsonValue(grant_text, constraints, error)) return 0;
-  const std::string path = "grants.kv.get";
-  if (Result<void> checked = CheckKvGrant(constraints, path); !checked) {
-    FUZZ_CHECK(checked.error().message.rfind(path, 0) == 0, "a grant refusal without its path: " +
-                                                                checked.error().message);
+  if (!protocol::ParseJsonValue(input.substr(0, end), grant, error)) return 0;
+  const std::string path = "grants.kv.put";
+  const Result<void> get_grant = CheckKvGrant(grant, path);
+  const Result<void> put_grant = CheckKvPutGrant(grant, path);
+  FUZZ_CHECK(!get_grant || put_grant, "a valid kv.get grant is not a valid kv.put grant");
+  if (!put_grant) {
+    FUZZ_CHECK(put_grant.error().message.rfind(path, 0) == 0, "a grant refusal without its path: " +
+                                                                  put_grant.error().message);
     return 0;
   }
-  CheckGrant(constraints);
+  CheckGrant(grant);
 
   Model model;
   while (end != std::string_view::npos) {
@@ -153,11 +241,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Json args;
     if (!protocol::ParseJsonValue(line.substr(space + 1), args, error)) continue;
 
-    const std::optional<std::string> denied = AuthorizeKv(op, constraints, args);
-    FUZZ_CHECK(denied.has_value() != Granted(constraints, args),
+    const std::optional<std::string> denied = AuthorizeKv(op, grant, args);
+    FUZZ_CHECK(denied.has_value() != Granted(grant, args),
                std::string(KvOpName(op)) + (denied ? " denied a granted call: " + *denied : " admitted an ungranted call"));
     if (denied) continue;
-    CheckAnswer(op, args, ServeKv(op, store, args), model);
+    const HostCallAnswer answer = ServeKv(op, store, args, &grant);
+    CheckAnswer(op, grant, args, answer, model);
+    CheckJournalViews(op, args, answer);
   }
   if (!store.journal().Rollback()) std::abort();
   return 0;

@@ -46,6 +46,11 @@ void CheckBudgets(const Budgets& b) {
   FUZZ_CHECK(b.stack_limit_bytes >= (64ull << 10) && b.stack_limit_bytes <= (4096ull << 10) &&
                  b.stack_limit_bytes % (1ull << 10) == 0,
              "stack bytes " + std::to_string(b.stack_limit_bytes));
+  FUZZ_CHECK(b.calls_in_flight >= 1 && b.calls_in_flight <= 1024, "calls_in_flight " + std::to_string(b.calls_in_flight));
+  FUZZ_CHECK(b.journal_bytes >= (16ull << 10) && b.journal_bytes <= (65536ull << 10) && b.journal_bytes % 1024 == 0,
+             "journal bytes " + std::to_string(b.journal_bytes));
+  FUZZ_CHECK(b.log_bytes <= b.journal_bytes && b.log_bytes % 1024 == 0,
+             "log bytes " + std::to_string(b.log_bytes) + " with journal bytes " + std::to_string(b.journal_bytes));
 }
 
 void CheckDecisions(const Manifest& manifest, const HostCallRegistry& registry) {
