@@ -401,7 +401,10 @@ TEST_F(PoolTest, ClosingTheModuleEndsRunningAndQueuedActivationsInTheJournal) {
   int callbacks = 0;
   const int64_t running = *module_->Submit(f, nullptr, [&](const ActivationResult&) { ++callbacks; });
   const int64_t queued = *module_->Submit(f, nullptr, [&](const ActivationResult&) { ++callbacks; });
-  while (held_.empty()) module_->RunFor(std::chrono::milliseconds(10));
+  // Bounded: a worker that never starts must fail this test, not hang it.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (held_.empty() && std::chrono::steady_clock::now() < give_up) module_->RunFor(std::chrono::milliseconds(10));
+  ASSERT_FALSE(held_.empty()) << "the running activation never made its host call";
   ASSERT_EQ(module_->HealthReport()["queue_length"], 1);
   HostCallReply late = std::move(held_.front().second);
   held_.clear();
