@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Quick start, part two: set up and build, then run every test: the release build's suites, and
-# the confinement probe suite in the test-hooks build. Exits non-zero if anything failed.
+# Quick start, part two: set up and build, then run every test: the release build's suites, the
+# confinement probe suite in the test-hooks build, the unit and integration suites again in the
+# asan build (ASan and UBSan in the parent, the CLI and the tests), and a short run of each fuzz
+# target (docs/fuzzing.md). Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -12,6 +14,18 @@ ctest --test-dir build/release --output-on-failure -j2 || status=1
 
 echo "test: test-hooks build (label confinement)"
 ctest --test-dir build/hooks -L confinement --output-on-failure || status=1
+
+echo "test: fuzz targets, a short run of each (libFuzzer, ASan, UBSan)"
+scripts/fuzz.sh --smoke || status=1
+
+echo "test: asan build (labels unit and integration)"
+if cmake --preset asan >build/asan.configure.log 2>&1 && cmake --build --preset asan -j2; then
+  ctest --test-dir build/asan -L 'unit|integration' --output-on-failure -j2 || status=1
+else
+  cat build/asan.configure.log >&2
+  echo "test: the asan build failed" >&2
+  status=1
+fi
 
 if ((status != 0)); then
   echo "test: FAILED" >&2
