@@ -1,6 +1,7 @@
-// Fuzz target: ParseParentMessage (src/protocol/messages.h), the worker's parser of the parent's
-// messages, against the parent's builders (BuildLoad, BuildActivate, BuildResultOk,
-// BuildResultError).
+// Fuzz target: ParseParentMessage (src/protocol/messages.h), against the parent's builders
+// (BuildLoad, BuildActivate, BuildResultOk, BuildResultError) and against the worker's own reader
+// of the parent's frames, ParseParentFrame (src/worker/parent_frames.h), which cuts an activate's
+// input and a result's value out as text instead of parsing them into a tree.
 //
 // Input: one frame's payload.
 //
@@ -8,7 +9,9 @@
 // - ids and budgets are >= 1 and hold the values the message carried;
 // - a value that arrived in a message fits in one (FitsInMessage), so the parent could send it;
 // - rebuilt with the parent's builder, it parses again to the same message, and rebuilding that
-//   gives the same bytes.
+//   gives the same bytes;
+// - ParseParentFrame accepts exactly what ParseParentMessage accepts, with the same fields, and
+//   the value text it cuts out is JSON of the same value.
 // A refused message always says why.
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +22,7 @@
 
 #include "fuzz/fuzz_check.h"
 #include "protocol/messages.h"
+#include "worker/parent_frames.h"
 
 namespace basal::protocol {
 namespace {
@@ -81,10 +85,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view payload(reinterpret_cast<const char*>(data), size);
   ParentMessage message;
   std::string error;
-  if (!ParseParentMessage(payload, message, error)) {
-    FUZZ_CHECK(!error.empty(), "a refusal without a reason");
+  const bool accepted = ParseParentMessage(payload, message, error);
+
+  ParentMessage framed;
+  std::string value_json;
+  std::string frame_error;
+  const bool frame_accepted = basal::worker::ParseParentFrame(std::string(payload), framed, value_json, frame_error);
+  FUZZ_CHECK(accepted == frame_accepted, std::string("the worker's reader ") + (frame_accepted ? "accepts" : "refuses") +
+                                             " what the shared parser " + (accepted ? "accepts" : "refuses") + ": " +
+                                             (accepted ? frame_error : error));
+  if (!accepted) {
+    FUZZ_CHECK(!error.empty() && !frame_error.empty(), "a refusal without a reason");
     return 0;
   }
+  if (!value_json.empty()) {
+    Json value;
+    std::string json_error;
+    FUZZ_CHECK(ParseJsonValue(value_json, value, json_error), "the cut-out value is not JSON: " + json_error);
+    if (auto* a = std::get_if<Activate>(&framed)) a->input = std::move(value);
+    if (auto* r = std::get_if<CallResult>(&framed)) r->value = std::move(value);
+  }
+  FUZZ_CHECK(Rebuild(framed) == Rebuild(message), "the worker's reader reads another message");
   Json sent;
   std::string json_error;
   FUZZ_CHECK(ParseJsonObject(payload, sent, json_error), "accepted a payload that is not a JSON object");

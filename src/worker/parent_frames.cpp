@@ -60,6 +60,7 @@ std::optional<std::pair<size_t, size_t>> FindTopLevelValue(std::string_view t, s
   size_t i = SkipSpace(t, 0);
   if (i >= t.size() || t[i] != '{') return std::nullopt;
   i = SkipSpace(t, i + 1);
+  std::optional<std::pair<size_t, size_t>> found;
   while (i < t.size() && t[i] == '"') {
     const size_t key_end = SkipString(t, i);
     if (key_end == kNone) return std::nullopt;
@@ -69,8 +70,13 @@ std::optional<std::pair<size_t, size_t>> FindTopLevelValue(std::string_view t, s
     i = SkipSpace(t, i + 1);
     const size_t value_end = SkipValue(t, i);
     if (value_end == kNone) return std::nullopt;
-    if (k == key) return std::make_pair(i, value_end);
+    // The whole object is walked: a second `key`, or any key written with escapes (which may spell
+    // `key`), leaves the choice to the full parser, whose last member wins, so that the worker
+    // never takes another member than protocol::ParseParentMessage would (found by fuzzing).
+    if (k.find('\\') != kNone || (k == key && found)) return std::nullopt;
+    if (k == key) found = std::make_pair(i, value_end);
     i = SkipSpace(t, value_end);
+    if (i < t.size() && t[i] == '}') return found;
     if (i >= t.size() || t[i] != ',') return std::nullopt;
     i = SkipSpace(t, i + 1);
   }

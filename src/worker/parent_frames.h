@@ -29,8 +29,9 @@ bool ParseParentFrame(std::string payload, protocol::ParentMessage& out, std::st
                       std::string& error);
 
 // Where the value of the top-level member `key` lies in the JSON object `text`: [first, second).
-// nullopt when the key is absent (or written with escapes) or the text is not an object this
-// scanner can walk; the full parser then has the last word.
+// nullopt when the key is absent, repeated or may be written with escapes (any key with a
+// backslash), or the text is not an object this scanner can walk to its closing brace; the full
+// parser then has the last word.
 std::optional<std::pair<size_t, size_t>> FindTopLevelValue(std::string_view text, std::string_view key);
 
 }  // namespace basal::worker

@@ -33,6 +33,29 @@ TEST(FindTopLevelValueTest, GivesUpOnWhatIsNotAnObjectItCanWalk) {
   EXPECT_EQ(At(R"({"o\u006b": 1})", "ok"), "<none>") << "an escaped key is left to the full parser";
 }
 
+// Found by fuzz/parent_message_fuzzer.cpp: the scanner took the first of two "input" members, the
+// shared parser the last, so the worker ran with another input than the message said.
+TEST(FindTopLevelValueTest, ARepeatedKeyOrAnyEscapedKeyIsLeftToTheFullParser) {
+  EXPECT_EQ(At(R"({"ok": 1, "ok": 2})", "ok"), "<none>");
+  EXPECT_EQ(At(R"({"ok": 1, "o\u006b": 2})", "ok"), "<none>") << "an escaped key may spell the same name";
+  EXPECT_EQ(At(R"({"ok": 1, "x\"": 2})", "ok"), "<none>");
+  EXPECT_EQ(At(R"({"ok": 1, "okay": 2})", "ok"), "1");
+  EXPECT_EQ(At(R"({"ok": 1)", "ok"), "<none>") << "an object that never closes is the parser's to refuse";
+}
+
+TEST(ParseParentFrameTest, ARepeatedKeyIsReadAsTheSharedParserReadsIt) {
+  const std::string frame = R"({"type":"activate","activation":3,"input":1,"input":{"n":2}})";
+  protocol::ParentMessage shared;
+  std::string error;
+  ASSERT_TRUE(protocol::ParseParentMessage(frame, shared, error)) << error;
+  protocol::ParentMessage msg;
+  std::string value;
+  ASSERT_TRUE(ParseParentFrame(frame, msg, value, error)) << error;
+  ASSERT_NE(std::get_if<protocol::Activate>(&msg), nullptr);
+  EXPECT_EQ(protocol::Json::parse(value), std::get<protocol::Activate>(shared).input);
+  EXPECT_EQ(value, R"({"n":2})");
+}
+
 TEST(ParseParentFrameTest, AnActivationsInputComesOutAsText) {
   protocol::ParentMessage msg;
   std::string value, error;
