@@ -71,8 +71,8 @@ std::optional<std::pair<size_t, size_t>> FindTopLevelValue(std::string_view t, s
     const size_t value_end = SkipValue(t, i);
     if (value_end == kNone) return std::nullopt;
     // The whole object is walked: a second `key`, or any key written with escapes (which may spell
-    // `key`), leaves the choice to the full parser, whose last member wins, so that the worker
-    // never takes another member than protocol::ParseParentMessage would (found by fuzzing).
+    // `key`), leaves the choice to the full parser, whose last member wins, so that the worker never
+    // takes another member than ParseParentMessage would (fuzz/parent_message_fuzzer.cpp checks it).
     if (k.find('\\') != kNone || (k == key && found)) return std::nullopt;
     if (k == key) found = std::make_pair(i, value_end);
     i = SkipSpace(t, value_end);

@@ -33,8 +33,8 @@ TEST(FindTopLevelValueTest, GivesUpOnWhatIsNotAnObjectItCanWalk) {
   EXPECT_EQ(At(R"({"o\u006b": 1})", "ok"), "<none>") << "an escaped key is left to the full parser";
 }
 
-// Found by fuzz/parent_message_fuzzer.cpp: the scanner took the first of two "input" members, the
-// shared parser the last, so the worker ran with another input than the message said.
+// Caught by fuzz/parent_message_fuzzer.cpp's check that both readers agree: the scanner took the
+// first of two "input" members, the shared parser the last, so the worker ran with another input.
 TEST(FindTopLevelValueTest, ARepeatedKeyOrAnyEscapedKeyIsLeftToTheFullParser) {
   EXPECT_EQ(At(R"({"ok": 1, "ok": 2})", "ok"), "<none>");
   EXPECT_EQ(At(R"({"ok": 1, "o\u006b": 2})", "ok"), "<none>") << "an escaped key may spell the same name";
