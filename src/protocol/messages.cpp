@@ -145,6 +145,12 @@ bool FitsInMessage(std::string_view value_json, std::string& why) {
 }
 
 bool ParseJsonValue(std::string_view text, Json& out, std::string& error) {
+  // nlohmann's reader takes a NUL byte for the end of its input, so "{...}<NUL>anything" would pass
+  // with the rest unread. JSON has no raw NUL (a string writes \u0000): one is malformed.
+  if (text.find('\0') != std::string_view::npos) {
+    error = "malformed JSON (a NUL byte)";
+    return false;
+  }
   if (!DepthWithin(text, kMaxJsonDepth)) {
     error = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
     return false;

@@ -86,6 +86,11 @@ std::optional<std::pair<size_t, size_t>> FindTopLevelValue(std::string_view t, s
 bool ParseParentFrame(std::string payload, protocol::ParentMessage& out, std::string& value_json,
                       std::string& error) {
   value_json.clear();
+  // As protocol::ParseJsonValue refuses it: the value check below would stop at a NUL byte.
+  if (payload.find('\0') != std::string::npos) {
+    error = "malformed JSON (a NUL byte)";
+    return false;
+  }
   std::string_view key = "input";
   auto span = FindTopLevelValue(payload, key);
   if (!span) {

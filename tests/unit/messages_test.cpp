@@ -40,6 +40,17 @@ TEST(MessagesTest, ParsesDoneOkAndError) {
   EXPECT_EQ(err.error.budget, "cpu");
 }
 
+// nlohmann's reader stops at a NUL byte: without the check, what follows one went unread.
+TEST(MessagesTest, RefusesANulByteAnywhere) {
+  using namespace std::string_literals;
+  EXPECT_EQ(MustFail(R"({"type":"loaded","ok":true})"s + '\0' + R"({"smuggled":1})"), "malformed JSON (a NUL byte)");
+  EXPECT_EQ(MustFail("{\"type\":\"loaded\",\"ok\":true\0}"s), "malformed JSON (a NUL byte)");
+  Json value;
+  std::string error;
+  EXPECT_FALSE(ParseJsonValue("null\0"s, value, error));
+  EXPECT_TRUE(ParseJsonValue(R"("\u0000")", value, error)) << "an escaped NUL in a string is JSON";
+}
+
 TEST(MessagesTest, RefusesMalformedAndWrongTypes) {
   EXPECT_EQ(MustFail("{not json"), "malformed JSON");
   EXPECT_EQ(MustFail("[1]"), "payload is not a JSON object");

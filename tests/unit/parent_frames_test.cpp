@@ -43,6 +43,18 @@ TEST(FindTopLevelValueTest, ARepeatedKeyOrAnyEscapedKeyIsLeftToTheFullParser) {
   EXPECT_EQ(At(R"({"ok": 1)", "ok"), "<none>") << "an object that never closes is the parser's to refuse";
 }
 
+// Found by fuzz/parent_message_fuzzer.cpp: a value followed by NUL bytes passed the value check
+// (nlohmann stops reading at a NUL) while the shared parser refused the frame.
+TEST(ParseParentFrameTest, ANulByteIsRefusedAsTheSharedParserRefusesIt) {
+  using namespace std::string_literals;
+  const std::string frame = R"({"type":"result","activation":17,"id":3,"ok":null)"s + std::string(8, '\0') + "}";
+  protocol::ParentMessage msg;
+  std::string value, error;
+  EXPECT_FALSE(protocol::ParseParentMessage(frame, msg, error));
+  EXPECT_FALSE(ParseParentFrame(frame, msg, value, error));
+  EXPECT_EQ(error, "malformed JSON (a NUL byte)");
+}
+
 TEST(ParseParentFrameTest, ARepeatedKeyIsReadAsTheSharedParserReadsIt) {
   const std::string frame = R"({"type":"activate","activation":3,"input":1,"input":{"n":2}})";
   protocol::ParentMessage shared;
