@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +80,20 @@ class HostCallReply {
   std::shared_ptr<Slot> slot_;
 };
 
+// One constraint that differs between two grants of the same host call, for the operator's review
+// of a new manifest (docs/approvals.md).
+struct ConstraintChange {
+  enum class Direction {
+    kWidened,   // the new grant accepts every call the old one did, and more
+    kNarrowed,  // the new grant accepts only calls the old one did, and fewer
+    kChanged,   // neither accepts all the other does (or basal cannot tell)
+  };
+  std::string constraint;  // its path inside the grant: "namespaces", "quota.bytes"
+  Direction direction = Direction::kChanged;
+  std::string detail;      // what changed, e.g. "+orders -tmp" or "1048576 -> 2097152"
+};
+const char* DirectionName(ConstraintChange::Direction direction);  // "widened", "narrowed", "changed"
+
 using HostCallHandler = std::function<void(const HostCallContext&, const Json& args, HostCallReply reply)>;
 
 struct HostCallSpec {
@@ -91,6 +106,11 @@ struct HostCallSpec {
   // Decides a call: nullopt when the grant admits these args, else the reason it is denied.
   // Null: every call of a granted name is admitted.
   std::function<std::optional<std::string>(const Json& constraints, const Json& args)> authorize;
+  // Compares two grants of this call that both passed check_grant: every constraint that differs,
+  // with whether the new grant (`after`) accepts more or fewer calls. Empty when both accept the
+  // same calls. Null: a review shows the constraints before and after as "changed", saying that
+  // basal cannot tell wider from narrower.
+  std::function<std::vector<ConstraintChange>(const Json& before, const Json& after)> compare_grant;
   HostCallHandler handler;
   // The default is the safe assumption: an effect that may not repeat.
   Effect effect = Effect::kExternal;

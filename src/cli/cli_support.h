@@ -16,6 +16,11 @@ namespace basal::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;  // an activation failed, or basal could not do what was asked
 inline constexpr int kExitUsage = 2;   // the command line itself was wrong
+// Issue 12 splits kExitFailed (being migrated):
+inline constexpr int kExitFlowFailed = 1;   // a flow's activation ended with an outcome other than ok
+inline constexpr int kExitBasalFailed = 3;  // basal itself failed: io, manifest, journal, setup
+inline constexpr int kExitRefused = 4;      // the approval policy refused: not approved, revoked, ad hoc
+                                            // under --require-approval, a review not confirmed
 
 // basal's own error kinds, beside the outcome kinds of outcome.h (OutcomeName):
 inline constexpr const char* kKindUsage = "usage";        // a flag or argument is wrong

@@ -19,6 +19,15 @@ bool IsNameChar(char c) {
 
 }  // namespace
 
+const char* DirectionName(ConstraintChange::Direction direction) {
+  switch (direction) {
+    case ConstraintChange::Direction::kWidened: return "widened";
+    case ConstraintChange::Direction::kNarrowed: return "narrowed";
+    case ConstraintChange::Direction::kChanged: return "changed";
+  }
+  return "changed";
+}
+
 Result<void> HostCallRegistry::Register(HostCallSpec spec) {
   if (spec.name.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
