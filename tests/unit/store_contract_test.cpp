@@ -1,6 +1,7 @@
 // The store's contract (store.h), run against every backend: batches and what a reader sees,
 // rollback, duplicates, the call-record lifecycle, leases, recovery of abandoned activations, and
-// the kv store. A new backend adds one INSTANTIATE_TEST_SUITE_P line at the bottom and passes.
+// the kv store with its atomic operations (also across processes). A new backend adds one
+// INSTANTIATE_TEST_SUITE_P line at the bottom and passes.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -713,6 +714,304 @@ TEST_P(StoreContract, KvUsageFollowsPutsOverwritesAndDeletes) {
   ASSERT_TRUE(journal().Rollback());  // the delete was in the open batch
   EXPECT_EQ(usage("u").keys, 2u);
   EXPECT_EQ(usage("other").keys, 0u);
+}
+
+// kv.cas and kv.incr's store operations (store.h: CompareAndSwap, Increment).
+
+std::optional<std::string> Stored(KvStore& kv, const std::string& ns, const std::string& key) {
+  auto got = kv.Get(ns, key);
+  EXPECT_TRUE(got) << (got ? "" : got.error().message);
+  return got ? *got : std::nullopt;
+}
+
+KvUpdate::Status StatusOf(const Result<KvUpdate>& r) {
+  EXPECT_TRUE(r) << (r ? "" : r.error().message);
+  return r ? r->status : KvUpdate::Status::kWritten;
+}
+
+using S = KvUpdate::Status;
+using Text = std::optional<std::string>;
+
+TEST_P(StoreContract, KvCompareAndSwapOnAbsentPresentAndMismatch) {
+  auto first = kv().CompareAndSwap("c", "k", std::nullopt, "1", {});  // absent, as expected
+  ASSERT_EQ(StatusOf(first), S::kWritten);
+  EXPECT_EQ(first->current_json, Text("1"));
+  EXPECT_TRUE(journal().HasPendingBatch());  // the write joined the batch like a Put
+  auto again = kv().CompareAndSwap("c", "k", std::nullopt, "2", {});  // no longer absent
+  ASSERT_EQ(StatusOf(again), S::kMismatch);
+  EXPECT_EQ(again->current_json, Text("1")) << "a mismatch says what the key holds";
+  auto swap = kv().CompareAndSwap("c", "k", "1", "2", {});
+  ASSERT_EQ(StatusOf(swap), S::kWritten);
+  EXPECT_EQ(swap->current_json, Text("2"));
+  auto repeated = kv().CompareAndSwap("c", "k", "1", "2", {});  // the same call again changes nothing
+  ASSERT_EQ(StatusOf(repeated), S::kMismatch);
+  EXPECT_EQ(repeated->current_json, Text("2"));
+  auto wrong = kv().CompareAndSwap("c", "k", "7", "3", {});
+  ASSERT_EQ(StatusOf(wrong), S::kMismatch);
+  EXPECT_EQ(Stored(kv(), "c", "k"), Text("2"));
+  ASSERT_TRUE(journal().Commit());
+  store_.reset();
+  store_ = MustOpen();
+  ASSERT_TRUE(store_);
+  EXPECT_EQ(Stored(kv(), "c", "k"), Text("2"));
+
+  // "null" is the same as nullopt, and a stored null the same as absent (kv.get sees both as null).
+  EXPECT_EQ(StatusOf(kv().CompareAndSwap("c", "n", "null", "5", {})), S::kWritten);
+  ASSERT_TRUE(kv().Put("c", "stored-null", "null"));
+  auto over_null = kv().CompareAndSwap("c", "stored-null", std::nullopt, "6", {});
+  ASSERT_EQ(StatusOf(over_null), S::kWritten);
+  EXPECT_EQ(Stored(kv(), "c", "stored-null"), Text("6"));
+  auto to_null = kv().CompareAndSwap("c", "stored-null", "6", "null", {});  // null may be stored
+  ASSERT_EQ(StatusOf(to_null), S::kWritten);
+  EXPECT_EQ(Stored(kv(), "c", "stored-null"), Text("null"));
+
+  auto rolled = kv().CompareAndSwap("c", "gone", std::nullopt, "1", {});
+  ASSERT_EQ(StatusOf(rolled), S::kWritten);
+  ASSERT_TRUE(journal().Rollback());  // a swap is undone with its batch
+  EXPECT_EQ(Stored(kv(), "c", "gone"), std::nullopt);
+  EXPECT_EQ(Stored(kv(), "c", "n"), std::nullopt);
+
+  auto bad_expected = kv().CompareAndSwap("c", "k", "{not json", "1", {});
+  ASSERT_FALSE(bad_expected);
+  EXPECT_EQ(bad_expected.error().code, ErrorCode::kInvalidArgument);
+  auto bad_value = kv().CompareAndSwap("c", "k", "2", "[1,", {});
+  ASSERT_FALSE(bad_value);
+  EXPECT_EQ(bad_value.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Stored(kv(), "c", "k"), Text("2"));
+}
+
+// Values, not text: what KvValuesEqual promises, through the store.
+TEST_P(StoreContract, KvCompareAndSwapComparesJsonValuesNotText) {
+  struct Case {
+    const char* stored;
+    const char* expected;
+    bool equal;
+  };
+  const Case cases[] = {
+      {"1", "1.0", true},
+      {"1", "1e0", true},
+      {"-0", "0", true},
+      {"100", "1e2", true},
+      {R"({"a":1,"b":[1,2]})", R"({ "b" : [1.0, 2], "a" : 1 })", true},  // key order, spacing
+      {R"({"a":1,"a":2})", R"({"a":2})", true},                          // the last duplicate counts
+      {R"("\u00e9")", "\"\xc3\xa9\"", true},                             // escapes are unescaped
+      {R"("a\/b")", R"("a/b")", true},
+      {"[1,2]", "[2,1]", false},  // arrays keep their order
+      {"1", "\"1\"", false},
+      {"0", "false", false},
+      {"1", "true", false},
+      {"\"\"", "null", false},
+      {"[]", "{}", false},
+      {"1.5", "1", false},
+      {R"({"a":1})", R"({"a":1,"b":null})", false},     // a null member is still a member
+      {"9007199254740993", "9007199254740992", false},  // integers compare exactly
+      {R"("e\u0301")", "\"\xc3\xa9\"", false},           // no Unicode normalization: bytes
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    const std::string key = "k" + std::to_string(i++);
+    ASSERT_TRUE(kv().Put("eq", key, c.stored));
+    auto r = kv().CompareAndSwap("eq", key, std::string(c.expected), "\"swapped\"", {});
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->status, c.equal ? S::kWritten : S::kMismatch) << c.stored << " against " << c.expected;
+    EXPECT_EQ(Stored(kv(), "eq", key), Text(c.equal ? "\"swapped\"" : c.stored)) << c.stored;
+    EXPECT_EQ(KvValuesEqual(Json::parse(c.stored), Json::parse(c.expected)), c.equal) << c.stored;
+  }
+}
+
+TEST_P(StoreContract, KvCompareAndSwapChecksValueSizeAndQuota) {
+  KvLimits small;
+  small.max_value_bytes = 3;
+  auto too_large = kv().CompareAndSwap("q", "k", std::nullopt, "\"abcd\"", small);  // 6 bytes
+  ASSERT_EQ(StatusOf(too_large), S::kValueTooLarge);
+  EXPECT_EQ(too_large->value_bytes, 6u);
+  EXPECT_EQ(Stored(kv(), "q", "k"), std::nullopt);
+  ASSERT_TRUE(kv().Put("q", "k", "1"));  // 1 + 1 bytes, 1 key
+  // Refused for its size whatever is stored: a mismatch does not hide it.
+  EXPECT_EQ(StatusOf(kv().CompareAndSwap("q", "k", "99", "\"abcd\"", small)), S::kValueTooLarge);
+  EXPECT_EQ(StatusOf(kv().CompareAndSwap("q", "k", "1", "\"a\"", small)), S::kWritten);  // 3 bytes: at the limit
+
+  KvLimits quota;
+  quota.quota_keys = 2;
+  quota.quota_bytes = 100;
+  ASSERT_EQ(StatusOf(kv().CompareAndSwap("q", "a", std::nullopt, "10", quota)), S::kWritten);  // 4 + 3 bytes, 2 keys
+  auto third_key = kv().CompareAndSwap("q", "b", std::nullopt, "1", quota);
+  ASSERT_EQ(StatusOf(third_key), S::kOverQuota);
+  EXPECT_EQ(third_key->usage_after.keys, 3u);
+  EXPECT_EQ(third_key->usage_after.bytes, 9u);
+  EXPECT_EQ(third_key->current_json, std::nullopt);
+  EXPECT_EQ(Stored(kv(), "q", "b"), std::nullopt);
+  // A mismatch writes nothing, so it passes no quota: it is a mismatch.
+  EXPECT_EQ(StatusOf(kv().CompareAndSwap("q", "b", "5", "1", quota)), S::kMismatch);
+  // An overwrite counts the new size in place of the old.
+  const std::string v90 = "\"" + std::string(90, 'x') + "\"";  // 92 bytes: 7 - (1 + 3) + 1 + 92 = 96
+  ASSERT_EQ(StatusOf(kv().CompareAndSwap("q", "k", "\"a\"", v90, quota)), S::kWritten);
+  const std::string v95 = "\"" + std::string(95, 'y') + "\"";  // 97 bytes: 96 - 93 + 1 + 97 = 101
+  auto too_many_bytes = kv().CompareAndSwap("q", "k", v90, v95, quota);
+  ASSERT_EQ(StatusOf(too_many_bytes), S::kOverQuota);
+  EXPECT_EQ(too_many_bytes->usage_after.bytes, 101u);
+  EXPECT_EQ(too_many_bytes->current_json, Text(v90));
+  EXPECT_EQ(Stored(kv(), "q", "k"), Text(v90));
+  auto usage = kv().Usage("q");
+  ASSERT_TRUE(usage);
+  EXPECT_EQ(usage->bytes, 96u);
+  EXPECT_EQ(usage->keys, 2u);
+}
+
+TEST_P(StoreContract, KvIncrementCountsInIntegers) {
+  auto first = kv().Increment("i", "n", 5, {});  // absent counts as 0
+  ASSERT_EQ(StatusOf(first), S::kWritten);
+  EXPECT_EQ(first->current_json, Text("5"));
+  EXPECT_TRUE(journal().HasPendingBatch());
+  auto down = kv().Increment("i", "n", -7, {});
+  ASSERT_EQ(StatusOf(down), S::kWritten);
+  EXPECT_EQ(down->current_json, Text("-2"));
+  EXPECT_EQ(StatusOf(kv().Increment("i", "n", 0, {})), S::kWritten);
+  EXPECT_EQ(Stored(kv(), "i", "n"), Text("-2"));
+  ASSERT_TRUE(journal().Commit());
+
+  struct Case {
+    const char* stored;
+    int64_t by;
+    const char* after;  // nullptr: refused
+    S status;
+  };
+  const std::string max = std::to_string(kKvMaxSafeInteger);
+  const std::string max_minus_1 = std::to_string(kKvMaxSafeInteger - 1);
+  const std::string min = std::to_string(-kKvMaxSafeInteger);
+  const Case cases[] = {
+      {"3.0", 1, "4", S::kWritten},  // a number with no fractional part is an integer
+      {"1e2", 1, "101", S::kWritten},
+      {"null", 2, "2", S::kWritten},  // a stored null counts as 0, as an absent key does
+      {max_minus_1.c_str(), 1, max.c_str(), S::kWritten},
+      {max.c_str(), -1, max_minus_1.c_str(), S::kWritten},
+      {max.c_str(), 1, nullptr, S::kOutOfRange},
+      {min.c_str(), -1, nullptr, S::kOutOfRange},
+      {min.c_str(), kKvMaxSafeInteger, "0", S::kWritten},
+      {"9007199254740993", -10, nullptr, S::kOutOfRange},  // stored past the safe integers
+      {"18446744073709551615", -1, nullptr, S::kOutOfRange},
+      {"1e300", 1, nullptr, S::kOutOfRange},
+      {"-1e300", 1, nullptr, S::kOutOfRange},
+      {"1.5", 1, nullptr, S::kNotAnInteger},
+      {"\"3\"", 1, nullptr, S::kNotAnInteger},
+      {"true", 1, nullptr, S::kNotAnInteger},
+      {"[1]", 1, nullptr, S::kNotAnInteger},
+      {R"({"n":1})", 1, nullptr, S::kNotAnInteger},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    const std::string key = "k" + std::to_string(i++);
+    ASSERT_TRUE(kv().Put("i", key, c.stored));
+    auto r = kv().Increment("i", key, c.by, {});
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->status, c.status) << c.stored << " + " << c.by;
+    const std::string expect_stored = c.after ? c.after : c.stored;
+    EXPECT_EQ(Stored(kv(), "i", key), Text(expect_stored)) << c.stored << " + " << c.by;
+    EXPECT_EQ(r->current_json, Text(expect_stored)) << "what the key holds now";
+  }
+
+  auto bad_by = kv().Increment("i", "n", kKvMaxSafeInteger + 1, {});
+  ASSERT_FALSE(bad_by);
+  EXPECT_EQ(bad_by.error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(journal().Rollback());  // every increment since the commit is undone
+  EXPECT_EQ(Stored(kv(), "i", "n"), Text("-2"));
+  EXPECT_EQ(Stored(kv(), "i", "k0"), std::nullopt);
+}
+
+TEST_P(StoreContract, KvIncrementChecksValueSizeAndQuota) {
+  ASSERT_TRUE(kv().Put("iq", "n", "9"));  // 1 + 1 bytes
+  KvLimits small;
+  small.max_value_bytes = 1;
+  auto ten = kv().Increment("iq", "n", 1, small);  // "10" is 2 bytes
+  ASSERT_EQ(StatusOf(ten), S::kValueTooLarge);
+  EXPECT_EQ(ten->value_bytes, 2u);
+  EXPECT_EQ(ten->current_json, Text("9"));
+  EXPECT_EQ(Stored(kv(), "iq", "n"), Text("9"));
+  EXPECT_EQ(StatusOf(kv().Increment("iq", "n", -1, small)), S::kWritten);
+
+  KvLimits one_key;
+  one_key.quota_keys = 1;
+  auto second = kv().Increment("iq", "m", 1, one_key);
+  ASSERT_EQ(StatusOf(second), S::kOverQuota);
+  EXPECT_EQ(second->usage_after.keys, 2u);
+  EXPECT_EQ(second->current_json, std::nullopt);
+  EXPECT_EQ(Stored(kv(), "iq", "m"), std::nullopt);
+  EXPECT_EQ(StatusOf(kv().Increment("iq", "n", 1, one_key)), S::kWritten);  // no new key
+  KvLimits two_bytes;
+  two_bytes.quota_bytes = 2;  // key "n" and one digit
+  auto grows = kv().Increment("iq", "n", 1, two_bytes);  // 9 -> 10: 3 bytes
+  ASSERT_EQ(StatusOf(grows), S::kOverQuota);
+  EXPECT_EQ(grows->usage_after.bytes, 3u);
+  EXPECT_EQ(Stored(kv(), "iq", "n"), Text("9"));
+}
+
+// One process's additions, each committed on its own (as a parent's loop commits once per turn).
+// A failed attempt (e.g. the write lock stayed busy past the store's timeout) rolls back and is
+// tried again, so what the child reports is that each of its `n` additions committed once.
+enum class Way { kIncrement, kCompareAndSwap };
+
+int AddInChild(BackendInstance& instance, Way way, int n) {
+  auto opened = instance.Open();
+  if (!opened) return 10;
+  Store& store = **opened;
+  std::optional<std::string> expected;  // a cas loop starts from "absent"
+  for (int done = 0, attempts = 0; done < n;) {
+    if (++attempts > 100 * n) return 11;
+    bool written = false;
+    if (way == Way::kIncrement) {
+      auto r = store.kv().Increment("race", "count", 1, {});
+      if (!r || r->status != KvUpdate::Status::kWritten) {
+        (void)store.journal().Rollback();
+        continue;
+      }
+      written = true;
+    } else {
+      const int64_t now = expected ? std::stoll(*expected) : 0;
+      auto r = store.kv().CompareAndSwap("race", "count", expected, std::to_string(now + 1), {});
+      if (!r) {
+        (void)store.journal().Rollback();
+        continue;
+      }
+      written = r->status == KvUpdate::Status::kWritten;
+      expected = r->current_json;  // what the key holds: the retry's expectation, or our own value
+    }
+    if (!store.journal().Commit()) {
+      (void)store.journal().Rollback();
+      expected.reset();  // unknown again: the next swap tells
+      continue;
+    }
+    if (written) ++done;
+  }
+  return 0;
+}
+
+// The read-compare-write is atomic against other processes writing the same database: four
+// processes, each adding 1 300 times, lose nothing, by Increment and by a CompareAndSwap loop.
+TEST_P(StoreContract, KvIncrementAndCompareAndSwapAreAtomicAcrossProcesses) {
+  constexpr int kProcesses = 4, kEach = 300;
+  store_.reset();  // no connection (nor its thread) crosses the fork
+  for (Way way : {Way::kIncrement, Way::kCompareAndSwap}) {
+    const std::string name = way == Way::kIncrement ? "Increment" : "CompareAndSwap";
+    std::vector<pid_t> children;
+    for (int i = 0; i < kProcesses; ++i) {
+      const pid_t child = fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) _exit(AddInChild(*instance_, way, kEach));
+      children.push_back(child);
+    }
+    for (pid_t child : children) {
+      int status = 0;
+      ASSERT_EQ(waitpid(child, &status, 0), child);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << name << ": child status " << status;
+    }
+    store_ = MustOpen();
+    ASSERT_TRUE(store_);
+    EXPECT_EQ(Stored(kv(), "race", "count"), Text(std::to_string(kProcesses * kEach))) << name;
+    ASSERT_TRUE(kv().Delete("race", "count"));
+    ASSERT_TRUE(journal().Commit());
+    store_.reset();
+  }
+  store_ = MustOpen();
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreContract,

@@ -1,6 +1,8 @@
 // The names the store writes for its enums, and durability (see store.h, basal/durability.h).
 #include "parent/store/store.h"
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "basal/durability.h"
@@ -20,6 +22,29 @@ std::optional<Effect> ParseEffect(std::string_view name) {
   for (Effect e : {Effect::kPure, Effect::kIdempotent, Effect::kExternal})
     if (name == EffectName(e)) return e;
   return std::nullopt;
+}
+
+bool KvValuesEqual(const Json& a, const Json& b) {
+  // nlohmann's == is already value equality: numbers of different kinds compare by value
+  // (an integer against a double as doubles), objects are std::maps (no key order), strings hold
+  // the unescaped bytes.
+  return a == b;
+}
+
+std::optional<int64_t> KvIntegerValue(const Json& value) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    return u > static_cast<uint64_t>(kMax) ? kMax : static_cast<int64_t>(u);
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  if (!value.is_number_float()) return std::nullopt;
+  const double d = value.get<double>();
+  if (!std::isfinite(d) || std::trunc(d) != d) return std::nullopt;
+  if (d >= 9223372036854775808.0) return kMax;  // 2^63: the first double past int64
+  if (d < -9223372036854775808.0) return kMin;
+  return static_cast<int64_t>(d);
 }
 
 const char* CallStateName(CallState state) {

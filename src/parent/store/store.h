@@ -152,6 +152,48 @@ struct KvList {
   bool stopped_at_bytes = false;
 };
 
+// The limits a kv write must stay within (kv.put's grant). The atomic operations check them inside
+// their transaction, against what the namespace holds at that moment. Default: no limit.
+struct KvLimits {
+  uint64_t max_value_bytes = UINT64_MAX;  // the new value's JSON text
+  uint64_t quota_bytes = UINT64_MAX;      // the namespace's keys and values after the write
+  uint64_t quota_keys = UINT64_MAX;       // the namespace's keys after the write
+};
+
+// The integers KvStore::Increment counts in: those every JSON reader, JavaScript's included, reads
+// exactly (Number.MAX_SAFE_INTEGER, 2^53 - 1, and its negative).
+inline constexpr int64_t kKvMaxSafeInteger = (int64_t{1} << 53) - 1;
+
+// What CompareAndSwap or Increment did. Nothing was written unless `status` is kWritten.
+struct KvUpdate {
+  enum class Status {
+    kWritten,         // the new value is stored
+    kMismatch,        // CompareAndSwap: the stored value does not equal `expected`
+    kNotAnInteger,    // Increment: the stored value is not a number with an integral value
+    kOutOfRange,      // Increment: the stored value, or the sum, is not within +-kKvMaxSafeInteger
+    kValueTooLarge,   // the new value's JSON text is larger than max_value_bytes
+    kOverQuota,       // the write would bring the namespace past quota_bytes or quota_keys
+  };
+  Status status = Status::kWritten;
+  // The key's value as the operation left it: the new value when written, else the stored one
+  // (nullopt: the key is absent). kValueTooLarge from CompareAndSwap reads nothing: nullopt.
+  std::optional<std::string> current_json;
+  uint64_t value_bytes = 0;  // the new value's JSON text (kWritten, kValueTooLarge, kOverQuota)
+  KvUsage usage_after;       // what the namespace holds, or would hold, with it (kWritten, kOverQuota)
+};
+
+// The equality CompareAndSwap uses: JSON values, not their text. Numbers are equal when their
+// numeric values are (1 equals 1.0 and 1e0; integers compare exactly), strings when their bytes
+// are after unescaping ("\u00e9" equals "é"), arrays element by element in order, objects
+// when they have the same keys with equal values in any order (a duplicate key in stored text:
+// the last one counts, as in JSON.parse). An absent key and a stored null are both null.
+bool KvValuesEqual(const Json& a, const Json& b);
+
+// The integral value of `value` when it is a number with no fractional part (3, -3, 3.0, 3e2),
+// saturated to int64 (a larger one reads as INT64_MAX or INT64_MIN: out of the safe range, never
+// "not an integer"); nullopt for anything else (1.5, "3", true, null, [], {}).
+std::optional<int64_t> KvIntegerValue(const Json& value);
+
 // What opening a journal found and closed: activations whose owner is gone.
 struct RecoveryReport {
   std::vector<int64_t> abandoned_activations;  // ended with outcome "abandoned"
@@ -194,6 +236,27 @@ class KvStore {
   virtual Result<KvUsage> Usage(const std::string& ns) = 0;
   // The byte size of a key's stored value, nullopt if absent.
   virtual Result<std::optional<uint64_t>> ValueBytes(const std::string& ns, const std::string& key) = 0;
+
+  // The atomic read-modify-writes. Each reads the key, decides and writes in one step that no other
+  // writer of the same store can interleave with: not another object on this connection, and not
+  // another process writing the same database (the backend takes its write lock BEFORE it reads).
+  // The write joins the open batch like Put; a refusal writes nothing (the batch stays open).
+  //
+  // Stores `value_json` when the stored value equals `expected_json` (KvValuesEqual; nullopt or
+  // "null" stands for an absent key, which equals a stored null), after checking `limits`. A value
+  // larger than max_value_bytes is refused before anything is read, whatever is stored.
+  // kInvalidArgument if `expected_json` or `value_json` is not JSON; kDatabase if the stored value
+  // is not JSON (the database was changed by hand).
+  virtual Result<KvUpdate> CompareAndSwap(const std::string& ns, const std::string& key,
+                                          const std::optional<std::string>& expected_json,
+                                          const std::string& value_json, const KvLimits& limits) = 0;
+  // Adds `by` to the integer the key holds (KvIntegerValue; an absent key or a stored null counts
+  // as 0, as CompareAndSwap takes them for the same) and stores the sum as a JSON integer ("42"),
+  // after checking `limits`. The stored value and the sum must be within +-kKvMaxSafeInteger
+  // (kOutOfRange otherwise); a stored non-integer is kNotAnInteger. kInvalidArgument if `by`
+  // itself is outside +-kKvMaxSafeInteger.
+  virtual Result<KvUpdate> Increment(const std::string& ns, const std::string& key, int64_t by,
+                                     const KvLimits& limits) = 0;
 };
 
 class JournalReader {

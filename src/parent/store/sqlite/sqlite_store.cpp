@@ -1,6 +1,7 @@
 // The SQLite store: journal, kv and reader on one connection and one batch (see sqlite_store.h).
 #include "parent/store/sqlite/sqlite_store.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string_view>
 #include <utility>
@@ -86,6 +87,11 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
   Result<KvList> List(const std::string& ns, const std::string& prefix, size_t limit, size_t max_bytes) override;
   Result<KvUsage> Usage(const std::string& ns) override;
   Result<std::optional<uint64_t>> ValueBytes(const std::string& ns, const std::string& key) override;
+  Result<KvUpdate> CompareAndSwap(const std::string& ns, const std::string& key,
+                                  const std::optional<std::string>& expected_json, const std::string& value_json,
+                                  const KvLimits& limits) override;
+  Result<KvUpdate> Increment(const std::string& ns, const std::string& key, int64_t by,
+                             const KvLimits& limits) override;
 
   // JournalReader
   Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t limit) override {
@@ -107,6 +113,17 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
 
   Result<void> Prepare();
   Result<void> BeginBatchIfNone();
+  Error StoredNotJson(const std::string& ns) const {
+    return JournalError(ErrorCode::kDatabase, path_,
+                        "holds a kv value in namespace " + ns +
+                            " that is not JSON (was the database changed by hand?); put a JSON value under that "
+                            "key or delete it");
+  }
+  // The write half of CompareAndSwap and Increment, under the write lock they took before reading:
+  // checks `limits` against the namespace's usage with `value_json` in place of `old_json`, then
+  // writes. Fills `update` (status, value_bytes, usage_after, current_json when written).
+  Result<void> StoreChecked(const std::string& ns, const std::string& key, const std::optional<std::string>& old_json,
+                            const std::string& value_json, const KvLimits& limits, KvUpdate& update);
   Result<void> CheckBatchUsable();
   void NoteWriteFailure();
 
@@ -488,6 +505,102 @@ Result<std::optional<uint64_t>> SqliteStore::ValueBytes(const std::string& ns, c
   if (rc == SQLITE_ROW) return std::optional<uint64_t>(static_cast<uint64_t>(sqlite3_column_int64(use.get(), 0)));
   if (rc == SQLITE_DONE) return std::optional<uint64_t>();
   return DbError(path_, db_, rc, "cannot read kv key in namespace " + ns);
+}
+
+Result<void> SqliteStore::StoreChecked(const std::string& ns, const std::string& key,
+                                       const std::optional<std::string>& old_json, const std::string& value_json,
+                                       const KvLimits& limits, KvUpdate& update) {
+  update.value_bytes = value_json.size();
+  if (update.value_bytes > limits.max_value_bytes) {
+    update.status = KvUpdate::Status::kValueTooLarge;
+    return Ok();
+  }
+  auto usage = Usage(ns);
+  if (!usage) return usage.error();
+  const uint64_t freed = old_json ? key.size() + old_json->size() : 0;
+  update.usage_after.bytes = usage->bytes - std::min(usage->bytes, freed) + key.size() + value_json.size();
+  update.usage_after.keys = usage->keys + (old_json ? 0 : 1);
+  if (update.usage_after.bytes > limits.quota_bytes || update.usage_after.keys > limits.quota_keys) {
+    update.status = KvUpdate::Status::kOverQuota;
+    return Ok();
+  }
+  if (auto put = Put(ns, key, value_json); !put) return put.error();
+  update.status = KvUpdate::Status::kWritten;
+  update.current_json = value_json;
+  return Ok();
+}
+
+Result<KvUpdate> SqliteStore::CompareAndSwap(const std::string& ns, const std::string& key,
+                                             const std::optional<std::string>& expected_json,
+                                             const std::string& value_json, const KvLimits& limits) {
+  const Json expected = expected_json ? Json::parse(*expected_json, nullptr, /*allow_exceptions=*/false) : Json();
+  if (expected.is_discarded() || Json::parse(value_json, nullptr, false).is_discarded()) {
+    return MakeError(ErrorCode::kInvalidArgument, "CompareAndSwap of kv key in namespace " + ns +
+                                                      ": the expected value or the new value is not JSON (a bug in "
+                                                      "the caller, which must validate both)");
+  }
+  KvUpdate update;
+  if (value_json.size() > limits.max_value_bytes) {
+    update.status = KvUpdate::Status::kValueTooLarge;
+    update.value_bytes = value_json.size();
+    return update;
+  }
+  // The write lock first: from here until the batch commits no other connection, in this process
+  // or another, can write, so what we read is what we replace. (In WAL mode BEGIN IMMEDIATE also
+  // starts the read at the newest commit.)
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  auto stored = Get(ns, key);
+  if (!stored) return stored.error();
+  Json current;  // null for an absent key
+  if (stored->has_value()) {
+    current = Json::parse(**stored, nullptr, /*allow_exceptions=*/false);
+    if (current.is_discarded()) return StoredNotJson(ns);
+  }
+  if (!KvValuesEqual(current, expected)) {
+    update.status = KvUpdate::Status::kMismatch;
+    update.current_json = *stored;
+    return update;
+  }
+  if (auto r = StoreChecked(ns, key, *stored, value_json, limits, update); !r) return r.error();
+  if (update.status != KvUpdate::Status::kWritten) update.current_json = *stored;
+  return update;
+}
+
+Result<KvUpdate> SqliteStore::Increment(const std::string& ns, const std::string& key, int64_t by,
+                                        const KvLimits& limits) {
+  if (by > kKvMaxSafeInteger || by < -kKvMaxSafeInteger) {
+    return MakeError(ErrorCode::kInvalidArgument, "Increment of kv key in namespace " + ns + " by " +
+                                                      std::to_string(by) + ": outside +-" +
+                                                      std::to_string(kKvMaxSafeInteger) + " (a bug in the caller)");
+  }
+  // The write lock before the read, as in CompareAndSwap.
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  auto stored = Get(ns, key);
+  if (!stored) return stored.error();
+  KvUpdate update;
+  update.current_json = *stored;
+  int64_t now = 0;  // an absent key, or a stored null (which kv.get cannot tell from absent), counts as 0
+  if (stored->has_value()) {
+    const Json current = Json::parse(**stored, nullptr, /*allow_exceptions=*/false);
+    if (current.is_discarded()) return StoredNotJson(ns);
+    const std::optional<int64_t> n = current.is_null() ? std::optional<int64_t>(0) : KvIntegerValue(current);
+    if (!n) {
+      update.status = KvUpdate::Status::kNotAnInteger;
+      return update;
+    }
+    now = *n;
+  }
+  if (now > kKvMaxSafeInteger || now < -kKvMaxSafeInteger) {
+    update.status = KvUpdate::Status::kOutOfRange;
+    return update;
+  }
+  const int64_t sum = now + by;  // both within +-(2^53 - 1): no int64 overflow
+  if (sum > kKvMaxSafeInteger || sum < -kKvMaxSafeInteger) {
+    update.status = KvUpdate::Status::kOutOfRange;
+    return update;
+  }
+  if (auto r = StoreChecked(ns, key, *stored, std::to_string(sum), limits, update); !r) return r.error();
+  return update;
 }
 
 }  // namespace
