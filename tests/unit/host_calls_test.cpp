@@ -1,5 +1,6 @@
 // Unit tests of the host-call registry and the built-in host calls: log (argument shapes,
-// truncation) and kv.* (grant constraints, authorization, and each call against a real journal).
+// truncation) and kv.* (grant constraints, authorization, and each call against a real journal,
+// kv.cas and kv.incr included).
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -214,10 +215,11 @@ class KvTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
 };
 
-TEST_F(KvTest, RegistersFourGrantedCalls) {
+TEST_F(KvTest, RegistersSixGrantedCalls) {
   HostCallRegistry registry;
   ASSERT_TRUE(RegisterKvHostCalls(registry, *store_));
-  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"kv.delete", "kv.get", "kv.list", "kv.put"}));
+  EXPECT_EQ(registry.Names(),
+            (std::vector<std::string>{"kv.cas", "kv.delete", "kv.get", "kv.incr", "kv.list", "kv.put"}));
   for (const std::string& name : registry.Names()) {
     const HostCallSpec* spec = registry.Find(name);
     EXPECT_TRUE(spec->needs_grant);
@@ -225,8 +227,10 @@ TEST_F(KvTest, RegistersFourGrantedCalls) {
     ASSERT_TRUE(spec->authorize);
     EXPECT_EQ(spec->authorize(Json::parse(R"({"namespaces": ["o"]})"), {{"namespace", "p"}}),
               "namespace \"p\" is not granted to " + name + " (granted: o)");
-    const bool writes = name == "kv.put" || name == "kv.delete";
-    EXPECT_EQ(spec->effect, writes ? Effect::kIdempotent : Effect::kPure) << name;
+    const Effect effect = name == "kv.get" || name == "kv.list" ? Effect::kPure
+                          : name == "kv.incr"                     ? Effect::kExternal  // a repeat adds again
+                                                                  : Effect::kIdempotent;
+    EXPECT_EQ(spec->effect, effect) << name;
   }
   EXPECT_FALSE(RegisterKvHostCalls(registry, *store_));  // twice
 }
@@ -447,6 +451,240 @@ TEST(KvJournalViewTest, ValuesAreDigestsNotCopies) {
   const Json listed = KvJournalResult(KvOp::kList, Json::parse(R"([{"key": "a", "value": [1, 2]}])"));
   EXPECT_EQ(listed[0]["key"], "a");
   EXPECT_EQ(listed[0]["value"]["basal_digest"]["sha256"], Sha256Hex("[1,2]"));
+}
+
+// ---- kv.cas and kv.incr ----
+
+TEST_F(KvTest, CasAndIncrTakeThePutGrantShapeAndAreDeniedOutsideIt) {
+  HostCallRegistry registry;
+  ASSERT_TRUE(RegisterKvHostCalls(registry, *store_));
+  for (const char* name : {"kv.cas", "kv.incr"}) {
+    const HostCallSpec* spec = registry.Find(name);
+    ASSERT_NE(spec, nullptr) << name;
+    const std::string path = std::string("grants.") + name;
+    EXPECT_TRUE(spec->check_grant(
+        Json::parse(R"({"namespaces": ["o"], "max_value_bytes": 100, "quota": {"bytes": 1000, "keys": 3}})"), path));
+    auto odd = spec->check_grant(Json::parse(R"({"namespaces": ["o"], "ttl": 5})"), path);
+    ASSERT_FALSE(odd);
+    EXPECT_EQ(odd.error().message,
+              path + ": unknown key \"ttl\" (expected \"namespaces\", \"max_value_bytes\" or \"quota\")");
+    EXPECT_FALSE(spec->check_grant(Json::parse(R"({"quota": {"keys": 3}})"), path));  // namespaces needed
+    const Json grant = Json::parse(R"({"namespaces": ["o"]})");
+    EXPECT_EQ(spec->authorize(grant, {{"namespace", "o"}, {"key", "k"}}), std::nullopt);
+    EXPECT_EQ(spec->authorize(grant, {{"namespace", "p"}, {"key", "k"}}),
+              "namespace \"p\" is not granted to " + std::string(name) + " (granted: o)");
+    EXPECT_EQ(spec->authorize(grant, Json::array()),
+              std::string(name) + " arguments must be an object naming a \"namespace\" (got [])");
+  }
+}
+
+TEST_F(KvTest, CasSwapsOnlyWhatItExpectsAndSaysWhatIsThere) {
+  const Json absent = {{"namespace", "n"}, {"key", "k"}, {"expected", nullptr}, {"value", {{"n", 1}}}};
+  HostCallAnswer first = Serve(KvOp::kCas, absent);
+  ASSERT_TRUE(first.ok) << first.error_message;
+  EXPECT_EQ(first.value, Json::parse(R"({"swapped": true, "current": {"n": 1}})"));
+  HostCallAnswer again = Serve(KvOp::kCas, absent);  // repeated: changes nothing, tells what is there
+  ASSERT_TRUE(again.ok) << again.error_message;
+  EXPECT_EQ(again.value, Json::parse(R"({"swapped": false, "current": {"n": 1}})"));
+  // Values, not text: 1.0 is 1.
+  HostCallAnswer next = Serve(KvOp::kCas, {{"namespace", "n"}, {"key", "k"}, {"expected", {{"n", 1.0}}},
+                                           {"value", {{"n", 2}, {"by", "me"}}}});
+  ASSERT_TRUE(next.ok) << next.error_message;
+  EXPECT_EQ(next.value["swapped"], true);
+  EXPECT_EQ(Serve(KvOp::kGet, {{"namespace", "n"}, {"key", "k"}}).value, Json::parse(R"({"n": 2, "by": "me"})"));
+  HostCallAnswer stale = Serve(KvOp::kCas, {{"namespace", "n"}, {"key", "k"}, {"expected", {{"n", 1}}}, {"value", 0}});
+  ASSERT_TRUE(stale.ok);
+  EXPECT_EQ(stale.value, Json::parse(R"({"swapped": false, "current": {"n": 2, "by": "me"}})"));
+
+  // A retry loop as a flow writes it, from "absent", with only what kv.cas answers.
+  Json current = nullptr;
+  int calls = 0;
+  for (int added = 0; added < 3; ++calls) {
+    const int64_t now = current.is_null() ? 0 : current.get<int64_t>();
+    HostCallAnswer r =
+        Serve(KvOp::kCas, {{"namespace", "n"}, {"key", "count"}, {"expected", current}, {"value", now + 1}});
+    ASSERT_TRUE(r.ok) << r.error_message;
+    if (r.value["swapped"] == true) ++added;
+    current = r.value["current"];
+    if (added == 1 && calls == 0) {
+      ASSERT_TRUE(store_->kv().Put("n", "count", "10"));  // another writer
+    }
+  }
+  EXPECT_EQ(current, 12);
+  EXPECT_EQ(calls, 4) << "one retry, after the other writer";
+}
+
+TEST_F(KvTest, CasArgumentShapes) {
+  ExpectTypeError(KvOp::kCas, {{"namespace", "n"}, {"key", "k"}, {"value", 1}},
+                  R"(kv.cas: "expected" is missing (the value the key must hold for the swap, as kv.get or kv.cas )"
+                  R"(returned it; null: the key must be absent))");
+  ExpectTypeError(KvOp::kCas, {{"namespace", "n"}, {"key", "k"}, {"expected", nullptr}},
+                  R"(kv.cas: "value" is missing (any JSON value; null stores null))");
+  ExpectTypeError(KvOp::kCas, {{"namespace", "n"}, {"key", "k"}, {"expected", nullptr}, {"value", 1}, {"ttl", 5}},
+                  R"(kv.cas: unknown argument "ttl" (expected namespace, key, expected, value))");
+  ExpectTypeError(KvOp::kCas, {{"namespace", "n"}, {"expected", nullptr}, {"value", 1}},
+                  R"(kv.cas: "key" is missing (a string))");
+  ExpectTypeError(KvOp::kCas, {{"namespace", "n"}, {"key", "k"}, {"expected", nullptr}, {"value", "\xff"}},
+                  R"(kv.cas: "value" holds a string that is not valid UTF-8)");
+  ExpectTypeError(KvOp::kCas, {{"namespace", "n"}, {"key", "k"}, {"expected", "\xff"}, {"value", 1}},
+                  R"(kv.cas: "expected" holds a string that is not valid UTF-8 (no stored value can equal it))");
+  EXPECT_EQ(Serve(KvOp::kList, {{"namespace", "n"}}).value, Json::array());  // nothing written
+}
+
+TEST_F(KvTest, IncrCountsFromAbsentAndByDefaultsToOne) {
+  auto incr = [&](const Json& by) {
+    Json args = {{"namespace", "n"}, {"key", "c"}};
+    if (!by.is_discarded()) args["by"] = by;
+    HostCallAnswer a = Serve(KvOp::kIncr, args);
+    EXPECT_TRUE(a.ok) << a.error_message;
+    return a.value;
+  };
+  EXPECT_EQ(incr(Json(Json::value_t::discarded)), 1);
+  EXPECT_EQ(incr(5), 6);
+  EXPECT_EQ(incr(-10), -4);
+  EXPECT_EQ(incr(2.0), -2);  // an integral number is an integer
+  EXPECT_EQ(incr(0), -2);
+  EXPECT_EQ(Serve(KvOp::kGet, {{"namespace", "n"}, {"key", "c"}}).value, -2);
+  EXPECT_TRUE(incr(1).is_number_integer());
+}
+
+TEST_F(KvTest, IncrArgumentShapes) {
+  const Json base = {{"namespace", "n"}, {"key", "k"}};
+  auto with = [&](const char* name, const Json& v) {
+    Json args = base;
+    args[name] = v;
+    return args;
+  };
+  ExpectTypeError(KvOp::kIncr, with("by", 1.5), R"(kv.incr: "by" must be an integer (got 1.5))");
+  ExpectTypeError(KvOp::kIncr, with("by", "1"), R"(kv.incr: "by" must be an integer (got "1"))");
+  ExpectTypeError(KvOp::kIncr, with("by", true), R"(kv.incr: "by" must be an integer (got true))");
+  ExpectTypeError(KvOp::kIncr, with("by", nullptr),
+                  R"(kv.incr: "by" must be an integer (got null; NaN and Infinity become null in JSON); leave it )"
+                  R"(out to add 1)");
+  ExpectTypeError(KvOp::kIncr, with("value", 1), R"(kv.incr: unknown argument "value" (expected namespace, key, by))");
+  for (const Json& big : {Json(kKvMaxSafeInteger + 1), Json(-kKvMaxSafeInteger - 1), Json(1e20)}) {
+    HostCallAnswer a = Serve(KvOp::kIncr, with("by", big));
+    EXPECT_FALSE(a.ok);
+    EXPECT_EQ(a.error_name, "RangeError") << big;
+    EXPECT_EQ(a.error_message, "kv.incr: \"by\" is " + big.dump() +
+                                   "; it must be within +-9007199254740991 (JavaScript's safe integers)");
+  }
+  EXPECT_TRUE(Serve(KvOp::kIncr, with("by", kKvMaxSafeInteger)).ok);  // the edge itself is fine
+}
+
+TEST_F(KvTest, IncrRefusesNonIntegersAndLeavingTheSafeIntegers) {
+  auto put = [&](const std::string& key, const Json& v) {
+    ASSERT_TRUE(Serve(KvOp::kPut, {{"namespace", "n"}, {"key", key}, {"value", v}}).ok);
+  };
+  put("text", "abc");
+  HostCallAnswer text = Serve(KvOp::kIncr, {{"namespace", "n"}, {"key", "text"}});
+  EXPECT_EQ(text.error_name, "TypeError");
+  EXPECT_EQ(text.error_message,
+            "kv.incr: key \"text\" in namespace \"n\" holds \"abc\", not an integer: kv.incr counts only in a key "
+            "that holds an integer or is absent (kv.put a number there first, or count in another key)");
+  put("half", 0.5);
+  EXPECT_EQ(Serve(KvOp::kIncr, {{"namespace", "n"}, {"key", "half"}}).error_name, "TypeError");
+  put("max", kKvMaxSafeInteger);
+  HostCallAnswer past = Serve(KvOp::kIncr, {{"namespace", "n"}, {"key", "max"}});
+  EXPECT_EQ(past.error_name, "RangeError");
+  EXPECT_EQ(past.error_message,
+            "kv.incr: key \"max\" in namespace \"n\" holds 9007199254740991; adding 1 would give 9007199254740992, "
+            "beyond +-9007199254740991, the integers JavaScript represents exactly (Number.MAX_SAFE_INTEGER); nothing "
+            "was written");
+  put("huge", 1e300);
+  HostCallAnswer huge = Serve(KvOp::kIncr, {{"namespace", "n"}, {"key", "huge"}, {"by", -1}});
+  EXPECT_EQ(huge.error_name, "RangeError");
+  EXPECT_EQ(huge.error_message,
+            "kv.incr: key \"huge\" in namespace \"n\" holds 1e+300, beyond +-9007199254740991, the integers "
+            "JavaScript represents exactly (Number.MAX_SAFE_INTEGER); nothing was written");
+  EXPECT_EQ(Serve(KvOp::kGet, {{"namespace", "n"}, {"key", "text"}}).value, "abc");
+  EXPECT_EQ(Serve(KvOp::kGet, {{"namespace", "n"}, {"key", "max"}}).value, kKvMaxSafeInteger);
+  HostCallAnswer down = Serve(KvOp::kIncr, {{"namespace", "n"}, {"key", "max"}, {"by", -1}});
+  EXPECT_EQ(down.value, kKvMaxSafeInteger - 1);
+}
+
+TEST_F(KvTest, CasAndIncrRefuseToPassTheirGrantsLimits) {
+  const Json grant = Json::parse(R"({"namespaces": ["n"], "max_value_bytes": 10, "quota": {"bytes": 20, "keys": 2}})");
+  auto cas = [&](const std::string& key, const Json& expected, const Json& value) {
+    return ServeKv(KvOp::kCas, *store_, {{"namespace", "n"}, {"key", key}, {"expected", expected}, {"value", value}},
+                   &grant);
+  };
+  HostCallAnswer big = cas("a", nullptr, "123456789");  // 11 bytes as JSON
+  EXPECT_EQ(big.error_name, "QuotaExceeded");
+  EXPECT_EQ(big.error_message, "kv.cas: the value is 11 bytes as JSON; the grant admits at most 10 (max_value_bytes)");
+  EXPECT_TRUE(cas("a", nullptr, "12345").ok);  // 1 + 7 = 8 bytes
+  EXPECT_TRUE(cas("b", nullptr, 1).ok);        // 8 + 2 = 10 bytes, 2 keys
+  HostCallAnswer third = cas("c", nullptr, 1);
+  EXPECT_EQ(third.error_name, "QuotaExceeded");
+  EXPECT_EQ(third.error_message,
+            "kv.cas: namespace \"n\" would hold 12 bytes in 3 keys; its quota is 20 bytes and 2 keys (the kv.cas "
+            "grant's \"quota\"): delete keys or ask the operator for a larger quota");
+
+  auto incr = [&](const std::string& key, int64_t by) {
+    return ServeKv(KvOp::kIncr, *store_, {{"namespace", "n"}, {"key", key}, {"by", by}}, &grant);
+  };
+  EXPECT_EQ(incr("b", 1).value, 2);
+  HostCallAnswer new_key = incr("c", 1);
+  EXPECT_EQ(new_key.error_name, "QuotaExceeded");
+  EXPECT_EQ(new_key.error_message,
+            "kv.incr: namespace \"n\" would hold 12 bytes in 3 keys; its quota is 20 bytes and 2 keys (the kv.incr "
+            "grant's \"quota\"): delete keys or ask the operator for a larger quota");
+  HostCallAnswer wide = incr("b", 9'999'999'998);  // 2 + 9999999998 = "10000000000": 11 bytes
+  EXPECT_EQ(wide.error_name, "QuotaExceeded");
+  EXPECT_EQ(wide.error_message, "kv.incr: the value is 11 bytes as JSON; the grant admits at most 10 (max_value_bytes)");
+  HostCallAnswer grows = incr("b", 99'999'998);  // "100000000": 8 + 1 + 9 = 18; fits
+  EXPECT_TRUE(grows.ok) << grows.error_message;
+  HostCallAnswer over_bytes = incr("b", 900'000'000);  // "1000000000": 8 + 1 + 10 = 19; fits too
+  EXPECT_TRUE(over_bytes.ok) << over_bytes.error_message;
+  ASSERT_TRUE(cas("a", "12345", "123456").ok);  // 1 + 8 + 11 = 20: at the quota
+  HostCallAnswer past = cas("a", "123456", "1234567");  // 21
+  EXPECT_EQ(past.error_name, "QuotaExceeded");
+  EXPECT_EQ(Serve(KvOp::kGet, {{"namespace", "n"}, {"key", "a"}}).value, "123456");
+  EXPECT_TRUE(Serve(KvOp::kGet, {{"namespace", "n"}, {"key", "c"}}).value.is_null());
+}
+
+TEST_F(KvTest, CasAndIncrStoreFailuresAreHostErrorsWithoutThePath) {
+  RawSql("INSERT INTO kv(namespace, key, value) VALUES ('n', 'k', 'not json')");
+  const Json cas = {{"namespace", "n"}, {"key", "k"}, {"expected", 1}, {"value", 2}};
+  const Json incr = {{"namespace", "n"}, {"key", "k"}};
+  for (const auto& [op, args] : {std::pair{KvOp::kCas, cas}, std::pair{KvOp::kIncr, incr}}) {
+    HostCallAnswer a = Serve(op, args);
+    EXPECT_FALSE(a.ok) << KvOpName(op);
+    EXPECT_EQ(a.error_name, "HostError") << KvOpName(op);
+    EXPECT_EQ(a.error_message, std::string(KvOpName(op)) +
+                                   " failed: the store refused it: a kv value in namespace n is not JSON (was the "
+                                   "database changed by hand?); put a JSON value under that key or delete it");
+    (void)store_->journal().Rollback();
+  }
+  RawSql("DROP TABLE kv");
+  for (const auto& [op, args] : {std::pair{KvOp::kCas, cas}, std::pair{KvOp::kIncr, incr}}) {
+    HostCallAnswer a = Serve(op, args);
+    EXPECT_EQ(a.error_name, "HostError") << KvOpName(op);
+    EXPECT_EQ(a.error_message.rfind(std::string(KvOpName(op)) + " failed: ", 0), 0u) << a.error_message;
+    EXPECT_EQ(a.error_message.find(dir_.File("journal.db")), std::string::npos) << a.error_message;
+    (void)store_->journal().Rollback();
+  }
+}
+
+TEST(KvJournalViewTest, CasAndIncrKeepDigestsOfValues) {
+  const Json args = {{"namespace", "n"}, {"key", "k"}, {"expected", {{"secret", "old"}}}, {"value", {{"secret", "x"}}}};
+  const Json view = KvCasJournalArgs(args);
+  EXPECT_EQ(view["namespace"], "n");
+  EXPECT_EQ(view["key"], "k");
+  EXPECT_EQ(view["value"]["basal_digest"]["sha256"], Sha256Hex(R"({"secret":"x"})"));
+  EXPECT_EQ(view["expected"]["basal_digest"]["sha256"], Sha256Hex(R"({"secret":"old"})"));
+  EXPECT_EQ(view.dump().find("secret"), std::string::npos);
+  const Json absent = KvCasJournalArgs({{"namespace", "n"}, {"key", "k"}, {"expected", nullptr}, {"value", 1}});
+  EXPECT_TRUE(absent["expected"].is_null()) << "null says \"absent\": kept as it is";
+  EXPECT_EQ(absent["value"]["basal_digest"]["bytes"], 1);
+
+  const Json swapped = KvJournalResult(KvOp::kCas, Json::parse(R"({"swapped": true, "current": {"secret": "x"}})"));
+  EXPECT_EQ(swapped["swapped"], true);
+  EXPECT_EQ(swapped["current"]["basal_digest"]["sha256"], Sha256Hex(R"({"secret":"x"})"));
+  const Json none = KvJournalResult(KvOp::kCas, Json::parse(R"({"swapped": false, "current": null})"));
+  EXPECT_EQ(none, Json::parse(R"({"swapped": false, "current": null})"));
+  const Json counted = KvJournalResult(KvOp::kIncr, 1200);
+  EXPECT_EQ(counted["basal_digest"]["sha256"], Sha256Hex("1200"));
 }
 
 }  // namespace

@@ -40,6 +40,8 @@ std::vector<std::string_view> AllowedArgs(KvOp op) {
     case KvOp::kDelete: return {"namespace", "key"};
     case KvOp::kPut: return {"namespace", "key", "value"};
     case KvOp::kList: return {"namespace", "prefix", "limit"};
+    case KvOp::kCas: return {"namespace", "key", "expected", "value"};
+    case KvOp::kIncr: return {"namespace", "key", "by"};
   }
   return {};
 }
@@ -73,6 +75,8 @@ const char* KvOpName(KvOp op) {
     case KvOp::kPut: return "kv.put";
     case KvOp::kDelete: return "kv.delete";
     case KvOp::kList: return "kv.list";
+    case KvOp::kCas: return "kv.cas";
+    case KvOp::kIncr: return "kv.incr";
   }
   return "kv.?";
 }
@@ -204,6 +208,146 @@ std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const J
          " (granted: " + (granted.empty() ? std::string("none") : granted) + ")";
 }
 
+namespace {
+
+KvLimits LimitsOf(const Json* grant) {
+  return KvLimits{LimitOr(grant, "max_value_bytes", nullptr, kKvDefaultMaxValueBytes),
+                  LimitOr(grant, "quota", "bytes", kKvDefaultQuotaBytes),
+                  LimitOr(grant, "quota", "keys", kKvDefaultQuotaKeys)};
+}
+
+// QuotaExceeded for a kv.cas or kv.incr the store refused over one of its grant's limits.
+HostCallAnswer OverLimit(KvOp op, const std::string& ns, const KvUpdate& update, const KvLimits& limits) {
+  const std::string name = KvOpName(op);
+  if (update.status == KvUpdate::Status::kValueTooLarge) {
+    return HostCallAnswer::Failure("QuotaExceeded", name + ": the value is " + std::to_string(update.value_bytes) +
+                                                        " bytes as JSON; the grant admits at most " +
+                                                        std::to_string(limits.max_value_bytes) + " (max_value_bytes)");
+  }
+  return HostCallAnswer::Failure(
+      "QuotaExceeded", name + ": namespace " + Shown(Json(ns), 100) + " would hold " +
+                           std::to_string(update.usage_after.bytes) + " bytes in " +
+                           std::to_string(update.usage_after.keys) + " keys; its quota is " +
+                           std::to_string(limits.quota_bytes) + " bytes and " + std::to_string(limits.quota_keys) +
+                           " keys (the " + name + " grant's \"quota\"): delete keys or ask the operator for a larger "
+                           "quota");
+}
+
+// A value the store handed back, as JSON (it validated what it compared; a hand-edited row that
+// is not JSON is reported, never passed on).
+std::optional<Json> StoredValue(const std::optional<std::string>& text) {
+  if (!text) return Json(nullptr);
+  Json value = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return std::nullopt;
+  return value;
+}
+
+HostCallAnswer StoredNotJson(KvOp op) {
+  return HostCallAnswer::Failure("HostError", std::string(KvOpName(op)) +
+                                                  " failed: the stored value is not valid JSON "
+                                                  "(the database was changed by hand?)");
+}
+
+HostCallAnswer ServeCas(Store& store, const std::string& ns, const std::string& key, const Json& args,
+                        const Json* grant) {
+  const std::string name = KvOpName(KvOp::kCas);
+  auto expected = args.find("expected");
+  if (expected == args.end()) {
+    return TypeError(name + ": \"expected\" is missing (the value the key must hold for the swap, as kv.get or "
+                            "kv.cas returned it; null: the key must be absent)");
+  }
+  auto value = args.find("value");
+  if (value == args.end()) return TypeError(name + ": \"value\" is missing (any JSON value; null stores null)");
+  std::string value_text, expected_text;
+  try {
+    value_text = value->dump();  // strict: a string that is not UTF-8 is refused, never altered
+  } catch (const Json::type_error&) {
+    return TypeError(name + ": \"value\" holds a string that is not valid UTF-8");
+  }
+  try {
+    expected_text = expected->dump();
+  } catch (const Json::type_error&) {
+    return TypeError(name + ": \"expected\" holds a string that is not valid UTF-8 (no stored value can equal it)");
+  }
+  const KvLimits limits = LimitsOf(grant);
+  auto update = store.kv().CompareAndSwap(
+      ns, key, expected->is_null() ? std::nullopt : std::optional<std::string>(std::move(expected_text)), value_text,
+      limits);
+  if (!update) return HostError(KvOp::kCas, store, update.error());
+  switch (update->status) {
+    case KvUpdate::Status::kWritten: return HostCallAnswer::Value(Json{{"swapped", true}, {"current", *value}});
+    case KvUpdate::Status::kMismatch: {
+      std::optional<Json> current = StoredValue(update->current_json);
+      if (!current) return StoredNotJson(KvOp::kCas);
+      return HostCallAnswer::Value(Json{{"swapped", false}, {"current", std::move(*current)}});
+    }
+    case KvUpdate::Status::kValueTooLarge:
+    case KvUpdate::Status::kOverQuota: return OverLimit(KvOp::kCas, ns, *update, limits);
+    case KvUpdate::Status::kNotAnInteger:
+    case KvUpdate::Status::kOutOfRange: break;
+  }
+  return HostCallAnswer::Failure("HostError", name + " failed: the store answered an outcome a compare-and-swap "
+                                                     "cannot have (a bug in basal's store)");
+}
+
+HostCallAnswer ServeIncr(Store& store, const std::string& ns, const std::string& key, const Json& args,
+                         const Json* grant) {
+  const std::string name = KvOpName(KvOp::kIncr);
+  const std::string safe = std::to_string(kKvMaxSafeInteger);
+  int64_t by = 1;
+  if (auto b = args.find("by"); b != args.end()) {
+    if (b->is_null()) {
+      return TypeError(name + ": \"by\" must be an integer (got null; NaN and Infinity become null in JSON); leave "
+                              "it out to add 1");
+    }
+    const std::optional<int64_t> n = KvIntegerValue(*b);
+    if (!n) return TypeError(name + ": \"by\" must be an integer (got " + Shown(*b) + ")");
+    if (*n > kKvMaxSafeInteger || *n < -kKvMaxSafeInteger) {
+      return HostCallAnswer::Failure("RangeError", name + ": \"by\" is " + Shown(*b) + "; it must be within +-" +
+                                                       safe + " (JavaScript's safe integers)");
+    }
+    by = *n;
+  }
+  const KvLimits limits = LimitsOf(grant);
+  auto update = store.kv().Increment(ns, key, by, limits);
+  if (!update) return HostError(KvOp::kIncr, store, update.error());
+  const std::string where = "key " + Shown(Json(key), 100) + " in namespace " + Shown(Json(ns), 100);
+  switch (update->status) {
+    case KvUpdate::Status::kWritten: {
+      std::optional<Json> now = StoredValue(update->current_json);
+      if (!now || !now->is_number_integer()) return StoredNotJson(KvOp::kIncr);
+      return HostCallAnswer::Value(std::move(*now));
+    }
+    case KvUpdate::Status::kNotAnInteger: {
+      std::optional<Json> stored = StoredValue(update->current_json);
+      if (!stored) return StoredNotJson(KvOp::kIncr);
+      return TypeError(name + ": " + where + " holds " + Shown(*stored) +
+                       ", not an integer: kv.incr counts only in a key that holds an integer or is absent (kv.put a "
+                       "number there first, or count in another key)");
+    }
+    case KvUpdate::Status::kOutOfRange: {
+      std::optional<Json> stored = StoredValue(update->current_json);
+      if (!stored) return StoredNotJson(KvOp::kIncr);
+      const std::optional<int64_t> now = KvIntegerValue(*stored);
+      const bool stored_in_range = now && *now <= kKvMaxSafeInteger && *now >= -kKvMaxSafeInteger;
+      const std::string what = stored_in_range ? "; adding " + std::to_string(by) + " would give " +
+                                                     std::to_string(*now + by) + ","
+                                               : ",";
+      return HostCallAnswer::Failure(
+          "RangeError", name + ": " + where + " holds " + Shown(*stored) + what + " beyond +-" + safe +
+                            ", the integers JavaScript represents exactly (Number.MAX_SAFE_INTEGER); nothing was "
+                            "written");
+    }
+    case KvUpdate::Status::kValueTooLarge:
+    case KvUpdate::Status::kOverQuota: return OverLimit(KvOp::kIncr, ns, *update, limits);
+    case KvUpdate::Status::kMismatch: break;
+  }
+  return HostCallAnswer::Failure("HostError", name + " failed: the store answered an outcome an increment cannot "
+                                                     "have (a bug in basal's store)");
+}
+
+}  // namespace
+
 HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* grant) {
   KvStore& kv = store.kv();
   const std::string name = KvOpName(op);
@@ -317,6 +461,8 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
       if (!removed) return HostError(op, store, removed.error());
       return HostCallAnswer::Value(*removed);
     }
+    case KvOp::kCas: return ServeCas(store, ns, key, args, grant);
+    case KvOp::kIncr: return ServeIncr(store, ns, key, args, grant);
     case KvOp::kList: break;
   }
   return HostCallAnswer::Failure("HostError", name + ": unknown operation");
@@ -333,7 +479,23 @@ Json KvJournalArgs(const Json& args) {
   return view;
 }
 
+Json KvCasJournalArgs(const Json& args) {
+  if (!args.is_object()) return args;
+  Json view = Json::object();
+  for (const auto& [key, value] : args.items()) {
+    view[key] = key == "value" || (key == "expected" && !value.is_null()) ? Digest(value) : value;
+  }
+  return view;
+}
+
 Json KvJournalResult(KvOp op, const Json& result) {
+  if (op == KvOp::kIncr) return Digest(result);
+  if (op == KvOp::kCas) {
+    Json view = result;
+    if (!view.is_object()) return view;
+    if (auto current = view.find("current"); current != view.end() && !current->is_null()) *current = Digest(*current);
+    return view;
+  }
   if (op == KvOp::kGet) return result.is_null() ? result : Digest(result);
   if (op != KvOp::kList || !result.is_array()) return result;
   Json view = Json::array();
@@ -353,23 +515,29 @@ Effect KvEffect(KvOp op) {
     case KvOp::kList: return Effect::kPure;
     case KvOp::kPut:
     case KvOp::kDelete: return Effect::kIdempotent;
+    // A repeated cas finds its own value, not `expected`: it changes nothing more.
+    case KvOp::kCas: return Effect::kIdempotent;
+    // A repeated incr adds again.
+    case KvOp::kIncr: return Effect::kExternal;
   }
   return Effect::kExternal;
 }
 
 Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store) {
-  for (KvOp op : {KvOp::kGet, KvOp::kPut, KvOp::kDelete, KvOp::kList}) {
+  for (KvOp op : {KvOp::kGet, KvOp::kPut, KvOp::kDelete, KvOp::kList, KvOp::kCas, KvOp::kIncr}) {
     HostCallSpec spec;
     spec.name = KvOpName(op);
     spec.needs_grant = true;
-    spec.check_grant = op == KvOp::kPut ? CheckKvPutGrant : CheckKvGrant;
+    const bool writes_values = op == KvOp::kPut || op == KvOp::kCas || op == KvOp::kIncr;  // kv.put's grant shape
+    spec.check_grant = writes_values ? CheckKvPutGrant : CheckKvGrant;
     spec.authorize = [op](const Json& constraints, const Json& args) { return AuthorizeKv(op, constraints, args); };
     spec.effect = KvEffect(op);
     spec.handler = [op, &store](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
       ServeKv(op, store, args, ctx.grant).SendTo(reply);
     };
     if (op == KvOp::kPut) spec.journal_args = KvJournalArgs;
-    if (op == KvOp::kGet || op == KvOp::kList)
+    if (op == KvOp::kCas) spec.journal_args = KvCasJournalArgs;
+    if (op == KvOp::kGet || op == KvOp::kList || op == KvOp::kCas || op == KvOp::kIncr)
       spec.journal_result = [op](const Json& result) { return KvJournalResult(op, result); };
     if (auto r = registry.Register(std::move(spec)); !r) return r;
   }

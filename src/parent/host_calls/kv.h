@@ -8,6 +8,23 @@
 //   kv.put    {namespace, key, value}    -> null (value: any JSON value, required)
 //   kv.delete {namespace, key}           -> true if the key existed, else false
 //   kv.list   {namespace, prefix?, limit?} -> [{"key": .., "value": ..}, ...] in key byte order
+//   kv.cas    {namespace, key, expected, value} -> {"swapped": true|false, "current": <value or null>}
+//   kv.incr   {namespace, key, by?}      -> the new integer (by: an integer, default 1)
+//
+// kv.cas and kv.incr are atomic: the read, the decision and the write happen under the store's
+// write lock, so concurrent activations (and other processes on the same journal) count exactly.
+// kv.cas stores `value` only when the stored value equals `expected` as JSON values (KvValuesEqual:
+// 1 equals 1.0, object keys in any order; `expected: null` matches an absent key or a stored
+// null); "current" is what the key holds afterwards (`value` when swapped), so a retry loop needs
+// no kv.get:
+//     let cur = null;
+//     for (;;) { const r = await host.call("kv.cas", {namespace, key, expected: cur, value: f(cur)});
+//                if (r.swapped) break; cur = r.current; }
+// kv.incr adds `by` (an integer within +-(2^53 - 1)) to the integer the key holds (absent: 0): a
+// key holding a non-integer is a TypeError naming it, a sum past +-(2^53 - 1) (JavaScript's safe
+// integers) a RangeError; nothing is written then. Both are granted like kv.put (its grant shape,
+// its max_value_bytes and quota: QuotaExceeded) and both tell the flow what the key holds, so
+// their grant lets a flow read the granted namespaces' values as kv.get would.
 //
 // Bounds (docs/manifest.md, "Limits"): kv.put's grant may say
 //   {"namespaces": [...], "max_value_bytes": 1048576, "quota": {"bytes": 67108864, "keys": 10000}}
@@ -18,7 +35,8 @@
 //
 // Writes join the store's open batch, so a kv.put commits together with the journal entry of the
 // call that made it. The store must outlive the registry's use of these handlers. Effects: get and
-// list are pure, put and delete idempotent (repeating one changes nothing more).
+// list are pure; put, delete and cas idempotent (repeating one changes nothing more: a repeated
+// cas finds its own value, not `expected`, and swaps nothing); incr external (a repeat adds again).
 #pragma once
 
 #include <cstddef>
@@ -41,27 +59,32 @@ inline constexpr uint64_t kKvDefaultQuotaBytes = 64ull << 20;
 inline constexpr uint64_t kKvDefaultQuotaKeys = 10'000;
 inline constexpr size_t kKvListMaxBytes = 8u << 20;  // keys and values one kv.list reads
 
-enum class KvOp { kGet, kPut, kDelete, kList };
+enum class KvOp { kGet, kPut, kDelete, kList, kCas, kIncr };
 const char* KvOpName(KvOp op);  // "kv.get", ...
 
-// Registers kv.get, kv.put, kv.delete and kv.list, served from `store.kv()`.
+// Registers kv.get, kv.put, kv.delete, kv.list, kv.cas and kv.incr, served from `store.kv()`.
 Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store);
-Effect KvEffect(KvOp op);  // get, list: pure; put, delete: idempotent
+Effect KvEffect(KvOp op);  // get, list: pure; put, delete, cas: idempotent; incr: external
 
 // check_grant of kv.get, kv.delete, kv.list: {"namespaces": [non-empty unique strings, at least one]}.
 Result<void> CheckKvGrant(const Json& constraints, const std::string& path);
-// check_grant of kv.put: namespaces, and optionally max_value_bytes (1 to 15 MiB) and
-// quota {bytes (1 to 2^50), keys (1 to 2^40)}.
+// check_grant of kv.put, kv.cas and kv.incr: namespaces, and optionally max_value_bytes (1 to
+// 15 MiB) and quota {bytes (1 to 2^50), keys (1 to 2^40)}.
 Result<void> CheckKvPutGrant(const Json& constraints, const std::string& path);
 // authorize of `op`: nullopt when args name a granted namespace, else the denial reason.
 std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const Json& args);
 // The decision behind the handler (after authorization): TypeError for bad arguments,
 // HostError when the store fails (its message without the store's location: Store::ForFlow),
-// else the value. `grant`: the constraints that admitted the call (kv.put's limits; null: defaults).
+// else the value. `grant`: the constraints that admitted the call (the limits of kv.put, kv.cas and
+// kv.incr; null: defaults).
 HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* grant = nullptr);
 // The journal's views: kv.put's arguments and kv.get's and kv.list's results with each value
 // replaced by {"basal_digest": {"bytes": N, "sha256": "sha256:<hex>"}}.
 Json KvJournalArgs(const Json& args);
 Json KvJournalResult(KvOp op, const Json& result);
+// kv.cas's arguments: `value`, and `expected` unless null (null says "absent": the journal keeps it
+// as it is), as digests. kv.cas's result keeps "swapped" and digests "current" unless null;
+// kv.incr's result (the new integer) is a digest like every value kv hands out.
+Json KvCasJournalArgs(const Json& args);
 
 }  // namespace basal

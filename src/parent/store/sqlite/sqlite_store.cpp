@@ -115,9 +115,9 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
   Result<void> BeginBatchIfNone();
   Error StoredNotJson(const std::string& ns) const {
     return JournalError(ErrorCode::kDatabase, path_,
-                        "holds a kv value in namespace " + ns +
-                            " that is not JSON (was the database changed by hand?); put a JSON value under that "
-                            "key or delete it");
+                        "a kv value in namespace " + ns +
+                            " is not JSON (was the database changed by hand?); put a JSON value under that key or "
+                            "delete it");
   }
   // The write half of CompareAndSwap and Increment, under the write lock they took before reading:
   // checks `limits` against the namespace's usage with `value_json` in place of `old_json`, then
