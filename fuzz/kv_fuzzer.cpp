@@ -4,7 +4,7 @@
 //
 // Input: text lines. The first is a grant's constraints (JSON), checked as the manifest parser
 // checks grants.kv.put; the rest are calls, "<op> <args JSON>" with op one of get, put, delete,
-// list, each served with that grant:
+// list, cas, incr, each served with that grant:
 //
 //   {"namespaces": ["orders"], "quota": {"bytes": 100, "keys": 2}}
 //   put {"namespace": "orders", "key": "o-1", "value": {"n": 1}}
@@ -14,16 +14,19 @@
 // - a refused grant names its path; an accepted one is a non-empty list of distinct non-empty
 //   namespace names of at most 256 bytes; every valid kv.get grant is a valid kv.put grant;
 // - AuthorizeKv admits exactly the calls whose args name one of the granted namespaces;
-// - an admitted call is answered with a value, a TypeError naming the call, or (kv.put only) a
-//   QuotaExceeded exactly when the model says the value or the namespace's quota is exceeded;
-//   never a HostError or a RangeError (the store is healthy and small), and a refusal changes
-//   nothing;
+// - an admitted call is answered with a value, a TypeError naming the call, or (kv.put, kv.cas,
+//   kv.incr) a QuotaExceeded exactly when the model says the value or the namespace's quota is
+//   exceeded; never a HostError, and a RangeError only from kv.incr when the model says the count
+//   leaves the safe integers (the store is healthy and small); a refusal changes nothing;
 // - the answers agree with the model: get returns what the last put stored (or null), delete
 //   says whether the key was there, list returns the model's keys under the prefix in byte order
-//   up to the limit;
+//   up to the limit; cas swaps exactly when the stored value (null when absent) equals `expected`
+//   as a JSON value and answers what the key then holds; incr answers the model's sum, and is a
+//   TypeError exactly when `by` or the stored value is not an integer;
 // - the journal's views hold digests (size and SHA-256 of the value's JSON), never the values.
 // Each input's writes are rolled back at its end, so inputs do not depend on each other.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -55,6 +58,10 @@ bool OpFromName(std::string_view name, KvOp& op) {
     op = KvOp::kDelete;
   } else if (name == "list") {
     op = KvOp::kList;
+  } else if (name == "cas") {
+    op = KvOp::kCas;
+  } else if (name == "incr") {
+    op = KvOp::kIncr;
   } else {
     return false;
   }
@@ -120,6 +127,26 @@ void CheckDigest(const Json& view, const Json& value, const std::string& what) {
 }
 
 void CheckJournalViews(KvOp op, const Json& args, const HostCallAnswer& answer) {
+  if (op == KvOp::kCas && args.is_object()) {
+    const Json view = KvCasJournalArgs(args);
+    for (const auto& [key, value] : args.items()) {
+      if (key == "value" || (key == "expected" && !value.is_null())) {
+        CheckDigest(view.at(key), value, "the journaled kv.cas " + key);
+      } else {
+        FUZZ_CHECK(view.at(key) == value, "the journaled kv.cas argument " + key + " changed");
+      }
+    }
+  }
+  if (answer.ok && op == KvOp::kCas) {
+    const Json view = KvJournalResult(op, answer.value);
+    FUZZ_CHECK(view.at("swapped") == answer.value.at("swapped"), "the journaled kv.cas swapped changed");
+    if (answer.value.at("current").is_null()) {
+      FUZZ_CHECK(view.at("current").is_null(), "a null kv.cas current was journaled as " + view.dump());
+    } else {
+      CheckDigest(view.at("current"), answer.value.at("current"), "the journaled kv.cas current");
+    }
+  }
+  if (answer.ok && op == KvOp::kIncr) CheckDigest(KvJournalResult(op, answer.value), answer.value, "kv.incr's result");
   if (op == KvOp::kPut) {
     const Json view = KvJournalArgs(args);
     for (const auto& [key, value] : args.items()) {
@@ -152,8 +179,103 @@ std::pair<std::string, std::string> EntryOf(const Json& args) {
   return {args.at("namespace").get<std::string>(), args.at("key").get<std::string>()};
 }
 
+// A kv.incr `by` or stored value as the model reads it: a number with no fractional part, or
+// nullopt.
+std::optional<long double> ModelInteger(const Json& v) {
+  if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
+  if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
+  if (!v.is_number_float()) return std::nullopt;
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || std::trunc(d) != d) return std::nullopt;
+  return static_cast<long double>(d);
+}
+
+bool Safe(long double n) {
+  constexpr long double kMax = 9007199254740991.0L;  // 2^53 - 1
+  return n <= kMax && n >= -kMax;
+}
+
+// Whether ServeKv must take kv.cas's or kv.incr's arguments (else: a TypeError naming the call).
+// The namespace was authorized, so it is a granted name.
+bool WellFormed(KvOp op, const Json& args) {
+  if (!args.is_object()) return false;
+  for (const auto& [key, value] : args.items()) {
+    const bool known = key == "namespace" || key == "key" ||
+                       (op == KvOp::kCas ? key == "expected" || key == "value" : key == "by");
+    if (!known) return false;
+  }
+  auto key = args.find("key");
+  if (key == args.end() || !key->is_string()) return false;
+  const size_t key_bytes = key->get_ref<const std::string&>().size();
+  if (key_bytes == 0 || key_bytes > kKvMaxKeyBytes) return false;
+  if (op == KvOp::kIncr) return true;  // `by` is the model's (CheckAtomicAnswer)
+  if (!args.contains("expected") || !args.contains("value")) return false;
+  try {
+    (void)args.at("expected").dump();  // strict: a string that is not UTF-8 is refused
+    (void)args.at("value").dump();
+  } catch (const Json::type_error&) {
+    return false;
+  }
+  return true;
+}
+
+void Refused(const std::string& name, const HostCallAnswer& answer, const char* error_name, const std::string& why) {
+  FUZZ_CHECK(!answer.ok && answer.error_name == error_name,
+             name + " should be " + error_name + " (" + why + "), answered " +
+                 (answer.ok ? Text(answer.value) : answer.error_name + ": " + answer.error_message));
+  FUZZ_CHECK(answer.error_message.rfind(name + ":", 0) == 0, "an error that does not name the call: " +
+                                                                 answer.error_message);
+}
+
+// kv.cas and kv.incr against the model, once their arguments are as ServeKv requires (the caller
+// has let a TypeError about the arguments pass).
+void CheckAtomicAnswer(KvOp op, const Json& grant, const Json& args, const HostCallAnswer& answer, Model& model) {
+  const std::string name = KvOpName(op);
+  const auto entry = EntryOf(args);
+  auto it = model.find(entry);
+  const Json stored = it == model.end() ? Json(nullptr) : it->second;
+  if (op == KvOp::kCas) {
+    const Json& value = args.at("value");
+    if (Text(value).size() > Limit(grant, "max_value_bytes", nullptr, kKvDefaultMaxValueBytes)) {
+      return Refused(name, answer, "QuotaExceeded", "max_value_bytes");
+    }
+    if (stored != args.at("expected")) {
+      FUZZ_CHECK(answer.ok && answer.value == (Json{{"swapped", false}, {"current", stored}}),
+                 "kv.cas of a mismatch answered " + (answer.ok ? Text(answer.value) : answer.error_message) +
+                     ", the model holds " + Text(stored));
+      return;
+    }
+    if (auto over = QuotaRefusal(grant, model, entry.first, entry.second, value)) {
+      return Refused(name, answer, "QuotaExceeded", *over);
+    }
+    FUZZ_CHECK(answer.ok && answer.value == (Json{{"swapped", true}, {"current", value}}),
+               "kv.cas of a match answered " + (answer.ok ? Text(answer.value) : answer.error_message));
+    model[entry] = value;
+    return;
+  }
+  auto b = args.find("by");
+  const std::optional<long double> by = b == args.end() ? std::optional<long double>(1) : ModelInteger(*b);
+  if (!by) return Refused(name, answer, "TypeError", "by is not an integer");
+  if (!Safe(*by)) return Refused(name, answer, "RangeError", "by is past the safe integers");
+  const std::optional<long double> now = stored.is_null() ? std::optional<long double>(0) : ModelInteger(stored);
+  if (!now) return Refused(name, answer, "TypeError", "the stored value is not an integer");
+  if (!Safe(*now) || !Safe(*now + *by)) return Refused(name, answer, "RangeError", "the count leaves the safe integers");
+  const Json sum = static_cast<int64_t>(*now + *by);
+  if (auto over = QuotaRefusal(grant, model, entry.first, entry.second, sum)) {
+    return Refused(name, answer, "QuotaExceeded", *over);
+  }
+  FUZZ_CHECK(answer.ok && answer.value == sum,
+             "kv.incr answered " + (answer.ok ? Text(answer.value) : answer.error_message) + ", the model " +
+                 Text(sum));
+  model[entry] = sum;
+}
+
 void CheckAnswer(KvOp op, const Json& grant, const Json& args, const HostCallAnswer& answer, Model& model) {
   const std::string name = KvOpName(op);
+  if (op == KvOp::kCas || op == KvOp::kIncr) {
+    if (!WellFormed(op, args)) return Refused(name, answer, "TypeError", "malformed arguments");
+    return CheckAtomicAnswer(op, grant, args, answer, model);
+  }
   std::optional<std::string> over_quota;
   if (op == KvOp::kPut && answer.error_name != "TypeError") {
     // Past the argument checks: namespace, key and value are as ServeKv requires.
@@ -189,6 +311,8 @@ void CheckAnswer(KvOp op, const Json& grant, const Json& args, const HostCallAns
       FUZZ_CHECK(answer.value == Json(existed), "kv.delete answered " + Text(answer.value));
       break;
     }
+    case KvOp::kCas:
+    case KvOp::kIncr: break;  // CheckAtomicAnswer
     case KvOp::kList: {
       const std::string ns = args.at("namespace").get<std::string>();
       std::string prefix;

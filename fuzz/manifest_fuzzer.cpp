@@ -56,7 +56,7 @@ void CheckBudgets(const Budgets& b) {
 void CheckDecisions(const Manifest& manifest, const HostCallRegistry& registry) {
   const HostCallSpec* log = registry.Find("log");
   FUZZ_CHECK(!manifest.Authorize(*log, Json{{"level", "log"}, {"message", "m"}}), "log was denied");
-  for (const char* op : {"kv.get", "kv.put", "kv.delete", "kv.list"}) {
+  for (const char* op : {"kv.get", "kv.put", "kv.delete", "kv.list", "kv.cas", "kv.incr"}) {
     const HostCallSpec* spec = registry.Find(op);
     auto grant = manifest.grants().find(op);
     if (grant == manifest.grants().end()) {
