@@ -216,19 +216,22 @@ def output_matches(expected, actual):
     return match(0, 0)
 
 
-def first_difference(expected, actual):
-    """A hint for the reader of a failure: the first expected line that no actual line matches in order."""
+def first_difference(page, expected, actual):
+    """A hint for the reader of a failure: the first expected line that no actual line matches in order.
+
+    expected: (line number, text) pairs."""
     j = 0
-    for n, e in enumerate(expected):
+    for number, e in expected:
         if e.strip() == "...":
             continue
         p = line_pattern(e)
         while j < len(actual) and p.fullmatch(actual[j].rstrip()) is None:
             j += 1
         if j == len(actual):
-            return f"expected line {n + 1} ({e.rstrip()!r}) matches no actual line at or after the previous match"
+            return f"{page}:{number} ({e.rstrip()!r}) matches no actual line at or after the previous match"
         j += 1
-    return "every expected line was found, but the actual output has lines the expected output does not show"
+    return ("every expected line was found in order, but the actual output has lines the page does not show "
+            "(a line `...` stands for any lines)")
 
 
 class Shell:
@@ -366,7 +369,7 @@ def run_page(page, path, source_dir, bin_dir, scratch_root, timeout, stats, skip
                     problems.append(f"it exited {code}, the page says {c.exit_code}"
                                     + ("" if c.exit_code else " (write [exit N] as its last output line if that is intended)"))
                 if not timed_out and not output_matches(expected, actual):
-                    problems.append("its output differs: " + first_difference(expected, actual))
+                    problems.append("its output differs: " + first_difference(c.page, c.expected, actual))
                 if problems:
                     where = (f"lines {c.expected[0][0]}-{c.expected[-1][0]}" if c.expected else "no lines")
                     cmd_lines = c.text.split("\n")
