@@ -243,6 +243,7 @@ class Shell:
         self.proc = subprocess.Popen(["bash", "--noprofile", "--norc"], cwd=cwd, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         self.count = 0
+        self.closed = False
 
     def run(self, script, strict):
         """Runs script; returns (output, exit code, timed_out). With strict, set -e -o pipefail."""
@@ -277,17 +278,21 @@ class Shell:
             ready, _, _ = select.select([fd], [], [], left)
             if ready:
                 chunk = os.read(fd, 65536)
-                if not chunk:  # the shell exited (the command ran `exit`)
-                    self.proc.wait()
+                if not chunk:  # the shell exited: set -e in a ```sh block, or a command ran `exit`
+                    self.close()  # its group first, then reap it: the page ends here anyway
                     return data.decode("utf-8", "backslashreplace"), self.proc.returncode, False
                 data += chunk
 
     def close(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # The shell leads its own process group: this also ends what a page left running in the
+        # background, even after the shell itself has exited.
+        if self.closed:  # once reaped, its pid (the group's id) may belong to someone else
+            return
+        self.closed = True
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc.wait()
 
 
