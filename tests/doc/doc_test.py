@@ -16,7 +16,8 @@ The convention (docs/doc-test.md says the same for writers):
     - `...` inside a line matches any run of characters (also none) on that line;
     - a line that is only `...` matches any number of lines (also none);
     - trailing spaces at the ends of lines and trailing empty lines are ignored.
-* Any other language (text, json, js, cpp, sql, ...) is shown, never run.
+* Any other language (text, json, js, cpp, sql, ...) is shown, never run; a `$ ` prompt in such a
+  block is refused (unless the block carries a skip marker), so a command cannot hide in one.
 * `<!-- doc-test: skip REASON -->` on the line just above a fence (blank lines between are
   allowed) skips a block that would run; the reason is required and printed in the summary.
 * Each page runs in its own scratch directory, as if from the root of a checkout with a release
@@ -332,7 +333,14 @@ def run_page(page, path, source_dir, bin_dir, scratch_root, timeout, stats, skip
                                         f"with their output as ```console, or drop the prompt")
                 commands = None
             else:
-                continue
+                prompts = [number for number, line in b.lines if line.startswith("$ ")]
+                if prompts and not b.skip:
+                    # A command shown where it is never run could drift from the truth unseen.
+                    raise PageError(f"{page}:{prompts[0]}: a ```{b.language or '(untagged)'} block shows a command "
+                                    f"(\"$ ...\"): mark the block ```console so the doc test runs it, or put "
+                                    f"<!-- doc-test: skip (why it cannot run) --> above it")
+                if not b.skip:
+                    continue
             if b.skip:
                 skipped.append((page, b.line, b.skip))
                 continue

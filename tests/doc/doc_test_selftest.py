@@ -207,9 +207,13 @@ class DocTestSelfTest(unittest.TestCase):
         self.assert_fails({"docs/p.md": "FENCEconsole\nhi\n$ echo hi\nFENCE\n"},
                           "docs/p.md:2: in a ```console block, output before any command")
         self.assert_fails({"docs/p.md": "FENCEsh\ntrue\n"}, "docs/p.md:1: this fenced block is never closed")
-        # Shown, never run: other languages.
-        out = self.assert_passes({"docs/p.md": "FENCEtext\n$ false\nFENCE\n\nFENCEjson\n{}\nFENCE\n"})
+        # Shown, never run: other languages; but a command shown in one is refused unless skipped.
+        out = self.assert_passes({"docs/p.md": "FENCEtext\nfalse\nFENCE\n\nFENCEjson\n{}\nFENCE\n"})
         self.assertIn("0 blocks run", out)
+        self.assert_fails({"docs/p.md": "FENCEtext\noutput\n$ false\nFENCE\n"},
+                          "docs/p.md:3: a ```text block shows a command")
+        out = self.assert_passes({"docs/p.md": "<!-- doc-test: skip (an old release) -->\nFENCEtext\n$ false\nFENCE\n"})
+        self.assertIn("skipped docs/p.md:2: an old release", out)
 
     def test_indented_fences_in_lists_run(self):
         self.assert_fails({"docs/p.md": "- a step:\n\n  FENCEconsole\n  $ echo indented\n  indented!\n  FENCE\n"},
