@@ -96,16 +96,16 @@ nlohmann::json ReviewJson(const Review& review, bool source_diff = false);
 // different line from the same text with one (shown with "\ No newline at end of file", as diff(1)
 // does). Hunks carry `context` lines either side; the text has no "---"/"+++" header.
 //
-// The bound: memory grows linearly with the input (a few machine words per line, plus the unified
-// text, which is at most the two inputs with a prefix byte per line), and so does time, but for
-// the search itself, which performs at most kDiffWorkLimit steps in all (a step is one diagonal
-// tried or one pair of equal lines followed: a fraction of a second). Texts of up to 10,000 lines with half
-// of them changed stay under it. Past it, what is still unsolved is matched on the lines that
-// occur exactly once in both (in the longest run that keeps their order, as "patience diff"
-// does), the gaps between them the same way, at most 16 levels deep and each level linear in its
-// lines; the rest is removed whole and added whole. `unified` is then still a correct diff
-// (applying it turns `before` into `after`) and the counts count exactly its lines, but they can
-// be larger than the fewest edits; `minimal` says so.
+// The bound: memory is linear in the input (a few machine words per line, plus the unified text,
+// at most about the size of both inputs together). The search performs at most kDiffWorkLimit
+// steps in all (a step is one diagonal tried or one pair of equal lines followed; the whole
+// budget takes a fraction of a second); everything else is linear in the input. Texts of 10,000
+// lines with half of them changed stay under the limit. Past it, what is still unsolved is
+// matched on the lines that occur exactly once in both (the longest run of them in the same order
+// in both, as "patience diff" does), the gaps between them the same way, at most 16 levels deep,
+// each level linear in its lines; what remains is removed whole and added whole. `unified` is
+// then still a correct diff (applying it turns `before` into `after`) and the counts count
+// exactly its lines, but they can be larger than the fewest edits; `minimal` says so.
 inline constexpr uint64_t kDiffWorkLimit = 1ull << 26;
 
 struct LineDiff {

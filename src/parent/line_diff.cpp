@@ -303,8 +303,8 @@ std::string Unified(const std::vector<Op>& ops, const std::vector<std::string_vi
       end += std::min(equal_run, context);
       break;
     }
-    out += "@@ -" + Range(a_pos[start], a_pos[end] - a_pos[start]) + " +" + Range(b_pos[start], b_pos[end] - b_pos[start]) +
-           " @@\n";
+    out += "@@ -" + Range(a_pos[start], a_pos[end] - a_pos[start]) + " +" +
+           Range(b_pos[start], b_pos[end] - b_pos[start]) + " @@\n";
     for (size_t k = start; k < end; ++k) {
       const Op& op = ops[k];
       switch (op.kind) {
@@ -337,7 +337,9 @@ LineDiff DiffLines(std::string_view before, std::string_view after, size_t conte
   auto intern = [&ids](const std::vector<std::string_view>& lines) {
     std::vector<uint32_t> out;
     out.reserve(lines.size());
-    for (std::string_view line : lines) out.push_back(ids.emplace(line, static_cast<uint32_t>(ids.size())).first->second);
+    for (std::string_view line : lines) {
+      out.push_back(ids.emplace(line, static_cast<uint32_t>(ids.size())).first->second);
+    }
     return out;
   };
   const std::vector<uint32_t> a = intern(a_lines);

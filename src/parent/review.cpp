@@ -263,7 +263,8 @@ Review ReviewVersions(const Manifest* before, std::optional<std::string_view> be
     const auto before_budgets = BudgetValues(before->budgets());
     for (size_t i = 0; i < after_budgets.size(); ++i) {
       if (before_budgets[i].second != after_budgets[i].second) {
-        review.budgets.push_back(BudgetReview{after_budgets[i].first, before_budgets[i].second, after_budgets[i].second});
+        review.budgets.push_back(
+            BudgetReview{after_budgets[i].first, before_budgets[i].second, after_budgets[i].second});
       }
     }
   }

@@ -367,7 +367,9 @@ class ReviewTest : public ::testing::Test {
     mail.name = "mail.send";
     mail.handler = Noop;
     mail.check_grant = [](const Json& c, const std::string& path) -> Result<void> {
-      if (!c.contains("to") || !c["to"].is_array()) return MakeError(ErrorCode::kInvalidArgument, path + ": needs \"to\"");
+      if (!c.contains("to") || !c["to"].is_array()) {
+        return MakeError(ErrorCode::kInvalidArgument, path + ": needs \"to\"");
+      }
       return Ok();
     };
     mail.compare_grant = [](const Json& before, const Json& after) {
@@ -424,7 +426,8 @@ TEST_F(ReviewTest, BuiltInsCompareTheirGrants) {
     const HostCallSpec* spec = registry_.Find(name);
     ASSERT_NE(spec, nullptr);
     ASSERT_TRUE(spec->compare_grant) << name;
-    auto changes = spec->compare_grant(Json::parse(R"({"namespaces": ["a"]})"), Json::parse(R"({"namespaces": ["b"]})"));
+    auto changes =
+        spec->compare_grant(Json::parse(R"({"namespaces": ["a"]})"), Json::parse(R"({"namespaces": ["b"]})"));
     ASSERT_EQ(changes.size(), 1u) << name;
     ExpectChange(changes[0], "namespaces", Direction::kChanged, "+b -a");
   }
@@ -652,7 +655,8 @@ TEST_F(ReviewTest, EmbedderCallWithItsOwnCompare) {
 }
 
 TEST_F(ReviewTest, EmbedderCallWithoutCompareCannotBeJudged) {
-  Review r = Between(R"({"grants": {"clock.set": {"max_skew_s": 5}}})", R"({"grants": {"clock.set": {"max_skew_s": 1}}})");
+  Review r = Between(R"({"grants": {"clock.set": {"max_skew_s": 5}}})",
+                     R"({"grants": {"clock.set": {"max_skew_s": 1}}})");
   ASSERT_EQ(r.grants.size(), 1u);
   EXPECT_EQ(r.grants[0].kind, Kind::kChanged);
   EXPECT_FALSE(r.grants[0].comparable);
@@ -669,7 +673,8 @@ TEST_F(ReviewTest, EmbedderCallWithoutCompareCannotBeJudged) {
             "  unchanged (1 line)\n");
   EXPECT_EQ(ReviewJson(r)["grants"][0]["comparable"], false);
   // Equal constraints (in any key order) need no judging.
-  Review same = Between(R"({"grants": {"clock.set": {"a": 1, "b": 2}}})", R"({"grants": {"clock.set": {"b": 2, "a": 1}}})");
+  Review same = Between(R"({"grants": {"clock.set": {"a": 1, "b": 2}}})",
+                        R"({"grants": {"clock.set": {"b": 2, "a": 1}}})");
   EXPECT_TRUE(same.grants.empty());
 
   // A compare_grant that throws: not comparable, and its message is shown escaped.
