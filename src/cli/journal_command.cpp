@@ -2,6 +2,8 @@
 // is opened read-only and never created, initialized or migrated (OpenSqliteReader). Everything
 // in it may have come from a script: text fields are shown through EscapeForTerminal, JSON
 // through JsonForTerminal.
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -223,9 +225,25 @@ int JournalCommand(const JournalOptions& o) {
                                     "its hash)");
       return kExitBasalFailed;
     }
-    std::string out = EscapeForTerminal(**text, TerminalText::kLines);
-    if (!out.empty() && out.back() != '\n') out += "\n";
-    for (size_t at = 0; at < out.size(); at += kPrintChunkBytes) Print(out.substr(at, kPrintChunkBytes));
+    // To a file or a pipe: the exact bytes (so `... --source | sha256sum` gives back its hash). To
+    // a terminal: each line escaped (EscapeForTerminal), so a script's source cannot drive it.
+    const std::string& kept = **text;
+    if (::isatty(STDOUT_FILENO) == 0) {
+      for (size_t at = 0; at < kept.size(); at += kPrintChunkBytes) Print(kept.substr(at, kPrintChunkBytes));
+      return kExitOk;
+    }
+    std::string out;
+    for (size_t at = 0; at < kept.size();) {
+      size_t end = kept.find('\n', at);
+      if (end == std::string::npos) end = kept.size();
+      out += EscapeForTerminal(std::string_view(kept).substr(at, end - at)) + "\n";
+      at = end + 1;
+      if (out.size() >= kPrintChunkBytes) {
+        Print(out);
+        out.clear();
+      }
+    }
+    Print(out);
     return kExitOk;
   }
   bool first = true;

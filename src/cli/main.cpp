@@ -144,6 +144,7 @@ namespace {
 
 int Dispatch(int argc, char** argv) {
   using namespace basal::cli;
+  using basal::ApprovalKind;
   CLI::App app{"basal: runs untrusted JavaScript flows in confined ck-basal-worker processes; every host call "
                "is checked against the flow's manifest and journaled"};
   app.require_subcommand(1);

@@ -494,6 +494,14 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     return busy > 0 && busy < m.cpus;
   });
   m.RenewLeases();
+  // Nothing of Open may keep the journal's write lock until the embedder first runs the loop:
+  // another process (`basal flow revoke`, a second parent) must be able to write meanwhile.
+  if (m.store->journal().HasPendingBatch()) {
+    if (auto c = m.store->journal().Commit(); !c) {
+      (void)m.store->journal().Rollback();
+      return c.error();
+    }
+  }
   if (!recovered->abandoned_activations.empty()) {
     m.OnEvent({ModuleEvent::Kind::kRecovered,
                "closed " + std::to_string(recovered->abandoned_activations.size()) +
