@@ -165,6 +165,19 @@ Result<ApprovalRow> FindVersion(Opened& opened, ApprovalKind kind, const std::st
                                              " (versions 1 to " + std::to_string(versions->back().version) + ")");
 }
 
+// A text from a file, each line indented by two spaces and escaped (EscapeForTerminal), so that
+// none of its lines can pass for one of basal's own.
+std::string Indented(std::string_view text) {
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    out += "  " + EscapeForTerminal(text.substr(at, end - at)) + "\n";
+    at = end + 1;
+  }
+  return out;
+}
+
 std::string StateOf(const ApprovalRow& row, int64_t newest) {
   if (row.revoked_unix_us) return "revoked";
   return row.version == newest ? "approved" : "superseded";
@@ -201,6 +214,7 @@ Json RowJson(const ApprovalRow& row, int64_t newest) {
 // Asks on the terminal; without one, only --yes approves.
 bool Confirmed(const ApprovalOptions& o, const std::string& question) {
   if (o.yes) return true;
+  FlushStdout();  // the review before the question or the refusal (stderr is not buffered)
   if (::isatty(STDIN_FILENO) == 0) {
     ReportError(kKindRefused, "the review above needs your confirmation: run this on a terminal, or pass --yes once you "
                               "have read it; nothing was stored");
@@ -323,7 +337,7 @@ int List(Opened& opened, const ApprovalOptions& o) {
     if (s.size() < n) s.append(n - s.size(), ' ');
     return s;
   };
-  std::string out = pad("NAME", width) + "  VERSION  STATE     APPROVED                 BY\n";
+  std::string out = pad("NAME", width) + "  VERSION  STATE     " + pad("APPROVED", UtcText(0).size()) + "  BY\n";
   for (const ApprovalRow& row : *rows) {
     out += pad(row.name, width) + "  " + pad(std::to_string(row.version), 7) + "  " + pad(StateOf(row, row.version), 8) +
            "  " + UtcText(row.approved_unix_us) + "  " + EscapeForTerminal(row.approver.name) + "\n";
@@ -382,9 +396,9 @@ int Show(Opened& opened, const ApprovalOptions& o) {
     out += "  source    " + row->source_hash + " (" + std::to_string(lines) + " lines)\n";
   }
   out += "  manifest  " + row->manifest_text_hash + " (canonical " + row->manifest_hash + ")\n";
-  out += "manifest as approved:\n" + EscapeForTerminal(loaded->manifest_text, TerminalText::kLines) + "\n";
+  out += "manifest as approved:\n" + Indented(loaded->manifest_text);
   if (loaded->manifest) {
-    Review all = ReviewVersions(nullptr, std::nullopt, "", *loaded->manifest, std::nullopt, loaded->manifest_text,
+    Review all = ReviewVersions(nullptr, std::nullopt, "", *loaded->manifest, loaded->source, loaded->manifest_text,
                                 opened.registry);
     out += RenderReview(all, false);
   } else {
@@ -395,10 +409,7 @@ int Show(Opened& opened, const ApprovalOptions& o) {
     out += "  " + UtcText(e.at_unix_us) + "  " + e.kind + " version " + std::to_string(e.version) + " by " +
            EscapeForTerminal(e.actor.name) + "\n";
   }
-  if (o.show_source && loaded->source) {
-    out += "source:\n" + EscapeForTerminal(*loaded->source, TerminalText::kLines);
-    if (!out.empty() && out.back() != '\n') out += "\n";
-  }
+  if (o.show_source && loaded->source) out += "source as approved:\n" + Indented(*loaded->source);
   Out(out);
   return kExitOk;
 }
