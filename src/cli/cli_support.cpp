@@ -80,6 +80,9 @@ const char* KindForOpenError(const Error& error) {
       return kKindJournal;
     case ErrorCode::kInvalidArgument:
       return kKindUsage;
+    case ErrorCode::kRefused:
+    case ErrorCode::kConflict:
+      return "refused";
     case ErrorCode::kSpawn:
     case ErrorCode::kUnsupported:
     case ErrorCode::kInternal:

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/approvals.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 
@@ -35,13 +36,25 @@ constexpr const char* kHealthText =
     "An embedder reads the same JSON from Module::HealthReport() (see docs/cli.md).\n";
 
 CLI::App* AddRun(CLI::App& app, RunOptions& o) {
-  CLI::App* run = app.add_subcommand("run", "Run a flow: one activation (--input) or one per line (--inputs)");
-  run->add_option("flow", o.flow_path, "The flow: an ES module whose default export is (input, host) => result")
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a flow: the approved flow NAME, a file with its manifest (ad hoc), or an agent's script under a "
+             "codemode policy; one activation (--input) or one per line (--inputs)");
+  run->add_option("flow", o.flow_path,
+                  "NAME of an approved flow (basal flow approve); or FLOW.js, an ES module whose default export is "
+                  "(input, host) => result, with --manifest (ad hoc) or --policy (codemode)")
       ->required()
-      ->type_name("FLOW.js");
-  run->add_option("--manifest", o.manifest_path, "The flow's manifest (JSON: grants and budgets)")
-      ->required()
-      ->type_name("FILE");
+      ->type_name("NAME|FLOW.js");
+  CLI::Option* manifest = run->add_option("--manifest", o.manifest_path,
+                                          "Run FLOW.js ad hoc with this manifest (JSON: grants and budgets); journaled "
+                                          "as ad hoc with its source and manifest text")
+                              ->type_name("FILE");
+  CLI::Option* policy = run->add_option("--policy", o.policy,
+                                        "Run SCRIPT.js, an agent's script, under this approved codemode policy "
+                                        "(basal policy approve)")
+                            ->type_name("NAME");
+  manifest->excludes(policy);
+  run->add_flag("--require-approval", o.require_approval,
+                "Refuse ad hoc runs (--manifest): only approved flows and codemode policies run");
   CLI::Option* input = run->add_option("--input", o.input, "The activation's input, one JSON value (default: null)")
                              ->type_name("JSON");
   CLI::Option* inputs = run->add_option(
@@ -61,8 +74,9 @@ CLI::App* AddRun(CLI::App& app, RunOptions& o) {
   run->add_option("--durability", o.durability,
                   "Journal durability: normal (survives a crash of basal; default) or full (also power loss)")
       ->check(CLI::IsMember({"normal", "full"}));
-  run->add_option("--profile", o.profile, "Worker profile: flow (default) or codemode")
-      ->check(CLI::IsMember({"flow", "codemode"}));
+  run->add_option("--profile", o.profile, "With --manifest: worker profile flow (default) or codemode")
+      ->check(CLI::IsMember({"flow", "codemode"}))
+      ->needs(manifest);
   run->add_flag("--allow-without-landlock", o.allow_without_landlock,
                 "Accept workers without Landlock, and then only if this kernel lacks Landlock");
   run->add_option("--health-out", o.health_out, "Write the module's final health report (JSON) to FILE")
@@ -86,6 +100,8 @@ CLI::App* AddJournal(CLI::App& app, JournalOptions& o, int64_t& activation, CLI:
   journal->add_option("--limit", o.limit, "The newest N activations, oldest first (default 20; 0: all)")
       ->type_name("N");
   journal->add_flag("--json", o.json, "JSON Lines: one object per activation, with a \"calls\" array");
+  journal->add_flag("--source", o.source, "Print the source that ran (with --activation): kept in the journal by its hash")
+      ->needs(id);
   return journal;
 }
 
@@ -128,6 +144,7 @@ namespace {
 
 int Dispatch(int argc, char** argv) {
   using namespace basal::cli;
+  using basal::ApprovalKind;
   CLI::App app{"basal: runs untrusted JavaScript flows in confined ck-basal-worker processes; every host call "
                "is checked against the flow's manifest and journaled"};
   app.require_subcommand(1);
@@ -140,6 +157,11 @@ int Dispatch(int argc, char** argv) {
   CLI::App* journal_command = AddJournal(app, journal, activation, activation_option);
   CLI::App* doctor_command = AddDoctor(app, doctor);
   CLI::App* health_command = AddHealth(app);
+  ApprovalOptions flows, policies;
+  flows.kind = ApprovalKind::kFlow;
+  policies.kind = ApprovalKind::kPolicy;
+  CLI::App* flow_command = AddApprovalCommands(app, flows, ApprovalKind::kFlow);
+  CLI::App* policy_command = AddApprovalCommands(app, policies, ApprovalKind::kPolicy);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -154,6 +176,8 @@ int Dispatch(int argc, char** argv) {
   }
   if (doctor_command->parsed()) return DoctorCommand(doctor);
   if (health_command->parsed()) return HealthCommand();
+  if (flow_command->parsed()) return ApprovalCommand(*flow_command, flows);
+  if (policy_command->parsed()) return ApprovalCommand(*policy_command, policies);
   ReportError(kKindUsage, "no command given (see basal --help)");
   return kExitUsage;
 }

@@ -219,15 +219,26 @@ bool RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>
 }  // namespace
 
 int RunCommand(const RunOptions& o) {
-  auto source = ReadFile(o.flow_path, "flow");
-  if (!source) {
-    ReportError(kKindIo, source.error().message);
-    return kExitFailed;
+  // What runs: a file with its manifest (ad hoc), an agent's script under a policy, or an
+  // approved flow by name (read from the journal once the module is open).
+  const bool adhoc = !o.manifest_path.empty();
+  const bool codemode = !o.policy.empty();
+  std::string source_text, manifest_text;
+  if (adhoc || codemode) {
+    auto source = ReadFile(o.flow_path, codemode ? "script" : "flow");
+    if (!source) {
+      ReportError(kKindIo, source.error().message);
+      return kExitBasalFailed;
+    }
+    source_text = std::move(*source);
   }
-  auto manifest = ReadFile(o.manifest_path, "manifest");
-  if (!manifest) {
-    ReportError(kKindIo, manifest.error().message);
-    return kExitFailed;
+  if (adhoc) {
+    auto manifest = ReadFile(o.manifest_path, "manifest");
+    if (!manifest) {
+      ReportError(kKindIo, manifest.error().message);
+      return kExitBasalFailed;
+    }
+    manifest_text = std::move(*manifest);
   }
 
   Json input;
@@ -283,6 +294,7 @@ int RunCommand(const RunOptions& o) {
   mo.allow_without_landlock = o.allow_without_landlock;
   mo.worker_user = o.worker_user;
   mo.max_workers = o.max_workers;
+  mo.require_approval = o.require_approval;
 #ifdef BASAL_TEST_HOOKS
   mo.worker_args = o.worker_args;
 #endif
@@ -294,11 +306,31 @@ int RunCommand(const RunOptions& o) {
     ReportError(KindForOpenError(module.error()), module.error().message);
     return kExitFailed;
   }
-  const Profile profile = o.profile == "codemode" ? Profile::kCodemode : Profile::kFlow;
-  auto flow = (*module)->AddFlow(Basename(o.flow_path), std::move(*source), *manifest, profile);
+  Result<FlowRef> flow = MakeError(ErrorCode::kInternal, "no flow");
+  if (adhoc) {
+    const Profile profile = o.profile == "codemode" ? Profile::kCodemode : Profile::kFlow;
+    flow = (*module)->AddFlow(Basename(o.flow_path), std::move(source_text), manifest_text, profile);
+  } else if (codemode) {
+    flow = (*module)->AddCodemodeScript(o.policy, Basename(o.flow_path), std::move(source_text));
+  } else {
+    flow = (*module)->LoadApprovedFlow(o.flow_path);
+  }
   if (!flow) {
-    ReportError(kKindManifest, o.manifest_path + ": " + flow.error().message);
-    return kExitFailed;
+    const Error& e = flow.error();
+    if (e.code == ErrorCode::kRefused || e.code == ErrorCode::kNotFound) {
+      std::string hint;
+      if (!adhoc && !codemode && e.code == ErrorCode::kNotFound) {
+        hint = "; to run a file ad hoc instead, give its manifest: basal run FILE.js --manifest M.json";
+      }
+      ReportError("refused", e.message + hint);
+      return kExitRefused;
+    }
+    if (e.code == ErrorCode::kInvalidArgument) {  // the manifest (ad hoc, or a stored one that no longer parses)
+      ReportError(kKindManifest, (adhoc ? o.manifest_path + ": " : std::string()) + e.message);
+    } else {
+      ReportError(kKindJournal, e.message);
+    }
+    return kExitBasalFailed;
   }
 
   std::atomic<bool> stop{false};

@@ -530,6 +530,7 @@ Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store) {
     spec.needs_grant = true;
     const bool writes_values = op == KvOp::kPut || op == KvOp::kCas || op == KvOp::kIncr;  // kv.put's grant shape
     spec.check_grant = writes_values ? CheckKvPutGrant : CheckKvGrant;
+    spec.compare_grant = CompareKvGrant;
     spec.authorize = [op](const Json& constraints, const Json& args) { return AuthorizeKv(op, constraints, args); };
     spec.effect = KvEffect(op);
     spec.handler = [op, &store](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
