@@ -313,7 +313,8 @@ class KvStore {
   // The atomic read-modify-writes. Each reads the key, decides and writes in one step that no other
   // writer of the same store can interleave with: not another object on this connection, and not
   // another process writing the same database (the backend takes its write lock BEFORE it reads).
-  // The write joins the open batch like Put; a refusal writes nothing (the batch stays open).
+  // The write joins the open batch like Put. A refusal writes nothing; a batch the operation
+  // opened to read under the lock stays open until Commit, like any other.
   //
   // Stores `value_json` when the stored value equals `expected_json` (KvValuesEqual; nullopt or
   // "null" stands for an absent key, which equals a stored null), after checking `limits`. A value
