@@ -159,36 +159,23 @@ int JournalCommand(const JournalOptions& o) {
   std::string path = o.db_path;
   if (path.empty()) {
     auto db = DefaultJournalPath();
-    if (!db) {
-      ReportError(kKindIo, db.error().message);
-      return kExitFailed;
-    }
+    if (!db) return Fail(kKindIo, db.error().message);
     path = *db;
   }
   // Reading never creates, initializes or migrates a journal (OpenSqliteReader only reads).
   auto journal = OpenSqliteReader(path);
   if (!journal) {
     const Error& e = journal.error();
-    if (e.code == ErrorCode::kNotFound) {
-      ReportError(kKindIo, "no journal at " + path + " (run a flow first, or pass --db FILE)");
-    } else {
-      ReportError(KindForOpenError(e), e.message);
-    }
-    return kExitFailed;
+    if (e.code == ErrorCode::kNotFound) return Fail(kKindIo, "no journal at " + path + " (run a flow first, or pass --db FILE)");
+    return Fail(KindForOpenError(e), e.message);
   }
   const size_t limit = o.limit == 0 ? static_cast<size_t>(std::numeric_limits<int64_t>::max()) : o.limit;
   auto rows = (*journal)->Activations(o.activation, limit);
-  if (!rows) {
-    ReportError(kKindJournal, rows.error().message);
-    return kExitFailed;
-  }
+  if (!rows) return Fail(kKindJournal, rows.error().message);
   bool first = true;
   for (const ActivationRow& a : *rows) {
     auto calls = (*journal)->Calls(a.id);
-    if (!calls) {
-      ReportError(kKindJournal, calls.error().message);
-      return kExitFailed;
-    }
+    if (!calls) return Fail(kKindJournal, calls.error().message);
     if (o.json) {
       PrintJsonLine(a, *calls);
     } else {
