@@ -76,6 +76,7 @@ TEST_F(LoadCheckTest, ASyntaxErrorNamesItsLineAndNothingIsJournaled) {
   EXPECT_EQ(c.line, 3);
   EXPECT_NE(c.error_message.find("unexpected token"), std::string::npos) << c.error_message;
   EXPECT_EQ(c.message, "flow syntax.js failed to load: syntax.js:3: SyntaxError: " + c.error_message);
+  EXPECT_EQ(c.stack, "    at syntax.js:3\n");
   EXPECT_EQ(JournaledActivations(), 0u);
   EXPECT_EQ(module_->HealthReport()["retirements"]["load_failed"], 1);
 
