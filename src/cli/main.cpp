@@ -277,8 +277,9 @@ int Dispatch(int argc, char** argv) {
     return Fail(kKindUsage, "a command is required (see basal help)");
   }
   // CLI11 would call a word it does not know an extra argument; name it as the command it meant to be.
-  if (const std::string first = argv[1]; !first.empty() && first[0] != '-' && FindCommand(app, first) == nullptr)
-    return UnknownCommand(app, first);
+  const std::string first = argv[1];
+  const bool command_first = !first.empty() && first[0] != '-';
+  if (command_first && FindCommand(app, first) == nullptr) return UnknownCommand(app, first);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion&) {
@@ -286,7 +287,8 @@ int Dispatch(int argc, char** argv) {
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    return Fail(kKindUsage, std::string(e.what()) + " (see basal help)");
+    const std::string help = command_first && first != "help" ? "basal help " + first : "basal help";
+    return Fail(kKindUsage, std::string(e.what()) + " (see " + help + ")");
   }
   return exit_code;
 }

@@ -168,7 +168,7 @@ TEST_F(CliNewcomerTest, ExitCodesTellTheFlowsFailureFromBasalsOwn) {
       {"run " + dir_ + "/ok.js --manifest " + dir_ + "/ok.js" + db, 3, "basal: manifest: " + dir_ + "/ok.js: "},
       {"run " + dir_ + "/ok.js --manifest " + dir_ + "/m.json --input '{nope'" + db, 2,
        "basal: usage: --input is not valid JSON: "},
-      {"run " + dir_ + "/ok.js" + db, 2, "basal: usage: --manifest is required"},
+      {"run " + dir_ + "/ok.js" + db, 2, "basal: usage: --manifest is required (see basal help run)\n"},
       {"journal --db " + dir_ + "/none.db", 3, "basal: io: no journal at "},
       {"check " + dir_ + "/ok.js --manifest " + dir_ + "/m.json", 0, ""},
       {"check " + dir_ + "/missing.js --manifest " + dir_ + "/m.json", 3, "basal: io: "},
