@@ -4,7 +4,7 @@
 #
 #   scripts/fuzz.sh [--smoke] [TARGET...] [-- LIBFUZZER_ARGS...]
 #
-#   TARGET    frame, worker_message, parent_message, manifest, kv, proc_status, terminal_text
+#   TARGET    frame, worker_message, parent_message, manifest, kv, proc_status, terminal_text, review
 #             (or with _fuzzer); default: all
 #   --smoke   a short run of each (BASAL_FUZZ_SMOKE_SECONDS, default 15 s): the CI check
 #   default   each runs for BASAL_FUZZ_SECONDS (default 600 s); pass -- -max_total_time=0 to run

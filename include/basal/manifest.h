@@ -19,7 +19,13 @@
 
 namespace basal {
 
-// Every budget has a default; docs/manifest.md has the table of limits.
+// What kind of script runs: an operator-approved flow, or an agent's script under a codemode
+// policy. A profile has its own default budgets and memory headroom (docs/manifest.md).
+enum class Profile { kFlow, kCodemode };
+const char* ProfileName(Profile profile);  // "flow", "codemode"
+
+// Every budget has a default (these are a flow's; DefaultBudgets(kCodemode) has codemode's);
+// docs/manifest.md has the table of limits.
 struct Budgets {
   std::chrono::milliseconds cpu{10'000};
   uint64_t heap_limit_bytes = 64ull << 20;
@@ -35,11 +41,18 @@ struct Budgets {
   uint64_t log_bytes = 1ull << 20;
 };
 
+// The defaults a manifest's unwritten budgets take. Codemode's suit short agent scripts that
+// mostly wait on their tools: cpu_ms 5000, heap_mb 64, stack_kb 512, deadline_ms 60000,
+// calls_in_flight 32, journal_kb 2048, log_kb 256.
+Budgets DefaultBudgets(Profile profile);
+
 class Manifest {
  public:
   // Parses and validates against the registry: unknown keys, wrong types, out-of-range budgets,
   // grants of unknown host calls and bad constraints are errors naming the path of the bad key.
-  static Result<Manifest> Parse(std::string_view text, const HostCallRegistry& registry);
+  // `profile` chooses the defaults of unwritten budgets (DefaultBudgets).
+  static Result<Manifest> Parse(std::string_view text, const HostCallRegistry& registry,
+                                Profile profile = Profile::kFlow);
 
   // nullopt: allowed. Else the reason the call is denied (journaled, and the script's
   // PermissionDenied message).

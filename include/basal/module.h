@@ -38,8 +38,6 @@
 
 namespace basal {
 
-enum class Profile { kFlow, kCodemode };
-const char* ProfileName(Profile profile);
 
 // What the module tells its embedder besides results: the CLI prints these, a daemon logs or
 // counts them. Called on the loop thread; must not call back into the Module.
@@ -106,9 +104,19 @@ struct ModuleOptions {
   // Where console.* output goes besides the journal (every log call is journaled regardless).
   std::function<void(const HostCallContext&, std::string_view level, std::string_view message)> log_sink;
   std::shared_ptr<ModuleObserver> observer;       // null: nobody hears the events (health still counts its counters)
+  // Refuse ad hoc flows (AddFlow): only approved versions (LoadApprovedFlow) and scripts under an
+  // approved codemode policy (AddCodemodeScript) run. `basal run --require-approval`; the daemon's default.
+  bool require_approval = false;
 };
 
-// An approved flow: immutable. Keep the reference to submit activations; RemoveFlow retires it.
+// Where a flow came from (docs/approvals.md): what the journal records with each activation.
+enum class FlowOrigin {
+  kAdhoc,     // AddFlow: source and manifest given by the embedder (`basal run FILE --manifest M`)
+  kApproved,  // LoadApprovedFlow: the newest approved version of a flow in the store
+  kCodemode,  // AddCodemodeScript: an agent's script under the newest version of a codemode policy
+};
+
+// A flow this module may run: immutable. Keep the reference to submit activations; RemoveFlow retires it.
 struct Flow {
   uint64_t id = 0;
   std::string name;
@@ -116,6 +124,13 @@ struct Flow {
   std::string source_hash;  // "sha256:<hex>"
   Manifest manifest;
   Profile profile = Profile::kFlow;
+  FlowOrigin origin = FlowOrigin::kAdhoc;
+  std::string manifest_text_hash;  // "sha256:<hex>" of the manifest text as written
+  // Approved and codemode flows: the approved version (of the flow, or of the policy) it runs
+  // under. Submit and the start of each activation refuse it once that version is revoked.
+  int64_t approval_id = 0;
+  int64_t version = 0;
+  std::string policy;  // codemode: the policy's name
 };
 using FlowRef = std::shared_ptr<const Flow>;
 
@@ -158,14 +173,26 @@ class Module {
   // Register embedder host calls here before AddFlow (manifests are checked against it).
   HostCallRegistry& registry();
 
-  // Approves a flow: parses its manifest (errors name the bad key) and hashes source and manifest.
+  // An ad hoc flow: parses its manifest (errors name the bad key), hashes source and manifest and
+  // keeps both texts in the journal (content-addressed). kRefused under require_approval.
   Result<FlowRef> AddFlow(std::string name, std::string source, std::string_view manifest_text,
                           Profile profile = Profile::kFlow);
+  // The newest approved version of flow `name` in this module's store (`basal flow approve`):
+  // its texts are read back and checked against the hashes the approval is bound to. kNotFound
+  // when never approved; kRefused when that version is revoked; kDatabase when a kept text is
+  // missing or does not match its hash.
+  Result<FlowRef> LoadApprovedFlow(std::string_view name);
+  // An agent's script under the newest version of codemode policy `policy` (`basal policy
+  // approve`): the policy's grants and budgets, profile codemode. The script's source is kept in
+  // the journal. `script_name` names it in the journal (e.g. its file name). Errors as LoadApprovedFlow.
+  Result<FlowRef> AddCodemodeScript(std::string_view policy, std::string script_name, std::string source);
   // Later Submits of it fail; its idle workers retire now; what it already runs or queued finishes.
   Result<void> RemoveFlow(const FlowRef& flow);
 
-  // Journals and queues an activation. Errors (unknown or removed flow, input that cannot be sent,
-  // journal failure, shutting down) are returned, and then `done` is never called. On success
+  // Journals and queues an activation. Errors (unknown or removed flow, its approved version
+  // revoked (kRefused), input that cannot be sent, journal failure, shutting down) are returned,
+  // and then `done` is never called. An activation still queued when its version is revoked ends
+  // `cancelled` without starting. On success
   // `done` runs exactly once, later, from the loop, after the activation's end is committed.
   Result<ActivationId> Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done);
   // Ends a queued or running activation as `cancelled` (its worker is killed). kNotFound if it is

@@ -24,6 +24,8 @@ enum class ErrorCode {
   kUnsupported,      // the kernel or platform lacks a feature basal requires
   kInternal,         // an invariant of ours broke
   kUnavailable,      // the module is shutting down (or shut down): it takes no new work
+  kRefused,          // the operator's approvals refuse it: not approved, revoked, ad hoc under require_approval
+  kConflict,         // the state changed under the caller (a review gone stale), or it is already so
 };
 
 const char* ErrorCodeName(ErrorCode code);

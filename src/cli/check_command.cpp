@@ -30,7 +30,8 @@ int CheckCommand(const CheckOptions& o) {
   auto module = Module::Open(mo);
   if (!module) return Fail(KindForOpenError(module.error()), module.error().message);
   auto flow = AddFlowFiles(**module, *files, ParseProfile(o.profile));
-  if (!flow) return Fail(kKindManifest, flow.error().message);
+  if (!flow)
+    return Fail(flow.error().code == ErrorCode::kInvalidArgument ? kKindManifest : kKindSetup, flow.error().message);
   auto check = (*module)->CheckLoad(*flow);
   if (!check) return Fail(kKindSetup, check.error().message);
   if (!check->ok()) return ReportLoadFailure(o.flow_path, *check);

@@ -108,6 +108,9 @@ const char* KindForOpenError(const Error& error) {
       return kKindJournal;
     case ErrorCode::kInvalidArgument:
       return kKindUsage;
+    case ErrorCode::kRefused:
+    case ErrorCode::kConflict:
+      return "refused";
     case ErrorCode::kSpawn:
     case ErrorCode::kUnsupported:
     case ErrorCode::kInternal:
@@ -256,7 +259,9 @@ Result<FlowFiles> ReadFlowFiles(const std::string& flow_path, const std::string&
 
 Result<FlowRef> AddFlowFiles(Module& module, const FlowFiles& files, Profile profile) {
   auto flow = module.AddFlow(files.name, files.source, files.manifest_text, profile);
-  if (!flow) return MakeError(flow.error().code, files.manifest_path + ": " + flow.error().message);
+  // A manifest the module refused is named by its file; any other refusal says what it is itself.
+  if (!flow && flow.error().code == ErrorCode::kInvalidArgument)
+    return MakeError(flow.error().code, files.manifest_path + ": " + flow.error().message);
   return flow;
 }
 

@@ -98,7 +98,8 @@ struct FlowFiles {
 };
 // Reads both files (ReadFile); an error is of kind kKindIo.
 Result<FlowFiles> ReadFlowFiles(const std::string& flow_path, const std::string& manifest_path);
-// Module::AddFlow; an error is of kind kKindManifest and names the manifest file.
+// Module::AddFlow. A refused manifest (kInvalidArgument: kind kKindManifest) names the manifest
+// file; other errors (an ad hoc run refused by policy) come back as the module gave them.
 Result<FlowRef> AddFlowFiles(Module& module, const FlowFiles& files, Profile profile);
 Profile ParseProfile(const std::string& name);  // "flow" or "codemode" (CLI11 checked it)
 

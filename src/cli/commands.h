@@ -11,8 +11,10 @@
 namespace basal::cli {
 
 struct RunOptions {
-  std::string flow_path;
-  std::string manifest_path;
+  std::string flow_path;              // a file (with --manifest or --policy), else an approved flow's name
+  std::string manifest_path;          // empty: run the approved flow named flow_path
+  std::string policy;                 // --policy NAME: flow_path is an agent's script under that codemode policy
+  bool require_approval = false;      // --require-approval: refuse ad hoc runs
   std::string input = "null";         // --input: one JSON value
   std::string inputs_path;            // --inputs FILE.jsonl ("-" = stdin): many activations
   size_t concurrency = 1;             // --concurrency K: at most K activations submitted at once
@@ -44,6 +46,7 @@ struct JournalOptions {
   std::optional<int64_t> activation;
   size_t limit = 20;  // 0: every activation
   bool json = false;
+  bool source = false;  // --source: print the source that ran (needs --activation)
 };
 
 struct DoctorOptions {

@@ -2,6 +2,8 @@
 // is opened read-only and never created, initialized or migrated (OpenSqliteReader). Everything
 // in it may have come from a script: text fields are shown through EscapeForTerminal, JSON
 // through JsonForTerminal.
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -56,7 +58,23 @@ Json CallJson(const CallRow& c) {
   return j;
 }
 
-Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls) {
+// Where the activation's flow came from, for people: "approved flow orders version 2".
+std::string OriginText(const ActivationRow& a, const std::optional<ApprovalRow>& approval) {
+  switch (a.origin) {
+    case Origin::kUnrecorded: return "not recorded (journaled before schema 4)";
+    case Origin::kAdhoc: return "ad hoc (a file run with its manifest)";
+    case Origin::kApproved:
+    case Origin::kCodemode: {
+      if (!approval) return std::string(OriginName(a.origin)) + " (approval " + std::to_string(a.approval_id) + ")";
+      std::string out = a.origin == Origin::kApproved ? "approved flow " : "codemode script under policy ";
+      return out + EscapeForTerminal(approval->name) + " version " + std::to_string(approval->version);
+    }
+  }
+  return OriginName(a.origin);
+}
+
+Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls,
+                    const std::optional<ApprovalRow>& approval = std::nullopt) {
   Json j = {{"id", a.id},
             {"flow", a.flow},
             {"source_hash", a.source_hash},
@@ -66,7 +84,17 @@ Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls) {
             {"end_unix_us", a.end_unix_us ? Json(*a.end_unix_us) : Json(nullptr)},
             {"outcome", a.outcome.empty() ? Json(nullptr) : Json(a.outcome)},
             {"cpu_us", a.cpu_us},
-            {"logs_dropped", a.logs_dropped}};
+            {"logs_dropped", a.logs_dropped},
+            {"origin", OriginName(a.origin)}};
+  if (!a.manifest_text_hash.empty()) j["manifest_text_hash"] = a.manifest_text_hash;
+  if (a.approval_id != 0) {
+    j["approval"] = {{"id", a.approval_id}};
+    if (approval) {
+      j["approval"]["kind"] = ApprovalKindName(approval->kind);
+      j["approval"]["name"] = approval->name;
+      j["approval"]["version"] = approval->version;
+    }
+  }
   if (!a.owner.host.empty() || a.owner.pid != 0) {
     j["owner"] = {{"host", a.owner.host}, {"pid", a.owner.pid}, {"start_ticks", a.owner.start_ticks}};
     j["lease_until_unix_us"] = a.lease_until_unix_us;
@@ -95,7 +123,7 @@ std::string Decision(const CallRow& c) {
          EscapeForTerminal(c.decision.reason);
 }
 
-void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
+void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls, const std::optional<ApprovalRow>& approval) {
   std::string out = "activation " + std::to_string(a.id) + "  " + EscapeForTerminal(a.flow) + "  " +
                     (a.outcome.empty() ? std::string("unfinished") : EscapeForTerminal(a.outcome)) + "\n";
   if (!a.owner.host.empty() || a.owner.pid != 0) {
@@ -106,6 +134,7 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
     out += "  ended     " + UtcText(*a.end_unix_us) + "  (" + Millis(*a.end_unix_us - a.start_unix_us) + ", cpu " +
            Millis(a.cpu_us) + ")\n";
   }
+  out += "  origin    " + OriginText(a, approval) + "\n";
   out += "  source    " + EscapeForTerminal(a.source_hash) + "\n";
   out += "  manifest  " + EscapeForTerminal(a.manifest_hash) + "\n";
   out += "  input     " + Compact(a.input_json) + "\n";
@@ -136,10 +165,11 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls) {
 }
 
 // One activation as one JSON line, written call by call: the activation's fields, then "calls".
-void PrintJsonLine(const ActivationRow& a, const std::vector<CallRow>& calls) {
-  std::string head = JsonForTerminal(ActivationJson(a, {}));
+void PrintJsonLine(const ActivationRow& a, const std::vector<CallRow>& calls, const std::optional<ApprovalRow>& approval) {
+  std::string head = JsonForTerminal(ActivationJson(a, {}, approval));
   const std::string empty_calls = "\"calls\":[]";
-  const size_t at = head.find(empty_calls);  // the first key: keys are sorted and none sorts before it
+  // Keys are sorted; only "approval" sorts before "calls", and it holds a validated name and numbers.
+  const size_t at = head.find(empty_calls);
   Print(head.substr(0, at) + "\"calls\":[");
   std::string out;
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -172,15 +202,49 @@ int JournalCommand(const JournalOptions& o) {
   const size_t limit = o.limit == 0 ? static_cast<size_t>(std::numeric_limits<int64_t>::max()) : o.limit;
   auto rows = (*journal)->Activations(o.activation, limit);
   if (!rows) return Fail(kKindJournal, rows.error().message);
+  if (o.source) {  // the source that ran, exactly as kept (escaped only where a terminal would act on it)
+    const ActivationRow& a = rows->front();
+    auto text = (*journal)->Text(a.source_hash);
+    if (!text) return Fail(kKindJournal, text.error().message);
+    if (!*text)
+      return Fail(kKindJournal, "activation " + std::to_string(a.id) + ": its source (" + a.source_hash +
+                                    ") is not kept in this journal (activations journaled before schema 4 kept only "
+                                    "its hash)");
+    // To a file or a pipe: the exact bytes (so `... --source | sha256sum` gives back its hash). To
+    // a terminal: each line escaped (EscapeForTerminal), so a script's source cannot drive it.
+    const std::string& kept = **text;
+    if (::isatty(STDOUT_FILENO) == 0) {
+      for (size_t at = 0; at < kept.size(); at += kPrintChunkBytes) Print(kept.substr(at, kPrintChunkBytes));
+      return kExitOk;
+    }
+    std::string out;
+    for (size_t at = 0; at < kept.size();) {
+      size_t end = kept.find('\n', at);
+      if (end == std::string::npos) end = kept.size();
+      out += EscapeForTerminal(std::string_view(kept).substr(at, end - at)) + "\n";
+      at = end + 1;
+      if (out.size() >= kPrintChunkBytes) {
+        Print(out);
+        out.clear();
+      }
+    }
+    Print(out);
+    return kExitOk;
+  }
   bool first = true;
   for (const ActivationRow& a : *rows) {
+    std::optional<ApprovalRow> approval;
+    if (a.approval_id != 0) {
+      auto found = (*journal)->Approval(a.approval_id);
+      if (found) approval = *found;
+    }
     auto calls = (*journal)->Calls(a.id);
     if (!calls) return Fail(kKindJournal, calls.error().message);
     if (o.json) {
-      PrintJsonLine(a, *calls);
+      PrintJsonLine(a, *calls, approval);
     } else {
       if (!first) Print("\n");
-      PrintReadable(a, *calls);
+      PrintReadable(a, *calls, approval);
     }
     first = false;
   }

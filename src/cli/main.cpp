@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/approvals.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 
@@ -91,13 +92,25 @@ std::shared_ptr<Options> Keep() {
 
 void AddRun(CLI::App& app, int& exit_code) {
   auto o = Keep<RunOptions>();
-  CLI::App* run = app.add_subcommand("run", "Run a flow: one activation (--input) or one per line (--inputs)");
-  run->add_option("flow", o->flow_path, "The flow: an ES module whose default export is (input, host) => result")
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a flow: the approved flow NAME, a file with its manifest (ad hoc), or an agent's script under a "
+             "codemode policy; one activation (--input) or one per line (--inputs)");
+  run->add_option("flow", o->flow_path,
+                  "NAME of an approved flow (basal flow approve); or FLOW.js, an ES module whose default export is "
+                  "(input, host) => result, with --manifest (ad hoc) or --policy (codemode)")
       ->required()
-      ->type_name("FLOW.js");
-  run->add_option("--manifest", o->manifest_path, "The flow's manifest (JSON: grants and budgets)")
-      ->required()
-      ->type_name("FILE");
+      ->type_name("NAME|FLOW.js");
+  CLI::Option* manifest = run->add_option("--manifest", o->manifest_path,
+                                          "Run FLOW.js ad hoc with this manifest (JSON: grants and budgets); journaled "
+                                          "as ad hoc with its source and manifest text")
+                              ->type_name("FILE");
+  CLI::Option* policy = run->add_option("--policy", o->policy,
+                                        "Run SCRIPT.js, an agent's script, under this approved codemode policy "
+                                        "(basal policy approve)")
+                            ->type_name("NAME");
+  manifest->excludes(policy);
+  run->add_flag("--require-approval", o->require_approval,
+                "Refuse ad hoc runs (--manifest): only approved flows and codemode policies run");
   CLI::Option* input = run->add_option("--input", o->input, "The activation's input, one JSON value (default: null)")
                            ->type_name("JSON");
   CLI::Option* inputs = run->add_option(
@@ -121,7 +134,9 @@ void AddRun(CLI::App& app, int& exit_code) {
   run->add_option("--durability", o->durability,
                   "Journal durability: normal (survives a crash of basal; default) or full (also power loss)")
       ->check(CLI::IsMember({"normal", "full"}));
-  run->add_option("--profile", o->profile, kProfileHelp)->check(CLI::IsMember({"flow", "codemode"}));
+  run->add_option("--profile", o->profile, "With --manifest: worker profile flow (default) or codemode")
+      ->check(CLI::IsMember({"flow", "codemode"}))
+      ->needs(manifest);
   run->add_flag("--allow-without-landlock", o->allow_without_landlock,
                 "Accept workers without Landlock, and then only if this kernel lacks Landlock");
   run->add_option("--health-out", o->health_out, "Write the module's final health report (JSON) to FILE")
@@ -180,8 +195,11 @@ void AddJournal(CLI::App& app, int& exit_code) {
   journal->add_option("--limit", o->limit, "The newest N activations, oldest first (default 20; 0: all)")
       ->type_name("N");
   journal->add_flag("--json", o->json, "JSON Lines: one object per activation, with a \"calls\" array");
+  journal->add_flag("--source", o->source, "Print the source that ran (with --activation): kept in the journal by its hash")
+      ->needs(id);
   journal->footer("Exit: 0 read; 2 usage; 3 no journal, or it could not be read\n\n" +
-                  Examples({"  basal journal --limit 5\n", "  basal journal --json --limit 1\n"}));
+                  Examples({"  basal journal --limit 5\n", "  basal journal --json --limit 1\n",
+                            "  basal journal --activation 1 --source\n"}));
   journal->callback([o, activation, id, &exit_code] {
     if (id->count() > 0) o->activation = *activation;
     exit_code = JournalCommand(*o);
@@ -216,6 +234,22 @@ void AddHealth(CLI::App& app, int& exit_code) {
                  Examples({"  basal run examples/counter.js --manifest examples/counter.manifest.json --inputs "
                            "examples/counter.jsonl --health-out health.json\n"}));
   health->callback([&exit_code] { exit_code = HealthCommand(); });
+}
+
+// `basal flow ...` and `basal policy ...` (approvals.h): each action is a subcommand of its own.
+void AddApprovals(CLI::App& app, int& exit_code, ApprovalKind kind) {
+  auto o = Keep<ApprovalOptions>();
+  o->kind = kind;
+  CLI::App* top = AddApprovalCommands(app, *o, kind);
+  if (kind == ApprovalKind::kFlow) {
+    top->footer(Examples({"  basal flow approve hello examples/hello.js --manifest examples/hello.manifest.json --yes\n",
+                          "  basal flow list\n", "  basal flow show hello\n",
+                          "  basal run hello --input '{\"name\":\"ada\"}'\n"}));
+  } else {
+    top->footer(Examples({"  basal policy approve agents --manifest examples/hello.manifest.json --yes\n",
+                          "  basal policy list\n"}));
+  }
+  top->callback([top, o, &exit_code] { exit_code = ApprovalCommand(*top, *o); });
 }
 
 // `basal help [COMMAND]`: the same text as `basal --help` or `basal COMMAND --help`, on stdout.
@@ -253,6 +287,7 @@ namespace {
 
 int Dispatch(int argc, char** argv) {
   using namespace basal::cli;
+  using basal::ApprovalKind;
   CLI::App app{"basal runs untrusted JavaScript flows in confined ck-basal-worker processes; every host call "
                "is checked against the flow's manifest and journaled",
                "basal"};
@@ -264,6 +299,8 @@ int Dispatch(int argc, char** argv) {
   AddJournal(app, exit_code);
   AddDoctor(app, exit_code);
   AddHealth(app, exit_code);
+  AddApprovals(app, exit_code, ApprovalKind::kFlow);
+  AddApprovals(app, exit_code, ApprovalKind::kPolicy);
   AddHelp(app, exit_code);
   app.footer(
       "Exit codes: 0 ok; 1 the flow failed (an activation's outcome, a flow that does not load; doctor: the\n"

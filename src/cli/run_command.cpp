@@ -230,8 +230,22 @@ void PrintLog(const HostCallContext& context, std::string_view level, std::strin
 }
 
 int RunCommand(const RunOptions& o) {
-  auto files = ReadFlowFiles(o.flow_path, o.manifest_path);
-  if (!files) return Fail(kKindIo, files.error().message);
+  // What runs: a file with its manifest (ad hoc), an agent's script under a policy, or an
+  // approved flow by name (read from the journal once the module is open).
+  const bool adhoc = !o.manifest_path.empty();
+  const bool codemode = !o.policy.empty();
+  FlowFiles files;
+  if (adhoc) {
+    auto read = ReadFlowFiles(o.flow_path, o.manifest_path);
+    if (!read) return Fail(kKindIo, read.error().message);
+    files = std::move(*read);
+  } else if (codemode) {
+    auto source = ReadFile(o.flow_path, "script");
+    if (!source) return Fail(kKindIo, source.error().message);
+    files.flow_path = o.flow_path;
+    files.name = Basename(o.flow_path);
+    files.source = std::move(*source);
+  }
 
   Json input;
   std::vector<InputLine> lines;
@@ -264,6 +278,7 @@ int RunCommand(const RunOptions& o) {
   mo.allow_without_landlock = o.allow_without_landlock;
   mo.worker_user = o.worker_user;
   mo.max_workers = o.max_workers;
+  mo.require_approval = o.require_approval;
 #ifdef BASAL_TEST_HOOKS
   mo.worker_args = o.worker_args;
 #endif
@@ -273,8 +288,27 @@ int RunCommand(const RunOptions& o) {
   SignalWatch signals;  // before the module starts any thread, so that every thread blocks them
   auto module = Module::Open(mo);
   if (!module) return Fail(KindForOpenError(module.error()), module.error().message);
-  auto flow = AddFlowFiles(**module, *files, ParseProfile(o.profile));
-  if (!flow) return Fail(kKindManifest, flow.error().message);
+  Result<FlowRef> flow = MakeError(ErrorCode::kInternal, "no flow");
+  if (adhoc) {
+    flow = AddFlowFiles(**module, files, ParseProfile(o.profile));  // its errors name the manifest file
+  } else if (codemode) {
+    flow = (*module)->AddCodemodeScript(o.policy, files.name, std::move(files.source));
+  } else {
+    flow = (*module)->LoadApprovedFlow(o.flow_path);
+  }
+  if (!flow) {
+    const Error& e = flow.error();
+    if (e.code == ErrorCode::kRefused || e.code == ErrorCode::kNotFound) {
+      std::string hint;
+      if (!adhoc && !codemode && e.code == ErrorCode::kNotFound) {
+        hint = "; to run a file ad hoc instead, give its manifest: basal run FILE.js --manifest M.json";
+      }
+      ReportError("refused", e.message + hint);
+      return kExitRefused;
+    }
+    // The manifest (ad hoc, or a stored one that no longer parses), else the journal.
+    return Fail(e.code == ErrorCode::kInvalidArgument ? kKindManifest : kKindJournal, e.message);
+  }
 
   std::atomic<bool> stop{false};
   signals.Start(**module, stop);

@@ -1,8 +1,6 @@
 // Manifest parsing, authorization and hashing (see include/basal/manifest.h and docs/manifest.md),
-// and the SHA-256 used for the manifest and flow-source hashes (OpenSSL libcrypto).
+// (Sha256Hex is in sha256.cpp, with the store that keeps texts by it).
 #include "basal/manifest.h"
-
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <array>
@@ -174,9 +172,9 @@ Result<int64_t> BudgetValue(const Json& value, const BudgetRule& rule) {
   return Invalid(path, expected + " (got " + Shown(value) + ")");
 }
 
-Result<Budgets> ParseBudgets(const Json& budgets) {
+Result<Budgets> ParseBudgets(const Json& budgets, Profile profile) {
   if (!budgets.is_object()) return Invalid("budgets", "must be an object (got " + Shown(budgets) + ")");
-  Budgets out;
+  Budgets out = DefaultBudgets(profile);
   bool log_given = false;
   for (const auto& [key, value] : budgets.items()) {
     if (key == kCpuMs.key) {
@@ -256,7 +254,23 @@ Result<std::map<std::string, Json>> ParseGrants(const Json& grants, const HostCa
 
 }  // namespace
 
-Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& registry) {
+const char* ProfileName(Profile profile) { return profile == Profile::kFlow ? "flow" : "codemode"; }
+
+Budgets DefaultBudgets(Profile profile) {
+  Budgets b;
+  if (profile == Profile::kCodemode) {
+    b.cpu = std::chrono::milliseconds(5'000);
+    b.heap_limit_bytes = 64ull << 20;
+    b.stack_limit_bytes = 512ull << 10;
+    b.deadline = std::chrono::milliseconds(60'000);
+    b.calls_in_flight = 32;
+    b.journal_bytes = 2048ull << 10;
+    b.log_bytes = 256ull << 10;
+  }
+  return b;
+}
+
+Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& registry, Profile profile) {
   ParseWatch watch;
   Json root = Json::parse(
       text.begin(), text.end(),
@@ -267,13 +281,14 @@ Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& 
   if (!root.is_object()) return Invalid("manifest", "must be a JSON object (got " + Shown(root) + ")");
 
   Manifest manifest;
+  manifest.budgets_ = DefaultBudgets(profile);
   for (const auto& [key, value] : root.items()) {
     if (key == "grants") {
       auto grants = ParseGrants(value, registry);
       if (!grants) return grants.error();
       manifest.grants_ = std::move(*grants);
     } else if (key == "budgets") {
-      auto budgets = ParseBudgets(value);
+      auto budgets = ParseBudgets(value, profile);
       if (!budgets) return budgets.error();
       manifest.budgets_ = *budgets;
     } else {
@@ -311,20 +326,5 @@ std::string Manifest::Canonical() const {
 
 // ---- SHA-256, from OpenSSL's libcrypto ------------------------------------------------------
 
-std::string Sha256Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  // EVP_Digest fails only when libcrypto cannot allocate its context: nothing to hash with then.
-  if (EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) != 1 || size != 32)
-    throw std::bad_alloc();
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "sha256:";
-  out.reserve(7 + 64);
-  for (unsigned int i = 0; i < size; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 0xF];
-  }
-  return out;
-}
 
 }  // namespace basal

@@ -29,7 +29,6 @@ namespace basal {
 
 using Clock = EventLoop::Clock;
 
-const char* ProfileName(Profile p) { return p == Profile::kFlow ? "flow" : "codemode"; }
 
 const char* ModuleEventKindName(ModuleEvent::Kind kind) {
   switch (kind) {
@@ -298,6 +297,24 @@ struct Module::Impl final : PoolOwner {
     pool->Send(w, protocol::BuildActivate(a.id, a.input_json));
   }
 
+  // Why an approved or codemode flow may not start: its version was revoked (read from the
+  // store each time: `basal flow revoke` runs in another process). A store that cannot answer
+  // refuses too: an approval that cannot be checked is not one.
+  Result<FlowRef> MakeFlow(std::string name, std::string source, std::string_view manifest_text, Profile profile,
+                           const Flow& origin);
+  Result<std::pair<ApprovalRow, std::string>> ApprovedManifest(ApprovalKind kind, std::string_view name,
+                                                               std::string* source);
+  std::optional<std::string> RevokedWhy(const Flow& f) {
+    if (f.approval_id == 0) return std::nullopt;
+    auto revoked = store->catalog().IsRevoked(f.approval_id);
+    const std::string what = f.origin == FlowOrigin::kCodemode
+                                 ? "codemode policy " + f.policy + " version " + std::to_string(f.version)
+                                 : "flow " + f.name + " version " + std::to_string(f.version);
+    if (!revoked) return what + ": cannot check whether it was revoked: " + revoked.error().message;
+    if (*revoked) return what + " was revoked; approve a new version to run it again";
+    return std::nullopt;
+  }
+
   void Dispatch() {
     while (!queue.empty()) {
       auto found = live.find(queue.front());
@@ -306,6 +323,13 @@ struct Module::Impl final : PoolOwner {
         continue;
       }
       Activation& a = *found->second;
+      if (auto revoked = RevokedWhy(*a.flow)) {  // revoked while it waited: it never starts
+        queue.pop_front();
+        a.queued = false;
+        --queued;
+        Finish(a, Failure(Outcome::kCancelled, "cancelled before it started: " + *revoked));
+        continue;
+      }
       if (PooledWorker* idle = pool->FindIdle(*a.flow)) {
         queue.pop_front();
         a.queued = false;
@@ -512,6 +536,14 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     return busy > 0 && busy < m.cpus;
   });
   m.RenewLeases();
+  // Nothing of Open may keep the journal's write lock until the embedder first runs the loop:
+  // another process (`basal flow revoke`, a second parent) must be able to write meanwhile.
+  if (m.store->journal().HasPendingBatch()) {
+    if (auto c = m.store->journal().Commit(); !c) {
+      (void)m.store->journal().Rollback();
+      return c.error();
+    }
+  }
   if (!recovered->abandoned_activations.empty()) {
     m.OnEvent({ModuleEvent::Kind::kRecovered,
                "closed " + std::to_string(recovered->abandoned_activations.size()) +
@@ -524,19 +556,143 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
 
 HostCallRegistry& Module::registry() { return impl_->registry; }
 
-Result<FlowRef> Module::AddFlow(std::string name, std::string source, std::string_view manifest_text, Profile profile) {
-  auto manifest = Manifest::Parse(manifest_text, impl_->registry);
+namespace {
+
+Origin JournalOrigin(FlowOrigin origin) {
+  switch (origin) {
+    case FlowOrigin::kAdhoc: return Origin::kAdhoc;
+    case FlowOrigin::kApproved: return Origin::kApproved;
+    case FlowOrigin::kCodemode: return Origin::kCodemode;
+  }
+  return Origin::kAdhoc;
+}
+
+std::string Shown(std::string_view name) {
+  return Json(std::string(name)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+// Parses, hashes and keeps the texts of a flow; the caller sets its origin and approval.
+Result<FlowRef> Module::Impl::MakeFlow(std::string name, std::string source, std::string_view manifest_text,
+                                       Profile profile, const Flow& origin) {
+  auto manifest = Manifest::Parse(manifest_text, registry, profile);
   if (!manifest) return manifest.error();
-  auto f = std::make_shared<Flow>();
-  f->id = impl_->next_flow_id++;
+  auto f = std::make_shared<Flow>(origin);
+  f->id = next_flow_id++;
   f->name = std::move(name);
   f->source = std::move(source);
   f->source_hash = Sha256Hex(f->source);
+  f->manifest_text_hash = Sha256Hex(manifest_text);
   f->manifest = std::move(*manifest);
   f->profile = profile;
-  impl_->flows[f->id] = f;
-  impl_->health.workers_per_flow[f->name];
+  // The journal keeps what ran: each text once, by its hash. Committed now unless a batch is
+  // open (then it commits with that batch, before any answer of it goes out): an open batch holds
+  // the journal's write lock, which must not wait for the embedder's next loop pass.
+  const bool batch_was_open = store->journal().HasPendingBatch();
+  auto kept = store->catalog().KeepText(f->source_hash, f->source);
+  if (kept) kept = store->catalog().KeepText(f->manifest_text_hash, manifest_text);
+  if (kept && !batch_was_open) kept = store->journal().Commit();
+  if (!kept) {
+    if (!batch_was_open) (void)store->journal().Rollback();
+    return kept.error();
+  }
+  flows[f->id] = f;
+  health.workers_per_flow[f->name];
   return FlowRef(std::move(f));
+}
+
+// The newest version of (kind, name), checked: not revoked, its texts present and matching.
+Result<std::pair<ApprovalRow, std::string>> Module::Impl::ApprovedManifest(ApprovalKind kind, std::string_view name,
+                                                                            std::string* source) {
+  const std::string what = std::string(ApprovalKindName(kind)) + " " + Shown(name);
+  const std::string command = kind == ApprovalKind::kFlow ? "basal flow approve" : "basal policy approve";
+  auto versions = store->reader().Versions(kind, std::string(name));
+  if (!versions) return versions.error();
+  if (versions->empty()) {
+    return MakeError(ErrorCode::kNotFound, what + " is not approved in this journal; approve it first (" + command +
+                                               ")");
+  }
+  const ApprovalRow& newest = versions->back();
+  if (newest.revoked_unix_us) {
+    return MakeError(ErrorCode::kRefused, what + " version " + std::to_string(newest.version) + " was revoked by " +
+                                              newest.revoker.name + (newest.revoke_note.empty() ? "" : " (\"" + newest.revoke_note + "\")") +
+                                              "; nothing of it runs until a new version is approved (" + command + ")");
+  }
+  auto text = [&](const std::string& hash, const char* which) -> Result<std::string> {
+    auto kept = store->reader().Text(hash);
+    if (!kept) return kept.error();
+    if (!*kept) {
+      return MakeError(ErrorCode::kDatabase, what + " version " + std::to_string(newest.version) + ": its " + which +
+                                                 " (" + hash + ") is missing from the journal; approve it again");
+    }
+    if (Sha256Hex(**kept) != hash) {
+      return MakeError(ErrorCode::kDatabase, what + " version " + std::to_string(newest.version) + ": its " + which +
+                                                 " does not match the hash it was approved with (" + hash +
+                                                 "): the journal was changed outside basal; refusing to run it");
+    }
+    return std::move(**kept);
+  };
+  auto manifest_text = text(newest.manifest_text_hash, "manifest");
+  if (!manifest_text) return manifest_text.error();
+  if (source) {
+    auto src = text(newest.source_hash, "source");
+    if (!src) return src.error();
+    *source = std::move(*src);
+  }
+  return std::make_pair(newest, std::move(*manifest_text));
+}
+
+Result<FlowRef> Module::AddFlow(std::string name, std::string source, std::string_view manifest_text, Profile profile) {
+  if (impl_->options.require_approval) {
+    return MakeError(ErrorCode::kRefused,
+                     "ad hoc flows are refused here (require_approval): approve " + Shown(name) +
+                         " first (basal flow approve NAME FILE.js --manifest M.json), then run it by name");
+  }
+  Flow origin;
+  origin.origin = FlowOrigin::kAdhoc;
+  return impl_->MakeFlow(std::move(name), std::move(source), manifest_text, profile, origin);
+}
+
+Result<FlowRef> Module::LoadApprovedFlow(std::string_view name) {
+  std::string source;
+  auto approved = impl_->ApprovedManifest(ApprovalKind::kFlow, name, &source);
+  if (!approved) return approved.error();
+  auto& [row, manifest_text] = *approved;
+  Flow origin;
+  origin.origin = FlowOrigin::kApproved;
+  origin.approval_id = row.id;
+  origin.version = row.version;
+  auto flow = impl_->MakeFlow(row.name, std::move(source), manifest_text, Profile::kFlow, origin);
+  if (!flow) return flow.error();
+  if ((*flow)->manifest.hash() != row.manifest_hash) {
+    // The manifest parses differently now (an embedder's host call changed its grant check).
+    (void)RemoveFlow(*flow);
+    return MakeError(ErrorCode::kRefused, "flow " + Shown(name) + " version " + std::to_string(row.version) +
+                                              ": its manifest reads differently in this basal than when it was approved (" +
+                                              row.manifest_hash + "); review and approve it again");
+  }
+  return flow;
+}
+
+Result<FlowRef> Module::AddCodemodeScript(std::string_view policy, std::string script_name, std::string source) {
+  auto approved = impl_->ApprovedManifest(ApprovalKind::kPolicy, policy, nullptr);
+  if (!approved) return approved.error();
+  auto& [row, manifest_text] = *approved;
+  Flow origin;
+  origin.origin = FlowOrigin::kCodemode;
+  origin.approval_id = row.id;
+  origin.version = row.version;
+  origin.policy = row.name;
+  auto flow = impl_->MakeFlow(std::move(script_name), std::move(source), manifest_text, Profile::kCodemode, origin);
+  if (!flow) return flow.error();
+  if ((*flow)->manifest.hash() != row.manifest_hash) {
+    (void)RemoveFlow(*flow);
+    return MakeError(ErrorCode::kRefused, "policy " + Shown(policy) + " version " + std::to_string(row.version) +
+                                              ": its manifest reads differently in this basal than when it was approved (" +
+                                              row.manifest_hash + "); review and approve it again");
+  }
+  return flow;
 }
 
 Result<void> Module::RemoveFlow(const FlowRef& flow) {
@@ -557,6 +713,7 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   if (!flow || !m.flows.count(flow->id))
     return MakeError(ErrorCode::kNotFound, "module: flow " + (flow ? flow->name : std::string("(null)")) +
                                                " is not approved in this module (never added, or removed)");
+  if (auto refused = m.RevokedWhy(*flow)) return MakeError(ErrorCode::kRefused, *refused);
   auto a = std::make_unique<Activation>();
   a->flow = flow;
   a->input_json = protocol::DumpJson(input);
@@ -565,7 +722,8 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   a->start_unix_us = NowUnixUs();
   ActivationStart start{flow->name, flow->source_hash, flow->manifest.hash(),
                         CapForJournal(a->input_json, m.options.journal_value_max_bytes), a->start_unix_us, m.owner,
-                        a->start_unix_us + m.options.lease.count() * 1000};
+                        a->start_unix_us + m.options.lease.count() * 1000, JournalOrigin(flow->origin),
+                        flow->approval_id, flow->manifest_text_hash};
   auto id = m.store->journal().BeginActivation(start);
   if (!id) return id.error();
   a->id = *id;

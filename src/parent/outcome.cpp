@@ -65,6 +65,8 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kUnsupported: return "unsupported";
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kRefused: return "refused";
+    case ErrorCode::kConflict: return "conflict";
   }
   return "unknown";
 }

@@ -32,7 +32,7 @@ using testing_support::End;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 constexpr int kApplicationId = 0x6261736c;
 
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
@@ -425,6 +425,57 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
 
 // A version 2 file: what a version 3 file is without kv_usage, its triggers, calls_by_activation and logs_dropped (the
 // only changes of version 3). The writer migrates it and the usage is counted from kv.
+// What schema 4 added, taken away again: a version 3 file as that basal left it.
+constexpr const char* kDowngradeV4ToV3 =
+    "ALTER TABLE activations DROP COLUMN manifest_text_hash; ALTER TABLE activations DROP COLUMN approval_id; "
+    "ALTER TABLE activations DROP COLUMN origin; DROP TABLE approval_events; DROP TABLE approvals; DROP TABLE texts; "
+    "PRAGMA user_version=3;";
+
+TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
+  TempDir dir;
+  const std::string db = dir.File("v3.db");
+  std::string id;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    id = store->journal_id();
+    auto a = store->journal().BeginActivation(Start("old.js", 1000, {"h", 1, 2}));
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(store->journal().Commit());
+  }
+  {
+    RawDb raw(db);
+    raw.Exec("PRAGMA foreign_keys=OFF");
+    raw.Exec(kDowngradeV4ToV3);
+  }
+  {
+    auto reader = OpenSqliteReader(db);  // a version 4 reader reads version 3 as it is
+    ASSERT_TRUE(reader) << reader.error().message;
+    auto rows = (*reader)->Activations(std::nullopt, 10);
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 1u);
+    EXPECT_EQ((*rows)[0].origin, Origin::kUnrecorded);
+    auto versions = (*reader)->Versions(ApprovalKind::kFlow, "old");
+    ASSERT_TRUE(versions) << versions.error().message;
+    EXPECT_TRUE(versions->empty());
+  }
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->journal_id(), id);
+  auto rows = store->reader().Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].origin, Origin::kUnrecorded) << "activations from before schema 4 did not record it";
+  NewApproval p;
+  p.kind = ApprovalKind::kPolicy;
+  p.name = "agents";
+  p.manifest_text = "{}";
+  p.manifest_hash = "sha256:c";
+  ASSERT_TRUE(store->catalog().Approve(p)) << "the migrated file takes approvals";
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+}
+
 TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   TempDir dir;
   const std::string db = dir.File("v2.db");
@@ -442,6 +493,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV4ToV3);
     raw.Exec("DROP TRIGGER kv_usage_insert; DROP TRIGGER kv_usage_update; DROP TRIGGER kv_usage_delete;"
              "DROP TABLE kv_usage; DROP INDEX calls_by_activation; ALTER TABLE activations DROP COLUMN logs_dropped; "
              "PRAGMA user_version=2;");

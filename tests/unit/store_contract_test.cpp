@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "basal/manifest.h"
 #include "parent/store/owner.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "parent/store/store.h"
@@ -713,6 +714,188 @@ TEST_P(StoreContract, KvUsageFollowsPutsOverwritesAndDeletes) {
   ASSERT_TRUE(journal().Rollback());  // the delete was in the open batch
   EXPECT_EQ(usage("u").keys, 2u);
   EXPECT_EQ(usage("other").keys, 0u);
+}
+
+// ---- Approvals (Catalog, and JournalReader's reads of it) ----------------------------------
+
+NewApproval FlowApproval(const std::string& name, const std::string& source, int64_t reviewed, int64_t at = 5000) {
+  NewApproval a;
+  a.kind = ApprovalKind::kFlow;
+  a.name = name;
+  a.source = source;
+  a.manifest_text = R"({"grants": {}})";
+  a.manifest_hash = "sha256:canonical";
+  a.approver = {1000, "alice"};
+  a.at_unix_us = at;
+  a.note = "first review";
+  a.reviewed_version = reviewed;
+  a.review_json = R"({"first": true})";
+  return a;
+}
+
+TEST_P(StoreContract, ApprovedVersionsAreNumberedBoundToTheirTextsAndJournaled) {
+  auto v1 = store_->catalog().Approve(FlowApproval("orders", "export default () => 1;\n", 0));
+  ASSERT_TRUE(v1) << v1.error().message;
+  EXPECT_EQ(v1->version, 1);
+  EXPECT_EQ(v1->kind, ApprovalKind::kFlow);
+  EXPECT_EQ(v1->source_hash, Sha256Hex("export default () => 1;\n"));
+  EXPECT_EQ(v1->manifest_text_hash, Sha256Hex(R"({"grants": {}})"));
+  EXPECT_EQ(v1->approver.name, "alice");
+  EXPECT_EQ(v1->approver.uid, 1000);
+  EXPECT_EQ(v1->note, "first review");
+  EXPECT_FALSE(v1->revoked_unix_us);
+  EXPECT_FALSE(journal().HasPendingBatch()) << "an approval commits on its own";
+
+  auto v2 = store_->catalog().Approve(FlowApproval("orders", "export default () => 2;\n", 1, 6000));
+  ASSERT_TRUE(v2) << v2.error().message;
+  EXPECT_EQ(v2->version, 2);
+  EXPECT_NE(v2->id, v1->id);
+  // The same manifest text is kept once (content-addressed); both sources are kept.
+  auto manifest = store_->reader().Text(v1->manifest_text_hash);
+  ASSERT_TRUE(manifest);
+  EXPECT_EQ(*manifest, std::optional<std::string>(R"({"grants": {}})"));
+  auto source = store_->reader().Text(v1->source_hash);
+  ASSERT_TRUE(source);
+  EXPECT_EQ(*source, std::optional<std::string>("export default () => 1;\n"));
+  auto missing = store_->reader().Text("sha256:none");
+  ASSERT_TRUE(missing);
+  EXPECT_FALSE(*missing);
+
+  // Another connection (read only) sees the versions, the list and the events.
+  std::unique_ptr<JournalReader> other = MustRead();
+  ASSERT_TRUE(other);
+  auto versions = other->Versions(ApprovalKind::kFlow, "orders");
+  ASSERT_TRUE(versions) << versions.error().message;
+  ASSERT_EQ(versions->size(), 2u);
+  EXPECT_EQ((*versions)[0].version, 1);
+  EXPECT_EQ((*versions)[1].version, 2);
+  auto names = other->Names(ApprovalKind::kFlow);
+  ASSERT_TRUE(names);
+  ASSERT_EQ(names->size(), 1u);
+  EXPECT_EQ((*names)[0].version, 2);
+  auto policies = other->Names(ApprovalKind::kPolicy);
+  ASSERT_TRUE(policies);
+  EXPECT_TRUE(policies->empty());
+  auto events = other->Events(ApprovalKind::kFlow, "orders");
+  ASSERT_TRUE(events);
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].kind, "approved");
+  EXPECT_EQ((*events)[0].actor.name, "alice");
+  EXPECT_EQ((*events)[0].version, 1);
+  EXPECT_EQ((*events)[0].at_unix_us, 5000);
+  auto detail = nlohmann::json::parse((*events)[0].detail_json);
+  EXPECT_EQ(detail["note"], "first review");
+  EXPECT_EQ(detail["source_hash"], v1->source_hash);
+  EXPECT_EQ(detail["review"], nlohmann::json({{"first", true}}));
+}
+
+TEST_P(StoreContract, AStaleReviewStoresNothing) {
+  ASSERT_TRUE(store_->catalog().Approve(FlowApproval("orders", "a", 0)));
+  // Reviewed against "no version" but version 1 exists now.
+  auto stale = store_->catalog().Approve(FlowApproval("orders", "b", 0));
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kConflict);
+  EXPECT_NE(stale.error().message.find("changed while it was reviewed"), std::string::npos) << stale.error().message;
+  auto versions = store_->reader().Versions(ApprovalKind::kFlow, "orders");
+  ASSERT_TRUE(versions);
+  EXPECT_EQ(versions->size(), 1u);
+  auto text = store_->reader().Text(Sha256Hex("b"));
+  ASSERT_TRUE(text);
+  EXPECT_FALSE(*text) << "a refused approval keeps no text either";
+}
+
+TEST_P(StoreContract, RevokedVersionsAreMarkedOnceAndJournaled) {
+  auto v1 = store_->catalog().Approve(FlowApproval("orders", "a", 0));
+  ASSERT_TRUE(v1);
+  auto revoked = store_->catalog().IsRevoked(v1->id);
+  ASSERT_TRUE(revoked);
+  EXPECT_FALSE(*revoked);
+  auto r = store_->catalog().Revoke(ApprovalKind::kFlow, "orders", 1, {0, "root"}, 7000, "leaked token");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->revoked_unix_us, std::optional<int64_t>(7000));
+  EXPECT_EQ(r->revoker.name, "root");
+  EXPECT_EQ(r->revoke_note, "leaked token");
+  revoked = store_->catalog().IsRevoked(v1->id);
+  ASSERT_TRUE(revoked);
+  EXPECT_TRUE(*revoked);
+  auto again = store_->catalog().Revoke(ApprovalKind::kFlow, "orders", 1, {0, "root"}, 8000, "");
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
+  auto none = store_->catalog().Revoke(ApprovalKind::kFlow, "orders", 5, {0, "root"}, 8000, "");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(none.error().message.find("versions 1 to 1"), std::string::npos) << none.error().message;
+  auto unknown = store_->catalog().Revoke(ApprovalKind::kPolicy, "orders", 1, {0, "root"}, 8000, "");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
+  auto events = store_->reader().Events(ApprovalKind::kFlow, "");
+  ASSERT_TRUE(events);
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].kind, "revoked");
+  EXPECT_EQ((*events)[1].actor.name, "root");
+  // A review of the revoked newest version must say so, or it is stale.
+  NewApproval next = FlowApproval("orders", "b", 1);
+  auto stale = store_->catalog().Approve(next);
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kConflict);
+  next.reviewed_revoked = true;
+  auto v2 = store_->catalog().Approve(next);
+  ASSERT_TRUE(v2) << v2.error().message;
+  EXPECT_EQ(v2->version, 2);
+}
+
+TEST_P(StoreContract, PoliciesHaveNoSourceAndTheirOwnVersions) {
+  NewApproval p;
+  p.kind = ApprovalKind::kPolicy;
+  p.name = "orders";  // the same name as a flow: a separate line of versions
+  p.manifest_text = "{}";
+  p.manifest_hash = "sha256:c";
+  p.approver = {0, "root"};
+  auto v1 = store_->catalog().Approve(p);
+  ASSERT_TRUE(v1) << v1.error().message;
+  EXPECT_EQ(v1->version, 1);
+  EXPECT_EQ(v1->source_hash, "");
+  p.source = "x";
+  auto bad = store_->catalog().Approve(p);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(store_->catalog().Approve(FlowApproval("orders", "a", 0)));
+  auto flows = store_->reader().Versions(ApprovalKind::kFlow, "orders");
+  ASSERT_TRUE(flows);
+  EXPECT_EQ(flows->size(), 1u);
+}
+
+TEST_P(StoreContract, ActivationsRecordTheirOriginAndApprovedVersion) {
+  auto v1 = store_->catalog().Approve(FlowApproval("orders", "a", 0));
+  ASSERT_TRUE(v1);
+  ActivationStart start = Start("orders");
+  start.origin = Origin::kApproved;
+  start.approval_id = v1->id;
+  start.manifest_text_hash = v1->manifest_text_hash;
+  auto id = journal().BeginActivation(start);
+  ASSERT_TRUE(id);
+  ActivationStart adhoc = Start("dev.js");
+  adhoc.origin = Origin::kAdhoc;
+  ASSERT_TRUE(store_->catalog().KeepText(Sha256Hex("dev source"), "dev source"));
+  ASSERT_TRUE(store_->catalog().KeepText(Sha256Hex("dev source"), "dev source")) << "keeping a text twice is a no-op";
+  auto id2 = journal().BeginActivation(adhoc);
+  ASSERT_TRUE(id2);
+  ASSERT_TRUE(journal().Commit());
+  auto bad = store_->catalog().KeepText("md5:x", "x");
+  ASSERT_FALSE(bad);
+  std::unique_ptr<JournalReader> other = MustRead();
+  ASSERT_TRUE(other);
+  auto rows = other->Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].origin, Origin::kApproved);
+  EXPECT_EQ((*rows)[0].approval_id, v1->id);
+  EXPECT_EQ((*rows)[0].manifest_text_hash, v1->manifest_text_hash);
+  EXPECT_EQ((*rows)[1].origin, Origin::kAdhoc);
+  EXPECT_EQ((*rows)[1].approval_id, 0);
+  auto text = other->Text(Sha256Hex("dev source"));
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, std::optional<std::string>("dev source"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreContract,

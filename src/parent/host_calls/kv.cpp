@@ -363,6 +363,7 @@ Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store) {
     spec.name = KvOpName(op);
     spec.needs_grant = true;
     spec.check_grant = op == KvOp::kPut ? CheckKvPutGrant : CheckKvGrant;
+    spec.compare_grant = CompareKvGrant;
     spec.authorize = [op](const Json& constraints, const Json& args) { return AuthorizeKv(op, constraints, args); };
     spec.effect = KvEffect(op);
     spec.handler = [op, &store](const HostCallContext& ctx, const Json& args, HostCallReply reply) {

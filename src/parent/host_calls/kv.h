@@ -64,4 +64,15 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
 Json KvJournalArgs(const Json& args);
 Json KvJournalResult(KvOp op, const Json& result);
 
+// ---- Comparing two grants (the operator's review of a new manifest: include/basal/review.h) ----
+
+// compare_grant of every kv.* call, for both grant shapes ({"namespaces"} and kv.put's, with
+// max_value_bytes and quota; any other call granted in kv.put's shape can use it too). Reports, in
+// this order: "namespaces" (names added widen, removed narrow, both is changed: "+orders -tmp";
+// a name that is not plain letters, digits and _-.:/@ is written as a JSON string), then
+// "max_value_bytes", "quota.bytes" and "quota.keys" (absent means the default, marked
+// "(default)"; larger widens: "1048576 (default) -> 2097152"). A limit written out at its default
+// is the same limit, so it is no change.
+std::vector<ConstraintChange> CompareKvGrant(const Json& before, const Json& after);
+
 }  // namespace basal

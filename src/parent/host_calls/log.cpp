@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace basal {
 namespace {
@@ -66,6 +67,8 @@ Result<void> RegisterLogHostCall(HostCallRegistry& registry, LogSink sink) {
   spec.effect = Effect::kPure;  // nothing outside the journal (and the embedder's sink) changes
   spec.needs_grant = false;
   // No check_grant: a manifest may list log only as {}. No authorize: every call is admitted.
+  // Its grants are all {}, so two of them always accept the same calls: nothing to report.
+  spec.compare_grant = [](const Json&, const Json&) { return std::vector<ConstraintChange>{}; };
   spec.handler = [sink = std::move(sink)](const HostCallContext& context, const Json& args, HostCallReply reply) {
     ServeLog(context, args, sink).SendTo(reply);
   };

@@ -74,3 +74,32 @@ Result<Durability> ParseDurability(std::string_view text) {
 }
 
 }  // namespace basal
+
+namespace basal {
+
+const char* OriginName(Origin origin) {
+  switch (origin) {
+    case Origin::kUnrecorded: return "unrecorded";
+    case Origin::kAdhoc: return "adhoc";
+    case Origin::kApproved: return "approved";
+    case Origin::kCodemode: return "codemode";
+  }
+  return "unrecorded";
+}
+
+std::optional<Origin> ParseOrigin(std::string_view name) {
+  for (Origin o : {Origin::kUnrecorded, Origin::kAdhoc, Origin::kApproved, Origin::kCodemode}) {
+    if (name == OriginName(o)) return o;
+  }
+  return std::nullopt;
+}
+
+const char* ApprovalKindName(ApprovalKind kind) { return kind == ApprovalKind::kFlow ? "flow" : "policy"; }
+
+std::optional<ApprovalKind> ParseApprovalKind(std::string_view name) {
+  if (name == "flow") return ApprovalKind::kFlow;
+  if (name == "policy") return ApprovalKind::kPolicy;
+  return std::nullopt;
+}
+
+}  // namespace basal

@@ -39,14 +39,27 @@ struct ActivationOwner {
   int64_t start_ticks = 0;   // the parent's start time (/proc/PID/stat field 22): pid reuse is not the owner
 };
 
+// Where an activation's flow came from (docs/approvals.md).
+enum class Origin {
+  kUnrecorded,  // journaled before schema 4, which did not record it
+  kAdhoc,       // a flow given with its manifest (`basal run FILE --manifest M`, Module::AddFlow)
+  kApproved,    // a stored version of an approved flow (`basal run NAME`)
+  kCodemode,    // an agent's script under an approved codemode policy (`basal run --policy NAME FILE`)
+};
+const char* OriginName(Origin origin);  // "unrecorded", "adhoc", "approved", "codemode"
+std::optional<Origin> ParseOrigin(std::string_view name);
+
 struct ActivationStart {
   std::string flow;           // flow name
-  std::string source_hash;    // "sha256:<hex>"
-  std::string manifest_hash;  // "sha256:<hex>"
+  std::string source_hash;    // "sha256:<hex>" of the source text (kept in the texts table)
+  std::string manifest_hash;  // "sha256:<hex>" of the manifest's canonical form
   std::string input_json;
   int64_t start_unix_us = 0;
   ActivationOwner owner;
   int64_t lease_until_unix_us = 0;  // renewed by the owner while it runs (RenewLeases)
+  Origin origin = Origin::kAdhoc;
+  int64_t approval_id = 0;          // the approved version (flow or codemode policy) it runs under; 0: none
+  std::string manifest_text_hash;   // "sha256:<hex>" of the manifest text as written (kept in the texts table)
 };
 
 struct ActivationEnd {
@@ -122,6 +135,66 @@ struct ActivationRow {
   ActivationOwner owner;
   int64_t lease_until_unix_us = 0;
   int64_t logs_dropped = 0;
+  Origin origin = Origin::kUnrecorded;  // schema 4
+  int64_t approval_id = 0;              // 0: none
+  std::string manifest_text_hash;       // "" before schema 4
+};
+
+// What an operator approves: a flow (source + manifest) or a codemode policy (manifest only).
+enum class ApprovalKind { kFlow, kPolicy };
+const char* ApprovalKindName(ApprovalKind kind);  // "flow", "policy"
+std::optional<ApprovalKind> ParseApprovalKind(std::string_view name);
+
+// Who did it: the uid the command ran as and that uid's user name.
+struct Actor {
+  int64_t uid = 0;
+  std::string name;
+};
+
+// One stored version of an approved flow or policy. Its texts are in the texts table, by hash.
+struct ApprovalRow {
+  int64_t id = 0;  // unique across kinds and names: activations reference it
+  ApprovalKind kind = ApprovalKind::kFlow;
+  std::string name;
+  int64_t version = 0;                  // 1, 2, ... per (kind, name)
+  std::string source_hash;              // flows: "sha256:<hex>" of the source text; policies: ""
+  std::string manifest_text_hash;       // "sha256:<hex>" of the manifest text as approved
+  std::string manifest_hash;            // the manifest's canonical hash (what activations record)
+  Actor approver;
+  int64_t approved_unix_us = 0;
+  std::string note;
+  std::optional<int64_t> revoked_unix_us;
+  Actor revoker;                        // when revoked
+  std::string revoke_note;
+};
+
+struct NewApproval {
+  ApprovalKind kind = ApprovalKind::kFlow;
+  std::string name;
+  std::optional<std::string> source;    // flows only
+  std::string manifest_text;
+  std::string manifest_hash;            // Manifest::hash() of manifest_text, parsed by the caller
+  Actor approver;
+  int64_t at_unix_us = 0;
+  std::string note;
+  // The version the operator reviewed against (0: none). If another version was approved or
+  // revoked since, Approve fails with kConflict: the review is stale.
+  int64_t reviewed_version = 0;
+  bool reviewed_revoked = false;
+  std::string review_json;              // the review shown, kept with the approval's event
+};
+
+// An entry of the approvals' own journal: who approved or revoked which version, when.
+struct ApprovalEvent {
+  int64_t seq = 0;
+  int64_t at_unix_us = 0;
+  std::string kind;  // "approved" | "revoked"
+  int64_t approval_id = 0;
+  ApprovalKind subject = ApprovalKind::kFlow;
+  std::string name;
+  int64_t version = 0;
+  Actor actor;
+  std::string detail_json;  // {"note": .., "source_hash": .., "manifest_text_hash": .., "review": ..}
 };
 
 struct CallRow {
@@ -203,6 +276,34 @@ class JournalReader {
   // oldest first.
   virtual Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t limit) = 0;
   virtual Result<std::vector<CallRow>> Calls(int64_t activation_id) = 0;  // in record order
+  // Approved versions (schema 4; an older journal has none). Versions: oldest first; Names: the
+  // newest version of every name of `kind`, by name; Events: every approval and revocation of
+  // `name` (all names when empty), oldest first.
+  virtual Result<std::optional<ApprovalRow>> Approval(int64_t id) = 0;
+  virtual Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name) = 0;
+  virtual Result<std::vector<ApprovalRow>> Names(ApprovalKind kind) = 0;
+  virtual Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name) = 0;
+  // A kept text (flow source or manifest) by its "sha256:<hex>"; nullopt when not kept.
+  virtual Result<std::optional<std::string>> Text(const std::string& hash) = 0;
+};
+
+// The operator's approvals, written (reads: JournalReader). Approve and Revoke each commit at
+// once in a transaction of their own, so they need no open batch (kInvalidArgument if one is open).
+class Catalog {
+ public:
+  virtual ~Catalog() = default;
+  // Keeps the texts (content-addressed: a text already kept is not stored again), adds the next
+  // version of (kind, name) and an "approved" event. kConflict when the newest version is not
+  // the one reviewed (`reviewed_version`, `reviewed_revoked`).
+  virtual Result<ApprovalRow> Approve(const NewApproval& approval) = 0;
+  // Marks a version revoked and adds a "revoked" event. kNotFound: no such version;
+  // kAlreadyExists: already revoked.
+  virtual Result<ApprovalRow> Revoke(ApprovalKind kind, const std::string& name, int64_t version, const Actor& by,
+                                     int64_t at_unix_us, const std::string& note) = 0;
+  // Whether a version is revoked now (read under no batch of its own: sees other processes' revocations).
+  virtual Result<bool> IsRevoked(int64_t approval_id) = 0;
+  // Keeps a text by its hash (joins the open batch; no-op when already kept). `hash` must be Sha256Hex(text).
+  virtual Result<void> KeepText(const std::string& hash, std::string_view text) = 0;
 };
 
 // One backend's writable store: journal and kv share a connection and a batch.
@@ -212,6 +313,7 @@ class Store {
   virtual JournalStore& journal() = 0;
   virtual KvStore& kv() = 0;
   virtual JournalReader& reader() = 0;  // reads on the writer's connection (sees the open batch)
+  virtual Catalog& catalog() = 0;
   // This journal's identity: 32 hex digits drawn at random when the journal was created (or
   // migrated from schema 1), never changed. Idempotency keys are "<journal id>:<activation>:<call>".
   virtual std::string journal_id() const = 0;

@@ -23,6 +23,29 @@ ActivationRow ReadActivationRow(sqlite3_stmt* s) {
   row.owner.start_ticks = sqlite3_column_int64(s, 13);
   row.lease_until_unix_us = sqlite3_column_int64(s, 14);
   row.logs_dropped = sqlite3_column_int64(s, 15);
+  row.origin = ParseOrigin(ColumnText(s, 16)).value_or(Origin::kUnrecorded);
+  row.approval_id = sqlite3_column_int64(s, 17);
+  row.manifest_text_hash = ColumnText(s, 18);
+  return row;
+}
+
+ApprovalRow ReadApprovalRow(sqlite3_stmt* s) {
+  ApprovalRow row;
+  row.id = sqlite3_column_int64(s, 0);
+  row.kind = ParseApprovalKind(ColumnText(s, 1)).value_or(ApprovalKind::kFlow);
+  row.name = ColumnText(s, 2);
+  row.version = sqlite3_column_int64(s, 3);
+  row.source_hash = ColumnText(s, 4);
+  row.manifest_text_hash = ColumnText(s, 5);
+  row.manifest_hash = ColumnText(s, 6);
+  row.approver.uid = sqlite3_column_int64(s, 7);
+  row.approver.name = ColumnText(s, 8);
+  row.approved_unix_us = sqlite3_column_int64(s, 9);
+  row.note = ColumnText(s, 10);
+  row.revoked_unix_us = ColumnIntOrNull(s, 11);
+  row.revoker.uid = sqlite3_column_int64(s, 12);
+  row.revoker.name = ColumnText(s, 13);
+  row.revoke_note = ColumnText(s, 14);
   return row;
 }
 
@@ -65,10 +88,120 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
     const int rc = sqlite::Prepare(db, row.sql, row.stmt);
     if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + row.sql + "\"");
   }
+  has_catalog_ = schema_version >= 4;
+  if (!has_catalog_) return Ok();
+  const struct {
+    Stmt* stmt;
+    std::string sql;
+  } catalog[] = {
+      {&approval_, std::string(kApprovalSelectSql) + " WHERE id=?"},
+      {&versions_, std::string(kApprovalSelectSql) + " WHERE kind=? AND name=? ORDER BY version"},
+      {&names_, std::string(kApprovalSelectSql) +
+                    " WHERE kind=?1 AND version=(SELECT max(version) FROM approvals b WHERE b.kind=?1 AND b.name=approvals.name)"
+                    " ORDER BY name"},
+      {&events_,
+       "SELECT e.seq, e.at_us, e.kind, e.approval_id, a.kind, a.name, a.version, e.actor_uid, e.actor_name, e.detail "
+       "FROM approval_events e JOIN approvals a ON a.id=e.approval_id WHERE a.kind=?1 AND (?2='' OR a.name=?2) "
+       "ORDER BY e.seq"},
+      {&text_, "SELECT body FROM texts WHERE hash=?"},
+  };
+  for (const auto& row : catalog) {
+    const int rc = sqlite::Prepare(db, row.sql, row.stmt);
+    if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + row.sql + "\"");
+  }
   return Ok();
 }
 
+Result<std::optional<ApprovalRow>> ReadQueries::Approval(int64_t id) {
+  if (!has_catalog_) return std::optional<ApprovalRow>();
+  Use use(approval_);
+  int rc = Binder(use.get()).Int(id).rc();
+  std::optional<ApprovalRow> row;
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_step(use.get());
+    if (rc == SQLITE_ROW) {
+      row = ReadApprovalRow(use.get());
+      rc = SQLITE_DONE;
+    }
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read approval " + std::to_string(id));
+  return row;
+}
+
+Result<std::vector<ApprovalRow>> ReadQueries::Versions(ApprovalKind kind, const std::string& name) {
+  std::vector<ApprovalRow> rows;
+  if (!has_catalog_) return rows;
+  Use use(versions_);
+  int rc = Binder(use.get()).Text(ApprovalKindName(kind)).Text(name).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadApprovalRow(use.get()));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the versions of " + name);
+  return rows;
+}
+
+Result<std::vector<ApprovalRow>> ReadQueries::Names(ApprovalKind kind) {
+  std::vector<ApprovalRow> rows;
+  if (!has_catalog_) return rows;
+  Use use(names_);
+  int rc = Binder(use.get()).Text(ApprovalKindName(kind)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadApprovalRow(use.get()));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, std::string("cannot list the approved ") + ApprovalKindName(kind) + "s");
+  return rows;
+}
+
+Result<std::vector<ApprovalEvent>> ReadQueries::Events(ApprovalKind kind, const std::string& name) {
+  std::vector<ApprovalEvent> rows;
+  if (!has_catalog_) return rows;
+  Use use(events_);
+  int rc = Binder(use.get()).Text(ApprovalKindName(kind)).Text(name).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
+      sqlite3_stmt* s = use.get();
+      ApprovalEvent e;
+      e.seq = sqlite3_column_int64(s, 0);
+      e.at_unix_us = sqlite3_column_int64(s, 1);
+      e.kind = ColumnText(s, 2);
+      e.approval_id = sqlite3_column_int64(s, 3);
+      e.subject = ParseApprovalKind(ColumnText(s, 4)).value_or(ApprovalKind::kFlow);
+      e.name = ColumnText(s, 5);
+      e.version = sqlite3_column_int64(s, 6);
+      e.actor.uid = sqlite3_column_int64(s, 7);
+      e.actor.name = ColumnText(s, 8);
+      e.detail_json = ColumnText(s, 9);
+      rows.push_back(std::move(e));
+    }
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the approval events");
+  return rows;
+}
+
+Result<std::optional<std::string>> ReadQueries::Text(const std::string& hash) {
+  if (!has_catalog_) return std::optional<std::string>();
+  Use use(text_);
+  int rc = Binder(use.get()).Text(hash).rc();
+  std::optional<std::string> text;
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_step(use.get());
+    if (rc == SQLITE_ROW) {
+      const void* data = sqlite3_column_blob(use.get(), 0);
+      const int n = sqlite3_column_bytes(use.get(), 0);
+      text = std::string(static_cast<const char*>(data ? data : ""), static_cast<size_t>(n));
+      rc = SQLITE_DONE;
+    }
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the kept text " + hash);
+  return text;
+}
+
 void ReadQueries::Finalize() {
+  approval_.reset();
+  versions_.reset();
+  names_.reset();
+  events_.reset();
+  text_.reset();
   by_id_.reset();
   newest_.reset();
   calls_of_.reset();

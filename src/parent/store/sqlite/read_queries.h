@@ -1,5 +1,5 @@
 // The journal's read queries, shared by the writer's own connection (Store::reader(), which sees
-// the open batch) and a read-only connection (OpenSqliteReader). They read schema 1 and 2 files
+// the open batch) and a read-only connection (OpenSqliteReader). They read schema 1 to 4 files
 // into the same rows (schema.cpp: ActivationSelectSql, CallSelectSql).
 #pragma once
 
@@ -20,15 +20,30 @@ class ReadQueries {
   Result<void> Prepare(sqlite3* db, const std::string& path, int64_t schema_version);
   Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t limit);
   Result<std::vector<CallRow>> Calls(int64_t activation_id);
+  // The approvals (JournalReader's); empty answers for a journal older than schema 4.
+  Result<std::optional<ApprovalRow>> Approval(int64_t id);
+  Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name);
+  Result<std::vector<ApprovalRow>> Names(ApprovalKind kind);
+  Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name);
+  Result<std::optional<std::string>> Text(const std::string& hash);
   void Finalize();  // before the connection closes
 
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  bool has_catalog_ = false;
   Stmt by_id_, newest_, calls_of_;
+  Stmt approval_, versions_, names_, events_, text_;
 };
 
 // One row of ActivationSelectSql.
 ActivationRow ReadActivationRow(sqlite3_stmt* s);
+
+// The 15 columns ReadApprovalRow reads, in order.
+inline constexpr const char* kApprovalSelectSql =
+    "SELECT id, kind, name, version, coalesce(source_hash, ''), manifest_text_hash, manifest_hash, approver_uid, "
+    "approver_name, approved_us, note, revoked_us, coalesce(revoker_uid, 0), coalesce(revoker_name, ''), "
+    "coalesce(revoke_note, '') FROM approvals";
+ApprovalRow ReadApprovalRow(sqlite3_stmt* s);
 
 }  // namespace basal::sqlite

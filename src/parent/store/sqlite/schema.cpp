@@ -1,4 +1,4 @@
-// Schema version 3, creation, and the migrations from versions 1 and 2 (see schema.h, docs/journal.md).
+// Schema version 4, creation, and the migrations from versions 1, 2 and 3 (see schema.h, docs/journal.md).
 #include "parent/store/sqlite/schema.h"
 
 #include <sys/random.h>
@@ -93,6 +93,50 @@ CREATE TRIGGER kv_usage_delete AFTER DELETE ON kv BEGIN
 END;
 )sql";
 
+// Version 4 (from 3, and the last step of creation): what ran, exactly. The texts of flow sources
+// and manifests, each kept once by its SHA-256 (content-addressed); the operator's approved
+// versions of flows and codemode policies, bound to those hashes; the approvals' own journal (who
+// approved or revoked what, when); and each activation's origin, approved version and manifest
+// text. Added with ALTER TABLE in every path so a created and a migrated table have one column order.
+constexpr const char* kV4Sql = R"sql(
+CREATE TABLE texts(
+  hash TEXT PRIMARY KEY CHECK (hash LIKE 'sha256:%'),
+  body BLOB NOT NULL
+);
+CREATE TABLE approvals(
+  id                 INTEGER PRIMARY KEY,
+  kind               TEXT NOT NULL CHECK (kind IN ('flow', 'policy')),
+  name               TEXT NOT NULL,
+  version            INTEGER NOT NULL CHECK (version >= 1),
+  source_hash        TEXT REFERENCES texts(hash),
+  manifest_text_hash TEXT NOT NULL REFERENCES texts(hash),
+  manifest_hash      TEXT NOT NULL,
+  approver_uid       INTEGER NOT NULL,
+  approver_name      TEXT NOT NULL,
+  approved_us        INTEGER NOT NULL,
+  note               TEXT NOT NULL,
+  revoked_us         INTEGER,
+  revoker_uid        INTEGER,
+  revoker_name       TEXT,
+  revoke_note        TEXT,
+  UNIQUE (kind, name, version),
+  CHECK ((kind = 'flow') = (source_hash IS NOT NULL))
+);
+CREATE TABLE approval_events(
+  seq         INTEGER PRIMARY KEY,
+  at_us       INTEGER NOT NULL,
+  kind        TEXT NOT NULL CHECK (kind IN ('approved', 'revoked')),
+  approval_id INTEGER NOT NULL REFERENCES approvals(id),
+  actor_uid   INTEGER NOT NULL,
+  actor_name  TEXT NOT NULL,
+  detail      TEXT NOT NULL
+);
+ALTER TABLE activations ADD COLUMN origin TEXT NOT NULL DEFAULT 'unrecorded'
+  CHECK (origin IN ('unrecorded', 'adhoc', 'approved', 'codemode'));
+ALTER TABLE activations ADD COLUMN approval_id INTEGER REFERENCES approvals(id);
+ALTER TABLE activations ADD COLUMN manifest_text_hash TEXT;
+)sql";
+
 // Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
 std::string MigrateFromV2Sql() {
   return std::string("ALTER TABLE activations ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0;\n") +
@@ -161,15 +205,18 @@ Result<void> CreateOrMigrateLocked(sqlite3* db, const std::string& path) {
   const std::string mark = "PRAGMA application_id=" + std::to_string(kApplicationId) +
                            ";PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";";
   if (h.empty()) {
-    if (auto r = Exec(db, path, kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage,
+    if (auto r = Exec(db, path,
+                      kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage + kV4Sql,
                       "cannot create the schema");
         !r)
       return r;
   } else if (h.user_version == 1) {
-    if (auto r = Exec(db, path, MigrateFromV1Sql(), "cannot migrate the journal from schema version 1"); !r) return r;
-  } else if (h.user_version == 2) {
-    if (auto r = Exec(db, path, MigrateFromV2Sql() + "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";",
-                      "cannot migrate the journal from schema version 2");
+    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql, "cannot migrate the journal from schema version 1"); !r)
+      return r;
+  } else if (h.user_version == 2 || h.user_version == 3) {
+    const std::string steps = (h.user_version == 2 ? MigrateFromV2Sql() : std::string()) + kV4Sql;
+    if (auto r = Exec(db, path, steps + "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";",
+                      "cannot migrate the journal from schema version " + std::to_string(h.user_version));
         !r)
       return r;
     return Ok();  // it has its journal id already
@@ -292,8 +339,10 @@ std::string ActivationSelectSql(int64_t schema_version) {
   const std::string owner =
       schema_version >= 2 ? "owner_host, owner_pid, owner_start_ticks, lease_until_us" : "'', 0, 0, 0";
   const std::string dropped = schema_version >= 3 ? "logs_dropped" : "0";
+  const std::string origin =
+      schema_version >= 4 ? "origin, coalesce(approval_id, 0), coalesce(manifest_text_hash, '')" : "'unrecorded', 0, ''";
   return "SELECT id, flow, source_hash, manifest_hash, input, start_us, end_us, outcome, result, error, cpu_us, " +
-         owner + ", " + dropped + " FROM activations";
+         owner + ", " + dropped + ", " + origin + " FROM activations";
 }
 
 std::string CallSelectSql(int64_t schema_version) {

@@ -36,6 +36,15 @@ class SqliteReader final : public JournalReader {
     return reads_.Activations(id, limit);
   }
   Result<std::vector<CallRow>> Calls(int64_t activation_id) override { return reads_.Calls(activation_id); }
+  Result<std::optional<ApprovalRow>> Approval(int64_t id) override { return reads_.Approval(id); }
+  Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name) override {
+    return reads_.Versions(kind, name);
+  }
+  Result<std::vector<ApprovalRow>> Names(ApprovalKind kind) override { return reads_.Names(kind); }
+  Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name) override {
+    return reads_.Events(kind, name);
+  }
+  Result<std::optional<std::string>> Text(const std::string& hash) override { return reads_.Text(hash); }
 
  private:
   void Close() {

@@ -2,9 +2,11 @@
 #include "parent/store/sqlite/sqlite_store.h"
 
 #include <filesystem>
+#include <functional>
 #include <string_view>
 #include <utility>
 
+#include "basal/manifest.h"
 #include "parent/store/owner.h"
 #include "parent/store/sqlite/checkpointer.h"
 #include "parent/store/sqlite/files.h"
@@ -31,6 +33,7 @@ void BindOne(Binder& b, const char* v) { b.Text(v); }
 void BindOne(Binder& b, OrNull v) { b.TextOrNull(v.text); }
 void BindOne(Binder& b, int64_t v) { b.Int(v); }
 void BindOne(Binder& b, const std::optional<int64_t>& v) { b.IntOrNull(v); }
+void BindOne(Binder& b, std::string_view v) { b.Text(v); }
 
 // The states a call record may move to `to` from (store.h: CallState). A late answer may still be
 // written into an abandoned record, so abandoned -> abandoned is a move too.
@@ -45,7 +48,7 @@ std::vector<const char*> AllowedFrom(CallState to) {
   return {};
 }
 
-class SqliteStore final : public Store, public JournalStore, public KvStore, public JournalReader {
+class SqliteStore final : public Store, public JournalStore, public KvStore, public JournalReader, public Catalog {
  public:
   explicit SqliteStore(std::string path) : path_(std::move(path)) {}
   ~SqliteStore() override {
@@ -65,6 +68,7 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
   JournalStore& journal() override { return *this; }
   KvStore& kv() override { return *this; }
   JournalReader& reader() override { return *this; }
+  Catalog& catalog() override { return *this; }
   std::string journal_id() const override { return journal_id_; }
   std::string ForFlow(const Error& error) const override;
 
@@ -96,6 +100,22 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
     if (auto r = CheckBatchUsable(); !r) return r.error();
     return reads_.Calls(activation_id);
   }
+  Result<std::optional<ApprovalRow>> Approval(int64_t id) override { return reads_.Approval(id); }
+  Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name) override {
+    return reads_.Versions(kind, name);
+  }
+  Result<std::vector<ApprovalRow>> Names(ApprovalKind kind) override { return reads_.Names(kind); }
+  Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name) override {
+    return reads_.Events(kind, name);
+  }
+  Result<std::optional<std::string>> Text(const std::string& hash) override { return reads_.Text(hash); }
+
+  // Catalog (sqlite_catalog.cpp)
+  Result<ApprovalRow> Approve(const NewApproval& approval) override;
+  Result<ApprovalRow> Revoke(ApprovalKind kind, const std::string& name, int64_t version, const Actor& by,
+                             int64_t at_unix_us, const std::string& note) override;
+  Result<bool> IsRevoked(int64_t approval_id) override;
+  Result<void> KeepText(const std::string& hash, std::string_view text) override;
 
  private:
   struct Statements {
@@ -103,7 +123,11 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
     Stmt insert_activation, end_activation, renew_leases, unfinished;
     Stmt insert_call, update_call, call_state, calls_to_state;
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
+    Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
   };
+  // One catalog change in a transaction of its own (Approve, Revoke): `body` runs between BEGIN
+  // IMMEDIATE and COMMIT, rolled back if it or the commit fails.
+  Result<ApprovalRow> InOwnTransaction(const char* what, const std::function<Result<ApprovalRow>()>& body);
 
   Result<void> Prepare();
   Result<void> BeginBatchIfNone();
@@ -179,7 +203,18 @@ Result<void> SqliteStore::Prepare() {
       {&s->rollback, "ROLLBACK"},
       {&s->insert_activation,
        "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
-       "owner_start_ticks, lease_until_us) VALUES(?,?,?,?,?,?,?,?,?)"},
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"},
+      {&s->keep_text, "INSERT INTO texts(hash, body) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING"},
+      {&s->insert_approval,
+       "INSERT INTO approvals(kind, name, version, source_hash, manifest_text_hash, manifest_hash, approver_uid, "
+       "approver_name, approved_us, note) VALUES(?1, ?2, "
+       "(SELECT coalesce(max(version), 0) + 1 FROM approvals WHERE kind=?1 AND name=?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
+      {&s->revoke_approval,
+       "UPDATE approvals SET revoked_us=?, revoker_uid=?, revoker_name=?, revoke_note=? "
+       "WHERE id=? AND revoked_us IS NULL"},
+      {&s->insert_event,
+       "INSERT INTO approval_events(at_us, kind, approval_id, actor_uid, actor_name, detail) VALUES(?,?,?,?,?,?)"},
+      {&s->is_revoked, "SELECT revoked_us IS NOT NULL FROM approvals WHERE id=?"},
       {&s->end_activation,
        "UPDATE activations SET end_us=?, outcome=?, result=?, error=?, cpu_us=?, logs_dropped=? WHERE id=? AND outcome IS NULL"},
       {&s->renew_leases,
@@ -294,7 +329,9 @@ Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
   auto written = Write(
       stmts_->insert_activation, [&] { return "cannot record the start of an activation of flow " + a.flow; }, a.flow,
       a.source_hash, a.manifest_hash, a.input_json, a.start_unix_us, a.owner.host, a.owner.pid, a.owner.start_ticks,
-      a.lease_until_unix_us);
+      a.lease_until_unix_us, std::string(OriginName(a.origin)),
+      a.approval_id > 0 ? std::optional<int64_t>(a.approval_id) : std::optional<int64_t>(),
+      OrNull{a.manifest_text_hash});
   if (!written) return written.error();
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -488,6 +525,130 @@ Result<std::optional<uint64_t>> SqliteStore::ValueBytes(const std::string& ns, c
   if (rc == SQLITE_ROW) return std::optional<uint64_t>(static_cast<uint64_t>(sqlite3_column_int64(use.get(), 0)));
   if (rc == SQLITE_DONE) return std::optional<uint64_t>();
   return DbError(path_, db_, rc, "cannot read kv key in namespace " + ns);
+}
+
+
+// ---- Catalog: the operator's approvals ----
+
+Result<void> SqliteStore::KeepText(const std::string& hash, std::string_view text) {
+  if (hash.rfind("sha256:", 0) != 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "a kept text's hash must be \"sha256:<hex>\" (got " + hash + ")");
+  }
+  auto written = Write(stmts_->keep_text, [&] { return "cannot keep the text " + hash; }, hash, text);
+  if (!written) return written.error();
+  return Ok();
+}
+
+Result<bool> SqliteStore::IsRevoked(int64_t approval_id) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->is_revoked);
+  int rc = Binder(use.get()).Int(approval_id).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return sqlite3_column_int64(use.get(), 0) != 0;
+  if (rc == SQLITE_DONE) {
+    return JournalError(ErrorCode::kNotFound, path_, "has no approved version with id " + std::to_string(approval_id));
+  }
+  return DbError(path_, db_, rc, "cannot read whether approval " + std::to_string(approval_id) + " is revoked");
+}
+
+Result<ApprovalRow> SqliteStore::InOwnTransaction(const char* what, const std::function<Result<ApprovalRow>()>& body) {
+  if (batch_open_) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(what) + ": a batch is open; commit it first (approvals commit on their own)");
+  }
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  Result<ApprovalRow> done = body();
+  if (done) {
+    if (auto c = Commit(); !c) done = c.error();
+  }
+  if (!done) (void)Rollback();
+  return done;
+}
+
+Result<ApprovalRow> SqliteStore::Approve(const NewApproval& a) {
+  const bool flow = a.kind == ApprovalKind::kFlow;
+  if (flow != a.source.has_value()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     flow ? "approve: a flow needs its source" : "approve: a codemode policy has no source");
+  }
+  return InOwnTransaction("approve", [&]() -> Result<ApprovalRow> {
+    // Read under the write lock: nobody can approve or revoke between this check and the insert.
+    auto versions = reads_.Versions(a.kind, a.name);
+    if (!versions) return versions.error();
+    const int64_t newest = versions->empty() ? 0 : versions->back().version;
+    const bool newest_revoked = !versions->empty() && versions->back().revoked_unix_us.has_value();
+    if (newest != a.reviewed_version || (newest > 0 && newest_revoked != a.reviewed_revoked)) {
+      return MakeError(ErrorCode::kConflict,
+                       std::string(ApprovalKindName(a.kind)) + " " + a.name + " changed while it was reviewed (its newest " +
+                           "version is now " + std::to_string(newest) + (newest_revoked ? ", revoked" : "") +
+                           "; the review was of version " + std::to_string(a.reviewed_version) +
+                           "): nothing was stored; review and approve again");
+    }
+    const std::string manifest_text_hash = Sha256Hex(a.manifest_text);
+    std::string source_hash;
+    if (flow) {
+      source_hash = Sha256Hex(*a.source);
+      if (auto r = KeepText(source_hash, *a.source); !r) return r.error();
+    }
+    if (auto r = KeepText(manifest_text_hash, a.manifest_text); !r) return r.error();
+    auto inserted = Write(stmts_->insert_approval, [&] { return "cannot store the approval of " + a.name; },
+                          ApprovalKindName(a.kind), a.name, OrNull{source_hash}, manifest_text_hash, a.manifest_hash,
+                          a.approver.uid, a.approver.name, a.at_unix_us, a.note);
+    if (!inserted) return inserted.error();
+    const int64_t id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+    Json detail = {{"note", a.note}, {"manifest_text_hash", manifest_text_hash}, {"manifest_hash", a.manifest_hash}};
+    if (flow) detail["source_hash"] = source_hash;
+    if (!a.review_json.empty()) {
+      Json review = Json::parse(a.review_json, nullptr, false);
+      detail["review"] = review.is_discarded() ? Json(a.review_json) : review;
+    }
+    auto event = Write(stmts_->insert_event, [&] { return "cannot record the approval event of " + a.name; },
+                       a.at_unix_us, "approved", id, a.approver.uid, a.approver.name,
+                       detail.dump(-1, ' ', false, Json::error_handler_t::replace));
+    if (!event) return event.error();
+    auto row = reads_.Approval(id);
+    if (!row) return row.error();
+    if (!*row) return MakeError(ErrorCode::kInternal, "approve: the stored version cannot be read back");
+    return **row;
+  });
+}
+
+Result<ApprovalRow> SqliteStore::Revoke(ApprovalKind kind, const std::string& name, int64_t version, const Actor& by,
+                                        int64_t at_unix_us, const std::string& note) {
+  return InOwnTransaction("revoke", [&]() -> Result<ApprovalRow> {
+    auto versions = reads_.Versions(kind, name);
+    if (!versions) return versions.error();
+    const ApprovalRow* found = nullptr;
+    for (const ApprovalRow& v : *versions) {
+      if (v.version == version) found = &v;
+    }
+    const std::string what = std::string(ApprovalKindName(kind)) + " " + name;
+    if (versions->empty()) {
+      return MakeError(ErrorCode::kNotFound, what + " has no approved version; `basal " + ApprovalKindName(kind) +
+                                                 " list` shows what is approved");
+    }
+    if (!found) {
+      return MakeError(ErrorCode::kNotFound, what + " has no version " + std::to_string(version) + " (versions 1 to " +
+                                                 std::to_string(versions->back().version) + ")");
+    }
+    if (found->revoked_unix_us) {
+      return MakeError(ErrorCode::kConflict,
+                       what + " version " + std::to_string(version) + " is already revoked (by " + found->revoker.name +
+                           "); nothing changed");
+    }
+    const int64_t id = found->id;
+    auto changed = Write(stmts_->revoke_approval, [&] { return "cannot revoke " + what; }, at_unix_us, by.uid, by.name,
+                         note, id);
+    if (!changed) return changed.error();
+    Json detail = {{"note", note}};
+    auto event = Write(stmts_->insert_event, [&] { return "cannot record the revocation event of " + name; }, at_unix_us,
+                       "revoked", id, by.uid, by.name, detail.dump(-1, ' ', false, Json::error_handler_t::replace));
+    if (!event) return event.error();
+    auto row = reads_.Approval(id);
+    if (!row) return row.error();
+    if (!*row) return MakeError(ErrorCode::kInternal, "revoke: the version cannot be read back");
+    return **row;
+  });
 }
 
 }  // namespace
