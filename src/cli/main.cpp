@@ -254,22 +254,30 @@ void AddApprovals(CLI::App& app, int& exit_code, ApprovalKind kind) {
 
 // `basal help [COMMAND]`: the same text as `basal --help` or `basal COMMAND --help`, on stdout.
 void AddHelp(CLI::App& app, int& exit_code) {
-  auto command = std::make_shared<std::string>();
-  CLI::App* help = app.add_subcommand("help", "Show the help of basal, or of one command (same as COMMAND --help)");
-  help->add_option("command", *command, "The command whose help to show")->type_name("COMMAND");
-  help->footer(Examples({"  basal help run\n"}));
-  help->callback([&app, command, &exit_code] {
-    if (command->empty()) {
-      WriteStdout(app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal));
-      exit_code = kExitOk;
-      return;
+  auto words = std::make_shared<std::vector<std::string>>();
+  CLI::App* help = app.add_subcommand(
+      "help", "Show the help of basal, or of one command or subcommand (same as COMMAND [SUBCOMMAND] --help)");
+  help->add_option("command", *words, "The command, and a subcommand of it, whose help to show")
+      ->type_name("COMMAND [SUBCOMMAND]");
+  help->footer(Examples({"  basal help run\n", "  basal help flow approve\n"}));
+  help->callback([&app, words, &exit_code] {
+    const CLI::App* at = &app;
+    std::string path = app.get_name();  // "basal", then "basal flow", ...
+    for (const std::string& word : *words) {
+      const CLI::App* sub = FindCommand(*at, word);
+      if (sub == nullptr) {
+        exit_code = at == &app ? UnknownCommand(app, word)
+                               : Fail(kKindUsage, "unknown command \"" + path + " " + word + "\" (commands of " +
+                                                      path + ": " + CommandList(*at) + "; see basal help " +
+                                                      at->get_name() + ")");
+        return;
+      }
+      at = sub;
+      if (&word != &words->back()) path += " " + word;
     }
-    const CLI::App* sub = FindCommand(app, *command);
-    if (sub == nullptr) {
-      exit_code = UnknownCommand(app, *command);
-      return;
-    }
-    WriteStdout(sub->help(app.get_name()));
+    // What `... --help` prints: the main App's own page, or the command's with its path before it.
+    WriteStdout(at == &app ? app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal)
+                           : at->help(path));
     exit_code = kExitOk;
   });
 }

@@ -83,6 +83,16 @@ TEST_F(CliNewcomerTest, HelpPrintsWhatDashDashHelpPrints) {
     EXPECT_NE(help.out.find("Usage: basal "s + command), std::string::npos) << help.out;
     EXPECT_EQ(help.out, Basal(dir_, command + " --help"s).out) << command;
   }
+  // A subcommand's help, and a subcommand that does not exist.
+  const Cli approve = Basal(dir_, "help flow approve");
+  EXPECT_EQ(approve.exit_code, 0) << approve.err;
+  EXPECT_NE(approve.out.find("Usage: basal flow approve"), std::string::npos) << approve.out;
+  EXPECT_EQ(approve.out, Basal(dir_, "flow approve --help").out);
+  const Cli unknown = Basal(dir_, "help flow frob");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err,
+            "basal: usage: unknown command \"basal flow frob\" (commands of basal flow: approve, list, show, diff, "
+            "revoke; see basal help flow)\n");
 }
 
 TEST_F(CliNewcomerTest, NoCommandPrintsTheShortHelpAndExitsTwo) {
