@@ -27,6 +27,7 @@ Json ErrorJson(const ScriptError& e) {
   Json j = {{"kind", e.kind}, {"name", e.name}, {"message", e.message}};
   if (!e.stack.empty()) j["stack"] = e.stack;
   if (!e.budget.empty()) j["budget"] = e.budget;
+  if (e.line != 0) j["line"] = e.line;
   return j;
 }
 
@@ -59,7 +60,10 @@ Json ToJson(const WorkerMessage& message) {
       message);
 }
 
-void CheckScriptError(const ScriptError& e) {
+// `in_loaded`: only a failed load may name a line, and only a script_error's.
+void CheckScriptError(const ScriptError& e, bool in_loaded) {
+  FUZZ_CHECK(e.line == 0 || (in_loaded && e.kind == "script_error" && e.line >= 1 && e.line <= 2147483647),
+             "error line " + std::to_string(e.line));
   if (e.kind == "script_error") {
     FUZZ_CHECK(e.budget.empty(), "a script_error with budget " + e.budget);
   } else {
@@ -80,7 +84,13 @@ void CheckAgainstSent(const WorkerMessage& message, const Json& sent) {
           FUZZ_CHECK(m.confinement.is_object() && m.confinement == sent.at("confinement"), "confinement");
           FUZZ_CHECK(m.raw == sent, "the welcome's raw copy is not what was sent");
         } else if constexpr (std::is_same_v<T, Loaded>) {
-          if (!m.ok) CheckScriptError(m.error);
+          if (!m.ok) {
+            CheckScriptError(m.error, /*in_loaded=*/true);
+            const Json& e = sent.at("error");
+            FUZZ_CHECK(e.contains("line") ? e.at("line") == Json(m.error.line) : m.error.line == 0,
+                       "line " + (e.contains("line") ? e.at("line").dump() : std::string("(none)")) + " was read as " +
+                           std::to_string(m.error.line));
+          }
         } else if constexpr (std::is_same_v<T, Call>) {
           FUZZ_CHECK(m.activation >= 1 && sent.at("activation") == Json(m.activation), "call activation");
           FUZZ_CHECK(m.id >= 1 && sent.at("id") == Json(m.id), "call id");
@@ -92,7 +102,7 @@ void CheckAgainstSent(const WorkerMessage& message, const Json& sent) {
           if (m.ok) {
             FUZZ_CHECK(m.result == sent.at("ok"), "done result");
           } else {
-            CheckScriptError(m.error);
+            CheckScriptError(m.error, /*in_loaded=*/false);
           }
         }
       },

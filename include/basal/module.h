@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -136,6 +137,32 @@ using FlowRef = std::shared_ptr<const Flow>;
 using ActivationId = int64_t;
 using DoneCallback = std::function<void(const ActivationResult&)>;
 
+// What loading a flow in a worker showed (Module::CheckLoad). Loading is what a worker does before
+// its first activation: compile the flow's module, evaluate its top level, find its default export.
+// The default export is not called.
+struct LoadCheck {
+  // kOk: the flow loads and its default export is a function. Otherwise the outcome an activation
+  // of the flow would have ended with, for the same reason: script_error (a syntax error, a throw
+  // at top level, an import, no default export function), budget_exhausted (cpu, memory or stack
+  // while loading), deadline (loading passed budgets.deadline_ms), worker_refused, spawn_failed,
+  // worker_crashed, worker_confinement, protocol_violation, cancelled.
+  Outcome outcome = Outcome::kOk;
+  // Not ok: what happened, naming the cause, as an activation's message says it (for a syntax
+  // error: "flow hello.js failed to load: hello.js:3: SyntaxError: unexpected token ...").
+  std::string message;
+  // When the engine reported a JS error (script_error, and budget_exhausted): its name and its
+  // own message as the engine gave them ("SyntaxError", "unexpected token in expression: ')'"),
+  // and its stack (QuickJS's "    at hello.js:3" lines).
+  std::string error_name;
+  std::string error_message;
+  std::string stack;
+  std::optional<Budget> budget;  // budget_exhausted: which one
+  // A syntax error: the line of the flow's source where compiling stopped, from 1 (QuickJS
+  // 2021-03-27 reports no column). 0: not a compile error, or none reported.
+  int64_t line = 0;
+  bool ok() const { return outcome == Outcome::kOk; }
+};
+
 class Module {
  public:
   static Result<std::unique_ptr<Module>> Open(ModuleOptions options);
@@ -173,6 +200,17 @@ class Module {
   Result<void> Cancel(ActivationId id);
   // Cancels every queued and running activation; `why` becomes each one's message.
   void CancelAll(std::string_view why = "cancelled by the embedder");
+
+  // Loads `flow` in a worker and reports whether it loads, without activating it: the worker is
+  // spawned, confined and checked as for an activation, gets the flow's `load`, and is bounded by
+  // the flow's cpu, heap, stack and deadline budgets. Nothing is journaled (a loading flow can make
+  // no host call). A worker that loaded stays idle in the pool, so the flow's next activation
+  // starts on it. Drives the loop like Run (other activations progress meanwhile). Errors: the
+  // flow is not approved here, or the module is shutting down.
+  //
+  //   auto check = module->CheckLoad(*flow);
+  //   if (check && !check->ok()) std::cerr << basal::EscapeForTerminal(check->message) << "\n";
+  Result<LoadCheck> CheckLoad(const FlowRef& flow);
 
   // Drives the loop until nothing is queued or running.
   void RunUntilIdle();

@@ -9,11 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "parent/store/sqlite/sqlite_store.h"
+#include "protocol/messages.h"
 
 namespace basal::cli {
 namespace {
@@ -22,6 +21,31 @@ std::string Errno(int err) { return std::strerror(err); }
 
 }  // namespace
 
+int ExitCodeFor(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kOk:
+      return kExitOk;
+    case Outcome::kJournalError:
+    case Outcome::kSpawnFailed:
+    case Outcome::kWorkerRefused:
+      return kExitBasalFailed;
+    default:
+      return kExitFlowFailed;
+  }
+}
+
+int WorseExit(int a, int b) {
+  auto rank = [](int code) { return code == kExitBasalFailed ? 2 : code == kExitFlowFailed ? 1 : 0; };
+  return rank(b) > rank(a) ? b : a;
+}
+
+int ExitCodeForKind(std::string_view kind) { return kind == kKindUsage ? kExitUsage : kExitBasalFailed; }
+
+void WriteStderr(std::string_view line) {
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
 void ReportError(std::string_view kind, std::string_view message) {
   std::string line = "basal: ";
   line += kind;
@@ -29,8 +53,12 @@ void ReportError(std::string_view kind, std::string_view message) {
   line += EscapeForTerminal(message, TerminalText::kOneLine);
   line += '\n';
   std::cout.flush();
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
+  WriteStderr(line);
+}
+
+int Fail(std::string_view kind, std::string_view message) {
+  ReportError(kind, message);
+  return ExitCodeForKind(kind);
 }
 
 std::string JsonForTerminal(const nlohmann::json& value, int indent) {
@@ -68,7 +96,7 @@ int FinishOutput(int code) {
   if (stdout_failure == 0) return code;
   ReportError(kKindIo, stdout_failure > 0 ? "stdout: " + Errno(stdout_failure)
                                           : std::string("stdout: a write failed (its error was not kept)"));
-  return kExitFailed;
+  return kExitBasalFailed;
 }
 
 const char* KindForOpenError(const Error& error) {
@@ -92,16 +120,58 @@ const char* KindForOpenError(const Error& error) {
   return kKindSetup;
 }
 
+namespace {
+
+const char* FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+std::string WhatToGive(std::string_view what) {
+  if (what == "inputs") return "give a JSON Lines file, or - to read standard input";
+  return "give the " + std::string(what) + "'s file";
+}
+
+}  // namespace
+
 Result<std::string> ReadFile(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
+  auto cannot = [&](int err) {
     return MakeError(ErrorCode::kIo, "cannot read " + std::string(what) + " " + path + ": " + Errno(err));
+  };
+  auto not_a_file = [&](mode_t mode) {
+    return MakeError(ErrorCode::kIo, path + ": is " + FileTypeName(mode) + "; " + WhatToGive(what));
+  };
+  // stat before open: opening a FIFO waits for a writer, and opening a device can act on it.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return cannot(errno);
+  if (!S_ISREG(st.st_mode)) return not_a_file(st.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return cannot(errno);
+  // The path may have been replaced between stat and open: judge what was opened.
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    ::close(fd);
+    return S_ISREG(st.st_mode) ? cannot(err) : not_a_file(st.st_mode);
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return MakeError(ErrorCode::kIo, "error while reading " + std::string(what) + " " + path);
-  return buf.str();
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return cannot(err);
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 Result<void> WriteFile(const std::string& path, std::string_view data, std::string_view what) {
@@ -171,6 +241,71 @@ Result<std::string> DefaultWorkerPath() {
   std::string worker = dir + "/ck-basal-worker";
   if (auto ok = CheckWorker(worker); !ok) return ok.error();
   return worker;
+}
+
+Result<FlowFiles> ReadFlowFiles(const std::string& flow_path, const std::string& manifest_path) {
+  FlowFiles f;
+  f.flow_path = flow_path;
+  f.manifest_path = manifest_path;
+  f.name = Basename(flow_path);
+  auto source = ReadFile(flow_path, "flow");
+  if (!source) return source.error();
+  f.source = std::move(*source);
+  auto manifest = ReadFile(manifest_path, "manifest");
+  if (!manifest) return manifest.error();
+  f.manifest_text = std::move(*manifest);
+  return f;
+}
+
+Result<FlowRef> AddFlowFiles(Module& module, const FlowFiles& files, Profile profile) {
+  auto flow = module.AddFlow(files.name, files.source, files.manifest_text, profile);
+  // A manifest the module refused is named by its file; any other refusal says what it is itself.
+  if (!flow && flow.error().code == ErrorCode::kInvalidArgument)
+    return MakeError(flow.error().code, files.manifest_path + ": " + flow.error().message);
+  return flow;
+}
+
+Profile ParseProfile(const std::string& name) { return name == "codemode" ? Profile::kCodemode : Profile::kFlow; }
+
+int ReportLoadFailure(const std::string& flow_path, const LoadCheck& check) {
+  if (check.line > 0) {
+    WriteStderr(EscapeForTerminal(flow_path + ":" + std::to_string(check.line) + ": " + check.error_name + ": " +
+                                  check.error_message) +
+                "\n");
+  } else {
+    ReportError(OutcomeName(check.outcome), check.message);
+    std::string stack = check.stack;
+    while (!stack.empty() && stack.back() == '\n') stack.pop_back();
+    if (!stack.empty()) WriteStderr("  " + EscapeForTerminal(stack, TerminalText::kLines) + "\n");
+  }
+  return ExitCodeFor(check.outcome);
+}
+
+Result<std::string> WorkerPath(const std::string& option) {
+  if (option.empty()) return DefaultWorkerPath();
+  if (auto ok = CheckWorker(option); !ok) return ok.error();
+  return option;
+}
+
+std::string VersionText() {
+  // BASAL_VERSION and BASAL_QUICKJS_VERSION come from CMake (src/cli/CMakeLists.txt): the project's
+  // version, and the QuickJS release that cmake/quickjs.cmake verified and built into the worker.
+  return std::string("basal ") + BASAL_VERSION + "\nworker engine: QuickJS " + BASAL_QUICKJS_VERSION +
+         " (npm qjsc@" + BASAL_QJSC_VERSION + "), worker protocol " +
+         std::to_string(protocol::kProtocolVersion) + "\n";
+}
+
+ScratchDir::ScratchDir(const char* prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string base = (tmp && tmp[0] == '/') ? tmp : "/tmp";
+  std::string templ = base + "/" + prefix + ".XXXXXX";
+  if (::mkdtemp(templ.data())) path_ = templ;
+}
+
+ScratchDir::~ScratchDir() {
+  if (path_.empty()) return;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((journal() + suffix).c_str());
+  ::rmdir(path_.c_str());
 }
 
 std::string Basename(const std::string& path) {

@@ -1,5 +1,5 @@
 // The `basal` subcommands. main.cpp parses the command line into these option structs (CLI11);
-// each Run*Command returns the process exit code (see cli_support.h, docs/cli.md).
+// each *Command returns the process exit code (see cli_support.h, docs/cli.md).
 #pragma once
 
 #include <cstddef>
@@ -26,7 +26,19 @@ struct RunOptions {
   bool allow_without_landlock = false;
   std::string health_out;             // --health-out FILE: the module's health report (JSON)
   size_t max_workers = 8;
+  bool logs = false;                  // --logs: console.* lines on stderr as they happen
   std::vector<std::string> worker_args;  // hidden: test-hooks worker switches
+};
+
+// `basal check FLOW.js --manifest M.json`: the manifest is valid and the flow loads in a worker.
+struct CheckOptions {
+  std::string flow_path;
+  std::string manifest_path;
+  std::string worker_path;
+  std::string worker_user;
+  std::string profile = "flow";
+  bool allow_without_landlock = false;
+  std::vector<std::string> worker_args;  // hidden
 };
 
 struct JournalOptions {
@@ -45,6 +57,7 @@ struct DoctorOptions {
 };
 
 int RunCommand(const RunOptions& options);
+int CheckCommand(const CheckOptions& options);
 int JournalCommand(const JournalOptions& options);
 int DoctorCommand(const DoctorOptions& options);
 int HealthCommand();

@@ -1,9 +1,6 @@
 // `basal doctor`: starts one worker, shows what its welcome reports about confinement and
 // whether the parent accepts it. Runs no flow; its journal is a throw-away file. The welcome and
 // the verdict (which may quote the worker's stderr) are the worker's words: shown escaped.
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -13,55 +10,14 @@
 #include "cli/commands.h"
 
 namespace basal::cli {
-namespace {
-
-// A temporary directory for the doctor's journal, removed with everything SQLite put in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string base = (tmp && tmp[0] == '/') ? tmp : "/tmp";
-    std::string templ = base + "/basal-doctor.XXXXXX";
-    if (::mkdtemp(templ.data())) path_ = templ;
-  }
-  ~ScratchDir() {
-    if (path_.empty()) return;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((journal() + suffix).c_str());
-    ::rmdir(path_.c_str());
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  bool ok() const { return !path_.empty(); }
-  std::string journal() const { return path_ + "/journal.db"; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-}  // namespace
 
 int DoctorCommand(const DoctorOptions& o) {
   ModuleOptions mo;
-  if (!o.worker_path.empty()) {
-    if (auto ok = CheckWorker(o.worker_path); !ok) {
-      ReportError(kKindIo, ok.error().message);
-      return kExitFailed;
-    }
-    mo.worker_path = o.worker_path;
-  } else {
-    auto worker = DefaultWorkerPath();
-    if (!worker) {
-      ReportError(kKindIo, worker.error().message);
-      return kExitFailed;
-    }
-    mo.worker_path = *worker;
-  }
-  ScratchDir scratch;
-  if (!scratch.ok()) {
-    ReportError(kKindIo, "cannot create a temporary directory for the doctor's journal (set TMPDIR)");
-    return kExitFailed;
-  }
+  auto worker = WorkerPath(o.worker_path);
+  if (!worker) return Fail(kKindIo, worker.error().message);
+  mo.worker_path = *worker;
+  ScratchDir scratch("basal-doctor");
+  if (!scratch.ok()) return Fail(kKindIo, "cannot create a temporary directory for the doctor's journal (set TMPDIR)");
   mo.journal_path = scratch.journal();
   mo.allow_without_landlock = o.allow_without_landlock;
   mo.worker_user = o.worker_user;
@@ -70,10 +26,7 @@ int DoctorCommand(const DoctorOptions& o) {
 #endif
 
   auto module = Module::Open(mo);
-  if (!module) {
-    ReportError(KindForOpenError(module.error()), module.error().message);
-    return kExitFailed;
-  }
+  if (!module) return Fail(KindForOpenError(module.error()), module.error().message);
   const Module::DoctorReport report = (*module)->Doctor();
 
   std::string out;
@@ -122,7 +75,8 @@ int DoctorCommand(const DoctorOptions& o) {
            "(is ck-basal-worker older than basal?)\n";
   out += std::string("accepted: ") + (report.accepted ? "yes" : "no") + " (" + EscapeForTerminal(report.verdict) + ")\n";
   WriteStdout(out);
-  return report.accepted ? kExitOk : kExitFailed;
+  // A refused worker is the check's answer, not basal failing: 1, like a flow that failed.
+  return report.accepted ? kExitOk : kExitFlowFailed;
 }
 
 }  // namespace basal::cli

@@ -189,42 +189,27 @@ int JournalCommand(const JournalOptions& o) {
   std::string path = o.db_path;
   if (path.empty()) {
     auto db = DefaultJournalPath();
-    if (!db) {
-      ReportError(kKindIo, db.error().message);
-      return kExitFailed;
-    }
+    if (!db) return Fail(kKindIo, db.error().message);
     path = *db;
   }
   // Reading never creates, initializes or migrates a journal (OpenSqliteReader only reads).
   auto journal = OpenSqliteReader(path);
   if (!journal) {
     const Error& e = journal.error();
-    if (e.code == ErrorCode::kNotFound) {
-      ReportError(kKindIo, "no journal at " + path + " (run a flow first, or pass --db FILE)");
-    } else {
-      ReportError(KindForOpenError(e), e.message);
-    }
-    return kExitFailed;
+    if (e.code == ErrorCode::kNotFound) return Fail(kKindIo, "no journal at " + path + " (run a flow first, or pass --db FILE)");
+    return Fail(KindForOpenError(e), e.message);
   }
   const size_t limit = o.limit == 0 ? static_cast<size_t>(std::numeric_limits<int64_t>::max()) : o.limit;
   auto rows = (*journal)->Activations(o.activation, limit);
-  if (!rows) {
-    ReportError(kKindJournal, rows.error().message);
-    return kExitFailed;
-  }
+  if (!rows) return Fail(kKindJournal, rows.error().message);
   if (o.source) {  // the source that ran, exactly as kept (escaped only where a terminal would act on it)
     const ActivationRow& a = rows->front();
     auto text = (*journal)->Text(a.source_hash);
-    if (!text) {
-      ReportError(kKindJournal, text.error().message);
-      return kExitBasalFailed;
-    }
-    if (!*text) {
-      ReportError(kKindJournal, "activation " + std::to_string(a.id) + ": its source (" + a.source_hash +
+    if (!text) return Fail(kKindJournal, text.error().message);
+    if (!*text)
+      return Fail(kKindJournal, "activation " + std::to_string(a.id) + ": its source (" + a.source_hash +
                                     ") is not kept in this journal (activations journaled before schema 4 kept only "
                                     "its hash)");
-      return kExitBasalFailed;
-    }
     // To a file or a pipe: the exact bytes (so `... --source | sha256sum` gives back its hash). To
     // a terminal: each line escaped (EscapeForTerminal), so a script's source cannot drive it.
     const std::string& kept = **text;
@@ -254,10 +239,7 @@ int JournalCommand(const JournalOptions& o) {
       if (found) approval = *found;
     }
     auto calls = (*journal)->Calls(a.id);
-    if (!calls) {
-      ReportError(kKindJournal, calls.error().message);
-      return kExitFailed;
-    }
+    if (!calls) return Fail(kKindJournal, calls.error().message);
     if (o.json) {
       PrintJsonLine(a, *calls, approval);
     } else {

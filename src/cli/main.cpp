@@ -1,8 +1,14 @@
 // basal: run flows in confined workers, read the journal, check the sandbox (docs/cli.md).
+//
+// One Add<Command> per subcommand: it declares the command's options (CLI11), its help footer with
+// examples, and the callback that runs it and sets the exit code. A new command is one more
+// Add<Command> call in Dispatch.
 #include <csignal>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -23,112 +29,257 @@ constexpr const char* kWorkerUserHelp =
     "When basal runs as root: the unprivileged user its workers run as (with every capability dropped). "
     "Default: basal-worker if that user exists, else nobody. Refused for a user with uid or gid 0, and when "
     "basal does not run as root";
+constexpr const char* kProfileHelp = "Worker profile: flow (default) or codemode";
+
+// The examples every --help ends with. They run from the repository's root (examples/ is there);
+// tests/integration/cli_newcomer_test.cpp runs each one and expects exit 0.
+constexpr const char* kRunExample =
+    "  basal run examples/hello.js --manifest examples/hello.manifest.json --input '{\"name\":\"operator\"}'\n";
+constexpr const char* kInputsExample =
+    "  basal run examples/counter.js --manifest examples/counter.manifest.json --inputs examples/counter.jsonl "
+    "--logs\n";
+constexpr const char* kCheckExample = "  basal check examples/hello.js --manifest examples/hello.manifest.json\n";
+
+std::string Examples(std::initializer_list<std::string> lines) {
+  std::string text = "Examples (from the repository's root):\n";
+  for (const std::string& line : lines) text += line;
+  return text;
+}
 
 constexpr const char* kHealthText =
     "Health is kept per running module, in memory: a module is the parent of one `basal run`, and\n"
     "its report (workers live, idle and busy; activations ok and failed by kind; retirements;\n"
     "deadline kills; worker_confinement (SIGSYS) deaths; refused welcomes; crashes; queue length)\n"
     "ends with it. `basal health` therefore runs nothing. To see a module's health, ask the run\n"
-    "for it:\n"
-    "\n"
-    "  basal run FLOW.js --manifest M.json --inputs FILE.jsonl --health-out health.json\n"
-    "\n"
-    "An embedder reads the same JSON from Module::HealthReport() (see docs/cli.md).\n";
+    "for it with --health-out FILE. An embedder reads the same JSON from Module::HealthReport()\n"
+    "(see docs/cli.md).\n";
 
-CLI::App* AddRun(CLI::App& app, RunOptions& o) {
+// The names of the commands, in the order they were added: "run, check, journal, ...".
+std::string CommandList(const CLI::App& app) {
+  std::string list;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (!list.empty()) list += ", ";
+    list += sub->get_name();
+  }
+  return list;
+}
+
+const CLI::App* FindCommand(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (sub->get_name() == name) return sub;
+  return nullptr;
+}
+
+int UnknownCommand(const CLI::App& app, const std::string& name) {
+  return Fail(kKindUsage, "unknown command \"" + name + "\" (commands: " + CommandList(app) + "; see basal help)");
+}
+
+// The short help for `basal` alone: on stderr, since a command was required.
+std::string ShortHelp(const CLI::App& app) {
+  return "basal runs untrusted JavaScript flows in confined worker processes.\n"
+         "Usage: basal COMMAND [OPTIONS]\n"
+         "Commands: " +
+         CommandList(app) +
+         "\n"
+         "See `basal help` for what each does, `basal help COMMAND` for its options and examples.\n";
+}
+
+// Every option struct lives as long as the App (its callback reads it after parsing).
+template <typename Options>
+std::shared_ptr<Options> Keep() {
+  return std::make_shared<Options>();
+}
+
+void AddRun(CLI::App& app, int& exit_code) {
+  auto o = Keep<RunOptions>();
   CLI::App* run = app.add_subcommand(
       "run", "Run a flow: the approved flow NAME, a file with its manifest (ad hoc), or an agent's script under a "
              "codemode policy; one activation (--input) or one per line (--inputs)");
-  run->add_option("flow", o.flow_path,
+  run->add_option("flow", o->flow_path,
                   "NAME of an approved flow (basal flow approve); or FLOW.js, an ES module whose default export is "
                   "(input, host) => result, with --manifest (ad hoc) or --policy (codemode)")
       ->required()
       ->type_name("NAME|FLOW.js");
-  CLI::Option* manifest = run->add_option("--manifest", o.manifest_path,
+  CLI::Option* manifest = run->add_option("--manifest", o->manifest_path,
                                           "Run FLOW.js ad hoc with this manifest (JSON: grants and budgets); journaled "
                                           "as ad hoc with its source and manifest text")
                               ->type_name("FILE");
-  CLI::Option* policy = run->add_option("--policy", o.policy,
+  CLI::Option* policy = run->add_option("--policy", o->policy,
                                         "Run SCRIPT.js, an agent's script, under this approved codemode policy "
                                         "(basal policy approve)")
                             ->type_name("NAME");
   manifest->excludes(policy);
-  run->add_flag("--require-approval", o.require_approval,
+  run->add_flag("--require-approval", o->require_approval,
                 "Refuse ad hoc runs (--manifest): only approved flows and codemode policies run");
-  CLI::Option* input = run->add_option("--input", o.input, "The activation's input, one JSON value (default: null)")
-                             ->type_name("JSON");
+  CLI::Option* input = run->add_option("--input", o->input, "The activation's input, one JSON value (default: null)")
+                           ->type_name("JSON");
   CLI::Option* inputs = run->add_option(
-      "--inputs", o.inputs_path,
+      "--inputs", o->inputs_path,
       "JSON Lines file ('-' for stdin): one activation per non-empty line, through the pool; prints one "
-      "{\"activation\", \"ok\"|\"error\"} line per input, in input order")
-                              ->type_name("FILE.jsonl");
+      "{\"activation\", \"ok\"|\"error\"} line per input, in input order. The flow is loaded once first: if it "
+      "does not load, that is reported once and no line runs")
+                            ->type_name("FILE.jsonl");
   input->excludes(inputs);
-  run->add_option("--concurrency", o.concurrency,
+  run->add_option("--concurrency", o->concurrency,
                   "With --inputs: at most K activations submitted at once (default 1: one after another, "
                   "on one reused worker); --max-workers still caps the workers")
       ->check(CLI::Range(size_t{1}, size_t{4096}))
       ->needs(inputs);
-  run->add_option("--db", o.db_path, kDbHelp)->type_name("FILE");
-  run->add_option("--worker", o.worker_path, kWorkerHelp)->type_name("PATH");
-  run->add_option("--worker-user", o.worker_user, kWorkerUserHelp)->type_name("NAME");
-  run->add_option("--durability", o.durability,
+  run->add_flag("--logs", o->logs,
+                "Print every console.* line on stderr as it happens, as `[activation ID] LEVEL: text` (escaped); "
+                "lines past the log budget are dropped, not printed. Every line is journaled either way");
+  run->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  run->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
+  run->add_option("--worker-user", o->worker_user, kWorkerUserHelp)->type_name("NAME");
+  run->add_option("--durability", o->durability,
                   "Journal durability: normal (survives a crash of basal; default) or full (also power loss)")
       ->check(CLI::IsMember({"normal", "full"}));
-  run->add_option("--profile", o.profile, "With --manifest: worker profile flow (default) or codemode")
+  run->add_option("--profile", o->profile, "With --manifest: worker profile flow (default) or codemode")
       ->check(CLI::IsMember({"flow", "codemode"}))
       ->needs(manifest);
-  run->add_flag("--allow-without-landlock", o.allow_without_landlock,
+  run->add_flag("--allow-without-landlock", o->allow_without_landlock,
                 "Accept workers without Landlock, and then only if this kernel lacks Landlock");
-  run->add_option("--health-out", o.health_out, "Write the module's final health report (JSON) to FILE")
+  run->add_option("--health-out", o->health_out, "Write the module's final health report (JSON) to FILE")
       ->type_name("FILE");
-  run->add_option("--max-workers", o.max_workers, "Global cap on live workers; further activations queue (default 8)")
+  run->add_option("--max-workers", o->max_workers, "Global cap on live workers; further activations queue (default 8)")
       ->check(CLI::Range(size_t{1}, size_t{1024}));
 #ifdef BASAL_TEST_HOOKS  // a release basal cannot pass a worker anything that weakens it
-  run->add_option("--worker-arg", o.worker_args, "Test-hooks worker switch (tests only)")
+  run->add_option("--worker-arg", o->worker_args, "Test-hooks worker switch (tests only)")
       ->group(kHiddenGroup)
       ->allow_extra_args(false);
 #endif
-  return run;
+  run->footer(
+      "Exit: 0 every activation ended ok; 1 one did not (the flow failed); 2 usage; 3 basal itself failed (io,\n"
+      "manifest, journal, setup); 128+N a signal (docs/cli.md)\n\n" +
+      Examples({kRunExample, kInputsExample}));
+  run->callback([o, &exit_code] { exit_code = RunCommand(*o); });
 }
 
-CLI::App* AddJournal(CLI::App& app, JournalOptions& o, int64_t& activation, CLI::Option*& id) {
+void AddCheck(CLI::App& app, int& exit_code) {
+  auto o = Keep<CheckOptions>();
+  CLI::App* check = app.add_subcommand(
+      "check", "Check a flow without running it: the manifest is valid and the flow loads in a confined worker");
+  check->add_option("flow", o->flow_path, "The flow: an ES module whose default export is (input, host) => result")
+      ->required()
+      ->type_name("FLOW.js");
+  check->add_option("--manifest", o->manifest_path, "The flow's manifest (JSON: grants and budgets)")
+      ->required()
+      ->type_name("FILE");
+  check->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
+  check->add_option("--worker-user", o->worker_user, kWorkerUserHelp)->type_name("NAME");
+  check->add_option("--profile", o->profile, kProfileHelp)->check(CLI::IsMember({"flow", "codemode"}));
+  check->add_flag("--allow-without-landlock", o->allow_without_landlock,
+                  "Accept workers without Landlock, and then only if this kernel lacks Landlock");
+#ifdef BASAL_TEST_HOOKS
+  check->add_option("--worker-arg", o->worker_args, "Test-hooks worker switch (tests only)")
+      ->group(kHiddenGroup)
+      ->allow_extra_args(false);
+#endif
+  check->footer(
+      "The flow is compiled and its top level evaluated in a worker confined as for a run, under the manifest's\n"
+      "budgets; its default export must be a function, and is not called. Nothing is journaled. A syntax error\n"
+      "prints as FLOW.js:LINE: SyntaxError: message.\n"
+      "Exit: 0 it loads; 1 it does not (the flow failed); 2 usage; 3 basal itself failed (io, manifest, setup)\n\n" +
+      Examples({kCheckExample}));
+  check->callback([o, &exit_code] { exit_code = CheckCommand(*o); });
+}
+
+void AddJournal(CLI::App& app, int& exit_code) {
+  auto o = Keep<JournalOptions>();
+  auto activation = std::make_shared<int64_t>(0);
   CLI::App* journal = app.add_subcommand("journal", "Print the journal: activations and their host calls");
-  journal->add_option("--db", o.db_path, kDbHelp)->type_name("FILE");
-  id = journal->add_option("--activation", activation, "Only this activation (its id)")
-           ->type_name("ID")
+  journal->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  CLI::Option* id = journal->add_option("--activation", *activation, "Only this activation (its id)")
+                        ->type_name("ID")
                         ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
-  journal->add_option("--limit", o.limit, "The newest N activations, oldest first (default 20; 0: all)")
+  journal->add_option("--limit", o->limit, "The newest N activations, oldest first (default 20; 0: all)")
       ->type_name("N");
-  journal->add_flag("--json", o.json, "JSON Lines: one object per activation, with a \"calls\" array");
-  journal->add_flag("--source", o.source, "Print the source that ran (with --activation): kept in the journal by its hash")
+  journal->add_flag("--json", o->json, "JSON Lines: one object per activation, with a \"calls\" array");
+  journal->add_flag("--source", o->source, "Print the source that ran (with --activation): kept in the journal by its hash")
       ->needs(id);
-  return journal;
+  journal->footer("Exit: 0 read; 2 usage; 3 no journal, or it could not be read\n\n" +
+                  Examples({"  basal journal --limit 5\n", "  basal journal --json --limit 1\n",
+                            "  basal journal --activation 1 --source\n"}));
+  journal->callback([o, activation, id, &exit_code] {
+    if (id->count() > 0) o->activation = *activation;
+    exit_code = JournalCommand(*o);
+  });
 }
 
-CLI::App* AddDoctor(CLI::App& app, DoctorOptions& o) {
+void AddDoctor(CLI::App& app, int& exit_code) {
+  auto o = Keep<DoctorOptions>();
   CLI::App* doctor = app.add_subcommand(
-      "doctor",
-      "Start one worker and show the kernel's Landlock ABI, the ABI required, the welcome's confinement "
-      "report, the kernel's view of the worker (uid, gid, capabilities, seccomp) and whether basal accepts "
-      "it (exit 0 if accepted, 1 if not)");
-  doctor->add_option("--worker", o.worker_path, kWorkerHelp)->type_name("PATH");
-  doctor->add_option("--worker-user", o.worker_user, kWorkerUserHelp)->type_name("NAME");
-  doctor->add_flag("--allow-without-landlock", o.allow_without_landlock,
+      "doctor", "Check this machine's sandbox: start one worker and show whether basal accepts its confinement");
+  doctor->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
+  doctor->add_option("--worker-user", o->worker_user, kWorkerUserHelp)->type_name("NAME");
+  doctor->add_flag("--allow-without-landlock", o->allow_without_landlock,
                    "Judge under the policy that accepts workers without Landlock when the kernel lacks it");
 #ifdef BASAL_TEST_HOOKS  // a release basal cannot pass a worker anything that weakens it
-  doctor->add_option("--worker-arg", o.worker_args, "Test-hooks worker switch (tests only)")
+  doctor->add_option("--worker-arg", o->worker_args, "Test-hooks worker switch (tests only)")
       ->group(kHiddenGroup)
       ->allow_extra_args(false);
 #endif
-  return doctor;
+  doctor->footer(
+      "Shows the kernel's Landlock ABI, the ABI required, the welcome's confinement report, the kernel's view\n"
+      "of the worker (uid, gid, capabilities, seccomp) and the verdict. Runs no flow.\n"
+      "Exit: 0 the worker is accepted; 1 it is refused; 2 usage; 3 basal itself failed (io, setup)\n\n" +
+      Examples({"  basal doctor\n"}));
+  doctor->callback([o, &exit_code] { exit_code = DoctorCommand(*o); });
 }
 
-CLI::App* AddHealth(CLI::App& app) {
+void AddHealth(CLI::App& app, int& exit_code) {
   CLI::App* health = app.add_subcommand(
-      "health",
-      "Explain where health is reported: per running module, so use `basal run ... --health-out FILE`");
-  health->footer(kHealthText);
-  return health;
+      "health", "Explain where health is reported: per running module, so use `basal run ... --health-out FILE`");
+  health->footer(std::string(kHealthText) + "\n" +
+                 Examples({"  basal run examples/counter.js --manifest examples/counter.manifest.json --inputs "
+                           "examples/counter.jsonl --health-out health.json\n"}));
+  health->callback([&exit_code] { exit_code = HealthCommand(); });
+}
+
+// `basal flow ...` and `basal policy ...` (approvals.h): each action is a subcommand of its own.
+void AddApprovals(CLI::App& app, int& exit_code, ApprovalKind kind) {
+  auto o = Keep<ApprovalOptions>();
+  o->kind = kind;
+  CLI::App* top = AddApprovalCommands(app, *o, kind);
+  if (kind == ApprovalKind::kFlow) {
+    top->footer(Examples({"  basal flow approve hello examples/hello.js --manifest examples/hello.manifest.json --yes\n",
+                          "  basal flow list\n", "  basal flow show hello\n",
+                          "  basal run hello --input '{\"name\":\"ada\"}'\n"}));
+  } else {
+    top->footer(Examples({"  basal policy approve agents --manifest examples/hello.manifest.json --yes\n",
+                          "  basal policy list\n"}));
+  }
+  top->callback([top, o, &exit_code] { exit_code = ApprovalCommand(*top, *o); });
+}
+
+// `basal help [COMMAND]`: the same text as `basal --help` or `basal COMMAND --help`, on stdout.
+void AddHelp(CLI::App& app, int& exit_code) {
+  auto words = std::make_shared<std::vector<std::string>>();
+  CLI::App* help = app.add_subcommand(
+      "help", "Show the help of basal, or of one command or subcommand (same as COMMAND [SUBCOMMAND] --help)");
+  help->add_option("command", *words, "The command, and a subcommand of it, whose help to show")
+      ->type_name("COMMAND [SUBCOMMAND]");
+  help->footer(Examples({"  basal help run\n", "  basal help flow approve\n"}));
+  help->callback([&app, words, &exit_code] {
+    const CLI::App* at = &app;
+    std::string path = app.get_name();  // "basal", then "basal flow", ...
+    for (const std::string& word : *words) {
+      const CLI::App* sub = FindCommand(*at, word);
+      if (sub == nullptr) {
+        exit_code = at == &app ? UnknownCommand(app, word)
+                               : Fail(kKindUsage, "unknown command \"" + path + " " + word + "\" (commands of " +
+                                                      path + ": " + CommandList(*at) + "; see basal help " +
+                                                      at->get_name() + ")");
+        return;
+      }
+      at = sub;
+      if (&word != &words->back()) path += " " + word;
+    }
+    // What `... --help` prints: the main App's own page, or the command's with its path before it.
+    WriteStdout(at == &app ? app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal)
+                           : at->help(path));
+    exit_code = kExitOk;
+  });
 }
 
 }  // namespace
@@ -145,48 +296,53 @@ namespace {
 int Dispatch(int argc, char** argv) {
   using namespace basal::cli;
   using basal::ApprovalKind;
-  CLI::App app{"basal: runs untrusted JavaScript flows in confined ck-basal-worker processes; every host call "
-               "is checked against the flow's manifest and journaled"};
+  CLI::App app{"basal runs untrusted JavaScript flows in confined ck-basal-worker processes; every host call "
+               "is checked against the flow's manifest and journaled",
+               "basal"};
   app.require_subcommand(1);
-  RunOptions run;
-  JournalOptions journal;
-  int64_t activation = 0;
-  DoctorOptions doctor;
-  CLI::Option* activation_option = nullptr;
-  CLI::App* run_command = AddRun(app, run);
-  CLI::App* journal_command = AddJournal(app, journal, activation, activation_option);
-  CLI::App* doctor_command = AddDoctor(app, doctor);
-  CLI::App* health_command = AddHealth(app);
-  ApprovalOptions flows, policies;
-  flows.kind = ApprovalKind::kFlow;
-  policies.kind = ApprovalKind::kPolicy;
-  CLI::App* flow_command = AddApprovalCommands(app, flows, ApprovalKind::kFlow);
-  CLI::App* policy_command = AddApprovalCommands(app, policies, ApprovalKind::kPolicy);
+  app.set_version_flag("--version", VersionText, "Print basal's version and the worker's engine, and exit");
+  int exit_code = kExitUsage;  // set by the command that ran
+  AddRun(app, exit_code);
+  AddCheck(app, exit_code);
+  AddJournal(app, exit_code);
+  AddDoctor(app, exit_code);
+  AddHealth(app, exit_code);
+  AddApprovals(app, exit_code, ApprovalKind::kFlow);
+  AddApprovals(app, exit_code, ApprovalKind::kPolicy);
+  AddHelp(app, exit_code);
+  app.footer(
+      "Exit codes: 0 ok; 1 the flow failed (an activation's outcome, a flow that does not load; doctor: the\n"
+      "worker is refused); 2 usage; 3 basal itself failed (io, manifest, journal, setup); 128+N a signal\n"
+      "(docs/cli.md). `basal --version` prints the version.\n\n" +
+      Examples({kRunExample, kCheckExample, "  basal journal --limit 5\n", "  basal doctor\n",
+                "  basal help run\n"}));
+
+  if (argc < 2) {
+    WriteStderr(ShortHelp(app));
+    return Fail(kKindUsage, "a command is required (see basal help)");
+  }
+  // CLI11 would call a word it does not know an extra argument; name it as the command it meant to be.
+  const std::string first = argv[1];
+  const bool command_first = !first.empty() && first[0] != '-';
+  if (command_first && FindCommand(app, first) == nullptr) return UnknownCommand(app, first);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForVersion&) {
+    WriteStdout(VersionText());
+    return kExitOk;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    ReportError(kKindUsage, std::string(e.what()) + " (see basal --help)");
-    return kExitUsage;
+    const std::string help = command_first && first != "help" ? "basal help " + first : "basal help";
+    return Fail(kKindUsage, std::string(e.what()) + " (see " + help + ")");
   }
-  if (run_command->parsed()) return RunCommand(run);
-  if (journal_command->parsed()) {
-    if (activation_option->count() > 0) journal.activation = activation;
-    return JournalCommand(journal);
-  }
-  if (doctor_command->parsed()) return DoctorCommand(doctor);
-  if (health_command->parsed()) return HealthCommand();
-  if (flow_command->parsed()) return ApprovalCommand(*flow_command, flows);
-  if (policy_command->parsed()) return ApprovalCommand(*policy_command, policies);
-  ReportError(kKindUsage, "no command given (see basal --help)");
-  return kExitUsage;
+  return exit_code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // A closed stdout must be a reported error (EPIPE, then `basal: io: stdout: Broken pipe` and
-  // exit 1), not a silent death by SIGPIPE. Workers are spawned with every signal at its default.
+  // exit 3), not a silent death by SIGPIPE. Workers are spawned with every signal at its default.
   std::signal(SIGPIPE, SIG_IGN);
   return basal::cli::FinishOutput(Dispatch(argc, argv));
 }

@@ -27,10 +27,12 @@ void PrintLine(const std::string& line) {
   FlushStdout();
 }
 
-// The one-line message for a failed activation; a script error leads with the JS error's name.
+// The one-line message for a failed activation; a script error leads with the JS error's name
+// (unless the message names it already, as a failed load's does).
 std::string FailureMessage(const ActivationResult& r) {
   std::string message = r.message;
-  if (r.outcome == Outcome::kScriptError && !r.error_name.empty() && message.rfind(r.error_name + ":", 0) != 0)
+  if (r.outcome == Outcome::kScriptError && !r.error_name.empty() &&
+      message.find(r.error_name + ":") == std::string::npos)
     message = r.error_name + ": " + message;
   if (r.activation_id > 0) message += " (activation " + std::to_string(r.activation_id) + ")";
   return message;
@@ -140,8 +142,10 @@ std::vector<InputLine> SplitInputs(const std::string& text) {
 
 // Runs every line through the pool with at most `concurrency` submitted at once, and prints each
 // line's outcome in input order as soon as it and every line before it are known.
-bool RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>& lines, size_t concurrency,
-               const std::atomic<bool>& stop) {
+// Returns the exit code: the worst of the lines' (ExitCodeFor each outcome; an invalid line is
+// the flow's side, 1).
+int RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>& lines, size_t concurrency,
+              const std::atomic<bool>& stop) {
   struct State {
     std::vector<std::optional<Json>> out;
     size_t next = 0;
@@ -149,7 +153,7 @@ bool RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>
     size_t in_flight = 0;
     bool pumping = false;
     bool again = false;
-    bool all_ok = true;
+    int code = kExitOk;
   };
   auto st = std::make_shared<State>();
   st->out.resize(lines.size());
@@ -178,12 +182,12 @@ bool RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>
         const InputLine& line = lines[index];
         if (!line.input) {
           st->out[index] = InvalidInputLine(line.line_number, line.error);
-          st->all_ok = false;
+          st->code = WorseExit(st->code, kExitFlowFailed);
           continue;
         }
         auto id = module.Submit(flow, *line.input, [st, index, &pump, &flush_ready](const ActivationResult& r) {
           st->out[index] = ActivationLine(r);
-          if (!r.ok()) st->all_ok = false;
+          st->code = WorseExit(st->code, ExitCodeFor(r.outcome));
           --st->in_flight;
           flush_ready();
           pump();
@@ -192,7 +196,7 @@ bool RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>
           ++st->in_flight;
         } else {
           st->out[index] = SubmitErrorLine(id.error());
-          st->all_ok = false;
+          st->code = WorseExit(st->code, ExitCodeFor(SubmitOutcome(id.error())));
         }
       }
       flush_ready();
@@ -208,37 +212,39 @@ bool RunInputs(Module& module, const FlowRef& flow, const std::vector<InputLine>
     pump();
     if (st->printed == before && st->next == next_before && st->in_flight > 0) {
       // RunUntilIdle returned with activations still owed: the module broke its promise.
-      ReportError(kKindSetup, "the module went idle with " + std::to_string(st->in_flight) +
+      return Fail(kKindSetup, "the module went idle with " + std::to_string(st->in_flight) +
                                   " activations unfinished; see the journal");
-      return false;
     }
   }
-  return st->all_ok;
+  return st->code;
 }
 
 }  // namespace
+
+// --logs: each console.* line of every activation on stderr as the log call is served, i.e. as it
+// happens, before the activation ends. Lines past the log or journal budget are dropped before
+// they reach this sink (they are not printed either). The text is the script's: one escaped line.
+void PrintLog(const HostCallContext& context, std::string_view level, std::string_view message) {
+  WriteStderr("[activation " + std::to_string(context.activation_id) + "] " + std::string(level) + ": " +
+              EscapeForTerminal(message, TerminalText::kOneLine) + "\n");
+}
 
 int RunCommand(const RunOptions& o) {
   // What runs: a file with its manifest (ad hoc), an agent's script under a policy, or an
   // approved flow by name (read from the journal once the module is open).
   const bool adhoc = !o.manifest_path.empty();
   const bool codemode = !o.policy.empty();
-  std::string source_text, manifest_text;
-  if (adhoc || codemode) {
-    auto source = ReadFile(o.flow_path, codemode ? "script" : "flow");
-    if (!source) {
-      ReportError(kKindIo, source.error().message);
-      return kExitBasalFailed;
-    }
-    source_text = std::move(*source);
-  }
+  FlowFiles files;
   if (adhoc) {
-    auto manifest = ReadFile(o.manifest_path, "manifest");
-    if (!manifest) {
-      ReportError(kKindIo, manifest.error().message);
-      return kExitBasalFailed;
-    }
-    manifest_text = std::move(*manifest);
+    auto read = ReadFlowFiles(o.flow_path, o.manifest_path);
+    if (!read) return Fail(kKindIo, read.error().message);
+    files = std::move(*read);
+  } else if (codemode) {
+    auto source = ReadFile(o.flow_path, "script");
+    if (!source) return Fail(kKindIo, source.error().message);
+    files.flow_path = o.flow_path;
+    files.name = Basename(o.flow_path);
+    files.source = std::move(*source);
   }
 
   Json input;
@@ -247,49 +253,27 @@ int RunCommand(const RunOptions& o) {
   if (many) {
     auto text = o.inputs_path == "-" ? Result<std::string>(std::string(std::istreambuf_iterator<char>(std::cin), {}))
                                      : ReadFile(o.inputs_path, "inputs");
-    if (!text) {
-      ReportError(kKindIo, text.error().message);
-      return kExitFailed;
-    }
+    if (!text) return Fail(kKindIo, text.error().message);
     lines = SplitInputs(*text);
   } else {
     std::string why;
-    if (!protocol::ParseJsonValue(o.input, input, why)) {
-      ReportError(OutcomeName(Outcome::kInvalidInput), "--input is not valid JSON: " + why);
-      return kExitFailed;
-    }
+    if (!protocol::ParseJsonValue(o.input, input, why))
+      return Fail(kKindUsage, "--input is not valid JSON: " + why + " (quote it for the shell: --input '{\"n\": 1}')");
   }
 
   ModuleOptions mo;
-  if (!o.worker_path.empty()) {
-    if (auto ok = CheckWorker(o.worker_path); !ok) {
-      ReportError(kKindIo, ok.error().message);
-      return kExitFailed;
-    }
-    mo.worker_path = o.worker_path;
-  } else {
-    auto worker = DefaultWorkerPath();
-    if (!worker) {
-      ReportError(kKindIo, worker.error().message);
-      return kExitFailed;
-    }
-    mo.worker_path = *worker;
-  }
+  auto worker = WorkerPath(o.worker_path);
+  if (!worker) return Fail(kKindIo, worker.error().message);
+  mo.worker_path = *worker;
   if (!o.db_path.empty()) {
     mo.journal_path = o.db_path;
   } else {
     auto db = DefaultJournalPath();
-    if (!db) {
-      ReportError(kKindIo, db.error().message);
-      return kExitFailed;
-    }
+    if (!db) return Fail(kKindIo, db.error().message);
     mo.journal_path = *db;
   }
   auto durability = ParseDurability(o.durability);
-  if (!durability) {
-    ReportError(kKindUsage, durability.error().message);
-    return kExitUsage;
-  }
+  if (!durability) return Fail(kKindUsage, durability.error().message);
   mo.durability = *durability;
   mo.allow_without_landlock = o.allow_without_landlock;
   mo.worker_user = o.worker_user;
@@ -299,19 +283,16 @@ int RunCommand(const RunOptions& o) {
   mo.worker_args = o.worker_args;
 #endif
   mo.observer = std::make_shared<StderrObserver>();
+  if (o.logs) mo.log_sink = PrintLog;
 
   SignalWatch signals;  // before the module starts any thread, so that every thread blocks them
   auto module = Module::Open(mo);
-  if (!module) {
-    ReportError(KindForOpenError(module.error()), module.error().message);
-    return kExitFailed;
-  }
+  if (!module) return Fail(KindForOpenError(module.error()), module.error().message);
   Result<FlowRef> flow = MakeError(ErrorCode::kInternal, "no flow");
   if (adhoc) {
-    const Profile profile = o.profile == "codemode" ? Profile::kCodemode : Profile::kFlow;
-    flow = (*module)->AddFlow(Basename(o.flow_path), std::move(source_text), manifest_text, profile);
+    flow = AddFlowFiles(**module, files, ParseProfile(o.profile));  // its errors name the manifest file
   } else if (codemode) {
-    flow = (*module)->AddCodemodeScript(o.policy, Basename(o.flow_path), std::move(source_text));
+    flow = (*module)->AddCodemodeScript(o.policy, files.name, std::move(files.source));
   } else {
     flow = (*module)->LoadApprovedFlow(o.flow_path);
   }
@@ -325,19 +306,24 @@ int RunCommand(const RunOptions& o) {
       ReportError("refused", e.message + hint);
       return kExitRefused;
     }
-    if (e.code == ErrorCode::kInvalidArgument) {  // the manifest (ad hoc, or a stored one that no longer parses)
-      ReportError(kKindManifest, (adhoc ? o.manifest_path + ": " : std::string()) + e.message);
-    } else {
-      ReportError(kKindJournal, e.message);
-    }
-    return kExitBasalFailed;
+    // The manifest (ad hoc, or a stored one that no longer parses), else the journal.
+    return Fail(e.code == ErrorCode::kInvalidArgument ? kKindManifest : kKindJournal, e.message);
   }
 
   std::atomic<bool> stop{false};
   signals.Start(**module, stop);
   int code = kExitOk;
   if (many) {
-    code = RunInputs(**module, *flow, lines, o.concurrency, stop) ? kExitOk : kExitFailed;
+    // Loaded once before any line: a flow that does not load (a syntax error) is reported once,
+    // not once per line. The worker that loaded it stays idle and runs the first line.
+    auto check = (*module)->CheckLoad(*flow);
+    if (!check) {
+      code = Fail(kKindSetup, check.error().message);
+    } else if (!check->ok() && signals.caught() == 0) {
+      code = ReportLoadFailure(o.flow_path, *check);
+    } else if (check->ok()) {
+      code = RunInputs(**module, *flow, lines, o.concurrency, stop);
+    }
   } else {
     const ActivationResult r = (*module)->Run(*flow, std::move(input));
     if (r.logs_dropped > 0) {
@@ -350,7 +336,7 @@ int RunCommand(const RunOptions& o) {
       PrintLine(JsonForTerminal(r.result));
     } else {
       ReportError(OutcomeName(r.outcome), FailureMessage(r));
-      code = kExitFailed;
+      code = ExitCodeFor(r.outcome);
     }
   }
   if (const int sig = signals.caught(); sig != 0) code = 128 + sig;
@@ -359,7 +345,7 @@ int RunCommand(const RunOptions& o) {
     const std::string health = (*module)->HealthReport().dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
     if (auto w = WriteFile(o.health_out, health, "health report"); !w) {
       ReportError(kKindIo, w.error().message);
-      code = kExitFailed;
+      code = WorseExit(code, kExitBasalFailed);
     }
   }
   return code;

@@ -46,7 +46,9 @@ ActivationResult ResultFromFailedLoad(const Flow& flow, const protocol::ScriptEr
   r.budget = ParseBudget(error.budget);
   r.error_name = error.name;
   r.stack = error.stack;
-  r.message = "flow " + flow.name + " failed to load: " + error.name + ": " + error.message;
+  // A syntax error leads with its place, as a compiler writes it: `hello.js:3: SyntaxError: ...`.
+  const std::string where = error.line > 0 ? flow.name + ":" + std::to_string(error.line) + ": " : "";
+  r.message = "flow " + flow.name + " failed to load: " + where + error.name + ": " + error.message;
   return r;
 }
 

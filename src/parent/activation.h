@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -28,6 +29,11 @@ struct Activation {
   int64_t last_call_id = 0;  // call ids must rise within an activation
   bool started = false;      // the activate frame was sent
   bool queued = false;       // waiting in the module's queue for a worker
+  // A load check (Module::CheckLoad), not an activation: its id is negative and never journaled;
+  // it ends when its worker has loaded the flow, and no activate frame is sent.
+  bool load_only = false;
+  std::function<void(const LoadCheck&)> checked;      // load_only: called instead of `done`
+  std::optional<protocol::ScriptError> load_error;  // the worker's failed `loaded`, as it sent it
 };
 
 // What a worker's `done` (or failed `loaded`) means. `retire` is set when the worker's engine state

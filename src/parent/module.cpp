@@ -47,6 +47,7 @@ struct Module::Impl final : PoolOwner {
   struct Finished {
     ActivationResult result;
     DoneCallback done;
+    bool journaled = true;  // false for a load check (nothing of it is in the journal)
   };
 
   ModuleOptions options;
@@ -62,6 +63,7 @@ struct Module::Impl final : PoolOwner {
   WelcomePolicy welcome_policy;  // the pool's and the doctor's
   size_t cpus = 1;
   uint64_t next_flow_id = 1;
+  ActivationId next_check_id = -1;  // load checks count down from -1: never a journal id
   std::unordered_map<uint64_t, FlowRef> flows;                        // approved and not removed
   std::unordered_map<ActivationId, std::unique_ptr<Activation>> live;  // queued or running
   std::deque<ActivationId> queue;  // may hold ids that already ended (skipped by Dispatch)
@@ -102,6 +104,7 @@ struct Module::Impl final : PoolOwner {
     const ActivationId id = a.id;
     if (a.deadline_timer) loop->Cancel(*a.deadline_timer);
     if (a.cpu_timer) loop->Cancel(*a.cpu_timer);
+    if (a.load_only) return FinishLoadCheck(a, std::move(r));
     const CallUsage usage = gate->EndCalls(id);
     r.logs_dropped = static_cast<int64_t>(usage.logs_dropped);
     r.activation_id = id;
@@ -121,6 +124,37 @@ struct Module::Impl final : PoolOwner {
     live.erase(id);  // `a` is gone now
   }
 
+  // A load check ends without the journal or the activation counters: it was no activation.
+  void FinishLoadCheck(Activation& a, ActivationResult r) {
+    const ActivationId id = a.id;
+    LoadCheck c;
+    c.outcome = r.outcome;
+    c.message = r.message;
+    c.error_name = r.error_name;
+    c.stack = r.stack;
+    c.budget = r.budget;
+    if (a.load_error) {
+      c.error_message = a.load_error->message;
+      c.line = a.load_error->line;
+    }
+    if (a.worker) a.worker->activation = nullptr;
+    if (a.queued) --queued;
+    DoneCallback done = [checked = std::move(a.checked), c = std::move(c)](const ActivationResult&) {
+      if (checked) checked(c);
+    };
+    finished.push_back({std::move(r), std::move(done), /*journaled=*/false});
+    live.erase(id);  // `a` is gone now
+  }
+
+  // The worker loaded the flow for a load check: the check passed, and the worker waits idle for
+  // the flow's next activation (or retires, if the flow was removed meanwhile).
+  void EndLoadCheck(PooledWorker& w) {
+    Activation& a = *w.activation;
+    const bool removed = !flows.count(a.flow->id);
+    Finish(a, ActivationResult{});
+    pool->Release(w, removed ? std::optional<RetireReason>(RetireReason::kFlowRemoved) : std::nullopt);
+  }
+
   void CancelOne(ActivationId id, const std::string& why) {
     auto it = live.find(id);
     if (it == live.end()) return;
@@ -130,7 +164,10 @@ struct Module::Impl final : PoolOwner {
   }
 
   // ---- PoolOwner ----
-  void OnWorkerReady(PooledWorker& w) override { StartOn(w); }
+  void OnWorkerReady(PooledWorker& w) override {
+    if (w.activation->load_only) return EndLoadCheck(w);
+    StartOn(w);
+  }
 
   void OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg) override {
     Activation& a = *w.activation;
@@ -244,7 +281,8 @@ struct Module::Impl final : PoolOwner {
       act.deadline_timer.reset();
       ++health.deadline_kills;
       if (act.worker) pool->Kill(*act.worker);
-      Finish(act, Failure(Outcome::kDeadline, "activation passed its deadline of " +
+      Finish(act, Failure(Outcome::kDeadline, std::string(act.load_only ? "loading the flow" : "activation") +
+                                                  " passed its deadline of " +
                                                   std::to_string(act.flow->manifest.budgets().deadline.count()) +
                                                   " ms: worker killed"));
     });
@@ -296,6 +334,10 @@ struct Module::Impl final : PoolOwner {
         queue.pop_front();
         a.queued = false;
         --queued;
+        if (a.load_only) {  // that worker has loaded the flow already
+          Finish(a, ActivationResult{});
+          continue;
+        }
         pool->Claim(*idle);
         idle->activation = &a;
         a.worker = idle;
@@ -342,7 +384,7 @@ struct Module::Impl final : PoolOwner {
       Finish(*it->second, Failure(Outcome::kJournalError, "journal commit failed, nothing was answered: " + why));
     }
     for (auto& f : finished) {
-      if (f.result.outcome != Outcome::kJournalError) {
+      if (f.journaled && f.result.outcome != Outcome::kJournalError) {
         f.result.outcome = Outcome::kJournalError;
         f.result.message = "journal commit failed, the outcome was not recorded: " + why;
       }
@@ -706,6 +748,28 @@ void Module::CancelAll(std::string_view why) {
   for (auto& [id, a] : impl_->live) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
   for (ActivationId id : ids) impl_->CancelOne(id, std::string(why));
+}
+
+Result<LoadCheck> Module::CheckLoad(const FlowRef& flow) {
+  Impl& m = *impl_;
+  if (m.shutting_down) return MakeError(ErrorCode::kUnavailable, "module: shutting down; it checks no flow");
+  if (!flow || !m.flows.count(flow->id))
+    return MakeError(ErrorCode::kNotFound, "module: flow " + (flow ? flow->name : std::string("(null)")) +
+                                               " is not approved in this module (never added, or removed)");
+  auto a = std::make_unique<Activation>();
+  const ActivationId id = m.next_check_id--;
+  a->id = id;
+  a->flow = flow;
+  a->load_only = true;
+  a->queued = true;
+  std::optional<LoadCheck> out;
+  a->checked = [&out](const LoadCheck& c) { out = c; };
+  m.live[id] = std::move(a);
+  m.queue.push_back(id);
+  ++m.queued;
+  RunUntilIdle();
+  if (!out) return MakeError(ErrorCode::kInternal, "module: the load check of " + flow->name + " never ended");
+  return *out;
 }
 
 void Module::RunUntilIdle() {

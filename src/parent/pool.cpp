@@ -346,7 +346,10 @@ void Pool::OnFrame(PooledWorker& w, protocol::WorkerMessage& msg) {
       if (!loaded->ok) {
         ActivationResult r = ResultFromFailedLoad(*w.flow, loaded->error);
         Retire(w, RetireReason::kLoadFailed);
-        if (w.activation) owner_.OnWorkerLost(w, std::move(r));
+        if (w.activation) {
+          w.activation->load_error = loaded->error;
+          owner_.OnWorkerLost(w, std::move(r));
+        }
         w.activation = nullptr;
         return;
       }

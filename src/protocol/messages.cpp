@@ -93,16 +93,21 @@ class Fields {
   std::string& error_;
 };
 
-bool ParseScriptError(const Json& j, ScriptError& out, std::string& error) {
+// `in_loaded`: the error of a failed `loaded`, which alone may carry `line` (where compiling the
+// flow stopped); a `done` error with a `line` is refused like any unknown field.
+bool ParseScriptError(const Json& j, ScriptError& out, std::string& error, bool in_loaded) {
   if (!j.is_object()) {
     error = "field \"error\" must be an object";
     return false;
   }
   Fields f(j, error);
-  if (!f.Only({"kind", "budget", "name", "message", "stack"}) || !f.Str("kind", out.kind) ||
-      !f.Str("name", out.name) || !f.Str("message", out.message) || !f.Str("stack", out.stack, true) ||
-      !f.Str("budget", out.budget, true))
+  const bool only = in_loaded ? f.Only({"kind", "budget", "name", "message", "stack", "line"})
+                              : f.Only({"kind", "budget", "name", "message", "stack"});
+  if (!only || !f.Str("kind", out.kind) || !f.Str("name", out.name) || !f.Str("message", out.message) ||
+      !f.Str("stack", out.stack, true) || !f.Str("budget", out.budget, true))
     return false;
+  // QuickJS counts lines in an int: a line beyond that names no place in any source it compiled.
+  if (f.Has("line") && !f.Int("line", out.line, 1, std::numeric_limits<int32_t>::max())) return false;
   if (out.kind == "script_error") {
     if (!out.budget.empty()) return f.Fail("a script_error names no budget");
     return true;
@@ -110,6 +115,7 @@ bool ParseScriptError(const Json& j, ScriptError& out, std::string& error) {
   if (out.kind == "budget_exhausted") {
     if (out.budget != "cpu" && out.budget != "memory" && out.budget != "stack")
       return f.Fail("budget_exhausted must name budget \"cpu\", \"memory\" or \"stack\"");
+    if (out.line != 0) return f.Fail("a budget_exhausted error names no line");
     return true;
   }
   return f.Fail("unknown error kind \"" + out.kind + "\"");
@@ -197,7 +203,7 @@ bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::strin
     Loaded l;
     if (!f.Only({"type", "ok", "error"}) || !f.Bool("ok", l.ok)) return false;
     if (l.ok == f.Has("error")) return f.Fail(l.ok ? "a successful load carries no error" : "a failed load needs \"error\"");
-    if (!l.ok && !ParseScriptError(j["error"], l.error, error)) return false;
+    if (!l.ok && !ParseScriptError(j["error"], l.error, error, /*in_loaded=*/true)) return false;
     out = std::move(l);
     return true;
   }
@@ -223,7 +229,7 @@ bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::strin
     d.ok = has_ok;
     if (has_ok) {
       d.result = std::move(j["ok"]);
-    } else if (!ParseScriptError(j["error"], d.error, error)) {
+    } else if (!ParseScriptError(j["error"], d.error, error, /*in_loaded=*/false)) {
       return false;
     }
     out = std::move(d);

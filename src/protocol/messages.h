@@ -61,6 +61,9 @@ struct ScriptError {
   std::string name;     // the JS error's name, e.g. "TypeError"
   std::string message;
   std::string stack;
+  // Only in a failed `loaded`: the line of the flow's source where compiling stopped (a syntax
+  // error), from 1; 0 when the error carries none (it did not come from the compiler).
+  int64_t line = 0;
 };
 struct Loaded {
   bool ok = false;

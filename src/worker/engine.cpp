@@ -401,6 +401,21 @@ protocol::ScriptError DescribeThrown(JSContext* ctx, JSValueConst v) {
   return e;
 }
 
+// The line QuickJS's parser put on the error it threw while compiling `file` (its `lineNumber`,
+// set beside `fileName` for a syntax error), or 0 when the error carries none for that file.
+int64_t CompileErrorLine(JSContext* ctx, JSValueConst error, const std::string& file) {
+  if (!JS_IsObject(error)) return 0;
+  Value file_name(ctx, JS_GetPropertyStr(ctx, error, "fileName"));
+  Value line(ctx, JS_GetPropertyStr(ctx, error, "lineNumber"));
+  JS_FreeValue(ctx, JS_GetException(ctx));  // nothing a getter could throw is left behind
+  if (!JS_IsString(file_name.get()) || JS_VALUE_GET_TAG(line.get()) != JS_TAG_INT) return 0;
+  const char* name = JS_ToCString(ctx, file_name.get());
+  const bool same = name != nullptr && file == name;
+  JS_FreeCString(ctx, name);
+  const int32_t n = JS_VALUE_GET_INT(line.get());
+  return same && n >= 1 ? n : 0;
+}
+
 protocol::ScriptError MemoryExhausted(const State* st) {
   return {"budget_exhausted", "memory", "InternalError", HeapBudgetMessage(st), ""};
 }
@@ -921,6 +936,7 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
     s->cpu_armed = false;
     Value exc(ctx, JS_GetException(ctx));
     error = ClassifyFailure(s, exc.get());
+    if (error.kind == "script_error") error.line = CompileErrorLine(ctx, exc.get(), flow_name);
     return false;
   }
   Value evaluated(ctx, JS_EvalFunction(ctx, module.dup()));

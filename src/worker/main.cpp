@@ -208,6 +208,7 @@ int main(int argc, char** argv) {
         basal::protocol::Json e = {{"kind", script_error.kind}, {"name", script_error.name}, {"message", script_error.message}};
         if (!script_error.stack.empty()) e["stack"] = script_error.stack;
         if (!script_error.budget.empty()) e["budget"] = script_error.budget;
+        if (script_error.line > 0) e["line"] = script_error.line;
         channel.Send(basal::protocol::DumpJson({{"type", "loaded"}, {"ok", false}, {"error", e}}));
         if (!channel.Flush()) _exit(kExitOk);
         // The parent retires a worker whose flow did not load: anything but EOF now is a fault.

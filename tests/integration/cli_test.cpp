@@ -67,11 +67,12 @@ TEST_F(CliTest, FailurePrintsKindAndMessageOnStderrAndExitsOne) {
   EXPECT_NE(r.err.find("boom"), std::string::npos);
 }
 
-TEST_F(CliTest, ManifestTypoIsNamed) {
+TEST_F(CliTest, ManifestTypoIsNamedAndIsBasalRefusingItsInput) {
   WriteFile(dir_ + "/f.js", "export default () => 1");
   WriteFile(dir_ + "/m.json", R"({"grants": {}, "budget": {}})");
   auto r = RunCommand(dir_, "run " + dir_ + "/f.js --manifest " + dir_ + "/m.json --db " + dir_ + "/j.db");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 3) << "a bad manifest is basal refusing its input, not the flow failing";
+  EXPECT_EQ(r.err.rfind("basal: manifest: " + dir_ + "/m.json: ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find("\"budget\""), std::string::npos) << r.err;
 }
 
@@ -171,12 +172,12 @@ class CliOutputTest : public CliTest {
   std::string journal_;
 };
 
-TEST_F(CliOutputTest, StdoutOnAFullDeviceIsAnIoErrorAndExitOne) {
+TEST_F(CliOutputTest, StdoutOnAFullDeviceIsAnIoErrorAndExitThree) {
   const int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
   ASSERT_GE(full, 0) << std::strerror(errno);
   for (const std::string& c : Commands()) {
     const CommandResult r = RunWithStdout(dir_, c, full);
-    EXPECT_EQ(r.exit_code, 1) << c << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 3) << c << ": " << r.err;
     EXPECT_NE(r.err.find("basal: io: stdout: No space left on device\n"), std::string::npos) << c << ": " << r.err;
   }
   close(full);
@@ -188,17 +189,17 @@ TEST_F(CliOutputTest, StdoutOnAPipeWithNoReaderIsAnIoErrorNotASignal) {
   close(p[0]);  // like `basal journal | head -1` once head has gone
   for (const std::string& c : Commands()) {
     const CommandResult r = RunWithStdout(dir_, c, p[1]);
-    EXPECT_EQ(r.exit_code, 1) << c << " (a negative code is a signal): " << r.err;
+    EXPECT_EQ(r.exit_code, 3) << c << " (a negative code is a signal): " << r.err;
     EXPECT_NE(r.err.find("basal: io: stdout: Broken pipe\n"), std::string::npos) << c << ": " << r.err;
   }
   close(p[1]);
 }
 
-TEST_F(CliOutputTest, AHealthReportThatCannotBeWrittenIsAnIoErrorAndExitOne) {
+TEST_F(CliOutputTest, AHealthReportThatCannotBeWrittenIsAnIoErrorAndExitThree) {
   const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
   const CommandResult r = RunWithStdout(dir_, run_ + " --input '{\"n\":1}' --health-out /dev/full", null);
   close(null);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(r.err, "basal: io: cannot write health report /dev/full: write: No space left on device\n");
 }
 
@@ -330,7 +331,7 @@ TEST_F(CliUntrustedTextTest, AWorkersStderrIsShownEscapedByRunJournalAndDoctor) 
   const std::string quoted = "stderr: ck-basal-worker: \\x1b[2J \\u009b \\x7f \\x00 \\u202e \\xff \\xc0\\x80 caf\xc3\xa9\\rbasal: ok";
 
   auto r = RunCommand(dir_, run_ + " --input '{}' --worker " + worker);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 3) << "a refused worker is basal failing to run the flow, not the flow failing";
   ExpectNothingRaw(r.err, "basal run (worker stderr)");
   EXPECT_EQ(Lines(r.err), 1u) << r.err;
   EXPECT_EQ(r.err.rfind("basal: worker_refused: ", 0), 0u) << r.err;
@@ -345,7 +346,7 @@ TEST_F(CliUntrustedTextTest, AWorkersStderrIsShownEscapedByRunJournalAndDoctor) 
   ExpectNothingRaw(Journal("--json").out, "basal journal --json (worker stderr)");
 
   auto doctor = RunCommand(dir_, "doctor --worker " + worker);
-  EXPECT_EQ(doctor.exit_code, 1);
+  EXPECT_EQ(doctor.exit_code, 1) << "doctor's answer \"refused\" is the check failing, like a flow";
   ExpectNothingRaw(doctor.out, "basal doctor (worker stderr)");
   EXPECT_NE(doctor.out.find(quoted + ")\n"), std::string::npos) << doctor.out;
 }

@@ -260,6 +260,22 @@ int main(int argc, char** argv) {
   Send(Welcome(run_as));
   Read();  // load
   if (fault == "exit70_after_welcome") _exit(70);  // a crash now, not a confinement refusal
+  if (fault == "load_error_line_wraps") {  // 2^32 + 7: an int would read 7
+    Send(R"({"type":"loaded","ok":false,"error":{"kind":"script_error","name":"SyntaxError","message":"m","line":4294967303}})");
+    for (;;) Read();
+  }
+  if (fault == "hostile_load_error") {  // a syntax error whose name and message would act on a terminal
+    basal::protocol::Json e = {{"kind", "script_error"}, {"line", 7}};
+    const char text[] = "\x1b[2J \xc2\x9b \x7f \0 \xe2\x80\xae caf\xc3\xa9\nbasal: ok";
+    e["name"] = "Syntax\x1b[31mError";
+    e["message"] = std::string(text, sizeof text - 1);
+    Send(basal::protocol::Json{{"type", "loaded"}, {"ok", false}, {"error", e}}.dump());
+    for (;;) Read();
+  }
+  if (fault == "call_while_loading") {  // a host call before `loaded`: no activation can own it
+    Send(R"({"type":"call","activation":1,"id":1,"name":"log","args":{"level":"log","message":"x"}})");
+    for (;;) Read();
+  }
   Send(R"({"type":"loaded","ok":true})");
   const auto act = Read();
   const int64_t aid = act["activation"].get<int64_t>();

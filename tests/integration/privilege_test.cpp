@@ -301,7 +301,7 @@ TEST(DoctorPrivileges, ShowsTheWorkersIdsAndCapabilitiesAsTheKernelSeesThem) {
 TEST(DoctorPrivileges, RefusesRootAsTheWorkerUser) {
   if (geteuid() != 0) GTEST_SKIP() << "a parent that is not root refuses any --worker-user (tested in WorkerUser)";
   const CliRun r = Doctor({"--worker-user", "root"});
-  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1) << r.out;
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2) << "a usage error: " << r.out;
   EXPECT_NE(r.out.find("basal: usage: worker user \"root\" has uid 0"), std::string::npos) << r.out;
 }
 
@@ -329,7 +329,7 @@ TEST(RunPrivileges, RefusesRootAsTheWorkerUserBeforeAnythingRuns) {
   WriteFile(dir + "/m.json", "{}");
   const CliRun r = Basal("run " + dir + "/f.js --manifest " + dir + "/m.json --db " + dir + "/j.db --worker " +
                          BASAL_WORKER_PATH + " --worker-user root");
-  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1) << r.out;
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2) << "a usage error: " << r.out;
   EXPECT_EQ(r.out,
             "basal: usage: worker user \"root\" has uid 0 and group 0: workers never run as root or in group 0; name "
             "an unprivileged user\n");

@@ -40,6 +40,34 @@ TEST(MessagesTest, ParsesDoneOkAndError) {
   EXPECT_EQ(err.error.budget, "cpu");
 }
 
+// A failed `loaded` may say where compiling stopped (`line`); nothing else may, and the line must
+// be a line QuickJS can count (1 to 2^31 - 1).
+TEST(MessagesTest, ALoadErrorMayCarryTheLineOfASyntaxErrorAndNothingElseMay) {
+  auto l = std::get<Loaded>(MustParse(
+      R"({"type":"loaded","ok":false,"error":{"kind":"script_error","name":"SyntaxError","message":"m","line":3}})"));
+  EXPECT_FALSE(l.ok);
+  EXPECT_EQ(l.error.line, 3);
+  auto without = std::get<Loaded>(
+      MustParse(R"({"type":"loaded","ok":false,"error":{"kind":"script_error","name":"Error","message":"m"}})"));
+  EXPECT_EQ(without.error.line, 0) << "no line: not a compile error";
+  auto highest = std::get<Loaded>(MustParse(
+      R"({"type":"loaded","ok":false,"error":{"kind":"script_error","name":"SyntaxError","message":"m","line":2147483647}})"));
+  EXPECT_EQ(highest.error.line, 2147483647);
+
+  for (const char* bad : {"0", "-1", "2147483648", "1.5", "1e3", "\"3\"", "null", "9007199254740992"}) {
+    const std::string frame =
+        std::string(R"({"type":"loaded","ok":false,"error":{"kind":"script_error","name":"SyntaxError","message":"m","line":)") +
+        bad + "}}";
+    const std::string error = MustFail(frame);
+    EXPECT_NE(error.find("\"line\""), std::string::npos) << bad << ": " << error;
+  }
+  EXPECT_EQ(MustFail(R"({"type":"loaded","ok":false,"error":{"kind":"budget_exhausted","budget":"memory","name":"InternalError","message":"m","line":3}})"),
+            "a budget_exhausted error names no line");
+  EXPECT_EQ(MustFail(R"({"type":"done","activation":1,"cpu_us":5,"error":{"kind":"script_error","name":"SyntaxError","message":"m","line":3}})"),
+            "unexpected field \"line\"")
+      << "only a load has a source line to name";
+}
+
 // nlohmann's reader stops at a NUL byte: without the check, what follows one went unread.
 TEST(MessagesTest, RefusesANulByteAnywhere) {
   using namespace std::string_literals;
