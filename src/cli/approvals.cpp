@@ -81,27 +81,47 @@ int64_t NowUs() {
 
 void Out(const std::string& text) { WriteStdout(text); }
 
-// The store and a registry of the built-in host calls (whose specs parse and compare grants).
+// The journal and a registry of the built-in host calls (whose specs parse and compare grants).
+// approve and revoke write (the store, which creates the journal if it is missing); list, show and
+// diff only read (OpenSqliteReader: never created or changed, so an auditor who may only read the
+// file can inspect what was approved).
 struct Opened {
-  std::unique_ptr<Store> store;
+  std::unique_ptr<Store> store;               // approve, revoke
+  std::unique_ptr<JournalReader> read_only;   // list, show, diff
+  JournalReader* reader = nullptr;
   HostCallRegistry registry;
 };
 
-Result<std::unique_ptr<Opened>> Open(const ApprovalOptions& o) {
+Result<std::unique_ptr<Opened>> Open(const ApprovalOptions& o, bool writes) {
   std::string path = o.db_path;
   if (path.empty()) {
     auto db = DefaultJournalPath();
     if (!db) return db.error();
     path = *db;
   }
-  auto store = OpenSqliteStore({.path = path});
-  if (!store) return store.error();
   auto opened = std::make_unique<Opened>();
-  opened->store = std::move(*store);
+  if (writes) {
+    auto store = OpenSqliteStore({.path = path});
+    if (!store) return store.error();
+    opened->store = std::move(*store);
+    opened->reader = &opened->store->reader();
+  } else {
+    auto reader = OpenSqliteReader(path);
+    if (!reader) {
+      if (reader.error().code == ErrorCode::kNotFound) {
+        return MakeError(ErrorCode::kNotFound, "no journal at " + path +
+                                                   " (nothing was approved there yet; approve with basal " +
+                                                   Noun(o.kind) + " approve, or pass --db FILE)");
+      }
+      return reader.error();
+    }
+    opened->read_only = std::move(*reader);
+    opened->reader = opened->read_only.get();
+  }
   // The handlers never run here: the registry is for Manifest::Parse and the review.
   if (auto r = RegisterLogHostCall(opened->registry, [](const HostCallContext&, std::string_view, std::string_view) {}); !r)
     return r.error();
-  if (auto r = RegisterKvHostCalls(opened->registry, *opened->store); !r) return r.error();
+  if (auto r = RegisterKvHostCallSpecs(opened->registry); !r) return r.error();
   return opened;
 }
 
@@ -123,7 +143,7 @@ Result<Loaded> Load(Opened& opened, const ApprovalRow& row) {
   Loaded loaded;
   loaded.row = row;
   auto text = [&](const std::string& hash, const char* which) -> Result<std::string> {
-    auto kept = opened.store->reader().Text(hash);
+    auto kept = opened.reader->Text(hash);
     if (!kept) return kept.error();
     if (!*kept || Sha256Hex(**kept) != hash) {
       return MakeError(ErrorCode::kDatabase, What(row.kind, row.name) + " version " + std::to_string(row.version) + ": its " +
@@ -151,7 +171,7 @@ Result<Loaded> Load(Opened& opened, const ApprovalRow& row) {
 }
 
 Result<ApprovalRow> FindVersion(Opened& opened, ApprovalKind kind, const std::string& name, int64_t version) {
-  auto versions = opened.store->reader().Versions(kind, name);
+  auto versions = opened.reader->Versions(kind, name);
   if (!versions) return versions.error();
   if (versions->empty()) {
     return MakeError(ErrorCode::kNotFound, What(kind, name) + " has never been approved in this journal (basal " +
@@ -250,7 +270,7 @@ int Approve(Opened& opened, const ApprovalOptions& o) {
     ReportError(kKindManifest, o.manifest_path + ": " + manifest.error().message);
     return kExitBasalFailed;
   }
-  auto versions = opened.store->reader().Versions(kind, o.name);
+  auto versions = opened.reader->Versions(kind, o.name);
   if (!versions) {
     ReportError(kKindJournal, versions.error().message);
     return kExitBasalFailed;
@@ -317,7 +337,7 @@ int Approve(Opened& opened, const ApprovalOptions& o) {
 }
 
 int List(Opened& opened, const ApprovalOptions& o) {
-  auto rows = opened.store->reader().Names(o.kind);
+  auto rows = opened.reader->Names(o.kind);
   if (!rows) {
     ReportError(kKindJournal, rows.error().message);
     return kExitBasalFailed;
@@ -352,8 +372,8 @@ int Show(Opened& opened, const ApprovalOptions& o) {
     ReportError(kKindApproval, row.error().message);
     return kExitBasalFailed;
   }
-  auto versions = opened.store->reader().Versions(o.kind, o.name);
-  auto events = opened.store->reader().Events(o.kind, o.name);
+  auto versions = opened.reader->Versions(o.kind, o.name);
+  auto events = opened.reader->Events(o.kind, o.name);
   if (!versions || !events) {
     ReportError(kKindJournal, (!versions ? versions.error() : events.error()).message);
     return kExitBasalFailed;
@@ -415,7 +435,7 @@ int Show(Opened& opened, const ApprovalOptions& o) {
 }
 
 int Diff(Opened& opened, const ApprovalOptions& o) {
-  auto versions = opened.store->reader().Versions(o.kind, o.name);
+  auto versions = opened.reader->Versions(o.kind, o.name);
   if (!versions) {
     ReportError(kKindJournal, versions.error().message);
     return kExitBasalFailed;
@@ -566,7 +586,7 @@ int ApprovalCommand(CLI::App& parent, ApprovalOptions& o) {
                                 std::to_string(kMaxNoteBytes));
     return kExitUsage;
   }
-  auto opened = Open(o);
+  auto opened = Open(o, o.action == "approve" || o.action == "revoke");
   if (!opened) return ReportOpenError(opened.error());
   if (o.action == "approve") return Approve(**opened, o);
   if (o.action == "list") return List(**opened, o);

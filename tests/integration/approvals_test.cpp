@@ -321,6 +321,20 @@ TEST_F(ApprovalsTest, CodemodeScriptsRunUnderAnApprovedPolicyWithItsOwnDefaults)
   EXPECT_TRUE(Has(unknown.err, "policy \"nobody\" is not approved")) << unknown.err;
 }
 
+TEST_F(ApprovalsTest, InspectingOnlyReadsTheJournal) {
+  auto list = Basal(dir_, "flow list" + Db());
+  EXPECT_EQ(list.exit_code, 3) << list.err;
+  EXPECT_TRUE(Has(list.err, "no journal at " + P("j.db"))) << list.err;
+  EXPECT_FALSE(std::filesystem::exists(P("j.db"))) << "list, show and diff never create a journal";
+  auto show = Basal(dir_, "policy show agents" + Db());
+  EXPECT_EQ(show.exit_code, 3) << show.err;
+  EXPECT_FALSE(std::filesystem::exists(P("j.db")));
+  ASSERT_EQ(Approve("orders", kCounter, kCounterManifest).exit_code, 0);
+  auto shown = Basal(dir_, "flow show orders" + Db());
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_TRUE(Has(shown.out, "kv.put")) << "the read-only review still knows the built-in host calls: " << shown.out;
+}
+
 TEST_F(ApprovalsTest, BadNamesAndNotesAreUsageErrors) {
   auto bad = Approve("../etc", kCounter, kCounterManifest);
   EXPECT_EQ(bad.exit_code, 2) << bad.err;

@@ -523,7 +523,11 @@ Effect KvEffect(KvOp op) {
   return Effect::kExternal;
 }
 
-Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store) {
+Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store) { return RegisterKv(registry, &store); }
+
+Result<void> RegisterKvHostCallSpecs(HostCallRegistry& registry) { return RegisterKv(registry, nullptr); }
+
+Result<void> RegisterKv(HostCallRegistry& registry, Store* store) {
   for (KvOp op : {KvOp::kGet, KvOp::kPut, KvOp::kDelete, KvOp::kList, KvOp::kCas, KvOp::kIncr}) {
     HostCallSpec spec;
     spec.name = KvOpName(op);
@@ -533,8 +537,12 @@ Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store) {
     spec.compare_grant = CompareKvGrant;
     spec.authorize = [op](const Json& constraints, const Json& args) { return AuthorizeKv(op, constraints, args); };
     spec.effect = KvEffect(op);
-    spec.handler = [op, &store](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
-      ServeKv(op, store, args, ctx.grant).SendTo(reply);
+    spec.handler = [op, store](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
+      if (store == nullptr) {
+        reply.Error("HostError", std::string(KvOpName(op)) + ": this registry serves no store (it only reviews grants)");
+        return;
+      }
+      ServeKv(op, *store, args, ctx.grant).SendTo(reply);
     };
     if (op == KvOp::kPut) spec.journal_args = KvJournalArgs;
     if (op == KvOp::kCas) spec.journal_args = KvCasJournalArgs;

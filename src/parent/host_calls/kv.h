@@ -64,6 +64,11 @@ const char* KvOpName(KvOp op);  // "kv.get", ...
 
 // Registers kv.get, kv.put, kv.delete, kv.list, kv.cas and kv.incr, served from `store.kv()`.
 Result<void> RegisterKvHostCalls(HostCallRegistry& registry, Store& store);
+// The same specs with no store behind them, for what only parses and compares grants (the
+// review of `basal flow show` on a read-only journal): their handlers answer HostError.
+Result<void> RegisterKvHostCallSpecs(HostCallRegistry& registry);
+// Both of the above: `store` null for specs only.
+Result<void> RegisterKv(HostCallRegistry& registry, Store* store);
 Effect KvEffect(KvOp op);  // get, list: pure; put, delete, cas: idempotent; incr: external
 
 // check_grant of kv.get, kv.delete, kv.list: {"namespaces": [non-empty unique strings, at least one]}.
