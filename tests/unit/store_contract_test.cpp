@@ -1015,6 +1015,66 @@ TEST_P(StoreContract, KvIncrementAndCompareAndSwapAreAtomicAcrossProcesses) {
   store_ = MustOpen();
 }
 
+TEST_P(StoreContract, KvPutWithinChecksItsLimits) {
+  auto too_large = kv().PutWithin("q", "k", "\"12345\"", {.max_value_bytes = 3});
+  ASSERT_TRUE(too_large) << too_large.error().message;
+  EXPECT_EQ(too_large->status, KvUpdate::Status::kValueTooLarge);
+  EXPECT_EQ(too_large->value_bytes, 7u);
+  auto first = kv().PutWithin("q", "a", "1", {.quota_keys = 2});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, KvUpdate::Status::kWritten);
+  EXPECT_EQ(first->usage_after.keys, 1u);
+  EXPECT_EQ(first->usage_after.bytes, 2u);
+  ASSERT_TRUE(kv().PutWithin("q", "b", "2", {.quota_keys = 2}));
+  auto over = kv().PutWithin("q", "c", "3", {.quota_keys = 2});
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, KvUpdate::Status::kOverQuota);
+  EXPECT_EQ(over->usage_after.keys, 3u);
+  auto replace = kv().PutWithin("q", "b", "22", {.quota_bytes = 5, .quota_keys = 2});
+  ASSERT_TRUE(replace);
+  EXPECT_EQ(replace->status, KvUpdate::Status::kWritten) << "overwriting frees the old value's bytes";
+  EXPECT_EQ(replace->usage_after.bytes, 5u);
+  EXPECT_EQ(Stored(kv(), "q", "c"), std::nullopt) << "a refusal writes nothing";
+  EXPECT_EQ(Stored(kv(), "q", "b"), Text("22"));
+}
+
+// Four processes filling one namespace at once never pass its key quota together: the usage is
+// read under the write lock that the write then uses.
+TEST_P(StoreContract, KvPutWithinHoldsAQuotaAcrossProcesses) {
+  constexpr int kProcesses = 4, kQuota = 40;
+  store_.reset();  // no connection (nor its thread) crosses the fork
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto opened = instance_->Open();
+      if (!opened) _exit(10);
+      Store& store = **opened;
+      for (int k = 0; k < kQuota; ++k) {  // each tries to fill the whole quota alone
+        auto r = store.kv().PutWithin("quota", "p" + std::to_string(i) + "-" + std::to_string(k), "true",
+                                      {.quota_keys = kQuota});
+        if (!r || !store.journal().Commit()) {
+          (void)store.journal().Rollback();
+          continue;
+        }
+      }
+      _exit(0);
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  store_ = MustOpen();
+  ASSERT_TRUE(store_);
+  auto usage = kv().Usage("quota");
+  ASSERT_TRUE(usage);
+  EXPECT_EQ(usage->keys, static_cast<uint64_t>(kQuota)) << "exactly full, never past";
+}
+
 // ---- Approvals (Catalog, and JournalReader's reads of it) ----------------------------------
 
 NewApproval FlowApproval(const std::string& name, const std::string& source, int64_t reviewed, int64_t at = 5000) {

@@ -438,22 +438,21 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
       }
       const uint64_t quota_bytes = LimitOr(grant, "quota", "bytes", kKvDefaultQuotaBytes);
       const uint64_t quota_keys = LimitOr(grant, "quota", "keys", kKvDefaultQuotaKeys);
-      auto usage = kv.Usage(ns);
-      if (!usage) return HostError(op, store, usage.error());
-      auto old = kv.ValueBytes(ns, key);
-      if (!old) return HostError(op, store, old.error());
-      const uint64_t freed = old->has_value() ? key.size() + **old : 0;
-      const uint64_t bytes_after = usage->bytes - std::min(usage->bytes, freed) + key.size() + text.size();
-      const uint64_t keys_after = usage->keys + (old->has_value() ? 0 : 1);
-      if (bytes_after > quota_bytes || keys_after > quota_keys) {
+      // Checked and written under the journal's write lock: writers in other processes cannot
+      // together pass the quota.
+      auto put = kv.PutWithin(ns, key, text, KvLimits{max_value, quota_bytes, quota_keys});
+      if (!put) return HostError(op, store, put.error());
+      if (put->status == KvUpdate::Status::kOverQuota) {
         return HostCallAnswer::Failure(
             "QuotaExceeded", name + ": namespace " + Shown(Json(ns), 100) + " would hold " +
-                                 std::to_string(bytes_after) + " bytes in " + std::to_string(keys_after) +
-                                 " keys; its quota is " + std::to_string(quota_bytes) + " bytes and " +
-                                 std::to_string(quota_keys) + " keys (the kv.put grant's \"quota\"): delete keys or "
-                                 "ask the operator for a larger quota");
+                                 std::to_string(put->usage_after.bytes) + " bytes in " +
+                                 std::to_string(put->usage_after.keys) + " keys; its quota is " +
+                                 std::to_string(quota_bytes) + " bytes and " + std::to_string(quota_keys) +
+                                 " keys (the kv.put grant's \"quota\"): delete keys or ask the operator for a larger quota");
       }
-      if (auto put = kv.Put(ns, key, text); !put) return HostError(op, store, put.error());
+      if (put->status != KvUpdate::Status::kWritten) {
+        return HostCallAnswer::Failure("HostError", name + ": the store did not write the value");
+      }
       return HostCallAnswer::Value(nullptr);
     }
     case KvOp::kDelete: {

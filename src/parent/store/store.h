@@ -237,7 +237,7 @@ struct KvLimits {
 // exactly (Number.MAX_SAFE_INTEGER, 2^53 - 1, and its negative).
 inline constexpr int64_t kKvMaxSafeInteger = (int64_t{1} << 53) - 1;
 
-// What CompareAndSwap or Increment did. Nothing was written unless `status` is kWritten.
+// What CompareAndSwap, Increment or PutWithin did. Nothing was written unless `status` is kWritten.
 struct KvUpdate {
   enum class Status {
     kWritten,         // the new value is stored
@@ -330,6 +330,12 @@ class KvStore {
   // (kOutOfRange otherwise); a stored non-integer is kNotAnInteger. kInvalidArgument if `by`
   // itself is outside +-kKvMaxSafeInteger.
   virtual Result<KvUpdate> Increment(const std::string& ns, const std::string& key, int64_t by,
+                                     const KvLimits& limits) = 0;
+  // Put after checking `limits` against what the namespace holds, under the write lock (taken
+  // before the usage is read), so that processes writing one namespace at once cannot together
+  // pass its quota. kWritten, kValueTooLarge (nothing read) or kOverQuota; `current_json` is not
+  // filled (the stored value is not read, only its size).
+  virtual Result<KvUpdate> PutWithin(const std::string& ns, const std::string& key, const std::string& value_json,
                                      const KvLimits& limits) = 0;
 };
 

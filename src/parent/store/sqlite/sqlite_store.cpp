@@ -96,6 +96,8 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
                                   const KvLimits& limits) override;
   Result<KvUpdate> Increment(const std::string& ns, const std::string& key, int64_t by,
                              const KvLimits& limits) override;
+  Result<KvUpdate> PutWithin(const std::string& ns, const std::string& key, const std::string& value_json,
+                             const KvLimits& limits) override;
 
   // JournalReader
   Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t limit) override {
@@ -146,7 +148,7 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
   // The write half of CompareAndSwap and Increment, under the write lock they took before reading:
   // checks `limits` against the namespace's usage with `value_json` in place of `old_json`, then
   // writes. Fills `update` (status, value_bytes, usage_after, current_json when written).
-  Result<void> StoreChecked(const std::string& ns, const std::string& key, const std::optional<std::string>& old_json,
+  Result<void> StoreChecked(const std::string& ns, const std::string& key, std::optional<uint64_t> old_bytes,
                             const std::string& value_json, const KvLimits& limits, KvUpdate& update);
   Result<void> CheckBatchUsable();
   void NoteWriteFailure();
@@ -545,7 +547,7 @@ Result<std::optional<uint64_t>> SqliteStore::ValueBytes(const std::string& ns, c
 }
 
 Result<void> SqliteStore::StoreChecked(const std::string& ns, const std::string& key,
-                                       const std::optional<std::string>& old_json, const std::string& value_json,
+                                       std::optional<uint64_t> old_bytes, const std::string& value_json,
                                        const KvLimits& limits, KvUpdate& update) {
   update.value_bytes = value_json.size();
   if (update.value_bytes > limits.max_value_bytes) {
@@ -554,9 +556,9 @@ Result<void> SqliteStore::StoreChecked(const std::string& ns, const std::string&
   }
   auto usage = Usage(ns);
   if (!usage) return usage.error();
-  const uint64_t freed = old_json ? key.size() + old_json->size() : 0;
+  const uint64_t freed = old_bytes ? key.size() + *old_bytes : 0;
   update.usage_after.bytes = usage->bytes - std::min(usage->bytes, freed) + key.size() + value_json.size();
-  update.usage_after.keys = usage->keys + (old_json ? 0 : 1);
+  update.usage_after.keys = usage->keys + (old_bytes ? 0 : 1);
   if (update.usage_after.bytes > limits.quota_bytes || update.usage_after.keys > limits.quota_keys) {
     update.status = KvUpdate::Status::kOverQuota;
     return Ok();
@@ -565,6 +567,27 @@ Result<void> SqliteStore::StoreChecked(const std::string& ns, const std::string&
   update.status = KvUpdate::Status::kWritten;
   update.current_json = value_json;
   return Ok();
+}
+
+std::optional<uint64_t> SizeOf(const std::optional<std::string>& text) {
+  return text ? std::optional<uint64_t>(text->size()) : std::nullopt;
+}
+
+Result<KvUpdate> SqliteStore::PutWithin(const std::string& ns, const std::string& key, const std::string& value_json,
+                                        const KvLimits& limits) {
+  KvUpdate update;
+  if (value_json.size() > limits.max_value_bytes) {
+    update.status = KvUpdate::Status::kValueTooLarge;
+    update.value_bytes = value_json.size();
+    return update;
+  }
+  // The write lock first, as in CompareAndSwap: the usage read below is what the write changes.
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  auto old = ValueBytes(ns, key);
+  if (!old) return old.error();
+  if (auto r = StoreChecked(ns, key, *old, value_json, limits, update); !r) return r.error();
+  update.current_json.reset();
+  return update;
 }
 
 Result<KvUpdate> SqliteStore::CompareAndSwap(const std::string& ns, const std::string& key,
@@ -598,7 +621,7 @@ Result<KvUpdate> SqliteStore::CompareAndSwap(const std::string& ns, const std::s
     update.current_json = *stored;
     return update;
   }
-  if (auto r = StoreChecked(ns, key, *stored, value_json, limits, update); !r) return r.error();
+  if (auto r = StoreChecked(ns, key, SizeOf(*stored), value_json, limits, update); !r) return r.error();
   if (update.status != KvUpdate::Status::kWritten) update.current_json = *stored;
   return update;
 }
@@ -636,7 +659,7 @@ Result<KvUpdate> SqliteStore::Increment(const std::string& ns, const std::string
     update.status = KvUpdate::Status::kOutOfRange;
     return update;
   }
-  if (auto r = StoreChecked(ns, key, *stored, std::to_string(sum), limits, update); !r) return r.error();
+  if (auto r = StoreChecked(ns, key, SizeOf(*stored), std::to_string(sum), limits, update); !r) return r.error();
   return update;
 }
 
