@@ -47,4 +47,6 @@ cmake --build build/release -j2
 
 echo "setup: building build/hooks (test hooks: tests only, never deployed)"
 cmake -S . -B build/hooks -DCMAKE_BUILD_TYPE=Release -DBASAL_TEST_HOOKS=ON -DBASAL_BUILD_BENCH=OFF
-cmake --build build/hooks -j2
+# Only what the probe suite (ctest -L confinement) runs: its test and the binaries it drives (the
+# worker, basal, fake-worker, crash-parent). The other suites run in build/release and build/asan.
+cmake --build build/hooks -j2 --target confinement_probe_test
