@@ -19,26 +19,10 @@
 namespace basal::testing {
 namespace {
 
-struct Ran {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
+using Ran = BasalRun;
 
 // Runs basal with stdin from /dev/null (never a terminal).
-Ran Basal(const std::string& dir, const std::string& args) {
-  const std::string err_path = dir + "/stderr.txt";
-  const std::string cmd = std::string(BASAL_CLI_PATH) + " " + args + " </dev/null 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  std::ifstream e(err_path);
-  std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
-  return {WEXITSTATUS(status), out, err};
-}
+Ran Basal(const std::string& dir, const std::string& args) { return RunBasal(dir, args, "", " </dev/null"); }
 
 // Runs basal on a pseudo-terminal (stdin, stdout and stderr), typing `answer` once it asks.
 Ran BasalOnTerminal(const std::vector<std::string>& args, const std::string& answer) {

@@ -18,28 +18,12 @@ namespace {
 
 using std::string_literals::operator""s;
 
-struct Cli {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Cli = BasalRun;
 
 // Runs `basal <args>` through sh (for quoting) in `cwd`, with XDG_STATE_HOME under `state` so that
 // the default journal never is the user's.
 Cli Basal(const std::string& dir, const std::string& args, const std::string& cwd = "") {
-  const std::string err_path = dir + "/stderr.txt";
-  std::string cmd = "XDG_STATE_HOME=" + dir + "/state " + std::string(BASAL_CLI_PATH) + " " + args + " 2>" + err_path;
-  if (!cwd.empty()) cmd = "cd " + cwd + " && " + cmd;
-  FILE* p = popen(cmd.c_str(), "r");
-  Cli r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  return RunBasal(dir, args, (cwd.empty() ? "" : "cd " + cwd + " && ") + "XDG_STATE_HOME=" + dir + "/state ");
 }
 
 size_t Lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }

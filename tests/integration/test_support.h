@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -101,6 +103,31 @@ inline std::set<pid_t> ChildrenOf(pid_t parent) {
     closedir(d);
   }
   return children;
+}
+
+// What `basal <args>` did: its exit code (-1 if a signal ended it), stdout and stderr.
+struct BasalRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `basal <args>` through sh (for quoting), its stderr kept in DIR/stderr.txt. `before` goes in
+// front of the command (environment assignments, "cd X &&"), `after` behind it (a redirection).
+inline BasalRun RunBasal(const std::string& dir, const std::string& args, const std::string& before = "",
+                         const std::string& after = "") {
+  const std::string err_path = dir + "/stderr.txt";
+  const std::string cmd = before + std::string(BASAL_CLI_PATH) + " " + args + after + " 2>" + err_path;
+  FILE* p = popen(cmd.c_str(), "r");
+  BasalRun r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
 }
 
 class ModuleFixture : public ::testing::Test {
