@@ -118,6 +118,11 @@ struct HostCallSpec {
   // as they are. The flow still gets the whole result.
   std::function<Json(const Json& args)> journal_args;
   std::function<Json(const Json& result)> journal_result;
+  // Called on the loop thread when an activation ends (ok, failed, deadline, cancelled, crashed),
+  // after its calls still in flight became `abandoned`: a handler that keeps work per activation
+  // (timers, transfers) drops it here. Called for every registered spec that sets it, whether or
+  // not the activation used it. Must not throw (an exception is swallowed).
+  std::function<void(int64_t activation_id)> activation_ended;
 };
 
 class HostCallRegistry {
@@ -125,6 +130,8 @@ class HostCallRegistry {
   // Fails on an empty or duplicate name, or a missing handler.
   Result<void> Register(HostCallSpec spec);
   const HostCallSpec* Find(std::string_view name) const;
+  // Calls every spec's activation_ended (those that set it).
+  void ActivationEnded(int64_t activation_id) const;
   std::vector<std::string> Names() const;
 
  private:

@@ -361,6 +361,7 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
     f.stage = Stage::kAbandoned;  // kept until the handler answers or drops its reply
     ++it;
   }
+  registry_.ActivationEnded(activation);  // handlers drop what they keep for it (timers, transfers)
   return usage;
 }
 

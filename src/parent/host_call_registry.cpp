@@ -71,4 +71,14 @@ std::vector<std::string> HostCallRegistry::Names() const {
   return names;
 }
 
+void HostCallRegistry::ActivationEnded(int64_t activation_id) const {
+  for (const auto& [name, spec] : specs_) {
+    if (!spec.activation_ended) continue;
+    try {
+      spec.activation_ended(activation_id);
+    } catch (...) {
+    }
+  }
+}
+
 }  // namespace basal
