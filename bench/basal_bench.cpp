@@ -99,6 +99,10 @@ int main(int argc, char** argv) {
       std::printf("  parent VmRSS: %llu KiB after %zu host calls, %llu KiB after %zu\n",
                   static_cast<unsigned long long>(mem.early_rss_kib), mem.early_calls,
                   static_cast<unsigned long long>(mem.late_rss_kib), mem.late_calls);
+    } else if (only == "fetch") {
+      basal::bench::FetchSamples f = basal::bench::FetchRoundTrip(o);
+      PrintSamples("direct libcurl request, loopback", f.direct);
+      PrintSamples("http.fetch round trip, loopback", f.fetch);
     } else if (only == "throughput") {
       for (size_t workers : {1, 2, 3, 4, 8}) {
         basal::bench::Throughput t = basal::bench::PoolThroughput(o, workers, 1'000'000);
@@ -106,7 +110,7 @@ int main(int argc, char** argv) {
                     static_cast<double>(t.wal_bytes) / (1 << 20));
       }
     } else {
-      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput or memory\n");
+      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput, memory or fetch\n");
       return 64;
     }
     return 0;
@@ -156,12 +160,19 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(mem.early_rss_kib), mem.early_calls,
               static_cast<unsigned long long>(mem.late_rss_kib), mem.late_calls);
 
+  basal::bench::FetchSamples fetch = basal::bench::FetchRoundTrip(o);
+  PrintSamples("direct libcurl request, loopback (reference)", fetch.direct);
+  PrintSamples("http.fetch round trip, loopback", fetch.fetch);
+
   const double host_ref = pipe.Median() + commits.record_call.Median();
+  const double fetch_ref = fetch.direct.Median() + commits.record_call.Median();
   const double warm_ref = pipe.Median() + commits.begin_activation.Median() + commits.end_activation.Median();
   const double spawn_ref = spawn.Median();
   const Row rows[] = {
       {"host-call round trip", Latency(hostcall), Us(host_ref) + " pipe+1 commit", Fmt("%.2fx", hostcall.Median() / host_ref),
        "<= 1.3x", hostcall.Median() <= 1.3 * host_ref},
+      {"http.fetch round trip", Latency(fetch.fetch), Us(fetch_ref) + " curl+1 commit",
+       Fmt("%.2fx", fetch.fetch.Median() / fetch_ref), "<= 1.3x", fetch.fetch.Median() <= 1.3 * fetch_ref},
       {"warm activation", Latency(warm.activation), Us(warm_ref) + " pipe+2 commits",
        Fmt("%.2fx", warm.activation.Median() / warm_ref), "<= 1.5x", warm.activation.Median() <= 1.5 * warm_ref},
       {"cold start to welcome", Latency(cold), Us(spawn_ref) + " fork+exec", Fmt("%.2fx", cold.Median() / spawn_ref),

@@ -91,4 +91,11 @@ struct MemoryOverCalls {
 };
 MemoryOverCalls ParentMemoryOverCalls(const Options& o);
 
+// ---- http.fetch (fetch_bench.cpp) ----
+struct FetchSamples {
+  Samples direct;  // libcurl's easy interface to the same loopback server, a new connection each
+  Samples fetch;   // `await host.call('http.fetch', ...)` in a flow, back to back
+};
+FetchSamples FetchRoundTrip(const Options& o);
+
 }  // namespace basal::bench

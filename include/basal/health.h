@@ -60,6 +60,11 @@ struct HealthSnapshot {
   uint64_t idle_cpu_kills = 0;          // idle workers killed for using CPU between activations
   uint64_t output_overflows = 0;        // workers killed for not reading their answers (also a protocol violation)
   uint64_t logs_dropped = 0;            // log lines dropped past an activation's log or journal budget
+  // http.fetch: requests refused by basal, by reason (not_granted, address_refused, too_large,
+  // too_many_requests, redirect_not_granted, ...; docs/http.md), and requests that failed on the
+  // network, by kind (timeout, connect, tls, protocol, other).
+  std::map<std::string, uint64_t> http_refusals;
+  std::map<std::string, uint64_t> http_failures;
 
   uint64_t activations_failed_total() const;
   uint64_t retired(RetireReason reason) const { return retirements[static_cast<int>(reason)]; }

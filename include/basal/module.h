@@ -107,6 +107,15 @@ struct ModuleOptions {
   // Refuse ad hoc flows (AddFlow): only approved versions (LoadApprovedFlow) and scripts under an
   // approved codemode policy (AddCodemodeScript) run. `basal run --require-approval`; the daemon's default.
   bool require_approval = false;
+  // http.fetch (docs/http.md).
+  // Where `basal secret set` keeps secret values (one 0600 file per secret in a 0700 directory);
+  // a grant's "${secret:NAME}" reads NAME from here at each request. Empty: no secrets (a request
+  // whose rule references one fails, naming it).
+  std::string secrets_dir;
+  size_t http_max_in_flight = 64;  // transfers at once across the module; more wait their turn
+  // Tests only: the addresses a host name resolves to (empty result: resolve normally). The SSRF
+  // guard still judges every address connected.
+  std::function<std::vector<std::string>(const std::string& host)> http_resolve_for_tests;
 };
 
 // Where a flow came from (docs/approvals.md): what the journal records with each activation.

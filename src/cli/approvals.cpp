@@ -17,6 +17,7 @@
 #include "basal/manifest.h"
 #include "basal/review.h"
 #include "cli/cli_support.h"
+#include "parent/host_calls/http_fetch.h"
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
 #include "parent/store/owner.h"
@@ -122,6 +123,7 @@ Result<std::unique_ptr<Opened>> Open(const ApprovalOptions& o, bool writes) {
   if (auto r = RegisterLogHostCall(opened->registry, [](const HostCallContext&, std::string_view, std::string_view) {}); !r)
     return r.error();
   if (auto r = RegisterKvHostCallSpecs(opened->registry); !r) return r.error();
+  if (auto r = RegisterHttpFetchSpec(opened->registry); !r) return r.error();
   return opened;
 }
 

@@ -55,6 +55,7 @@ nlohmann::json HealthSnapshot::ToJson() const {
       {"idle_cpu_kills", idle_cpu_kills},
       {"output_overflows", output_overflows},
       {"logs_dropped", logs_dropped},
+      {"http", {{"refusals", http_refusals}, {"failures", http_failures}}},
       {"queue_length", queue_length},
   };
 }

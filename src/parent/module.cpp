@@ -15,12 +15,14 @@
 
 #include "parent/activation.h"
 #include "parent/call_gate.h"
+#include "parent/host_calls/http_fetch.h"
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
 #include "parent/journal_value.h"
 #include "parent/loop/event_loop.h"
 #include "parent/platform/worker_launcher.h"
 #include "parent/pool.h"
+#include "parent/secrets/secret_store.h"
 #include "parent/store/owner.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "parent/welcome_check.h"
@@ -42,6 +44,9 @@ const char* ModuleEventKindName(ModuleEvent::Kind kind) {
   }
   return "unknown";
 }
+
+struct Module::Impl;
+HttpFetchOptions HttpFetchOptionsFor(Module::Impl& m);
 
 struct Module::Impl final : PoolOwner {
   struct Finished {
@@ -445,6 +450,26 @@ struct Module::Impl final : PoolOwner {
 Module::Module(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Module::~Module() = default;
 
+HttpFetchOptions HttpFetchOptionsFor(Module::Impl& m) {
+  HttpFetchOptions o;
+  o.max_in_flight = m.options.http_max_in_flight;
+  o.user_agent = "basal/" BASAL_VERSION;
+  o.resolve_for_tests = m.options.http_resolve_for_tests;
+  if (!m.options.secrets_dir.empty()) {
+    // Read at each request, so `basal secret set` by another process takes effect at once.
+    o.secret = [dir = m.options.secrets_dir](std::string_view name) -> Result<std::string> {
+      auto store = SecretStore::Open(dir, /*create=*/false);
+      if (!store) return store.error();
+      return store->Get(name);
+    };
+  }
+  o.count = [&m](std::string_view kind, std::string_view reason) {
+    auto& counts = kind == "failure" ? m.health.http_failures : m.health.http_refusals;
+    ++counts[std::string(reason)];
+  };
+  return o;
+}
+
 Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   if (options.journal_path.empty()) return MakeError(ErrorCode::kInvalidArgument, "module: journal_path is required");
   if (options.worker_path.empty()) return MakeError(ErrorCode::kInvalidArgument, "module: worker_path is required");
@@ -493,6 +518,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   if (!sink) sink = [](const HostCallContext&, std::string_view, std::string_view) {};
   if (auto r = RegisterLogHostCall(m.registry, std::move(sink)); !r) return r.error();
   if (auto r = RegisterKvHostCalls(m.registry, *m.store); !r) return r.error();
+  if (auto r = RegisterHttpFetch(m.registry, *m.loop, HttpFetchOptionsFor(m)); !r) return r.error();
 
   CallGateHooks hooks;
   hooks.send = [&m](ActivationId id, std::string payload) { m.sends.emplace_back(id, std::move(payload)); };

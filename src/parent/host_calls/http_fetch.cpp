@@ -1,0 +1,408 @@
+// The http.fetch host call (http_fetch.h): rules and limits from the grant (parent/http/fetch_grant.h),
+// the SSRF guard on each connected address (parent/http/address.h), secrets into headers, every
+// redirect hop checked again, the transfer on the loop (parent/http/http_client.h).
+#include "parent/host_calls/http_fetch.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "parent/http/address.h"
+#include "parent/http/fetch_grant.h"
+#include "parent/http/http_client.h"
+#include "parent/http/url_rule.h"
+
+namespace basal {
+namespace {
+
+std::string EncodeBase64(const std::string& bytes) {
+  std::string out((bytes.size() + 2) / 3 * 4 + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+void ReplaceAll(std::string& text, const std::string& what, const std::string& with) {
+  if (what.empty()) return;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + with.size())) {
+    text.replace(at, what.size(), with);
+  }
+}
+
+bool IsRedirect(int64_t status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+std::string LowerAscii(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::optional<http::Address> AddressOf(const http::SocketAddress& sa) {
+  http::Address a;
+  if (sa.storage.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&sa.storage);
+    return http::Address::V4(ntohl(in->sin_addr.s_addr));
+  }
+  if (sa.storage.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&sa.storage);
+    a.v6 = true;
+    std::memcpy(a.bytes.data(), &in6->sin6_addr, 16);
+    return a;
+  }
+  return std::nullopt;
+}
+
+std::string OriginOf(const http::CanonicalUrl& u) { return u.scheme + "://" + u.host + ":" + std::to_string(u.port); }
+
+// A Location header read against the URL that answered with it (RFC 3986 reference resolution,
+// by libcurl's URL parser), then canonicalized like any request URL.
+Result<http::CanonicalUrl> ResolveReference(const std::string& base, const std::string& location) {
+  CURLU* u = curl_url();
+  if (!u) return MakeError(ErrorCode::kInternal, "out of memory");
+  std::string resolved;
+  if (curl_url_set(u, CURLUPART_URL, base.c_str(), 0) == CURLUE_OK &&
+      curl_url_set(u, CURLUPART_URL, location.c_str(), CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK) {
+    char* text = nullptr;
+    if (curl_url_get(u, CURLUPART_URL, &text, 0) == CURLUE_OK && text) resolved = text;
+    curl_free(text);
+  }
+  curl_url_cleanup(u);
+  if (resolved.empty()) return MakeError(ErrorCode::kInvalidArgument, "it is not a URL");
+  return http::CanonicalizeUrl(resolved);
+}
+
+// One fetch of one activation, across its redirect hops.
+struct Fetch {
+  int64_t activation = 0;
+  http::FetchGrant grant;
+  http::CanonicalUrl url;  // the current hop's
+  std::string method;
+  http::HeaderList script_headers;
+  std::optional<std::string> body;
+  http::RedirectMode redirect = http::RedirectMode::kFollow;
+  int hops = 0;
+  Json hop_log = Json::array();
+  std::map<std::string, std::string> secrets_used;  // name -> value, for redaction
+  HostCallReply reply;
+  uint64_t transfer = 0;  // the HttpClient id of the hop in flight (0: none)
+  explicit Fetch(HostCallReply r) : reply(std::move(r)) {}
+  std::string Shown() const { return url.Display(); }
+};
+
+class FetchService : public std::enable_shared_from_this<FetchService> {
+ public:
+  FetchService(EventLoop& loop, HttpFetchOptions options)
+      : options_(std::move(options)),
+        client_(loop, {options_.max_in_flight, options_.user_agent}) {}
+
+  void Handle(const HostCallContext& ctx, const Json& args, HostCallReply reply) {
+    auto f = std::make_shared<Fetch>(std::move(reply));
+    f->activation = ctx.activation_id;
+    // authorize admitted these args against this grant a moment ago: both parse.
+    auto grant = http::ParseFetchGrant(ctx.grant ? *ctx.grant : Json::object(), "grants.http.fetch");
+    if (!grant) return Refuse(*f, "bad_grant", "the grant of http.fetch is invalid: " + grant.error().message);
+    f->grant = std::move(*grant);
+    auto request = http::ParseFetchArgs(args, f->grant.limits);
+    if (!request) return Refuse(*f, "bad_request", request.error().message);
+    f->url = std::move(request->url);
+    f->method = std::move(request->method);
+    f->script_headers = std::move(request->headers);
+    f->body = std::move(request->body);
+    f->redirect = request->redirect;
+
+    PerActivation& a = activations_[f->activation];
+    if (a.started >= f->grant.limits.max_requests) {
+      return Refuse(*f, "too_many_requests",
+                    "this activation already made max_requests (" + std::to_string(f->grant.limits.max_requests) +
+                        ") fetches; the grant's limits.max_requests bounds them");
+    }
+    ++a.started;
+    if (a.running >= f->grant.limits.max_in_flight) {
+      a.waiting.push_back(f);  // its turn comes when one of the activation's fetches ends
+      return;
+    }
+    ++a.running;
+    StartHop(f);
+  }
+
+  void ActivationEnded(int64_t activation) {
+    auto it = activations_.find(activation);
+    if (it == activations_.end()) return;
+    PerActivation a = std::move(it->second);
+    activations_.erase(it);
+    for (auto& f : a.waiting) f->reply.Error("TypeError", "fetch " + f->Shown() + " aborted: the activation ended");
+    for (uint64_t transfer : a.transfers) client_.Abort(transfer);  // each answers when its abort lands
+  }
+
+ private:
+  struct PerActivation {
+    uint64_t started = 0;  // fetches this activation made (max_requests)
+    uint64_t running = 0;  // fetches in flight (max_in_flight)
+    std::deque<std::shared_ptr<Fetch>> waiting;
+    std::set<uint64_t> transfers;
+  };
+
+  void Count(std::string_view kind, std::string_view reason) {
+    if (options_.count) options_.count(kind, reason);
+  }
+
+  void Refuse(Fetch& f, std::string_view reason, const std::string& message) {
+    Count("refusal", reason);
+    f.reply.Error("TypeError", "fetch " + f.Shown() + " refused: " + message);
+  }
+
+  // The fetch was answered: the activation may start one that waited.
+  void Ended(const Fetch& f) {
+    auto it = activations_.find(f.activation);
+    if (it == activations_.end()) return;
+    if (it->second.running > 0) --it->second.running;
+    while (it != activations_.end() && !it->second.waiting.empty() &&
+           it->second.running < f.grant.limits.max_in_flight) {
+      auto next = std::move(it->second.waiting.front());
+      it->second.waiting.pop_front();
+      ++it->second.running;
+      StartHop(next);  // may be answered at once, and end
+      it = activations_.find(f.activation);
+    }
+  }
+
+  void RefuseAndEnd(const std::shared_ptr<Fetch>& f, std::string_view reason, const std::string& message) {
+    Refuse(*f, reason, message);
+    Ended(*f);
+  }
+
+  void StartHop(const std::shared_ptr<Fetch>& f) {
+    const http::RuleMatch match = http::MatchRequest(f->grant, f->url, f->method);
+    if (!match.rule) {
+      if (f->hops == 0) return RefuseAndEnd(f, "not_granted", match.denial);
+      return RefuseAndEnd(f, "redirect_not_granted", "redirect hop " + std::to_string(f->hops) + ": " + match.denial);
+    }
+    const http::FetchRule& rule = *match.rule;
+    const size_t rule_index = static_cast<size_t>(match.rule - f->grant.rules.data());
+    if (!http::SecretRefs(rule).empty() && f->url.scheme != "https" && !rule.allow_plain_http) {
+      return RefuseAndEnd(f, "plain_http_secret",
+                          "rule " + rule.url.text + " would send a secret over plain http; it needs \"allow_plain_http\": true");
+    }
+    std::string why;  // the secret store's own words: not set, or unreadable
+    auto headers = http::RequestHeaders(rule, f->script_headers, [&](std::string_view secret) -> std::optional<std::string> {
+      if (!options_.secret) {
+        why = "secret " + std::string(secret) + " is referenced by rule " + rule.url.text +
+              " but this basal has no secrets directory";
+        return std::nullopt;
+      }
+      auto v = options_.secret(secret);
+      if (!v) {
+        why = v.error().message;
+        return std::nullopt;
+      }
+      f->secrets_used[std::string(secret)] = *v;
+      return std::move(*v);
+    });
+    if (!headers) return RefuseAndEnd(f, "secret_missing", why.empty() ? headers.error().message : why);
+
+    http::Exchange x;
+    x.url = f->url.url;
+    x.method = f->method;
+    x.headers = std::move(*headers);
+    x.body = f->body;
+    x.connect_timeout = std::chrono::milliseconds(f->grant.limits.connect_timeout_ms);
+    x.timeout = std::chrono::milliseconds(f->grant.limits.timeout_ms);
+    x.max_response_bytes = f->grant.limits.max_response_bytes;
+    x.check_address = [networks = rule.allow_networks](const http::SocketAddress& sa) -> std::optional<std::string> {
+      const auto address = AddressOf(sa);
+      if (!address) return "is not an IPv4 or IPv6 address";
+      if (auto why = http::ConnectRefusal(*address, networks)) {
+        return "is refused by the SSRF guard: " + *why + " (a grant rule may name it in \"allow_networks\")";
+      }
+      return std::nullopt;
+    };
+    if (options_.resolve_for_tests && !f->url.host_is_ip()) {
+      std::vector<std::string> addrs = options_.resolve_for_tests(f->url.host);
+      if (!addrs.empty()) {
+        std::string joined;
+        for (const auto& a : addrs) joined += (joined.empty() ? "" : ",") + (a.find(':') != std::string::npos ? "[" + a + "]" : a);
+        const std::string hp = f->url.host + ":" + std::to_string(f->url.port);
+        x.resolve = {"-" + hp, hp + ":" + joined};
+      }
+    }
+    Json hop = {{"url", f->url.url}, {"rule", rule_index}};
+    std::weak_ptr<FetchService> self = weak_from_this();
+    f->transfer = client_.Start(std::move(x), [self, f, hop](http::ExchangeResult r) mutable {
+      if (auto s = self.lock()) s->OnHop(f, std::move(hop), std::move(r));
+    });
+    if (auto it = activations_.find(f->activation); it != activations_.end()) it->second.transfers.insert(f->transfer);
+  }
+
+  void OnHop(const std::shared_ptr<Fetch>& f, Json hop, http::ExchangeResult r) {
+    if (auto it = activations_.find(f->activation); it != activations_.end()) it->second.transfers.erase(f->transfer);
+    f->transfer = 0;
+    hop["address"] = r.connected;
+    using F = http::ExchangeResult::Failure;
+    if (!r.ok()) {
+      hop["failure"] = http::FailureName(r.failure);
+      f->hop_log.push_back(std::move(hop));
+      if (r.failure == F::kCancelled) {
+        f->reply.Error("TypeError", "fetch " + f->Shown() + " aborted: the activation ended");
+        return;  // its activation is gone: nothing waits behind it
+      }
+      const bool refusal = r.failure == F::kAddressRefused || r.failure == F::kTooLarge;
+      Count(refusal ? "refusal" : "failure", http::FailureName(r.failure));
+      f->reply.Error("TypeError", "fetch " + f->Shown() + (refusal ? " refused: " : " failed: ") + r.message);
+      return Ended(*f);
+    }
+    hop["status"] = r.status;
+    f->hop_log.push_back(hop);
+    const auto location =
+        std::find_if(r.headers.begin(), r.headers.end(), [](const auto& h) { return h.first == "location"; });
+    if (IsRedirect(r.status) && location != r.headers.end() && f->redirect != http::RedirectMode::kManual) {
+      if (f->redirect == http::RedirectMode::kError) {
+        Refuse(*f, "redirect_refused",
+               "the response redirects (status " + std::to_string(r.status) + ") and the request said redirect: \"error\"");
+        return Ended(*f);
+      }
+      const uint64_t max = f->grant.limits.max_redirects;
+      if (max > 0) {
+        if (static_cast<uint64_t>(f->hops) >= max) {
+          Refuse(*f, "too_many_redirects", "more than max_redirects (" + std::to_string(max) + ") redirects");
+          return Ended(*f);
+        }
+        auto next = ResolveReference(f->url.url, location->second);
+        if (!next) {
+          Refuse(*f, "bad_redirect", "its redirect is not to a URL basal follows: " + next.error().message);
+          return Ended(*f);
+        }
+        // The Fetch standard: 303 becomes GET (HEAD stays), and so do 301 and 302 after a POST;
+        // the body and the headers about it go with the method. Credentials the script set do
+        // not cross to another origin.
+        const bool to_get = (r.status == 303 && f->method != "HEAD") ||
+                            ((r.status == 301 || r.status == 302) && f->method == "POST");
+        if (to_get) {
+          f->method = "GET";
+          f->body.reset();
+          std::erase_if(f->script_headers, [](const auto& h) {
+            const std::string n = LowerAscii(h.first);
+            return n == "content-type" || n == "content-encoding" || n == "content-language" || n == "content-location";
+          });
+        }
+        if (OriginOf(*next) != OriginOf(f->url)) {
+          std::erase_if(f->script_headers, [](const auto& h) {
+            const std::string n = LowerAscii(h.first);
+            return n == "authorization" || n == "cookie" || n == "proxy-authorization";
+          });
+        }
+        f->url = std::move(*next);
+        ++f->hops;
+        return StartHop(f);
+      }
+    }
+    Answer(*f, std::move(r));
+    Ended(*f);
+  }
+
+  void Answer(Fetch& f, http::ExchangeResult r) {
+    // Secret values never leave the parent: a response that echoes one gets it replaced.
+    std::string url = f.url.url;
+    for (const auto& [name, value] : f.secrets_used) {
+      const std::string mark = "[secret " + name + "]";
+      ReplaceAll(r.body, value, mark);
+      ReplaceAll(r.status_text, value, mark);
+      ReplaceAll(url, value, mark);
+      for (auto& [n, v] : r.headers) ReplaceAll(v, value, mark);
+    }
+    Json headers = Json::array();
+    for (auto& [n, v] : r.headers) headers.push_back(Json::array({std::move(n), std::move(v)}));
+    Json secrets = Json::array();
+    for (const auto& [name, value] : f.secrets_used) secrets.push_back(name);
+    f.reply.Ok({{"status", r.status},
+                {"status_text", std::move(r.status_text)},
+                {"url", std::move(url)},
+                {"redirected", f.hops > 0},
+                {"headers", std::move(headers)},
+                {"body_base64", EncodeBase64(r.body)},
+                {"basal", {{"hops", f.hop_log}, {"secrets", std::move(secrets)}}}});
+  }
+
+  HttpFetchOptions options_;
+  http::HttpClient client_;
+  std::map<int64_t, PerActivation> activations_;
+};
+
+// The journal's view of a response: the body as text (bytes that are not UTF-8 are replaced when
+// the record is written), beside its size. The call gate caps each journaled value.
+Json JournalResult(const Json& result) {
+  Json view = result;
+  auto b = view.find("body_base64");
+  if (b == view.end() || !b->is_string()) return view;
+  const std::string& text = b->get_ref<const std::string&>();
+  std::string bytes(text.size() / 4 * 3 + 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  size_t pad = 0;
+  if (!text.empty() && text.back() == '=') ++pad;
+  if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
+  bytes.resize(n < 0 ? 0 : static_cast<size_t>(n) - pad);
+  view.erase("body_base64");
+  view["body_bytes"] = bytes.size();
+  view["body"] = std::move(bytes);
+  return view;
+}
+
+HostCallSpec MakeSpec() {
+  HostCallSpec spec;
+  spec.name = "http.fetch";
+  spec.needs_grant = true;
+  spec.effect = Effect::kExternal;
+  spec.check_grant = http::CheckFetchGrant;
+  spec.compare_grant = http::CompareFetchGrant;
+  spec.authorize = http::AuthorizeFetch;
+  spec.journal_result = JournalResult;
+  spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
+    reply.Error("HostError", "http.fetch is not served by this registry (no event loop)");
+  };
+  return spec;
+}
+
+}  // namespace
+
+Result<void> RegisterHttpFetchSpec(HostCallRegistry& registry) { return registry.Register(MakeSpec()); }
+
+Result<void> RegisterHttpFetch(HostCallRegistry& registry, EventLoop& loop, HttpFetchOptions options) {
+  auto counter = options.count;
+  auto service = std::make_shared<FetchService>(loop, std::move(options));
+  HostCallSpec spec = MakeSpec();
+  // The gate's decision, counted by reason for the health report (the gate counts denied_calls).
+  spec.authorize = [count = counter](const Json& grant, const Json& args) -> std::optional<std::string> {
+    auto parsed = http::ParseFetchGrant(grant, "grants.http.fetch");
+    if (!parsed) return "the grant of http.fetch is invalid: " + parsed.error().message;
+    auto request = http::ParseFetchArgs(args, parsed->limits);
+    if (!request) {
+      if (count) count("refusal", "bad_request");
+      return request.error().message;
+    }
+    const http::RuleMatch match = http::MatchRequest(*parsed, request->url, request->method);
+    if (!match.rule) {
+      if (count) count("refusal", "not_granted");
+      return match.denial;
+    }
+    return std::nullopt;
+  };
+  spec.handler = [service](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
+    service->Handle(ctx, args, std::move(reply));
+  };
+  spec.activation_ended = [service](int64_t activation) { service->ActivationEnded(activation); };
+  return registry.Register(std::move(spec));
+}
+
+}  // namespace basal

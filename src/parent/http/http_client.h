@@ -1,0 +1,139 @@
+// HttpClient: HTTP exchanges on the parent's event loop through libcurl's multi-socket interface.
+// One exchange is one request and its response: redirects are NOT followed here (the http.fetch
+// host call checks every hop against the grant and follows them itself).
+//
+//   http::HttpClient client(loop, {.max_in_flight = 64});
+//   http::Exchange e;
+//   e.url = "https://api.example.com/v1/items";
+//   e.method = "GET";
+//   e.check_address = [](const http::SocketAddress& a) -> std::optional<std::string> { ... };
+//   client.Start(std::move(e), [](http::ExchangeResult r) { ... });   // later, on the loop thread
+//
+// Everything runs on the loop's thread: curl never blocks it (its threaded resolver resolves names
+// on threads of its own). Every address curl is about to connect passes `check_address` first
+// (CURLOPT_OPENSOCKETFUNCTION): the address actually connected, not the URL's host, is what the
+// SSRF guard judges. Each exchange opens its own connection and never shares it (a connection that
+// one grant's rule let through must not carry another's request), and ignores proxies from the
+// environment and .netrc.
+//
+// Bounds: at most `max_in_flight` transfers at once (the rest wait in a queue, first in first out);
+// a response's body is counted as it arrives (Content-Length or not) and the transfer is stopped
+// past max_response_bytes; response headers past kMaxResponseHeaderBytes stop it too.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "parent/loop/event_loop.h"
+
+namespace basal::http {
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// Response header bytes one exchange may receive (status line included); past it: kProtocol.
+inline constexpr size_t kMaxResponseHeaderBytes = 256u << 10;
+
+// The address curl is about to connect (IPv4 or IPv6).
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  std::string ToString() const;  // "127.0.0.1:8080", "[::1]:443"
+};
+
+struct Exchange {
+  std::string url;     // absolute http(s) URL, already canonical and admitted
+  std::string method;  // "GET", "POST", ...
+  HeaderList headers;  // sent as given (names and values already checked)
+  std::optional<std::string> body;
+  std::chrono::milliseconds connect_timeout{10'000};  // name resolution + TCP + TLS
+  std::chrono::milliseconds timeout{30'000};          // the whole exchange
+  uint64_t max_response_bytes = 4u << 20;
+  // nullopt: this address may be connected; else why not (the exchange fails kAddressRefused).
+  std::function<std::optional<std::string>(const SocketAddress&)> check_address;
+  // CURLOPT_RESOLVE entries ("host:port:addr[,addr]"), for a test's resolver seam; usually empty.
+  std::vector<std::string> resolve;
+};
+
+struct ExchangeResult {
+  enum class Failure {
+    kNone,
+    kAddressRefused,  // every address the name had was refused by check_address
+    kTooLarge,        // the body passed max_response_bytes
+    kTimeout,         // connect_timeout or timeout passed
+    kConnect,         // the name did not resolve, or no address accepted the connection
+    kTls,             // the TLS handshake or the certificate check failed
+    kProtocol,        // a malformed or oversized response
+    kCancelled,       // Abort() or the client was destroyed
+    kOther,
+  };
+  Failure failure = Failure::kNone;
+  std::string message;  // a failure: what happened, naming the limit or the reason
+  int64_t status = 0;
+  std::string status_text;
+  HeaderList headers;   // names lowercased, in the order received
+  std::string body;
+  std::string connected;  // the address of the connection, "127.0.0.1:8080" (empty if none)
+  bool ok() const { return failure == Failure::kNone; }
+};
+const char* FailureName(ExchangeResult::Failure failure);  // "address_refused", "too_large", ...
+
+class HttpClient {
+ public:
+  struct Options {
+    size_t max_in_flight = 64;  // transfers at once across every activation; the rest queue
+    std::string user_agent = "basal";
+  };
+  using Done = std::function<void(ExchangeResult)>;
+
+  HttpClient(EventLoop& loop, Options options);
+  // Aborts what is still in flight or queued WITHOUT calling their `done` (the owner is going away).
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Starts (or queues) an exchange; `done` runs exactly once, later, on the loop thread (never
+  // from inside Start). Returns an id for Abort.
+  uint64_t Start(Exchange exchange, Done done);
+  // Stops an exchange in flight or queued; its `done` runs with kCancelled (later, on the loop).
+  // Unknown or finished ids are ignored.
+  void Abort(uint64_t id);
+
+  size_t in_flight() const { return running_.size(); }
+  size_t queued() const { return queue_.size(); }
+
+  struct Transfer;  // one exchange in curl's hands (http_client.cpp)
+
+ private:
+  void Launch(std::unique_ptr<Transfer> t);
+  void LaunchQueued();
+  void ScheduleFinish(std::unique_ptr<Transfer> t, ExchangeResult r);
+  void Drive(int fd, int curl_events);  // curl_multi_socket_action, then collect finished transfers
+  void Collect();
+  void EnsureMulti();
+
+  static int OnSocket(void* easy, int fd, int what, void* client, void* socketp);
+  static int OnTimer(void* multi, long timeout_ms, void* client);
+
+  EventLoop& loop_;
+  Options options_;
+  void* multi_ = nullptr;  // CURLM*
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::unique_ptr<Transfer>> running_;
+  std::deque<std::unique_ptr<Transfer>> queue_;
+  std::set<int> watched_;
+  std::optional<EventLoop::TimerId> timer_;
+  std::shared_ptr<bool> alive_;  // posted completions check it: the client may be gone
+};
+
+}  // namespace basal::http
