@@ -56,10 +56,21 @@ struct DoctorOptions {
   std::vector<std::string> worker_args;  // hidden
 };
 
+// `basal secret set NAME | list [--json] | rm NAME` (secret_command.cpp). The value of `set` comes
+// from stdin only: there is no option that could carry it in argv.
+struct SecretOptions {
+  std::string action;       // set | list | rm
+  std::string name;         // set, rm
+  bool json = false;        // list
+  std::string db_path;      // --db: the secrets live in `secrets/` beside this journal
+  std::string secrets_dir;  // --secrets DIR: here instead
+};
+
 int RunCommand(const RunOptions& options);
 int CheckCommand(const CheckOptions& options);
 int JournalCommand(const JournalOptions& options);
 int DoctorCommand(const DoctorOptions& options);
 int HealthCommand();
+int SecretCommand(const SecretOptions& options);
 
 }  // namespace basal::cli

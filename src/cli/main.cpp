@@ -252,6 +252,59 @@ void AddApprovals(CLI::App& app, int& exit_code, ApprovalKind kind) {
   top->callback([top, o, &exit_code] { exit_code = ApprovalCommand(*top, *o); });
 }
 
+// `basal secret set|list|rm`: the operator's secrets (secret_command.cpp). `set` has no value
+// argument on purpose: the value comes from stdin only.
+void AddSecret(CLI::App& app, int& exit_code) {
+  auto o = Keep<SecretOptions>();
+  CLI::App* top = app.add_subcommand(
+      "secret", "Store, list and remove the secrets that http.fetch grant rules name as ${secret:NAME} (values are "
+                "read from stdin, kept owner-only, never journaled, never shown)");
+  top->require_subcommand(1);
+  auto where = [&](CLI::App* c) {
+    c->add_option("--db", o->db_path, "The journal whose secrets these are: they live in secrets/ beside it. " +
+                                          std::string(kDbHelp))
+        ->type_name("FILE");
+    c->add_option("--secrets", o->secrets_dir, "The secrets directory itself (mode 0700), instead of the one beside "
+                                               "the journal")
+        ->type_name("DIR");
+  };
+  const std::string name_help = "The secret's name: a letter or _, then letters, digits or _ (at most 64 bytes)";
+  CLI::App* set = top->add_subcommand(
+      "set", "Store secret NAME (or replace it): its value is read from stdin, without echo on a terminal");
+  set->add_option("name", o->name, name_help)->required()->type_name("NAME");
+  where(set);
+  set->footer(
+      "The value is stdin, minus one trailing line ending (what echo adds): 1 to 8192 bytes, one line, no\n"
+      "control character but TAB. It is never taken from the command line. The file is written atomically\n"
+      "(mode 0600, in a directory of mode 0700).\n"
+      "Exit: 0 stored; 2 usage (a bad name or value); 3 the secrets directory is refused or cannot be written\n\n"
+      "Examples:\n  printf '%s' \"$TOKEN\" | basal secret set example_token\n"
+      "  basal secret set example_token < token.txt\n");
+  CLI::App* list = top->add_subcommand("list", "List the names of the stored secrets (never their values)");
+  list->add_flag("--json", o->json, "One JSON object per line: {\"name\": NAME}");
+  where(list);
+  list->footer("Exit: 0 listed; 3 the secrets directory is refused\n\nExamples:\n  basal secret list\n"
+               "  basal secret list --json\n");
+  CLI::App* rm = top->add_subcommand("rm", "Remove secret NAME");
+  rm->add_option("name", o->name, name_help)->required()->type_name("NAME");
+  where(rm);
+  rm->footer("Exit: 0 removed; 2 usage; 3 no such secret, or the secrets directory is refused\n\n"
+             "Examples:\n  basal secret rm example_token\n");
+  top->footer(
+      "Secrets live in secrets/ beside the journal (--db FILE; default\n"
+      "${XDG_STATE_HOME:-$HOME/.local/state}/basal/secrets), or in --secrets DIR. A grant rule's header\n"
+      "\"Bearer ${secret:NAME}\" gets the value when its request is sent; the script, the worker and the\n"
+      "journal never see it (docs/cli.md).\n"
+      "Exit: 0 ok; 2 usage; 3 a secret not stored, or a secrets directory or file refused (not owner-only)\n\n" +
+      Examples({"  basal secret set example_token < examples/example_token.txt\n", "  basal secret list\n",
+                "  basal secret rm example_token\n"}));
+  top->callback([top, o, &exit_code] {
+    for (const char* action : {"set", "list", "rm"})
+      if (top->get_subcommand(action)->parsed()) o->action = action;
+    exit_code = SecretCommand(*o);
+  });
+}
+
 // `basal help [COMMAND]`: the same text as `basal --help` or `basal COMMAND --help`, on stdout.
 void AddHelp(CLI::App& app, int& exit_code) {
   auto words = std::make_shared<std::vector<std::string>>();
@@ -309,6 +362,7 @@ int Dispatch(int argc, char** argv) {
   AddHealth(app, exit_code);
   AddApprovals(app, exit_code, ApprovalKind::kFlow);
   AddApprovals(app, exit_code, ApprovalKind::kPolicy);
+  AddSecret(app, exit_code);
   AddHelp(app, exit_code);
   app.footer(
       "Exit codes: 0 ok; 1 the flow failed (an activation's outcome, a flow that does not load; doctor: the\n"

@@ -45,7 +45,6 @@ const char* ModuleEventKindName(ModuleEvent::Kind kind) {
   return "unknown";
 }
 
-struct Module::Impl;
 HttpFetchOptions HttpFetchOptionsFor(Module::Impl& m);
 
 struct Module::Impl final : PoolOwner {
