@@ -14,6 +14,7 @@
 #include "basal/module.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
+#include "parent/secrets/secret_store.h"
 #include "protocol/messages.h"
 
 namespace basal::cli {
@@ -272,6 +273,9 @@ int RunCommand(const RunOptions& o) {
     if (!db) return Fail(kKindIo, db.error().message);
     mo.journal_path = *db;
   }
+  // http.fetch reads the secrets that grant rules name from secrets/ beside the journal
+  // (`basal secret set NAME --db` the same journal), at each request.
+  mo.secrets_dir = SecretsDirForJournal(mo.journal_path);
   auto durability = ParseDurability(o.durability);
   if (!durability) return Fail(kKindUsage, durability.error().message);
   mo.durability = *durability;

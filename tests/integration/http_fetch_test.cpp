@@ -255,7 +255,7 @@ TEST_F(HttpFetchTest, Ipv6FormsOfLoopbackAreUnwrappedAndRefused) {
   OpenWith();
   // [::ffff:127.0.0.1] reaches 127.0.0.1 through a dual-stack socket; 64:ff9b::7f00:1 is NAT64's
   // spelling of it; [::1] is IPv6 loopback. Each is refused as loopback.
-  for (const std::string& host : {"[::1]", "[::ffff:127.0.0.1]", "[64:ff9b::7f00:1]", "[::127.0.0.1]"}) {
+  for (const std::string host : {"[::1]", "[::ffff:127.0.0.1]", "[64:ff9b::7f00:1]", "[::127.0.0.1]"}) {
     auto flow = Add(kFetchFlow, Manifest({{{"url", "http://" + host + ":" + port_ + "/"}}}), "v6.js");
     Json r = Fetch(flow, {{"url", Url(host, "/hello")}});
     ASSERT_TRUE(r.contains("error")) << host << " -> " << r.dump();
@@ -343,7 +343,7 @@ TEST_F(HttpFetchTest, RedirectsAreReturnedByDefaultAndEveryFollowedHopIsCheckedA
   const Json api = {{"url", "http://api.test:" + port_ + "/"}, {"allow_networks", {"127.0.0.1/32"}}};
   const Json api_no_echo = {{"url", "http://api.test:" + port_ + "/hello"}, {"allow_networks", {"127.0.0.1/32"}}};
   // Not followed by default: the flow gets the 302.
-  auto plain = Add(kFetchFlow, Manifest({api}), "plain.js");
+  auto plain = Add(kFetchFlow, Manifest(Json::array({api})), "plain.js");
   Json r = Fetch(plain, {{"url", Url("api.test", "/to-hello")}});
   EXPECT_EQ(r["status"], 302) << r.dump();
   // Followed when the grant allows it.
@@ -389,14 +389,14 @@ TEST_F(HttpFetchTest, RedirectsAreReturnedByDefaultAndEveryFollowedHopIsCheckedA
 TEST_F(HttpFetchTest, AResponseOfUnknownLengthIsStoppedAtMaxResponseBytes) {
   OpenWith();
   const Json rule = {{"url", "http://127.0.0.1:" + port_ + "/"}, {"allow_networks", {"127.0.0.1/32"}}};
-  auto small = Add(kFetchFlow, Manifest({rule}, {{"max_response_bytes", 1 << 20}}), "small.js");
+  auto small = Add(kFetchFlow, Manifest(Json::array({rule}), {{"max_response_bytes", 1 << 20}}), "small.js");
   Json r = Fetch(small, {{"url", Url("127.0.0.1", "/big-chunked")}});
   ASSERT_TRUE(r.contains("error")) << r.dump().substr(0, 200);
   EXPECT_EQ(r["error"]["name"], "TypeError");
   EXPECT_NE(r["error"]["message"].get<std::string>().find("max_response_bytes (1048576"), std::string::npos) << r.dump();
   EXPECT_EQ(module_->Health().http_refusals.at("too_large"), 1u);
   // Allowed: the same response within a larger limit.
-  auto large = Add(kFetchFlow, Manifest({rule}, {{"max_response_bytes", 8 << 20}}), "large.js");
+  auto large = Add(kFetchFlow, Manifest(Json::array({rule}), {{"max_response_bytes", 8 << 20}}), "large.js");
   r = Fetch(large, {{"url", Url("127.0.0.1", "/big-chunked")}});
   ASSERT_FALSE(r.contains("error")) << r.dump().substr(0, 300);
   EXPECT_EQ(UnB64(r["body_base64"]).size(), 4u << 20);
@@ -405,7 +405,7 @@ TEST_F(HttpFetchTest, AResponseOfUnknownLengthIsStoppedAtMaxResponseBytes) {
 TEST_F(HttpFetchTest, ASlowResponseFailsAtTimeoutMs) {
   OpenWith();
   const Json rule = {{"url", "http://127.0.0.1:" + port_ + "/"}, {"allow_networks", {"127.0.0.1/32"}}};
-  auto flow = Add(kFetchFlow, Manifest({rule}, {{"timeout_ms", 300}}));
+  auto flow = Add(kFetchFlow, Manifest(Json::array({rule}), {{"timeout_ms", 300}}));
   Json r = Fetch(flow, {{"url", Url("127.0.0.1", "/slow")}});
   ASSERT_TRUE(r.contains("error")) << r.dump();
   EXPECT_NE(r["error"]["message"].get<std::string>().find("timeout_ms (300 ms)"), std::string::npos) << r.dump();
@@ -467,11 +467,12 @@ TEST_F(HttpFetchTest, ASecretReachesTheServerButNeverTheWorkerNorTheJournal) {
                                          {"allow_plain_http", true},
                                          {"allow_networks", {"127.0.0.1/32"}}}}));
   // The script tries to set its own Authorization: the rule's value wins.
-  Json r = Fetch(flow, {{"url", Url("127.0.0.1", "/echo-headers")}, {"headers", {{"authorization", "Bearer mine"}}}});
+  Json r = Fetch(flow, {{"url", Url("127.0.0.1", "/echo-headers")}, {"headers", Json::array({Json::array({"authorization", "Bearer mine"})})}});
   ASSERT_FALSE(r.contains("error")) << r.dump();
   ASSERT_EQ(server_.requests().size(), 1u);
   std::string auth;
-  for (const auto& [name, value] : server_.requests()[0].headers)
+  const std::vector<TestRequest> seen = server_.requests();
+  for (const auto& [name, value] : seen[0].headers)
     if (name == "Authorization" || name == "authorization") auth += value + ";";
   EXPECT_EQ(auth, "Bearer " + secret + ";") << "the server got the secret, once";
   // The server echoed it in its body and a header: the worker sees the redaction mark.
@@ -514,13 +515,13 @@ TEST_F(HttpFetchTest, ASecretOverPlainHttpNeedsAllowPlainHttp) {
 TEST_F(HttpFetchTest, ABodyIsSentAndTheDeadlineAbortsAFetchInFlight) {
   OpenWith();
   const Json rule = {{"url", "http://127.0.0.1:" + port_ + "/"}, {"methods", {"GET", "POST"}}, {"allow_networks", {"127.0.0.1/32"}}};
-  auto flow = Add(kFetchFlow, Manifest({rule}));
+  auto flow = Add(kFetchFlow, Manifest(Json::array({rule})));
   Json r = Fetch(flow, {{"url", Url("127.0.0.1", "/echo-body")}, {"method", "POST"}, {"body_text", "x"}, {"body_b64", B64("payload")}});
   EXPECT_EQ(r["status"], 201) << r.dump();
   EXPECT_EQ(UnB64(r["body_base64"]), "POST payload");
   // A deadline shorter than the server's delay: the activation ends, the transfer is aborted.
   auto deadline = Add(kFetchFlow,
-                      Json{{"grants", {{"http.fetch", {{"rules", {rule}}}}}}, {"budgets", {{"deadline_ms", 300}}}}.dump(),
+                      Json{{"grants", {{"http.fetch", {{"rules", Json::array({rule})}}}}}, {"budgets", {{"deadline_ms", 300}}}}.dump(),
                       "deadline.js");
   ActivationResult d = module_->Run(deadline, {{"url", Url("127.0.0.1", "/slow")}});
   EXPECT_EQ(d.outcome, Outcome::kDeadline) << d.message;

@@ -204,7 +204,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       }
       auto v = options_.secret(secret);
       if (!v) {
-        why = v.error().message;
+        why = "secret " + std::string(secret) + " named by rule " + rule.url.text + ": " + v.error().message;
         return std::nullopt;
       }
       f->secrets_used[std::string(secret)] = *v;
