@@ -249,6 +249,20 @@ TEST_F(HttpFetchTest, EverySpellingOfLoopbackIsRefusedUnlessAllowNetworksNamesIt
   }
   EXPECT_EQ(server_.requests().size(), spellings.size());
   EXPECT_EQ(module_->Health().http_refusals.at("address_refused"), spellings.size());
+  // Each refusal is journaled with its reason.
+  auto rows = Reader()->Activations(std::nullopt, 1000);
+  ASSERT_TRUE(rows);
+  size_t journaled_refusals = 0;
+  for (const auto& a : *rows) {
+    auto calls = Reader()->Calls(a.id);
+    ASSERT_TRUE(calls);
+    for (const auto& c : *calls) {
+      if (c.error_json.find("SSRF guard") != std::string::npos &&
+          c.error_json.find("loopback (127.0.0.0/8)") != std::string::npos)
+        ++journaled_refusals;
+    }
+  }
+  EXPECT_EQ(journaled_refusals, spellings.size());
 }
 
 TEST_F(HttpFetchTest, Ipv6FormsOfLoopbackAreUnwrappedAndRefused) {
@@ -413,8 +427,10 @@ TEST_F(HttpFetchTest, ASlowResponseFailsAtTimeoutMs) {
   EXPECT_EQ(Fetch(flow, {{"url", Url("127.0.0.1", "/hello")}})["status"], 200);
 }
 
+// Four activations of 25 fetches each, at most 4 in flight per activation (the grant) and 3 across
+// the module (ModuleOptions::http_max_in_flight): the rest wait their turn, none fails.
 TEST_F(HttpFetchTest, ManyConcurrentFetchesFromSeveralActivationsAllComplete) {
-  OpenWith();
+  OpenWith([](ModuleOptions& o) { o.http_max_in_flight = 3; });
   auto flow = Add(kManyFlow, Manifest({{{"url", "http://127.0.0.1:" + port_ + "/"}, {"allow_networks", {"127.0.0.1/32"}}}},
                                       {{"max_in_flight", 4}}));
   Json urls = Json::array();
