@@ -860,6 +860,24 @@ TEST(HttpAuthorizeTest, RefusesBadShapesAndUngrantedRequests) {
   EXPECT_TRUE(Contains(*invalid_grant, "the grant of http.fetch is invalid")) << *invalid_grant;
 }
 
+// An IP literal is guarded at authorization; allow_networks exempts exactly its CIDR.
+TEST(HttpAuthorizeTest, IpLiteralsAreGuardedAtOnce) {
+  const Json grant = Json::parse(R"({"rules": [
+      {"url": "http://169.254.169.254/"},
+      {"url": "http://127.0.0.1:8080/", "allow_networks": ["127.0.0.1/32"]},
+      {"url": "http://127.0.0.2:8080/"},
+      {"url": "https://93.184.216.34/"}]})");
+  auto metadata = AuthorizeFetch(grant, Json{{"url", "http://169.254.169.254/latest/meta-data/"}, {"method", "GET"}});
+  ASSERT_TRUE(metadata.has_value());
+  EXPECT_EQ(*metadata, "http.fetch: 169.254.169.254 is link-local, where cloud metadata services answer (169.254.0.0/16); "
+                       "a rule's \"allow_networks\" may admit it (e.g. \"169.254.169.254/32\")");
+  EXPECT_EQ(AuthorizeFetch(grant, Json{{"url", "http://0x7f.1:8080/"}, {"method", "GET"}}), std::nullopt);
+  auto neighbour = AuthorizeFetch(grant, Json{{"url", "http://127.0.0.2:8080/"}, {"method", "GET"}});
+  ASSERT_TRUE(neighbour.has_value());
+  EXPECT_TRUE(Contains(*neighbour, "127.0.0.2 is loopback (127.0.0.0/8)")) << *neighbour;
+  EXPECT_EQ(AuthorizeFetch(grant, Json{{"url", "https://93.184.216.34/"}, {"method", "GET"}}), std::nullopt);
+}
+
 TEST(HttpAuthorizeTest, HeaderCountAndSizeBounds) {
   Json headers = Json::array();
   for (size_t i = 0; i < kMaxRequestHeaders; ++i) headers.push_back(Json::array({"X-" + std::to_string(i), "v"}));

@@ -523,6 +523,10 @@ std::optional<std::string> AuthorizeFetch(const Json& constraints, const Json& a
   if (!request) return request.error().message;
   RuleMatch match = MatchRequest(*grant, request->url, request->method);
   if (match.rule == nullptr) return match.denial;
+  // An IP literal needs no resolver: refuse it now, with its reason, rather than at connect time.
+  if (request->url.ip) {
+    if (auto refusal = ConnectRefusal(*request->url.ip, match.rule->allow_networks)) return "http.fetch: " + *refusal;
+  }
   return std::nullopt;
 }
 
