@@ -4,7 +4,8 @@
 #
 #   scripts/fuzz.sh [--smoke] [TARGET...] [-- LIBFUZZER_ARGS...]
 #
-#   TARGET    frame, worker_message, parent_message, manifest, kv, proc_status, terminal_text, review
+#   TARGET    frame, worker_message, parent_message, manifest, kv, proc_status, terminal_text, review,
+#             http_policy
 #             (or with _fuzzer); default: all
 #   --smoke   a short run of each (BASAL_FUZZ_SMOKE_SECONDS, default 15 s): the CI check
 #   default   each runs for BASAL_FUZZ_SECONDS (default 600 s); pass -- -max_total_time=0 to run
@@ -25,7 +26,7 @@ while (($# > 0)); do
   case "$1" in
     --smoke) smoke=1 ;;
     --) shift; fuzzer_args=("$@"); break ;;
-    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz: unknown option $1 (see --help)" >&2; exit 64 ;;
     *) targets+=("${1%_fuzzer}_fuzzer") ;;
   esac

@@ -240,6 +240,7 @@ TEST(HttpUrlTest, CanonicalForms) {
       {"https://bücher.example/", "https://xn--bcher-kva.example:443/"},
       {"https://BÜCHER.example/", "https://xn--bcher-kva.example:443/"},
       {"https://xn--bcher-kva.example/", "https://xn--bcher-kva.example:443/"},
+      {"https://bücher.example./", "https://xn--bcher-kva.example:443/"},
       {"https://my_host.example/", "https://my_host.example:443/"},
       // IPv4 the way browsers read it.
       {"http://2130706433/", "http://127.0.0.1:80/"},
@@ -638,6 +639,13 @@ TEST(HttpGrantTest, ErrorsNameTheirPath) {
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
     EXPECT_EQ(r.error().message.substr(0, c.error.size()), c.error) << c.grant << "\n  " << r.error().message;
   }
+  // A key that is no plain name is quoted in the path, so a message stays printable.
+  auto odd_key = CheckFetchGrant(Json{{"rules", Json::array({Json{{"url", "https://a.example/"}}})}, {"a\nb\u00e9", 1}}, kPath);
+  ASSERT_FALSE(odd_key);
+  EXPECT_EQ(odd_key.error().message, "grants.http.fetch.\"a\\nb\\u00e9\": unknown key (known: rules, limits)");
+  auto odd_cidr = CheckFetchGrant(Json::parse(R"({"rules": [{"url": "https://a.example/", "allow_networks": ["1\n2"]}]})"), kPath);
+  ASSERT_FALSE(odd_cidr);
+  EXPECT_EQ(odd_cidr.error().message.find('\n'), std::string::npos) << odd_cidr.error().message;
   // The allowed neighbours of some refusals.
   EXPECT_TRUE(CheckFetchGrant(G(R"({"rules": [{"url": "http://a.example/", "headers": {"Authorization": "Bearer ${secret:t}"},
                                    "allow_plain_http": true}]})"), kPath).ok());
@@ -850,6 +858,24 @@ TEST(HttpAuthorizeTest, RefusesBadShapesAndUngrantedRequests) {
   auto invalid_grant = AuthorizeFetch(Json::object(), Json{{"url", "https://a.example/"}, {"method", "GET"}});
   ASSERT_TRUE(invalid_grant.has_value());
   EXPECT_TRUE(Contains(*invalid_grant, "the grant of http.fetch is invalid")) << *invalid_grant;
+}
+
+// An IP literal is guarded at authorization; allow_networks exempts exactly its CIDR.
+TEST(HttpAuthorizeTest, IpLiteralsAreGuardedAtOnce) {
+  const Json grant = Json::parse(R"({"rules": [
+      {"url": "http://169.254.169.254/"},
+      {"url": "http://127.0.0.1:8080/", "allow_networks": ["127.0.0.1/32"]},
+      {"url": "http://127.0.0.2:8080/"},
+      {"url": "https://93.184.216.34/"}]})");
+  auto metadata = AuthorizeFetch(grant, Json{{"url", "http://169.254.169.254/latest/meta-data/"}, {"method", "GET"}});
+  ASSERT_TRUE(metadata.has_value());
+  EXPECT_EQ(*metadata, "http.fetch: 169.254.169.254 is link-local, where cloud metadata services answer (169.254.0.0/16); "
+                       "a rule's \"allow_networks\" may admit it (e.g. \"169.254.169.254/32\")");
+  EXPECT_EQ(AuthorizeFetch(grant, Json{{"url", "http://0x7f.1:8080/"}, {"method", "GET"}}), std::nullopt);
+  auto neighbour = AuthorizeFetch(grant, Json{{"url", "http://127.0.0.2:8080/"}, {"method", "GET"}});
+  ASSERT_TRUE(neighbour.has_value());
+  EXPECT_TRUE(Contains(*neighbour, "127.0.0.2 is loopback (127.0.0.0/8)")) << *neighbour;
+  EXPECT_EQ(AuthorizeFetch(grant, Json{{"url", "https://93.184.216.34/"}, {"method", "GET"}}), std::nullopt);
 }
 
 TEST(HttpAuthorizeTest, HeaderCountAndSizeBounds) {

@@ -247,7 +247,12 @@ std::string FormatAddress(const Address& address) {
 }
 
 Result<Cidr> ParseCidr(std::string_view text) {
-  const std::string shown(text.substr(0, 64));
+  // The text in messages: at most 64 bytes, printable ASCII (others as '?').
+  std::string shown(text.substr(0, 64));
+  for (char& c : shown) {
+    if (c < 0x20 || c >= 0x7f || c == '"') c = '?';
+  }
+  if (text.size() > 64) shown += "...";
   const size_t slash = text.find('/');
   if (slash == std::string_view::npos) {
     return MakeError(ErrorCode::kInvalidArgument,

@@ -23,6 +23,16 @@ std::string Shown(const Json& value) {
 }
 std::string Quoted(std::string_view s) { return Shown(Json(std::string(s))); }
 
+// A JSON object key as a path element: as it is when it is a plain name, else as a JSON string
+// (ASCII, escaped), so a path never carries control bytes or another element's look.
+std::string PathKey(const std::string& key) {
+  bool plain = !key.empty() && key.size() <= 64;
+  for (char c : key) {
+    plain = plain && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
+  }
+  return plain ? key : Json(key).dump(-1, ' ', true, Json::error_handler_t::replace);
+}
+
 char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 char Upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c; }
 std::string Lowered(std::string_view s) {
@@ -76,7 +86,7 @@ Result<void> ParseLimits(const Json& limits, const std::string& at, FetchLimits&
     if (spec == nullptr) {
       std::vector<std::string> names;
       for (const LimitSpec& s : kLimitSpecs) names.emplace_back(s.name);
-      return Invalid(at + "." + key, "unknown limit (known: " + Joined(names) + ")");
+      return Invalid(at + "." + PathKey(key), "unknown limit (known: " + Joined(names) + ")");
     }
     const std::optional<uint64_t> v = Unsigned(value);
     if (!v || *v < spec->min || *v > spec->max) {
@@ -136,7 +146,7 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
   if (url == rule.end()) return Invalid(at, "\"url\" is missing (\"https://api.example.com/v1/\")");
   for (const auto& [key, value] : rule.items()) {
     if (key != "url" && key != "methods" && key != "headers" && key != "allow_networks" && key != "allow_plain_http") {
-      return Invalid(at + "." + key, "unknown key (known: url, methods, headers, allow_networks, allow_plain_http)");
+      return Invalid(at + "." + PathKey(key), "unknown key (known: url, methods, headers, allow_networks, allow_plain_http)");
     }
   }
   if (!url->is_string()) return Invalid(at + ".url", "must be a string (got " + Shown(*url) + ")");
@@ -173,7 +183,7 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
     }
     std::set<std::string> seen;
     for (const auto& [name, value] : h->items()) {
-      const std::string item_at = at + ".headers." + name;
+      const std::string item_at = at + ".headers." + PathKey(name);
       if (!IsToken(name)) return Invalid(at + ".headers", Quoted(name) + " is not a header name (an HTTP token: letters, digits, !#$%&'*+-.^_`|~)");
       if (IsControlledHeader(name)) {
         return Invalid(item_at, "basal sets this header itself (connection and framing headers, proxy-*): remove it");
@@ -307,7 +317,7 @@ Result<FetchGrant> ParseFetchGrant(const Json& grant, const std::string& path) {
     return Invalid(path, "must be an object {\"rules\": [{\"url\": \"https://host/path/\"}]} (got " + Shown(grant) + ")");
   }
   for (const auto& [key, value] : grant.items()) {
-    if (key != "rules" && key != "limits") return Invalid(path + "." + key, "unknown key (known: rules, limits)");
+    if (key != "rules" && key != "limits") return Invalid(path + "." + PathKey(key), "unknown key (known: rules, limits)");
   }
   FetchGrant out;
   auto rules = grant.find("rules");
@@ -513,6 +523,10 @@ std::optional<std::string> AuthorizeFetch(const Json& constraints, const Json& a
   if (!request) return request.error().message;
   RuleMatch match = MatchRequest(*grant, request->url, request->method);
   if (match.rule == nullptr) return match.denial;
+  // An IP literal needs no resolver: refuse it now, with its reason, rather than at connect time.
+  if (request->url.ip) {
+    if (auto refusal = ConnectRefusal(*request->url.ip, match.rule->allow_networks)) return "http.fetch: " + *refusal;
+  }
   return std::nullopt;
 }
 

@@ -142,8 +142,9 @@ struct FetchRequest {
 Result<FetchRequest> ParseFetchArgs(const Json& args, const FetchLimits& limits);
 
 // authorize of http.fetch: nullopt when the grant admits the call, else the reason. Validates the
-// arguments (ParseFetchArgs) and matches them (MatchRequest). Address checks come later, when the
-// client has resolved the host (ConnectRefusal).
+// arguments (ParseFetchArgs), matches them (MatchRequest), and guards an IP-literal host at once
+// (ConnectRefusal with the rule's allow_networks). A host name's addresses are guarded later, when
+// the client has resolved it: the client must call ConnectRefusal for every address.
 std::optional<std::string> AuthorizeFetch(const Json& constraints, const Json& args);
 
 // compare_grant of http.fetch. Rules are paired by their canonical url; in this order:
