@@ -446,7 +446,7 @@ void HttpTestServer::Serve(Connection* connection) {
       }
       break;
     }
-    {
+    if (record_) {
       std::lock_guard lock(mutex_);
       requests_.push_back(request);
     }

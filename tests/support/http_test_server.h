@@ -126,6 +126,9 @@ class HttpTestServer {
   // A copy of every request that arrived (whole), in the order they did.
   std::vector<TestRequest> requests() const;
   void ClearRequests();
+  // On by default. A benchmark that sends many requests turns recording off, so the record does
+  // not grow with every round trip.
+  void RecordRequests(bool on) { record_ = on; }
   // Connections accepted so far (so a test can tell a reused connection from new ones).
   uint64_t connections_accepted() const { return accepted_.load(); }
   // The most connections served at once so far (never above kMaxConnections).
@@ -156,6 +159,7 @@ class HttpTestServer {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> accepted_{0};
   std::atomic<size_t> most_live_{0};
+  std::atomic<bool> record_{true};
 
   mutable std::mutex mutex_;  // guards routes_, requests_, connections_
   std::condition_variable changed_;  // a connection ended, or Stop began

@@ -178,6 +178,15 @@ TEST_F(HttpTestServerTest, AnswersARouteAndRecordsTheRequestAsSent) {
   EXPECT_EQ(seen[0].connection, 1u);
   server_.ClearRequests();
   EXPECT_TRUE(server_.requests().empty());
+  // With recording off, requests are answered and not kept.
+  server_.RecordRequests(false);
+  ASSERT_TRUE(c.Send("GET /hello HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(c.Read().body, "hello GET");
+  EXPECT_TRUE(server_.requests().empty());
+  server_.RecordRequests(true);
+  ASSERT_TRUE(c.Send("GET /hello HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(c.Read().body, "hello GET");
+  EXPECT_EQ(server_.requests().size(), 1u);
 }
 
 TEST_F(HttpTestServerTest, ExactRoutesBeforePrefixesTheLongestPrefixFirstElse404) {
