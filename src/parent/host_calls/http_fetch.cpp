@@ -382,21 +382,21 @@ Result<void> RegisterHttpFetch(HostCallRegistry& registry, EventLoop& loop, Http
   auto counter = options.count;
   auto service = std::make_shared<FetchService>(loop, std::move(options));
   HostCallSpec spec = MakeSpec();
-  // The gate's decision, counted by reason for the health report (the gate counts denied_calls).
+  // The gate's decision (AuthorizeFetch), and a denial counted by reason for the health report
+  // (the gate counts every denial in denied_calls).
   spec.authorize = [count = counter](const Json& grant, const Json& args) -> std::optional<std::string> {
-    auto parsed = http::ParseFetchGrant(grant, "grants.http.fetch");
-    if (!parsed) return "the grant of http.fetch is invalid: " + parsed.error().message;
-    auto request = http::ParseFetchArgs(args, parsed->limits);
-    if (!request) {
-      if (count) count("refusal", "bad_request");
-      return request.error().message;
+    std::optional<std::string> denial = http::AuthorizeFetch(grant, args);
+    if (!denial || !count) return denial;
+    std::string_view reason = "address_refused";  // an IP-literal host the guard refuses
+    if (auto parsed = http::ParseFetchGrant(grant, "grants.http.fetch"); !parsed) {
+      reason = "bad_grant";
+    } else if (auto request = http::ParseFetchArgs(args, parsed->limits); !request) {
+      reason = "bad_request";
+    } else if (!http::MatchRequest(*parsed, request->url, request->method).rule) {
+      reason = "not_granted";
     }
-    const http::RuleMatch match = http::MatchRequest(*parsed, request->url, request->method);
-    if (!match.rule) {
-      if (count) count("refusal", "not_granted");
-      return match.denial;
-    }
-    return std::nullopt;
+    count("refusal", reason);
+    return denial;
   };
   spec.handler = [service](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
     service->Handle(ctx, args, std::move(reply));
