@@ -129,17 +129,25 @@ TEST_F(TimersTest, TenThousandPendingTimersStayWithinThirtyTwoCallsInFlightAndWr
 
 TEST_F(TimersTest, ASoonerTimerSetWhileALaterOneSleepsFiresFirstWithoutPilingUpSleeps) {
   Open();
-  // Each round sets a timer due sooner than the sleep in flight: the parent answers the older
-  // sleep at once, so 100 rounds never hold more than two of codemode's 32 calls in flight, and
-  // the activation ends long before the first of these timers (100 s) or its deadline (60 s).
+  // "wake" answers at once: while the script awaits it, the worker has put a sleep in flight for
+  // its earliest timer; then the script sets a sooner one. The parent answers the older sleep at
+  // once, so 100 rounds never hold more than two of codemode's 32 calls in flight (without that,
+  // the 33rd round would end the activation on its calls_in_flight budget), and the activation
+  // ends long before the first of these timers (100 s) or its deadline (60 s).
+  HostCallSpec wake;
+  wake.name = "wake";
+  wake.needs_grant = false;
+  wake.effect = Effect::kPure;
+  wake.handler = [](const HostCallContext&, const Json&, HostCallReply reply) { reply.Ok(nullptr); };
+  ASSERT_TRUE(module_->registry().Register(std::move(wake)));
   ActivationResult r = RunFlow(R"(
     const ids = [];
     for (let i = 0; i < 100; i++) {
       ids.push(setTimeout(() => {}, 100000 - i));
-      await new Promise((resolve) => setTimeout(resolve, 0));
+      await host.call('wake', {});
     }
     ids.forEach(clearTimeout);
-    return await new Promise((resolve) => { setTimeout(() => resolve('sooner first'), 100000); setTimeout(() => resolve('sooner first'), 1); });)",
+    return await new Promise((resolve) => { setTimeout(() => resolve('later'), 100000); setTimeout(() => resolve('sooner first'), 1); });)",
                                nullptr, "{}", Profile::kCodemode);
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_EQ(r.result, "sooner first");
