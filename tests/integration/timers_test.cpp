@@ -36,17 +36,18 @@ TEST_F(TimersTest, TimersFireByDueTimeThenInCreationOrderEachAsATaskOfItsOwn) {
   ActivationResult r = RunFlow(R"(
     const order = [];
     await new Promise((resolve) => {
-      setTimeout(() => order.push(30), 30);
-      setTimeout(() => order.push(10), 10);
-      setTimeout(() => order.push(20), 20);
+      // 100 ms apart: the order holds unless the worker stalls that long between two lines.
+      setTimeout(() => order.push(300), 300);
+      setTimeout(() => order.push(100), 100);
+      setTimeout(() => order.push(200), 200);
       setTimeout(() => order.push('first 0'), 0);
       setTimeout(() => { order.push('second 0'); Promise.resolve().then(() => order.push('its microtask')); });
       setTimeout(() => order.push('third 0'), -5);
-      setTimeout(resolve, 45);
+      setTimeout(resolve, 300);  // due after the 300 above: set later
     });
     return order;)");
   ASSERT_TRUE(r.ok()) << r.message;
-  EXPECT_EQ(r.result, Json::parse(R"(["first 0", "second 0", "its microtask", "third 0", 10, 20, 30])"));
+  EXPECT_EQ(r.result, Json::parse(R"(["first 0", "second 0", "its microtask", "third 0", 100, 200, 300])"));
 }
 
 TEST_F(TimersTest, ArgumentsDelaysIdsAndClearsFollowHtml) {
@@ -67,12 +68,16 @@ TEST_F(TimersTest, ArgumentsDelaysIdsAndClearsFollowHtml) {
       clearTimeout(123456789);     // unknown: nothing
       clearInterval(undefined);
       let n = 0;
-      const every = setInterval(() => { n += 1; if (n === 5) { clearInterval(every); got.intervals = n; } }, 1);
+      // The fifth tick comes 5 ms or more after the start: every timer above (5 ms at most) is
+      // due before the resolve it sets.
+      const every = setInterval(() => {
+        n += 1;
+        if (n === 5) { clearInterval(every); got.intervals = n; setTimeout(resolve, 1); }
+      }, 1);
       ids.push(every);
       // Clearing with the other function works too: they share one list of ids.
       const other = setInterval(() => { got.other = 'fired'; }, 1);
       clearTimeout(other);
-      setTimeout(resolve, 40);
     });
     got.idsArePositiveAndDistinct = ids.every((id) => Number.isInteger(id) && id > 0) && new Set(ids).size === ids.length;
     return got;)");

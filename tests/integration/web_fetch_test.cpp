@@ -55,6 +55,13 @@ const cases = {
     await fetch('https://example.com/4', { method: 'POST', body: new Uint16Array([0xff00, 0x0001]) });
     return 'sent';
   },
+  async variants() {
+    await fetch('https://example.com/v', { method: 'POST', body: null, headers: new Headers({ 'X-H': '1' }), redirect: 'error' });
+    return 'sent';
+  },
+  async tooLarge() {
+    return failure(fetch('https://example.com/big', { method: 'PUT', body: new Uint8Array(13 << 20) }));
+  },
   async formBody() { await fetch('https://example.com/', { method: 'POST', body: new URLSearchParams() }); return 'sent'; },
   async givenContentType() {
     await fetch('https://example.com/', { method: 'POST', headers: [['content-TYPE', 'text/csv']], body: 'a,b' });
@@ -248,6 +255,8 @@ TEST_F(WebFetchTest, EveryCaseReturnsWhatTheStandardSaysAndSendsTheWireFormat) {
       {"stringBody", std::nullopt, std::nullopt, "sent",
        Sent("https://example.com/", "POST", Json::parse(R"J([["content-type", "text/plain;charset=UTF-8"]])J"),
             {{"base64", B64("h\xC3\xA9\xEF\xBF\xBD")}})},
+      {"variants", std::nullopt, std::nullopt, "sent",
+       Sent("https://example.com/v", "POST", Json::parse(R"J([["x-h", "1"]])J"), nullptr, "error")},
       {"formBody", std::nullopt, std::nullopt, "sent",
        Sent("https://example.com/", "POST",
             Json::parse(R"J([["content-type", "application/x-www-form-urlencoded;charset=UTF-8"]])J"),
@@ -368,6 +377,18 @@ TEST_F(WebFetchTest, MethodsAreNormalizedAndBytesSentAsTheyAre) {
     EXPECT_EQ(sent_[i]["body"]["base64"], B64(bodies[i])) << i;
     EXPECT_EQ(sent_[i]["headers"], Json::array()) << "bytes get no content-type";
   }
+}
+
+TEST_F(WebFetchTest, ABodyTooLargeForOneFrameIsRefusedInTheWorkerWithATypeError) {
+  // 13 MiB is 17.3 MiB of base64: past the 16 MiB frame. The heap budget leaves room for the
+  // copies (bytes, base64, JSON), so the frame limit is what refuses it.
+  FlowRef roomy = Add(kFlow, std::string(R"J({"grants": {")J") + kFakeFetchName + R"J(": {}}, "budgets": {"heap_mb": 256}})J",
+                      "roomy.js");
+  ActivationResult r = module_->Run(roomy, "tooLarge");
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result[0], "TypeError");
+  EXPECT_EQ(r.result[1].get<std::string>().rfind("fetch: host.call: arguments too large to send", 0), 0u) << r.result;
+  EXPECT_TRUE(sent_.empty()) << "nothing reached the host";
 }
 
 TEST_F(WebFetchTest, WithoutAGrantTheParentRefusesAndFetchRejectsWithATypeErrorCausedByIt) {
