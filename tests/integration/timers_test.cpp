@@ -191,6 +191,51 @@ TEST_F(TimersTest, TheDeadlineEndsAnActivationThatWaitsOnATimer) {
   EXPECT_EQ(r.outcome, Outcome::kDeadline) << r.message;
 }
 
+// HostCallSpec::journaled = false at the gate: no record, before or after the activation ended,
+// and no journal budget spent; calls in flight still counted against the budget.
+TEST_F(TimersTest, AnUnjournaledCallLeavesNoRecordButStillCountsInFlight) {
+  Open();
+  std::vector<HostCallReply> held;
+  HostCallSpec quiet;
+  quiet.name = "quiet.hold";
+  quiet.needs_grant = false;
+  quiet.effect = Effect::kPure;
+  quiet.journaled = false;
+  quiet.handler = [&held](const HostCallContext&, const Json&, HostCallReply reply) { held.push_back(std::move(reply)); };
+  ASSERT_TRUE(module_->registry().Register(std::move(quiet)));
+  HostCallSpec quick;
+  quick.name = "quiet.now";
+  quick.needs_grant = false;
+  quick.effect = Effect::kPure;
+  quick.journaled = false;
+  quick.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) { reply.Ok(args); };
+  ASSERT_TRUE(module_->registry().Register(std::move(quick)));
+
+  // Allowed: answered, nothing journaled, though 2,000 records would pass a 16 KiB journal.
+  ActivationResult ok = RunFlow(R"(
+    let sum = 0;
+    for (let i = 0; i < 2000; i++) sum += (await host.call('quiet.now', { n: 1 })).n;
+    return sum;)",
+                                nullptr, R"({"budgets": {"journal_kb": 16}})");
+  ASSERT_TRUE(ok.ok()) << ok.message;
+  EXPECT_EQ(ok.result, 2000);
+  EXPECT_EQ(CallRecords(ok.activation_id), 0u);
+
+  // Refused: the 33rd call waiting for an answer passes codemode's calls_in_flight of 32.
+  ActivationResult over = RunFlow(R"(
+    const all = [];
+    for (let i = 0; i < 40; i++) all.push(host.call('quiet.hold', {}));
+    await Promise.all(all);)",
+                                  nullptr, "{}", Profile::kCodemode);
+  EXPECT_EQ(over.outcome, Outcome::kBudgetExhausted) << over.message;
+  ASSERT_TRUE(over.budget.has_value());
+  EXPECT_EQ(*over.budget, Budget::kCallsInFlight);
+  EXPECT_EQ(held.size(), 32u);
+  for (HostCallReply& r : held) r.Ok(1);  // late answers of abandoned calls: still no record
+  module_->RunFor(std::chrono::milliseconds(50));
+  EXPECT_EQ(CallRecords(over.activation_id), 0u);
+}
+
 // The parent's side alone: one sleep per activation, none left once the activation ended.
 TEST(TimerSleepsTest, HoldsOneSleepPerActivationAndNoneAfterItEnded) {
   auto loop = EventLoop::Create();
