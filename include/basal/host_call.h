@@ -123,6 +123,13 @@ struct HostCallSpec {
   // (timers, transfers) drops it here. Called for every registered spec that sets it, whether or
   // not the activation used it. Must not throw (an exception is swallowed).
   std::function<void(int64_t activation_id)> activation_ended;
+  // false: the gate writes no call record for an admitted call of this name, and charges nothing
+  // to the journal budget for it; it still counts it in calls in flight and still refuses it once
+  // the activation ended. For built-ins that carry no effect worth an audit trail and that a
+  // script may call at a high rate (`timer.sleep`: setInterval(f, 1) for a minute is 60,000
+  // calls). A denied call is journaled all the same. Only for pure calls: Register refuses a
+  // non-journaled idempotent or external call, whose `started` record is what makes it safe.
+  bool journaled = true;
 };
 
 class HostCallRegistry {

@@ -129,8 +129,13 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   const int64_t start = NowUnixUs();
   // What the arguments weigh: the frame they came in (the journal's view may be a digest).
   const uint64_t args_bytes = call.frame_bytes;
+  // An admitted call of an unjournaled spec (timer.sleep) leaves no record and costs no journal
+  // bytes; it still counts in calls in flight below.
+  const bool journaled = !(decision.allowed() && !spec->journaled);
   std::string args_journal;
-  if (spec && spec->journal_args) {
+  if (!journaled) {
+    // nothing to journal
+  } else if (spec && spec->journal_args) {
     try {
       args_journal = protocol::DumpJson(spec->journal_args(call.args));
     } catch (...) {
@@ -140,7 +145,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
     args_journal = protocol::DumpJson(call.args);
   }
   args_journal = CapForJournal(std::move(args_journal), limits_.journal_value_max_bytes);
-  const uint64_t record_bytes = RecordBytes(call.name, args_journal, decision);
+  const uint64_t record_bytes = journaled ? RecordBytes(call.name, args_journal, decision) : 0;
 
   if (decision.allowed() && spec->name == kLogCallName) {
     // A log line past the log or journal budget is answered (the script goes on) and dropped.
@@ -153,7 +158,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
     }
     usage.log_bytes += args_bytes;
   }
-  if (!Charge(usage, *flow, record_bytes)) {
+  if (journaled && !Charge(usage, *flow, record_bytes)) {
     // This call is journaled with its decision and a digest of its arguments only, then the
     // activation ends.
     const std::string budget_text = "the activation's journal budget of " +
@@ -203,6 +208,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   f.start_unix_us = start;
   f.args = std::move(call.args);
   f.args_bytes = args_bytes;
+  f.journaled = journaled;
   if (spec->effect == Effect::kPure) {
     f.args_journal = std::move(args_journal);
     Dispatch(key, f);
@@ -304,13 +310,15 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
     }
   }
   const size_t cap = limits_.journal_value_max_bytes;
-  const std::string result_journal = ok ? CapForJournal(ResultForJournal(spec, value), cap) : "";
+  const std::string result_journal = ok && f.journaled ? CapForJournal(ResultForJournal(spec, value), cap) : "";
   value = nullptr;  // the answer's text is all that is kept from here on
-  const std::string error_journal = ok ? "" : CapForJournal(ErrorJson(name, message), cap);  // an embedder's text
+  const std::string error_journal = ok || !f.journaled ? "" : CapForJournal(ErrorJson(name, message), cap);  // an embedder's text
   const bool late = f.stage == Stage::kAbandoned;
   const CallState state = late ? CallState::kAbandoned : CallState::kAnswered;
-  const uint64_t bytes = result_journal.size() + error_journal.size();  // the record itself was charged at the call
-  if (f.recorded) {
+  const uint64_t bytes = f.journaled ? result_journal.size() + error_journal.size() : 0;  // the record was charged at the call
+  if (!f.journaled) {
+    // no record, before or after
+  } else if (f.recorded) {
     Update({activation, call_id, state, result_journal, error_journal, NowUnixUs()});
   } else {
     Record({activation, call_id, spec.name, std::move(f.args_journal), f.decision, spec.effect, state, result_journal,
@@ -323,7 +331,7 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
   --usage.in_flight;
   usage.in_flight_bytes -= f.args_bytes;
   if (usage.over) return;
-  if (!Charge(usage, *f.flow, bytes)) {
+  if (f.journaled && !Charge(usage, *f.flow, bytes)) {
     // The answer is journaled (its effect happened) but not delivered: the activation ends.
     return OverBudget(activation, usage, Budget::kJournal,
                       "journal budget exhausted: the answer of host call \"" + spec.name + "\" passed the " +
@@ -350,7 +358,9 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
       it = calls_.erase(it);
       continue;
     }
-    if (f.recorded) {
+    if (!f.journaled) {
+      // no record: an unjournaled call ends without a trace
+    } else if (f.recorded) {
       Update({activation, call_id, CallState::kAbandoned, "", ended, std::nullopt});
     } else {
       Record({activation, call_id, f.spec->name, std::move(f.args_journal), f.decision, f.spec->effect,

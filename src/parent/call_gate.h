@@ -2,7 +2,8 @@
 //
 //   decide (manifest) -> journal -> dispatch (handler) -> journal the answer -> answer the worker
 //
-// Pure calls are journaled once, with their answer. Idempotent and external calls are journaled
+// Pure calls are journaled once, with their answer; those of an unjournaled spec
+// (HostCallSpec::journaled = false, e.g. timer.sleep) not at all, though they count in flight. Idempotent and external calls are journaled
 // `started` first and their handler runs only after that record is committed (RunStarted, called
 // by the loop right after its commit): intent before effect. A denied call is journaled with its
 // decision and answered PermissionDenied. When an activation ends with calls in flight they become
@@ -96,6 +97,7 @@ class CallGate {
     const HostCallSpec* spec = nullptr;
     Stage stage = Stage::kRunning;
     bool recorded = false;  // a record exists (started, or abandoned)
+    bool journaled = true;  // false: its spec is unjournaled (HostCallSpec::journaled); never recorded
     FlowRef flow;              // its grants are the handler's ctx.grant
     std::string args_journal;  // kept only until the record is written
     uint64_t args_bytes = 0;   // counted in the activation's in_flight_bytes

@@ -51,6 +51,11 @@ Result<void> HostCallRegistry::Register(HostCallSpec spec) {
                                                       "it cannot start or end a name or appear twice in a row");
   }
   if (!spec.handler) return MakeError(ErrorCode::kInvalidArgument, shown + ": the spec has no handler");
+  if (!spec.journaled && spec.effect != Effect::kPure) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     shown + ": only a pure call may go unjournaled (journaled = false); an idempotent or external "
+                             "call's `started` record is what keeps its effect from repeating or getting lost");
+  }
   if (specs_.count(spec.name) != 0) {
     return MakeError(ErrorCode::kInvalidArgument, shown + ": already registered; each name can be registered once");
   }

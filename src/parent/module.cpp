@@ -18,6 +18,7 @@
 #include "parent/host_calls/http_fetch.h"
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
+#include "parent/host_calls/timer.h"
 #include "parent/journal_value.h"
 #include "parent/loop/event_loop.h"
 #include "parent/platform/worker_launcher.h"
@@ -518,6 +519,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   if (auto r = RegisterLogHostCall(m.registry, std::move(sink)); !r) return r.error();
   if (auto r = RegisterKvHostCalls(m.registry, *m.store); !r) return r.error();
   if (auto r = RegisterHttpFetch(m.registry, *m.loop, HttpFetchOptionsFor(m)); !r) return r.error();
+  if (auto r = RegisterTimerHostCall(m.registry, std::make_shared<TimerSleeps>(*m.loop)); !r) return r.error();
 
   CallGateHooks hooks;
   hooks.send = [&m](ActivationId id, std::string payload) { m.sends.emplace_back(id, std::move(payload)); };

@@ -17,10 +17,9 @@
 
 #include "worker/own_memory.h"
 #include "worker/parent_frames.h"
-
-extern "C" {
-#include "quickjs.h"
-}
+#include "worker/script_host.h"
+#include "worker/web_fetch.h"
+#include "worker/web_timers.h"
 
 namespace basal::worker {
 namespace {
@@ -214,11 +213,14 @@ struct Engine::State {
     Value resolve;
     Value reject;
     bool notify = false;  // console.* calls: nobody awaits the answer
+    bool background = false;  // does not keep the activation open (script_host.h)
   };
   std::map<int64_t, Pending> pending;
   bool settled = false;
   bool settled_ok = false;
   Value settled_value;
+  std::vector<Value> activation_end_hooks;  // AddActivationEndHook
+  std::vector<Value> idle_hooks;            // AddIdleHook
   // Set when the parent's channel closed or broke in the middle of the activation: the script is
   // stopped (uncatchably, like a CPU kill) and Activate returns this status without a `done`.
   Engine::Status channel_status = Engine::Status::kOk;
@@ -581,6 +583,7 @@ bool ApplyNextAnswer(State* st) {
   State::Pending p = std::move(it->second);
   st->pending.erase(it);
   if (p.notify) return true;
+  if (p.background && st->settled) return true;  // the activation is ending: nobody waits for it
   Value outcome;
   bool ok = false;
   if (result->ok) {
@@ -608,7 +611,7 @@ bool ApplyNextAnswer(State* st) {
 }
 
 // Sends a call frame and, unless `notify`, returns a promise for its answer.
-JSValue StartCall(JSContext* ctx, std::string_view name, JSValueConst args, bool notify) {
+JSValue StartCall(JSContext* ctx, std::string_view name, JSValueConst args, bool notify, bool background = false) {
   State* st = StateOf(ctx);
   while (st->pending.size() >= kMaxUnansweredCalls && !st->stopping()) ReceiveAnswer(st);
   if (st->stopping()) return JS_ThrowInternalError(ctx, "host.call: the activation is being stopped");
@@ -628,6 +631,7 @@ JSValue StartCall(JSContext* ctx, std::string_view name, JSValueConst args, bool
   // The promise first: a call is sent only once nothing can fail before its record exists.
   State::Pending p;
   p.notify = notify;
+  p.background = background;
   JSValue result = JS_UNDEFINED;
   if (!notify) {
     JSValue funcs[2];
@@ -676,8 +680,8 @@ JSValue Guarded(JSContext* ctx, Body&& body) noexcept {
   }
 }
 
-// host.call(name, args) -> Promise
-JSValue HostCall(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
+// host.call(name, args) -> Promise. magic 1: a background call (script_host.h).
+JSValue HostCall(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv, int magic) {
   return Guarded(ctx, [&]() -> JSValue {
     State* st = StateOf(ctx);
     if (st->activation == 0)
@@ -688,7 +692,8 @@ JSValue HostCall(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
     if (!name.ok()) return JS_EXCEPTION;
     if (name.view().empty() || name.view().size() > 128)
       return JS_ThrowTypeError(ctx, "host.call: the name must be 1 to 128 characters");
-    return StartCall(ctx, std::string(name.view()), argc >= 2 ? argv[1] : JS_UNDEFINED, /*notify=*/false);
+    return StartCall(ctx, std::string(name.view()), argc >= 2 ? argv[1] : JS_UNDEFINED, /*notify=*/false,
+                     /*background=*/magic == 1);
   });
 }
 
@@ -840,7 +845,63 @@ std::string ErrorJson(const protocol::ScriptError& e) {
   return protocol::DumpJson(j);
 }
 
+// Whether every call in flight is a background one (or none is): then a settled activation ends.
+bool OnlyBackgroundPending(const State* st) {
+  for (const auto& [id, p] : st->pending)
+    if (!p.background) return false;
+  return true;
+}
+
+// After the activation: the web globals drop what it left. Runs with no CPU budget armed, so the
+// hooks must be trivial (they only drop references) and no job the flow queued runs here.
+void RunActivationEndHooks(State* st) {
+  for (const Value& hook : st->activation_end_hooks) {
+    Value r(st->ctx, JS_Call(st->ctx, hook.get(), JS_UNDEFINED, 0, nullptr));
+    if (r.exception()) JS_FreeValue(st->ctx, JS_GetException(st->ctx));
+  }
+}
+
+// The script has no job left: each idle hook may run one piece of script (a due timer). True if
+// one did, so its jobs run before the engine next waits for the parent. A hook that throws ends
+// the activation with what it threw, as the export's rejection would.
+bool RunIdleHooks(State* st) {
+  for (const Value& hook : st->idle_hooks) {
+    Value r(st->ctx, JS_Call(st->ctx, hook.get(), JS_UNDEFINED, 0, nullptr));
+    if (r.exception()) {
+      Value exc(st->ctx, JS_GetException(st->ctx));
+      if (!st->settled) {
+        st->settled = true;
+        st->settled_ok = false;
+        st->settled_value = std::move(exc);
+      }
+      return true;
+    }
+    if (JS_ToBool(st->ctx, r.get()) == 1) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+JSValue NewHostCallFunction(JSContext* ctx, bool background) {
+  return JS_NewCFunctionMagic(ctx, HostCall, "call", 2, JS_CFUNC_generic_magic, background ? 1 : 0);
+}
+
+int64_t RunningActivation(JSContext* ctx) { return StateOf(ctx)->activation; }
+
+void FailActivation(JSContext* ctx, JSValueConst error) {
+  State* st = StateOf(ctx);
+  if (st->activation == 0 || st->settled) return;
+  st->settled = true;
+  st->settled_ok = false;
+  st->settled_value = Value(ctx, JS_DupValue(ctx, error));
+}
+
+void AddActivationEndHook(JSContext* ctx, JSValueConst fn) {
+  StateOf(ctx)->activation_end_hooks.emplace_back(ctx, JS_DupValue(ctx, fn));
+}
+
+void AddIdleHook(JSContext* ctx, JSValueConst fn) { StateOf(ctx)->idle_hooks.emplace_back(ctx, JS_DupValue(ctx, fn)); }
 
 Engine::Engine(Channel& channel) : channel_(channel) {}
 
@@ -848,6 +909,8 @@ Engine::~Engine() {
   if (!state_) return;
   state_->pending.clear();
   state_->settled_value.Reset();
+  state_->activation_end_hooks.clear();
+  state_->idle_hooks.clear();
   state_->flow_fn.Reset();
   state_->runner.Reset();
   state_->host.Reset();
@@ -897,6 +960,10 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
     JS_SetPropertyStr(ctx, console.get(), kConsoleMethods[i],
                       JS_NewCFunctionMagic(ctx, ConsoleLog, kConsoleMethods[i], 0, JS_CFUNC_generic_magic, i));
   JS_SetPropertyStr(ctx, global.get(), "console", console.dup());
+  if (std::string why; !InstallFetchGlobals(ctx, global.get(), why) || !InstallTimerGlobals(ctx, global.get(), why)) {
+    error = {"script_error", "", "InternalError", "the worker could not install its web globals: " + why, ""};
+    return false;
+  }
   s->random_state = RandomSeed();
   {
     Value math(ctx, JS_GetPropertyStr(ctx, global.get(), "Math"));
@@ -912,7 +979,7 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
 #endif
 
   s->host = Value(ctx, JS_NewObject(ctx));
-  JS_SetPropertyStr(ctx, s->host.get(), "call", JS_NewCFunction(ctx, HostCall, "call", 2));
+  JS_SetPropertyStr(ctx, s->host.get(), "call", NewHostCallFunction(ctx, /*background=*/false));
   s->settle_fn = Value(ctx, JS_NewCFunction(ctx, Settle, "settle", 2));
   s->runner = Value(ctx, JS_Eval(ctx, kRunnerSource.data(), kRunnerSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
   if (s->runner.exception()) {
@@ -1001,6 +1068,7 @@ Engine::Status Engine::Activate(int64_t activation, std::string input_json) {
   s->charging_own_bytes = false;
   s->cpu_armed = false;
   s->activation = 0;
+  if (status == Status::kOk) RunActivationEndHooks(s);
   return status;
 }
 
@@ -1039,7 +1107,8 @@ Engine::Status Engine::RunActivation(std::string input_json) {
   for (;;) {
     DrainJobs(s);
     if (s->stopping()) break;
-    if (s->settled && s->pending.empty()) break;
+    if (!s->settled && RunIdleHooks(s)) continue;  // a due timer ran: its jobs first
+    if (s->settled && OnlyBackgroundPending(s)) break;
     if (s->pending.empty()) {
       never_settled = true;
       break;
@@ -1065,7 +1134,7 @@ Engine::Status Engine::RunActivation(std::string input_json) {
   } else if (never_settled) {
     protocol::ScriptError e{"script_error", "", "Error",
                             "the activation never settled: it awaits a promise that nothing will resolve "
-                            "(there are no timers and no host call is in flight)",
+                            "(no timer is pending and no host call is in flight)",
                             ""};
     error = ErrorJson(AfterRefusedAllocation(s, std::move(e)));
   } else if (s->settled_ok) {

@@ -1,0 +1,72 @@
+// The `timer.sleep` host call (see timer.h).
+#include "parent/host_calls/timer.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace basal {
+
+void TimerSleeps::Sleep(const HostCallContext& context, const Json& args, HostCallReply reply) {
+  const auto ms = args.is_object() && args.size() == 1 ? args.find("ms") : args.end();
+  if (!args.is_object() || args.size() != 1 || ms == args.end() || !ms->is_number_integer() || *ms < 0 ||
+      *ms > kMaxSleepMs) {
+    return reply.Error("TypeError", "timer.sleep: arguments must be {\"ms\": an integer from 0 to " +
+                                        std::to_string(kMaxSleepMs) + "} (got " +
+                                        args.dump(-1, ' ', false, Json::error_handler_t::replace).substr(0, 60) + ")");
+  }
+  const int64_t activation = context.activation_id;
+  if (auto old = sleeps_.find(activation); old != sleeps_.end()) {
+    // One sleep per activation: the worker asks for a sooner wake-up; the old sleep ends now.
+    Held superseded = std::move(old->second);
+    sleeps_.erase(old);
+    loop_.Cancel(superseded.timer);
+    superseded.reply->Ok(Json{{"superseded", true}});
+  }
+  Held h;
+  h.call_id = context.call_id;
+  h.reply = std::make_unique<HostCallReply>(std::move(reply));
+  // The loop's timers hold only ids: a sleep cancelled or superseded leaves nothing behind.
+  std::weak_ptr<TimerSleeps> self = weak_from_this();
+  const int64_t call = context.call_id;
+  h.timer = loop_.At(EventLoop::Clock::now() + std::chrono::milliseconds(ms->get<int64_t>()), [self, activation, call] {
+    if (auto s = self.lock()) s->Wake(activation, call);
+  });
+  sleeps_[activation] = std::move(h);
+}
+
+void TimerSleeps::Wake(int64_t activation_id, int64_t call_id) {
+  auto it = sleeps_.find(activation_id);
+  if (it == sleeps_.end() || it->second.call_id != call_id) return;
+  Held h = std::move(it->second);
+  sleeps_.erase(it);
+  h.reply->Ok(Json::object());
+}
+
+void TimerSleeps::ActivationEnded(int64_t activation_id) {
+  auto it = sleeps_.find(activation_id);
+  if (it == sleeps_.end()) return;
+  Held h = std::move(it->second);
+  sleeps_.erase(it);
+  loop_.Cancel(h.timer);
+  h.reply->Error("ActivationEnded", "timer.sleep: the activation ended before the sleep did");
+}
+
+Result<void> RegisterTimerHostCall(HostCallRegistry& registry, std::shared_ptr<TimerSleeps> sleeps) {
+  if (!sleeps) return MakeError(ErrorCode::kInvalidArgument, "host call \"timer.sleep\": no TimerSleeps given");
+  HostCallSpec spec;
+  spec.name = "timer.sleep";
+  spec.effect = Effect::kPure;  // waiting changes nothing outside the activation
+  spec.needs_grant = false;     // time is not an authority: the deadline bounds every wait
+  spec.journaled = false;
+  // Its grants are all {} (no check_grant): two of them always accept the same calls.
+  spec.compare_grant = [](const Json&, const Json&) { return std::vector<ConstraintChange>{}; };
+  spec.handler = [sleeps](const HostCallContext& context, const Json& args, HostCallReply reply) {
+    sleeps->Sleep(context, args, std::move(reply));
+  };
+  spec.activation_ended = [sleeps](int64_t activation_id) { sleeps->ActivationEnded(activation_id); };
+  return registry.Register(std::move(spec));
+}
+
+}  // namespace basal

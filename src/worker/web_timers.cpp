@@ -1,0 +1,57 @@
+// The timers (see web_timers.h): the natives js/timers.js is given, and its installation.
+#include "worker/web_timers.h"
+
+#include <time.h>
+
+#include "worker/js/timers_js.h"
+#include "worker/script_host.h"
+#include "worker/web_install.h"
+
+namespace basal::worker {
+namespace {
+
+// The monotonic clock in milliseconds (with a fraction): the same clock as the parent's loop
+// (steady_clock), so a sleep of n ms ends no earlier than n ms by this clock. Read through the
+// vDSO; the system call it may fall back to is already admitted (clock_gettime on own clocks).
+JSValue Now(JSContext* ctx, JSValueConst, int, JSValueConst*) {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return JS_NewFloat64(ctx, static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6);
+}
+
+JSValue ActivationId(JSContext* ctx, JSValueConst, int, JSValueConst*) {
+  return JS_NewInt64(ctx, RunningActivation(ctx));
+}
+
+JSValue Fail(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
+  FailActivation(ctx, argc > 0 ? argv[0] : JS_UNDEFINED);
+  return JS_UNDEFINED;
+}
+
+JSValue OnIdle(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
+  if (argc < 1 || !JS_IsFunction(ctx, argv[0])) return JS_ThrowTypeError(ctx, "onIdle: a function");
+  AddIdleHook(ctx, argv[0]);
+  return JS_UNDEFINED;
+}
+
+JSValue OnActivationEnd(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
+  if (argc < 1 || !JS_IsFunction(ctx, argv[0])) return JS_ThrowTypeError(ctx, "onActivationEnd: a function");
+  AddActivationEndHook(ctx, argv[0]);
+  return JS_UNDEFINED;
+}
+
+}  // namespace
+
+bool InstallTimerGlobals(JSContext* ctx, JSValueConst global, std::string& error) {
+  JSValue natives = JS_NewObject(ctx);
+  if (JS_IsException(natives)) return InstallFailed(ctx, "timers", error);
+  JS_SetPropertyStr(ctx, natives, "sleep", NewHostCallFunction(ctx, /*background=*/true));
+  JS_SetPropertyStr(ctx, natives, "activationId", JS_NewCFunction(ctx, ActivationId, "activationId", 0));
+  JS_SetPropertyStr(ctx, natives, "fail", JS_NewCFunction(ctx, Fail, "fail", 1));
+  JS_SetPropertyStr(ctx, natives, "now", JS_NewCFunction(ctx, Now, "now", 0));
+  JS_SetPropertyStr(ctx, natives, "onIdle", JS_NewCFunction(ctx, OnIdle, "onIdle", 1));
+  JS_SetPropertyStr(ctx, natives, "onActivationEnd", JS_NewCFunction(ctx, OnActivationEnd, "onActivationEnd", 1));
+  return RunInstaller(ctx, js::kTimersSource, "<basal-timers>", natives, global, "timers", error);
+}
+
+}  // namespace basal::worker
