@@ -136,6 +136,10 @@ class HostCallRegistry {
  public:
   // Fails on an empty or duplicate name, or a missing handler.
   Result<void> Register(HostCallSpec spec);
+  // Replaces a registered spec of the same name, checked as Register checks it (on failure the
+  // old one stays): an embedder that serves a built-in its own way (http.fetch through its own
+  // egress proxy), or a test's stand-in. Call it before AddFlow, like Register.
+  Result<void> Replace(HostCallSpec spec);
   const HostCallSpec* Find(std::string_view name) const;
   // Calls every spec's activation_ended (those that set it).
   void ActivationEnded(int64_t activation_id) const;

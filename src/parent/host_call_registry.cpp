@@ -64,6 +64,21 @@ Result<void> HostCallRegistry::Register(HostCallSpec spec) {
   return Ok();
 }
 
+Result<void> HostCallRegistry::Replace(HostCallSpec spec) {
+  auto it = specs_.find(spec.name);
+  if (it == specs_.end()) {
+    return MakeError(ErrorCode::kNotFound, "host call \"" + spec.name.substr(0, kMaxNameBytes) +
+                                               "\": not registered, so there is nothing to replace (use Register)");
+  }
+  HostCallSpec old = std::move(it->second);
+  specs_.erase(it);
+  if (auto r = Register(std::move(spec)); !r) {
+    specs_.emplace(old.name, std::move(old));
+    return r.error();
+  }
+  return Ok();
+}
+
 const HostCallSpec* HostCallRegistry::Find(std::string_view name) const {
   auto it = specs_.find(name);
   return it == specs_.end() ? nullptr : &it->second;

@@ -550,5 +550,48 @@ TEST_F(HttpFetchTest, ABodyIsSentAndTheDeadlineAbortsAFetchInFlight) {
   EXPECT_EQ(Fetch(flow, {{"url", Url("127.0.0.1", "/hello")}})["status"], 200);
 }
 
+// The script's side: fetch(), Response and Headers over the real http.fetch (the worker's
+// src/worker/js/fetch.js), against the loopback server.
+TEST_F(HttpFetchTest, FetchInAScriptGetsAResponseAndARefusalIsATypeError) {
+  server_.Handle("/json", [](const TestRequest& q) {
+    TestResponse r;
+    r.status = 200;
+    r.headers = {{"Content-Type", "application/json"}, {"Set-Cookie", "a=1"}, {"Set-Cookie", "b=2"}};
+    r.body = R"({"method":")" + q.method + R"(","got":)" + (q.body.empty() ? std::string("null") : q.body) + "}";
+    return r;
+  });
+  OpenWith();
+  auto flow = Add(R"js(
+export default async function (input) {
+  const r = await fetch(input.url, {method: "POST", headers: {"Content-Type": "application/json"},
+                                    body: JSON.stringify({n: 1})});
+  const data = await r.json();
+  let refused;
+  try { await fetch(input.refused); } catch (e) { refused = [e.name, e.message, e.cause && e.cause.name]; }
+  let ungranted;
+  try { await fetch(input.ungranted); } catch (e) { ungranted = [e.name, e.cause && e.cause.name]; }
+  return {status: r.status, ok: r.ok, type: r.headers.get("content-type"), cookies: r.headers.getSetCookie(),
+          data, refused, ungranted};
+}
+)js",
+                  Manifest({{{"url", "http://127.0.0.1:" + port_ + "/json"}, {"methods", {"POST"}},
+                             {"allow_networks", {"127.0.0.1/32"}}},
+                            {{"url", "http://169.254.169.254/"}}}));
+  ActivationResult r = module_->Run(flow, {{"url", Url("127.0.0.1", "/json")},
+                                           {"refused", "http://169.254.169.254/latest/meta-data/"},
+                                           {"ungranted", Url("127.0.0.1", "/elsewhere")}});
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result["status"], 200) << r.result.dump();
+  EXPECT_EQ(r.result["ok"], true);
+  EXPECT_EQ(r.result["type"], "application/json");
+  EXPECT_EQ(r.result["cookies"], Json::array({"a=1", "b=2"}));
+  EXPECT_EQ(r.result["data"], Json::parse(R"({"method":"POST","got":{"n":1}})"));
+  ASSERT_TRUE(r.result["refused"].is_array()) << r.result.dump();
+  EXPECT_EQ(r.result["refused"][0], "TypeError");
+  EXPECT_NE(r.result["refused"][1].get<std::string>().find("link-local"), std::string::npos) << r.result.dump();
+  EXPECT_EQ(r.result["ungranted"], Json::array({"TypeError", "PermissionDenied"}));
+  EXPECT_EQ(server_.requests().size(), 1u);
+}
+
 }  // namespace
 }  // namespace basal::testing

@@ -3,9 +3,9 @@
 // records the arguments it got. Each case of the table is one activation of one flow: what the
 // script returns, and what reached the host.
 //
-// When the module registers the real http.fetch, this fake can no longer take its name: set
-// kFakeFetchName to the worker's kFetchHostCall under another name (both in ONE place each:
-// here, and src/worker/web_fetch.h), or run the same flow against the real host call.
+// The fake replaces the module's real http.fetch (HostCallRegistry::Replace) so that each case
+// controls the answer exactly; tests/integration/http_fetch_test.cpp runs fetch() against the real
+// one and a loopback server.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -218,7 +218,7 @@ class WebFetchTest : public ModuleFixture {
                 {"headers", Json::array({Json::array({"content-type", "text/plain"})})},
                 {"body_base64", has_body ? args["body"]["base64"].get<std::string>() : B64("hello")}});
     };
-    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+    ASSERT_TRUE(module_->registry().Replace(std::move(spec)));
     flow_ = Add(kFlow, std::string(R"J({"grants": {")J") + kFakeFetchName + R"J(": {}}})J", "fetch.js");
   }
   ActivationResult RunCase(const Case& c) {
