@@ -204,7 +204,9 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       }
       auto v = options_.secret(secret);
       if (!v) {
-        why = "secret " + std::string(secret) + " named by rule " + rule.url.text + ": " + v.error().message;
+        why = v.error().message;
+        if (why.find(secret) == std::string::npos) why = "secret " + std::string(secret) + ": " + why;
+        why += " (rule " + rule.url.text + " names it)";
         return std::nullopt;
       }
       f->secrets_used[std::string(secret)] = *v;
