@@ -5,7 +5,10 @@
 // Input: up to four parts separated by NUL bytes: a URL, an address or CIDR, a grant's
 // constraints (JSON) and a call's arguments (JSON):
 //
-//   https://api.example.com/v1/%2e%2e/x\0::ffff:127.0.0.1\0{"rules": [{"url": "https://api.example.com/"}]}\0{"url": "https://api.example.com/x", "method": "GET"}
+//   https://api.example.com/v1/%2e%2e/x                        <- the URL, then NUL
+//   ::ffff:127.0.0.1                                           <- the address or CIDR, then NUL
+//   {"rules": [{"url": "https://api.example.com/"}]}           <- the grant, then NUL
+//   {"url": "https://api.example.com/x", "method": "GET"}      <- the arguments
 //
 // Invariants:
 // - nothing crashes; every error message is printable ASCII (it may reach a terminal);

@@ -899,6 +899,25 @@ TEST(HttpAuthorizeTest, HeaderCountAndSizeBounds) {
   EXPECT_TRUE(Contains(*bytes, "the headers exceed 65536 bytes")) << *bytes;
 }
 
+TEST(HttpAuthorizeTest, StrictBase64Bodies) {
+  auto body = [](const std::string& base64) -> std::optional<std::string> {
+    auto r = ParseFetchArgs(Json{{"url", "https://a.example/"}, {"method", "POST"}, {"body", Json{{"base64", base64}}}},
+                            FetchLimits{});
+    if (!r) return std::nullopt;
+    return r->body.value_or("<none>");
+  };
+  EXPECT_EQ(body(""), "");
+  EXPECT_EQ(body("QQ=="), "A");
+  EXPECT_EQ(body("QUI="), "AB");
+  EXPECT_EQ(body("QUJD"), "ABC");
+  EXPECT_EQ(body("QUJDRA=="), "ABCD");
+  EXPECT_EQ(body("+/+/"), "\xfb\xff\xbf");
+  for (const char* bad : {"Q", "QQ", "QQ=", "QQ===", "A===", "====", "=QQ=", "Q=Q=", "QQ==QUJD", "QR==", "QUJ=",
+                          "QU I", "QUJD\n", "QUJ-", "QUJ_", "QUJ\xc3"}) {
+    EXPECT_EQ(body(bad), std::nullopt) << bad;
+  }
+}
+
 TEST(HttpAuthorizeTest, BodyAtTheLimit) {
   // 10 bytes (the limit) pass; a zero limit admits only an empty body.
   EXPECT_EQ(AuthorizeFetch(kGrant, Json{{"url", "https://api.example.com/v1/"}, {"method", "POST"},

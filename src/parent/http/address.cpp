@@ -273,8 +273,8 @@ Result<Cidr> ParseCidr(std::string_view text) {
     if (ok) bits = bits * 10 + (c - '0');
   }
   if (!ok || bits > max_bits) {
-    return MakeError(ErrorCode::kInvalidArgument, "\"" + shown + "\" is not a CIDR: the prefix length must be 0 to " +
-                                                      std::to_string(max_bits));
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "\"" + shown + "\" is not a CIDR: the prefix length must be 0 to " + std::to_string(max_bits));
   }
   Cidr cidr{*base, bits};
   Address network = *base;
@@ -285,9 +285,8 @@ Result<Cidr> ParseCidr(std::string_view text) {
   }
   if (!(network == *base)) {
     return MakeError(ErrorCode::kInvalidArgument, "\"" + shown + "\" has host bits set: write " +
-                                                      FormatCidr(Cidr{network, bits}) +
-                                                      " for the network, or /" + std::to_string(max_bits) +
-                                                      " for one address");
+                                                      FormatCidr(Cidr{network, bits}) + " for the network, or /" +
+                                                      std::to_string(max_bits) + " for one address");
   }
   return cidr;
 }
@@ -365,9 +364,8 @@ bool InNetworks(const Address& address, const std::vector<Cidr>& networks) {
 std::optional<std::string> ConnectRefusal(const Address& address, const std::vector<Cidr>& allow_networks) {
   if (InNetworks(address, allow_networks)) return std::nullopt;
   if (auto reason = SpecialPurpose(address)) {
-    return FormatAddress(address) + " is " + *reason +
-           "; a rule's \"allow_networks\" may admit it (e.g. \"" + FormatAddress(address) +
-           (address.v6 ? "/128" : "/32") + "\")";
+    return FormatAddress(address) + " is " + *reason + "; a rule's \"allow_networks\" may admit it (e.g. \"" +
+           FormatAddress(address) + (address.v6 ? "/128" : "/32") + "\")";
   }
   return std::nullopt;
 }

@@ -3,6 +3,7 @@
 #include "parent/http/fetch_grant.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -28,7 +29,8 @@ std::string Quoted(std::string_view s) { return Shown(Json(std::string(s))); }
 std::string PathKey(const std::string& key) {
   bool plain = !key.empty() && key.size() <= 64;
   for (char c : key) {
-    plain = plain && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
+    plain =
+        plain && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
   }
   return plain ? key : Json(key).dump(-1, ' ', true, Json::error_handler_t::replace);
 }
@@ -52,7 +54,9 @@ std::string Joined(const std::vector<std::string>& items, const char* separator 
   return out;
 }
 
-bool HasLineBreakOrNul(std::string_view value) { return value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos; }
+bool HasLineBreakOrNul(std::string_view value) {
+  return value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
+}
 
 struct LimitSpec {
   const char* name;
@@ -121,9 +125,9 @@ Result<std::vector<TemplatePiece>> SplitTemplate(std::string_view value) {
     constexpr std::string_view kPrefix = "${secret:";
     const size_t close = value.find('}', open);
     if (value.substr(open, kPrefix.size()) != kPrefix || close == std::string_view::npos) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "\"${\" must start a secret reference ${secret:NAME}, closed by '}' (at byte " +
-                           std::to_string(open) + ")");
+      return MakeError(
+          ErrorCode::kInvalidArgument,
+          "\"${\" must start a secret reference ${secret:NAME}, closed by '}' (at byte " + std::to_string(open) + ")");
     }
     const std::string_view name = value.substr(open + kPrefix.size(), close - open - kPrefix.size());
     bool ok = !name.empty() && name.size() <= kMaxSecretNameBytes && IsSecretNameStart(name[0]);
@@ -140,13 +144,15 @@ Result<std::vector<TemplatePiece>> SplitTemplate(std::string_view value) {
 }
 
 Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
-  if (!rule.is_object()) return Invalid(at, "must be an object {\"url\": \"https://host/path/\", ...} (got " + Shown(rule) + ")");
+  if (!rule.is_object())
+    return Invalid(at, "must be an object {\"url\": \"https://host/path/\", ...} (got " + Shown(rule) + ")");
   FetchRule out;
   auto url = rule.find("url");
   if (url == rule.end()) return Invalid(at, "\"url\" is missing (\"https://api.example.com/v1/\")");
   for (const auto& [key, value] : rule.items()) {
     if (key != "url" && key != "methods" && key != "headers" && key != "allow_networks" && key != "allow_plain_http") {
-      return Invalid(at + "." + PathKey(key), "unknown key (known: url, methods, headers, allow_networks, allow_plain_http)");
+      return Invalid(at + "." + PathKey(key),
+                     "unknown key (known: url, methods, headers, allow_networks, allow_plain_http)");
     }
   }
   if (!url->is_string()) return Invalid(at + ".url", "must be a string (got " + Shown(*url) + ")");
@@ -184,7 +190,9 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
     std::set<std::string> seen;
     for (const auto& [name, value] : h->items()) {
       const std::string item_at = at + ".headers." + PathKey(name);
-      if (!IsToken(name)) return Invalid(at + ".headers", Quoted(name) + " is not a header name (an HTTP token: letters, digits, !#$%&'*+-.^_`|~)");
+      if (!IsToken(name))
+        return Invalid(at + ".headers",
+                       Quoted(name) + " is not a header name (an HTTP token: letters, digits, !#$%&'*+-.^_`|~)");
       if (IsControlledHeader(name)) {
         return Invalid(item_at, "basal sets this header itself (connection and framing headers, proxy-*): remove it");
       }
@@ -222,7 +230,8 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
     if (!p->is_boolean()) return Invalid(at + ".allow_plain_http", "must be true or false (got " + Shown(*p) + ")");
     out.allow_plain_http = p->get<bool>();
     if (out.allow_plain_http && out.url.scheme != "http") {
-      return Invalid(at + ".allow_plain_http", "applies only to an http:// url; this rule's is " + out.url.scheme + "://: remove it");
+      return Invalid(at + ".allow_plain_http",
+                     "applies only to an http:// url; this rule's is " + out.url.scheme + "://: remove it");
     }
   }
   if (has_secret && out.url.scheme == "http" && !out.allow_plain_http) {
@@ -233,41 +242,42 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
   return out;
 }
 
-// Strict RFC 4648 base64 (padded, standard alphabet, no whitespace): nullopt if not.
+// Strict RFC 4648 base64 (padded, standard alphabet, no whitespace): nullopt if not. A table
+// lookup per byte: a body may be 8 MiB.
 std::optional<std::string> DecodeBase64(std::string_view text) {
+  static const std::array<int8_t, 256> kValue = [] {
+    std::array<int8_t, 256> t{};
+    t.fill(-1);
+    const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i) t[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
+    return t;
+  }();
   if (text.size() % 4 != 0) return std::nullopt;
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
   std::string out;
   out.reserve(text.size() / 4 * 3);
-  for (size_t i = 0; i < text.size(); i += 4) {
-    const bool last = i + 4 == text.size();
-    int v[4];
-    int pad = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = text[i + k];
-      if (c == '=' && last && k >= 2) {
-        v[k] = 0;
-        ++pad;
-        continue;
-      }
-      if (pad > 0) return std::nullopt;  // data after '='
-      v[k] = value(c);
-      if (v[k] < 0) return std::nullopt;
-    }
-    const uint32_t n = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) | uint32_t(v[3]);
-    // Non-canonical: bits the padding drops must be zero, so one text means one body.
-    if ((pad == 1 && (n & 0xff) != 0) || (pad == 2 && (n & 0xffff) != 0)) return std::nullopt;
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t full = text.empty() ? 0 : text.size() - 4;  // the last quantum may be padded
+  for (size_t i = 0; i < full; i += 4) {
+    const int a = kValue[p[i]], b = kValue[p[i + 1]], c = kValue[p[i + 2]], d = kValue[p[i + 3]];
+    if ((a | b | c | d) < 0) return std::nullopt;
+    const uint32_t n = (uint32_t(a) << 18) | (uint32_t(b) << 12) | (uint32_t(c) << 6) | uint32_t(d);
     out += static_cast<char>(n >> 16);
-    if (pad < 2) out += static_cast<char>((n >> 8) & 0xff);
-    if (pad < 1) out += static_cast<char>(n & 0xff);
+    out += static_cast<char>((n >> 8) & 0xff);
+    out += static_cast<char>(n & 0xff);
   }
+  if (text.empty()) return out;
+  const unsigned char* q = p + full;
+  const int pad = q[3] != '=' ? 0 : q[2] != '=' ? 1 : 2;
+  const int a = kValue[q[0]], b = kValue[q[1]];
+  const int c = pad == 2 ? 0 : kValue[q[2]];
+  const int d = pad >= 1 ? 0 : kValue[q[3]];
+  if ((a | b | c | d) < 0) return std::nullopt;
+  const uint32_t n = (uint32_t(a) << 18) | (uint32_t(b) << 12) | (uint32_t(c) << 6) | uint32_t(d);
+  // Non-canonical: bits the padding drops must be zero, so one text means one body.
+  if ((pad == 1 && (n & 0xff) != 0) || (pad == 2 && (n & 0xffff) != 0)) return std::nullopt;
+  out += static_cast<char>(n >> 16);
+  if (pad < 2) out += static_cast<char>((n >> 8) & 0xff);
+  if (pad < 1) out += static_cast<char>(n & 0xff);
   return out;
 }
 
@@ -286,8 +296,9 @@ bool IsToken(std::string_view text) {
 }
 
 bool IsControlledHeader(std::string_view name) {
-  static const char* const kControlled[] = {"host", "content-length", "transfer-encoding", "connection", "keep-alive",
-                                            "upgrade", "te", "trailer", "expect", "http2-settings"};
+  static const char* const kControlled[] = {
+      "host",    "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te",
+      "trailer", "expect",         "http2-settings"};
   const std::string lower = Lowered(name);
   for (const char* c : kControlled) {
     if (lower == c) return true;
@@ -300,7 +311,8 @@ Result<std::string> NormalizeMethod(std::string_view method) {
     return MakeError(ErrorCode::kInvalidArgument, "a method is at most " + std::to_string(kMaxMethodBytes) + " bytes");
   }
   if (!IsToken(method)) {
-    return MakeError(ErrorCode::kInvalidArgument, "the method " + Quoted(method) + " is not an HTTP token (GET, POST, ...)");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the method " + Quoted(method) + " is not an HTTP token (GET, POST, ...)");
   }
   const std::string upper = Uppered(method);
   if (upper == "CONNECT" || upper == "TRACE" || upper == "TRACK") {
@@ -314,16 +326,19 @@ Result<std::string> NormalizeMethod(std::string_view method) {
 
 Result<FetchGrant> ParseFetchGrant(const Json& grant, const std::string& path) {
   if (!grant.is_object()) {
-    return Invalid(path, "must be an object {\"rules\": [{\"url\": \"https://host/path/\"}]} (got " + Shown(grant) + ")");
+    return Invalid(path,
+                   "must be an object {\"rules\": [{\"url\": \"https://host/path/\"}]} (got " + Shown(grant) + ")");
   }
   for (const auto& [key, value] : grant.items()) {
-    if (key != "rules" && key != "limits") return Invalid(path + "." + PathKey(key), "unknown key (known: rules, limits)");
+    if (key != "rules" && key != "limits")
+      return Invalid(path + "." + PathKey(key), "unknown key (known: rules, limits)");
   }
   FetchGrant out;
   auto rules = grant.find("rules");
   if (rules == grant.end()) return Invalid(path, "\"rules\" is missing: [{\"url\": \"https://api.example.com/v1/\"}]");
   if (!rules->is_array() || rules->empty() || rules->size() > kMaxRules) {
-    return Invalid(path + ".rules", "must be a list of 1 to " + std::to_string(kMaxRules) + " rules (got " + Shown(*rules) + ")");
+    return Invalid(path + ".rules",
+                   "must be a list of 1 to " + std::to_string(kMaxRules) + " rules (got " + Shown(*rules) + ")");
   }
   std::map<std::string, size_t> seen;
   for (size_t i = 0; i < rules->size(); ++i) {
@@ -428,7 +443,9 @@ Result<HeaderList> RequestHeaders(const FetchRule& rule, const HeaderList& scrip
   }
   for (const HeaderTemplate& h : rule.headers) {
     auto value = ExpandSecrets(h.value, lookup);
-    if (!value) return MakeError(value.error().code, "header " + h.name + " of rule " + rule.url.text + ": " + value.error().message);
+    if (!value)
+      return MakeError(value.error().code,
+                       "header " + h.name + " of rule " + rule.url.text + ": " + value.error().message);
     out.emplace_back(h.name, std::move(*value));
   }
   return out;
@@ -436,7 +453,8 @@ Result<HeaderList> RequestHeaders(const FetchRule& rule, const HeaderList& scrip
 
 Result<FetchRequest> ParseFetchArgs(const Json& args, const FetchLimits& limits) {
   auto fail = [](const std::string& what) { return MakeError(ErrorCode::kInvalidArgument, "http.fetch: " + what); };
-  if (!args.is_object()) return fail("the arguments must be an object {\"url\", \"method\", ...} (got " + Shown(args) + ")");
+  if (!args.is_object())
+    return fail("the arguments must be an object {\"url\", \"method\", ...} (got " + Shown(args) + ")");
   for (const auto& [key, value] : args.items()) {
     if (key != "url" && key != "method" && key != "headers" && key != "body" && key != "redirect") {
       return fail("unknown argument " + Quoted(key) + " (known: url, method, headers, body, redirect)");
@@ -471,10 +489,12 @@ Result<FetchRequest> ParseFetchArgs(const Json& args, const FetchLimits& limits)
       const std::string& value = pair[1].get_ref<const std::string&>();
       bytes += name.size() + value.size();
       if (bytes > kMaxRequestHeaderBytes) {
-        return fail("the headers exceed " + std::to_string(kMaxRequestHeaderBytes) + " bytes (names and values together)");
+        return fail("the headers exceed " + std::to_string(kMaxRequestHeaderBytes) +
+                    " bytes (names and values together)");
       }
       if (!IsToken(name)) return fail(at + ": " + Quoted(name) + " is not a header name (an HTTP token)");
-      if (IsControlledHeader(name)) return fail(at + ": basal sets the header " + Quoted(name) + " itself; do not set it");
+      if (IsControlledHeader(name))
+        return fail(at + ": basal sets the header " + Quoted(name) + " itself; do not set it");
       if (HasLineBreakOrNul(value)) return fail(at + ": the value of " + name + " holds CR, LF or NUL");
       request.headers.emplace_back(name, value);
     }
@@ -488,16 +508,17 @@ Result<FetchRequest> ParseFetchArgs(const Json& args, const FetchLimits& limits)
     // Before decoding: the text of a body within the limit is at most 4 * ceil(limit / 3) bytes.
     const uint64_t max_text = (limits.max_request_bytes + 2) / 3 * 4;
     if (text.size() > max_text) {
-      return fail("the body is about " + std::to_string(text.size() / 4 * 3) + " bytes; the grant's limits.max_request_bytes is " +
-                  std::to_string(limits.max_request_bytes));
+      return fail("the body is about " + std::to_string(text.size() / 4 * 3) +
+                  " bytes; the grant's limits.max_request_bytes is " + std::to_string(limits.max_request_bytes));
     }
     auto decoded = DecodeBase64(text);
     if (!decoded) return fail("\"body\".base64 is not strict base64 (RFC 4648, padded)");
     if (decoded->size() > limits.max_request_bytes) {
-      return fail("the body is " + std::to_string(decoded->size()) + " bytes; the grant's limits.max_request_bytes is " +
-                  std::to_string(limits.max_request_bytes));
+      return fail("the body is " + std::to_string(decoded->size()) +
+                  " bytes; the grant's limits.max_request_bytes is " + std::to_string(limits.max_request_bytes));
     }
-    if (request.method == "GET" || request.method == "HEAD") return fail("a " + request.method + " request cannot have a body");
+    if (request.method == "GET" || request.method == "HEAD")
+      return fail("a " + request.method + " request cannot have a body");
     request.body = std::move(*decoded);
   }
 
@@ -565,7 +586,9 @@ void CompareRule(const FetchRule& was, const FetchRule& now, std::vector<Constra
       std::vector<std::string> all = added;
       all.insert(all.end(), removed.begin(), removed.end());
       changes.push_back({at + ".methods",
-                         removed.empty() ? Direction::kWidened : added.empty() ? Direction::kNarrowed : Direction::kChanged,
+                         removed.empty() ? Direction::kWidened
+                         : added.empty() ? Direction::kNarrowed
+                                         : Direction::kChanged,
                          Joined(all, " ")});
     }
   }
@@ -574,13 +597,16 @@ void CompareRule(const FetchRule& was, const FetchRule& now, std::vector<Constra
     const bool narrower = Covers(was.allow_networks, now.allow_networks);
     if (!(wider && narrower)) {
       changes.push_back({at + ".allow_networks",
-                         wider ? Direction::kWidened : narrower ? Direction::kNarrowed : Direction::kChanged,
+                         wider      ? Direction::kWidened
+                         : narrower ? Direction::kNarrowed
+                                    : Direction::kChanged,
                          "[" + CidrsShown(was.allow_networks) + "] -> [" + CidrsShown(now.allow_networks) + "]"});
     }
   }
   if (was.allow_plain_http != now.allow_plain_http) {
-    changes.push_back({at + ".allow_plain_http", now.allow_plain_http ? Direction::kWidened : Direction::kNarrowed,
-                       std::string(was.allow_plain_http ? "true" : "false") + " -> " + (now.allow_plain_http ? "true" : "false")});
+    changes.push_back(
+        {at + ".allow_plain_http", now.allow_plain_http ? Direction::kWidened : Direction::kNarrowed,
+         std::string(was.allow_plain_http ? "true" : "false") + " -> " + (now.allow_plain_http ? "true" : "false")});
   }
   {
     std::map<std::string, const HeaderTemplate*> old_headers, new_headers;
@@ -611,7 +637,8 @@ std::vector<ConstraintChange> CompareFetchGrant(const Json& before, const Json& 
   if (!was || !now) {
     // compare_grant gets grants that passed check_grant; if one did not, say so rather than guess.
     if (before != after) {
-      changes.push_back({"rules", Direction::kChanged, "cannot compare: " + (!was ? was.error().message : now.error().message)});
+      changes.push_back(
+          {"rules", Direction::kChanged, "cannot compare: " + (!was ? was.error().message : now.error().message)});
     }
     return changes;
   }
@@ -621,14 +648,16 @@ std::vector<ConstraintChange> CompareFetchGrant(const Json& before, const Json& 
   for (const FetchRule& r : now->rules) {
     auto it = old_rules.find(r.url.text);
     if (it == old_rules.end()) {
-      changes.push_back({"rules[" + r.url.text + "]", Direction::kWidened, "+" + r.url.text + " (" + MethodsShown(r.methods) + ")"});
+      changes.push_back(
+          {"rules[" + r.url.text + "]", Direction::kWidened, "+" + r.url.text + " (" + MethodsShown(r.methods) + ")"});
     } else {
       CompareRule(*it->second, r, changes);
     }
   }
   for (const FetchRule& r : was->rules) {
     if (new_rules.count(r.url.text) == 0) {
-      changes.push_back({"rules[" + r.url.text + "]", Direction::kNarrowed, "-" + r.url.text + " (" + MethodsShown(r.methods) + ")"});
+      changes.push_back(
+          {"rules[" + r.url.text + "]", Direction::kNarrowed, "-" + r.url.text + " (" + MethodsShown(r.methods) + ")"});
     }
   }
   std::vector<std::string> old_order, new_order;
@@ -639,8 +668,9 @@ std::vector<ConstraintChange> CompareFetchGrant(const Json& before, const Json& 
     if (old_rules.count(r.url.text)) new_order.push_back(r.url.text);
   }
   if (old_order != new_order) {
-    changes.push_back({"rules", Direction::kChanged, "order " + Joined(old_order) + " -> " + Joined(new_order) +
-                                                          " (the first matching rule sets the headers)"});
+    changes.push_back(
+        {"rules", Direction::kChanged,
+         "order " + Joined(old_order) + " -> " + Joined(new_order) + " (the first matching rule sets the headers)"});
   }
   const Json* old_limits = before.contains("limits") ? &before["limits"] : nullptr;
   const Json* new_limits = after.contains("limits") ? &after["limits"] : nullptr;

@@ -54,25 +54,25 @@ inline constexpr size_t kMaxSecretNameBytes = 64;
 
 // The grant's "limits", defaults filled in. Ranges in kLimitSpecs (fetch_grant.cpp) and the docs.
 struct FetchLimits {
-  uint64_t connect_timeout_ms = 10000;   // DNS + TCP + TLS handshake; 1..60000
-  uint64_t timeout_ms = 30000;           // the whole request; 1..300000
-  uint64_t max_response_bytes = 4194304; // body bytes; 0..8388608 (the answer travels base64 in one 16 MiB frame)
-  uint64_t max_request_bytes = 1048576;  // body bytes the script may send; 0..8388608
-  uint64_t max_redirects = 0;            // 0..5; 0: redirects are returned, not followed
-  uint64_t max_in_flight = 4;            // fetches of one activation at once; 1..64
-  uint64_t max_requests = 100;           // fetches per activation; 1..100000
+  uint64_t connect_timeout_ms = 10000;    // DNS + TCP + TLS handshake; 1..60000
+  uint64_t timeout_ms = 30000;            // the whole request; 1..300000
+  uint64_t max_response_bytes = 4194304;  // body bytes; 0..8388608 (the answer travels base64 in one 16 MiB frame)
+  uint64_t max_request_bytes = 1048576;   // body bytes the script may send; 0..8388608
+  uint64_t max_redirects = 0;             // 0..5; 0: redirects are returned, not followed
+  uint64_t max_in_flight = 4;             // fetches of one activation at once; 1..64
+  uint64_t max_requests = 100;            // fetches per activation; 1..100000
 };
 
 // A header a rule sets; `value` may hold ${secret:NAME} references, expanded per request.
 struct HeaderTemplate {
-  std::string name;   // as written in the manifest
+  std::string name;  // as written in the manifest
   std::string value;
 };
 
 struct FetchRule {
   UrlPattern url;
-  std::vector<std::string> methods;           // uppercase, as granted (default GET, HEAD)
-  std::vector<HeaderTemplate> headers;        // sorted by name (the manifest's JSON object, as read)
+  std::vector<std::string> methods;     // uppercase, as granted (default GET, HEAD)
+  std::vector<HeaderTemplate> headers;  // sorted by name (the manifest's JSON object, as read)
   std::vector<Cidr> allow_networks;
   bool allow_plain_http = false;
 };
@@ -129,9 +129,9 @@ Result<HeaderList> RequestHeaders(const FetchRule& rule, const HeaderList& scrip
 enum class RedirectMode { kFollow, kError, kManual };
 struct FetchRequest {
   CanonicalUrl url;
-  std::string method;                 // NormalizeMethod's
-  HeaderList headers;                 // the script's, in order
-  std::optional<std::string> body;    // decoded bytes
+  std::string method;               // NormalizeMethod's
+  HeaderList headers;               // the script's, in order
+  std::optional<std::string> body;  // decoded bytes
   RedirectMode redirect = RedirectMode::kFollow;
 };
 // Strict: unknown keys, wrong types, more than kMaxRequestHeaders headers or kMaxRequestHeaderBytes

@@ -19,10 +19,18 @@ bool IsDigit(unsigned char c) { return c >= '0' && c <= '9'; }
 bool IsUnreserved(unsigned char c) { return IsAlpha(c) || IsDigit(c) || c == '-' || c == '.' || c == '_' || c == '~'; }
 bool IsSubDelim(unsigned char c) {
   switch (c) {
-    case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+': case ',': case ';': case '=':
-      return true;
-    default:
-      return false;
+    case '!':
+    case '$':
+    case '&':
+    case '\'':
+    case '(':
+    case ')':
+    case '*':
+    case '+':
+    case ',':
+    case ';':
+    case '=': return true;
+    default: return false;
   }
 }
 bool IsPchar(unsigned char c) { return IsUnreserved(c) || IsSubDelim(c) || c == ':' || c == '@'; }
@@ -80,8 +88,9 @@ Result<std::string> NormalizeEscapes(std::string_view in, bool decode_unreserved
       const int hi = i + 1 < in.size() ? HexValue(static_cast<unsigned char>(in[i + 1])) : -1;
       const int lo = i + 2 < in.size() ? HexValue(static_cast<unsigned char>(in[i + 2])) : -1;
       if (hi < 0 || lo < 0) {
-        return Invalid(std::string("a '%' in the ") + where + " must start an escape of two hex digits (%2F); write %25 for '%' itself: " +
-                       Shown(in.substr(i, 3)));
+        return Invalid(
+            std::string("a '%' in the ") + where +
+            " must start an escape of two hex digits (%2F); write %25 for '%' itself: " + Shown(in.substr(i, 3)));
       }
       const unsigned char decoded = static_cast<unsigned char>(hi * 16 + lo);
       if (decode_unreserved && IsUnreserved(decoded)) {
@@ -215,7 +224,9 @@ Result<std::string> CanonicalHostName(std::string_view raw) {
       continue;
     }
     if (!(IsAlpha(u) || IsDigit(u) || u == '-' || u == '.' || u == '_')) {
-      if (u == '%') return Invalid("host " + Shown(raw) + ": percent-encoding in a host name is not accepted: write the name itself");
+      if (u == '%')
+        return Invalid("host " + Shown(raw) +
+                       ": percent-encoding in a host name is not accepted: write the name itself");
       return Invalid("host " + Shown(raw) + " has the character '" + std::string(1, c) +
                      "': a host name has only letters, digits, '-', '_' and '.' (or IDN letters)");
     }
@@ -242,13 +253,14 @@ Result<std::string> CanonicalHostName(std::string_view raw) {
 
 Result<Parts> Parse(std::string_view text, bool pattern) {
   if (text.size() > kMaxUrlBytes) {
-    return Invalid("the URL is " + std::to_string(text.size()) + " bytes; the limit is " + std::to_string(kMaxUrlBytes));
+    return Invalid("the URL is " + std::to_string(text.size()) + " bytes; the limit is " +
+                   std::to_string(kMaxUrlBytes));
   }
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c <= 0x20 || c == 0x7f) {
-      return Invalid("the URL has a space or control byte (" + Shown(text.substr(i, 1)) + ") at byte " + std::to_string(i) +
-                     ": percent-encode it (%20) or remove it");
+      return Invalid("the URL has a space or control byte (" + Shown(text.substr(i, 1)) + ") at byte " +
+                     std::to_string(i) + ": percent-encode it (%20) or remove it");
     }
     if (c == '\\') {
       return Invalid("the URL has a backslash at byte " + std::to_string(i) +
@@ -271,8 +283,9 @@ Result<Parts> Parse(std::string_view text, bool pattern) {
   std::string_view authority = rest.substr(0, authority_end);
   rest = authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
   if (authority.find('@') != std::string_view::npos) {
-    return Invalid("the URL has credentials (user:password@): they are not accepted; a rule's \"headers\" can "
-                   "send an Authorization header with a secret instead");
+    return Invalid(
+        "the URL has credentials (user:password@): they are not accepted; a rule's \"headers\" can "
+        "send an Authorization header with a secret instead");
   }
   std::string_view host_text;
   std::string_view port_text;
@@ -337,7 +350,8 @@ Result<Parts> Parse(std::string_view text, bool pattern) {
       if (!IsDigit(static_cast<unsigned char>(c))) ok = false;
       if (ok) port = port * 10 + static_cast<uint32_t>(c - '0');
     }
-    if (!ok || port == 0 || port > 65535) return Invalid("the port " + Shown(port_text) + " is not a number from 1 to 65535");
+    if (!ok || port == 0 || port > 65535)
+      return Invalid("the port " + Shown(port_text) + " is not a number from 1 to 65535");
     parts.port = static_cast<uint16_t>(port);
   }
   // Path, query, fragment.
@@ -392,8 +406,7 @@ std::optional<std::string> CurlDisagrees(const CanonicalUrl& u) {
     // libcurl writes IPv6 its own way (inet_ntop: ::ffff:127.0.0.1): compare the addresses.
     const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
     auto theirs = bracketed ? ParseAddress(std::string_view(host).substr(1, host.size() - 2)) : std::nullopt;
-    if (!theirs || !(*theirs == *u.ip))
-      return "libcurl reads the host as " + Shown(host);
+    if (!theirs || !(*theirs == *u.ip)) return "libcurl reads the host as " + Shown(host);
   } else if (Lowered(host) != u.host) {
     return "libcurl reads the host as " + Shown(host);
   }
@@ -461,8 +474,8 @@ Result<UrlPattern> ParseUrlPattern(std::string_view text) {
     p.wildcard = true;
     p.host = parts->host.substr(2);
     if (p.host.find('.') == std::string::npos) {
-      return Invalid("the wildcard \"*." + p.host + "\" would admit a whole top-level domain: write \"*.example." + p.host +
-                     "\" or the exact host");
+      return Invalid("the wildcard \"*." + p.host + "\" would admit a whole top-level domain: write \"*.example." +
+                     p.host + "\" or the exact host");
     }
   } else {
     p.host = std::move(parts->host);

@@ -30,12 +30,12 @@ struct CanonicalUrl {
   // scheme://host:port/path[?query]: the port always written, the fragment dropped. The string the
   // client requests; CanonicalizeUrl(url) gives it back unchanged.
   std::string url;
-  std::string scheme;          // "http" or "https"
-  std::string host;            // lowercase ASCII (IDN as punycode), or an IP address without brackets
-  uint16_t port = 0;           // explicit, 1..65535 (the scheme's default when the URL had none)
-  std::string path;            // starts with '/': dot segments removed, %2F kept encoded
-  std::string query;           // without '?'; empty when none
-  std::optional<Address> ip;   // set when the host is an IP literal
+  std::string scheme;         // "http" or "https"
+  std::string host;           // lowercase ASCII (IDN as punycode), or an IP address without brackets
+  uint16_t port = 0;          // explicit, 1..65535 (the scheme's default when the URL had none)
+  std::string path;           // starts with '/': dot segments removed, %2F kept encoded
+  std::string query;          // without '?'; empty when none
+  std::optional<Address> ip;  // set when the host is an IP literal
 
   bool host_is_ip() const { return ip.has_value(); }
   uint16_t default_port() const { return scheme == "https" ? 443 : 80; }
@@ -66,13 +66,13 @@ Result<CanonicalUrl> CanonicalizeUrl(std::string_view text);
 // "*.example.com" (any subdomain at any depth of example.com, not example.com itself; the
 // suffix must have two labels or more and not be an IP). No userinfo, query, fragment or other '*'.
 struct UrlPattern {
-  std::string text;          // canonical: "https://*.example.com/v1/" (the port only when not default)
+  std::string text;  // canonical: "https://*.example.com/v1/" (the port only when not default)
   std::string scheme;
-  std::string host;          // without "*." for a wildcard
+  std::string host;  // without "*." for a wildcard
   bool wildcard = false;
   bool host_is_ip = false;
   uint16_t port = 0;
-  std::string path_prefix;   // canonical like a request path; "/" when absent
+  std::string path_prefix;  // canonical like a request path; "/" when absent
 };
 Result<UrlPattern> ParseUrlPattern(std::string_view text);
 
