@@ -17,6 +17,7 @@
 
 #include "worker/own_memory.h"
 #include "worker/parent_frames.h"
+#include "worker/web_globals.h"
 
 extern "C" {
 #include "quickjs.h"
@@ -902,6 +903,10 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
     Value math(ctx, JS_GetPropertyStr(ctx, global.get(), "Math"));
     JS_DefinePropertyValueStr(ctx, math.get(), "random", JS_NewCFunction(ctx, MathRandom, "random", 0),
                               JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
+  }
+  if (!InstallLazyGlobals(ctx, WebGlobals())) {  // accessors only: nothing loads before first use
+    error = {"budget_exhausted", "memory", "InternalError", "cannot install the web globals", ""};
+    return false;
   }
 #ifdef BASAL_TEST_HOOKS
   Value test(ctx, JS_NewObject(ctx));
