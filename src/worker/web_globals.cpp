@@ -31,6 +31,34 @@ JSValue LazyGet(JSContext* ctx, JSValueConst, int, JSValueConst*, int magic) {
   if (g_installing & (uint64_t{1} << index))
     return JS_ThrowInternalError(ctx, "%s was read while it was being loaded", name);
   JSValue global = JS_GetGlobalObject(ctx);
+  // A getter a script kept and calls after the name was loaded, replaced or deleted loads nothing
+  // again: it reads what the global holds now.
+  {
+    JSAtom atom = JS_NewAtom(ctx, name);
+    if (atom == JS_ATOM_NULL) {
+      JS_FreeValue(ctx, global);
+      return JS_EXCEPTION;
+    }
+    JSPropertyDescriptor desc;
+    const int found = JS_GetOwnProperty(ctx, &desc, global, atom);
+    JS_FreeAtom(ctx, atom);
+    if (found < 0) {
+      JS_FreeValue(ctx, global);
+      return JS_EXCEPTION;
+    }
+    if (found == 1) {
+      JS_FreeValue(ctx, desc.getter);
+      JS_FreeValue(ctx, desc.setter);
+      if (!(desc.flags & JS_PROP_GETSET)) {
+        JS_FreeValue(ctx, global);
+        return desc.value;
+      }
+      JS_FreeValue(ctx, desc.value);
+    } else {
+      JS_FreeValue(ctx, global);
+      return JS_UNDEFINED;
+    }
+  }
   std::string error;
   bool ok = false;
   g_installing |= uint64_t{1} << index;

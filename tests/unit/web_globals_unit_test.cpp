@@ -134,6 +134,12 @@ TEST(WebGlobalsUnitTest, TheMechanismReportsEachWayAnInstallerCanFail) {
   EXPECT_EQ(c.Eval("lazyFails"), "threw InternalError: the global lazyFails could not be loaded: no bytecode for it");
   EXPECT_EQ(c.Eval("lazySelf"), "threw InternalError: lazySelf was read while it was being loaded");
   EXPECT_EQ(c.Eval("lazyThrows"), "threw RangeError: its own error");
+  // A getter kept by the script loads nothing once the name was replaced or deleted (lazySelf's
+  // installer would throw if it ran).
+  EXPECT_EQ(c.Eval("(() => { globalThis.keptGet = Object.getOwnPropertyDescriptor(globalThis, 'lazySelf').get;"
+                   " globalThis.lazySelf = 'mine'; return [keptGet(), lazySelf]; })()"),
+            "[\"mine\",\"mine\"]");
+  EXPECT_EQ(c.Eval("(() => { delete globalThis.lazySelf; return [keptGet() === undefined, 'lazySelf' in globalThis]; })()"), "[true,false]");
   // A failed install leaves the accessor: the next read tries again.
   EXPECT_EQ(c.Eval("typeof Object.getOwnPropertyDescriptor(globalThis, 'lazyFails').get"), "\"function\"");
 }
