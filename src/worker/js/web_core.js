@@ -2,7 +2,7 @@
 // TextDecoder, atob, btoa, structuredClone, crypto, queueMicrotask, and __basal_internal (the byte
 // helpers fetch's bodies use). Compiled to bytecode at build time by basal-js-bundle and run on
 // the first read of any of those names (src/worker/web_globals.cpp). The byte work (UTF-8,
-// base64, random bytes) is native ("basal:native", web_natives in web_globals.cpp); this file
+// base64, random bytes) is native ("basal:native", src/worker/web_natives.cpp); this file
 // adds the Web IDL argument handling and the standards' errors around it.
 "use strict";
 

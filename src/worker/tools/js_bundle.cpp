@@ -1,7 +1,7 @@
 // basal-js-bundle: a build-time host tool. Bundles CommonJS modules (npm packages fetched by
 // cmake/js_packages.cmake, and our own files in src/worker/js/) into one script, compiles it with
 // the same QuickJS the worker links, and writes the bytecode as a C++ byte array that the worker
-// reads with JS_ReadObject (src/worker/web_globals.cpp). The worker never compiles these sources
+// reads with JS_ReadObject (RunBundle, src/worker/web_natives.cpp). The worker never compiles these sources
 // and never loads bytecode from anywhere but its own image.
 //
 //   basal-js-bundle --name web_url --entry whatwg-url --out-dir build/src/worker/js
