@@ -20,6 +20,11 @@
 #include "worker/script_host.h"
 #include "worker/web_fetch.h"
 #include "worker/web_timers.h"
+#include "worker/web_globals.h"
+
+extern "C" {
+#include "quickjs.h"
+}
 
 namespace basal::worker {
 namespace {
@@ -960,15 +965,15 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
     JS_SetPropertyStr(ctx, console.get(), kConsoleMethods[i],
                       JS_NewCFunctionMagic(ctx, ConsoleLog, kConsoleMethods[i], 0, JS_CFUNC_generic_magic, i));
   JS_SetPropertyStr(ctx, global.get(), "console", console.dup());
-  if (std::string why; !InstallFetchGlobals(ctx, global.get(), why) || !InstallTimerGlobals(ctx, global.get(), why)) {
-    error = {"script_error", "", "InternalError", "the worker could not install its web globals: " + why, ""};
-    return false;
-  }
   s->random_state = RandomSeed();
   {
     Value math(ctx, JS_GetPropertyStr(ctx, global.get(), "Math"));
     JS_DefinePropertyValueStr(ctx, math.get(), "random", JS_NewCFunction(ctx, MathRandom, "random", 0),
                               JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
+  }
+  if (!InstallLazyGlobals(ctx, WebGlobals())) {  // accessors only: nothing loads before first use
+    error = {"budget_exhausted", "memory", "InternalError", "cannot install the web globals", ""};
+    return false;
   }
 #ifdef BASAL_TEST_HOOKS
   Value test(ctx, JS_NewObject(ctx));
