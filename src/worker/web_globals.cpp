@@ -1,6 +1,4 @@
 #include "worker/web_globals.h"
-#include "worker/web_fetch.h"
-#include "worker/web_timers.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -111,16 +109,6 @@ JSValue LazyAccess(JSContext* ctx, JSValueConst this_value, int argc, JSValueCon
 }
 
 
-// fetch and the timers: web_fetch.cpp and web_timers.cpp, over the engine's script_host.h.
-constexpr const char* kFetchNames[] = {"fetch", "Request", "Response", "Headers"};
-constexpr const char* kTimerNames[] = {"setTimeout", "clearTimeout", "setInterval", "clearInterval"};
-
-constexpr LazyGlobal kWebGlobals[] = {
-    {kUrlNames, InstallUrl},
-    {kCoreNames, InstallCore},
-    {kFetchNames, InstallFetchGlobals},
-    {kTimerNames, InstallTimerGlobals},
-};
 
 }  // namespace
 
@@ -150,6 +138,5 @@ bool InstallLazyGlobals(JSContext* ctx, std::span<const LazyGlobal> groups) {
   return ok;
 }
 
-std::span<const LazyGlobal> WebGlobals() { return kWebGlobals; }
 
 }  // namespace basal::worker

@@ -8,7 +8,7 @@
 //   // engine.cpp, once the context exists:
 //   InstallLazyGlobals(ctx, WebGlobals());
 //
-//   // a new group: one installer and one row in WebGlobals()'s table (web_globals.cpp)
+//   // a new group: one installer and one row in WebGlobals()'s table (web_globals_table.cpp)
 //   bool InstallTimers(JSContext* ctx, JSValueConst global, std::string& error) {
 //     JS_DefinePropertyValueStr(ctx, global, "setTimeout", ..., JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
 //     ...

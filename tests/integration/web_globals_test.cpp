@@ -329,7 +329,8 @@ TEST_F(WebGlobalsTest, GlobalsAreLoadedOnFirstUseOnlyAndAreNotEnumerable) {
   Open();
   const std::string shape =
       "const names = ['URL', 'URLSearchParams', 'TextEncoder', 'TextDecoder', 'atob', 'btoa', 'structuredClone', 'crypto',"
-      " 'queueMicrotask', 'DOMException', '__basal_internal'];\n"
+      " 'queueMicrotask', 'DOMException', '__basal_internal', 'fetch', 'Request', 'Response', 'Headers', 'setTimeout',"
+      " 'clearTimeout', 'setInterval', 'clearInterval'];\n"
       "const shape = n => { const d = Object.getOwnPropertyDescriptor(globalThis, n); if (!d) return 'absent';"
       " return ('get' in d ? 'accessor' : 'data') + (d.enumerable ? '+enumerable' : '') + (d.configurable ? '+configurable' : '')"
       " + (d.writable ? '+writable' : ''); };\n"
@@ -357,6 +358,8 @@ TEST_F(WebGlobalsTest, GlobalsAreLoadedOnFirstUseOnlyAndAreNotEnumerable) {
   EXPECT_EQ(core.result[1]["__basal_internal"], "data");
   EXPECT_EQ(core.result[1]["URL"], "accessor+configurable") << "reading atob must not load URL";
   EXPECT_EQ(core.result[1]["URLSearchParams"], "accessor+configurable");
+  for (const char* n : {"fetch", "Request", "Response", "Headers", "setTimeout", "clearTimeout", "setInterval", "clearInterval"})
+    EXPECT_EQ(core.result[1][n], "accessor+configurable") << "reading atob must not load " << n;
   ActivationResult url = module_->Run(used, "url");
   ASSERT_TRUE(url.ok()) << url.message;
   EXPECT_EQ(url.result[0], "http://h/");
