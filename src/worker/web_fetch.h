@@ -1,5 +1,5 @@
 // fetch, Request, Response and Headers for flows (js/fetch.js), over the `http.fetch` host call:
-// the parent does the network, under the flow's grants. docs/runtime-fetch-timers.md says what
+// the parent does the network, under the flow's grants. docs/runtime.md says what
 // flows can rely on and what the host call's arguments and answer look like.
 //
 //   std::string why;

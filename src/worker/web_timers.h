@@ -1,7 +1,7 @@
 // setTimeout, clearTimeout, setInterval, clearInterval: timers served by the parent, which owns
 // time (the `timer.sleep` host call, src/parent/host_calls/timer.h). The worker keeps the queue
 // (js/timers.js); the parent only wakes it. No grant is needed, the activation's deadline bounds
-// every wait, and the worker needs no new system call. docs/runtime-fetch-timers.md says what
+// every wait, and the worker needs no new system call. docs/runtime.md says what
 // flows can rely on.
 //
 //   std::string why;

@@ -1,5 +1,5 @@
 // fetch, Request, Response and Headers in real flows (src/worker/js/fetch.js), against a FAKE
-// `http.fetch` host call that speaks the parent's wire format (docs/runtime-fetch-timers.md) and
+// `http.fetch` host call that speaks the parent's wire format (docs/runtime.md) and
 // records the arguments it got. Each case of the table is one activation of one flow: what the
 // script returns, and what reached the host.
 //

@@ -1,5 +1,5 @@
 // IP addresses and CIDR networks for the http.fetch guard against server-side request forgery:
-// which addresses a fetch may connect to (docs/http-policy-fragment.md, "Addresses").
+// which addresses a fetch may connect to (docs/http.md, "Addresses").
 //
 //   std::optional<Address> a = ParseAddress("::ffff:127.0.0.1");
 //   SpecialPurpose(*a);   // "IPv4-mapped (::ffff:0:0/96) of 127.0.0.1: loopback (127.0.0.0/8)"

@@ -1,7 +1,7 @@
 // The grant of the http.fetch host call: what it says (CheckFetchGrant, ParseFetchGrant), which
 // requests it admits (AuthorizeFetch, MatchRequest), the headers a rule adds with their secrets
 // (SecretRefs, ExpandSecrets, RequestHeaders), and how a review compares two grants
-// (CompareFetchGrant). docs/http-policy-fragment.md describes it for operators.
+// (CompareFetchGrant). docs/http.md describes it for operators.
 //
 //   manifest: {"grants": {"http.fetch": {"rules": [
 //               {"url": "https://api.example.com/v1/", "methods": ["GET", "POST"],

@@ -1,6 +1,6 @@
 // Request URLs and the URL patterns of http.fetch rules: the canonical form a request is matched
 // and sent in, so that what the grant matched is what the client requests
-// (docs/http-policy-fragment.md, "Canonical URLs" and "Matching").
+// (docs/http.md, "Canonical URLs" and "Matching").
 //
 //   Result<CanonicalUrl> u = CanonicalizeUrl("HTTPS://API.Example.com./v1/a/%2e%2e/b?x=1#top");
 //   u->url;   // "https://api.example.com:443/v1/b?x=1"

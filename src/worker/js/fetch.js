@@ -7,7 +7,7 @@
 // bodies are read whole with text(), json(), arrayBuffer(), bytes()), AbortSignal (refused),
 // Blob and FormData (none), CORS, credentials and caches (there is no browser), the "request"
 // guard's forbidden header names (the parent decides what a request may carry).
-// docs/runtime-fetch-timers.md lists what flows can rely on.
+// docs/runtime.md lists what flows can rely on.
 (function (natives, global) {
   'use strict';
   const { hostCall, fetchHostCall, base64Encode, base64Decode, utf8Encode, utf8Decode } = natives;
@@ -510,7 +510,7 @@
                              'this is a bug in the host, not in the flow');
   }
 
-  // The host's answer (its wire format: docs/runtime-fetch-timers.md) as a Response.
+  // The host's answer (its wire format: docs/runtime.md) as a Response.
   function responseFromHost(r, method) {
     if (r === null || typeof r !== 'object') throw malformed('not an object');
     const { status, status_text: statusText, url, redirected, headers, body_base64: body64 } = r;
