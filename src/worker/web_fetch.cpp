@@ -16,17 +16,6 @@
 namespace basal::worker {
 namespace {
 
-// A native's body; an allocation that the address-space limit refuses (std::bad_alloc) becomes
-// the engine's out-of-memory error in the script rather than a C++ exception through QuickJS's C
-// frames.
-template <typename Body>
-JSValue Guarded(JSContext* ctx, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return JS_ThrowOutOfMemory(ctx);
-  }
-}
 
 // The bytes of an ArrayBuffer or a Uint8Array (js/fetch.js passes nothing else), borrowed.
 bool BytesOf(JSContext* ctx, JSValueConst v, std::string_view& out) {

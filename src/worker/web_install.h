@@ -1,7 +1,9 @@
-// How web_fetch.cpp and web_timers.cpp install their embedded JavaScript: the script evaluates to
-// a function (natives, global) that defines the globals. Header-only; worker sources only.
+// What the web globals' natives share: Guarded (allocations refused by the address-space limit),
+// and how web_fetch.cpp and web_timers.cpp install their embedded JavaScript: the script evaluates
+// to a function (natives, global) that defines the globals. Header-only; worker sources only.
 #pragma once
 
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -37,6 +39,17 @@ inline bool RunInstaller(JSContext* ctx, std::string_view source, const char* fi
   if (JS_IsException(r)) return InstallFailed(ctx, what, error);
   JS_FreeValue(ctx, r);
   return true;
+}
+
+// A native's body: an allocation the worker's address-space limit refuses (std::bad_alloc) becomes
+// QuickJS's out-of-memory error in the script, never a C++ exception through QuickJS's C frames.
+template <typename Body>
+JSValue Guarded(JSContext* ctx, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return JS_ThrowOutOfMemory(ctx);
+  }
 }
 
 }  // namespace basal::worker

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "worker/codec.h"
+#include "worker/web_install.h"
 #include "worker/js/web_core_bytecode.h"
 #include "worker/js/web_url_bytecode.h"
 
@@ -74,17 +75,6 @@ uint8_t* TypedArrayBytes(JSContext* ctx, JSValueConst array, size_t& length) {
   return base + offset;
 }
 
-// The native helpers allocate outside the JavaScript heap only transiently (codec results); if the
-// worker's address-space limit refuses that, the script sees QuickJS's out-of-memory error instead
-// of the worker dying.
-template <typename Body>
-JSValue Guarded(JSContext* ctx, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return JS_ThrowOutOfMemory(ctx);
-  }
-}
 
 // QuickJS writes a lone surrogate as ED A0-BF xx, which is not UTF-8: U+FFFD has the same length.
 void ReplaceLoneSurrogates(uint8_t* p, size_t n) {
