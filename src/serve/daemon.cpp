@@ -1,0 +1,1306 @@
+// basal serve (daemon.h, docs/serve.md, docs/api.md). The daemon owns: the listeners, the runs
+// (durable in the store's runs table; an in-memory queue of the queued ones, dispatched while fewer
+// than max_workers activations are in flight), the waiters of ?wait requests, the triggers
+// (webhooks, schedules), the metrics, and the signals (signalfd on the module's loop).
+#include "serve/daemon.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "basal/module.h"
+#include "parent/loop/event_loop.h"
+#include "parent/secrets/secret_store.h"
+#include "parent/store/store.h"
+#include "serve/cron.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
+#include "serve/signature.h"
+
+namespace basal::serve {
+namespace {
+
+using Json = nlohmann::json;
+using SysClock = std::chrono::system_clock;
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(SysClock::now().time_since_epoch()).count();
+}
+
+std::string Rfc3339(int64_t unix_us) {
+  const time_t s = static_cast<time_t>(unix_us / 1'000'000);
+  tm t{};
+  gmtime_r(&s, &t);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, static_cast<long long>(unix_us % 1'000'000));
+  return buf;
+}
+
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"; }
+
+HttpResponse JsonResponse(int status, const Json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = Dump(body);
+  return r;
+}
+
+Json ParseOrText(const std::string& text) {
+  if (text.empty()) return nullptr;
+  Json j = Json::parse(text, nullptr, false);
+  return j.is_discarded() ? Json(text) : j;
+}
+
+// Splits "/v1/flows/NAME/runs" into its segments.
+std::vector<std::string> Segments(const std::string& path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < path.size()) {
+    while (i < path.size() && path[i] == '/') ++i;
+    size_t j = i;
+    while (j < path.size() && path[j] != '/') ++j;
+    if (j > i) out.push_back(path.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+std::optional<int64_t> ParseId(const std::string& text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+bool IsLoopback(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+  }
+  return false;
+}
+
+// "127.0.0.1:8470" or "[::1]:8470".
+Result<sockaddr_storage> ParseHostPort(const std::string& text, socklen_t* len) {
+  sockaddr_storage ss{};
+  std::string host, port;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return MakeError(ErrorCode::kInvalidArgument, "listen.tcp \"" + text + "\": write [ADDRESS]:PORT for IPv6");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string::npos)
+      return MakeError(ErrorCode::kInvalidArgument, "listen.tcp \"" + text + "\": write ADDRESS:PORT");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  auto p = ParseId(port);
+  if (!p || *p < 1 || *p > 65535)
+    return MakeError(ErrorCode::kInvalidArgument, "listen.tcp \"" + text + "\": the port must be 1-65535");
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(*p));
+    *len = sizeof(sockaddr_in);
+  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(*p));
+    *len = sizeof(sockaddr_in6);
+  } else {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "listen.tcp \"" + text + "\": \"" + host + "\" is not an IP address (names are not resolved)");
+  }
+  return ss;
+}
+
+Result<int> ListenTcp(const ListenConfig& listen) {
+  socklen_t len = 0;
+  auto addr = ParseHostPort(listen.tcp, &len);
+  if (!addr) return addr.error();
+  if (!IsLoopback(*addr) && !listen.allow_non_loopback)
+    return MakeError(ErrorCode::kRefused, "listen.tcp " + listen.tcp +
+                                              " is not a loopback address; basal serve binds only loopback unless "
+                                              "the config says \"allow_non_loopback\": true (put a TLS proxy in front)");
+  const int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return MakeError(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&*addr), len) != 0 || listen(fd, 128) != 0) {
+    const int e = errno;
+    close(fd);
+    return MakeError(ErrorCode::kIo, "cannot listen on " + listen.tcp + ": " + std::strerror(e));
+  }
+  return fd;
+}
+
+// Binds the Unix socket: its directory is created 0700 if missing; a stale socket (nobody accepts
+// on it) is replaced, a live one is not; the socket is 0600, or 0660 owned by the first allowed
+// group when the config names groups.
+Result<int> ListenUnix(const std::string& path, const std::vector<gid_t>& groups) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof sa.sun_path)
+    return MakeError(ErrorCode::kInvalidArgument, "socket path \"" + path + "\" is empty or longer than " +
+                                                      std::to_string(sizeof sa.sun_path - 1) + " bytes");
+  std::memcpy(sa.sun_path, path.data(), path.size());
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    const std::string dir = path.substr(0, slash);
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 && mkdir(dir.c_str(), 0700) != 0)
+      return MakeError(ErrorCode::kIo, "cannot create the socket's directory " + dir + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return MakeError(ErrorCode::kIo, path + " exists and is not a socket; remove it or choose another --socket");
+    const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool live = probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    if (probe >= 0) close(probe);
+    if (live)
+      return MakeError(ErrorCode::kConflict, "another process serves " + path + " (a basal serve already runs there?)");
+    unlink(path.c_str());
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return MakeError(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
+  const mode_t old = umask(0177);  // born 0600: no window where others may connect
+  const int b = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  umask(old);
+  if (b != 0 || listen(fd, 128) != 0) {
+    const int e = errno;
+    close(fd);
+    return MakeError(ErrorCode::kIo, "cannot listen on " + path + ": " + std::strerror(e));
+  }
+  if (!groups.empty()) {
+    if (chown(path.c_str(), static_cast<uid_t>(-1), groups[0]) != 0 || chmod(path.c_str(), 0660) != 0) {
+      const int e = errno;
+      close(fd);
+      return MakeError(ErrorCode::kIo, "cannot give " + path + " to its allowed group: " + std::strerror(e));
+    }
+  }
+  return fd;
+}
+
+// What a token may do: "run" (start runs), "read" (runs, calls, flows, journal), "metrics".
+bool ScopeAllows(const Json& scopes, std::string_view need) {
+  if (!scopes.is_array()) return false;
+  for (const Json& s : scopes)
+    if (s.is_string() && (s.get<std::string>() == need || s.get<std::string>() == "all")) return true;
+  return false;
+}
+
+// A run that a ?wait request waits for.
+struct Waiter {
+  Respond respond;
+  EventLoop::TimerId timer;
+  bool webhook = false;
+};
+
+struct TriggerState {
+  ScheduleTrigger config;
+  CronSchedule cron;
+  TimeZone tz;
+  std::optional<EventLoop::TimerId> timer;
+  int64_t next_fire_us = 0;
+  std::set<int64_t> open_runs;  // runs of this trigger queued or running (overlap policy)
+};
+
+class Daemon final : public ModuleObserver {
+ public:
+  explicit Daemon(DaemonOptions o) : o_(std::move(o)) {
+    if (!o_.log) o_.log = [](const std::string& line) { std::fprintf(stderr, "basal serve: %s\n", line.c_str()); };
+  }
+
+  int Run();
+  void OnEvent(const ModuleEvent& e) override {
+    metrics_.Add("basal_module_events_total", {ModuleEventKindName(e.kind)});
+    Log(std::string(ModuleEventKindName(e.kind)) + ": " + EscapeForLog(e.message));
+  }
+
+ private:
+  static std::string EscapeForLog(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+    return out.size() > 2000 ? out.substr(0, 2000) + "..." : out;
+  }
+  void Log(const std::string& line) { o_.log(line); }
+
+  Result<void> Start();
+  void DeclareMetrics();
+  void Notify(const std::string& state) {
+    (void)sd_notify(0, state.c_str());
+  }
+
+  // ---- flows ----
+  Result<FlowRef> FlowFor(const std::string& name);
+
+  // ---- runs ----
+  struct Accepted {
+    RunRow run;
+    bool existing = false;
+  };
+  void Enqueue(const std::string& flow, Json input, const std::string& trigger, const std::string& key,
+               std::function<void(Result<Accepted>)> then);
+  void Dispatch();
+  void OnActivationDone(int64_t run_id, const std::string& flow, int64_t started_us, const ActivationResult& r);
+  void EndRun(int64_t run_id, const std::string& outcome, const Json& error);
+  Json RunJson(const RunRow& run);
+  void WakeWaiters(int64_t run_id);
+  void AnswerWithRun(int64_t run_id, Respond respond, bool webhook, std::optional<std::chrono::milliseconds> wait);
+
+  // ---- HTTP ----
+  std::optional<HttpResponse> Admit(const HttpRequest& head, size_t* max_body);
+  void Handle(HttpRequest req, Respond respond);
+  void HandleStartRun(const HttpRequest& req, const std::string& flow, Respond respond);
+  void HandleWebhook(const HttpRequest& req, const std::string& trigger, Respond respond);
+  void HandleJournal(const HttpRequest& req, Respond respond);
+  HttpResponse Flows();
+  HttpResponse FlowDetail(const std::string& name);
+  HttpResponse Calls(int64_t run_id);
+  HttpResponse Metrics();
+  bool Ready(std::string* why);
+  Result<std::optional<std::chrono::milliseconds>> WaitOf(const HttpRequest& req);
+
+  // ---- schedules ----
+  Result<void> LoadTriggers(const ServeConfig& config);
+  void ArmSchedule(TriggerState& t, int64_t after_us);
+  void FireSchedule(const std::string& name);
+  void CatchUp(TriggerState& t);
+
+  // ---- signals, drain ----
+  Result<void> WatchSignals();
+  void OnSignal(int sig);
+  void BeginDrain(const std::string& why);
+  void Reload();
+
+  DaemonOptions o_;
+  std::unique_ptr<Module> module_;
+  std::vector<std::unique_ptr<HttpListener>> listeners_;
+  MetricsRegistry metrics_;
+  std::vector<gid_t> allowed_gids_;
+  std::map<std::string, FlowRef> flows_;  // loaded approved flows by name
+  std::deque<int64_t> queue_;             // queued runs, oldest first
+  std::unordered_map<int64_t, std::string> queued_flow_;  // run -> flow
+  size_t in_flight_ = 0;                  // activations submitted and not done
+  std::unordered_map<int64_t, std::vector<Waiter>> waiters_;
+  std::map<std::string, WebhookTrigger> webhooks_;
+  std::map<std::string, std::unique_ptr<TriggerState>> schedules_;
+  std::unordered_map<int64_t, std::string> run_trigger_;  // schedule runs -> trigger name
+  int signal_fd_ = -1;
+  bool draining_ = false;
+  bool stop_ = false;
+  EventLoop::Clock::time_point drain_deadline_{};
+  bool doctor_ok_ = false;
+  std::string doctor_why_;
+  bool journal_ok_ = true;
+  std::string journal_why_;
+  int64_t started_us_ = 0;
+  std::optional<EventLoop::TimerId> watchdog_;
+  // The module's counters are totals; the metrics' counters take what is new since the last scrape.
+  std::map<std::string, double> retire_seen_;
+  std::map<std::string, double> calls_seen_;
+  double confinement_seen_ = 0;
+};
+
+// ---------------------------------------------------------------- start
+
+void Daemon::DeclareMetrics() {
+  metrics_.DeclareCounter("basal_http_requests_total", "HTTP requests answered, by listener and status code.",
+                          {"listener", "code"});
+  metrics_.DeclareCounter("basal_runs_accepted_total", "Runs journaled as queued, by flow and trigger kind.",
+                          {"flow", "trigger"});
+  metrics_.DeclareCounter("basal_activations_total", "Activations ended, by flow and outcome.", {"flow", "outcome"});
+  metrics_.DeclareHistogram("basal_activation_duration_seconds", "Wall time of activations, from start to end, by flow.",
+                            {"flow"}, {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
+  metrics_.DeclareCounter("basal_host_calls_total", "Host calls decided, by name and decision.", {"name", "decision"});
+  metrics_.DeclareGauge("basal_workers", "Workers now, by state.", {"state"});
+  metrics_.DeclareCounter("basal_worker_retirements_total", "Workers retired, by reason.", {"reason"});
+  metrics_.DeclareCounter("basal_confinement_deaths_total",
+                          "Workers killed by the seccomp filter (SIGSYS): a confinement violation.", {});
+  metrics_.DeclareGauge("basal_queue_length", "Runs queued and not yet started.", {});
+  metrics_.DeclareGauge("basal_runs_in_flight", "Runs started whose activation has not ended.", {});
+  metrics_.DeclareCounter("basal_schedule_events_total", "Schedule fires, by trigger and what happened (run, skipped, missed).",
+                          {"trigger", "event"});
+  metrics_.DeclareCounter("basal_webhooks_total", "Webhook deliveries, by trigger and verdict.", {"trigger", "verdict"});
+  metrics_.DeclareCounter("basal_module_events_total", "Events the module reported, by kind.", {"kind"});
+  metrics_.DeclareGauge("basal_ready", "1 when /readyz says ready.", {});
+}
+
+Result<void> Daemon::Start() {
+  started_us_ = NowUs();
+  DeclareMetrics();
+  for (const std::string& g : o_.config.listen.allowed_groups) {
+    group* gr = getgrnam(g.c_str());
+    if (!gr) return MakeError(ErrorCode::kInvalidArgument, "listen.allowed_groups: no group named " + g + " on this system");
+    allowed_gids_.push_back(gr->gr_gid);
+  }
+  ModuleOptions mo;
+  mo.journal_path = o_.journal_path;
+  mo.worker_path = o_.worker_path;
+  mo.secrets_dir = o_.secrets_dir;
+  mo.max_workers = o_.config.limits.max_workers;
+  mo.max_activations_per_worker = o_.config.limits.max_activations_per_worker;
+  mo.require_approval = true;
+  mo.observer = std::shared_ptr<ModuleObserver>(this, [](ModuleObserver*) {});
+  auto module = Module::Open(std::move(mo));
+  if (!module) return module.error();
+  module_ = std::move(*module);
+
+  // Runs that were running when a previous daemon died: their activations were closed abandoned by
+  // Open's recovery; the runs take that outcome. Queued runs start again.
+  auto settled = module_->store().runs().SettleRunsOfEndedActivations(NowUs());
+  if (!settled) return settled.error();
+  if (auto c = module_->store().journal().Commit(); !c) return c.error();
+  if (*settled > 0) Log("recovery: " + std::to_string(*settled) + " runs of a previous daemon ended with their activations");
+  auto queued = module_->store().runs().RunsInState(RunState::kQueued, o_.config.limits.queue_max * 2 + 1000);
+  if (!queued) return queued.error();
+  for (const RunRow& r : *queued) {
+    queue_.push_back(r.id);
+    queued_flow_[r.id] = r.flow;
+  }
+  if (!queued->empty()) Log("recovery: " + std::to_string(queued->size()) + " queued runs will start");
+
+  {
+    Module::DoctorReport d = module_->Doctor();
+    doctor_ok_ = d.accepted;
+    doctor_why_ = d.verdict;
+    if (!d.accepted) Log("a worker was refused at start: " + d.verdict + " (/readyz says not ready)");
+  }
+
+  if (auto t = LoadTriggers(o_.config); !t) return t;
+  if (auto s = WatchSignals(); !s) return s;
+
+  auto add_listener = [this](const std::string& name, int fd, bool unix_socket) -> Result<void> {
+    HttpListener::Options lo;
+    lo.name = name;
+    lo.listen_fd = fd;
+    lo.unix_socket = unix_socket;
+    lo.max_connections = o_.config.limits.max_connections;
+    lo.max_body_bytes = o_.config.limits.max_body_bytes;
+    lo.admit = [this](const HttpRequest& head, size_t* max_body) { return Admit(head, max_body); };
+    lo.handle = [this](HttpRequest req, Respond respond) { Handle(std::move(req), std::move(respond)); };
+    lo.on_response = [this](const HttpRequest& req, int status) {
+      metrics_.Add("basal_http_requests_total", {req.listener, std::to_string(status)});
+    };
+    auto l = HttpListener::Start(module_->loop(), std::move(lo));
+    if (!l) return l.error();
+    listeners_.push_back(std::move(*l));
+    return Ok();
+  };
+  auto ufd = ListenUnix(o_.socket_path, allowed_gids_);
+  if (!ufd) return ufd.error();
+  if (auto r = add_listener("unix", *ufd, true); !r) return r;
+  if (!o_.config.listen.tcp.empty()) {
+    auto tfd = ListenTcp(o_.config.listen);
+    if (!tfd) return tfd.error();
+    if (auto r = add_listener("tcp", *tfd, false); !r) return r;
+  }
+
+  uint64_t watchdog_us = 0;
+  if (sd_watchdog_enabled(0, &watchdog_us) > 0 && watchdog_us > 0) {
+    const auto period = std::chrono::microseconds(watchdog_us / 2);
+    auto pet_ptr = std::make_shared<std::function<void()>>();
+    *pet_ptr = [this, period, pet_ptr] {
+      Notify("WATCHDOG=1");
+      watchdog_ = module_->loop().At(EventLoop::Clock::now() + period, [pet_ptr] { (*pet_ptr)(); });
+    };
+    (*pet_ptr)();
+  }
+  Log("serving " + o_.socket_path + (o_.config.listen.tcp.empty() ? "" : " and " + o_.config.listen.tcp) +
+      ", journal " + o_.journal_path);
+  Notify("READY=1\nSTATUS=serving");
+  Dispatch();
+  return Ok();
+}
+
+// ---------------------------------------------------------------- signals, drain, reload
+
+Result<void> Daemon::WatchSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0)
+    return MakeError(ErrorCode::kInternal, std::string("sigprocmask: ") + std::strerror(errno));
+  signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) return MakeError(ErrorCode::kInternal, std::string("signalfd: ") + std::strerror(errno));
+  return module_->loop().Watch(signal_fd_, EPOLLIN, [this](uint32_t) {
+    signalfd_siginfo info{};
+    while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) OnSignal(static_cast<int>(info.ssi_signo));
+  });
+}
+
+void Daemon::OnSignal(int sig) {
+  if (sig == SIGHUP) {
+    Reload();
+    return;
+  }
+  if (draining_) {
+    Log(std::string(strsignal(sig)) + " again: cancelling what still runs now");
+    drain_deadline_ = EventLoop::Clock::now();
+    return;
+  }
+  BeginDrain(strsignal(sig));
+}
+
+void Daemon::BeginDrain(const std::string& why) {
+  draining_ = true;
+  Notify("STOPPING=1\nSTATUS=draining");
+  Log("draining (" + why + "): not ready, accepting nothing new; " + std::to_string(in_flight_) +
+      " running activations get " + std::to_string(o_.config.limits.drain_timeout.count()) + " ms; " +
+      std::to_string(queue_.size()) + " queued runs stay queued for the next start");
+  for (auto& l : listeners_) l->StopAccepting();
+  for (auto& [name, t] : schedules_)
+    if (t->timer) module_->loop().Cancel(*t->timer);
+  drain_deadline_ = EventLoop::Clock::now() + o_.config.limits.drain_timeout;
+}
+
+void Daemon::Reload() {
+  if (o_.config_path.empty()) {
+    Log("SIGHUP: no --config file to reload");
+    return;
+  }
+  auto config = LoadServeConfig(o_.config_path);
+  if (!config) {
+    Log("SIGHUP: the config was not reloaded, the running one stays: " + config.error().message);
+    return;
+  }
+  // Listeners, the store and the worker stay as started; triggers and limits change now.
+  const ServeConfig old = o_.config;
+  for (auto& [name, t] : schedules_)
+    if (t->timer) module_->loop().Cancel(*t->timer);
+  if (auto t = LoadTriggers(*config); !t) {
+    Log("SIGHUP: the triggers were not reloaded: " + t.error().message + "; the running ones stay");
+    (void)LoadTriggers(old);
+    return;
+  }
+  o_.config.limits = config->limits;
+  o_.config.webhooks = config->webhooks;
+  o_.config.schedules = config->schedules;
+  if (config->listen.socket != old.listen.socket || config->listen.tcp != old.listen.tcp || config->db != old.db)
+    Log("SIGHUP: listeners and the store change only at a restart");
+  Log("SIGHUP: reloaded " + o_.config_path + ": " + std::to_string(webhooks_.size()) + " webhooks, " +
+      std::to_string(schedules_.size()) + " schedules");
+  Notify("RELOADING=0\nSTATUS=serving");
+  Dispatch();
+}
+
+int Daemon::Run() {
+  if (auto s = Start(); !s) {
+    Log("cannot start: " + s.error().message);
+    return 3;
+  }
+  while (true) {
+    module_->RunFor(std::chrono::milliseconds(500));
+    if (!draining_) continue;
+    const bool time_up = EventLoop::Clock::now() >= drain_deadline_;
+    if (in_flight_ == 0 || time_up) break;
+  }
+  if (in_flight_ > 0) Log("drain timeout: cancelling " + std::to_string(in_flight_) + " running activations");
+  module_->Shutdown(std::chrono::milliseconds(0));  // cancels the rest; their runs end cancelled
+  module_->RunFor(std::chrono::milliseconds(0));
+  // Every ?wait still waiting gets its run as it stands.
+  std::vector<int64_t> waiting;
+  for (auto& [id, w] : waiters_) waiting.push_back(id);
+  for (int64_t id : waiting) WakeWaiters(id);
+  (void)module_->store().journal().Commit();
+  module_->RunFor(std::chrono::milliseconds(50));  // let the last answers go out
+  listeners_.clear();
+  unlink(o_.socket_path.c_str());
+  Log("stopped");
+  return 0;
+}
+
+// ---------------------------------------------------------------- flows
+
+Result<FlowRef> Daemon::FlowFor(const std::string& name) {
+  auto versions = module_->store().reader().Versions(ApprovalKind::kFlow, name);
+  if (!versions) return versions.error();
+  if (versions->empty())
+    return MakeError(ErrorCode::kNotFound, "no flow named " + name + " is approved in this store (basal flow approve)");
+  const ApprovalRow& newest = versions->back();
+  if (newest.revoked_unix_us)
+    return MakeError(ErrorCode::kRefused, "flow " + name + " version " + std::to_string(newest.version) +
+                                              " was revoked; approve a new version to run it again");
+  auto it = flows_.find(name);
+  if (it != flows_.end() && it->second->approval_id == newest.id) return it->second;
+  auto flow = module_->LoadApprovedFlow(name);
+  if (!flow) return flow.error();
+  if (it != flows_.end()) (void)module_->RemoveFlow(it->second);
+  flows_[name] = *flow;
+  return *flow;
+}
+
+// ---------------------------------------------------------------- runs
+
+void Daemon::Enqueue(const std::string& flow, Json input, const std::string& trigger, const std::string& key,
+                     std::function<void(Result<Accepted>)> then) {
+  NewRun nr;
+  nr.flow = flow;
+  nr.input_json = input.dump(-1, ' ', false, Json::error_handler_t::replace);
+  nr.trigger = trigger;
+  nr.idempotency_key = key;
+  nr.created_unix_us = NowUs();
+  nr.key_expires_unix_us = nr.created_unix_us + o_.config.limits.idempotency_ttl.count() * 1000;
+  auto e = module_->store().runs().EnqueueRun(nr);
+  if (!e) {
+    then(e.error());
+    return;
+  }
+  Accepted a{e->run, e->existing};
+  if (!a.existing) {
+    metrics_.Add("basal_runs_accepted_total", {flow, trigger.substr(0, trigger.find(':'))});
+  }
+  // The 202 goes out only once the run's row is committed.
+  module_->AfterCommit([this, a, then = std::move(then)](const Result<void>& committed) {
+    if (!committed) {
+      journal_ok_ = false;
+      journal_why_ = committed.error().message;
+      then(MakeError(ErrorCode::kDatabase, "the run could not be journaled: " + committed.error().message));
+      return;
+    }
+    journal_ok_ = true;
+    if (!a.existing) {
+      queue_.push_back(a.run.id);
+      queued_flow_[a.run.id] = a.run.flow;
+      Dispatch();
+    }
+    then(a);
+  });
+}
+
+void Daemon::Dispatch() {
+  if (draining_) return;
+  while (!queue_.empty() && in_flight_ < o_.config.limits.max_workers) {
+    const int64_t run_id = queue_.front();
+    queue_.pop_front();
+    const std::string flow_name = queued_flow_[run_id];
+    queued_flow_.erase(run_id);
+    auto run = module_->store().runs().GetRun(run_id);
+    if (!run || !*run || (*run)->state != RunState::kQueued) continue;
+    auto flow = FlowFor(flow_name);
+    if (!flow) {
+      EndRun(run_id, "cancelled", Json{{"kind", "cancelled"}, {"message", "cancelled before it started: " + flow.error().message}});
+      continue;
+    }
+    Json input = Json::parse((*run)->input_json, nullptr, false);
+    if (input.is_discarded()) input = nullptr;
+    const int64_t started = NowUs();
+    auto id = module_->Submit(*flow, std::move(input), [this, run_id, flow_name, started](const ActivationResult& r) {
+      OnActivationDone(run_id, flow_name, started, r);
+    });
+    if (!id) {
+      EndRun(run_id, "cancelled", Json{{"kind", "cancelled"}, {"message", "cancelled before it started: " + id.error().message}});
+      continue;
+    }
+    ++in_flight_;
+    (void)module_->store().runs().MarkRunStarted(run_id, *id, started);
+  }
+  metrics_.Set("basal_queue_length", {}, static_cast<double>(queue_.size()));
+  metrics_.Set("basal_runs_in_flight", {}, static_cast<double>(in_flight_));
+}
+
+void Daemon::OnActivationDone(int64_t run_id, const std::string& flow, int64_t started_us, const ActivationResult& r) {
+  if (in_flight_ > 0) --in_flight_;
+  const std::string outcome = OutcomeName(r.outcome);
+  metrics_.Add("basal_activations_total", {flow, outcome});
+  metrics_.Observe("basal_activation_duration_seconds", {flow}, static_cast<double>(NowUs() - started_us) / 1e6);
+  (void)module_->store().runs().MarkRunEnded(run_id, outcome, r.ok() ? "" : r.ErrorJson().dump(), NowUs());
+  if (auto t = run_trigger_.find(run_id); t != run_trigger_.end()) {
+    if (auto s = schedules_.find(t->second); s != schedules_.end()) s->second->open_runs.erase(run_id);
+    run_trigger_.erase(t);
+  }
+  // Waiters hear of it once the end is committed.
+  module_->AfterCommit([this, run_id](const Result<void>&) { WakeWaiters(run_id); });
+  Dispatch();
+}
+
+void Daemon::EndRun(int64_t run_id, const std::string& outcome, const Json& error) {
+  (void)module_->store().runs().MarkRunEnded(run_id, outcome, error.is_null() ? "" : error.dump(), NowUs());
+  if (auto t = run_trigger_.find(run_id); t != run_trigger_.end()) {
+    if (auto s = schedules_.find(t->second); s != schedules_.end()) s->second->open_runs.erase(run_id);
+    run_trigger_.erase(t);
+  }
+  module_->AfterCommit([this, run_id](const Result<void>&) { WakeWaiters(run_id); });
+}
+
+Json Daemon::RunJson(const RunRow& run) {
+  Json j{{"id", run.id},
+         {"url", "/v1/runs/" + std::to_string(run.id)},
+         {"flow", run.flow},
+         {"trigger", run.trigger},
+         {"state", RunStateName(run.state)},
+         {"created", Rfc3339(run.created_unix_us)}};
+  if (!run.idempotency_key.empty()) j["idempotency_key"] = run.idempotency_key;
+  j["input"] = ParseOrText(run.input_json);
+  if (run.started_unix_us) j["started"] = Rfc3339(*run.started_unix_us);
+  if (run.ended_unix_us) j["ended"] = Rfc3339(*run.ended_unix_us);
+  if (run.activation_id > 0) j["activation_id"] = run.activation_id;
+  if (run.state == RunState::kEnded) j["outcome"] = run.outcome;
+  if (!run.error_json.empty()) j["error"] = ParseOrText(run.error_json);
+  if (run.activation_id > 0) {
+    auto rows = module_->store().reader().Activations(run.activation_id, 1);
+    if (rows && !rows->empty()) {
+      const ActivationRow& a = rows->front();
+      if (a.end_unix_us) {
+        j["outcome"] = a.outcome;
+        if (!a.result_json.empty() && a.outcome == "ok") j["result"] = ParseOrText(a.result_json);
+        if (!a.error_json.empty()) j["error"] = ParseOrText(a.error_json);
+        j["duration_ms"] = static_cast<double>(*a.end_unix_us - a.start_unix_us) / 1000.0;
+        j["cpu_ms"] = static_cast<double>(a.cpu_us) / 1000.0;
+      }
+    }
+  }
+  return j;
+}
+
+void Daemon::WakeWaiters(int64_t run_id) {
+  auto it = waiters_.find(run_id);
+  if (it == waiters_.end()) return;
+  auto list = std::move(it->second);
+  waiters_.erase(it);
+  auto run = module_->store().runs().GetRun(run_id);
+  for (Waiter& w : list) {
+    module_->loop().Cancel(w.timer);
+    if (!run || !*run) {
+      w.respond(JsonError(500, "internal", "run " + std::to_string(run_id) + " could not be read back"));
+      continue;
+    }
+    w.respond(JsonResponse((*run)->state == RunState::kEnded ? 200 : 202, RunJson(**run)));
+  }
+}
+
+// Answers with the run now if it ended or no wait was asked; else when it ends or the wait passes.
+void Daemon::AnswerWithRun(int64_t run_id, Respond respond, bool webhook, std::optional<std::chrono::milliseconds> wait) {
+  auto run = module_->store().runs().GetRun(run_id);
+  if (!run || !*run) {
+    respond(JsonError(500, "internal", "run " + std::to_string(run_id) + " could not be read back"));
+    return;
+  }
+  if ((*run)->state == RunState::kEnded || !wait || wait->count() == 0 || draining_) {
+    respond(JsonResponse((*run)->state == RunState::kEnded ? 200 : 202, RunJson(**run)));
+    return;
+  }
+  Waiter w;
+  w.respond = std::move(respond);
+  w.webhook = webhook;
+  const size_t index = waiters_[run_id].size();
+  w.timer = module_->loop().At(EventLoop::Clock::now() + *wait, [this, run_id, index] {
+    auto it = waiters_.find(run_id);
+    if (it == waiters_.end() || index >= it->second.size() || !it->second[index].respond) return;
+    Respond r = std::move(it->second[index].respond);
+    it->second[index].respond = nullptr;
+    auto run = module_->store().runs().GetRun(run_id);
+    if (run && *run) r(JsonResponse((*run)->state == RunState::kEnded ? 200 : 202, RunJson(**run)));
+    bool all_gone = true;
+    for (auto& x : it->second) all_gone = all_gone && !x.respond;
+    if (all_gone) waiters_.erase(it);
+  });
+  waiters_[run_id].push_back(std::move(w));
+}
+
+// ---------------------------------------------------------------- HTTP
+
+bool Daemon::Ready(std::string* why) {
+  if (draining_) {
+    *why = "draining";
+    return false;
+  }
+  if (!doctor_ok_) {
+    *why = "the worker was refused at start: " + doctor_why_;
+    return false;
+  }
+  if (!journal_ok_) {
+    *why = "the last journal commit failed: " + journal_why_;
+    return false;
+  }
+  if (access(o_.journal_path.c_str(), W_OK) != 0) {
+    *why = "the journal " + o_.journal_path + " is not writable: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+std::optional<HttpResponse> Daemon::Admit(const HttpRequest& head, size_t* max_body) {
+  const auto seg = Segments(head.path);
+  const bool health = seg.size() == 1 && (seg[0] == "healthz" || seg[0] == "readyz");
+  const bool hook = seg.size() == 2 && seg[0] == "hooks";
+  if (hook) {
+    auto w = webhooks_.find(seg[1]);
+    if (w != webhooks_.end()) *max_body = w->second.max_body_bytes;
+  }
+  if (head.unix_socket) {
+    if (!head.peer.known) return JsonError(403, "forbidden", "the peer's credentials could not be read");
+    if (head.peer.uid == geteuid() || head.peer.uid == 0) return std::nullopt;
+    // Members of an allowed group: their primary group, or a supplementary one (SO_PEERGROUPS).
+    for (gid_t g : allowed_gids_) {
+      if (head.peer.gid == g) return std::nullopt;
+      for (uint32_t sg : head.peer.groups)
+        if (sg == g) return std::nullopt;
+    }
+    return JsonError(403, "forbidden",
+                     "uid " + std::to_string(head.peer.uid) +
+                         " may not use this socket: only the daemon's own user, root and the groups in "
+                         "listen.allowed_groups may");
+  }
+  if (health || hook) return std::nullopt;  // a webhook's signature is its credential
+  auto auth = head.Header("authorization");
+  auto token = auth ? BearerToken(*auth) : std::nullopt;
+  if (!token || !LooksLikeApiToken(*token)) {
+    HttpResponse r = JsonError(401, "unauthorized",
+                               "send Authorization: Bearer TOKEN (basal token create --name NAME --scope SCOPE)");
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  auto row = module_->store().runs().FindToken(ApiTokenHash(*token));
+  if (!row || !*row) {
+    HttpResponse r = JsonError(401, "unauthorized", "the bearer token is not known or was revoked");
+    r.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+    return r;
+  }
+  Json scopes = Json::parse((*row)->scopes_json, nullptr, false);
+  std::string need = "read";
+  if (seg.size() == 1 && seg[0] == "metrics") need = "metrics";
+  if (head.method == "POST") need = "run";
+  if (!ScopeAllows(scopes, need))
+    return JsonError(403, "forbidden", "token " + (*row)->name + " lacks the scope \"" + need + "\" this request needs");
+  return std::nullopt;
+}
+
+Result<std::optional<std::chrono::milliseconds>> Daemon::WaitOf(const HttpRequest& req) {
+  auto w = req.Query("wait");
+  if (!w) return std::optional<std::chrono::milliseconds>();
+  std::string text(*w);
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) text += "s";
+  auto d = ParseDuration(text);
+  if (!d) return MakeError(ErrorCode::kInvalidArgument, "?wait=" + std::string(*w) + ": " + d.error().message);
+  return std::optional<std::chrono::milliseconds>(std::min(*d, o_.config.limits.wait_max));
+}
+
+void Daemon::Handle(HttpRequest req, Respond respond) {
+  const auto seg = Segments(req.path);
+  const std::string& m = req.method;
+  auto method_not_allowed = [&](const char* allowed) {
+    HttpResponse r = JsonError(405, "method_not_allowed", m + " is not allowed on " + req.path + "; use " + allowed);
+    r.headers.emplace_back("Allow", allowed);
+    respond(r);
+  };
+  if (seg.size() == 1 && seg[0] == "healthz") {
+    if (m != "GET" && m != "HEAD") return method_not_allowed("GET");
+    return respond(JsonResponse(200, Json{{"status", "alive"}, {"since", Rfc3339(started_us_)}}));
+  }
+  if (seg.size() == 1 && seg[0] == "readyz") {
+    if (m != "GET" && m != "HEAD") return method_not_allowed("GET");
+    std::string why;
+    const bool ok = Ready(&why);
+    metrics_.Set("basal_ready", {}, ok ? 1 : 0);
+    return respond(ok ? JsonResponse(200, Json{{"status", "ready"}})
+                      : JsonResponse(503, Json{{"status", "not_ready"}, {"reason", why}}));
+  }
+  if (seg.size() == 1 && seg[0] == "metrics") {
+    if (m != "GET") return method_not_allowed("GET");
+    return respond(Metrics());
+  }
+  if (seg.size() == 2 && seg[0] == "hooks") {
+    if (m != "POST") return method_not_allowed("POST");
+    return HandleWebhook(req, seg[1], std::move(respond));
+  }
+  if (seg.empty() || seg[0] != "v1")
+    return respond(JsonError(404, "not_found", "no endpoint at " + req.path + "; the API is under /v1 (docs/api.md)"));
+  if (seg.size() == 2 && seg[1] == "flows") {
+    if (m != "GET") return method_not_allowed("GET");
+    return respond(Flows());
+  }
+  if (seg.size() == 2 && seg[1] == "health") {
+    if (m != "GET") return method_not_allowed("GET");
+    Json h = module_->HealthReport();
+    std::string why;
+    h["serve"] = Json{{"ready", Ready(&why)}, {"not_ready_because", why}, {"draining", draining_},
+                      {"queued_runs", queue_.size()}, {"runs_in_flight", in_flight_},
+                      {"since", Rfc3339(started_us_)}};
+    return respond(JsonResponse(200, h));
+  }
+  if (seg.size() == 3 && seg[1] == "flows") {
+    if (m != "GET") return method_not_allowed("GET");
+    return respond(FlowDetail(seg[2]));
+  }
+  if (seg.size() == 4 && seg[1] == "flows" && seg[3] == "runs") {
+    if (m != "POST") return method_not_allowed("POST");
+    return HandleStartRun(req, seg[2], std::move(respond));
+  }
+  if ((seg.size() == 3 || seg.size() == 4) && seg[1] == "runs") {
+    if (m != "GET") return method_not_allowed("GET");
+    auto id = ParseId(seg[2]);
+    if (!id) return respond(JsonError(400, "bad_run_id", "\"" + seg[2] + "\" is not a run id (a positive integer)"));
+    if (seg.size() == 4) {
+      if (seg[3] != "calls") return respond(JsonError(404, "not_found", "no endpoint at " + req.path));
+      return respond(Calls(*id));
+    }
+    auto run = module_->store().runs().GetRun(*id);
+    if (!run) return respond(JsonError(500, "journal", run.error().message));
+    if (!*run) return respond(JsonError(404, "run_not_found", "no run " + seg[2] + " in this store"));
+    auto wait = WaitOf(req);
+    if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
+    return AnswerWithRun(*id, std::move(respond), false, *wait);
+  }
+  if (seg.size() == 2 && seg[1] == "journal") {
+    if (m != "GET") return method_not_allowed("GET");
+    return HandleJournal(req, std::move(respond));
+  }
+  respond(JsonError(404, "not_found", "no endpoint at " + req.path + " (docs/api.md lists them)"));
+}
+
+void Daemon::HandleStartRun(const HttpRequest& req, const std::string& flow, Respond respond) {
+  if (draining_) return respond(JsonError(503, "draining", "basal serve is draining; it starts no new runs. Retry later"));
+  auto wait = WaitOf(req);
+  if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
+  Json input = nullptr;
+  if (!req.body.empty()) {
+    Json body = Json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object())
+      return respond(JsonError(400, "bad_body", "the body must be a JSON object such as {\"input\": {...}}"));
+    for (auto& [k, v] : body.items())
+      if (k != "input") return respond(JsonError(400, "bad_body", "unknown key \"" + k + "\" in the body; it takes only \"input\""));
+    if (body.contains("input")) input = body["input"];
+  }
+  std::string key;
+  if (auto k = req.Header("idempotency-key")) {
+    key = std::string(*k);
+    if (key.empty() || key.size() > 255)
+      return respond(JsonError(400, "bad_idempotency_key", "Idempotency-Key must be 1-255 characters"));
+  }
+  auto f = FlowFor(flow);
+  if (!f) {
+    const auto code = f.error().code;
+    if (code == ErrorCode::kNotFound) return respond(JsonError(404, "flow_not_found", f.error().message));
+    if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", f.error().message));
+    return respond(JsonError(500, "flow_unavailable", f.error().message));
+  }
+  if (queue_.size() >= o_.config.limits.queue_max && key.empty()) {
+    HttpResponse r = JsonError(429, "queue_full", std::to_string(queue_.size()) + " runs are queued, the limit (limits.queue_max); retry later");
+    r.headers.emplace_back("Retry-After", "1");
+    return respond(r);
+  }
+  Enqueue(flow, std::move(input), "api", key,
+          [this, respond, wait = *wait](Result<Accepted> a) {
+            if (!a) {
+              if (a.error().code == ErrorCode::kConflict)
+                return respond(JsonError(409, "idempotency_key_reused", a.error().message));
+              return respond(JsonError(500, "journal", a.error().message));
+            }
+            const int64_t id = a->run.id;
+            if (a->existing) {
+              // The same request again: the same run, as it stands (or when it ends, with ?wait).
+              AnswerWithRun(id, [respond](HttpResponse r) {
+                r.headers.emplace_back("Idempotent-Replayed", "true");
+                respond(std::move(r));
+              }, false, wait);
+              return;
+            }
+            AnswerWithRun(id, [respond, id](HttpResponse r) {
+              r.headers.emplace_back("Location", "/v1/runs/" + std::to_string(id));
+              respond(std::move(r));
+            }, false, wait);
+          });
+}
+
+void Daemon::HandleWebhook(const HttpRequest& req, const std::string& trigger, Respond respond) {
+  auto it = webhooks_.find(trigger);
+  if (it == webhooks_.end()) return respond(JsonError(404, "trigger_not_found", "no webhook trigger named " + trigger));
+  const WebhookTrigger& w = it->second;
+  if (draining_) return respond(JsonError(503, "draining", "basal serve is draining; deliver again later"));
+  auto store = SecretStore::Open(o_.secrets_dir, /*create=*/false);
+  Result<std::string> secret = store ? store->Get(w.secret) : Result<std::string>(store.error());
+  if (!secret) {
+    metrics_.Add("basal_webhooks_total", {trigger, "no_secret"});
+    Log("webhook " + trigger + ": its secret " + w.secret + " cannot be read: " + secret.error().message);
+    return respond(JsonError(500, "secret_unavailable", "the trigger's secret cannot be read; the operator must set it (basal secret set " + w.secret + ")"));
+  }
+  const auto ts = req.Header("x-basal-timestamp");
+  const auto sig = req.Header("x-basal-signature");
+  const int64_t now_s = NowUs() / 1'000'000;
+  SignatureVerdict v = VerifyWebhookSignature(*secret, ts ? *ts : "", sig ? *sig : "", req.body, now_s,
+                                              std::chrono::duration_cast<std::chrono::seconds>(w.window).count());
+  if (!v.ok) {
+    metrics_.Add("basal_webhooks_total", {trigger, v.reason});
+    return respond(JsonError(401, v.reason, v.message));
+  }
+  metrics_.Add("basal_webhooks_total", {trigger, "accepted"});
+  Json body = Json::parse(req.body, nullptr, false);
+  Json input{{"trigger", trigger},
+             {"body", body.is_discarded() ? Json(req.body) : body},
+             {"content_type", std::string(req.Header("content-type").value_or(""))},
+             {"received", Rfc3339(NowUs())}};
+  std::string key;
+  if (auto k = req.Header("idempotency-key")) key = std::string(*k).substr(0, 255);
+  const bool wait = w.respond == WebhookTrigger::Respond::kWait;
+  const auto wait_for = std::min(w.wait, o_.config.limits.wait_max);
+  if (auto f = FlowFor(w.flow); !f)
+    return respond(JsonError(f.error().code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
+                             "webhook " + trigger + ": " + f.error().message));
+  Enqueue(w.flow, std::move(input), "webhook:" + trigger, key, [this, respond, wait, wait_for](Result<Accepted> a) {
+    if (!a) return respond(JsonError(a.error().code == ErrorCode::kConflict ? 409 : 500, "journal", a.error().message));
+    AnswerWithRun(a->run.id, respond, true,
+                  wait ? std::optional<std::chrono::milliseconds>(wait_for) : std::nullopt);
+  });
+}
+
+void Daemon::HandleJournal(const HttpRequest& req, Respond respond) {
+  int64_t after = 0;
+  if (auto a = req.Query("after")) {
+    auto v = ParseId(std::string(*a));
+    if (!v) return respond(JsonError(400, "bad_after", "?after= takes an activation id (a non-negative integer)"));
+    after = *v;
+  }
+  size_t limit = 100;
+  if (auto l = req.Query("limit")) {
+    auto v = ParseId(std::string(*l));
+    if (!v || *v < 1 || *v > 1000) return respond(JsonError(400, "bad_limit", "?limit= takes 1-1000"));
+    limit = static_cast<size_t>(*v);
+  }
+  auto wait = WaitOf(req);
+  if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
+  // Activations with an id above `after`, oldest first. `next` is the cursor for the next call: it
+  // stays below an unfinished activation, so that one comes again once it has ended.
+  auto collect = [this, after, limit]() -> Json {
+    Json items = Json::array();
+    auto newest = module_->store().reader().Activations(std::nullopt, 1);
+    int64_t top = (newest && !newest->empty()) ? newest->back().id : 0;
+    int64_t next = after;
+    bool unfinished_seen = false;
+    for (int64_t id = after + 1; id <= top && items.size() < limit; ++id) {
+      auto rows = module_->store().reader().Activations(id, 1);
+      if (!rows || rows->empty()) {
+        if (!unfinished_seen) next = id;
+        continue;
+      }
+      const ActivationRow& a = rows->front();
+      Json j{{"activation_id", a.id}, {"flow", a.flow}, {"started", Rfc3339(a.start_unix_us)}};
+      if (a.end_unix_us) {
+        j["ended"] = Rfc3339(*a.end_unix_us);
+        j["outcome"] = a.outcome;
+        if (!a.error_json.empty()) j["error"] = ParseOrText(a.error_json);
+      } else {
+        j["outcome"] = nullptr;
+        unfinished_seen = true;
+      }
+      if (!unfinished_seen) next = a.id;
+      items.push_back(std::move(j));
+    }
+    return Json{{"activations", items}, {"next", next}};
+  };
+  Json now = collect();
+  if (!now["activations"].empty() || !*wait || wait->count() == 0) return respond(JsonResponse(200, now));
+  // Long-poll: look again every 100 ms until something comes or the wait passes.
+  auto deadline = EventLoop::Clock::now() + **wait;
+  auto poll = std::make_shared<std::function<void()>>();
+  *poll = [this, collect, respond, deadline, poll]() {
+    Json j = collect();
+    if (!j["activations"].empty() || EventLoop::Clock::now() >= deadline || draining_) {
+      respond(JsonResponse(200, j));
+      *poll = nullptr;  // breaks the cycle
+      return;
+    }
+    module_->loop().At(EventLoop::Clock::now() + std::chrono::milliseconds(100), [poll] {
+      if (*poll) (*poll)();
+    });
+  };
+  module_->loop().At(EventLoop::Clock::now() + std::chrono::milliseconds(100), [poll] {
+    if (*poll) (*poll)();
+  });
+}
+
+HttpResponse Daemon::Flows() {
+  auto names = module_->store().reader().Names(ApprovalKind::kFlow);
+  if (!names) return JsonError(500, "journal", names.error().message);
+  Json flows = Json::array();
+  for (const ApprovalRow& r : *names) {
+    Json j{{"name", r.name},
+           {"url", "/v1/flows/" + r.name},
+           {"version", r.version},
+           {"approved", Rfc3339(r.approved_unix_us)},
+           {"approved_by", r.approver.name},
+           {"revoked", r.revoked_unix_us.has_value()}};
+    flows.push_back(std::move(j));
+  }
+  return JsonResponse(200, Json{{"flows", flows}});
+}
+
+HttpResponse Daemon::FlowDetail(const std::string& name) {
+  auto versions = module_->store().reader().Versions(ApprovalKind::kFlow, name);
+  if (!versions) return JsonError(500, "journal", versions.error().message);
+  if (versions->empty()) return JsonError(404, "flow_not_found", "no flow named " + name + " is approved in this store");
+  const ApprovalRow& r = versions->back();
+  Json manifest = nullptr;
+  if (auto text = module_->store().reader().Text(r.manifest_text_hash); text && *text) manifest = ParseOrText(**text);
+  Json history = Json::array();
+  for (const ApprovalRow& v : *versions)
+    history.push_back(Json{{"version", v.version},
+                           {"approved", Rfc3339(v.approved_unix_us)},
+                           {"approved_by", v.approver.name},
+                           {"note", v.note},
+                           {"revoked", v.revoked_unix_us ? Json(Rfc3339(*v.revoked_unix_us)) : Json(nullptr)}});
+  return JsonResponse(200, Json{{"name", r.name},
+                                {"version", r.version},
+                                {"revoked", r.revoked_unix_us.has_value()},
+                                {"source_hash", r.source_hash},
+                                {"manifest", manifest},
+                                {"runs_url", "/v1/flows/" + r.name + "/runs"},
+                                {"versions", history}});
+}
+
+HttpResponse Daemon::Calls(int64_t run_id) {
+  auto run = module_->store().runs().GetRun(run_id);
+  if (!run) return JsonError(500, "journal", run.error().message);
+  if (!*run) return JsonError(404, "run_not_found", "no run " + std::to_string(run_id) + " in this store");
+  Json calls = Json::array();
+  if ((*run)->activation_id > 0) {
+    auto rows = module_->store().reader().Calls((*run)->activation_id);
+    if (!rows) return JsonError(500, "journal", rows.error().message);
+    for (const CallRow& c : *rows) {
+      Json j{{"call_id", c.call_id},
+             {"name", c.name},
+             {"args", ParseOrText(c.args_json)},
+             {"decision", VerdictName(c.decision.verdict)},
+             {"rule", c.decision.rule},
+             {"reason", c.decision.reason},
+             {"effect", EffectName(c.effect)},
+             {"state", CallStateName(c.state)},
+             {"started", Rfc3339(c.start_unix_us)}};
+      if (c.end_unix_us) {
+        j["ended"] = Rfc3339(*c.end_unix_us);
+        j["ms"] = static_cast<double>(*c.end_unix_us - c.start_unix_us) / 1000.0;
+      }
+      if (!c.result_json.empty()) j["result"] = ParseOrText(c.result_json);
+      if (!c.error_json.empty()) j["error"] = ParseOrText(c.error_json);
+      calls.push_back(std::move(j));
+    }
+  }
+  return JsonResponse(200, Json{{"run_id", run_id}, {"activation_id", (*run)->activation_id}, {"calls", calls}});
+}
+
+HttpResponse Daemon::Metrics() {
+  const HealthSnapshot h = module_->Health();
+  metrics_.Set("basal_workers", {"idle"}, static_cast<double>(h.workers.idle));
+  metrics_.Set("basal_workers", {"busy"}, static_cast<double>(h.workers.busy));
+  metrics_.Set("basal_workers", {"live"}, static_cast<double>(h.workers.live));
+  for (int i = 0; i < kRetireReasonCount; ++i) {
+    const auto reason = static_cast<RetireReason>(i);
+    // Counters take deltas: set them to the module's totals by adding what is new.
+    const double total = static_cast<double>(h.retired(reason));
+    const std::string name = RetireReasonName(reason);
+    const double seen = retire_seen_[name];
+    if (total > seen) metrics_.Add("basal_worker_retirements_total", {name}, total - seen);
+    retire_seen_[name] = total;
+  }
+  const double deaths = static_cast<double>(h.worker_confinement);
+  if (deaths > confinement_seen_) metrics_.Add("basal_confinement_deaths_total", {}, deaths - confinement_seen_);
+  confinement_seen_ = deaths;
+  for (const auto& [name, by] : h.host_calls)
+    for (const auto& [verdict, n] : by) {
+      const std::string key = name + "\n" + verdict;
+      const double seen = calls_seen_[key];
+      if (static_cast<double>(n) > seen) metrics_.Add("basal_host_calls_total", {name, verdict}, static_cast<double>(n) - seen);
+      calls_seen_[key] = static_cast<double>(n);
+    }
+  metrics_.Set("basal_queue_length", {}, static_cast<double>(queue_.size()));
+  metrics_.Set("basal_runs_in_flight", {}, static_cast<double>(in_flight_));
+  std::string why;
+  metrics_.Set("basal_ready", {}, Ready(&why) ? 1 : 0);
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = metrics_.Render();
+  return r;
+}
+
+// ---------------------------------------------------------------- schedules
+
+Result<void> Daemon::LoadTriggers(const ServeConfig& config) {
+  std::map<std::string, WebhookTrigger> hooks;
+  for (const WebhookTrigger& w : config.webhooks) hooks[w.name] = w;
+  std::map<std::string, std::unique_ptr<TriggerState>> schedules;
+  for (const ScheduleTrigger& s : config.schedules) {
+    auto cron = ParseCron(s.cron);
+    if (!cron) return MakeError(ErrorCode::kInvalidArgument, "trigger " + s.name + ": " + cron.error().message);
+    auto tz = LoadTimeZone(s.timezone);
+    if (!tz) return MakeError(ErrorCode::kInvalidArgument, "trigger " + s.name + ": " + tz.error().message);
+    auto t = std::make_unique<TriggerState>(TriggerState{s, *cron, *tz, std::nullopt, 0, {}});
+    if (auto old = schedules_.find(s.name); old != schedules_.end()) t->open_runs = old->second->open_runs;
+    schedules[s.name] = std::move(t);
+  }
+  for (auto& [name, t] : schedules_)
+    if (t->timer) module_->loop().Cancel(*t->timer);
+  webhooks_ = std::move(hooks);
+  schedules_ = std::move(schedules);
+  for (auto& [name, t] : schedules_) CatchUp(*t);
+  return Ok();
+}
+
+// After downtime: the fires between the trigger's mark and now. The newest one within catch_up
+// starts once; every other one is journaled as a run that ended "missed" (at most 100 of them
+// one by one, the rest counted in the last one's error).
+void Daemon::CatchUp(TriggerState& t) {
+  const int64_t now = NowUs();
+  auto mark = module_->store().runs().ScheduleMark(t.config.name);
+  if (!mark || !*mark) {
+    (void)module_->store().runs().SetScheduleMark(t.config.name, now);
+    ArmSchedule(t, now);
+    return;
+  }
+  std::vector<int64_t> missed;
+  int64_t cursor = **mark;
+  size_t more = 0;
+  while (true) {
+    auto next = NextFire(t.cron, t.tz, SysClock::time_point(std::chrono::microseconds(cursor)));
+    if (!next) break;
+    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(next->time_since_epoch()).count();
+    if (us > now) break;
+    if (missed.size() < 101) missed.push_back(us); else ++more;
+    cursor = us;
+    if (more > 1'000'000) break;
+  }
+  if (!missed.empty()) {
+    const int64_t newest = missed.back();
+    const bool run_newest = now - newest <= t.config.catch_up.count() * 1000;
+    if (run_newest) missed.pop_back();
+    if (missed.size() > 100) {
+      more += missed.size() - 100;
+      missed.erase(missed.begin(), missed.begin() + static_cast<long>(missed.size() - 100));
+    }
+    for (size_t i = 0; i < missed.size(); ++i) {
+      NewRun nr;
+      nr.flow = t.config.flow;
+      nr.input_json = t.config.input.dump();
+      nr.trigger = "schedule:" + t.config.name;
+      nr.created_unix_us = now;
+      nr.state_detail = Json{{"scheduled_for", Rfc3339(missed[i])}}.dump();
+      auto e = module_->store().runs().EnqueueRun(nr);
+      if (!e) continue;
+      std::string message = "the daemon was down at " + Rfc3339(missed[i]) + ", outside the catch-up window";
+      if (i + 1 == missed.size() && more > 0) message += " (and " + std::to_string(more) + " earlier fires, not journaled one by one)";
+      (void)module_->store().runs().MarkRunEnded(e->run.id, "missed", Json{{"kind", "missed"}, {"message", message}}.dump(), now);
+      metrics_.Add("basal_schedule_events_total", {t.config.name, "missed"});
+    }
+    if (more > 0) metrics_.Add("basal_schedule_events_total", {t.config.name, "missed"}, static_cast<double>(more));
+    Log("schedule " + t.config.name + ": " + std::to_string(missed.size() + more) + " fires missed while down" +
+        (run_newest ? "; the newest, " + Rfc3339(newest) + ", starts now" : ""));
+    if (run_newest) {
+      t.next_fire_us = newest;
+      (void)module_->store().runs().SetScheduleMark(t.config.name, newest);
+      FireSchedule(t.config.name);
+      return;  // FireSchedule arms the next one
+    }
+    (void)module_->store().runs().SetScheduleMark(t.config.name, cursor);
+  }
+  ArmSchedule(t, std::max(now, cursor));
+}
+
+void Daemon::ArmSchedule(TriggerState& t, int64_t after_us) {
+  if (draining_) return;
+  auto next = NextFire(t.cron, t.tz, SysClock::time_point(std::chrono::microseconds(after_us)));
+  if (!next) {
+    Log("schedule " + t.config.name + ": no fire time within 5 years");
+    return;
+  }
+  t.next_fire_us = std::chrono::duration_cast<std::chrono::microseconds>(next->time_since_epoch()).count();
+  const auto delay = std::chrono::microseconds(std::max<int64_t>(0, t.next_fire_us - NowUs()));
+  const std::string name = t.config.name;
+  // Re-armed from the wall clock at each fire, so a clock step or a suspended machine corrects itself.
+  t.timer = module_->loop().At(EventLoop::Clock::now() + std::min<std::chrono::microseconds>(delay, std::chrono::hours(1)),
+                               [this, name] {
+                                 auto it = schedules_.find(name);
+                                 if (it == schedules_.end()) return;
+                                 it->second->timer.reset();
+                                 if (NowUs() + 1000 < it->second->next_fire_us) {
+                                   ArmSchedule(*it->second, NowUs() - 60'000'000 < it->second->next_fire_us
+                                                                ? it->second->next_fire_us - 1
+                                                                : NowUs());
+                                   return;
+                                 }
+                                 FireSchedule(name);
+                               });
+}
+
+void Daemon::FireSchedule(const std::string& name) {
+  auto it = schedules_.find(name);
+  if (it == schedules_.end() || draining_) return;
+  TriggerState& t = *it->second;
+  const int64_t fire = t.next_fire_us;
+  (void)module_->store().runs().SetScheduleMark(name, fire);
+  const size_t open = t.open_runs.size();
+  const bool buffer = t.config.overlap == ScheduleTrigger::Overlap::kBufferOne;
+  if (open > 0 && (!buffer || open >= 2)) {
+    NewRun nr;
+    nr.flow = t.config.flow;
+    nr.input_json = t.config.input.dump();
+    nr.trigger = "schedule:" + name;
+    nr.created_unix_us = NowUs();
+    nr.state_detail = Json{{"scheduled_for", Rfc3339(fire)}}.dump();
+    if (auto e = module_->store().runs().EnqueueRun(nr); e)
+      (void)module_->store().runs().MarkRunEnded(
+          e->run.id, "skipped",
+          Json{{"kind", "skipped"}, {"message", "the previous run of schedule " + name + " had not ended (overlap: " +
+                                                     std::string(buffer ? "buffer_one" : "skip") + ")"}}.dump(),
+          NowUs());
+    metrics_.Add("basal_schedule_events_total", {name, "skipped"});
+  } else {
+    Json input = t.config.input;
+    Enqueue(t.config.flow, input, "schedule:" + name, "", [this, name](Result<Accepted> a) {
+      if (!a) {
+        Log("schedule " + name + ": the run could not be journaled: " + a.error().message);
+        return;
+      }
+      auto s = schedules_.find(name);
+      if (s != schedules_.end() && a->run.state != RunState::kEnded) {
+        s->second->open_runs.insert(a->run.id);
+        run_trigger_[a->run.id] = name;
+      }
+      metrics_.Add("basal_schedule_events_total", {name, "run"});
+    });
+  }
+  ArmSchedule(t, fire);
+}
+
+}  // namespace
+
+int RunDaemon(DaemonOptions options) {
+  Daemon d(std::move(options));
+  return d.Run();
+}
+
+}  // namespace basal::serve

@@ -1,0 +1,362 @@
+// libmicrohttpd on the module's loop (see http_server.h). libmicrohttpd runs in its external-epoll
+// mode: it keeps an epoll descriptor of its own, which the loop watches; when it is readable, or
+// when libmicrohttpd's own timeout is due, the loop calls MHD_run. A request the handler answers
+// later is suspended (MHD_suspend_connection) and resumed when its answer comes.
+#include "serve/http_server.h"
+
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "parent/loop/event_loop.h"
+
+namespace basal::serve {
+
+std::optional<std::string_view> HttpRequest::Header(std::string_view lower_name) const {
+  for (const auto& [k, v] : headers)
+    if (k == lower_name) return std::string_view(v);
+  return std::nullopt;
+}
+
+std::optional<std::string_view> HttpRequest::Query(std::string_view name) const {
+  for (const auto& [k, v] : query)
+    if (k == name) return std::string_view(v);
+  return std::nullopt;
+}
+
+HttpResponse JsonError(int status, std::string_view code, std::string_view message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = nlohmann::json{{"error", {{"code", std::string(code)}, {"message", std::string(message)}}}}.dump(
+               -1, ' ', false, nlohmann::json::error_handler_t::replace) +
+           "\n";
+  return r;
+}
+
+namespace {
+
+// One request on a connection (libmicrohttpd's con_cls), from its headers to its answer.
+struct Exchange {
+  HttpListener::Impl* owner = nullptr;
+  MHD_Connection* connection = nullptr;
+  HttpRequest request;
+  size_t max_body = 0;
+  size_t body_seen = 0;        // bytes of body read, kept or not
+  bool body_too_large = false;
+  bool handed = false;         // given to `handle`
+  bool suspended = false;
+  std::optional<HttpResponse> answer;  // set by Respond
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+};
+
+MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  auto* req = static_cast<HttpRequest*>(cls);
+  std::string name = key ? key : "";
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  req->headers.emplace_back(std::move(name), value ? value : "");
+  return MHD_YES;
+}
+
+MHD_Result CollectQuery(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  static_cast<HttpRequest*>(cls)->query.emplace_back(key ? key : "", value ? value : "");
+  return MHD_YES;
+}
+
+}  // namespace
+
+struct HttpListener::Impl {
+  EventLoop* loop = nullptr;
+  Options options;
+  MHD_Daemon* daemon = nullptr;
+  int epoll_fd = -1;
+  bool accepting = true;
+  std::optional<EventLoop::TimerId> timer;
+  std::unordered_set<Exchange*> exchanges;  // every live one (freed by the completed callback)
+  size_t pending = 0;
+  size_t connections = 0;
+  bool run_posted = false;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+
+  // Runs libmicrohttpd's work and sets the timer it asks for.
+  void Run() {
+    if (!daemon) return;
+    MHD_run(daemon);
+    if (timer) loop->Cancel(*timer);
+    timer.reset();
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    if (MHD_get_timeout(daemon, &ms) == MHD_YES) {
+      timer = loop->At(EventLoop::Clock::now() + std::chrono::milliseconds(std::min<MHD_UNSIGNED_LONG_LONG>(ms, 60'000)),
+                       [this] {
+                         timer.reset();
+                         Run();
+                       });
+    }
+  }
+
+  // Run soon, outside whatever callback we are in (libmicrohttpd is not reentrant).
+  void RunSoon() {
+    if (run_posted) return;
+    run_posted = true;
+    loop->Post([this, alive = std::weak_ptr<bool>(this->alive)] {
+      if (alive.expired()) return;
+      run_posted = false;
+      Run();
+    });
+  }
+
+  static void Queue(Exchange& x, const HttpResponse& r) {
+    MHD_Response* resp = MHD_create_response_from_buffer(r.body.size(), const_cast<char*>(r.body.data()),
+                                                         MHD_RESPMEM_MUST_COPY);
+    if (!resp) return;
+    if (!r.content_type.empty()) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
+    for (const auto& [k, v] : r.headers) MHD_add_response_header(resp, k.c_str(), v.c_str());
+    MHD_queue_response(x.connection, static_cast<unsigned int>(r.status), resp);
+    MHD_destroy_response(resp);
+    if (x.owner->options.on_response) x.owner->options.on_response(x.request, r.status);
+  }
+
+  void ReadHead(Exchange& x, const char* url, const char* method) {
+    HttpRequest& req = x.request;
+    req.listener = options.name;
+    req.method = method ? method : "";
+    req.path = url ? url : "";
+    req.unix_socket = options.unix_socket;
+    MHD_get_connection_values(x.connection, MHD_HEADER_KIND, &CollectHeader, &req);
+    MHD_get_connection_values(x.connection, MHD_GET_ARGUMENT_KIND, &CollectQuery, &req);
+    if (options.unix_socket) {
+      req.remote = "unix";
+      const MHD_ConnectionInfo* info = MHD_get_connection_info(x.connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      if (info && getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        req.peer.known = true;
+        req.peer.uid = cred.uid;
+        req.peer.gid = cred.gid;
+        req.peer.pid = cred.pid;
+        gid_t groups[256];
+        socklen_t glen = sizeof groups;
+        if (getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
+          for (size_t i = 0; i < glen / sizeof(gid_t); ++i) req.peer.groups.push_back(groups[i]);
+      }
+    } else {
+      const MHD_ConnectionInfo* info = MHD_get_connection_info(x.connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+      if (info && info->client_addr) {
+        char host[INET6_ADDRSTRLEN] = "?";
+        int port = 0;
+        if (info->client_addr->sa_family == AF_INET) {
+          auto* a = reinterpret_cast<const sockaddr_in*>(info->client_addr);
+          inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+          port = ntohs(a->sin_port);
+          req.remote = std::string(host) + ":" + std::to_string(port);
+        } else if (info->client_addr->sa_family == AF_INET6) {
+          auto* a = reinterpret_cast<const sockaddr_in6*>(info->client_addr);
+          inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+          port = ntohs(a->sin6_port);
+          req.remote = "[" + std::string(host) + "]:" + std::to_string(port);
+        }
+      }
+    }
+  }
+
+  MHD_Result Access(MHD_Connection* connection, const char* url, const char* method, const char* upload_data,
+                    size_t* upload_data_size, void** con_cls) {
+    auto* x = static_cast<Exchange*>(*con_cls);
+    if (!x) {  // the headers are in
+      x = new Exchange;
+      x->owner = this;
+      x->connection = connection;
+      exchanges.insert(x);
+      *con_cls = x;
+      ReadHead(*x, url, method);
+      x->max_body = options.max_body_bytes;
+      if (options.admit) {
+        if (auto refusal = options.admit(x->request, &x->max_body)) {
+          x->answer = std::move(*refusal);
+          x->handed = true;
+          Queue(*x, *x->answer);
+          return MHD_YES;
+        }
+      }
+      if (auto length = x->request.Header("content-length")) {
+        errno = 0;
+        char* end = nullptr;
+        const std::string text(*length);
+        const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
+        if (errno == 0 && end && *end == '\0' && n > x->max_body) {
+          x->answer = JsonError(413, "body_too_large",
+                                "the request body is " + text + " bytes; this endpoint takes at most " +
+                                    std::to_string(x->max_body) + " bytes");
+          x->handed = true;
+          Queue(*x, *x->answer);
+          return MHD_YES;
+        }
+      }
+      return MHD_YES;
+    }
+    if (x->handed) {  // resumed with its answer, or refused early and still uploading
+      if (*upload_data_size != 0) {
+        *upload_data_size = 0;  // discard the rest of a refused upload
+        return MHD_YES;
+      }
+      if (x->suspended && x->answer) {
+        x->suspended = false;
+        Queue(*x, *x->answer);
+      }
+      return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+      x->body_seen += *upload_data_size;
+      if (x->body_seen > x->max_body) {
+        x->body_too_large = true;
+        x->request.body.clear();
+        x->request.body.shrink_to_fit();
+      } else {
+        x->request.body.append(upload_data, *upload_data_size);
+      }
+      *upload_data_size = 0;
+      return MHD_YES;
+    }
+    // The whole request is in.
+    x->handed = true;
+    if (x->body_too_large) {
+      x->answer = JsonError(413, "body_too_large",
+                            "the request body is longer than " + std::to_string(x->max_body) +
+                                " bytes, which is what this endpoint takes");
+      Queue(*x, *x->answer);
+      return MHD_YES;
+    }
+    ++pending;
+    // Answered inside `handle`: queued below, without suspending. Answered later: resumed.
+    auto sync_flag = std::make_shared<bool>(true);
+    Respond guarded = [sync_flag, this, x, alive = std::weak_ptr<bool>(x->alive)](HttpResponse r) {
+      if (alive.expired() || x->answer) return;
+      --pending;
+      x->answer = std::move(r);
+      if (*sync_flag) return;
+      MHD_resume_connection(x->connection);
+      RunSoon();
+    };
+    options.handle(x->request, guarded);
+    *sync_flag = false;
+    if (x->answer) {
+      Queue(*x, *x->answer);
+    } else {
+      x->suspended = true;
+      MHD_suspend_connection(connection);
+    }
+    return MHD_YES;
+  }
+
+  void Completed(void** con_cls) {
+    auto* x = static_cast<Exchange*>(*con_cls);
+    if (!x) return;
+    if (x->handed && !x->answer && pending > 0) --pending;  // the client left before its answer
+    exchanges.erase(x);
+    delete x;
+    *con_cls = nullptr;
+  }
+};
+
+namespace {
+
+MHD_Result AccessThunk(void* cls, MHD_Connection* connection, const char* url, const char* method, const char*,
+                       const char* upload_data, size_t* upload_data_size, void** con_cls) {
+  return static_cast<HttpListener::Impl*>(cls)->Access(connection, url, method, upload_data, upload_data_size,
+                                                        con_cls);
+}
+
+void CompletedThunk(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
+  static_cast<HttpListener::Impl*>(cls)->Completed(con_cls);
+}
+
+void ConnectionThunk(void* cls, MHD_Connection*, void**, MHD_ConnectionNotificationCode code) {
+  auto* impl = static_cast<HttpListener::Impl*>(cls);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) ++impl->connections;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED && impl->connections > 0) --impl->connections;
+}
+
+}  // namespace
+
+HttpListener::HttpListener(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<HttpListener>> HttpListener::Start(EventLoop& loop, Options options) {
+  auto impl = std::make_unique<Impl>();
+  impl->loop = &loop;
+  impl->options = std::move(options);
+  Impl* raw = impl.get();
+  const unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+  raw->daemon = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, &AccessThunk, raw,                                            //
+      MHD_OPTION_LISTEN_SOCKET, raw->options.listen_fd,                                       //
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(raw->options.max_connections),   //
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(raw->options.idle_timeout.count()),
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(64 << 10),                      //
+      MHD_OPTION_NOTIFY_COMPLETED, &CompletedThunk, raw,                                      //
+      MHD_OPTION_NOTIFY_CONNECTION, &ConnectionThunk, raw,                                    //
+      MHD_OPTION_END);
+  if (!raw->daemon) {
+    close(raw->options.listen_fd);
+    return MakeError(ErrorCode::kIo, "http listener " + raw->options.name +
+                                         ": libmicrohttpd did not start on the socket (it needs epoll and a listening socket)");
+  }
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(raw->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+  if (!info) {
+    MHD_stop_daemon(raw->daemon);
+    raw->daemon = nullptr;
+    close(raw->options.listen_fd);
+    return MakeError(ErrorCode::kInternal, "http listener " + raw->options.name + ": libmicrohttpd has no epoll descriptor");
+  }
+  raw->epoll_fd = info->epoll_fd;
+  if (auto w = loop.Watch(raw->epoll_fd, EPOLLIN, [raw](uint32_t) { raw->Run(); }); !w) {
+    MHD_stop_daemon(raw->daemon);
+    raw->daemon = nullptr;
+    close(raw->options.listen_fd);
+    return w.error();
+  }
+  raw->Run();
+  return std::unique_ptr<HttpListener>(new HttpListener(std::move(impl)));
+}
+
+void HttpListener::StopAccepting() {
+  Impl& m = *impl_;
+  if (!m.accepting || !m.daemon) return;
+  m.accepting = false;
+  const MHD_socket fd = MHD_quiesce_daemon(m.daemon);
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+  m.Run();
+}
+
+size_t HttpListener::pending() const { return impl_->pending; }
+size_t HttpListener::connections() const { return impl_->connections; }
+
+HttpListener::~HttpListener() {
+  Impl& m = *impl_;
+  *m.alive = false;
+  if (!m.daemon) return;
+  m.loop->Unwatch(m.epoll_fd);
+  if (m.timer) m.loop->Cancel(*m.timer);
+  // libmicrohttpd must not be stopped with suspended connections: answer them first.
+  for (Exchange* x : m.exchanges) {
+    if (x->suspended && !x->answer) {
+      x->answer = JsonError(503, "shutting_down", "basal serve is stopping; retry against the next instance");
+      MHD_resume_connection(x->connection);
+    }
+  }
+  MHD_run(m.daemon);
+  const MHD_socket fd = m.accepting ? MHD_quiesce_daemon(m.daemon) : MHD_INVALID_SOCKET;
+  MHD_stop_daemon(m.daemon);
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+  m.daemon = nullptr;
+}
+
+}  // namespace basal::serve
