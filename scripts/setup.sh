@@ -14,7 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # names in punycode with libidn2.
 packages=(build-essential cmake pkg-config libseccomp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev googletest libbenchmark-dev strace libssl-dev clang-14 libclang-rt-14-dev
-          libcurl4-openssl-dev libidn2-dev)
+          libcurl4-openssl-dev libidn2-dev libcctz-dev tzdata)
 
 missing=()
 for p in "${packages[@]}"; do
