@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
       basal::bench::FetchSamples f = basal::bench::FetchRoundTrip(o);
       PrintSamples("direct libcurl request, loopback", f.direct);
       PrintSamples("http.fetch round trip, loopback", f.fetch);
+    } else if (only == "serve") {
+      basal::bench::ServeSamples sv = basal::bench::ServeRoundTrip(o, BASAL_CLI_PATH);
+      PrintSamples("basal serve: GET /healthz", sv.healthz);
+      PrintSamples("basal serve: POST a run with ?wait", sv.run);
+      std::printf("  %-44s %.0f /s (%d clients)\n", "basal serve: runs with ?wait, concurrent", sv.concurrent_runs_per_second,
+                  sv.concurrent_clients);
     } else if (only == "throughput") {
       for (size_t workers : {1, 2, 3, 4, 8}) {
         basal::bench::Throughput t = basal::bench::PoolThroughput(o, workers, 1'000'000);
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
                     static_cast<double>(t.wal_bytes) / (1 << 20));
       }
     } else {
-      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput, memory or fetch\n");
+      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput, memory, fetch or serve\n");
       return 64;
     }
     return 0;
@@ -164,7 +170,14 @@ int main(int argc, char** argv) {
   PrintSamples("direct libcurl request, loopback (reference)", fetch.direct);
   PrintSamples("http.fetch round trip, loopback", fetch.fetch);
 
+  basal::bench::ServeSamples serve = basal::bench::ServeRoundTrip(o, BASAL_CLI_PATH);
+  PrintSamples("basal serve: GET /healthz (reference)", serve.healthz);
+  PrintSamples("basal serve: POST a run with ?wait", serve.run);
+  std::printf("  %-44s %.0f /s (%d clients)\n", "basal serve: runs with ?wait, concurrent", serve.concurrent_runs_per_second,
+              serve.concurrent_clients);
+
   const double host_ref = pipe.Median() + commits.record_call.Median();
+  const double serve_ref = serve.healthz.Median() + warm.activation.Median();
   const double fetch_ref = fetch.direct.Median() + commits.record_call.Median();
   const double warm_ref = pipe.Median() + commits.begin_activation.Median() + commits.end_activation.Median();
   const double spawn_ref = spawn.Median();
@@ -175,6 +188,9 @@ int main(int argc, char** argv) {
        Fmt("%.2fx", fetch.fetch.Median() / fetch_ref), "<= 1.3x", fetch.fetch.Median() <= 1.3 * fetch_ref},
       {"warm activation", Latency(warm.activation), Us(warm_ref) + " pipe+2 commits",
        Fmt("%.2fx", warm.activation.Median() / warm_ref), "<= 1.5x", warm.activation.Median() <= 1.5 * warm_ref},
+      {"serve: run with ?wait", Latency(serve.run), Us(serve_ref) + " healthz+warm",
+       Fmt("%.2fx", serve.run.Median() / serve_ref), "<= 1.5x", serve.run.Median() <= 1.5 * serve_ref},
+      {"serve: 16 clients", Fmt("%.0f runs/s", serve.concurrent_runs_per_second), "-", "-", "-", true},
       {"cold start to welcome", Latency(cold), Us(spawn_ref) + " fork+exec", Fmt("%.2fx", cold.Median() / spawn_ref),
        "<= 1.5x", cold.Median() <= 1.5 * spawn_ref},
       {"pool throughput (defaults)", Fmt("%.0f /s", tp.activations_per_second), "-", "-", ">= 25000 /s",

@@ -98,4 +98,13 @@ struct FetchSamples {
 };
 FetchSamples FetchRoundTrip(const Options& o);
 
+// ---- basal serve (serve_bench.cpp): a real daemon over its Unix socket, a libcurl client ----
+struct ServeSamples {
+  Samples healthz;  // GET /healthz on a kept-alive connection: the server's own round trip
+  Samples run;      // POST /v1/flows/bench/runs?wait=30s of `export default (input) => input`
+  double concurrent_runs_per_second = 0;
+  int concurrent_clients = 0;
+};
+ServeSamples ServeRoundTrip(const Options& o, const std::string& basal_path);
+
 }  // namespace basal::bench

@@ -11,10 +11,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # clang-14 and libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes) build the fuzz targets
 # (scripts/fuzz.sh), whose short run is part of scripts/test.sh. libcurl4-openssl-dev and libidn2-dev:
 # the http.fetch policy (src/parent/http/) checks URLs with libcurl's URL API and writes IDN host
-# names in punycode with libidn2.
+# names in punycode with libidn2. basal serve (src/serve/): libcctz-dev and tzdata for cron schedules in
+# IANA zones, libmicrohttpd-dev for its HTTP listener, libsystemd-dev for sd_notify; curl drives its
+# end-to-end test (tests/serve/).
 packages=(build-essential cmake pkg-config libseccomp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev googletest libbenchmark-dev strace libssl-dev clang-14 libclang-rt-14-dev
-          libcurl4-openssl-dev libidn2-dev libcctz-dev tzdata)
+          libcurl4-openssl-dev libidn2-dev libcctz-dev tzdata libmicrohttpd-dev libsystemd-dev curl)
 
 missing=()
 for p in "${packages[@]}"; do

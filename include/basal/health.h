@@ -65,6 +65,9 @@ struct HealthSnapshot {
   // network, by kind (timeout, connect, tls, protocol, other).
   std::map<std::string, uint64_t> http_refusals;
   std::map<std::string, uint64_t> http_failures;
+  // Host calls by name (registered names only; any other name counts as "unknown") and verdict
+  // ("allow", "deny", "needs_approval", "quota_exceeded").
+  std::map<std::string, std::map<std::string, uint64_t>> host_calls;
 
   uint64_t activations_failed_total() const;
   uint64_t retired(RetireReason reason) const { return retirements[static_cast<int>(reason)]; }

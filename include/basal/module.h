@@ -38,6 +38,8 @@
 
 namespace basal {
 
+class EventLoop;  // src/parent/loop/event_loop.h
+class Store;      // src/parent/store/store.h
 
 // What the module tells its embedder besides results: the CLI prints these, a daemon logs or
 // counts them. Called on the loop thread; must not call back into the Module.
@@ -232,6 +234,19 @@ class Module {
 
   // Any thread: runs `fn` on the loop thread soon, waking it.
   void Post(std::function<void()> fn);
+
+  // Loop thread only. `fn` runs on the loop thread once everything written to the store so far
+  // (the open batch, which the module commits at the end of this loop pass) is committed: with Ok,
+  // or with the commit's error, in which case that batch was rolled back and is lost. A daemon
+  // writes a record through store() and answers its client from `fn` (basal serve: a run is
+  // journaled as queued before its 202 goes out). With no batch open, `fn` runs at the pass's end.
+  void AfterCommit(std::function<void(const Result<void>&)> fn);
+
+  // For basal's own rooms built on a module (src/serve): the store it journals to (writes join the
+  // batch committed at the end of each loop pass; loop thread only) and its event loop (watch
+  // descriptors and set timers beside the module's own; loop thread only, but Post and Wake).
+  Store& store();
+  EventLoop& loop();
 
   // Loop thread only. Safe to call from a host-call handler or a `done` callback.
   HealthSnapshot Health() const;

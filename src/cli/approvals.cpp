@@ -57,22 +57,6 @@ std::optional<std::string> CheckName(ApprovalKind kind, const std::string& name)
   return std::nullopt;
 }
 
-// Who runs this command: the real uid and its user name; under sudo, who asked for it too.
-Actor CurrentActor() {
-  Actor actor;
-  actor.uid = static_cast<int64_t>(::getuid());
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (::getpwuid_r(::getuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
-    actor.name = found->pw_name;
-  } else {
-    actor.name = "uid " + std::to_string(actor.uid);
-  }
-  const char* sudo_user = std::getenv("SUDO_USER");
-  if (actor.uid == 0 && sudo_user != nullptr && *sudo_user != '\0') actor.name += std::string(" (sudo from ") + sudo_user + ")";
-  return actor;
-}
 
 int64_t NowUs() {
   struct timespec ts {};
@@ -511,6 +495,23 @@ int Revoke(Opened& opened, const ApprovalOptions& o) {
 constexpr const char* kDbHelp = "The journal (SQLite). Default: ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db";
 
 }  // namespace
+
+// Who runs this command: the real uid and its user name; under sudo, who asked for it too.
+Actor CurrentActor() {
+  Actor actor;
+  actor.uid = static_cast<int64_t>(::getuid());
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(::getuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
+    actor.name = found->pw_name;
+  } else {
+    actor.name = "uid " + std::to_string(actor.uid);
+  }
+  const char* sudo_user = std::getenv("SUDO_USER");
+  if (actor.uid == 0 && sudo_user != nullptr && *sudo_user != '\0') actor.name += std::string(" (sudo from ") + sudo_user + ")";
+  return actor;
+}
 
 CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind kind) {
   const bool flow = kind == ApprovalKind::kFlow;

@@ -30,6 +30,9 @@ struct ApprovalOptions {
 };
 
 // Adds `flow` (kind kFlow) or `policy` (kPolicy) with its subcommands; fills `o` when parsed.
+// Who runs this command: the real uid and its user name (under sudo, who asked for it too).
+Actor CurrentActor();
+
 CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind kind);
 // Runs the parsed action of `parent` (the App returned above).
 int ApprovalCommand(CLI::App& parent, ApprovalOptions& o);

@@ -47,6 +47,16 @@ struct JournalOptions {
   size_t limit = 20;  // 0: every activation
   bool json = false;
   bool source = false;  // --source: print the source that ran (needs --activation)
+  // --follow: from a running basal serve (--socket PATH or --url URL): every activation as it ends.
+  bool follow = false;
+  std::string socket;
+  std::string url;
+};
+// `basal health [--socket PATH | --url URL]`: a running daemon's health report.
+struct HealthOptions {
+  std::string socket;
+  std::string url;
+  bool json = false;
 };
 
 struct DoctorOptions {
@@ -66,11 +76,28 @@ struct SecretOptions {
   std::string secrets_dir;  // --secrets DIR: here instead
 };
 
+// `basal serve [--config FILE] [--socket PATH] [--db FILE] [--worker PATH]` (serve_command.cpp).
+struct ServeOptions {
+  std::string config_path;
+  std::string socket_path;
+  std::string db_path;
+  std::string worker_path;
+};
+// `basal token create --name NAME --scope SCOPE... | list [--json] | revoke NAME` (serve_command.cpp).
+struct TokenOptions {
+  std::string action;  // create | list | revoke
+  std::string name;
+  std::vector<std::string> scopes;
+  bool json = false;
+  std::string db_path;
+};
 int RunCommand(const RunOptions& options);
 int CheckCommand(const CheckOptions& options);
 int JournalCommand(const JournalOptions& options);
 int DoctorCommand(const DoctorOptions& options);
-int HealthCommand();
+int HealthCommand(const HealthOptions& options);
 int SecretCommand(const SecretOptions& options);
+int ServeCommand(const ServeOptions& options);
+int TokenCommand(const TokenOptions& options);
 
 }  // namespace basal::cli

@@ -8,9 +8,12 @@
 #include <cstdio>
 #include <ctime>
 #include <limits>
+#include <set>
+#include <thread>
 #include <string>
 
 #include "cli/cli_support.h"
+#include "cli/daemon_client.h"
 #include "cli/commands.h"
 #include "parent/store/owner.h"
 #include "parent/store/sqlite/sqlite_store.h"
@@ -185,7 +188,58 @@ void PrintJsonLine(const ActivationRow& a, const std::vector<CallRow>& calls, co
 
 }  // namespace
 
+namespace {
+
+// --follow: long-polls the daemon's GET /v1/journal and prints each activation once it has ended,
+// until interrupted. The cursor (`next`) stays below an activation that still runs, so it comes
+// again when it ends; an id printed is never printed twice.
+int FollowJournal(const JournalOptions& o) {
+  DaemonAddress address{o.socket, o.url};
+  // Start after the newest activation: what ran before is `basal journal --db`'s to print.
+  int64_t after = 0;
+  while (true) {
+    auto page = DaemonGet(address, "/v1/journal?after=" + std::to_string(after) + "&limit=1000", std::chrono::seconds(30));
+    if (!page) return Fail(kKindIo, page.error().message);
+    if (page->status != 200) return Fail(kKindJournal, "basal serve answered " + std::to_string(page->status) + ": " + page->body);
+    auto j = nlohmann::json::parse(page->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("activations") || j["activations"].empty()) break;
+    after = j["activations"].back().value("activation_id", after);
+  }
+  std::set<int64_t> printed;  // ids above `after` already printed (bounded by what still runs below them)
+  while (true) {
+    auto page = DaemonGet(address, "/v1/journal?after=" + std::to_string(after) + "&wait=25s", std::chrono::seconds(60));
+    if (!page) return Fail(kKindIo, page.error().message);
+    if (page->status != 200) return Fail(kKindJournal, "basal serve answered " + std::to_string(page->status) + ": " + page->body);
+    auto j = nlohmann::json::parse(page->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("activations") || !j["activations"].is_array())
+      return Fail(kKindJournal, "basal serve's journal reply is not what this basal expects");
+    bool new_lines = false;
+    for (const auto& a : j["activations"]) {
+      const int64_t id = a.value("activation_id", int64_t{0});
+      if (a["outcome"].is_null() || printed.count(id)) continue;
+      printed.insert(id);
+      new_lines = true;
+      if (o.json) {
+        WriteStdout(JsonForTerminal(a) + "\n");
+      } else {
+        WriteStdout("activation " + std::to_string(id) + "  " + EscapeForTerminal(a.value("flow", "")) + "  " +
+                    EscapeForTerminal(a["outcome"].is_string() ? a["outcome"].get<std::string>() : "") + "  ended " +
+                    EscapeForTerminal(a.value("ended", "")) + "\n");
+      }
+      FlushStdout();
+    }
+    after = std::max(after, j.value("next", after));
+    printed.erase(printed.begin(), printed.upper_bound(after));
+    // An activation that still runs holds the cursor, so the daemon answers at once with it: look
+    // again in a second rather than at once.
+    if (!new_lines && !j["activations"].empty()) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+}  // namespace
+
 int JournalCommand(const JournalOptions& o) {
+  if (o.follow) return FollowJournal(o);
   std::string path = o.db_path;
   if (path.empty()) {
     auto db = DefaultJournalPath();

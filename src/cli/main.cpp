@@ -15,6 +15,7 @@
 #include "cli/approvals.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
+#include "cli/daemon_client.h"
 
 namespace basal::cli {
 namespace {
@@ -47,12 +48,13 @@ std::string Examples(std::initializer_list<std::string> lines) {
 }
 
 constexpr const char* kHealthText =
-    "Health is kept per running module, in memory: a module is the parent of one `basal run`, and\n"
-    "its report (workers live, idle and busy; activations ok and failed by kind; retirements;\n"
-    "deadline kills; worker_confinement (SIGSYS) deaths; refused welcomes; crashes; queue length)\n"
-    "ends with it. `basal health` therefore runs nothing. To see a module's health, ask the run\n"
-    "for it with --health-out FILE. An embedder reads the same JSON from Module::HealthReport()\n"
-    "(see docs/cli.md).\n";
+    "Health is kept per running module, in memory: a module is the parent of one `basal run` or of a\n"
+    "`basal serve` daemon, and its report (workers live, idle and busy; activations ok and failed by\n"
+    "kind; retirements; deadline kills; worker_confinement (SIGSYS) deaths; refused welcomes;\n"
+    "crashes; host calls by name and decision; queue length) ends with it. A running daemon's:\n"
+    "`basal health --socket PATH` (or --url URL with $BASAL_TOKEN). A run's: --health-out FILE.\n"
+    "Without an address `basal health` runs nothing. An embedder reads the same JSON from\n"
+    "Module::HealthReport() (see docs/cli.md).\n";
 
 // The names of the commands, in the order they were added: "run, check, journal, ...".
 std::string CommandList(const CLI::App& app) {
@@ -197,11 +199,21 @@ void AddJournal(CLI::App& app, int& exit_code) {
   journal->add_flag("--json", o->json, "JSON Lines: one object per activation, with a \"calls\" array");
   journal->add_flag("--source", o->source, "Print the source that ran (with --activation): kept in the journal by its hash")
       ->needs(id);
+  CLI::Option* follow = journal->add_flag(
+      "--follow", o->follow, "Follow a running basal serve (--socket or --url): print each activation as it ends, until interrupted");
+  journal->add_option("--socket", o->socket, "basal serve's Unix socket (with --follow)")->type_name("PATH")->needs(follow);
+  journal->add_option("--url", o->url, "basal serve's loopback TCP address, http://ADDRESS:PORT, the token in $BASAL_TOKEN (with --follow)")
+      ->type_name("URL")
+      ->needs(follow);
   journal->footer("Exit: 0 read; 2 usage; 3 no journal, or it could not be read\n\n" +
                   Examples({"  basal journal --limit 5\n", "  basal journal --json --limit 1\n",
                             "  basal journal --activation 1 --source\n"}));
   journal->callback([o, activation, id, &exit_code] {
     if (id->count() > 0) o->activation = *activation;
+    if (o->follow && o->socket.empty() && o->url.empty()) {
+      exit_code = Fail(kKindUsage, "--follow needs the daemon's address: --socket PATH or --url URL");
+      return;
+    }
     exit_code = JournalCommand(*o);
   });
 }
@@ -233,7 +245,11 @@ void AddHealth(CLI::App& app, int& exit_code) {
   health->footer(std::string(kHealthText) + "\n" +
                  Examples({"  basal run examples/counter.js --manifest examples/counter.manifest.json --inputs "
                            "examples/counter.jsonl --health-out health.json\n"}));
-  health->callback([&exit_code] { exit_code = HealthCommand(); });
+  auto o = Keep<HealthOptions>();
+  health->add_option("--socket", o->socket, "A running basal serve's Unix socket: print its health report")->type_name("PATH");
+  health->add_option("--url", o->url, "A running basal serve's loopback TCP address, http://ADDRESS:PORT (token in $BASAL_TOKEN)")
+      ->type_name("URL");
+  health->callback([o, &exit_code] { exit_code = HealthCommand(*o); });
 }
 
 // `basal flow ...` and `basal policy ...` (approvals.h): each action is a subcommand of its own.
@@ -254,6 +270,53 @@ void AddApprovals(CLI::App& app, int& exit_code, ApprovalKind kind) {
 
 // `basal secret set|list|rm`: the operator's secrets (secret_command.cpp). `set` has no value
 // argument on purpose: the value comes from stdin only.
+void AddServe(CLI::App& app, int& exit_code) {
+  auto o = Keep<ServeOptions>();
+  CLI::App* c = app.add_subcommand(
+      "serve", "Run the daemon: an HTTP API over a Unix socket (and loopback TCP with tokens) that runs approved "
+               "flows for API calls, signed webhooks and cron schedules (docs/serve.md)");
+  c->add_option("--config", o->config_path, "The config file (JSON, docs/serve-config.md); none: every default")
+      ->type_name("FILE");
+  c->add_option("--socket", o->socket_path,
+                "The Unix socket to serve (created 0600). Default: listen.socket of the config, else "
+                "$RUNTIME_DIRECTORY/basal.sock, $XDG_RUNTIME_DIR/basal/basal.sock or, as root, /run/basal/basal.sock")
+      ->type_name("PATH");
+  c->add_option("--db", o->db_path, std::string("Overrides the config's db. ") + kDbHelp)->type_name("FILE");
+  c->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
+  c->footer(
+      "Only approved flows run (basal flow approve). SIGTERM or SIGINT drains: not ready, nothing new accepted,\n"
+      "running activations get limits.drain_timeout, queued runs stay queued for the next start. SIGHUP reloads\n"
+      "the config's triggers and limits. Exit: 0 after a drain; 2 usage (a bad config); 3 it could not start\n\n"
+      "Examples:\n  basal serve --socket /tmp/basal.sock --db journal.db\n"
+      "  curl --unix-socket /tmp/basal.sock -X POST -d '{\"input\": {}}' http://basal/v1/flows/hello/runs?wait=30s\n");
+  c->callback([o, &exit_code] { exit_code = ServeCommand(*o); });
+}
+
+void AddToken(CLI::App& app, int& exit_code) {
+  auto o = Keep<TokenOptions>();
+  CLI::App* top = app.add_subcommand("token", "Create, list and revoke the bearer tokens of basal serve's TCP listener");
+  top->require_subcommand(1);
+  auto db = [&](CLI::App* c) { c->add_option("--db", o->db_path, kDbHelp)->type_name("FILE"); };
+  CLI::App* create = top->add_subcommand("create", "Create a token and print it once (only its SHA-256 is stored)");
+  create->add_option("--name", o->name, "A name to list and revoke it by")->required()->type_name("NAME");
+  create->add_option("--scope", o->scopes, "What it may do: run (start runs), read (runs, calls, flows, journal), "
+                                           "metrics, or all; repeat for several")
+      ->type_name("SCOPE");
+  db(create);
+  create->footer("Examples:\n  basal token create --name ci --scope run --scope read\n");
+  CLI::App* list = top->add_subcommand("list", "List tokens: names, scopes, who created them (never the tokens)");
+  list->add_flag("--json", o->json, "One JSON object per line");
+  db(list);
+  CLI::App* revoke = top->add_subcommand("revoke", "Revoke token NAME: the daemon refuses it from its next request");
+  revoke->add_option("name", o->name, "The token's name")->required()->type_name("NAME");
+  db(revoke);
+  top->callback([top, o, &exit_code] {
+    for (const char* action : {"create", "list", "revoke"})
+      if (top->get_subcommand(action)->parsed()) o->action = action;
+    exit_code = TokenCommand(*o);
+  });
+}
+
 void AddSecret(CLI::App& app, int& exit_code) {
   auto o = Keep<SecretOptions>();
   CLI::App* top = app.add_subcommand(
@@ -337,8 +400,17 @@ void AddHelp(CLI::App& app, int& exit_code) {
 
 }  // namespace
 
-int HealthCommand() {
-  WriteStdout(kHealthText);
+int HealthCommand(const HealthOptions& o) {
+  if (o.socket.empty() && o.url.empty()) {
+    WriteStdout(kHealthText);
+    return kExitOk;
+  }
+  auto reply = DaemonGet({o.socket, o.url}, "/v1/health", std::chrono::seconds(30));
+  if (!reply) return Fail(kKindIo, reply.error().message);
+  auto j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (reply->status != 200 || j.is_discarded())
+    return Fail(kKindIo, "basal serve answered " + std::to_string(reply->status) + ": " + EscapeForTerminal(reply->body));
+  WriteStdout(JsonForTerminal(j, 2) + "\n");
   return kExitOk;
 }
 
@@ -363,6 +435,8 @@ int Dispatch(int argc, char** argv) {
   AddApprovals(app, exit_code, ApprovalKind::kFlow);
   AddApprovals(app, exit_code, ApprovalKind::kPolicy);
   AddSecret(app, exit_code);
+  AddServe(app, exit_code);
+  AddToken(app, exit_code);
   AddHelp(app, exit_code);
   app.footer(
       "Exit codes: 0 ok; 1 the flow failed (an activation's outcome, a flow that does not load; doctor: the\n"

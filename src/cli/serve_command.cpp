@@ -27,11 +27,6 @@ Result<std::string> JournalFor(const std::string& option) {
   return DefaultJournalPath();
 }
 
-const char* Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 }  // namespace
 
 int ServeCommand(const ServeOptions& o) {
@@ -48,7 +43,7 @@ int ServeCommand(const ServeOptions& o) {
   if (!journal) return Fail(kKindIo, journal.error().message);
   auto worker = WorkerPath(config.worker);
   if (!worker) return Fail(kKindSetup, worker.error().message);
-  auto socket = serve::ResolveSocketPath(config.listen, Env("RUNTIME_DIRECTORY"), Env("XDG_RUNTIME_DIR"), geteuid() == 0);
+  auto socket = serve::ResolveSocketPath(config.listen, serve::SocketEnvFromProcess());
   if (!socket) return Fail(kKindUsage, socket.error().message + " (give --socket PATH)");
   serve::DaemonOptions d;
   d.config = config;
@@ -78,6 +73,7 @@ int TokenCommand(const TokenOptions& o) {
     const std::string token = serve::NewApiToken();
     auto id = runs.AddToken(o.name, serve::ApiTokenHash(token), scopes.dump(), CurrentActor(), NowUs());
     if (!id) return Fail(id.error().code == ErrorCode::kConflict ? kKindUsage : kKindJournal, id.error().message);
+    if (auto c = (*store)->journal().Commit(); !c) return Fail(kKindJournal, c.error().message);
     // The token is printed once, here; only its hash is stored.
     WriteStdout(token + "\n");
     return kExitOk;
@@ -103,6 +99,7 @@ int TokenCommand(const TokenOptions& o) {
   if (o.action == "revoke") {
     auto r = runs.RevokeToken(o.name, CurrentActor(), NowUs());
     if (!r) return Fail(r.error().code == ErrorCode::kNotFound ? kKindUsage : kKindJournal, r.error().message);
+    if (auto c = (*store)->journal().Commit(); !c) return Fail(kKindJournal, c.error().message);
     WriteStdout("revoked token " + EscapeForTerminal(o.name) + "\n");
     return kExitOk;
   }

@@ -89,6 +89,9 @@ CallGate::~CallGate() {
 
 void CallGate::Record(const CallRecord& record) {
   if (auto r = journal_.RecordCall(record); !r) hooks_.journal_failed(r.error().message);
+  // A flow may call any name: only registered names are counted by name (the count stays bounded).
+  if (hooks_.count_call)
+    hooks_.count_call(registry_.Find(record.name) ? record.name : std::string("unknown"), record.decision.verdict);
 }
 void CallGate::Update(const CallUpdate& update) {
   if (auto r = journal_.UpdateCall(update); !r) hooks_.journal_failed(r.error().message);

@@ -49,6 +49,8 @@ struct CallGateHooks {
   std::function<void(std::string why)> journal_failed;
   std::function<void(ModuleEvent)> event;
   std::function<void()> count_denied;
+  // Every call's first record: its name ("unknown" for a name no host call has) and verdict.
+  std::function<void(const std::string& name, Verdict verdict)> count_call;
   std::function<void()> count_log_dropped;
   // A budget ran out: the module ends the activation (not from inside the gate's own call).
   std::function<void(ActivationId, Budget, std::string message)> over_budget;

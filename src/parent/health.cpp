@@ -56,6 +56,7 @@ nlohmann::json HealthSnapshot::ToJson() const {
       {"output_overflows", output_overflows},
       {"logs_dropped", logs_dropped},
       {"http", {{"refusals", http_refusals}, {"failures", http_failures}}},
+      {"host_calls", host_calls},
       {"queue_length", queue_length},
   };
 }

@@ -76,6 +76,7 @@ struct Module::Impl final : PoolOwner {
   std::vector<std::pair<ActivationId, std::string>> sends;  // answers waiting for the commit
   std::vector<Finished> finished;                           // callbacks waiting for the commit
   std::string journal_failure;
+  std::vector<std::function<void(const Result<void>&)>> commit_waiters;  // Module::AfterCommit
   struct OverBudget {
     ActivationId id;
     Budget budget;
@@ -370,13 +371,28 @@ struct Module::Impl final : PoolOwner {
   }
 
   // ---- the end of every loop pass ----
+  // Runs the AfterCommit callbacks with what happened to the batch they wrote into.
+  void TellCommitWaiters(const Result<void>& outcome) {
+    if (commit_waiters.empty()) return;
+    auto waiters = std::move(commit_waiters);
+    commit_waiters.clear();
+    for (auto& fn : waiters) fn(outcome);
+  }
+
   void CommitOrFail() {
-    if (!store->journal().HasPendingBatch() && journal_failure.empty()) return;
+    if (!store->journal().HasPendingBatch() && journal_failure.empty()) {
+      TellCommitWaiters(Ok());
+      return;
+    }
     auto c = journal_failure.empty() ? store->journal().Commit() : Result<void>(MakeError(ErrorCode::kDatabase, journal_failure));
-    if (c) return;
+    if (c) {
+      TellCommitWaiters(Ok());
+      return;
+    }
     const std::string why = c.error().message;
     journal_failure.clear();
     (void)store->journal().Rollback();
+    TellCommitWaiters(c);
     ++health.journal_failures;
     OnEvent({ModuleEvent::Kind::kJournalFailure, "journal commit failed: " + why, 0, 0});
     std::vector<ActivationId> victims = gate->DropStartedWaiting();
@@ -528,6 +544,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   };
   hooks.event = [&m](ModuleEvent e) { m.OnEvent(std::move(e)); };
   hooks.count_denied = [&m] { ++m.health.denied_calls; };
+  hooks.count_call = [&m](const std::string& name, Verdict verdict) { ++m.health.host_calls[name][VerdictName(verdict)]; };
   hooks.count_log_dropped = [&m] { ++m.health.logs_dropped; };
   hooks.over_budget = [&m](ActivationId id, Budget budget, std::string message) {
     m.over_budget.push_back({id, budget, std::move(message)});
@@ -846,6 +863,14 @@ void Module::Shutdown(std::chrono::milliseconds grace) {
 }
 
 void Module::Post(std::function<void()> fn) { impl_->loop->Post(std::move(fn)); }
+
+void Module::AfterCommit(std::function<void(const Result<void>&)> fn) {
+  impl_->commit_waiters.push_back(std::move(fn));
+  impl_->loop->Wake();  // the pass that commits may otherwise wait for other work
+}
+
+Store& Module::store() { return *impl_->store; }
+EventLoop& Module::loop() { return *impl_->loop; }
 
 HealthSnapshot Module::Health() const {
   HealthSnapshot h = impl_->health;

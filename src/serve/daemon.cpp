@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +19,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -33,6 +36,7 @@
 #include "basal/module.h"
 #include "parent/loop/event_loop.h"
 #include "parent/secrets/secret_store.h"
+#include "parent/store/owner.h"
 #include "parent/store/store.h"
 #include "serve/cron.h"
 #include "serve/http_server.h"
@@ -47,16 +51,6 @@ using SysClock = std::chrono::system_clock;
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(SysClock::now().time_since_epoch()).count();
-}
-
-std::string Rfc3339(int64_t unix_us) {
-  const time_t s = static_cast<time_t>(unix_us / 1'000'000);
-  tm t{};
-  gmtime_r(&s, &t);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, static_cast<long long>(unix_us % 1'000'000));
-  return buf;
 }
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"; }
@@ -159,7 +153,7 @@ Result<int> ListenTcp(const ListenConfig& listen) {
   if (fd < 0) return MakeError(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&*addr), len) != 0 || listen(fd, 128) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&*addr), len) != 0 || ::listen(fd, 128) != 0) {
     const int e = errno;
     close(fd);
     return MakeError(ErrorCode::kIo, "cannot listen on " + listen.tcp + ": " + std::strerror(e));
@@ -200,7 +194,7 @@ Result<int> ListenUnix(const std::string& path, const std::vector<gid_t>& groups
   const mode_t old = umask(0177);  // born 0600: no window where others may connect
   const int b = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   umask(old);
-  if (b != 0 || listen(fd, 128) != 0) {
+  if (b != 0 || ::listen(fd, 128) != 0) {
     const int e = errno;
     close(fd);
     return MakeError(ErrorCode::kIo, "cannot listen on " + path + ": " + std::strerror(e));
@@ -339,25 +333,31 @@ class Daemon final : public ModuleObserver {
 // ---------------------------------------------------------------- start
 
 void Daemon::DeclareMetrics() {
-  metrics_.DeclareCounter("basal_http_requests_total", "HTTP requests answered, by listener and status code.",
+  // Each name is declared once, with a valid name and labels: a false here is a bug in this list.
+  bool ok = true;
+  ok &= metrics_.DeclareCounter("basal_http_requests_total", "HTTP requests answered, by listener and status code.",
                           {"listener", "code"});
-  metrics_.DeclareCounter("basal_runs_accepted_total", "Runs journaled as queued, by flow and trigger kind.",
+  ok &= metrics_.DeclareCounter("basal_runs_accepted_total", "Runs journaled as queued, by flow and trigger kind.",
                           {"flow", "trigger"});
-  metrics_.DeclareCounter("basal_activations_total", "Activations ended, by flow and outcome.", {"flow", "outcome"});
-  metrics_.DeclareHistogram("basal_activation_duration_seconds", "Wall time of activations, from start to end, by flow.",
+  ok &= metrics_.DeclareCounter("basal_activations_total", "Activations ended, by flow and outcome.", {"flow", "outcome"});
+  ok &= metrics_.DeclareHistogram("basal_activation_duration_seconds", "Wall time of activations, from start to end, by flow.",
                             {"flow"}, {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
-  metrics_.DeclareCounter("basal_host_calls_total", "Host calls decided, by name and decision.", {"name", "decision"});
-  metrics_.DeclareGauge("basal_workers", "Workers now, by state.", {"state"});
-  metrics_.DeclareCounter("basal_worker_retirements_total", "Workers retired, by reason.", {"reason"});
-  metrics_.DeclareCounter("basal_confinement_deaths_total",
+  ok &= metrics_.DeclareCounter("basal_host_calls_total", "Host calls decided, by name and decision.", {"name", "decision"});
+  ok &= metrics_.DeclareGauge("basal_workers", "Workers now, by state.", {"state"});
+  ok &= metrics_.DeclareCounter("basal_worker_retirements_total", "Workers retired, by reason.", {"reason"});
+  ok &= metrics_.DeclareCounter("basal_confinement_deaths_total",
                           "Workers killed by the seccomp filter (SIGSYS): a confinement violation.", {});
-  metrics_.DeclareGauge("basal_queue_length", "Runs queued and not yet started.", {});
-  metrics_.DeclareGauge("basal_runs_in_flight", "Runs started whose activation has not ended.", {});
-  metrics_.DeclareCounter("basal_schedule_events_total", "Schedule fires, by trigger and what happened (run, skipped, missed).",
+  ok &= metrics_.DeclareGauge("basal_queue_length", "Runs queued and not yet started.", {});
+  ok &= metrics_.DeclareGauge("basal_runs_in_flight", "Runs started whose activation has not ended.", {});
+  ok &= metrics_.DeclareCounter("basal_schedule_events_total", "Schedule fires, by trigger and what happened (run, skipped, missed).",
                           {"trigger", "event"});
-  metrics_.DeclareCounter("basal_webhooks_total", "Webhook deliveries, by trigger and verdict.", {"trigger", "verdict"});
-  metrics_.DeclareCounter("basal_module_events_total", "Events the module reported, by kind.", {"kind"});
-  metrics_.DeclareGauge("basal_ready", "1 when /readyz says ready.", {});
+  ok &= metrics_.DeclareCounter("basal_webhooks_total", "Webhook deliveries, by trigger and verdict.", {"trigger", "verdict"});
+  ok &= metrics_.DeclareCounter("basal_module_events_total", "Events the module reported, by kind.", {"kind"});
+  ok &= metrics_.DeclareGauge("basal_ready", "1 when /readyz says ready.", {});
+  if (!ok) {
+    std::fprintf(stderr, "basal serve: a metric of DeclareMetrics was refused (a bug)\n");
+    std::abort();
+  }
 }
 
 Result<void> Daemon::Start() {
@@ -665,11 +665,11 @@ Json Daemon::RunJson(const RunRow& run) {
          {"flow", run.flow},
          {"trigger", run.trigger},
          {"state", RunStateName(run.state)},
-         {"created", Rfc3339(run.created_unix_us)}};
+         {"created", UtcText(run.created_unix_us)}};
   if (!run.idempotency_key.empty()) j["idempotency_key"] = run.idempotency_key;
   j["input"] = ParseOrText(run.input_json);
-  if (run.started_unix_us) j["started"] = Rfc3339(*run.started_unix_us);
-  if (run.ended_unix_us) j["ended"] = Rfc3339(*run.ended_unix_us);
+  if (run.started_unix_us) j["started"] = UtcText(*run.started_unix_us);
+  if (run.ended_unix_us) j["ended"] = UtcText(*run.ended_unix_us);
   if (run.activation_id > 0) j["activation_id"] = run.activation_id;
   if (run.state == RunState::kEnded) j["outcome"] = run.outcome;
   if (!run.error_json.empty()) j["error"] = ParseOrText(run.error_json);
@@ -822,7 +822,7 @@ void Daemon::Handle(HttpRequest req, Respond respond) {
   };
   if (seg.size() == 1 && seg[0] == "healthz") {
     if (m != "GET" && m != "HEAD") return method_not_allowed("GET");
-    return respond(JsonResponse(200, Json{{"status", "alive"}, {"since", Rfc3339(started_us_)}}));
+    return respond(JsonResponse(200, Json{{"status", "alive"}, {"since", UtcText(started_us_)}}));
   }
   if (seg.size() == 1 && seg[0] == "readyz") {
     if (m != "GET" && m != "HEAD") return method_not_allowed("GET");
@@ -852,7 +852,7 @@ void Daemon::Handle(HttpRequest req, Respond respond) {
     std::string why;
     h["serve"] = Json{{"ready", Ready(&why)}, {"not_ready_because", why}, {"draining", draining_},
                       {"queued_runs", queue_.size()}, {"runs_in_flight", in_flight_},
-                      {"since", Rfc3339(started_us_)}};
+                      {"since", UtcText(started_us_)}};
     return respond(JsonResponse(200, h));
   }
   if (seg.size() == 3 && seg[1] == "flows") {
@@ -965,7 +965,7 @@ void Daemon::HandleWebhook(const HttpRequest& req, const std::string& trigger, R
   Json input{{"trigger", trigger},
              {"body", body.is_discarded() ? Json(req.body) : body},
              {"content_type", std::string(req.Header("content-type").value_or(""))},
-             {"received", Rfc3339(NowUs())}};
+             {"received", UtcText(NowUs())}};
   std::string key;
   if (auto k = req.Header("idempotency-key")) key = std::string(*k).substr(0, 255);
   const bool wait = w.respond == WebhookTrigger::Respond::kWait;
@@ -1010,9 +1010,9 @@ void Daemon::HandleJournal(const HttpRequest& req, Respond respond) {
         continue;
       }
       const ActivationRow& a = rows->front();
-      Json j{{"activation_id", a.id}, {"flow", a.flow}, {"started", Rfc3339(a.start_unix_us)}};
+      Json j{{"activation_id", a.id}, {"flow", a.flow}, {"started", UtcText(a.start_unix_us)}};
       if (a.end_unix_us) {
-        j["ended"] = Rfc3339(*a.end_unix_us);
+        j["ended"] = UtcText(*a.end_unix_us);
         j["outcome"] = a.outcome;
         if (!a.error_json.empty()) j["error"] = ParseOrText(a.error_json);
       } else {
@@ -1025,7 +1025,7 @@ void Daemon::HandleJournal(const HttpRequest& req, Respond respond) {
     return Json{{"activations", items}, {"next", next}};
   };
   Json now = collect();
-  if (!now["activations"].empty() || !*wait || wait->count() == 0) return respond(JsonResponse(200, now));
+  if (!now["activations"].empty() || !*wait || (*wait)->count() == 0) return respond(JsonResponse(200, now));
   // Long-poll: look again every 100 ms until something comes or the wait passes.
   auto deadline = EventLoop::Clock::now() + **wait;
   auto poll = std::make_shared<std::function<void()>>();
@@ -1053,7 +1053,7 @@ HttpResponse Daemon::Flows() {
     Json j{{"name", r.name},
            {"url", "/v1/flows/" + r.name},
            {"version", r.version},
-           {"approved", Rfc3339(r.approved_unix_us)},
+           {"approved", UtcText(r.approved_unix_us)},
            {"approved_by", r.approver.name},
            {"revoked", r.revoked_unix_us.has_value()}};
     flows.push_back(std::move(j));
@@ -1071,10 +1071,10 @@ HttpResponse Daemon::FlowDetail(const std::string& name) {
   Json history = Json::array();
   for (const ApprovalRow& v : *versions)
     history.push_back(Json{{"version", v.version},
-                           {"approved", Rfc3339(v.approved_unix_us)},
+                           {"approved", UtcText(v.approved_unix_us)},
                            {"approved_by", v.approver.name},
                            {"note", v.note},
-                           {"revoked", v.revoked_unix_us ? Json(Rfc3339(*v.revoked_unix_us)) : Json(nullptr)}});
+                           {"revoked", v.revoked_unix_us ? Json(UtcText(*v.revoked_unix_us)) : Json(nullptr)}});
   return JsonResponse(200, Json{{"name", r.name},
                                 {"version", r.version},
                                 {"revoked", r.revoked_unix_us.has_value()},
@@ -1101,9 +1101,9 @@ HttpResponse Daemon::Calls(int64_t run_id) {
              {"reason", c.decision.reason},
              {"effect", EffectName(c.effect)},
              {"state", CallStateName(c.state)},
-             {"started", Rfc3339(c.start_unix_us)}};
+             {"started", UtcText(c.start_unix_us)}};
       if (c.end_unix_us) {
-        j["ended"] = Rfc3339(*c.end_unix_us);
+        j["ended"] = UtcText(*c.end_unix_us);
         j["ms"] = static_cast<double>(*c.end_unix_us - c.start_unix_us) / 1000.0;
       }
       if (!c.result_json.empty()) j["result"] = ParseOrText(c.result_json);
@@ -1208,17 +1208,17 @@ void Daemon::CatchUp(TriggerState& t) {
       nr.input_json = t.config.input.dump();
       nr.trigger = "schedule:" + t.config.name;
       nr.created_unix_us = now;
-      nr.state_detail = Json{{"scheduled_for", Rfc3339(missed[i])}}.dump();
+      nr.state_detail = Json{{"scheduled_for", UtcText(missed[i])}}.dump();
       auto e = module_->store().runs().EnqueueRun(nr);
       if (!e) continue;
-      std::string message = "the daemon was down at " + Rfc3339(missed[i]) + ", outside the catch-up window";
+      std::string message = "the daemon was down at " + UtcText(missed[i]) + ", outside the catch-up window";
       if (i + 1 == missed.size() && more > 0) message += " (and " + std::to_string(more) + " earlier fires, not journaled one by one)";
       (void)module_->store().runs().MarkRunEnded(e->run.id, "missed", Json{{"kind", "missed"}, {"message", message}}.dump(), now);
       metrics_.Add("basal_schedule_events_total", {t.config.name, "missed"});
     }
     if (more > 0) metrics_.Add("basal_schedule_events_total", {t.config.name, "missed"}, static_cast<double>(more));
     Log("schedule " + t.config.name + ": " + std::to_string(missed.size() + more) + " fires missed while down" +
-        (run_newest ? "; the newest, " + Rfc3339(newest) + ", starts now" : ""));
+        (run_newest ? "; the newest, " + UtcText(newest) + ", starts now" : ""));
     if (run_newest) {
       t.next_fire_us = newest;
       (void)module_->store().runs().SetScheduleMark(t.config.name, newest);
@@ -1270,7 +1270,7 @@ void Daemon::FireSchedule(const std::string& name) {
     nr.input_json = t.config.input.dump();
     nr.trigger = "schedule:" + name;
     nr.created_unix_us = NowUs();
-    nr.state_detail = Json{{"scheduled_for", Rfc3339(fire)}}.dump();
+    nr.state_detail = Json{{"scheduled_for", UtcText(fire)}}.dump();
     if (auto e = module_->store().runs().EnqueueRun(nr); e)
       (void)module_->store().runs().MarkRunEnded(
           e->run.id, "skipped",

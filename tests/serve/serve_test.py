@@ -18,7 +18,7 @@ import unittest
 
 BIN = None
 
-HELLO = "export default async (input, {host}) => { await host.log('hi ' + JSON.stringify(input)); return {hello: input && input.name}; };\n"
+HELLO = "export default async (input, host) => { console.log('hi ' + JSON.stringify(input)); return {hello: input && input.name}; };\n"
 SLOW = "export default async (input) => { const t = Date.now(); while (Date.now() - t < (input && input.ms || 1500)) {} return 'slept'; };\n"
 MANIFEST = {"grants": {"log": {}}, "budgets": {"deadline_ms": 20000, "cpu_ms": 15000}}
 
@@ -413,12 +413,12 @@ class ScheduleTest(unittest.TestCase):
         d.start()
         deadline = time.time() + 30
         while time.time() < deadline:
-            ok = d.query("SELECT count(*) FROM runs WHERE trigger='schedule:every_minute' AND outcome='ok'")[0][0]
+            ok = d.query("SELECT count(*) FROM runs WHERE triggered_by='schedule:every_minute' AND outcome='ok'")[0][0]
             if ok >= 1:
                 break
             time.sleep(0.2)
-        missed = d.query("SELECT count(*) FROM runs WHERE trigger='schedule:every_minute' AND outcome='missed'")[0][0]
-        ran = d.query("SELECT count(*) FROM runs WHERE trigger='schedule:every_minute' AND outcome='ok'")[0][0]
+        missed = d.query("SELECT count(*) FROM runs WHERE triggered_by='schedule:every_minute' AND outcome='missed'")[0][0]
+        ran = d.query("SELECT count(*) FROM runs WHERE triggered_by='schedule:every_minute' AND outcome='ok'")[0][0]
         self.assertGreaterEqual(ran, 1)
         self.assertGreaterEqual(missed, 8)
         self.assertLessEqual(missed, 10)

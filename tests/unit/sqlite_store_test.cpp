@@ -1,5 +1,5 @@
 // What only the SQLite store does: durability settings in force, WAL checkpoints, refusal of
-// foreign files, the migration of schema 1 files, owner-only files, many processes creating one
+// foreign files, the migrations of schema 1 to 4 files, owner-only files, many processes creating one
 // journal at once, the read-only reader (also for a user who may only read), and recovery after a
 // commit the disk refused (fault-injecting VFS). The behaviour every backend shares is in
 // store_contract_test.cpp.
@@ -32,7 +32,7 @@ using testing_support::End;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 constexpr int kApplicationId = 0x6261736c;
 
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
@@ -117,6 +117,13 @@ TEST(StoreNamesTest, EnumNamesRoundTrip) {
   for (Verdict v : {Verdict::kAllow, Verdict::kDeny, Verdict::kNeedsApproval, Verdict::kQuotaExceeded})
     EXPECT_EQ(ParseVerdict(VerdictName(v)), v);
   for (Effect e : {Effect::kPure, Effect::kIdempotent, Effect::kExternal}) EXPECT_EQ(ParseEffect(EffectName(e)), e);
+  for (RunState r : {RunState::kQueued, RunState::kRunning, RunState::kEnded})
+    EXPECT_EQ(ParseRunState(RunStateName(r)), r);
+  EXPECT_STREQ(RunStateName(RunState::kQueued), "queued");
+  EXPECT_STREQ(RunStateName(RunState::kRunning), "running");
+  EXPECT_STREQ(RunStateName(RunState::kEnded), "ended");
+  EXPECT_FALSE(ParseRunState("Queued"));
+  EXPECT_FALSE(ParseRunState(""));
   EXPECT_FALSE(ParseCallState("Answered"));
   EXPECT_FALSE(ParseVerdict(""));
   EXPECT_FALSE(ParseEffect("unknown"));
@@ -418,13 +425,18 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   // Through version 2 to 3: kv usage counted from what kv holds ("k" + {"v":1}).
   EXPECT_EQ(raw.Text("SELECT namespace || '/' || bytes || '/' || keys FROM kv_usage"), "o/8/1");
   EXPECT_EQ(raw.Int("SELECT logs_dropped FROM activations WHERE id=1"), 0);
+  // Through version 4 to 5: basal serve's tables.
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name IN ('runs', 'tokens', 'schedule_marks')"), 3);
   auto again = MustOpen(db);  // already migrated: opened as it is, same id
   ASSERT_TRUE(again);
   EXPECT_EQ(again->journal_id(), id);
 }
 
-// A version 2 file: what a version 3 file is without kv_usage, its triggers, calls_by_activation and logs_dropped (the
-// only changes of version 3). The writer migrates it and the usage is counted from kv.
+// What schema 5 added, taken away again: a version 4 file as that basal left it (the indexes go
+// with their tables).
+constexpr const char* kDowngradeV5ToV4 =
+    "DROP TABLE runs; DROP TABLE tokens; DROP TABLE schedule_marks; PRAGMA user_version=4;";
+
 // What schema 4 added, taken away again: a version 3 file as that basal left it.
 constexpr const char* kDowngradeV4ToV3 =
     "ALTER TABLE activations DROP COLUMN manifest_text_hash; ALTER TABLE activations DROP COLUMN approval_id; "
@@ -446,6 +458,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
   {
     RawDb raw(db);
     raw.Exec("PRAGMA foreign_keys=OFF");
+    raw.Exec(kDowngradeV5ToV4);
     raw.Exec(kDowngradeV4ToV3);
   }
   {
@@ -476,6 +489,8 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
 }
 
+// A version 2 file: what a version 3 file is without kv_usage, its triggers, calls_by_activation and logs_dropped (the
+// only changes of version 3). The writer migrates it and the usage is counted from kv.
 TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   TempDir dir;
   const std::string db = dir.File("v2.db");
@@ -493,6 +508,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV5ToV4);
     raw.Exec(kDowngradeV4ToV3);
     raw.Exec("DROP TRIGGER kv_usage_insert; DROP TRIGGER kv_usage_update; DROP TRIGGER kv_usage_delete;"
              "DROP TABLE kv_usage; DROP INDEX calls_by_activation; ALTER TABLE activations DROP COLUMN logs_dropped; "
@@ -519,6 +535,133 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   EXPECT_EQ(b->keys, 0u);
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+}
+
+// A version 4 file with data of every kind it held: the reader reads it as it is (no runs, no
+// tokens) without changing it; the writer migrates it in place, keeping everything, and the
+// migrated schema is the one a new file gets.
+TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
+  TempDir dir;
+  const std::string db = dir.File("v4.db");
+  std::string id;
+  int64_t activation = 0, approval = 0;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    id = store->journal_id();
+    NewApproval a;
+    a.kind = ApprovalKind::kFlow;
+    a.name = "orders";
+    a.source = "export default () => 1;\n";
+    a.manifest_text = "{}";
+    a.manifest_hash = "sha256:c";
+    a.approver = {1000, "alice"};
+    auto approved = store->catalog().Approve(a);
+    ASSERT_TRUE(approved) << approved.error().message;
+    approval = approved->id;
+    ActivationStart start = Start("orders", 1000, {"h", 1, 2});
+    start.origin = Origin::kApproved;
+    start.approval_id = approval;
+    auto begun = store->journal().BeginActivation(start);
+    ASSERT_TRUE(begun);
+    activation = *begun;
+    ASSERT_TRUE(store->journal().RecordCall(Call(activation, 1)));
+    ASSERT_TRUE(store->journal().EndActivation(End(activation)));
+    ASSERT_TRUE(store->kv().Put("orders", "o-1", R"({"qty":3})"));
+    ASSERT_TRUE(store->journal().Commit());
+  }
+  std::string fresh_schema;
+  {
+    RawDb raw(db);
+    // What a new file's schema is, to compare the migrated one with.
+    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV5ToV4);
+  }
+  const std::string before = Contents(db);
+  {
+    auto reader = OpenSqliteReader(db);  // a version 5 reader reads version 4 as it is
+    ASSERT_TRUE(reader) << reader.error().message;
+    auto runs = (*reader)->ListRuns({});
+    ASSERT_TRUE(runs) << runs.error().message;
+    EXPECT_TRUE(runs->empty());
+    auto run = (*reader)->GetRun(1);
+    ASSERT_TRUE(run) << run.error().message;
+    EXPECT_FALSE(run->has_value());
+    auto tokens = (*reader)->ListTokens();
+    ASSERT_TRUE(tokens) << tokens.error().message;
+    EXPECT_TRUE(tokens->empty());
+    auto rows = (*reader)->Activations(std::nullopt, 10);
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 1u);
+  }
+  EXPECT_EQ(Contents(db), before) << "the reader changed the file";
+
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->journal_id(), id);
+  auto rows = store->reader().Activations(activation, 1);
+  ASSERT_TRUE(rows) << rows.error().message;
+  EXPECT_EQ((*rows)[0].outcome, "ok");
+  EXPECT_EQ((*rows)[0].origin, Origin::kApproved);
+  EXPECT_EQ((*rows)[0].approval_id, approval);
+  auto calls = store->reader().Calls(activation);
+  ASSERT_TRUE(calls);
+  EXPECT_EQ(calls->size(), 1u);
+  auto versions = store->reader().Versions(ApprovalKind::kFlow, "orders");
+  ASSERT_TRUE(versions);
+  ASSERT_EQ(versions->size(), 1u);
+  auto source = store->reader().Text(versions->front().source_hash);
+  ASSERT_TRUE(source);
+  EXPECT_EQ(*source, std::optional<std::string>("export default () => 1;\n"));
+  auto value = store->kv().Get("orders", "o-1");
+  ASSERT_TRUE(value && value->has_value());
+  EXPECT_EQ(**value, R"({"qty":3})");
+  auto usage = store->kv().Usage("orders");
+  ASSERT_TRUE(usage);
+  EXPECT_EQ(usage->keys, 1u);
+
+  // The migrated file takes runs (referring to the old activation), tokens and marks.
+  auto run = store->runs().EnqueueRun(testing_support::Run("orders", "{}", "k"));
+  ASSERT_TRUE(run) << run.error().message;
+  auto next = store->journal().BeginActivation(Start("orders", 2000, {"h", 1, 2}));
+  ASSERT_TRUE(next);
+  ASSERT_TRUE(store->runs().MarkRunStarted(run->run.id, *next, 2000));
+  ASSERT_TRUE(store->runs().AddToken("ci", "sha256:t", "[]", {0, "root"}, 2000));
+  ASSERT_TRUE(store->runs().SetScheduleMark("nightly", 2000));
+  ASSERT_TRUE(store->journal().Commit());
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+            fresh_schema)
+      << "a migrated file has the schema of a new one";
+  auto again = MustOpen(db);  // already migrated: opened as it is
+  ASSERT_TRUE(again);
+  auto tokens = again->reader().ListTokens();
+  ASSERT_TRUE(tokens);
+  EXPECT_EQ(tokens->size(), 1u);
+}
+
+// A run refers to its activation: the store refuses to start a run with an activation it does
+// not have (foreign key), and the refusal breaks no batch.
+TEST(SqliteStoreTest, ARunCannotStartWithAnUnknownActivation) {
+  TempDir dir;
+  auto store = MustOpen(dir.File("j.db"));
+  ASSERT_TRUE(store);
+  auto run = store->runs().EnqueueRun(testing_support::Run());
+  ASSERT_TRUE(run);
+  auto refused = store->runs().MarkRunStarted(run->run.id, 999, 2000);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kDatabase);
+  auto zero = store->runs().MarkRunStarted(run->run.id, 0, 2000);
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(store->journal().Commit());
+  auto row = store->reader().GetRun(run->run.id);
+  ASSERT_TRUE(row && row->has_value());
+  EXPECT_EQ((*row)->state, RunState::kQueued);
 }
 
 // The unfinished schema-1 activation has no recorded owner: recovery closes it.

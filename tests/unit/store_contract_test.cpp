@@ -1,6 +1,7 @@
 // The store's contract (store.h), run against every backend: batches and what a reader sees,
-// rollback, duplicates, the call-record lifecycle, leases, recovery of abandoned activations, and
-// the kv store with its atomic operations (also across processes). A new backend adds one
+// rollback, duplicates, the call-record lifecycle, leases, recovery of abandoned activations, the
+// kv store with its atomic operations (also across processes), approvals, and basal serve's runs
+// (idempotency keys, states, settling after recovery), API tokens and schedule marks. A new backend adds one
 // INSTANTIATE_TEST_SUITE_P line at the bottom and passes.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -1255,6 +1256,505 @@ TEST_P(StoreContract, ActivationsRecordTheirOriginAndApprovedVersion) {
   auto text = other->Text(Sha256Hex("dev source"));
   ASSERT_TRUE(text);
   EXPECT_EQ(*text, std::optional<std::string>("dev source"));
+}
+
+// ---- basal serve: runs, API tokens, schedule marks (RunStore, and JournalReader's reads) -----
+
+// The run as every reader of it must see it.
+void ExpectRun(const RunRow& row, const RunRow& want) {
+  EXPECT_EQ(row.id, want.id);
+  EXPECT_EQ(row.flow, want.flow);
+  EXPECT_EQ(row.input_json, want.input_json);
+  EXPECT_EQ(row.trigger, want.trigger);
+  EXPECT_EQ(row.idempotency_key, want.idempotency_key);
+  EXPECT_EQ(row.state, want.state);
+  EXPECT_EQ(row.activation_id, want.activation_id);
+  EXPECT_EQ(row.created_unix_us, want.created_unix_us);
+  EXPECT_EQ(row.started_unix_us, want.started_unix_us);
+  EXPECT_EQ(row.ended_unix_us, want.ended_unix_us);
+  EXPECT_EQ(row.outcome, want.outcome);
+  EXPECT_EQ(row.error_json, want.error_json);
+  EXPECT_EQ(row.state_detail, want.state_detail);
+}
+
+std::vector<int64_t> Ids(const std::vector<RunRow>& rows) {
+  std::vector<int64_t> ids;
+  for (const RunRow& r : rows) ids.push_back(r.id);
+  return ids;
+}
+
+TEST_P(StoreContract, EnqueuedRunRoundTripsThroughEveryReader) {
+  NewRun scheduled = testing_support::Run("nightly", R"({"day":"mon"})", "", 2000);
+  scheduled.trigger = "schedule:nightly";
+  scheduled.state_detail = R"({"scheduled_for_us":1999})";
+  auto e = store_->runs().EnqueueRun(scheduled);
+  ASSERT_TRUE(e) << e.error().message;
+  EXPECT_FALSE(e->existing);
+  EXPECT_GT(e->run.id, 0);
+  EXPECT_TRUE(journal().HasPendingBatch()) << "the run joins the open batch";
+  RunRow want;
+  want.id = e->run.id;
+  want.flow = "nightly";
+  want.input_json = R"({"day":"mon"})";
+  want.trigger = "schedule:nightly";
+  want.created_unix_us = 2000;
+  want.state_detail = R"({"scheduled_for_us":1999})";
+  ExpectRun(e->run, want);
+  ASSERT_TRUE(journal().Commit());
+  store_.reset();  // and across a reopen
+
+  store_ = MustOpen();
+  ASSERT_TRUE(store_);
+  std::unique_ptr<JournalReader> other = MustRead();
+  ASSERT_TRUE(other);
+  auto from_runs = store_->runs().GetRun(want.id);
+  ASSERT_TRUE(from_runs) << from_runs.error().message;
+  ASSERT_TRUE(from_runs->has_value());
+  ExpectRun(**from_runs, want);
+  for (JournalReader* reader : {&store_->reader(), other.get()}) {
+    auto got = reader->GetRun(want.id);
+    ASSERT_TRUE(got) << got.error().message;
+    ASSERT_TRUE(got->has_value());
+    ExpectRun(**got, want);
+    auto listed = reader->ListRuns({});
+    ASSERT_TRUE(listed) << listed.error().message;
+    ASSERT_EQ(listed->size(), 1u);
+    ExpectRun((*listed)[0], want);
+    auto none = reader->GetRun(want.id + 1);
+    ASSERT_TRUE(none);
+    EXPECT_FALSE(none->has_value());
+  }
+  auto queued = store_->runs().RunsInState(RunState::kQueued, 10);
+  ASSERT_TRUE(queued);
+  EXPECT_EQ(Ids(*queued), (std::vector<int64_t>{want.id}));
+  auto count = store_->runs().CountRuns(RunState::kQueued);
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, 1u);
+  count = store_->runs().CountRuns(RunState::kRunning);
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, 0u);
+}
+
+TEST_P(StoreContract, AnIdempotencyKeyGivesTheSameRunUntilItExpires) {
+  RunStore& runs = store_->runs();
+  using testing_support::Run;
+  auto first = runs.EnqueueRun(Run("orders", R"({"n":1})", "key-1", 1000, 500));
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_FALSE(first->existing);
+  EXPECT_EQ(first->run.idempotency_key, "key-1");
+
+  // Same key, same input, before the key expires: the earlier run, nothing inserted.
+  auto again = runs.EnqueueRun(Run("orders", R"({"n":1})", "key-1", 1499, 500));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE(again->existing);
+  ExpectRun(again->run, first->run);
+  // Same key, another input: the client reused a key for another request.
+  auto other_input = runs.EnqueueRun(Run("orders", R"({"n":2})", "key-1", 1499, 500));
+  ASSERT_FALSE(other_input);
+  EXPECT_EQ(other_input.error().code, ErrorCode::kConflict);
+  EXPECT_NE(other_input.error().message.find("\"key-1\""), std::string::npos) << other_input.error().message;
+  EXPECT_NE(other_input.error().message.find("run " + std::to_string(first->run.id)), std::string::npos)
+      << other_input.error().message;
+  // Keys are per flow; runs without a key are never the same run.
+  auto other_flow = runs.EnqueueRun(Run("invoices", R"({"n":1})", "key-1", 1499, 500));
+  ASSERT_TRUE(other_flow);
+  EXPECT_FALSE(other_flow->existing);
+  auto no_key_a = runs.EnqueueRun(Run("orders", R"({"n":1})", "", 1499));
+  auto no_key_b = runs.EnqueueRun(Run("orders", R"({"n":1})", "", 1499));
+  ASSERT_TRUE(no_key_a && no_key_b);
+  EXPECT_NE(no_key_a->run.id, no_key_b->run.id);
+  EXPECT_EQ(no_key_a->run.idempotency_key, "");
+  auto count = runs.CountRuns(RunState::kQueued);
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, 4u) << "the repeat and the conflict inserted nothing";
+
+  // The earlier run is the answer whatever its state.
+  auto activation = journal().BeginActivation(Start("orders"));
+  ASSERT_TRUE(activation);
+  ASSERT_TRUE(runs.MarkRunStarted(first->run.id, *activation, 1200));
+  auto running = runs.EnqueueRun(Run("orders", R"({"n":1})", "key-1", 1300, 500));
+  ASSERT_TRUE(running);
+  EXPECT_TRUE(running->existing);
+  EXPECT_EQ(running->run.id, first->run.id);
+  EXPECT_EQ(running->run.state, RunState::kRunning);
+  EXPECT_EQ(running->run.activation_id, *activation);
+
+  // Expired (at 1500 = 1000 + 500, the key may be reused): forgotten, even with another input.
+  auto expired = runs.EnqueueRun(Run("orders", R"({"n":3})", "key-1", 1500, 500));
+  ASSERT_TRUE(expired) << expired.error().message;
+  EXPECT_FALSE(expired->existing);
+  EXPECT_NE(expired->run.id, first->run.id);
+  EXPECT_EQ(expired->run.idempotency_key, "key-1");
+  ASSERT_TRUE(journal().Commit());
+  auto old = store_->reader().GetRun(first->run.id);
+  ASSERT_TRUE(old && old->has_value());
+  EXPECT_EQ((*old)->idempotency_key, "") << "the old run keeps its row; its key is cleared";
+  EXPECT_EQ((*old)->state, RunState::kRunning);
+  EXPECT_EQ((*old)->input_json, R"({"n":1})");
+  // The key now names the new run.
+  auto repeat = runs.EnqueueRun(Run("orders", R"({"n":3})", "key-1", 1600, 500));
+  ASSERT_TRUE(repeat);
+  EXPECT_TRUE(repeat->existing);
+  EXPECT_EQ(repeat->run.id, expired->run.id);
+  (void)journal().Rollback();
+}
+
+TEST_P(StoreContract, RunStatesMoveOnlyForward) {
+  RunStore& runs = store_->runs();
+  auto a = runs.EnqueueRun(testing_support::Run("orders", "1"));
+  auto b = runs.EnqueueRun(testing_support::Run("orders", "2"));
+  auto c = runs.EnqueueRun(testing_support::Run("orders", "3"));
+  ASSERT_TRUE(a && b && c);
+  auto activation = journal().BeginActivation(Start("orders"));
+  ASSERT_TRUE(activation);
+
+  // queued -> running -> ended with the activation's outcome.
+  ASSERT_TRUE(runs.MarkRunStarted(a->run.id, *activation, 1100));
+  auto twice = runs.MarkRunStarted(a->run.id, *activation, 1200);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::kConflict);
+  EXPECT_NE(twice.error().message.find("running"), std::string::npos) << twice.error().message;
+  auto not_an_outcome = runs.MarkRunEnded(a->run.id, "missed", "", 1300);
+  ASSERT_FALSE(not_an_outcome);
+  EXPECT_EQ(not_an_outcome.error().code, ErrorCode::kInvalidArgument) << "a running run ends with an outcome name";
+  ASSERT_TRUE(journal().EndActivation(End(*activation, Outcome::kScriptError, 1300)));
+  const std::string error = R"({"kind":"script_error","message":"x"})";
+  ASSERT_TRUE(runs.MarkRunEnded(a->run.id, "script_error", error, 1300));
+  auto ended_twice = runs.MarkRunEnded(a->run.id, "ok", "", 1400);
+  ASSERT_FALSE(ended_twice);
+  EXPECT_EQ(ended_twice.error().code, ErrorCode::kConflict);
+  auto start_ended = runs.MarkRunStarted(a->run.id, *activation, 1400);
+  ASSERT_FALSE(start_ended);
+  EXPECT_EQ(start_ended.error().code, ErrorCode::kConflict);
+
+  // queued -> ended without an activation: only the daemon's own reasons.
+  for (const char* wrong : {"ok", "abandoned", "", "Missed"}) {
+    auto refused = runs.MarkRunEnded(b->run.id, wrong, "", 1500);
+    ASSERT_FALSE(refused) << wrong;
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << wrong;
+  }
+  const std::string missed = R"({"kind":"missed","message":"the daemon was down at 01:00"})";
+  ASSERT_TRUE(runs.MarkRunEnded(b->run.id, "missed", missed, 1500));
+  ASSERT_TRUE(runs.MarkRunEnded(c->run.id, "cancelled", R"({"kind":"cancelled","message":"m"})", 1600));
+
+  // Unknown runs.
+  auto unknown_start = runs.MarkRunStarted(c->run.id + 100, *activation, 1);
+  ASSERT_FALSE(unknown_start);
+  EXPECT_EQ(unknown_start.error().code, ErrorCode::kNotFound);
+  auto unknown_end = runs.MarkRunEnded(c->run.id + 100, "cancelled", "", 1);
+  ASSERT_FALSE(unknown_end);
+  EXPECT_EQ(unknown_end.error().code, ErrorCode::kNotFound);
+
+  ASSERT_TRUE(journal().Commit()) << "the refused moves changed nothing and broke no batch";
+  auto other = MustRead();
+  ASSERT_TRUE(other);
+  auto ra = other->GetRun(a->run.id);
+  ASSERT_TRUE(ra && ra->has_value());
+  EXPECT_EQ((*ra)->state, RunState::kEnded);
+  EXPECT_EQ((*ra)->activation_id, *activation);
+  EXPECT_EQ((*ra)->started_unix_us, std::optional<int64_t>(1100));
+  EXPECT_EQ((*ra)->ended_unix_us, std::optional<int64_t>(1300));
+  EXPECT_EQ((*ra)->outcome, "script_error");
+  EXPECT_EQ((*ra)->error_json, error);
+  auto rb = other->GetRun(b->run.id);
+  ASSERT_TRUE(rb && rb->has_value());
+  EXPECT_EQ((*rb)->state, RunState::kEnded);
+  EXPECT_EQ((*rb)->activation_id, 0);
+  EXPECT_FALSE((*rb)->started_unix_us.has_value());
+  EXPECT_EQ((*rb)->ended_unix_us, std::optional<int64_t>(1500));
+  EXPECT_EQ((*rb)->outcome, "missed");
+  EXPECT_EQ((*rb)->error_json, missed);
+  auto ended = store_->runs().CountRuns(RunState::kEnded);
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(*ended, 3u);
+}
+
+TEST_P(StoreContract, ListRunsIsNewestFirstAndFilters) {
+  RunStore& runs = store_->runs();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    auto e = runs.EnqueueRun(testing_support::Run(i % 2 == 0 ? "even" : "odd", std::to_string(i)));
+    ASSERT_TRUE(e);
+    ids.push_back(e->run.id);
+  }
+  auto activation = journal().BeginActivation(Start("even"));
+  ASSERT_TRUE(activation);
+  ASSERT_TRUE(runs.MarkRunStarted(ids[2], *activation, 1100));
+  ASSERT_TRUE(runs.MarkRunEnded(ids[4], "skipped", "", 1100));
+  ASSERT_TRUE(journal().Commit());
+  auto other = MustRead();
+  ASSERT_TRUE(other);
+  struct Case {
+    RunQuery query;
+    std::vector<int64_t> want;
+  };
+  const Case cases[] = {
+      {{}, {ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}},
+      {{.limit = 2}, {ids[5], ids[4]}},
+      {{.before_id = ids[4], .limit = 2}, {ids[3], ids[2]}},
+      {{.flow = "even"}, {ids[4], ids[2], ids[0]}},
+      {{.state = RunState::kQueued}, {ids[5], ids[3], ids[1], ids[0]}},
+      {{.flow = "even", .state = RunState::kQueued}, {ids[0]}},
+      {{.flow = "even", .state = RunState::kRunning}, {ids[2]}},
+      {{.flow = "odd", .state = RunState::kEnded}, {}},
+      {{.flow = "none"}, {}},
+      {{.limit = 0}, {}},
+  };
+  for (JournalReader* reader : {&store_->reader(), other.get()}) {
+    for (const Case& c : cases) {
+      auto rows = reader->ListRuns(c.query);
+      ASSERT_TRUE(rows) << rows.error().message;
+      EXPECT_EQ(Ids(*rows), c.want) << "flow " << c.query.flow << " before " << c.query.before_id << " limit "
+                                    << c.query.limit;
+    }
+  }
+  auto oldest = runs.RunsInState(RunState::kQueued, 3);
+  ASSERT_TRUE(oldest);
+  EXPECT_EQ(Ids(*oldest), (std::vector<int64_t>{ids[0], ids[1], ids[3]})) << "oldest first";
+}
+
+// A run joins the journal's batch: rolled back, it is gone, with the token and the mark of the
+// same batch; never committed (the parent died), it is gone too.
+TEST_P(StoreContract, ABatchRolledBackLosesTheRun) {
+  auto committed = store_->runs().EnqueueRun(testing_support::Run("orders", "0"));
+  ASSERT_TRUE(committed);
+  ASSERT_TRUE(journal().Commit());
+
+  auto lost = store_->runs().EnqueueRun(testing_support::Run("orders", "1", "k"));
+  ASSERT_TRUE(lost);
+  ASSERT_TRUE(store_->runs().AddToken("ci", "hash-ci", "[]", {0, "root"}, 1000));
+  ASSERT_TRUE(store_->runs().SetScheduleMark("nightly", 5000));
+  ASSERT_TRUE(store_->runs().MarkRunEnded(committed->run.id, "cancelled", "", 1000));
+  {
+    auto other = MustRead();  // another connection sees none of the open batch
+    ASSERT_TRUE(other);
+    auto none = other->GetRun(lost->run.id);
+    ASSERT_TRUE(none);
+    EXPECT_FALSE(none->has_value());
+    auto tokens = other->ListTokens();
+    ASSERT_TRUE(tokens);
+    EXPECT_TRUE(tokens->empty());
+  }
+  ASSERT_TRUE(journal().Rollback());
+  auto gone = store_->runs().GetRun(lost->run.id);
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(gone->has_value());
+  auto token = store_->runs().FindToken("hash-ci");
+  ASSERT_TRUE(token);
+  EXPECT_FALSE(token->has_value());
+  auto mark = store_->runs().ScheduleMark("nightly");
+  ASSERT_TRUE(mark);
+  EXPECT_FALSE(mark->has_value());
+  auto kept = store_->runs().GetRun(committed->run.id);
+  ASSERT_TRUE(kept && kept->has_value());
+  EXPECT_EQ((*kept)->state, RunState::kQueued) << "its end was in the lost batch";
+  // The key of the lost run was never taken.
+  auto again = store_->runs().EnqueueRun(testing_support::Run("orders", "2", "k"));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_FALSE(again->existing);
+  const int64_t uncommitted = again->run.id;
+  store_.reset();  // never commits
+  store_ = MustOpen();
+  ASSERT_TRUE(store_);
+  auto after = store_->runs().GetRun(uncommitted);
+  ASSERT_TRUE(after);
+  EXPECT_FALSE(after->has_value());
+  auto count = store_->runs().CountRuns(RunState::kQueued);
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, 1u);
+}
+
+// After a crash: recovery ends the dead parent's activations as abandoned; settling ends their
+// running runs with that outcome, and leaves the runs of live activations and queued runs alone.
+TEST_P(StoreContract, SettleEndsRunsWhoseActivationRecoveryClosed) {
+  const ActivationOwner me = ThisProcessOwner();
+  const ActivationOwner dead{me.host, DeadPid(), 5};
+  const ActivationOwner self{me.host, DeadPid(), 1};
+  const int64_t now = 10'000'000'000'000;
+  RunStore& runs = store_->runs();
+  auto start = [&](const ActivationOwner& owner, const std::string& input) {
+    auto run = runs.EnqueueRun(testing_support::Run("orders", input));
+    auto activation = journal().BeginActivation(Start("orders", 1000, owner));
+    EXPECT_TRUE(run && activation);
+    if (!run || !activation) return std::pair<int64_t, int64_t>(0, 0);
+    EXPECT_TRUE(runs.MarkRunStarted(run->run.id, *activation, 1100));
+    return std::pair<int64_t, int64_t>(run->run.id, *activation);
+  };
+  const auto [orphan, orphan_activation] = start(dead, "1");
+  const auto [live, live_activation] = start(me, "2");
+  // Its activation ended and committed, but the daemon died before it ended the run.
+  const auto [finished, finished_activation] = start(me, "3");
+  ASSERT_TRUE(journal().EndActivation(End(finished_activation, Outcome::kOk, 1500)));
+  auto queued = runs.EnqueueRun(testing_support::Run("orders", "4"));
+  ASSERT_TRUE(queued);
+  ASSERT_TRUE(journal().Commit());
+
+  auto report = journal().RecoverAbandoned(self, now);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->abandoned_activations, (std::vector<int64_t>{orphan_activation}));
+  auto settled = runs.SettleRunsOfEndedActivations(now + 5);
+  ASSERT_TRUE(settled) << settled.error().message;
+  EXPECT_EQ(*settled, 2u);
+  ASSERT_TRUE(journal().Commit());
+
+  auto other = MustRead();
+  ASSERT_TRUE(other);
+  auto orphan_row = other->GetRun(orphan);
+  ASSERT_TRUE(orphan_row && orphan_row->has_value());
+  EXPECT_EQ((*orphan_row)->state, RunState::kEnded);
+  EXPECT_EQ((*orphan_row)->outcome, "abandoned");
+  EXPECT_EQ((*orphan_row)->ended_unix_us, std::optional<int64_t>(now)) << "when its activation was closed";
+  auto error = nlohmann::json::parse((*orphan_row)->error_json, nullptr, false);
+  ASSERT_FALSE(error.is_discarded()) << (*orphan_row)->error_json;
+  EXPECT_EQ(error["kind"], "abandoned");
+  auto finished_row = other->GetRun(finished);
+  ASSERT_TRUE(finished_row && finished_row->has_value());
+  EXPECT_EQ((*finished_row)->outcome, "ok");
+  EXPECT_EQ((*finished_row)->error_json, "");
+  EXPECT_EQ((*finished_row)->ended_unix_us, std::optional<int64_t>(1500));
+  auto live_row = other->GetRun(live);
+  ASSERT_TRUE(live_row && live_row->has_value());
+  EXPECT_EQ((*live_row)->state, RunState::kRunning) << "its activation still runs";
+  auto queued_row = other->GetRun(queued->run.id);
+  ASSERT_TRUE(queued_row && queued_row->has_value());
+  EXPECT_EQ((*queued_row)->state, RunState::kQueued) << "a queued run starts after a restart";
+
+  auto again = runs.SettleRunsOfEndedActivations(now + 6);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, 0u);
+  (void)journal().Rollback();
+}
+
+TEST_P(StoreContract, ApiTokensAreKeptByHashAndRevokedByName) {
+  RunStore& runs = store_->runs();
+  auto ci = runs.AddToken("ci", "sha256:ci", R"(["runs:write"])", {1000, "alice"}, 5000);
+  ASSERT_TRUE(ci) << ci.error().message;
+  auto ops = runs.AddToken("ops", "sha256:ops", R"(["runs:read"])", {0, "root"}, 5100);
+  ASSERT_TRUE(ops);
+  EXPECT_NE(*ci, *ops);
+
+  auto found = runs.FindToken("sha256:ci");
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->id, *ci);
+  EXPECT_EQ((*found)->name, "ci");
+  EXPECT_EQ((*found)->token_hash, "sha256:ci");
+  EXPECT_EQ((*found)->scopes_json, R"(["runs:write"])");
+  EXPECT_EQ((*found)->created_by.uid, 1000);
+  EXPECT_EQ((*found)->created_by.name, "alice");
+  EXPECT_EQ((*found)->created_unix_us, 5000);
+  EXPECT_FALSE((*found)->revoked_unix_us.has_value());
+  auto unknown = runs.FindToken("sha256:nobody");
+  ASSERT_TRUE(unknown);
+  EXPECT_FALSE(unknown->has_value());
+
+  auto same_name = runs.AddToken("ci", "sha256:ci2", "[]", {0, "root"}, 5200);
+  ASSERT_FALSE(same_name);
+  EXPECT_EQ(same_name.error().code, ErrorCode::kConflict);
+  EXPECT_NE(same_name.error().message.find("ci"), std::string::npos) << same_name.error().message;
+  auto same_hash = runs.AddToken("ci2", "sha256:ci", "[]", {0, "root"}, 5200);
+  ASSERT_FALSE(same_hash);
+  EXPECT_EQ(same_hash.error().code, ErrorCode::kConflict);
+  for (auto [name, hash] : {std::pair<const char*, const char*>{"", "sha256:x"}, {"x", ""}}) {
+    auto empty = runs.AddToken(name, hash, "[]", {0, "root"}, 5200);
+    ASSERT_FALSE(empty);
+    EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
+  }
+
+  ASSERT_TRUE(runs.RevokeToken("ci", {0, "root"}, 6000));
+  auto revoked = runs.FindToken("sha256:ci");
+  ASSERT_TRUE(revoked);
+  EXPECT_FALSE(revoked->has_value()) << "a revoked token is not found";
+  auto twice = runs.RevokeToken("ci", {0, "root"}, 6100);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::kNotFound);
+  auto nobody = runs.RevokeToken("nobody", {0, "root"}, 6100);
+  ASSERT_FALSE(nobody);
+  EXPECT_EQ(nobody.error().code, ErrorCode::kNotFound);
+  // The name is free again once revoked; the revoked token's hash is not.
+  auto reissued = runs.AddToken("ci", "sha256:ci-new", "[]", {1000, "alice"}, 7000);
+  ASSERT_TRUE(reissued) << reissued.error().message;
+  auto old_hash = runs.AddToken("ci-old", "sha256:ci", "[]", {1000, "alice"}, 7000);
+  ASSERT_FALSE(old_hash);
+  EXPECT_EQ(old_hash.error().code, ErrorCode::kConflict);
+  ASSERT_TRUE(journal().Commit());
+
+  auto other = MustRead();
+  ASSERT_TRUE(other);
+  for (JournalReader* reader : {&store_->reader(), other.get()}) {
+    auto tokens = reader->ListTokens();
+    ASSERT_TRUE(tokens) << tokens.error().message;
+    ASSERT_EQ(tokens->size(), 3u);
+    EXPECT_EQ((*tokens)[0].name, "ci");
+    EXPECT_EQ((*tokens)[0].revoked_unix_us, std::optional<int64_t>(6000));
+    EXPECT_EQ((*tokens)[0].revoked_by.name, "root");
+    EXPECT_EQ((*tokens)[1].name, "ops");
+    EXPECT_FALSE((*tokens)[1].revoked_unix_us.has_value());
+    EXPECT_EQ((*tokens)[2].id, *reissued);
+    EXPECT_EQ((*tokens)[2].token_hash, "sha256:ci-new");
+  }
+  auto from_runs = runs.ListTokens();
+  ASSERT_TRUE(from_runs);
+  EXPECT_EQ(from_runs->size(), 3u);
+}
+
+TEST_P(StoreContract, ScheduleMarksAreKeptPerTrigger) {
+  RunStore& runs = store_->runs();
+  auto none = runs.ScheduleMark("nightly");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(runs.SetScheduleMark("nightly", 1'000'000));
+  ASSERT_TRUE(runs.SetScheduleMark("hourly", 2'000'000));
+  ASSERT_TRUE(runs.SetScheduleMark("nightly", 3'000'000));
+  auto mark = runs.ScheduleMark("nightly");
+  ASSERT_TRUE(mark);
+  EXPECT_EQ(*mark, std::optional<int64_t>(3'000'000)) << "the batch's own write is read back";
+  ASSERT_TRUE(journal().Commit());
+  store_.reset();
+  store_ = MustOpen();
+  ASSERT_TRUE(store_);
+  for (auto [trigger, want] : {std::pair<const char*, std::optional<int64_t>>{"nightly", 3'000'000},
+                               {"hourly", 2'000'000},
+                               {"Nightly", std::nullopt}}) {
+    auto got = store_->runs().ScheduleMark(trigger);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(*got, want) << trigger;
+  }
+}
+
+// Four processes enqueue the same keys at once: every call answers (a new run or the existing
+// one, never a constraint error), and each key names one run. The key is read under the write
+// lock the insert then uses.
+TEST_P(StoreContract, AnIdempotencyKeyNamesOneRunAcrossProcesses) {
+  constexpr int kProcesses = 4, kKeys = 40;
+  store_.reset();  // no connection (nor its thread) crosses the fork
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto opened = instance_->Open();
+      if (!opened) _exit(10);
+      Store& store = **opened;
+      for (int k = 0; k < kKeys; ++k) {
+        auto e = store.runs().EnqueueRun(testing_support::Run("orders", "{}", "key-" + std::to_string(k), 1000));
+        if (!e) _exit(11);
+        if (!store.journal().Commit()) _exit(12);
+      }
+      _exit(0);
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  store_ = MustOpen();
+  ASSERT_TRUE(store_);
+  auto count = store_->runs().CountRuns(RunState::kQueued);
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, static_cast<size_t>(kKeys));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreContract,

@@ -78,4 +78,17 @@ inline ActivationEnd End(int64_t id, Outcome outcome = Outcome::kOk, int64_t at 
   return e;
 }
 
+// A run of `flow` requested through the API at `at`; with `key`, the key lasts `key_ttl_us`.
+inline NewRun Run(const std::string& flow = "orders", const std::string& input = R"({"n":1})",
+                  const std::string& key = "", int64_t at = 1000, int64_t key_ttl_us = 1'000'000) {
+  NewRun r;
+  r.flow = flow;
+  r.input_json = input;
+  r.trigger = "api";
+  r.idempotency_key = key;
+  r.created_unix_us = at;
+  r.key_expires_unix_us = at + key_ttl_us;
+  return r;
+}
+
 }  // namespace basal::testing_support

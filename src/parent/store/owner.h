@@ -33,6 +33,9 @@ bool OwnerIsGone(const ActivationOwner& owner, int64_t lease_until_unix_us, cons
 
 // The error JSON of an activation closed as abandoned:
 // {"kind":"abandoned","message":"its parent (host H, pid P) died while it ran; closed by pid Q at <UTC>"}
+// A unix time in microseconds as RFC 3339 UTC text with milliseconds: 2026-12-04T14:39:25.123Z.
+std::string UtcText(int64_t unix_us);
+
 std::string AbandonedActivationErrorJson(const ActivationOwner& owner, const ActivationOwner& self,
                                          int64_t now_unix_us);
 // The error JSON of a call that was `started` when its parent died (state `unknown`).

@@ -128,3 +128,23 @@ std::optional<ApprovalKind> ParseApprovalKind(std::string_view name) {
 }
 
 }  // namespace basal
+
+namespace basal {
+
+const char* RunStateName(RunState state) {
+  switch (state) {
+    case RunState::kQueued: return "queued";
+    case RunState::kRunning: return "running";
+    case RunState::kEnded: return "ended";
+  }
+  return "ended";
+}
+
+std::optional<RunState> ParseRunState(std::string_view name) {
+  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kEnded}) {
+    if (name == RunStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+}  // namespace basal

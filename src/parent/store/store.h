@@ -1,12 +1,14 @@
 // The parent's store, behind interfaces: the journal a running parent writes (JournalStore), the
-// reader `basal journal` and a daemon use (JournalReader), and the kv store flows use (KvStore).
-// SQLite implements all three today (store/sqlite/); PostgreSQL later, behind the same interfaces
-// and the same contract tests (tests/unit/store_contract_test.cpp).
+// reader `basal journal` and a daemon use (JournalReader), the kv store flows use (KvStore), the
+// operator's approvals (Catalog), and what `basal serve` keeps (RunStore: runs, API tokens,
+// schedule marks). SQLite implements them all today (store/sqlite/); PostgreSQL later, behind the
+// same interfaces and the same contract tests (tests/unit/store_contract_test.cpp).
 //
 // Batches: every write joins the open batch (one transaction, opened by the first write) and
 // Commit() ends it. The parent's loop commits once per turn and only then answers (group commit).
-// A KvStore made by the same backend as a JournalStore shares its batch, so a kv.put and the record
-// of the host call that made it commit together or not at all.
+// A KvStore or RunStore made by the same backend as a JournalStore shares its batch, so a kv.put
+// and the record of the host call that made it commit together or not at all, and a run's row
+// commits with the pass that accepted it, before its 202 goes out.
 //
 //   auto store = OpenSqliteStore({.path = "journal.db"});        // Result<std::unique_ptr<Store>>
 //   JournalStore& journal = (*store)->journal();
@@ -274,6 +276,65 @@ struct RecoveryReport {
   size_t abandoned_calls = 0;                  // calls only decided: never started
 };
 
+// ---- basal serve: runs, API tokens, schedule marks (docs/journal.md, "Runs, API tokens and schedule marks") ----
+
+// A run is a request to run an approved flow with an input. It is journaled as queued before the
+// daemon answers 202, becomes running when the daemon dispatches it (it then has an activation),
+// and ends: with its activation's outcome, or without one (cancelled in the queue, a missed or
+// skipped schedule fire).
+enum class RunState { kQueued, kRunning, kEnded };
+const char* RunStateName(RunState state);  // "queued", "running", "ended"
+std::optional<RunState> ParseRunState(std::string_view name);
+
+struct NewRun {
+  std::string flow;             // an approved flow's name
+  std::string input_json;
+  std::string trigger;          // "api", "webhook:NAME", "schedule:NAME"
+  std::string idempotency_key;  // "" none; else unique per (flow, key) among unexpired keys
+  int64_t created_unix_us = 0;  // also "now" for the key's expiry
+  int64_t key_expires_unix_us = 0;  // when the key may be reused (ignored if no key)
+  std::string state_detail;         // optional JSON text ("" none): e.g. {"scheduled_for_us": ...}
+};
+
+struct RunRow {
+  int64_t id = 0;
+  std::string flow, input_json, trigger, idempotency_key;  // the key reads "" once it expired and was reused
+  RunState state = RunState::kQueued;
+  int64_t activation_id = 0;  // 0 until dispatched
+  int64_t created_unix_us = 0;
+  std::optional<int64_t> started_unix_us, ended_unix_us;
+  std::string outcome;        // "" until ended; an outcome name (OutcomeName) or "missed", "skipped", "cancelled"
+  // {"kind":..,"message":..}: when it ended without an activation (cancelled in the queue, missed),
+  // or the activation's error as the daemon passed it.
+  std::string error_json;
+  std::string state_detail;
+};
+
+// existing: the key was known; `run` is the earlier run, nothing inserted.
+struct EnqueueResult {
+  RunRow run;
+  bool existing = false;
+};
+
+// An API token of `basal serve`. Only a hash of the token is kept, never the token.
+struct TokenRow {
+  int64_t id = 0;
+  std::string name, token_hash, scopes_json;
+  Actor created_by;
+  int64_t created_unix_us = 0;
+  std::optional<int64_t> revoked_unix_us;
+  Actor revoked_by;  // when revoked
+};
+
+// What JournalReader::ListRuns selects, newest first. (Every member has an initializer, so a
+// designated initializer may name any of them under -Wextra.)
+struct RunQuery {
+  std::string flow{};               // "" every flow
+  std::optional<RunState> state{};  // nullopt every state
+  int64_t before_id = 0;            // > 0: only runs with a smaller id (the next page of a listing)
+  size_t limit = 100;
+};
+
 class JournalStore {
  public:
   virtual ~JournalStore() = default;
@@ -339,6 +400,59 @@ class KvStore {
                                      const KvLimits& limits) = 0;
 };
 
+// What `basal serve` keeps beside the journal. Every write joins the open batch of the journal
+// (Commit() ends it), so the daemon commits a run's row in the pass that accepted it and only then
+// answers 202; a batch rolled back loses the run, and no client was told of it.
+//
+// Run states and the moves between them (anything else is refused and writes nothing: kConflict
+// for a run that is not in the state the move needs, kInvalidArgument for an outcome its state
+// cannot end with):
+//   queued  -> running  MarkRunStarted: dispatched, with its activation
+//   running -> ended    MarkRunEnded with the activation's outcome name (OutcomeName), or
+//                       SettleRunsOfEndedActivations after recovery (outcome "abandoned", ...)
+//   queued  -> ended    MarkRunEnded with "cancelled", "missed" or "skipped" (and an error_json)
+class RunStore {
+ public:
+  virtual ~RunStore() = default;
+  // Joins the open batch, taking the write lock before it reads the key (so two processes cannot
+  // both insert a run for one key). Same (flow, idempotency_key) with an unexpired key (its
+  // expiry after run.created_unix_us): returns the earlier run, existing=true, whatever its state.
+  // Same key with a DIFFERENT input_json (compared as bytes): kConflict naming the key (the client
+  // reused a key for another request). An expired key is forgotten (the old run keeps its row;
+  // its key is cleared) and a new run inserted.
+  virtual Result<EnqueueResult> EnqueueRun(const NewRun& run) = 0;
+  // queued -> running; kConflict if not queued, kNotFound if no such run.
+  virtual Result<void> MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us) = 0;
+  // running -> ended (with the activation's outcome name), or queued -> ended (outcome
+  // "cancelled"/"missed"/"skipped" with error_json). kConflict if already ended; kNotFound if no
+  // such run; kInvalidArgument for an outcome the run's state cannot end with.
+  virtual Result<void> MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
+                                    int64_t at_unix_us) = 0;
+  virtual Result<std::optional<RunRow>> GetRun(int64_t run_id) = 0;
+  virtual Result<std::vector<RunRow>> RunsInState(RunState state, size_t limit) = 0;  // oldest first (by id)
+  virtual Result<size_t> CountRuns(RunState state) = 0;
+  // Ends every running run whose activation has ended: its outcome and error copied from the
+  // activation (incl. "abandoned" set by RecoverAbandoned), ended at the activation's end (or
+  // at_unix_us if the activation has none). Returns how many. Joins the open batch (commit it).
+  // The daemon calls it after Open's recovery.
+  virtual Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) = 0;
+
+  // Tokens: only the hash is stored.
+  // kConflict on a duplicate name among unrevoked tokens, or a hash already stored; kInvalidArgument
+  // for an empty name or hash. Returns the new token's id.
+  virtual Result<int64_t> AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
+                                   const Actor& by, int64_t at_unix_us) = 0;
+  virtual Result<std::optional<TokenRow>> FindToken(std::string_view token_hash) = 0;  // unrevoked only
+  // Revokes the unrevoked token of that name; kNotFound if there is none.
+  virtual Result<void> RevokeToken(std::string_view name, const Actor& by, int64_t at_unix_us) = 0;
+  virtual Result<std::vector<TokenRow>> ListTokens() = 0;  // every token, revoked ones too, by id
+
+  // Schedule marks: per schedule trigger, the last scheduled fire time handled, so that after
+  // downtime the daemon knows which fires it missed. nullopt: never set.
+  virtual Result<std::optional<int64_t>> ScheduleMark(std::string_view trigger) = 0;
+  virtual Result<void> SetScheduleMark(std::string_view trigger, int64_t fire_unix_us) = 0;
+};
+
 class JournalReader {
  public:
   virtual ~JournalReader() = default;
@@ -355,6 +469,11 @@ class JournalReader {
   virtual Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name) = 0;
   // A kept text (flow source or manifest) by its "sha256:<hex>"; nullopt when not kept.
   virtual Result<std::optional<std::string>> Text(const std::string& hash) = 0;
+  // basal serve's runs and API tokens (schema 5; an older journal has none). ListRuns: newest
+  // first, at most query.limit. GetRun: nullopt when absent. ListTokens: every token, by id.
+  virtual Result<std::vector<RunRow>> ListRuns(const RunQuery& query) = 0;
+  virtual Result<std::optional<RunRow>> GetRun(int64_t run_id) = 0;
+  virtual Result<std::vector<TokenRow>> ListTokens() = 0;
 };
 
 // The operator's approvals, written (reads: JournalReader). Approve and Revoke each commit at
@@ -376,7 +495,7 @@ class Catalog {
   virtual Result<void> KeepText(const std::string& hash, std::string_view text) = 0;
 };
 
-// One backend's writable store: journal and kv share a connection and a batch.
+// One backend's writable store: journal, kv and runs share a connection and a batch.
 class Store {
  public:
   virtual ~Store() = default;
@@ -384,6 +503,7 @@ class Store {
   virtual KvStore& kv() = 0;
   virtual JournalReader& reader() = 0;  // reads on the writer's connection (sees the open batch)
   virtual Catalog& catalog() = 0;
+  virtual RunStore& runs() = 0;          // shares the journal's connection and batch
   // This journal's identity: 32 hex digits drawn at random when the journal was created (or
   // migrated from schema 1), never changed. Idempotency keys are "<journal id>:<activation>:<call>".
   virtual std::string journal_id() const = 0;

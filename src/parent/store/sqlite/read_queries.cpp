@@ -1,6 +1,8 @@
 // See read_queries.h.
 #include "parent/store/sqlite/read_queries.h"
 
+#include <cstdint>
+
 #include "parent/store/sqlite/schema.h"
 
 namespace basal::sqlite {
@@ -49,6 +51,40 @@ ApprovalRow ReadApprovalRow(sqlite3_stmt* s) {
   return row;
 }
 
+RunRow ReadRunRow(sqlite3_stmt* s) {
+  RunRow row;
+  row.id = sqlite3_column_int64(s, 0);
+  row.flow = ColumnText(s, 1);
+  row.input_json = ColumnText(s, 2);
+  row.trigger = ColumnText(s, 3);
+  row.idempotency_key = ColumnText(s, 4);
+  // The CHECK constraint keeps other texts out; a file changed by hand reads as ended.
+  row.state = ParseRunState(ColumnText(s, 5)).value_or(RunState::kEnded);
+  row.activation_id = sqlite3_column_int64(s, 6);
+  row.created_unix_us = sqlite3_column_int64(s, 7);
+  row.started_unix_us = ColumnIntOrNull(s, 8);
+  row.ended_unix_us = ColumnIntOrNull(s, 9);
+  row.outcome = ColumnText(s, 10);
+  row.error_json = ColumnText(s, 11);
+  row.state_detail = ColumnText(s, 12);
+  return row;
+}
+
+TokenRow ReadTokenRow(sqlite3_stmt* s) {
+  TokenRow row;
+  row.id = sqlite3_column_int64(s, 0);
+  row.name = ColumnText(s, 1);
+  row.token_hash = ColumnText(s, 2);
+  row.scopes_json = ColumnText(s, 3);
+  row.created_by.uid = sqlite3_column_int64(s, 4);
+  row.created_by.name = ColumnText(s, 5);
+  row.created_unix_us = sqlite3_column_int64(s, 6);
+  row.revoked_unix_us = ColumnIntOrNull(s, 7);
+  row.revoked_by.uid = sqlite3_column_int64(s, 8);
+  row.revoked_by.name = ColumnText(s, 9);
+  return row;
+}
+
 namespace {
 
 // The CHECK constraints keep other texts out; a file changed by hand reads as the safe value.
@@ -87,6 +123,24 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
   for (const auto& row : rows) {
     const int rc = sqlite::Prepare(db, row.sql, row.stmt);
     if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + row.sql + "\"");
+  }
+  has_runs_ = schema_version >= 5;
+  if (has_runs_) {
+    const std::string runs = kRunSelectSql;
+    if (const int rc = sqlite::Prepare(db, runs + " WHERE id=?", &run_by_id_); rc != SQLITE_OK) {
+      return DbError(path, db, rc, "cannot prepare the run query");
+    }
+    if (const int rc = sqlite::Prepare(db, std::string(kTokenSelectSql) + " ORDER BY id", &tokens_); rc != SQLITE_OK) {
+      return DbError(path, db, rc, "cannot prepare the token query");
+    }
+    for (int by_flow = 0; by_flow < 2; ++by_flow) {
+      for (int by_state = 0; by_state < 2; ++by_state) {
+        const std::string sql = runs + " WHERE id < ?" + (by_flow ? " AND flow = ?" : "") +
+                                (by_state ? " AND state = ?" : "") + " ORDER BY id DESC LIMIT ?";
+        const int rc = sqlite::Prepare(db, sql, &list_runs_[by_flow][by_state]);
+        if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + sql + "\"");
+      }
+    }
   }
   has_catalog_ = schema_version >= 4;
   if (!has_catalog_) return Ok();
@@ -196,7 +250,56 @@ Result<std::optional<std::string>> ReadQueries::Text(const std::string& hash) {
   return text;
 }
 
+Result<std::vector<RunRow>> ReadQueries::ListRuns(const RunQuery& query) {
+  std::vector<RunRow> rows;
+  if (!has_runs_ || query.limit == 0) return rows;
+  const bool by_flow = !query.flow.empty();
+  const bool by_state = query.state.has_value();
+  Use use(list_runs_[by_flow][by_state]);
+  Binder bind(use.get());
+  bind.Int(query.before_id > 0 ? query.before_id : INT64_MAX);
+  if (by_flow) bind.Text(query.flow);
+  if (by_state) bind.Text(RunStateName(*query.state));
+  int rc = bind.Int(LimitParam(query.limit)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadRunRow(use.get()));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot list the runs");
+  return rows;
+}
+
+Result<std::optional<RunRow>> ReadQueries::GetRun(int64_t run_id) {
+  if (!has_runs_) return std::optional<RunRow>();
+  Use use(run_by_id_);
+  int rc = Binder(use.get()).Int(run_id).rc();
+  std::optional<RunRow> row;
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_step(use.get());
+    if (rc == SQLITE_ROW) {
+      row = ReadRunRow(use.get());
+      rc = SQLITE_DONE;
+    }
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read run " + std::to_string(run_id));
+  return row;
+}
+
+Result<std::vector<TokenRow>> ReadQueries::ListTokens() {
+  std::vector<TokenRow> rows;
+  if (!has_runs_) return rows;
+  Use use(tokens_);
+  int rc;
+  while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadTokenRow(use.get()));
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot list the API tokens");
+  return rows;
+}
+
 void ReadQueries::Finalize() {
+  run_by_id_.reset();
+  tokens_.reset();
+  for (auto& by_flow : list_runs_) {
+    for (Stmt& stmt : by_flow) stmt.reset();
+  }
   approval_.reset();
   versions_.reset();
   names_.reset();

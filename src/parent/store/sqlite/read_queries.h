@@ -1,5 +1,5 @@
 // The journal's read queries, shared by the writer's own connection (Store::reader(), which sees
-// the open batch) and a read-only connection (OpenSqliteReader). They read schema 1 to 4 files
+// the open batch) and a read-only connection (OpenSqliteReader). They read schema 1 to 5 files
 // into the same rows (schema.cpp: ActivationSelectSql, CallSelectSql).
 #pragma once
 
@@ -26,14 +26,21 @@ class ReadQueries {
   Result<std::vector<ApprovalRow>> Names(ApprovalKind kind);
   Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name);
   Result<std::optional<std::string>> Text(const std::string& hash);
+  // basal serve's runs and tokens (JournalReader's); empty answers for a journal older than schema 5.
+  Result<std::vector<RunRow>> ListRuns(const RunQuery& query);
+  Result<std::optional<RunRow>> GetRun(int64_t run_id);
+  Result<std::vector<TokenRow>> ListTokens();
   void Finalize();  // before the connection closes
 
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
   bool has_catalog_ = false;
+  bool has_runs_ = false;
   Stmt by_id_, newest_, calls_of_;
   Stmt approval_, versions_, names_, events_, text_;
+  // list_runs_[by flow][by state]: one statement per filter, so each is served by its index.
+  Stmt run_by_id_, list_runs_[2][2], tokens_;
 };
 
 // One row of ActivationSelectSql.
@@ -45,5 +52,17 @@ inline constexpr const char* kApprovalSelectSql =
     "approver_name, approved_us, note, revoked_us, coalesce(revoker_uid, 0), coalesce(revoker_name, ''), "
     "coalesce(revoke_note, '') FROM approvals";
 ApprovalRow ReadApprovalRow(sqlite3_stmt* s);
+
+// The 13 columns ReadRunRow reads, in order (schema 5).
+inline constexpr const char* kRunSelectSql =
+    "SELECT id, flow, input, triggered_by, idempotency_key, state, coalesce(activation_id, 0), created_us, started_us, "
+    "ended_us, outcome, error, state_detail FROM runs";
+RunRow ReadRunRow(sqlite3_stmt* s);
+
+// The 10 columns ReadTokenRow reads, in order (schema 5).
+inline constexpr const char* kTokenSelectSql =
+    "SELECT id, name, hash, scopes, creator_uid, creator_name, created_us, revoked_us, coalesce(revoker_uid, 0), "
+    "revoker_name FROM tokens";
+TokenRow ReadTokenRow(sqlite3_stmt* s);
 
 }  // namespace basal::sqlite

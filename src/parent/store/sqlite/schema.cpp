@@ -1,4 +1,4 @@
-// Schema version 4, creation, and the migrations from versions 1, 2 and 3 (see schema.h, docs/journal.md).
+// Schema version 5, creation, and the migrations from versions 1, 2, 3 and 4 (see schema.h, docs/journal.md).
 #include "parent/store/sqlite/schema.h"
 
 #include <sys/random.h>
@@ -137,6 +137,57 @@ ALTER TABLE activations ADD COLUMN approval_id INTEGER REFERENCES approvals(id);
 ALTER TABLE activations ADD COLUMN manifest_text_hash TEXT;
 )sql";
 
+// Version 5 (from 4, and the last step of creation): what `basal serve` keeps beside the journal.
+// Runs: accepted requests to run an approved flow, queued before the daemon answers 202; the
+// state index serves the daemon's restart (queued and running runs) and its counts, the flow index
+// a flow's listing, and the partial unique index makes an idempotency key name one run per flow
+// (an expired key is cleared when reused, so the index only holds keys still in force or never
+// reused). Tokens: API tokens by the hash of the token only; a name is unique among unrevoked
+// tokens. Schedule marks: per schedule trigger, the last fire handled. Column names avoid the
+// SQL keyword "trigger" so hand-written queries need no quoting.
+constexpr const char* kV5Sql = R"sql(
+CREATE TABLE runs(
+  id              INTEGER PRIMARY KEY,
+  flow            TEXT NOT NULL,
+  input           TEXT NOT NULL,
+  triggered_by    TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL DEFAULT '',
+  key_expires_us  INTEGER,
+  state           TEXT NOT NULL CHECK (state IN ('queued', 'running', 'ended')),
+  activation_id   INTEGER REFERENCES activations(id),
+  created_us      INTEGER NOT NULL,
+  started_us      INTEGER,
+  ended_us        INTEGER,
+  outcome         TEXT,
+  error           TEXT,
+  state_detail    TEXT,
+  CHECK ((state = 'ended') = (outcome IS NOT NULL)),
+  CHECK (state <> 'queued' OR activation_id IS NULL),
+  CHECK (state <> 'running' OR activation_id IS NOT NULL)
+);
+CREATE INDEX runs_by_state ON runs(state, id);
+CREATE INDEX runs_by_flow ON runs(flow, id);
+CREATE UNIQUE INDEX runs_idempotency ON runs(flow, idempotency_key) WHERE idempotency_key <> '';
+CREATE TABLE tokens(
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL CHECK (name <> ''),
+  hash         TEXT NOT NULL CHECK (hash <> ''),
+  scopes       TEXT NOT NULL,
+  creator_uid  INTEGER NOT NULL,
+  creator_name TEXT NOT NULL,
+  created_us   INTEGER NOT NULL,
+  revoked_us   INTEGER,
+  revoker_uid  INTEGER,
+  revoker_name TEXT
+);
+CREATE UNIQUE INDEX tokens_by_hash ON tokens(hash);
+CREATE UNIQUE INDEX tokens_unrevoked_name ON tokens(name) WHERE revoked_us IS NULL;
+CREATE TABLE schedule_marks(
+  trigger_name TEXT PRIMARY KEY,
+  fire_us      INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql";
+
 // Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
 std::string MigrateFromV2Sql() {
   return std::string("ALTER TABLE activations ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0;\n") +
@@ -206,15 +257,20 @@ Result<void> CreateOrMigrateLocked(sqlite3* db, const std::string& path) {
                            ";PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";";
   if (h.empty()) {
     if (auto r = Exec(db, path,
-                      kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage + kV4Sql,
+                      kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage + kV4Sql +
+                          kV5Sql,
                       "cannot create the schema");
         !r)
       return r;
   } else if (h.user_version == 1) {
-    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql, "cannot migrate the journal from schema version 1"); !r)
+    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql,
+                      "cannot migrate the journal from schema version 1");
+        !r)
       return r;
-  } else if (h.user_version == 2 || h.user_version == 3) {
-    const std::string steps = (h.user_version == 2 ? MigrateFromV2Sql() : std::string()) + kV4Sql;
+  } else if (h.user_version >= 2 && h.user_version < kSchemaVersion) {
+    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5.
+    const std::string steps = (h.user_version == 2 ? MigrateFromV2Sql() : std::string()) +
+                              (h.user_version <= 3 ? kV4Sql : "") + kV5Sql;
     if (auto r = Exec(db, path, steps + "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";",
                       "cannot migrate the journal from schema version " + std::to_string(h.user_version));
         !r)

@@ -45,6 +45,9 @@ class SqliteReader final : public JournalReader {
     return reads_.Events(kind, name);
   }
   Result<std::optional<std::string>> Text(const std::string& hash) override { return reads_.Text(hash); }
+  Result<std::vector<RunRow>> ListRuns(const RunQuery& query) override { return reads_.ListRuns(query); }
+  Result<std::optional<RunRow>> GetRun(int64_t run_id) override { return reads_.GetRun(run_id); }
+  Result<std::vector<TokenRow>> ListTokens() override { return reads_.ListTokens(); }
 
  private:
   void Close() {

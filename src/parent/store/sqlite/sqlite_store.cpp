@@ -1,4 +1,5 @@
-// The SQLite store: journal, kv and reader on one connection and one batch (see sqlite_store.h).
+// The SQLite store: journal, kv, reader, catalog and runs on one connection and one batch (see
+// sqlite_store.h).
 #include "parent/store/sqlite/sqlite_store.h"
 
 #include <algorithm>
@@ -49,7 +50,12 @@ std::vector<const char*> AllowedFrom(CallState to) {
   return {};
 }
 
-class SqliteStore final : public Store, public JournalStore, public KvStore, public JournalReader, public Catalog {
+class SqliteStore final : public Store,
+                          public JournalStore,
+                          public KvStore,
+                          public JournalReader,
+                          public Catalog,
+                          public RunStore {
  public:
   explicit SqliteStore(std::string path) : path_(std::move(path)) {}
   ~SqliteStore() override {
@@ -70,6 +76,7 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
   KvStore& kv() override { return *this; }
   JournalReader& reader() override { return *this; }
   Catalog& catalog() override { return *this; }
+  RunStore& runs() override { return *this; }
   std::string journal_id() const override { return journal_id_; }
   std::string ForFlow(const Error& error) const override;
 
@@ -117,13 +124,41 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
     return reads_.Events(kind, name);
   }
   Result<std::optional<std::string>> Text(const std::string& hash) override { return reads_.Text(hash); }
+  Result<std::vector<RunRow>> ListRuns(const RunQuery& query) override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.ListRuns(query);
+  }
+  // JournalReader's and RunStore's: one answer, the same row.
+  Result<std::optional<RunRow>> GetRun(int64_t run_id) override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.GetRun(run_id);
+  }
+  Result<std::vector<TokenRow>> ListTokens() override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.ListTokens();
+  }
 
-  // Catalog (sqlite_catalog.cpp)
+  // Catalog
   Result<ApprovalRow> Approve(const NewApproval& approval) override;
   Result<ApprovalRow> Revoke(ApprovalKind kind, const std::string& name, int64_t version, const Actor& by,
                              int64_t at_unix_us, const std::string& note) override;
   Result<bool> IsRevoked(int64_t approval_id) override;
   Result<void> KeepText(const std::string& hash, std::string_view text) override;
+
+  // RunStore (GetRun and ListTokens above)
+  Result<EnqueueResult> EnqueueRun(const NewRun& run) override;
+  Result<void> MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us) override;
+  Result<void> MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
+                            int64_t at_unix_us) override;
+  Result<std::vector<RunRow>> RunsInState(RunState state, size_t limit) override;
+  Result<size_t> CountRuns(RunState state) override;
+  Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) override;
+  Result<int64_t> AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
+                           const Actor& by, int64_t at_unix_us) override;
+  Result<std::optional<TokenRow>> FindToken(std::string_view token_hash) override;
+  Result<void> RevokeToken(std::string_view name, const Actor& by, int64_t at_unix_us) override;
+  Result<std::optional<int64_t>> ScheduleMark(std::string_view trigger) override;
+  Result<void> SetScheduleMark(std::string_view trigger, int64_t fire_unix_us) override;
 
  private:
   struct Statements {
@@ -132,6 +167,9 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
     Stmt insert_call, update_call, call_state, calls_to_state;
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
+    Stmt insert_run, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
+    Stmt insert_token, token_name_unrevoked, token_hash_known, find_token, revoke_token;
+    Stmt schedule_mark, set_schedule_mark;
   };
   // One catalog change in a transaction of its own (Approve, Revoke): `body` runs between BEGIN
   // IMMEDIATE and COMMIT, rolled back if it or the commit fails.
@@ -152,6 +190,8 @@ class SqliteStore final : public Store, public JournalStore, public KvStore, pub
                             const std::string& value_json, const KvLimits& limits, KvUpdate& update);
   Result<void> CheckBatchUsable();
   void NoteWriteFailure();
+  // A run's state under the batch's write lock; nullopt when there is no such run.
+  Result<std::optional<RunState>> RunStateOf(int64_t run_id);
 
   // The one write path: joins (or opens) the batch, binds `args` in order, steps once. On failure
   // it notes whether SQLite dropped the batch and names the file, SQLite's code and `what()`.
@@ -259,6 +299,32 @@ Result<void> SqliteStore::Prepare() {
       {&s->kv_delete, "DELETE FROM kv WHERE namespace=? AND key=?"},
       {&s->kv_list_bounded, "SELECT key, value FROM kv WHERE namespace=? AND key>=? AND key<? ORDER BY key LIMIT ?"},
       {&s->kv_list_open, "SELECT key, value FROM kv WHERE namespace=? AND key>=? ORDER BY key LIMIT ?"},
+      {&s->insert_run,
+       "INSERT INTO runs(flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, state_detail) "
+       "VALUES(?,?,?,?,?,'queued',?,?)"},
+      {&s->run_by_key, "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow=? AND idempotency_key=?"},
+      {&s->clear_run_key, "UPDATE runs SET idempotency_key='', key_expires_us=NULL WHERE id=?"},
+      {&s->start_run,
+       "UPDATE runs SET state='running', activation_id=?, started_us=? WHERE id=? AND state='queued'"},
+      {&s->end_run, "UPDATE runs SET state='ended', outcome=?, error=?, ended_us=? WHERE id=? AND state=?"},
+      {&s->run_state, "SELECT state FROM runs WHERE id=?"},
+      {&s->runs_in_state, std::string(sqlite::kRunSelectSql) + " WHERE state=? ORDER BY id LIMIT ?"},
+      {&s->count_runs, "SELECT count(*) FROM runs WHERE state=?"},
+      // The running runs come from runs_by_state, each activation by its primary key.
+      {&s->settle_runs,
+       "UPDATE runs SET state='ended', outcome=a.outcome, error=a.error, ended_us=coalesce(a.end_us, ?) "
+       "FROM activations a WHERE a.id=runs.activation_id AND runs.state='running' AND a.outcome IS NOT NULL"},
+      {&s->insert_token,
+       "INSERT INTO tokens(name, hash, scopes, creator_uid, creator_name, created_us) VALUES(?,?,?,?,?,?)"},
+      {&s->token_name_unrevoked, "SELECT id FROM tokens WHERE name=? AND revoked_us IS NULL"},
+      {&s->token_hash_known, "SELECT name FROM tokens WHERE hash=?"},
+      {&s->find_token, std::string(sqlite::kTokenSelectSql) + " WHERE hash=? AND revoked_us IS NULL"},
+      {&s->revoke_token,
+       "UPDATE tokens SET revoked_us=?, revoker_uid=?, revoker_name=? WHERE name=? AND revoked_us IS NULL"},
+      {&s->schedule_mark, "SELECT fire_us FROM schedule_marks WHERE trigger_name=?"},
+      {&s->set_schedule_mark,
+       "INSERT INTO schedule_marks(trigger_name, fire_us) VALUES(?,?) "
+       "ON CONFLICT(trigger_name) DO UPDATE SET fire_us=excluded.fire_us"},
   };
   for (const auto& row : rows) {
     const int rc = sqlite::Prepare(db_, row.sql, row.stmt);
@@ -784,6 +850,238 @@ Result<ApprovalRow> SqliteStore::Revoke(ApprovalKind kind, const std::string& na
     if (!*row) return MakeError(ErrorCode::kInternal, "revoke: the version cannot be read back");
     return **row;
   });
+}
+
+
+// ---- RunStore: basal serve's runs, API tokens and schedule marks ----
+
+Result<std::optional<RunState>> SqliteStore::RunStateOf(int64_t run_id) {
+  Use use(stmts_->run_state);
+  int rc = Binder(use.get()).Int(run_id).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) {
+    // The CHECK constraint keeps other texts out; a file changed by hand reads as ended.
+    return std::optional<RunState>(ParseRunState(sqlite::ColumnText(use.get(), 0)).value_or(RunState::kEnded));
+  }
+  if (rc == SQLITE_DONE) return std::optional<RunState>();
+  return DbError(path_, db_, rc, "cannot read the state of run " + std::to_string(run_id));
+}
+
+Result<EnqueueResult> SqliteStore::EnqueueRun(const NewRun& run) {
+  // The write lock first, as in CompareAndSwap: the key read below is what the insert relies on,
+  // and no other process may insert a run for the same key in between.
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  const bool keyed = !run.idempotency_key.empty();
+  if (keyed) {
+    int64_t earlier = 0, expires_us = 0;
+    std::string earlier_input;
+    {
+      Use use(stmts_->run_by_key);
+      int rc = Binder(use.get()).Text(run.flow).Text(run.idempotency_key).rc();
+      if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+      if (rc == SQLITE_ROW) {
+        earlier = sqlite3_column_int64(use.get(), 0);
+        earlier_input = sqlite::ColumnText(use.get(), 1);
+        expires_us = sqlite3_column_int64(use.get(), 2);
+      } else if (rc != SQLITE_DONE) {
+        return DbError(path_, db_, rc, "cannot read the idempotency key of a run of flow " + run.flow);
+      }
+    }
+    if (earlier != 0 && expires_us > run.created_unix_us) {
+      if (earlier_input != run.input_json) {
+        return MakeError(ErrorCode::kConflict,
+                         "idempotency key \"" + run.idempotency_key + "\" of flow " + run.flow + " was used for run " +
+                             std::to_string(earlier) +
+                             " with another input; send a new key for a new request, or the same input to get run " +
+                             std::to_string(earlier));
+      }
+      auto row = reads_.GetRun(earlier);
+      if (!row) return row.error();
+      if (!*row) return MakeError(ErrorCode::kInternal, "run " + std::to_string(earlier) + " cannot be read back");
+      return EnqueueResult{std::move(**row), true};
+    }
+    if (earlier != 0) {  // expired: forgotten, so the unique index admits the new run
+      auto cleared = Write(
+          stmts_->clear_run_key, [&] { return "cannot clear the expired key of run " + std::to_string(earlier); },
+          earlier);
+      if (!cleared) return cleared.error();
+    }
+  }
+  const std::optional<int64_t> expires = keyed ? std::optional<int64_t>(run.key_expires_unix_us) : std::nullopt;
+  auto inserted = Write(stmts_->insert_run, [&] { return "cannot record a run of flow " + run.flow; }, run.flow,
+                        run.input_json, run.trigger, run.idempotency_key, expires, run.created_unix_us,
+                        OrNull{run.state_detail});
+  if (!inserted) return inserted.error();
+  EnqueueResult result;
+  RunRow& row = result.run;
+  row.id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  row.flow = run.flow;
+  row.input_json = run.input_json;
+  row.trigger = run.trigger;
+  row.idempotency_key = run.idempotency_key;
+  row.state = RunState::kQueued;
+  row.created_unix_us = run.created_unix_us;
+  row.state_detail = run.state_detail;
+  return result;
+}
+
+Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us) {
+  const std::string id = std::to_string(run_id);
+  if (activation_id <= 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "run " + id + " cannot start without an activation (got activation id " +
+                         std::to_string(activation_id) + "; a bug in the caller)");
+  }
+  auto changed = Write(stmts_->start_run, [&] { return "cannot record the start of run " + id; }, activation_id,
+                       at_unix_us, run_id);
+  if (!changed) return changed.error();
+  if (*changed == 1) return Ok();
+  auto state = RunStateOf(run_id);
+  if (!state) return state.error();
+  if (!*state) return JournalError(ErrorCode::kNotFound, path_, "has no run " + id + " to start");
+  return MakeError(ErrorCode::kConflict,
+                   "run " + id + " is " + RunStateName(**state) + ", not queued: it cannot start");
+}
+
+Result<void> SqliteStore::MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
+                                       int64_t at_unix_us) {
+  const std::string id = std::to_string(run_id);
+  // Under the write lock from the read of the state to the update.
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  auto state = RunStateOf(run_id);
+  if (!state) return state.error();
+  if (!*state) return JournalError(ErrorCode::kNotFound, path_, "has no run " + id + " to end");
+  const std::string name(outcome);
+  switch (**state) {
+    case RunState::kEnded:
+      return MakeError(ErrorCode::kConflict, "run " + id + " has already ended; it cannot end again as " + name);
+    case RunState::kQueued:
+      // It never had an activation: only the daemon's own reasons for dropping it apply.
+      if (name != "cancelled" && name != "missed" && name != "skipped") {
+        return MakeError(ErrorCode::kInvalidArgument, "run " + id + " is queued: it ends as cancelled, missed or " +
+                                                          "skipped, not as \"" + name + "\" (a bug in the caller)");
+      }
+      break;
+    case RunState::kRunning:
+      if (!ParseOutcome(name)) {
+        return MakeError(ErrorCode::kInvalidArgument, "run " + id + " is running: it ends with its activation's " +
+                                                          "outcome, and \"" + name +
+                                                          "\" is not an outcome name (a bug in the caller)");
+      }
+      break;
+  }
+  auto changed = Write(stmts_->end_run, [&] { return "cannot record the end of run " + id; }, name,
+                       OrNull{error_json}, at_unix_us, run_id, RunStateName(**state));
+  if (!changed) return changed.error();
+  if (*changed != 1) return MakeError(ErrorCode::kInternal, "run " + id + " changed under the write lock");
+  return Ok();
+}
+
+Result<std::vector<RunRow>> SqliteStore::RunsInState(RunState state, size_t limit) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  std::vector<RunRow> rows;
+  if (limit == 0) return rows;
+  Use use(stmts_->runs_in_state);
+  int rc = Binder(use.get()).Text(RunStateName(state)).Int(sqlite::LimitParam(limit)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(sqlite::ReadRunRow(use.get()));
+  }
+  if (rc != SQLITE_DONE) {
+    return DbError(path_, db_, rc, std::string("cannot read the ") + RunStateName(state) + " runs");
+  }
+  return rows;
+}
+
+Result<size_t> SqliteStore::CountRuns(RunState state) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->count_runs);
+  int rc = Binder(use.get()).Text(RunStateName(state)).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return static_cast<size_t>(sqlite3_column_int64(use.get(), 0));
+  return DbError(path_, db_, rc, std::string("cannot count the ") + RunStateName(state) + " runs");
+}
+
+Result<size_t> SqliteStore::SettleRunsOfEndedActivations(int64_t at_unix_us) {
+  auto changed =
+      Write(stmts_->settle_runs, [] { return "cannot end the runs of ended activations"; }, at_unix_us);
+  if (!changed) return changed.error();
+  return static_cast<size_t>(*changed);
+}
+
+Result<int64_t> SqliteStore::AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
+                                      const Actor& by, int64_t at_unix_us) {
+  const std::string n(name);
+  if (name.empty() || token_hash.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "an API token needs a name and a hash (a bug in the caller)");
+  }
+  // Under the write lock: no other process can add the same name between the check and the insert.
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  {
+    Use use(stmts_->token_name_unrevoked);
+    int rc = Binder(use.get()).Text(name).rc();
+    if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+    if (rc == SQLITE_ROW) {
+      return MakeError(ErrorCode::kConflict, "an API token named " + n +
+                                                 " exists; revoke it first (`basal token revoke " + n +
+                                                 "`) or choose another name");
+    }
+    if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the API tokens named " + n);
+  }
+  {
+    Use use(stmts_->token_hash_known);
+    int rc = Binder(use.get()).Text(token_hash).rc();
+    if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+    if (rc == SQLITE_ROW) {
+      return MakeError(ErrorCode::kConflict, "API token " + n + " has the hash of token " +
+                                                 sqlite::ColumnText(use.get(), 0) +
+                                                 " (the same token twice: draw a new one at random)");
+    }
+    if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the API token hashes");
+  }
+  auto inserted = Write(stmts_->insert_token, [&] { return "cannot store API token " + n; }, name, token_hash,
+                        scopes_json, by.uid, by.name, at_unix_us);
+  if (!inserted) return inserted.error();
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Result<std::optional<TokenRow>> SqliteStore::FindToken(std::string_view token_hash) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->find_token);
+  int rc = Binder(use.get()).Text(token_hash).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return std::optional<TokenRow>(sqlite::ReadTokenRow(use.get()));
+  if (rc == SQLITE_DONE) return std::optional<TokenRow>();
+  return DbError(path_, db_, rc, "cannot look up an API token");
+}
+
+Result<void> SqliteStore::RevokeToken(std::string_view name, const Actor& by, int64_t at_unix_us) {
+  const std::string n(name);
+  auto changed = Write(stmts_->revoke_token, [&] { return "cannot revoke API token " + n; }, at_unix_us, by.uid,
+                       by.name, name);
+  if (!changed) return changed.error();
+  if (*changed == 0) {
+    return JournalError(ErrorCode::kNotFound, path_,
+                        "has no unrevoked API token named " + n + "; `basal token list` shows the tokens");
+  }
+  return Ok();
+}
+
+Result<std::optional<int64_t>> SqliteStore::ScheduleMark(std::string_view trigger) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->schedule_mark);
+  int rc = Binder(use.get()).Text(trigger).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return std::optional<int64_t>(sqlite3_column_int64(use.get(), 0));
+  if (rc == SQLITE_DONE) return std::optional<int64_t>();
+  return DbError(path_, db_, rc, "cannot read the mark of schedule " + std::string(trigger));
+}
+
+Result<void> SqliteStore::SetScheduleMark(std::string_view trigger, int64_t fire_unix_us) {
+  auto written = Write(stmts_->set_schedule_mark,
+                       [&] { return "cannot record the mark of schedule " + std::string(trigger); }, trigger,
+                       fire_unix_us);
+  if (!written) return written.error();
+  return Ok();
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The SQLite backend of the store (store.h): one file holds the journal and the kv store.
+// The SQLite backend of the store (store.h): one file holds the journal, the kv store, the
+// approvals and basal serve's runs, tokens and schedule marks.
 //
 //   auto store = basal::OpenSqliteStore({.path = "/var/lib/basal/journal.db"});
 //   if (!store) return store.error();
@@ -27,7 +28,7 @@ struct SqliteStoreOptions {
 
 // Opens (creating it if missing) the journal at `options.path` for writing: refuses a file that
 // is not SQLite, an SQLite file that is not a basal journal, or a newer schema, all left
-// unchanged; migrates a schema 1 journal in one transaction. Safe when many processes open the
+// unchanged; migrates an older schema (1 to 4) in one transaction. Safe when many processes open the
 // same new file at once. Error codes: kIo when the file cannot be opened or created, kDatabase
 // for what SQLite or the file refuses.
 //
@@ -37,7 +38,7 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& options
 
 // Opens a journal for reading only: it never creates, initializes, migrates or changes the file
 // (SQLITE_OPEN_READONLY, no pragma writes, no checkpoints). Works for a user who may only read the
-// file and its directory (docs/journal.md, "Reading it"). Reads schema 1 and 2 files.
+// file and its directory (docs/journal.md, "Reading it"). Reads schema 1 to 5 files as they are.
 // kNotFound when the file does not exist; kDatabase when it is empty, not SQLite, not a basal
 // journal, or newer.
 Result<std::unique_ptr<JournalReader>> OpenSqliteReader(const std::string& path);
