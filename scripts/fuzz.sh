@@ -7,7 +7,7 @@
 #   TARGET    frame, worker_message, parent_message, manifest, kv, proc_status, terminal_text, review,
 #             http_policy
 #             (or with _fuzzer); default: all
-#   --smoke   a short run of each (BASAL_FUZZ_SMOKE_SECONDS, default 10 s): the CI check
+#   --smoke   a short run of each (BASAL_FUZZ_SMOKE_SECONDS, default 5 s): the CI check
 #   default   each runs for BASAL_FUZZ_SECONDS (default 600 s); pass -- -max_total_time=0 to run
 #             until a crash or Ctrl-C
 #
@@ -61,7 +61,7 @@ cmake -S . -B build/fuzz -DBASAL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
 cmake --build build/fuzz -j2 --target "${targets[@]}"
 
 if ((smoke)); then
-  seconds="${BASAL_FUZZ_SMOKE_SECONDS:-10}"
+  seconds="${BASAL_FUZZ_SMOKE_SECONDS:-5}"
 else
   seconds="${BASAL_FUZZ_SECONDS:-600}"
 fi
