@@ -206,6 +206,13 @@ class Module {
   // `cancelled` without starting. On success
   // `done` runs exactly once, later, from the loop, after the activation's end is committed.
   Result<ActivationId> Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done);
+  // The same, and `journal_end` runs on the loop thread right after the activation's end is
+  // written to the open batch, before that batch commits, so what it writes through store()
+  // commits (or is lost) together with the end (basal serve records its run's end this way, one
+  // commit instead of two). It is not called when the end could not be written. It must not
+  // throw, call back into the module, or block.
+  Result<ActivationId> Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done,
+                              DoneCallback journal_end);
   // Ends a queued or running activation as `cancelled` (its worker is killed). kNotFound if it is
   // not queued or running (unknown, or already ended).
   Result<void> Cancel(ActivationId id);

@@ -22,6 +22,7 @@ struct Activation {
   std::string input_json;  // serialized once: journaled and sent as is
   int64_t start_unix_us = 0;
   DoneCallback done;
+  DoneCallback journal_end;  // Module::Submit's hook: runs once the end is in the open batch
   PooledWorker* worker = nullptr;  // set once it is on a worker
   std::optional<EventLoop::TimerId> deadline_timer;
   std::optional<EventLoop::TimerId> cpu_timer;  // the parent's own check of its CPU budget

@@ -116,6 +116,8 @@ struct Module::Impl final : PoolOwner {
     r.activation_id = id;
     if (auto e = store->journal().EndActivation(EndRecord(id, r, NowUnixUs(), options.journal_value_max_bytes)); !e) {
       if (e.error().code != ErrorCode::kNotFound) journal_failure = e.error().message;
+    } else if (a.journal_end) {
+      a.journal_end(r);
     }
     if (r.ok()) {
       ++health.activations_ok;
@@ -751,6 +753,11 @@ Result<void> Module::RemoveFlow(const FlowRef& flow) {
 }
 
 Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done) {
+  return Submit(flow, std::move(input), std::move(done), nullptr);
+}
+
+Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done,
+                                    DoneCallback journal_end) {
   Impl& m = *impl_;
   if (m.shutting_down)
     return MakeError(ErrorCode::kUnavailable, "module: shutting down; it takes no new activations");
@@ -772,6 +779,7 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   if (!id) return id.error();
   a->id = *id;
   a->done = std::move(done);
+  a->journal_end = std::move(journal_end);
   a->queued = true;
   m.live[a->id] = std::move(a);
   m.queue.push_back(*id);
