@@ -41,17 +41,19 @@
 #include "serve/cron.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
+#include "serve/schedule.h"
 #include "serve/signature.h"
 
 namespace basal::serve {
+
+int64_t SystemNowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 namespace {
 
 using Json = nlohmann::json;
-using SysClock = std::chrono::system_clock;
-
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(SysClock::now().time_since_epoch()).count();
-}
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"; }
 
@@ -229,14 +231,20 @@ struct TriggerState {
   CronSchedule cron;
   TimeZone tz;
   std::optional<EventLoop::TimerId> timer;
-  int64_t next_fire_us = 0;
-  std::set<int64_t> open_runs;  // runs of this trigger queued or running (overlap policy)
+  int64_t next_fire_us = 0;     // the fire the timer is armed for
+  int64_t mark_us = 0;          // the last fire handled (the store's schedule mark)
+  std::set<int64_t> open_runs;  // runs of this trigger queued, running or buffered (overlap policy)
+  // buffer_one: the run journaled as queued that waits for the open one to end before it is queued
+  // for dispatch.
+  std::optional<int64_t> buffered_run;
+  std::string buffered_flow;
 };
 
 class Daemon final : public ModuleObserver {
  public:
   explicit Daemon(DaemonOptions o) : o_(std::move(o)) {
     if (!o_.log) o_.log = [](const std::string& line) { std::fprintf(stderr, "basal serve: %s\n", line.c_str()); };
+    if (!o_.now_us) o_.now_us = SystemNowUs;
   }
 
   int Run();
@@ -252,6 +260,7 @@ class Daemon final : public ModuleObserver {
     return out.size() > 2000 ? out.substr(0, 2000) + "..." : out;
   }
   void Log(const std::string& line) { o_.log(line); }
+  int64_t Now() const { return o_.now_us(); }
 
   Result<void> Start();
   void DeclareMetrics();
@@ -267,10 +276,13 @@ class Daemon final : public ModuleObserver {
     RunRow run;
     bool existing = false;
   };
+  // hold: journal the run as queued but keep it out of the dispatch queue (a buffered schedule
+  // run; ReleaseRun queues it later).
   void Enqueue(const std::string& flow, Json input, const std::string& trigger, const std::string& key,
-               std::function<void(Result<Accepted>)> then);
+               std::function<void(Result<Accepted>)> then, bool hold = false);
   void Dispatch();
-  void OnActivationDone(int64_t run_id, const std::string& flow, int64_t started_us, const ActivationResult& r);
+  void OnActivationDone(int64_t run_id, const std::string& flow, int64_t started_us, const ActivationResult& r,
+                        bool end_written);
   void EndRun(int64_t run_id, const std::string& outcome, const Json& error);
   Json RunJson(const RunRow& run);
   void WakeWaiters(int64_t run_id);
@@ -290,10 +302,14 @@ class Daemon final : public ModuleObserver {
   Result<std::optional<std::chrono::milliseconds>> WaitOf(const HttpRequest& req);
 
   // ---- schedules ----
-  Result<void> LoadTriggers(const ServeConfig& config);
+  Result<void> LoadTriggers(const ServeConfig& config, bool at_start);
+  void CatchUp(TriggerState& t, bool at_start);
+  void HandleDue(TriggerState& t, int64_t window_us);
   void ArmSchedule(TriggerState& t, int64_t after_us);
-  void FireSchedule(const std::string& name);
-  void CatchUp(TriggerState& t);
+  void Fire(TriggerState& t, int64_t fire_us);
+  void ReleaseRun(int64_t run_id, const std::string& flow);
+  void ReleaseBuffered(TriggerState& t);
+  void ScheduleRunEnded(int64_t run_id);
 
   // ---- signals, drain ----
   Result<void> WatchSignals();
@@ -302,6 +318,7 @@ class Daemon final : public ModuleObserver {
   void Reload();
 
   DaemonOptions o_;
+  std::optional<ServeConfig> file_config_;  // the config file as last read (SIGHUP compares with it)
   std::unique_ptr<Module> module_;
   std::vector<std::unique_ptr<HttpListener>> listeners_;
   MetricsRegistry metrics_;
@@ -314,6 +331,7 @@ class Daemon final : public ModuleObserver {
   std::map<std::string, WebhookTrigger> webhooks_;
   std::map<std::string, std::unique_ptr<TriggerState>> schedules_;
   std::unordered_map<int64_t, std::string> run_trigger_;  // schedule runs -> trigger name
+  std::unordered_map<int64_t, ActivationId> run_activation_;  // runs started -> their activation
   int signal_fd_ = -1;
   bool draining_ = false;
   bool stop_ = false;
@@ -349,7 +367,7 @@ void Daemon::DeclareMetrics() {
                           "Workers killed by the seccomp filter (SIGSYS): a confinement violation.", {});
   ok &= metrics_.DeclareGauge("basal_queue_length", "Runs queued and not yet started.", {});
   ok &= metrics_.DeclareGauge("basal_runs_in_flight", "Runs started whose activation has not ended.", {});
-  ok &= metrics_.DeclareCounter("basal_schedule_events_total", "Schedule fires, by trigger and what happened (run, skipped, missed).",
+  ok &= metrics_.DeclareCounter("basal_schedule_events_total", "Schedule fires, by trigger and what happened (run, buffered, skipped, missed).",
                           {"trigger", "event"});
   ok &= metrics_.DeclareCounter("basal_webhooks_total", "Webhook deliveries, by trigger and verdict.", {"trigger", "verdict"});
   ok &= metrics_.DeclareCounter("basal_module_events_total", "Events the module reported, by kind.", {"kind"});
@@ -361,7 +379,7 @@ void Daemon::DeclareMetrics() {
 }
 
 Result<void> Daemon::Start() {
-  started_us_ = NowUs();
+  started_us_ = Now();
   DeclareMetrics();
   for (const std::string& g : o_.config.listen.allowed_groups) {
     group* gr = getgrnam(g.c_str());
@@ -382,7 +400,7 @@ Result<void> Daemon::Start() {
 
   // Runs that were running when a previous daemon died: their activations were closed abandoned by
   // Open's recovery; the runs take that outcome. Queued runs start again.
-  auto settled = module_->store().runs().SettleRunsOfEndedActivations(NowUs());
+  auto settled = module_->store().runs().SettleRunsOfEndedActivations(Now());
   if (!settled) return settled.error();
   if (auto c = module_->store().journal().Commit(); !c) return c.error();
   if (*settled > 0) Log("recovery: " + std::to_string(*settled) + " runs of a previous daemon ended with their activations");
@@ -391,6 +409,8 @@ Result<void> Daemon::Start() {
   for (const RunRow& r : *queued) {
     queue_.push_back(r.id);
     queued_flow_[r.id] = r.flow;
+    // A schedule's run still open counts for its overlap policy (LoadTriggers reads this).
+    if (r.trigger.rfind("schedule:", 0) == 0) run_trigger_[r.id] = r.trigger.substr(9);
   }
   if (!queued->empty()) Log("recovery: " + std::to_string(queued->size()) + " queued runs will start");
 
@@ -401,7 +421,9 @@ Result<void> Daemon::Start() {
     if (!d.accepted) Log("a worker was refused at start: " + d.verdict + " (/readyz says not ready)");
   }
 
-  if (auto t = LoadTriggers(o_.config); !t) return t;
+  if (!o_.config_path.empty())
+    if (auto f = LoadServeConfig(o_.config_path); f) file_config_ = *f;
+  if (auto t = LoadTriggers(o_.config, /*at_start=*/true); !t) return t;
   if (auto s = WatchSignals(); !s) return s;
 
   auto add_listener = [this](const std::string& name, int fd, bool unix_socket) -> Result<void> {
@@ -495,28 +517,40 @@ void Daemon::Reload() {
     Log("SIGHUP: no --config file to reload");
     return;
   }
+  // systemd (Type=notify-reload) wants RELOADING=1 with the monotonic time, then READY=1.
+  timespec mono{};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  Notify("RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=" +
+         std::to_string(static_cast<int64_t>(mono.tv_sec) * 1'000'000 + mono.tv_nsec / 1000));
   auto config = LoadServeConfig(o_.config_path);
   if (!config) {
     Log("SIGHUP: the config was not reloaded, the running one stays: " + config.error().message);
+    Notify("READY=1\nSTATUS=serving (the last reload was refused)");
     return;
   }
   // Listeners, the store and the worker stay as started; triggers and limits change now.
   const ServeConfig old = o_.config;
   for (auto& [name, t] : schedules_)
     if (t->timer) module_->loop().Cancel(*t->timer);
-  if (auto t = LoadTriggers(*config); !t) {
+  if (auto t = LoadTriggers(*config, /*at_start=*/false); !t) {
     Log("SIGHUP: the triggers were not reloaded: " + t.error().message + "; the running ones stay");
-    (void)LoadTriggers(old);
+    (void)LoadTriggers(old, /*at_start=*/false);
+    Notify("READY=1\nSTATUS=serving (the last reload was refused)");
     return;
   }
   o_.config.limits = config->limits;
   o_.config.webhooks = config->webhooks;
   o_.config.schedules = config->schedules;
-  if (config->listen.socket != old.listen.socket || config->listen.tcp != old.listen.tcp || config->db != old.db)
-    Log("SIGHUP: listeners and the store change only at a restart");
+  // Compared with the file as last read, not with o_.config: the command line (--db, --socket)
+  // overrides the file's values there, which is no change.
+  if (file_config_ && (config->listen.socket != file_config_->listen.socket ||
+                       config->listen.tcp != file_config_->listen.tcp || config->db != file_config_->db ||
+                       config->secrets_dir != file_config_->secrets_dir || config->worker != file_config_->worker))
+    Log("SIGHUP: listeners, the store, the secrets and the worker change only at a restart; the rest is reloaded");
+  file_config_ = *config;
   Log("SIGHUP: reloaded " + o_.config_path + ": " + std::to_string(webhooks_.size()) + " webhooks, " +
       std::to_string(schedules_.size()) + " schedules");
-  Notify("RELOADING=0\nSTATUS=serving");
+  Notify("READY=1\nSTATUS=serving");
   Dispatch();
 }
 
@@ -569,13 +603,13 @@ Result<FlowRef> Daemon::FlowFor(const std::string& name) {
 // ---------------------------------------------------------------- runs
 
 void Daemon::Enqueue(const std::string& flow, Json input, const std::string& trigger, const std::string& key,
-                     std::function<void(Result<Accepted>)> then) {
+                     std::function<void(Result<Accepted>)> then, bool hold) {
   NewRun nr;
   nr.flow = flow;
   nr.input_json = input.dump(-1, ' ', false, Json::error_handler_t::replace);
   nr.trigger = trigger;
   nr.idempotency_key = key;
-  nr.created_unix_us = NowUs();
+  nr.created_unix_us = Now();
   nr.key_expires_unix_us = nr.created_unix_us + o_.config.limits.idempotency_ttl.count() * 1000;
   auto e = module_->store().runs().EnqueueRun(nr);
   if (!e) {
@@ -586,20 +620,27 @@ void Daemon::Enqueue(const std::string& flow, Json input, const std::string& tri
   if (!a.existing) {
     metrics_.Add("basal_runs_accepted_total", {flow, trigger.substr(0, trigger.find(':'))});
   }
+  // A new run starts now if a worker slot is free: its activation's start joins the run's row in
+  // the open batch, so one commit covers both (the module runs nothing of the flow before that
+  // commit: every effect is a host call, answered only after its own record commits). A held
+  // run (hold) waits for ReleaseRun.
+  if (!a.existing && !hold) {
+    queue_.push_back(a.run.id);
+    queued_flow_[a.run.id] = a.run.flow;
+    Dispatch();
+  }
   // The 202 goes out only once the run's row is committed.
-  module_->AfterCommit([this, a, then = std::move(then)](const Result<void>& committed) {
+  module_->AfterCommit([this, a, hold, then = std::move(then)](const Result<void>& committed) {
     if (!committed) {
       journal_ok_ = false;
       journal_why_ = committed.error().message;
+      // The batch is gone, the run's row and its activation's start with it: the activation
+      // must not run on.
+      if (auto act = run_activation_.find(a.run.id); act != run_activation_.end()) (void)module_->Cancel(act->second);
       then(MakeError(ErrorCode::kDatabase, "the run could not be journaled: " + committed.error().message));
       return;
     }
     journal_ok_ = true;
-    if (!a.existing) {
-      queue_.push_back(a.run.id);
-      queued_flow_[a.run.id] = a.run.flow;
-      Dispatch();
-    }
     then(a);
   });
 }
@@ -620,42 +661,57 @@ void Daemon::Dispatch() {
     }
     Json input = Json::parse((*run)->input_json, nullptr, false);
     if (input.is_discarded()) input = nullptr;
-    const int64_t started = NowUs();
-    auto id = module_->Submit(*flow, std::move(input), [this, run_id, flow_name, started](const ActivationResult& r) {
-      OnActivationDone(run_id, flow_name, started, r);
-    });
+    const int64_t started = Now();
+    // The run's end is written in the same batch as its activation's end (journal_end), so a
+    // waiter is answered after one commit; `done` then finds it written.
+    auto end_written = std::make_shared<bool>(false);
+    auto id = module_->Submit(
+        *flow, std::move(input),
+        [this, run_id, flow_name, started, end_written](const ActivationResult& r) {
+          OnActivationDone(run_id, flow_name, started, r, *end_written);
+        },
+        [this, run_id, end_written](const ActivationResult& r) {
+          (void)module_->store().runs().MarkRunEnded(run_id, OutcomeName(r.outcome),
+                                                      r.ok() ? "" : r.ErrorJson().dump(), Now());
+          *end_written = true;
+        });
     if (!id) {
       EndRun(run_id, "cancelled", Json{{"kind", "cancelled"}, {"message", "cancelled before it started: " + id.error().message}});
       continue;
     }
     ++in_flight_;
+    run_activation_[run_id] = *id;
     (void)module_->store().runs().MarkRunStarted(run_id, *id, started);
   }
   metrics_.Set("basal_queue_length", {}, static_cast<double>(queue_.size()));
   metrics_.Set("basal_runs_in_flight", {}, static_cast<double>(in_flight_));
 }
 
-void Daemon::OnActivationDone(int64_t run_id, const std::string& flow, int64_t started_us, const ActivationResult& r) {
+void Daemon::OnActivationDone(int64_t run_id, const std::string& flow, int64_t started_us, const ActivationResult& r,
+                              bool end_written) {
   if (in_flight_ > 0) --in_flight_;
+  run_activation_.erase(run_id);
   const std::string outcome = OutcomeName(r.outcome);
   metrics_.Add("basal_activations_total", {flow, outcome});
-  metrics_.Observe("basal_activation_duration_seconds", {flow}, static_cast<double>(NowUs() - started_us) / 1e6);
-  (void)module_->store().runs().MarkRunEnded(run_id, outcome, r.ok() ? "" : r.ErrorJson().dump(), NowUs());
-  if (auto t = run_trigger_.find(run_id); t != run_trigger_.end()) {
-    if (auto s = schedules_.find(t->second); s != schedules_.end()) s->second->open_runs.erase(run_id);
-    run_trigger_.erase(t);
+  metrics_.Observe("basal_activation_duration_seconds", {flow}, static_cast<double>(Now() - started_us) / 1e6);
+  if (end_written && r.outcome != Outcome::kJournalError) {
+    // Written with the activation's end (Submit's journal_end), and `done` runs after that batch
+    // committed: waiters can hear of it now.
+    ScheduleRunEnded(run_id);
+    WakeWaiters(run_id);
+  } else {
+    // The end could not be written with the activation's, or that batch was lost: write it now;
+    // waiters hear of it once it is committed.
+    (void)module_->store().runs().MarkRunEnded(run_id, outcome, r.ok() ? "" : r.ErrorJson().dump(), Now());
+    ScheduleRunEnded(run_id);
+    module_->AfterCommit([this, run_id](const Result<void>&) { WakeWaiters(run_id); });
   }
-  // Waiters hear of it once the end is committed.
-  module_->AfterCommit([this, run_id](const Result<void>&) { WakeWaiters(run_id); });
   Dispatch();
 }
 
 void Daemon::EndRun(int64_t run_id, const std::string& outcome, const Json& error) {
-  (void)module_->store().runs().MarkRunEnded(run_id, outcome, error.is_null() ? "" : error.dump(), NowUs());
-  if (auto t = run_trigger_.find(run_id); t != run_trigger_.end()) {
-    if (auto s = schedules_.find(t->second); s != schedules_.end()) s->second->open_runs.erase(run_id);
-    run_trigger_.erase(t);
-  }
+  (void)module_->store().runs().MarkRunEnded(run_id, outcome, error.is_null() ? "" : error.dump(), Now());
+  ScheduleRunEnded(run_id);
   module_->AfterCommit([this, run_id](const Result<void>&) { WakeWaiters(run_id); });
 }
 
@@ -760,6 +816,8 @@ std::optional<HttpResponse> Daemon::Admit(const HttpRequest& head, size_t* max_b
   const auto seg = Segments(head.path);
   const bool health = seg.size() == 1 && (seg[0] == "healthz" || seg[0] == "readyz");
   const bool hook = seg.size() == 2 && seg[0] == "hooks";
+  // The limit as configured now: SIGHUP may have changed it since the listener started.
+  *max_body = o_.config.limits.max_body_bytes;
   if (hook) {
     auto w = webhooks_.find(seg[1]);
     if (w != webhooks_.end()) *max_body = w->second.max_body_bytes;
@@ -889,15 +947,16 @@ void Daemon::HandleStartRun(const HttpRequest& req, const std::string& flow, Res
   if (draining_) return respond(JsonError(503, "draining", "basal serve is draining; it starts no new runs. Retry later"));
   auto wait = WaitOf(req);
   if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
-  Json input = nullptr;
-  if (!req.body.empty()) {
-    Json body = Json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || !body.is_object())
-      return respond(JsonError(400, "bad_body", "the body must be a JSON object such as {\"input\": {...}}"));
-    for (auto& [k, v] : body.items())
-      if (k != "input") return respond(JsonError(400, "bad_body", "unknown key \"" + k + "\" in the body; it takes only \"input\""));
-    if (body.contains("input")) input = body["input"];
-  }
+  // The body is {"input": VALUE}, "input" required (null is a value): a typo such as "inputs"
+  // or a forgotten body must not start a run with no input.
+  Json body = Json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return respond(JsonError(400, "bad_body", "the body must be a JSON object such as {\"input\": {...}}"));
+  for (auto& [k, v] : body.items())
+    if (k != "input") return respond(JsonError(400, "bad_body", "unknown key \"" + k + "\" in the body; it takes only \"input\""));
+  if (!body.contains("input"))
+    return respond(JsonError(400, "bad_body", "the body has no \"input\"; send {\"input\": VALUE} ({\"input\": null} for none)"));
+  Json input = body["input"];
   std::string key;
   if (auto k = req.Header("idempotency-key")) {
     key = std::string(*k);
@@ -953,7 +1012,7 @@ void Daemon::HandleWebhook(const HttpRequest& req, const std::string& trigger, R
   }
   const auto ts = req.Header("x-basal-timestamp");
   const auto sig = req.Header("x-basal-signature");
-  const int64_t now_s = NowUs() / 1'000'000;
+  const int64_t now_s = Now() / 1'000'000;
   SignatureVerdict v = VerifyWebhookSignature(*secret, ts ? *ts : "", sig ? *sig : "", req.body, now_s,
                                               std::chrono::duration_cast<std::chrono::seconds>(w.window).count());
   if (!v.ok) {
@@ -965,7 +1024,7 @@ void Daemon::HandleWebhook(const HttpRequest& req, const std::string& trigger, R
   Json input{{"trigger", trigger},
              {"body", body.is_discarded() ? Json(req.body) : body},
              {"content_type", std::string(req.Header("content-type").value_or(""))},
-             {"received", UtcText(NowUs())}};
+             {"received", UtcText(Now())}};
   std::string key;
   if (auto k = req.Header("idempotency-key")) key = std::string(*k).substr(0, 255);
   const bool wait = w.respond == WebhookTrigger::Respond::kWait;
@@ -1024,14 +1083,22 @@ void Daemon::HandleJournal(const HttpRequest& req, Respond respond) {
     }
     return Json{{"activations", items}, {"next", next}};
   };
+  // News for a long-poll is an activation above `after` that has ended. One that still runs is
+  // listed (with "outcome": null) but wakes nobody: the cursor stays below it, so a follower that
+  // called again at once would get it again at once, and spin until it ended.
+  auto has_news = [](const Json& page) {
+    for (const Json& a : page["activations"])
+      if (!a["outcome"].is_null()) return true;
+    return false;
+  };
   Json now = collect();
-  if (!now["activations"].empty() || !*wait || (*wait)->count() == 0) return respond(JsonResponse(200, now));
-  // Long-poll: look again every 100 ms until something comes or the wait passes.
+  if (has_news(now) || !*wait || (*wait)->count() == 0) return respond(JsonResponse(200, now));
+  // Long-poll: look again every 100 ms until something ends or the wait passes.
   auto deadline = EventLoop::Clock::now() + **wait;
   auto poll = std::make_shared<std::function<void()>>();
-  *poll = [this, collect, respond, deadline, poll]() {
+  *poll = [this, collect, has_news, respond, deadline, poll]() {
     Json j = collect();
-    if (!j["activations"].empty() || EventLoop::Clock::now() >= deadline || draining_) {
+    if (has_news(j) || EventLoop::Clock::now() >= deadline || draining_) {
       respond(JsonResponse(200, j));
       *poll = nullptr;  // breaks the cycle
       return;
@@ -1150,7 +1217,9 @@ HttpResponse Daemon::Metrics() {
 
 // ---------------------------------------------------------------- schedules
 
-Result<void> Daemon::LoadTriggers(const ServeConfig& config) {
+// at_start: the daemon was down since the marks were stored, so the triggers' catch_up windows
+// apply; a reload (SIGHUP) missed nothing, so a fire that came due meanwhile is on time.
+Result<void> Daemon::LoadTriggers(const ServeConfig& config, bool at_start) {
   std::map<std::string, WebhookTrigger> hooks;
   for (const WebhookTrigger& w : config.webhooks) hooks[w.name] = w;
   std::map<std::string, std::unique_ptr<TriggerState>> schedules;
@@ -1159,141 +1228,194 @@ Result<void> Daemon::LoadTriggers(const ServeConfig& config) {
     if (!cron) return MakeError(ErrorCode::kInvalidArgument, "trigger " + s.name + ": " + cron.error().message);
     auto tz = LoadTimeZone(s.timezone);
     if (!tz) return MakeError(ErrorCode::kInvalidArgument, "trigger " + s.name + ": " + tz.error().message);
-    auto t = std::make_unique<TriggerState>(TriggerState{s, *cron, *tz, std::nullopt, 0, {}});
-    if (auto old = schedules_.find(s.name); old != schedules_.end()) t->open_runs = old->second->open_runs;
+    auto t = std::make_unique<TriggerState>(TriggerState{s, *cron, *tz, std::nullopt, 0, 0, {}, std::nullopt, ""});
+    // The runs still open under this name (kept across a reload, or queued before a restart).
+    for (const auto& [run_id, trigger] : run_trigger_)
+      if (trigger == s.name) t->open_runs.insert(run_id);
+    if (auto old = schedules_.find(s.name); old != schedules_.end()) {
+      t->buffered_run = old->second->buffered_run;
+      t->buffered_flow = old->second->buffered_flow;
+    }
     schedules[s.name] = std::move(t);
   }
   for (auto& [name, t] : schedules_)
     if (t->timer) module_->loop().Cancel(*t->timer);
+  // A buffered run whose trigger is gone waits for nobody now.
+  for (auto& [name, t] : schedules_)
+    if (t->buffered_run && !schedules.count(name)) ReleaseBuffered(*t);
   webhooks_ = std::move(hooks);
   schedules_ = std::move(schedules);
-  for (auto& [name, t] : schedules_) CatchUp(*t);
+  for (auto& [name, t] : schedules_) CatchUp(*t, at_start);
   return Ok();
 }
 
-// After downtime: the fires between the trigger's mark and now. The newest one within catch_up
-// starts once; every other one is journaled as a run that ended "missed" (at most 100 of them
-// one by one, the rest counted in the last one's error).
-void Daemon::CatchUp(TriggerState& t) {
-  const int64_t now = NowUs();
+// The trigger's mark is the last fire it handled (ran, skipped or missed). A trigger without one
+// (new) starts from now.
+void Daemon::CatchUp(TriggerState& t, bool at_start) {
+  const int64_t now = Now();
   auto mark = module_->store().runs().ScheduleMark(t.config.name);
   if (!mark || !*mark) {
+    t.mark_us = now;
     (void)module_->store().runs().SetScheduleMark(t.config.name, now);
     ArmSchedule(t, now);
     return;
   }
-  std::vector<int64_t> missed;
-  int64_t cursor = **mark;
-  size_t more = 0;
-  while (true) {
-    auto next = NextFire(t.cron, t.tz, SysClock::time_point(std::chrono::microseconds(cursor)));
-    if (!next) break;
-    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(next->time_since_epoch()).count();
-    if (us > now) break;
-    if (missed.size() < 101) missed.push_back(us); else ++more;
-    cursor = us;
-    if (more > 1'000'000) break;
-  }
-  if (!missed.empty()) {
-    const int64_t newest = missed.back();
-    const bool run_newest = now - newest <= t.config.catch_up.count() * 1000;
-    if (run_newest) missed.pop_back();
-    if (missed.size() > 100) {
-      more += missed.size() - 100;
-      missed.erase(missed.begin(), missed.begin() + static_cast<long>(missed.size() - 100));
-    }
-    for (size_t i = 0; i < missed.size(); ++i) {
-      NewRun nr;
-      nr.flow = t.config.flow;
-      nr.input_json = t.config.input.dump();
-      nr.trigger = "schedule:" + t.config.name;
-      nr.created_unix_us = now;
-      nr.state_detail = Json{{"scheduled_for", UtcText(missed[i])}}.dump();
-      auto e = module_->store().runs().EnqueueRun(nr);
-      if (!e) continue;
-      std::string message = "the daemon was down at " + UtcText(missed[i]) + ", outside the catch-up window";
-      if (i + 1 == missed.size() && more > 0) message += " (and " + std::to_string(more) + " earlier fires, not journaled one by one)";
-      (void)module_->store().runs().MarkRunEnded(e->run.id, "missed", Json{{"kind", "missed"}, {"message", message}}.dump(), now);
-      metrics_.Add("basal_schedule_events_total", {t.config.name, "missed"});
-    }
-    if (more > 0) metrics_.Add("basal_schedule_events_total", {t.config.name, "missed"}, static_cast<double>(more));
-    Log("schedule " + t.config.name + ": " + std::to_string(missed.size() + more) + " fires missed while down" +
-        (run_newest ? "; the newest, " + UtcText(newest) + ", starts now" : ""));
-    if (run_newest) {
-      t.next_fire_us = newest;
-      (void)module_->store().runs().SetScheduleMark(t.config.name, newest);
-      FireSchedule(t.config.name);
-      return;  // FireSchedule arms the next one
-    }
-    (void)module_->store().runs().SetScheduleMark(t.config.name, cursor);
-  }
-  ArmSchedule(t, std::max(now, cursor));
+  t.mark_us = **mark;
+  HandleDue(t, at_start ? t.config.catch_up.count() * 1000 : std::max<int64_t>(t.config.catch_up.count() * 1000, kTimerSlackUs));
 }
 
-void Daemon::ArmSchedule(TriggerState& t, int64_t after_us) {
+// Handles the fires in (mark, now] as PlanCatchUp decides: each missed one is journaled as a run
+// that ended "missed" (at most kMaxMissedListed one by one, the older ones counted in the oldest
+// listed one's error), the newest within the window fires (through the overlap policy), the mark
+// moves to the newest fire; then the next timer is armed.
+void Daemon::HandleDue(TriggerState& t, int64_t window_us) {
   if (draining_) return;
-  auto next = NextFire(t.cron, t.tz, SysClock::time_point(std::chrono::microseconds(after_us)));
-  if (!next) {
-    Log("schedule " + t.config.name + ": no fire time within 5 years");
-    return;
-  }
-  t.next_fire_us = std::chrono::duration_cast<std::chrono::microseconds>(next->time_since_epoch()).count();
-  const auto delay = std::chrono::microseconds(std::max<int64_t>(0, t.next_fire_us - NowUs()));
-  const std::string name = t.config.name;
-  // Re-armed from the wall clock at each fire, so a clock step or a suspended machine corrects itself.
-  t.timer = module_->loop().At(EventLoop::Clock::now() + std::min<std::chrono::microseconds>(delay, std::chrono::hours(1)),
-                               [this, name] {
-                                 auto it = schedules_.find(name);
-                                 if (it == schedules_.end()) return;
-                                 it->second->timer.reset();
-                                 if (NowUs() + 1000 < it->second->next_fire_us) {
-                                   ArmSchedule(*it->second, NowUs() - 60'000'000 < it->second->next_fire_us
-                                                                ? it->second->next_fire_us - 1
-                                                                : NowUs());
-                                   return;
-                                 }
-                                 FireSchedule(name);
-                               });
-}
-
-void Daemon::FireSchedule(const std::string& name) {
-  auto it = schedules_.find(name);
-  if (it == schedules_.end() || draining_) return;
-  TriggerState& t = *it->second;
-  const int64_t fire = t.next_fire_us;
-  (void)module_->store().runs().SetScheduleMark(name, fire);
-  const size_t open = t.open_runs.size();
-  const bool buffer = t.config.overlap == ScheduleTrigger::Overlap::kBufferOne;
-  if (open > 0 && (!buffer || open >= 2)) {
+  const int64_t now = Now();
+  const CatchUpPlan plan = PlanCatchUp(t.cron, t.tz, t.mark_us, now, window_us);
+  const std::string& name = t.config.name;
+  for (size_t i = 0; i < plan.missed.size(); ++i) {
     NewRun nr;
     nr.flow = t.config.flow;
     nr.input_json = t.config.input.dump();
     nr.trigger = "schedule:" + name;
-    nr.created_unix_us = NowUs();
-    nr.state_detail = Json{{"scheduled_for", UtcText(fire)}}.dump();
+    nr.created_unix_us = now;
+    nr.state_detail = Json{{"scheduled_for", UtcText(plan.missed[i])}}.dump();
+    auto e = module_->store().runs().EnqueueRun(nr);
+    if (!e) {
+      Log("schedule " + name + ": a missed fire could not be journaled: " + e.error().message);
+      continue;
+    }
+    std::string message = "the daemon was not running (or the clock jumped) at " + UtcText(plan.missed[i]) +
+                          ", which is outside the trigger's catch-up window";
+    if (i == 0 && plan.missed_unlisted > 0)
+      message += " (and " + std::string(plan.missed_count_capped ? "at least " : "") +
+                 std::to_string(plan.missed_unlisted) + " earlier fires, not journaled one by one)";
+    (void)module_->store().runs().MarkRunEnded(e->run.id, "missed", Json{{"kind", "missed"}, {"message", message}}.dump(), now);
+  }
+  if (plan.missed_total() > 0) {
+    metrics_.Add("basal_schedule_events_total", {name, "missed"}, static_cast<double>(plan.missed_total()));
+    Log("schedule " + name + ": " + (plan.missed_count_capped ? "at least " : "") +
+        std::to_string(plan.missed_total()) + " fires missed" +
+        (plan.run_now ? "; the newest, " + UtcText(*plan.run_now) + ", starts now" : ""));
+  } else if (plan.run_now && now - *plan.run_now >= kTimerSlackUs) {
+    // Late past any timer's slack: caught up after downtime (or a reload, a clock jump).
+    Log("schedule " + name + ": the fire of " + UtcText(*plan.run_now) + ", missed while down, starts now");
+  }
+  if (plan.mark != t.mark_us) {
+    t.mark_us = plan.mark;
+    (void)module_->store().runs().SetScheduleMark(name, plan.mark);
+  }
+  if (plan.run_now) Fire(t, *plan.run_now);
+  ArmSchedule(t, t.mark_us);
+}
+
+void Daemon::ArmSchedule(TriggerState& t, int64_t after_us) {
+  if (draining_) return;
+  if (t.timer) module_->loop().Cancel(*t.timer);
+  t.timer.reset();
+  auto arm = PlanArm(t.cron, t.tz, after_us, Now());
+  if (!arm) {
+    Log("schedule " + t.config.name + ": no fire time within 5 years");
+    return;
+  }
+  t.next_fire_us = arm->fire_us;
+  const std::string name = t.config.name;
+  // Re-armed from the wall clock at each wake (at most kMaxArmAheadUs ahead), so a clock step or a
+  // suspended machine corrects itself.
+  t.timer = module_->loop().At(EventLoop::Clock::now() + std::chrono::microseconds(arm->delay_us), [this, name] {
+    auto it = schedules_.find(name);
+    if (it == schedules_.end()) return;
+    TriggerState& s = *it->second;
+    s.timer.reset();
+    if (!TimerDue(s.next_fire_us, Now())) {
+      ArmSchedule(s, s.next_fire_us - 1);  // woke early: the same fire again
+      return;
+    }
+    // Due: normally the one fire armed for; after a clock jump or a suspend, every fire since the
+    // mark, handled like downtime. A timer late by under kTimerSlackUs is on time.
+    HandleDue(s, std::max<int64_t>(s.config.catch_up.count() * 1000, kTimerSlackUs));
+  });
+}
+
+void Daemon::Fire(TriggerState& t, int64_t fire_us) {
+  const std::string name = t.config.name;
+  const OverlapDecision d = DecideOverlap(t.config.overlap, t.open_runs.size());
+  const bool buffer_one = t.config.overlap == ScheduleTrigger::Overlap::kBufferOne;
+  if (d == OverlapDecision::kSkip) {
+    NewRun nr;
+    nr.flow = t.config.flow;
+    nr.input_json = t.config.input.dump();
+    nr.trigger = "schedule:" + name;
+    nr.created_unix_us = Now();
+    nr.state_detail = Json{{"scheduled_for", UtcText(fire_us)}}.dump();
     if (auto e = module_->store().runs().EnqueueRun(nr); e)
       (void)module_->store().runs().MarkRunEnded(
           e->run.id, "skipped",
-          Json{{"kind", "skipped"}, {"message", "the previous run of schedule " + name + " had not ended (overlap: " +
-                                                     std::string(buffer ? "buffer_one" : "skip") + ")"}}.dump(),
-          NowUs());
+          Json{{"kind", "skipped"},
+               {"message", "the fire of " + UtcText(fire_us) + " was skipped: " +
+                               (buffer_one ? std::string("a run of schedule " + name + " runs and another waits")
+                                           : std::string("the previous run of schedule " + name + " had not ended")) +
+                               " (overlap: " + (buffer_one ? "buffer_one" : "skip") + ")"}}
+              .dump(),
+          Now());
     metrics_.Add("basal_schedule_events_total", {name, "skipped"});
-  } else {
-    Json input = t.config.input;
-    Enqueue(t.config.flow, input, "schedule:" + name, "", [this, name](Result<Accepted> a) {
-      if (!a) {
-        Log("schedule " + name + ": the run could not be journaled: " + a.error().message);
-        return;
-      }
-      auto s = schedules_.find(name);
-      if (s != schedules_.end() && a->run.state != RunState::kEnded) {
-        s->second->open_runs.insert(a->run.id);
-        run_trigger_[a->run.id] = name;
-      }
-      metrics_.Add("basal_schedule_events_total", {name, "run"});
-    });
+    Log("schedule " + name + ": the fire of " + UtcText(fire_us) + " was skipped (overlap)");
+    return;
   }
-  ArmSchedule(t, fire);
+  // kRun: queued now. kBuffer: journaled as queued now (so it survives a restart) but held out of
+  // the dispatch queue until the open run ends (ReleaseBuffered).
+  const bool hold = d == OverlapDecision::kBuffer;
+  Enqueue(t.config.flow, t.config.input, "schedule:" + name, "",
+          [this, name, hold](Result<Accepted> a) {
+            if (!a) {
+              Log("schedule " + name + ": the run could not be journaled: " + a.error().message);
+              return;
+            }
+            metrics_.Add("basal_schedule_events_total", {name, hold ? "buffered" : "run"});
+            auto s = schedules_.find(name);
+            // Read again: a run dispatched before this commit may have ended already (cancelled
+            // at once); counted open, it would block the trigger for good.
+            auto now_row = module_->store().runs().GetRun(a->run.id);
+            if (!now_row || !*now_row || (*now_row)->state == RunState::kEnded) return;
+            run_trigger_[a->run.id] = name;
+            if (s == schedules_.end()) {
+              if (hold) ReleaseRun(a->run.id, a->run.flow);
+              return;
+            }
+            const bool others_open = !s->second->open_runs.empty();
+            s->second->open_runs.insert(a->run.id);
+            if (!hold) return;
+            s->second->buffered_run = a->run.id;
+            s->second->buffered_flow = a->run.flow;
+            if (!others_open) ReleaseBuffered(*s->second);  // the open run ended while this was journaled
+          },
+          hold);
+}
+
+void Daemon::ReleaseRun(int64_t run_id, const std::string& flow) {
+  queue_.push_back(run_id);
+  queued_flow_[run_id] = flow;
+  Dispatch();
+}
+
+void Daemon::ReleaseBuffered(TriggerState& t) {
+  if (!t.buffered_run) return;
+  const int64_t id = *t.buffered_run;
+  t.buffered_run.reset();
+  ReleaseRun(id, t.buffered_flow);
+}
+
+// A run of a schedule ended: it is no longer open, and a run buffered behind it may start.
+void Daemon::ScheduleRunEnded(int64_t run_id) {
+  auto t = run_trigger_.find(run_id);
+  if (t == run_trigger_.end()) return;
+  if (auto s = schedules_.find(t->second); s != schedules_.end()) {
+    TriggerState& st = *s->second;
+    st.open_runs.erase(run_id);
+    if (st.buffered_run && *st.buffered_run == run_id) st.buffered_run.reset();  // ended while held
+    if (st.buffered_run) ReleaseBuffered(st);
+  }
+  run_trigger_.erase(t);
 }
 
 }  // namespace

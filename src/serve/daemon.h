@@ -5,12 +5,16 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 
 #include "serve/config.h"
 
 namespace basal::serve {
+
+// The system's wall clock, in microseconds since the Unix epoch: DaemonOptions::now_us's default.
+int64_t SystemNowUs();
 
 struct DaemonOptions {
   ServeConfig config;
@@ -21,6 +25,10 @@ struct DaemonOptions {
   std::string socket_path;  // resolved
   // Where the daemon's own lines go (start, stop, reload, trigger decisions): stderr by default.
   std::function<void(const std::string& line)> log;
+  // The wall clock, in microseconds since the Unix epoch: every time the daemon journals (runs
+  // created, started, ended), every schedule decision (catch-up, the next fire, whether a timer is
+  // due) and the webhook timestamp window read it. Tests inject their own.
+  std::function<int64_t()> now_us = SystemNowUs;
 };
 
 // Runs until SIGTERM or SIGINT has drained it. Returns the process's exit code: 0 after a drain,

@@ -4,6 +4,7 @@ socket and its loopback TCP listener. Run by ctest: serve_test.py --bin-dir DIR.
 import argparse
 import hashlib
 import hmac
+import http.client
 import json
 import os
 import signal
@@ -63,16 +64,25 @@ class Daemon:
             json.dump(manifest, f)
         self.cli("flow", "approve", name, src, "--manifest", man, "--yes")
 
+    def write_config(self, text=None):
+        """Writes serve.json: the config as JSON, or `text` as it is (a broken config, say)."""
+        self.config_path = os.path.join(self.dir, "serve.json")
+        with open(self.config_path, "w") as f:
+            if text is None:
+                json.dump(self.config, f)
+            else:
+                f.write(text)
+
     def start(self, env=None):
         args = [os.path.join(BIN, "basal"), "serve", "--socket", self.socket, "--db", self.db]
         if self.config:
-            path = os.path.join(self.dir, "serve.json")
-            with open(path, "w") as f:
-                json.dump(self.config, f)
-            args += ["--config", path]
+            self.write_config()
+            args += ["--config", self.config_path]
         self.stderr_path = os.path.join(self.dir, "stderr.txt")
-        self.proc = subprocess.Popen(args, stderr=open(self.stderr_path, "w"), stdout=subprocess.DEVNULL,
-                                     env=dict(os.environ, **(env or {})))
+        # The child keeps its own copy of the descriptor; ours is closed at once.
+        with open(self.stderr_path, "a") as err:
+            self.proc = subprocess.Popen(args, stderr=err, stdout=subprocess.DEVNULL,
+                                         env=dict(os.environ, **(env or {})))
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -132,6 +142,33 @@ class Daemon:
             self.proc.kill()
             self.proc.wait()
         subprocess.run(["rm", "-rf", self.dir])
+
+    def wait_for_log(self, text, count=1, timeout=30):
+        """Waits until the daemon's stderr holds `text` at least `count` times."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.stderr().count(text) >= count:
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError("basal serve never logged %r (x%d): %s" % (text, count, self.stderr()))
+
+    def metric(self, name):
+        """The value of one sample of /metrics (0 when absent)."""
+        code, text, _ = self.curl("GET", "/metrics")
+        assert code == 200, text
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                if key == name:
+                    return float(value)
+        return 0.0
+
+    def sign(self, secret, body, ts=None):
+        ts = str(int(time.time()) if ts is None else ts)
+        mac = hmac.new(secret.encode(), (ts + ".").encode() + body.encode(), hashlib.sha256).hexdigest()
+        return {"X-Basal-Timestamp": ts, "X-Basal-Signature": "sha256=" + mac}
 
     def query(self, sql, *params):
         con = sqlite3.connect(self.db, timeout=10)
@@ -197,12 +234,53 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(got, 413, data)
         got, data, _ = d2.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": "x" * 100})
         self.assertEqual(got, 200, data)
-        # 409: a revoked flow does not run.
-        d.cli("flow", "revoke", "hello", "--yes", check=False)
-        r = d.cli("flow", "revoke", "hello", "--version", "1", "--note", "test", check=False)
+
+    def test_bad_bodies_are_400_and_a_good_one_runs(self):
+        d = Daemon(self).start()
+        cases = [
+            ("not json", "bad_body"),
+            ('{"input": 1', "bad_body"),            # truncated JSON
+            ("[1, 2]", "bad_body"),                 # not an object
+            ("{}", "bad_body"),                     # no "input"
+            ("", "bad_body"),                       # no body at all
+            ('{"input": 1, "x": 2}', "bad_body"),   # an unknown key
+        ]
+        for body, code in cases:
+            with self.subTest(body=body):
+                got, data, _ = d.curl("POST", "/v1/flows/hello/runs", body)
+                self.assertEqual(got, 400, data)
+                self.assertEqual(data["error"]["code"], code)
+                self.assertIn("input", data["error"]["message"])
+        self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 0)  # nothing was journaled
+        got, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", '{"input": null}')
+        self.assertEqual((got, data["outcome"]), (200, "ok"), data)
+        self.assertIsNone(data["input"])
+
+    def test_revoked_flow_is_409_until_a_new_version_is_approved(self):
+        d = Daemon(self, config={"triggers": [
+            {"name": "push", "webhook": {"flow": "hello", "secret": "hook_secret", "respond": "wait"}}]})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        got, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "before"}})
+        self.assertEqual((got, data["result"]), (200, {"hello": "before"}), data)
+        d.cli("flow", "revoke", "hello", "--note", "test")
         got, data, _ = d.curl("POST", "/v1/flows/hello/runs", {"input": 1})
-        self.assertEqual(got, 409, (data, r.stderr))
+        self.assertEqual(got, 409, data)
         self.assertEqual(data["error"]["code"], "flow_revoked")
+        self.assertIn("revoked", data["error"]["message"])
+        body = json.dumps({"name": "hook"})
+        got, data, _ = d.curl("POST", "/hooks/push", body, headers=d.sign("s3cret", body))
+        self.assertEqual(got, 409, data)
+        got, flow, _ = d.curl("GET", "/v1/flows/hello")
+        self.assertEqual((got, flow["revoked"]), (200, True))
+        # Only the refused requests' runs are missing: one run in all.
+        self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 1)
+        # A new approval lets it run again.
+        d.approve("hello", HELLO)
+        got, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "after"}})
+        self.assertEqual((got, data["result"]), (200, {"hello": "after"}), data)
+        got, flow, _ = d.curl("GET", "/v1/flows/hello")
+        self.assertEqual((flow["version"], flow["revoked"], len(flow["versions"])), (2, False, 2))
 
     def test_idempotency_key_gives_the_same_run(self):
         d = Daemon(self).start()
@@ -247,7 +325,10 @@ class ApiTest(unittest.TestCase):
         token_metrics = d.cli("token", "create", "--name", "prom", "--scope", "metrics").stdout.strip()
         self.assertTrue(token_run.startswith("bsl_"))
         # Only the hash is stored.
-        self.assertNotIn(token_run, open(d.db, "rb").read().decode("latin-1"))
+        for path in (d.db, d.db + "-wal"):
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    self.assertNotIn(token_run, f.read().decode("latin-1"))
         d.start()
         code, data, hdrs = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": 1}, tcp=True)
         self.assertEqual(code, 401)
@@ -422,6 +503,321 @@ class ScheduleTest(unittest.TestCase):
         self.assertGreaterEqual(ran, 1)
         self.assertGreaterEqual(missed, 8)
         self.assertLessEqual(missed, 10)
+
+
+ECHO = "export default async (input) => input && input.body;\n"
+
+
+class UnixHttp(http.client.HTTPConnection):
+    """One keep-alive HTTP connection over the daemon's Unix socket (curl opens one per run)."""
+
+    def __init__(self, path):
+        super().__init__("basal", timeout=60)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(60)
+        self.sock.connect(self.path)
+
+    def call(self, method, url, body=None):
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        self.request(method, url, body=None if body is None else json.dumps(body), headers=headers)
+        r = self.getresponse()
+        return r.status, json.loads(r.read() or b"null")
+
+
+class ReadApiTest(unittest.TestCase):
+    def test_calls_flows_and_flow_detail_and_404s(self):
+        d = Daemon(self, flows={"hello": HELLO, "echo": ECHO}).start()
+        code, run, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "ada"}})
+        self.assertEqual(code, 200, run)
+        code, calls, _ = d.curl("GET", "/v1/runs/%d/calls" % run["id"])
+        self.assertEqual(code, 200, calls)
+        self.assertEqual((calls["run_id"], calls["activation_id"]), (run["id"], run["activation_id"]))
+        self.assertEqual(len(calls["calls"]), 1)
+        call = calls["calls"][0]
+        self.assertEqual((call["name"], call["decision"], call["state"]), ("log", "allow", "answered"), call)
+        self.assertIn("hi {\"name\":\"ada\"}", json.dumps(call["args"]).replace("\\\"", "\""))
+        code, err, _ = d.curl("GET", "/v1/runs/999999/calls")
+        self.assertEqual((code, err["error"]["code"]), (404, "run_not_found"))
+        code, err, _ = d.curl("GET", "/v1/runs/%d/nothing" % run["id"])
+        self.assertEqual(code, 404)
+
+        code, flows, _ = d.curl("GET", "/v1/flows")
+        self.assertEqual(code, 200)
+        by_name = {f["name"]: f for f in flows["flows"]}
+        self.assertEqual(sorted(by_name), ["echo", "hello"])
+        self.assertEqual(by_name["hello"]["url"], "/v1/flows/hello")
+        self.assertEqual((by_name["hello"]["version"], by_name["hello"]["revoked"]), (1, False))
+        code, flow, _ = d.curl("GET", "/v1/flows/echo")
+        self.assertEqual(code, 200)
+        self.assertEqual((flow["name"], flow["version"], flow["revoked"]), ("echo", 1, False))
+        self.assertEqual(flow["manifest"], MANIFEST)
+        self.assertEqual(flow["runs_url"], "/v1/flows/echo/runs")
+        self.assertEqual(flow["source_hash"], "sha256:" + hashlib.sha256(ECHO.encode()).hexdigest())
+        self.assertEqual(len(flow["versions"]), 1)
+        code, err, _ = d.curl("GET", "/v1/flows/nope")
+        self.assertEqual((code, err["error"]["code"]), (404, "flow_not_found"))
+        self.assertIn("nope", err["error"]["message"])
+
+
+class JournalPollTest(unittest.TestCase):
+    def test_long_poll_returns_at_once_with_news_and_waits_for_a_run_to_end(self):
+        d = Daemon(self, flows={"hello": HELLO, "slow": SLOW}).start()
+        code, run, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "a"}})
+        self.assertEqual(code, 200)
+        # News already there: answered at once (it would otherwise wait out wait_max, 60 s, past
+        # curl's 30 s).
+        code, page, _ = d.curl("GET", "/v1/journal?after=0&wait=60s", timeout=30)
+        self.assertEqual(code, 200, page)
+        self.assertEqual([(a["activation_id"], a["outcome"]) for a in page["activations"]],
+                         [(run["activation_id"], "ok")])
+        self.assertEqual(page["next"], run["activation_id"])
+        # Nothing new: the long-poll waits; a run that starts during the wait does not end it, the
+        # run's end does.
+        got = {}
+
+        def poll():
+            got["reply"] = d.curl("GET", "/v1/journal?after=%d&wait=60s" % page["next"], timeout=90)
+
+        t = threading.Thread(target=poll)
+        t.start()
+        code, slow, _ = d.curl("POST", "/v1/flows/slow/runs", {"input": {"ms": 1500}})
+        self.assertEqual(code, 202)
+        self.assertTrue(t.is_alive())  # still waiting: the slow run takes 1.5 s
+        t.join(timeout=90)
+        code, page2, _ = got["reply"]
+        self.assertEqual(code, 200, page2)
+        ended = [a for a in page2["activations"] if a["outcome"] is not None]
+        self.assertEqual([(a["flow"], a["outcome"]) for a in ended], [("slow", "ok")], page2)
+        self.assertEqual(page2["next"], ended[0]["activation_id"])
+        # The run's own record agrees.
+        code, r, _ = d.curl("GET", "/v1/runs/%d" % slow["id"])
+        self.assertEqual((r["state"], r["activation_id"]), ("ended", ended[0]["activation_id"]))
+        # No wait: an empty page at once.
+        code, page3, _ = d.curl("GET", "/v1/journal?after=%d" % page2["next"])
+        self.assertEqual((code, page3["activations"], page3["next"]), (200, [], page2["next"]))
+        code, err, _ = d.curl("GET", "/v1/journal?after=-1")
+        self.assertEqual((code, err["error"]["code"]), (400, "bad_after"))
+
+
+class LimitsTest(unittest.TestCase):
+    def test_bodies_over_the_limits_are_413(self):
+        d = Daemon(self, config={"limits": {"max_body_bytes": 1024}, "triggers": [
+            {"name": "ack", "webhook": {"flow": "hello", "secret": "hook_secret", "max_body_bytes": 2048}}]})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        code, data, _ = d.curl("POST", "/v1/flows/hello/runs", {"input": "x" * 1100})
+        self.assertEqual((code, data["error"]["code"]), (413, "body_too_large"), data)
+        # Chunked (no Content-Length): counted while read, refused at the end.
+        code, data, _ = d.curl("POST", "/v1/flows/hello/runs", {"input": "x" * 1100},
+                               headers={"Transfer-Encoding": "chunked"})
+        self.assertEqual((code, data["error"]["code"]), (413, "body_too_large"), data)
+        code, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": "x" * 900},
+                               headers={"Transfer-Encoding": "chunked"})
+        self.assertEqual((code, data["outcome"]), (200, "ok"), data)
+        # A webhook has its own limit, above the API's here.
+        body = json.dumps({"name": "x" * 1500})
+        code, data, _ = d.curl("POST", "/hooks/ack", body, headers=d.sign("s3cret", body))
+        self.assertEqual(code, 202, data)
+        body = json.dumps({"name": "x" * 2100})
+        code, data, _ = d.curl("POST", "/hooks/ack", body, headers=d.sign("s3cret", body))
+        self.assertEqual((code, data["error"]["code"]), (413, "body_too_large"), data)
+        self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 2)
+
+    def test_new_runs_are_503_while_draining(self):
+        d = Daemon(self, config={"limits": {"max_workers": 1, "drain_timeout": "20s"}},
+                   flows={"hello": HELLO, "slow": SLOW}).start()
+        conn = UnixHttp(d.socket)
+        self.addCleanup(conn.close)
+        status, run = conn.call("POST", "/v1/flows/slow/runs", {"input": {"ms": 2000}})
+        self.assertEqual(status, 202, run)
+        status, _ = conn.call("GET", "/readyz")
+        self.assertEqual(status, 200)
+        d.proc.send_signal(signal.SIGTERM)
+        d.wait_for_log("draining")
+        # The listening socket is closed; this connection was open before and is still served.
+        status, ready = conn.call("GET", "/readyz")
+        self.assertEqual((status, ready["reason"]), (503, "draining"))
+        status, err = conn.call("POST", "/v1/flows/hello/runs", {"input": 1})
+        self.assertEqual((status, err["error"]["code"]), (503, "draining"), err)
+        status, now = conn.call("GET", "/v1/runs/%d" % run["id"])  # reading still works
+        self.assertEqual((status, now["state"]), (202, "running"), now)
+        self.assertEqual(d.proc.wait(timeout=60), 0, d.stderr())
+        self.assertEqual(d.query("SELECT id, outcome FROM runs"), [(run["id"], "ok")])
+
+
+class WebhookWaitTest(unittest.TestCase):
+    def test_respond_wait_returns_the_result_and_ack_does_not_wait(self):
+        d = Daemon(self, flows={"echo": ECHO}, config={"triggers": [
+            {"name": "sync", "webhook": {"flow": "echo", "secret": "hook_secret", "respond": "wait", "wait": "30s"}},
+            {"name": "async", "webhook": {"flow": "echo", "secret": "hook_secret"}}]})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        body = json.dumps({"order": 17})
+        code, data, _ = d.curl("POST", "/hooks/sync", body, headers=d.sign("s3cret", body))
+        self.assertEqual(code, 200, data)
+        self.assertEqual((data["state"], data["outcome"], data["result"]), ("ended", "ok", {"order": 17}))
+        code, data, _ = d.curl("POST", "/hooks/async", body, headers=d.sign("s3cret", body))
+        self.assertEqual(code, 202, data)
+        self.assertNotIn("result", data)
+        code, ended, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % data["id"])
+        self.assertEqual((code, ended["result"]), (200, {"order": 17}))
+
+
+class ReloadTest(unittest.TestCase):
+    def test_sighup_reloads_triggers_and_limits_and_refuses_a_broken_config(self):
+        d = Daemon(self, config={"limits": {"max_body_bytes": 4096}, "triggers": [
+            {"name": "a", "webhook": {"flow": "hello", "secret": "hook_secret", "respond": "wait"}}]})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        body = json.dumps({"name": "b"})
+        code, data, _ = d.curl("POST", "/hooks/b", body, headers=d.sign("s3cret", body))
+        self.assertEqual((code, data["error"]["code"]), (404, "trigger_not_found"))
+        code, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": "x" * 2000})
+        self.assertEqual(code, 200, data)
+        # Add a webhook trigger, lower a limit, SIGHUP.
+        d.config["triggers"].append({"name": "b", "webhook": {"flow": "hello", "secret": "hook_secret", "respond": "wait"}})
+        d.config["limits"]["max_body_bytes"] = 1024
+        d.write_config()
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("SIGHUP: reloaded")
+        self.assertIn("2 webhooks", d.stderr())
+        code, data, _ = d.curl("POST", "/hooks/b", body, headers=d.sign("s3cret", body))
+        self.assertEqual((code, data["trigger"], data["outcome"]), (200, "webhook:b", "ok"), data)
+        code, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": "x" * 2000})
+        self.assertEqual((code, data["error"]["code"]), (413, "body_too_large"), data)
+        code, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": "x" * 500})
+        self.assertEqual(code, 200, data)
+        # A broken config: refused with a log line; the running one stays.
+        d.write_config('{"limits": {"max_body_bytes": "lots"}, "triggers": [}')
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("the config was not reloaded")
+        d.write_config(json.dumps({"triggers": [{"name": "c", "webhook": {"flow": "hello", "secret": "hook_secret",
+                                                                          "respond": "not-a-mode"}}]}))
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("the config was not reloaded", count=2)
+        for hook in ("a", "b"):
+            code, data, _ = d.curl("POST", "/hooks/" + hook, body, headers=d.sign("s3cret", body))
+            self.assertEqual((code, data["outcome"]), (200, "ok"), data)
+        code, data, _ = d.curl("POST", "/hooks/c", body, headers=d.sign("s3cret", body))
+        self.assertEqual(code, 404)
+        code, data, _ = d.curl("POST", "/v1/flows/hello/runs", {"input": "x" * 2000})
+        self.assertEqual(code, 413)
+        self.assertIsNone(d.proc.poll())
+        self.assertEqual(d.stop(), 0)
+
+
+class CliTest(unittest.TestCase):
+    def test_health_talks_to_the_daemon(self):
+        d = Daemon(self).start()
+        r = subprocess.run([os.path.join(BIN, "basal"), "health", "--socket", d.socket],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        h = json.loads(r.stdout)
+        self.assertEqual((h["serve"]["ready"], h["serve"]["draining"], h["serve"]["queued_runs"]), (True, False, 0))
+        # No daemon there: an error naming the address, not a hang.
+        r = subprocess.run([os.path.join(BIN, "basal"), "health", "--socket", os.path.join(d.dir, "none.sock")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("none.sock", r.stderr)
+
+    def test_journal_follow_prints_a_run_that_ends_after_it_started(self):
+        d = Daemon(self, flows={"hello": HELLO, "slow": SLOW}).start()
+        code, before, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "before"}})
+        self.assertEqual(code, 200)
+        ok200 = 'basal_http_requests_total{listener="unix",code="200"}'
+        base = d.metric(ok200)
+        follow = subprocess.Popen([os.path.join(BIN, "basal"), "journal", "--follow", "--socket", d.socket],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: follow.poll() is None and follow.kill())
+        # Wait until it has read the journal up to now (two pages answered: the one activation,
+        # then none) and so is long-polling: each /metrics call counts itself after it answers.
+        scrapes = 0
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            scrapes += 1
+            if d.metric(ok200) - base - scrapes >= 2:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("basal journal --follow did not read the journal: " + follow.stderr.read())
+        code, slow, _ = d.curl("POST", "/v1/flows/slow/runs", {"input": {"ms": 1000}})
+        self.assertEqual(code, 202)
+        line = {}
+        t = threading.Thread(target=lambda: line.setdefault("text", follow.stdout.readline()))
+        t.start()
+        t.join(timeout=60)
+        code, ended, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % slow["id"])
+        self.assertEqual(ended["state"], "ended")
+        self.assertRegex(line.get("text", ""), r"^activation %d +slow +ok +ended " % ended["activation_id"])
+        follow.send_signal(signal.SIGINT)
+        out, err = follow.communicate(timeout=30)
+        # It ends as an interrupted command does (killed by SIGINT, or exit 0/130 if it catches it),
+        # with nothing on stderr and its line already written.
+        self.assertIn(follow.returncode, (0, -signal.SIGINT, 130), err)
+        self.assertEqual(err, "")
+        # What ran before it started is not its to print.
+        self.assertNotIn("activation %d " % before["activation_id"], line["text"] + out)
+        self.assertIsNone(d.proc.poll())  # the daemon is unaffected
+
+
+class ScheduleOverlapTest(unittest.TestCase):
+    def fire_again(self, d, count):
+        """Moves the trigger's mark a day back and reloads: the daily fire two minutes ago is due again."""
+        con = sqlite3.connect(d.db, timeout=30)
+        con.execute("UPDATE schedule_marks SET fire_us = fire_us - 86400000000")
+        con.commit()
+        con.close()
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("SIGHUP: reloaded", count=count)
+
+    def runs(self, d):
+        return d.query("SELECT id, state, outcome, error FROM runs WHERE triggered_by='schedule:daily' ORDER BY id")
+
+    def start_daily(self, overlap):
+        # A daily fire two minutes ago (UTC): no real fire comes during the test.
+        t = time.gmtime(time.time() - 120)
+        config = {"limits": {"max_workers": 2}, "triggers": [{"name": "daily", "schedule": {
+            "flow": "slow", "cron": "%d %d * * *" % (t.tm_min, t.tm_hour), "timezone": "UTC",
+            "catch_up": "10m", "overlap": overlap, "input": {"ms": 4000}}}]}
+        d = Daemon(self, config=config, flows={"slow": SLOW}).start()
+        self.assertEqual(d.stop(), 0)  # the trigger's mark is now
+        con = sqlite3.connect(d.db)
+        con.execute("UPDATE schedule_marks SET fire_us = fire_us - 86400000000")
+        con.commit()
+        con.close()
+        d.start()  # catch-up: the fire two minutes ago runs
+        d.wait_for_log("starts now")
+        return d
+
+    def test_overlap_skip_journals_a_skipped_run(self):
+        d = self.start_daily("skip")
+        self.fire_again(d, 1)  # the first run still runs (4 s): skipped
+        rows = self.runs(d)
+        self.assertEqual(len(rows), 2, rows)
+        self.assertIn(rows[0][1], ("queued", "running"))
+        self.assertEqual(rows[1][1:3], ("ended", "skipped"))
+        self.assertIn("overlap: skip", json.loads(rows[1][3])["message"])
+        self.assertEqual(d.metric('basal_schedule_events_total{trigger="daily",event="skipped"}'), 1)
+        code, first, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % rows[0][0])
+        self.assertEqual((code, first["outcome"]), (200, "ok"), first)
+        self.assertEqual(d.metric('basal_schedule_events_total{trigger="daily",event="run"}'), 1)
+
+    def test_overlap_buffer_one_runs_one_fire_after_the_open_run(self):
+        d = self.start_daily("buffer_one")
+        self.fire_again(d, 1)  # buffered behind the running one
+        self.fire_again(d, 2)  # one runs, one waits: skipped
+        rows = self.runs(d)
+        self.assertEqual([r[1] for r in rows[1:]], ["queued", "ended"], rows)
+        self.assertEqual(rows[2][2], "skipped")
+        self.assertIn("overlap: buffer_one", json.loads(rows[2][3])["message"])
+        code, first, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % rows[0][0])
+        code, second, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % rows[1][0])
+        self.assertEqual((first["outcome"], second["outcome"]), ("ok", "ok"), (second, d.stderr()))
+        # The buffered run started only once the first had ended (max_workers would allow both).
+        self.assertGreaterEqual(second["started"], first["ended"])
 
 
 def main():
