@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <limits>
+#include <optional>
 #include <set>
 #include <thread>
 #include <string>
@@ -195,17 +196,30 @@ namespace {
 // again when it ends; an id printed is never printed twice.
 int FollowJournal(const JournalOptions& o) {
   DaemonAddress address{o.socket, o.url};
-  // Start after the newest activation: what ran before is `basal journal --db`'s to print.
-  int64_t after = 0;
+  // Start from now: what ended before is `basal journal --db`'s to print. Scan what the journal
+  // holds: an ended activation is marked printed (never shown), and the cursor starts below the
+  // oldest one still running, so that one is printed when it ends.
+  std::set<int64_t> printed;  // ids above `after` already printed or ended before the start
+  int64_t scan = 0;
+  std::optional<int64_t> oldest_running;
   while (true) {
-    auto page = DaemonGet(address, "/v1/journal?after=" + std::to_string(after) + "&limit=1000", std::chrono::seconds(30));
+    auto page = DaemonGet(address, "/v1/journal?after=" + std::to_string(scan) + "&limit=1000", std::chrono::seconds(30));
     if (!page) return Fail(kKindIo, page.error().message);
     if (page->status != 200) return Fail(kKindJournal, "basal serve answered " + std::to_string(page->status) + ": " + page->body);
     auto j = nlohmann::json::parse(page->body, nullptr, false);
-    if (j.is_discarded() || !j.contains("activations") || j["activations"].empty()) break;
-    after = j["activations"].back().value("activation_id", after);
+    if (j.is_discarded() || !j.contains("activations") || !j["activations"].is_array() || j["activations"].empty()) break;
+    for (const auto& a : j["activations"]) {
+      const int64_t id = a.value("activation_id", int64_t{0});
+      if (a["outcome"].is_null()) {
+        if (!oldest_running) oldest_running = id;
+      } else {
+        printed.insert(id);
+      }
+      scan = std::max(scan, id);
+    }
   }
-  std::set<int64_t> printed;  // ids above `after` already printed (bounded by what still runs below them)
+  int64_t after = oldest_running ? *oldest_running - 1 : scan;
+  printed.erase(printed.begin(), printed.upper_bound(after));
   while (true) {
     auto page = DaemonGet(address, "/v1/journal?after=" + std::to_string(after) + "&wait=25s", std::chrono::seconds(60));
     if (!page) return Fail(kKindIo, page.error().message);

@@ -763,6 +763,29 @@ class CliTest(unittest.TestCase):
         self.assertIsNone(d.proc.poll())  # the daemon is unaffected
 
 
+    def test_journal_follow_prints_a_run_already_running_when_it_started(self):
+        d = Daemon(self, flows={"hello": HELLO, "slow": SLOW}).start()
+        code, before, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "before"}})
+        self.assertEqual(code, 200)
+        code, slow, _ = d.curl("POST", "/v1/flows/slow/runs", {"input": {"ms": 1500}})
+        self.assertEqual(code, 202)
+        follow = subprocess.Popen([os.path.join(BIN, "basal"), "journal", "--follow", "--socket", d.socket],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: follow.poll() is None and follow.kill())
+        line = {}
+        t = threading.Thread(target=lambda: line.setdefault("text", follow.stdout.readline()))
+        t.start()
+        code, ended, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % slow["id"])
+        self.assertEqual((code, ended["state"]), (200, "ended"))
+        t.join(timeout=60)
+        # The run that was running when --follow started is printed once it ends; the one that had
+        # ended before is not.
+        self.assertRegex(line.get("text", ""), r"^activation %d +slow +ok +ended " % ended["activation_id"])
+        follow.send_signal(signal.SIGINT)
+        out, err = follow.communicate(timeout=30)
+        self.assertNotIn("activation %d " % before["activation_id"], line["text"] + out)
+
+
 class ScheduleOverlapTest(unittest.TestCase):
     def fire_again(self, d, count):
         """Moves the trigger's mark a day back and reloads: the daily fire two minutes ago is due again."""
