@@ -313,6 +313,7 @@ class Daemon final : public ModuleObserver {
 
   // ---- signals, drain ----
   Result<void> WatchSignals();
+  void PetWatchdog();
   void OnSignal(int sig);
   void BeginDrain(const std::string& why);
   void Reload();
@@ -342,6 +343,7 @@ class Daemon final : public ModuleObserver {
   std::string journal_why_;
   int64_t started_us_ = 0;
   std::optional<EventLoop::TimerId> watchdog_;
+  std::chrono::microseconds watchdog_period_{0};
   // The module's counters are totals; the metrics' counters take what is new since the last scrape.
   std::map<std::string, double> retire_seen_;
   std::map<std::string, double> calls_seen_;
@@ -454,13 +456,8 @@ Result<void> Daemon::Start() {
 
   uint64_t watchdog_us = 0;
   if (sd_watchdog_enabled(0, &watchdog_us) > 0 && watchdog_us > 0) {
-    const auto period = std::chrono::microseconds(watchdog_us / 2);
-    auto pet_ptr = std::make_shared<std::function<void()>>();
-    *pet_ptr = [this, period, pet_ptr] {
-      Notify("WATCHDOG=1");
-      watchdog_ = module_->loop().At(EventLoop::Clock::now() + period, [pet_ptr] { (*pet_ptr)(); });
-    };
-    (*pet_ptr)();
+    watchdog_period_ = std::chrono::microseconds(watchdog_us / 2);
+    PetWatchdog();
   }
   Log("serving " + o_.socket_path + (o_.config.listen.tcp.empty() ? "" : " and " + o_.config.listen.tcp) +
       ", journal " + o_.journal_path);
@@ -470,6 +467,13 @@ Result<void> Daemon::Start() {
 }
 
 // ---------------------------------------------------------------- signals, drain, reload
+
+// Tells systemd we are alive, every half of WatchdogSec, from the loop: a loop that stops
+// turning stops the pets, and systemd restarts the service.
+void Daemon::PetWatchdog() {
+  Notify("WATCHDOG=1");
+  watchdog_ = module_->loop().At(EventLoop::Clock::now() + watchdog_period_, [this] { PetWatchdog(); });
+}
 
 Result<void> Daemon::WatchSignals() {
   sigset_t set;

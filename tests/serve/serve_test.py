@@ -452,7 +452,9 @@ class LifecycleTest(unittest.TestCase):
         d.proc.send_signal(signal.SIGTERM)
         while not any("STOPPING=1" in m for m in seen):
             seen.append(sock.recv(4096).decode())
-        self.assertEqual(d.proc.wait(timeout=30), 0)
+        code = d.proc.wait(timeout=30)
+        with open(d.stderr_path) as f:
+            self.assertEqual(code, 0, f.read())
         sock.close()
 
     def test_readyz_and_metrics_add_up(self):
