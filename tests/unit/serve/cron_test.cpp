@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "unit/serve/cron_test_support.h"
+
 namespace basal::serve {
 namespace {
 
@@ -35,23 +37,8 @@ std::string Show(std::optional<TimePoint> tp) {
   return cctz::format("%Y-%m-%d %H:%M:%S", *tp, cctz::utc_time_zone());
 }
 
-TimeZone Zone(const std::string& name) {
-  auto z = LoadTimeZone(name);
-  if (!z) {
-    ADD_FAILURE() << name << ": " << z.error().message;
-    return *LoadTimeZone("UTC");
-  }
-  return *z;
-}
-
-CronSchedule Cron(const std::string& text) {
-  auto s = ParseCron(text);
-  if (!s) {
-    ADD_FAILURE() << text << ": " << s.error().message;
-    return *ParseCron("* * * * *");
-  }
-  return *s;
-}
+using test_support::Cron;
+using test_support::Zone;
 
 // The set bits of [first, last] as "0,15,30" with runs written "9-17".
 template <std::size_t N>

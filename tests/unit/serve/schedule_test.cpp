@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "unit/serve/cron_test_support.h"
+
 namespace basal::serve {
 namespace {
 
@@ -40,23 +42,8 @@ std::vector<std::string> Show(const std::vector<int64_t>& v) {
   return out;
 }
 
-TimeZone Zone(const std::string& name) {
-  auto z = LoadTimeZone(name);
-  if (!z) {
-    ADD_FAILURE() << name << ": " << z.error().message;
-    return *LoadTimeZone("UTC");
-  }
-  return *z;
-}
-
-CronSchedule Cron(const std::string& text) {
-  auto s = ParseCron(text);
-  if (!s) {
-    ADD_FAILURE() << text << ": " << s.error().message;
-    return *ParseCron("* * * * *");
-  }
-  return *s;
-}
+using test_support::Cron;
+using test_support::Zone;
 
 using Strings = std::vector<std::string>;
 
