@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <array>
 #include <new>
+#include <optional>
 #include <cstring>
 #include <set>
 #include <utility>
 #include <vector>
+
+#include "text/strict_json.h"
 
 namespace basal {
 namespace {
@@ -47,71 +50,38 @@ std::string ChildPath(const std::string& parent, const std::string& key) {
   return plain ? parent + "." + key : parent + "[" + Quoted(key) + "]";
 }
 
-// Watches the parse: duplicate keys are an error, not "last one wins" (a second "grants" must not
-// silently replace the first one the operator reviewed; nlohmann keeps the last), and nesting is
-// bounded (a manifest is a few levels deep; printing and checking deeper values would recurse).
-class ParseWatch {
- public:
-  static constexpr size_t kMaxDepth = 64;
+// A manifest is a few levels deep; printing and checking deeper values would recurse.
+constexpr size_t kMaxManifestDepth = 64;
 
-  bool OnEvent(Json::parse_event_t event, const Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
-        if (frames_.size() >= kMaxDepth && !error_) {
-          error_ = Invalid(PathOf(frames_.size()), "nested deeper than " + std::to_string(kMaxDepth) + " levels");
-        }
-        frames_.push_back(Frame{event == Json::parse_event_t::array_start, {}, "", 0});
-        break;
-      case Json::parse_event_t::object_end:
-      case Json::parse_event_t::array_end:
-        frames_.pop_back();
-        if (!frames_.empty()) Advance();
-        break;
-      case Json::parse_event_t::key:
-        if (!frames_.empty() && parsed.is_string()) {
-          Frame& top = frames_.back();
-          top.key = parsed.get<std::string>();
-          if (!top.keys.insert(top.key).second && !error_) {
-            error_ =
-                Invalid(PathOf(frames_.size() - 1), "duplicate key " + Quoted(top.key) + " (each key may appear once)");
-          }
-        }
-        break;
-      case Json::parse_event_t::value:
-        if (!frames_.empty()) Advance();
-        break;
+// The path of the first `count` containers of `where` ("manifest" for none).
+std::string PathOf(const std::vector<StrictJsonWatch::Step>& where, size_t count) {
+  std::string path;
+  for (size_t i = 0; i < count && i < where.size(); ++i) {
+    const StrictJsonWatch::Step& step = where[i];
+    if (step.is_array) {
+      path = (path.empty() ? "manifest" : path) + "[" + std::to_string(step.index) + "]";
+    } else {
+      path = ChildPath(path, step.key);
     }
-    return true;
   }
-  const std::optional<Error>& error() const { return error_; }
+  return path.empty() ? "manifest" : path;
+}
 
- private:
-  struct Frame {
-    bool is_array;
-    std::set<std::string> keys;
-    std::string key;  // objects: the key whose value comes next
-    size_t index;     // arrays: the index of the next element
-  };
-  // The path of the container at depth `depth` (0: the top level), built only for an error.
-  std::string PathOf(size_t depth) const {
-    std::string path;
-    for (size_t i = 0; i < depth && i < frames_.size(); ++i) {
-      const Frame& f = frames_[i];
-      if (f.is_array) {
-        path = (path.empty() ? "manifest" : path) + "[" + std::to_string(f.index) + "]";
-      } else {
-        path = ChildPath(path, f.key);
-      }
-    }
-    return path.empty() ? "manifest" : path;
+// Duplicate keys are an error, not "last one wins" (a second "grants" must not silently replace
+// the first one the operator reviewed), and nesting is bounded: src/text/strict_json.h.
+std::optional<Error> StrictJsonProblem(const StrictJsonWatch& watch) {
+  const auto& where = watch.where();
+  switch (watch.problem()) {
+    case StrictJsonWatch::Problem::kNone:
+      return std::nullopt;
+    case StrictJsonWatch::Problem::kTooDeep:
+      return Invalid(PathOf(where, where.size()), "nested deeper than " + std::to_string(watch.max_depth()) + " levels");
+    case StrictJsonWatch::Problem::kDuplicateKey:
+      return Invalid(PathOf(where, where.size() - 1),
+                     "duplicate key " + Quoted(where.back().key) + " (each key may appear once)");
   }
-  void Advance() {
-    if (frames_.back().is_array) ++frames_.back().index;
-  }
-  std::vector<Frame> frames_;
-  std::optional<Error> error_;
-};
+  return std::nullopt;
+}
 
 // nlohmann's own message, without its "[json.exception.parse_error.101] " prefix.
 class SyntaxErrorProbe : public nlohmann::json_sax<Json> {
@@ -271,13 +241,13 @@ Budgets DefaultBudgets(Profile profile) {
 }
 
 Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& registry, Profile profile) {
-  ParseWatch watch;
+  StrictJsonWatch watch(kMaxManifestDepth);
   Json root = Json::parse(
       text.begin(), text.end(),
       [&watch](int /*depth*/, Json::parse_event_t event, Json& parsed) { return watch.OnEvent(event, parsed); },
       /*allow_exceptions=*/false);
   if (root.is_discarded()) return Invalid("manifest", "not valid JSON: " + DescribeSyntaxError(text));
-  if (watch.error()) return *watch.error();
+  if (auto problem = StrictJsonProblem(watch)) return *problem;
   if (!root.is_object()) return Invalid("manifest", "must be a JSON object (got " + Shown(root) + ")");
 
   Manifest manifest;

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "parent/secrets/secret_store.h"
+#include "text/strict_json.h"
 
 namespace basal::serve {
 namespace {
@@ -76,60 +77,28 @@ bool HasControlByte(std::string_view text) {
   return false;
 }
 
-// Watches the parse for what nlohmann lets through: a key given twice (nlohmann keeps the last,
-// so a second "limits" would silently replace the first) and nesting past kMaxDepth (printing a
-// value recurses; a configuration is a few levels deep, a schedule's input a few more).
-class ParseWatch {
- public:
-  void OnEvent(Json::parse_event_t event, const Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
-        if (frames_.size() >= kMaxDepth && !error_) {
-          error_ = PathOf(frames_.size()) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels";
-        }
-        frames_.push_back(Frame{event == Json::parse_event_t::array_start, {}, "", 0});
-        break;
-      case Json::parse_event_t::object_end:
-      case Json::parse_event_t::array_end:
-        if (!frames_.empty()) frames_.pop_back();
-        if (!frames_.empty() && frames_.back().is_array) ++frames_.back().index;
-        break;
-      case Json::parse_event_t::key:
-        if (!frames_.empty() && parsed.is_string()) {
-          Frame& top = frames_.back();
-          top.key = parsed.get<std::string>();
-          if (!top.keys.insert(top.key).second && !error_) {
-            error_ = PathOf(frames_.size()) + ": duplicate key; each key may appear once";
-          }
-        }
-        break;
-      case Json::parse_event_t::value:
-        if (!frames_.empty() && frames_.back().is_array) ++frames_.back().index;
-        break;
-    }
-  }
-  const std::optional<std::string>& error() const { return error_; }
+// The path of the value `where` leads to ("the configuration" for none).
+std::string PathOf(const std::vector<StrictJsonWatch::Step>& where) {
+  std::string path;
+  for (const StrictJsonWatch::Step& step : where)
+    path = step.is_array ? path + "[" + std::to_string(step.index) + "]" : ChildPath(path, step.key);
+  return path.empty() ? "the configuration" : path;
+}
 
- private:
-  struct Frame {
-    bool is_array;
-    std::set<std::string> keys;
-    std::string key;  // objects: the key whose value comes next
-    size_t index;     // arrays: the index of the next element
-  };
-  // The path of the value the container at `depth` is reading (depth 1: a top-level key).
-  std::string PathOf(size_t depth) const {
-    std::string path;
-    for (size_t i = 0; i < depth && i < frames_.size(); ++i) {
-      const Frame& f = frames_[i];
-      path = f.is_array ? path + "[" + std::to_string(f.index) + "]" : ChildPath(path, f.key);
-    }
-    return path.empty() ? "the configuration" : path;
+// What nlohmann lets through (src/text/strict_json.h): a key given twice (it keeps the last, so a
+// second "limits" would silently replace the first) and nesting past kMaxDepth (printing a value
+// recurses; a configuration is a few levels deep, a schedule's input a few more).
+std::optional<std::string> StrictJsonProblem(const StrictJsonWatch& watch) {
+  switch (watch.problem()) {
+    case StrictJsonWatch::Problem::kNone:
+      return std::nullopt;
+    case StrictJsonWatch::Problem::kTooDeep:
+      return PathOf(watch.where()) + ": nested deeper than " + std::to_string(watch.max_depth()) + " levels";
+    case StrictJsonWatch::Problem::kDuplicateKey:
+      return PathOf(watch.where()) + ": duplicate key; each key may appear once";
   }
-  std::vector<Frame> frames_;
-  std::optional<std::string> error_;
-};
+  return std::nullopt;
+}
 
 // nlohmann's message without its "[json.exception.parse_error.101] " prefix.
 std::string SyntaxMessage(const std::exception& e) {
@@ -750,7 +719,7 @@ Result<std::string> ResolveSocketPath(const ListenConfig& listen, const SocketEn
 Result<ServeConfig> ParseServeConfig(std::string_view json_text, std::string_view origin) {
   if (IsBlank(json_text)) return ServeConfig{};
   const std::string prefix = origin.empty() ? "" : std::string(origin) + ": ";
-  ParseWatch watch;
+  StrictJsonWatch watch(kMaxDepth);
   Json root;
   try {
     root = Json::parse(
@@ -763,7 +732,7 @@ Result<ServeConfig> ParseServeConfig(std::string_view json_text, std::string_vie
   } catch (const Json::exception& e) {
     return Invalid(prefix + "not valid JSON (no comments, no trailing commas): " + SyntaxMessage(e));
   }
-  if (watch.error()) return Invalid(prefix + *watch.error());
+  if (auto problem = StrictJsonProblem(watch)) return Invalid(prefix + *problem);
   return Parser(origin).Parse(root);
 }
 
