@@ -91,7 +91,13 @@ struct HttpListener::Impl {
   // Runs libmicrohttpd's work and sets the timer it asks for.
   void Run() {
     if (!daemon) return;
+    // At max_connections libmicrohttpd takes the listening socket out of its epoll set, and puts it
+    // back at the start of the next MHD_run once a connection has closed. Nothing wakes that next
+    // run (what waits is in the kernel's backlog, out of its set), so a run that closed a
+    // connection is followed by one more; without it the listener stays deaf for good.
+    const size_t before = connections;
     MHD_run(daemon);
+    if (connections < before) MHD_run(daemon);
     if (timer) loop->Cancel(*timer);
     timer.reset();
     MHD_UNSIGNED_LONG_LONG ms = 0;

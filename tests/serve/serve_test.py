@@ -304,6 +304,36 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(codes.count(202), 3, codes)  # one running, two queued
         self.assertEqual(codes[3:], [429, 429])
 
+    def test_connections_past_max_connections_wait_in_the_backlog(self):
+        d = Daemon(self, config={"limits": {"max_connections": 3}}).start()
+        idle = []
+        for _ in range(3):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(d.socket)
+            idle.append(s)
+        # The fourth is not served while three are open: it waits in the kernel's backlog, not in
+        # the daemon's memory.
+        code, _, _ = d.curl("GET", "/healthz", check=False, timeout=2)
+        self.assertEqual(code, 0)
+        # One waits now; when a slot frees it is served, and so is everything after.
+        waiting = {}
+        t = threading.Thread(target=lambda: waiting.setdefault("r", d.curl("GET", "/healthz", timeout=30)))
+        t.start()
+        time.sleep(0.5)
+        for s in idle:
+            s.close()
+        t.join(timeout=40)
+        self.assertEqual(waiting["r"][0], 200)
+        for _ in range(5):
+            self.assertEqual(d.curl("GET", "/healthz")[0], 200)
+
+    def test_request_headers_are_bounded(self):
+        d = Daemon(self).start()
+        code, _, _ = d.curl("GET", "/healthz", headers={"X-Big": "a" * 100_000})
+        self.assertEqual(code, 431)  # libmicrohttpd's own answer: its 64 KiB per connection is full
+        code, data, _ = d.curl("GET", "/healthz", headers={"X-Big": "a" * 10_000})
+        self.assertEqual((code, data["status"]), (200, "alive"))
+
     def test_unix_socket_is_owner_only_and_peer_checked(self):
         d = Daemon(self).start()
         mode = os.stat(d.socket).st_mode & 0o777
