@@ -302,6 +302,7 @@ class Daemon final : public ModuleObserver {
   Result<std::optional<std::chrono::milliseconds>> WaitOf(const HttpRequest& req);
 
   // ---- schedules ----
+  Result<void> CheckTriggers(const ServeConfig& config);
   Result<void> LoadTriggers(const ServeConfig& config, bool at_start);
   void CatchUp(TriggerState& t, bool at_start);
   void HandleDue(TriggerState& t, int64_t window_us);
@@ -425,6 +426,7 @@ Result<void> Daemon::Start() {
 
   if (!o_.config_path.empty())
     if (auto f = LoadServeConfig(o_.config_path); f) file_config_ = *f;
+  if (auto c = CheckTriggers(o_.config); !c) return c;
   if (auto t = LoadTriggers(o_.config, /*at_start=*/true); !t) return t;
   if (auto s = WatchSignals(); !s) return s;
 
@@ -459,6 +461,9 @@ Result<void> Daemon::Start() {
     watchdog_period_ = std::chrono::microseconds(watchdog_us / 2);
     PetWatchdog();
   }
+  // The configuration in use, every default filled in (docs/serve-config.md): what an operator
+  // compares with what they meant. Secrets appear as their names only.
+  Log("configuration " + ToJson(o_.config).dump(-1, ' ', false, Json::error_handler_t::replace));
   Log("serving " + o_.socket_path + (o_.config.listen.tcp.empty() ? "" : " and " + o_.config.listen.tcp) +
       ", journal " + o_.journal_path);
   Notify("READY=1\nSTATUS=serving");
@@ -529,6 +534,11 @@ void Daemon::Reload() {
   auto config = LoadServeConfig(o_.config_path);
   if (!config) {
     Log("SIGHUP: the config was not reloaded, the running one stays: " + config.error().message);
+    Notify("READY=1\nSTATUS=serving (the last reload was refused)");
+    return;
+  }
+  if (auto c = CheckTriggers(*config); !c) {
+    Log("SIGHUP: the config was not reloaded, the running one stays: " + c.error().message);
     Notify("READY=1\nSTATUS=serving (the last reload was refused)");
     return;
   }
@@ -1223,6 +1233,32 @@ HttpResponse Daemon::Metrics() {
 
 // at_start: the daemon was down since the marks were stored, so the triggers' catch_up windows
 // apply; a reload (SIGHUP) missed nothing, so a fire that came due meanwhile is on time.
+// A trigger that could never start a run is refused before anything changes: its flow must be
+// approved here (and its newest version not revoked), a webhook's secret must be stored. At start
+// the daemon then does not start; at SIGHUP the old triggers keep serving.
+Result<void> Daemon::CheckTriggers(const ServeConfig& config) {
+  auto flow_ok = [this](const std::string& trigger, const std::string& flow) -> Result<void> {
+    if (auto f = FlowFor(flow); !f)
+      return MakeError(ErrorCode::kInvalidArgument, "trigger " + trigger + ": " + f.error().message +
+                                                        " (approve the flow, or remove the trigger from the config)");
+    return Ok();
+  };
+  if (!config.webhooks.empty()) {
+    auto secrets = SecretStore::Open(o_.secrets_dir, /*create=*/false);
+    for (const WebhookTrigger& w : config.webhooks) {
+      if (auto f = flow_ok(w.name, w.flow); !f) return f;
+      Result<std::string> secret = secrets ? secrets->Get(w.secret) : Result<std::string>(secrets.error());
+      if (!secret)
+        return MakeError(ErrorCode::kInvalidArgument, "trigger " + w.name + ": its secret " + w.secret +
+                                                          " cannot be read (" + secret.error().message +
+                                                          "); store it with: basal secret set " + w.secret);
+    }
+  }
+  for (const ScheduleTrigger& sc : config.schedules)
+    if (auto f = flow_ok(sc.name, sc.flow); !f) return f;
+  return Ok();
+}
+
 Result<void> Daemon::LoadTriggers(const ServeConfig& config, bool at_start) {
   std::map<std::string, WebhookTrigger> hooks;
   for (const WebhookTrigger& w : config.webhooks) hooks[w.name] = w;

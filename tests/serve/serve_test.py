@@ -387,6 +387,27 @@ class ApiTest(unittest.TestCase):
         self.assertIn("not a loopback address", str(e.exception))
 
 
+    def test_a_trigger_that_could_never_run_is_refused_at_start(self):
+        hook = {"triggers": [{"name": "push", "webhook": {"flow": "hello", "secret": "hook_secret"}}]}
+        cases = [
+            ({"triggers": [{"name": "push", "webhook": {"flow": "nope", "secret": "hook_secret"}}]},
+             "trigger push: no flow named nope is approved"),
+            (hook, "trigger push: its secret hook_secret cannot be read"),
+            ({"triggers": [{"name": "tick", "schedule": {"flow": "nope", "cron": "* * * * *"}}]},
+             "trigger tick: no flow named nope is approved"),
+        ]
+        for config, message in cases:
+            with self.subTest(message=message):
+                d = Daemon(self, config=config)
+                with self.assertRaises(AssertionError) as e:
+                    d.start()
+                self.assertIn(message, str(e.exception))
+        # Once the secret is stored, the same configuration starts.
+        d = Daemon(self, config=hook)
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        self.assertEqual(d.curl("GET", "/readyz")[0], 200)
+
 class WebhookTest(unittest.TestCase):
     def sign(self, secret, body, ts=None):
         ts = str(int(time.time()) if ts is None else ts)
@@ -730,6 +751,11 @@ class ReloadTest(unittest.TestCase):
                                                                           "respond": "not-a-mode"}}]}))
         d.proc.send_signal(signal.SIGHUP)
         d.wait_for_log("the config was not reloaded", count=2)
+        # Well-formed, but its trigger names a flow that is not approved: refused the same way.
+        d.write_config(json.dumps({"triggers": [{"name": "c", "webhook": {"flow": "nope", "secret": "hook_secret"}}]}))
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("the config was not reloaded", count=3)
+        self.assertIn("trigger c: no flow named nope is approved", d.stderr())
         for hook in ("a", "b"):
             code, data, _ = d.curl("POST", "/hooks/" + hook, body, headers=d.sign("s3cret", body))
             self.assertEqual((code, data["outcome"]), (200, "ok"), data)
