@@ -1033,21 +1033,43 @@ void Daemon::HandleWebhook(const HttpRequest& req, const std::string& trigger, R
     metrics_.Add("basal_webhooks_total", {trigger, v.reason});
     return respond(JsonError(401, v.reason, v.message));
   }
-  metrics_.Add("basal_webhooks_total", {trigger, "accepted"});
   Json body = Json::parse(req.body, nullptr, false);
+  // Everything in the input comes from the signed delivery, so a delivery sent again (a sender's
+  // retry, or a replay of a captured one inside the window) is the same input: with the key below
+  // it gets the run it already has, never a second one.
+  int64_t signed_s = 0;
+  for (char c : *ts) signed_s = signed_s * 10 + (c - '0');  // digits only: the check parsed it
   Json input{{"trigger", trigger},
              {"body", body.is_discarded() ? Json(req.body) : body},
              {"content_type", std::string(req.Header("content-type").value_or(""))},
-             {"received", UtcText(Now())}};
+             {"signed_at", UtcText(signed_s * 1'000'000)}};
+  // The sender's own delivery id when it sends one; else the delivery itself: the signed
+  // timestamp and body, which nobody without the secret can vary (a signature header with other
+  // values beside the good one would be a different string, so it is not part of the key).
   std::string key;
-  if (auto k = req.Header("idempotency-key")) key = std::string(*k).substr(0, 255);
+  if (auto k = req.Header("idempotency-key")) {
+    key = std::string(*k).substr(0, 255);
+  } else {
+    key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
+  }
   const bool wait = w.respond == WebhookTrigger::Respond::kWait;
   const auto wait_for = std::min(w.wait, o_.config.limits.wait_max);
   if (auto f = FlowFor(w.flow); !f)
     return respond(JsonError(f.error().code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
                              "webhook " + trigger + ": " + f.error().message));
-  Enqueue(w.flow, std::move(input), "webhook:" + trigger, key, [this, respond, wait, wait_for](Result<Accepted> a) {
+  Enqueue(w.flow, std::move(input), "webhook:" + trigger, key, [this, trigger, respond, wait, wait_for](Result<Accepted> a) {
     if (!a) return respond(JsonError(a.error().code == ErrorCode::kConflict ? 409 : 500, "journal", a.error().message));
+    metrics_.Add("basal_webhooks_total", {trigger, a->existing ? "replayed" : "accepted"});
+    if (a->existing) {
+      AnswerWithRun(
+          a->run.id,
+          [respond](HttpResponse r) {
+            r.headers.emplace_back("Idempotent-Replayed", "true");
+            respond(std::move(r));
+          },
+          true, wait ? std::optional<std::chrono::milliseconds>(wait_for) : std::nullopt);
+      return;
+    }
     AnswerWithRun(a->run.id, respond, true,
                   wait ? std::optional<std::chrono::milliseconds>(wait_for) : std::nullopt);
   });

@@ -449,6 +449,34 @@ class WebhookTest(unittest.TestCase):
         self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 2)
 
 
+    def test_a_delivery_sent_again_gets_the_run_it_has(self):
+        d = Daemon(self, config={"triggers": [
+            {"name": "push", "webhook": {"flow": "hello", "secret": "hook_secret"}}]})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        body = json.dumps({"name": "once"})
+        headers = self.sign("s3cret", body)
+        code, first, _ = d.curl("POST", "/hooks/push", body, headers=headers)
+        self.assertEqual(code, 202, first)
+        self.assertEqual(first["input"]["signed_at"],
+                         time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(int(headers["X-Basal-Timestamp"]))))
+        # The same delivery again (a retry, or a replay inside the window), and again with another
+        # value beside the good signature: the same run, said so, and no second run.
+        padded = dict(headers, **{"X-Basal-Signature": headers["X-Basal-Signature"] + ",sha256=" + "0" * 64})
+        for again in (headers, padded):
+            code, data, hdrs = d.curl("POST", "/hooks/push", body, headers=again)
+            self.assertIn(code, (200, 202), data)
+            self.assertEqual(data["id"], first["id"])
+            self.assertEqual(hdrs.get("idempotent-replayed"), "true")
+        # A new delivery of the same body (signed at another second) is a new run.
+        later = self.sign("s3cret", body, ts=int(headers["X-Basal-Timestamp"]) + 1)
+        code, data, hdrs = d.curl("POST", "/hooks/push", body, headers=later)
+        self.assertEqual(code, 202, data)
+        self.assertNotEqual(data["id"], first["id"])
+        self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 2)
+        self.assertEqual(d.metric('basal_webhooks_total{trigger="push",verdict="replayed"}'), 2)
+        self.assertEqual(d.metric('basal_webhooks_total{trigger="push",verdict="accepted"}'), 2)
+
 class LifecycleTest(unittest.TestCase):
     def test_sigterm_drains_work_in_flight(self):
         d = Daemon(self, config={"limits": {"max_workers": 1, "drain_timeout": "20s"}}, flows={"slow": SLOW}).start()
