@@ -55,6 +55,9 @@ namespace {
 
 using Json = nlohmann::json;
 
+// A run's own error record (when its activation's end holds none) keeps this much of the message.
+constexpr size_t kRunErrorMessageBytes = 4096;
+
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"; }
 
 HttpResponse JsonResponse(int status, const Json& body) {
@@ -685,8 +688,9 @@ void Daemon::Dispatch() {
           OnActivationDone(run_id, flow_name, started, r, *end_written);
         },
         [this, run_id, end_written](const ActivationResult& r) {
-          (void)module_->store().runs().MarkRunEnded(run_id, OutcomeName(r.outcome),
-                                                      r.ok() ? "" : r.ErrorJson().dump(), Now());
+          // The error stays with the activation's end, capped there (RunJson reads it from
+          // there): a flow's error is not written to the journal twice.
+          (void)module_->store().runs().MarkRunEnded(run_id, OutcomeName(r.outcome), "", Now());
           *end_written = true;
         });
     if (!id) {
@@ -716,7 +720,9 @@ void Daemon::OnActivationDone(int64_t run_id, const std::string& flow, int64_t s
   } else {
     // The end could not be written with the activation's, or that batch was lost: write it now;
     // waiters hear of it once it is committed.
-    (void)module_->store().runs().MarkRunEnded(run_id, outcome, r.ok() ? "" : r.ErrorJson().dump(), Now());
+    // Only the kind and the start of the message: the flow's own error may be as long as a frame.
+    const Json error = r.ok() ? Json() : Json{{"kind", outcome}, {"message", r.message.substr(0, kRunErrorMessageBytes)}};
+    (void)module_->store().runs().MarkRunEnded(run_id, outcome, error.is_null() ? "" : error.dump(-1, ' ', false, Json::error_handler_t::replace), Now());
     ScheduleRunEnded(run_id);
     module_->AfterCommit([this, run_id](const Result<void>&) { WakeWaiters(run_id); });
   }

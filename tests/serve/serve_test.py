@@ -282,6 +282,15 @@ class ApiTest(unittest.TestCase):
         got, flow, _ = d.curl("GET", "/v1/flows/hello")
         self.assertEqual((flow["version"], flow["revoked"], len(flow["versions"])), (2, False, 2))
 
+    def test_a_flows_error_is_answered_and_journaled_once(self):
+        throws = "export default async () => { throw new Error('x'.repeat(100000)); };\n"
+        d = Daemon(self, flows={"throws": throws}).start()
+        code, run, _ = d.curl("POST", "/v1/flows/throws/runs?wait=30s", {"input": None})
+        self.assertEqual((code, run["outcome"]), (200, "script_error"), run)
+        self.assertIn("xxxx", json.dumps(run["error"]))
+        # The error is the activation's (capped there), not copied into the run's row.
+        self.assertEqual(d.query("SELECT coalesce(error, '') FROM runs WHERE id=?", run["id"])[0][0], "")
+
     def test_idempotency_key_gives_the_same_run(self):
         d = Daemon(self).start()
         h = {"Idempotency-Key": "order-17"}
