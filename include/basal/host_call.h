@@ -55,6 +55,9 @@ struct HostCallContext {
   // The constraints of the grant that admitted the call (e.g. kv.put's quota), or null for a call
   // that needs no grant and has none. Valid only while the handler runs: copy what you keep.
   const Json* grant = nullptr;
+  // The host call's name as the script called it: for a family spec ("mcp.*") the member called
+  // ("mcp.fs.read_text_file"); otherwise the spec's own name.
+  std::string name;
 };
 
 // One-shot answer to a host call. Move-only; thread-safe: Ok/Error may be called from any thread.
@@ -97,7 +100,14 @@ const char* DirectionName(ConstraintChange::Direction direction);  // "widened",
 using HostCallHandler = std::function<void(const HostCallContext&, const Json& args, HostCallReply reply)>;
 
 struct HostCallSpec {
-  std::string name;  // e.g. "kv.get"
+  // e.g. "kv.get". A name ending in ".*" registers a family: it serves every name below that prefix
+  // that has no spec of its own ("mcp.*" serves "mcp.fs.read_text_file"); its handler reads the
+  // member called from HostCallContext::name, and a grant names the member, not the family.
+  std::string name;
+  // For agents (`basal mcp`'s describe_tools): what the call does, and a JSON Schema of its
+  // arguments. Empty / null: the agent sees only the name.
+  std::string description;
+  Json input_schema;
   // false: allowed without a grant (only `log`); a manifest may still list it with {}.
   bool needs_grant = true;
   // Validates a grant's constraints when the manifest is parsed. `path` is the JSON path of the
@@ -136,10 +146,12 @@ class HostCallRegistry {
  public:
   // Fails on an empty or duplicate name, or a missing handler.
   Result<void> Register(HostCallSpec spec);
-  // Replaces a registered spec of the same name, checked as Register checks it (on failure the
+  // Replaces a registered spec of the same name (a family by its "PREFIX.*" name), checked as Register checks it (on failure the
   // old one stays): an embedder that serves a built-in its own way (http.fetch through its own
   // egress proxy), or a test's stand-in. Call it before AddFlow, like Register.
   Result<void> Replace(HostCallSpec spec);
+  // The spec of `name`: its own, else the family whose prefix it extends ("mcp.*" for
+  // "mcp.fs.read_text_file"); null when neither.
   const HostCallSpec* Find(std::string_view name) const;
   // Calls every spec's activation_ended (those that set it).
   void ActivationEnded(int64_t activation_id) const;

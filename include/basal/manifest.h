@@ -57,6 +57,19 @@ class Manifest {
   // nullopt: allowed. Else the reason the call is denied (journaled, and the script's
   // PermissionDenied message).
   std::optional<std::string> Authorize(const HostCallSpec& spec, const Json& args) const;
+  // The same for host call `name` as the script called it (a family spec's member:
+  // "mcp.fs.read_text_file", granted by its own grant or by "mcp.fs.*").
+  std::optional<std::string> Authorize(const HostCallSpec& spec, std::string_view name, const Json& args) const;
+  // The key of the grant that covers host call `name` ("kv.get", or "mcp.fs.*" for
+  // "mcp.fs.read_text_file" when only the wildcard is granted); empty when none does.
+  std::string GrantKeyFor(std::string_view name) const;
+  // That grant's constraints, or null.
+  const Json* GrantFor(std::string_view name) const;
+
+  // A codemode policy's downstream MCP servers (docs/codemode.md), by name: each
+  // {"command", "args", "env", "cwd", "call_timeout_ms", "start_timeout_ms"} with the defaults filled
+  // in. Empty for a flow (a flow's manifest may not list them).
+  const std::map<std::string, Json>& mcp_servers() const { return mcp_servers_; }
 
   const Budgets& budgets() const { return budgets_; }
   const std::map<std::string, Json>& grants() const { return grants_; }
@@ -66,6 +79,7 @@ class Manifest {
 
  private:
   std::map<std::string, Json> grants_;
+  std::map<std::string, Json> mcp_servers_;
   Budgets budgets_;
   std::string hash_;
 };

@@ -142,6 +142,10 @@ struct Flow {
   int64_t approval_id = 0;
   int64_t version = 0;
   std::string policy;  // codemode: the policy's name
+  // Codemode: the host calls the script's `tools` object offers, as tools.<group>.<member>(args)
+  // (its default export's third argument; "kv.get" is tools.kv.get, "mcp.fs.read_text_file" is
+  // tools.fs.read_text_file). Empty for a flow.
+  std::vector<std::string> tools;
 };
 using FlowRef = std::shared_ptr<const Flow>;
 
@@ -196,7 +200,18 @@ class Module {
   // An agent's script under the newest version of codemode policy `policy` (`basal policy
   // approve`): the policy's grants and budgets, profile codemode. The script's source is kept in
   // the journal. `script_name` names it in the journal (e.g. its file name). Errors as LoadApprovedFlow.
-  Result<FlowRef> AddCodemodeScript(std::string_view policy, std::string script_name, std::string source);
+  // `tools`: the host calls its `tools` argument offers (Flow::tools); nullopt: every host call the
+  // policy grants by name (not the `mcp.<server>.*` wildcards, whose tools only `basal mcp` knows).
+  Result<FlowRef> AddCodemodeScript(std::string_view policy, std::string script_name, std::string source,
+                                    std::optional<std::vector<std::string>> tools = std::nullopt);
+  // The newest approved version of codemode policy `policy`, checked as AddCodemodeScript checks
+  // it (errors alike): what `basal mcp` reads to start the policy's downstream MCP servers.
+  struct PolicyVersion {
+    Manifest manifest;
+    int64_t version = 0;
+    int64_t approval_id = 0;
+  };
+  Result<PolicyVersion> ApprovedPolicy(std::string_view policy);
   // Later Submits of it fail; its idle workers retire now; what it already runs or queued finishes.
   Result<void> RemoveFlow(const FlowRef& flow);
 

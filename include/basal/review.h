@@ -48,6 +48,16 @@ struct BudgetReview {
   uint64_t before = 0, after = 0;         // in the manifest's units; `before` unused for a first version
 };
 
+// A downstream MCP server of a codemode policy (mcp_servers): the program basal will start and
+// everything it is given. Any change to one is reviewed as a change (a new command runs new code).
+struct McpServerReview {
+  enum class Kind { kAdded, kRemoved, kChanged };
+  std::string name;
+  Kind kind = Kind::kAdded;
+  Json before, after;  // the server as parsed, defaults filled in (null when absent on that side)
+};
+const char* McpServerKindName(McpServerReview::Kind kind);  // "added", "removed", "changed"
+
 struct SourceReview {
   bool present = false;                   // false for a codemode policy (no source)
   size_t lines_before = 0, lines_after = 0, lines_added = 0, lines_removed = 0;
@@ -64,9 +74,10 @@ struct Review {
   bool same_manifest_text = false;        // the two manifests' texts are the same bytes (false when first)
   std::vector<GrantReview> grants;        // sorted by name; kSame entries omitted unless first
   std::vector<BudgetReview> budgets;      // first: all seven; else only those that differ
+  std::vector<McpServerReview> mcp_servers;  // sorted by name; only those added, removed or changed
   SourceReview source;
-  // Any grant added, widened, changed or not comparable, or any budget raised (a first version
-  // with any grant or budget widens: it starts from nothing).
+  // Any grant added, widened, changed or not comparable, any budget raised, or any MCP server
+  // added or changed (a first version with any grant or budget widens: it starts from nothing).
   bool Widens() const;
 };
 

@@ -17,6 +17,7 @@
 #include "basal/manifest.h"
 #include "basal/review.h"
 #include "cli/cli_support.h"
+#include "parent/host_calls/mcp.h"
 #include "parent/host_calls/http_fetch.h"
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
@@ -108,6 +109,7 @@ Result<std::unique_ptr<Opened>> Open(const ApprovalOptions& o, bool writes) {
     return r.error();
   if (auto r = RegisterKvHostCallSpecs(opened->registry); !r) return r.error();
   if (auto r = RegisterHttpFetchSpec(opened->registry); !r) return r.error();
+  if (auto r = RegisterMcpHostCalls(opened->registry); !r) return r.error();
   return opened;
 }
 

@@ -99,17 +99,18 @@ void CallGate::Update(const CallUpdate& update) {
 
 Decision CallGate::Decide(const Flow& flow, const protocol::Call& call, const HostCallSpec* spec) {
   if (!spec) return {Verdict::kDeny, "unknown host call", "no host call named \"" + call.name + "\""};
+  // The grant that admits this name: its own, or a family's wildcard ("mcp.fs.*").
+  const std::string grant_key = flow.manifest.GrantKeyFor(call.name);
+  const std::string rule = grant_key.empty() ? std::string("no grant") : "grants." + grant_key;
   try {
-    if (auto denied = flow.manifest.Authorize(*spec, call.args))
-      return {Verdict::kDeny, flow.manifest.grants().count(spec->name) ? "grants." + spec->name : "no grant", *denied};
+    if (auto denied = flow.manifest.Authorize(*spec, call.name, call.args)) return {Verdict::kDeny, rule, *denied};
   } catch (const std::exception& e) {  // fail closed
-    return {Verdict::kDeny, "grants." + spec->name, "the authorization check of \"" + call.name + "\" threw: " + e.what()};
+    return {Verdict::kDeny, "grants." + call.name, "the authorization check of \"" + call.name + "\" threw: " + e.what()};
   } catch (...) {
-    return {Verdict::kDeny, "grants." + spec->name, "the authorization check of \"" + call.name + "\" threw"};
+    return {Verdict::kDeny, "grants." + call.name, "the authorization check of \"" + call.name + "\" threw"};
   }
-  if (!spec->needs_grant && !flow.manifest.grants().count(spec->name))
-    return {Verdict::kAllow, "needs no grant", "needs no grant"};
-  return {Verdict::kAllow, "grants." + spec->name, "granted by manifest"};
+  if (!spec->needs_grant && grant_key.empty()) return {Verdict::kAllow, "needs no grant", "needs no grant"};
+  return {Verdict::kAllow, rule, "granted by manifest"};
 }
 
 bool CallGate::Charge(CallUsage& usage, const Flow& flow, uint64_t bytes) {
@@ -206,6 +207,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   const Key key{activation, call.id};
   InFlight& f = calls_[key];
   f.spec = spec;
+  f.name = call.name;
   f.flow = flow;
   f.decision = std::move(decision);
   f.start_unix_us = start;
@@ -257,11 +259,9 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
   slot->activation_id = key.first;
   slot->call_id = key.second;
   const HostCallSpec& spec = *f.spec;
-  const auto& grants = f.flow->manifest.grants();
-  const auto grant = grants.find(spec.name);
   HostCallContext ctx{key.first, key.second, f.flow->name,
                       journal_id_ + ":" + std::to_string(key.first) + ":" + std::to_string(key.second),
-                      grant == grants.end() ? nullptr : &grant->second};
+                      f.flow->manifest.GrantFor(f.name), f.name};
   const FlowRef flow = f.flow;  // the grant stays valid while the handler runs
   Json args = std::move(f.args);
   f.args = nullptr;
@@ -277,8 +277,8 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
   slot->dispatching = false;
   if (!thrown.empty()) {
     hooks_.event({ModuleEvent::Kind::kHandlerThrew,
-                  "host call \"" + spec.name + "\" threw: " + thrown, key.first, 0});
-    HostCallReply(slot).Error("HostError", "host call \"" + spec.name + "\" failed: its handler threw: " + thrown);
+                  "host call \"" + ctx.name + "\" threw: " + thrown, key.first, 0});
+    HostCallReply(slot).Error("HostError", "host call \"" + ctx.name + "\" failed: its handler threw: " + thrown);
   } else if (slot.use_count() == 1) {  // nobody kept the reply
     HostCallReply(slot).Error("HostError", "the host call's handler dropped its reply without answering");
   }
@@ -307,7 +307,7 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
     if (!protocol::FitsInMessage(value_json, why)) {
       ok = false;
       name = "HostError";
-      message = "the result of host call \"" + spec.name + "\" cannot be sent to the flow: " + why;
+      message = "the result of host call \"" + f.name + "\" cannot be sent to the flow: " + why;
       value_json.clear();
       hooks_.event({ModuleEvent::Kind::kResultTooLarge, message, activation, 0});
     }
@@ -324,7 +324,7 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
   } else if (f.recorded) {
     Update({activation, call_id, state, result_journal, error_journal, NowUnixUs()});
   } else {
-    Record({activation, call_id, spec.name, std::move(f.args_journal), f.decision, spec.effect, state, result_journal,
+    Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, spec.effect, state, result_journal,
             error_journal, f.start_unix_us, NowUnixUs()});
   }
   if (late) return;  // the activation is over: nobody to answer
@@ -337,7 +337,7 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
   if (f.journaled && !Charge(usage, *f.flow, bytes)) {
     // The answer is journaled (its effect happened) but not delivered: the activation ends.
     return OverBudget(activation, usage, Budget::kJournal,
-                      "journal budget exhausted: the answer of host call \"" + spec.name + "\" passed the " +
+                      "journal budget exhausted: the answer of host call \"" + f.name + "\" passed the " +
                           std::to_string(f.flow->manifest.budgets().journal_bytes >> 10) +
                           " KiB the activation may journal (budgets.journal_kb); raise it or journal less");
   }
@@ -366,7 +366,7 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
     } else if (f.recorded) {
       Update({activation, call_id, CallState::kAbandoned, "", ended, std::nullopt});
     } else {
-      Record({activation, call_id, f.spec->name, std::move(f.args_journal), f.decision, f.spec->effect,
+      Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.spec->effect,
               CallState::kAbandoned, "", ended, f.start_unix_us, std::nullopt});
       f.args_journal.clear();
       f.recorded = true;

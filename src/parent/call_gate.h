@@ -97,6 +97,7 @@ class CallGate {
   enum class Stage { kAwaitingCommit, kRunning, kAbandoned };
   struct InFlight {
     const HostCallSpec* spec = nullptr;
+    std::string name;  // as called: a family spec's member ("mcp.fs.read_text_file")
     Stage stage = Stage::kRunning;
     bool recorded = false;  // a record exists (started, or abandoned)
     bool journaled = true;  // false: its spec is unjournaled (HostCallSpec::journaled); never recorded

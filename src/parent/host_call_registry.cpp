@@ -40,12 +40,16 @@ Result<void> HostCallRegistry::Register(HostCallSpec spec) {
     return MakeError(ErrorCode::kInvalidArgument,
                      shown + ": the name is longer than " + std::to_string(kMaxNameBytes) + " bytes");
   }
-  for (char c : spec.name) {
+  // A family ("mcp.*"): the prefix before ".*" follows the rules of a name.
+  const bool family = spec.name.size() > 2 && spec.name.ends_with(".*");
+  const std::string_view checked = family ? std::string_view(spec.name).substr(0, spec.name.size() - 2) : spec.name;
+  for (char c : checked) {
     if (!IsNameChar(c)) {
-      return MakeError(ErrorCode::kInvalidArgument, shown + ": names may use only letters, digits, '_', '-' and '.'");
+      return MakeError(ErrorCode::kInvalidArgument, shown + ": names may use only letters, digits, '_', '-' and '.' "
+                                                            "(and a family's final \".*\")");
     }
   }
-  if (spec.name.front() == '.' || spec.name.back() == '.' || spec.name.find("..") != std::string::npos) {
+  if (checked.front() == '.' || checked.back() == '.' || checked.find("..") != std::string::npos) {
     return MakeError(ErrorCode::kInvalidArgument, shown +
                                                       ": '.' separates parts of a name (as in kv.get); "
                                                       "it cannot start or end a name or appear twice in a row");
@@ -81,7 +85,20 @@ Result<void> HostCallRegistry::Replace(HostCallSpec spec) {
 
 const HostCallSpec* HostCallRegistry::Find(std::string_view name) const {
   auto it = specs_.find(name);
-  return it == specs_.end() ? nullptr : &it->second;
+  if (it != specs_.end()) return &it->second;
+  // A family: "mcp.*" serves "mcp.fs.read_text_file" (and the grant name "mcp.fs.*"). The longest
+  // prefix wins; the bare prefix ("mcp.") is nobody's member.
+  const HostCallSpec* best = nullptr;
+  size_t best_prefix = 0;
+  for (const auto& [registered, spec] : specs_) {
+    if (!registered.ends_with(".*")) continue;
+    const std::string_view prefix = std::string_view(registered).substr(0, registered.size() - 1);  // "mcp."
+    if (name.size() > prefix.size() && name.starts_with(prefix) && prefix.size() > best_prefix) {
+      best = &spec;
+      best_prefix = prefix.size();
+    }
+  }
+  return best;
 }
 
 std::vector<std::string> HostCallRegistry::Names() const {

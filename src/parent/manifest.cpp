@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "parent/secrets/secret_store.h"
 #include "text/strict_json.h"
 
 namespace basal {
@@ -222,6 +223,146 @@ Result<std::map<std::string, Json>> ParseGrants(const Json& grants, const HostCa
   return out;
 }
 
+// ---- mcp_servers: a codemode policy's downstream MCP servers (docs/codemode.md) ------------------
+
+constexpr size_t kMaxMcpServers = 16;
+constexpr size_t kMaxMcpServerNameBytes = 32;
+constexpr size_t kMaxMcpArgs = 256;
+constexpr size_t kMaxMcpTextBytes = 4096;  // the command, cwd, one argument, one env value
+constexpr size_t kMaxMcpEnv = 256;
+constexpr int64_t kMaxMcpTimeoutMs = 600'000;
+
+bool IsMcpServerName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxMcpServerNameBytes) return false;
+  if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z'))) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
+  }
+  return true;
+}
+
+bool IsEnvName(std::string_view name) {
+  if (name.empty() || name.size() > 256 || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
+Result<std::string> McpText(const Json& value, const std::string& path, bool absolute_path) {
+  if (!value.is_string()) return Invalid(path, "must be a string (got " + Shown(value) + ")");
+  const std::string& text = value.get_ref<const std::string&>();
+  if (text.size() > kMaxMcpTextBytes)
+    return Invalid(path, "is longer than " + std::to_string(kMaxMcpTextBytes) + " bytes");
+  if (text.find('\0') != std::string::npos) return Invalid(path, "contains a NUL byte");
+  if (absolute_path && (text.empty() || text[0] != '/'))
+    return Invalid(path, "must be an absolute path (got " + Shown(value) + "); basal does not search PATH");
+  return text;
+}
+
+Result<int64_t> McpTimeout(const Json& value, const std::string& path) {
+  if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > kMaxMcpTimeoutMs)
+    return Invalid(path, "must be an integer from 1 to " + std::to_string(kMaxMcpTimeoutMs) + " (got " + Shown(value) + ")");
+  return value.get<int64_t>();
+}
+
+// One server: {"command", "args"?, "env"?, "cwd"?, "call_timeout_ms"?, "start_timeout_ms"?}, returned
+// with every default written.
+Result<Json> ParseMcpServer(const Json& server, const std::string& path) {
+  if (!server.is_object()) return Invalid(path, "must be an object with at least \"command\" (got " + Shown(server) + ")");
+  Json out = {{"command", ""}, {"args", Json::array()}, {"env", Json::object()}, {"cwd", "/"},
+              {"call_timeout_ms", 60'000}, {"start_timeout_ms", 30'000}};
+  bool has_command = false;
+  for (const auto& [key, value] : server.items()) {
+    const std::string at = ChildPath(path, key);
+    if (key == "command" || key == "cwd") {
+      auto text = McpText(value, at, /*absolute_path=*/true);
+      if (!text) return text.error();
+      out[key] = *text;
+      has_command = has_command || key == "command";
+    } else if (key == "args") {
+      if (!value.is_array()) return Invalid(at, "must be an array of strings (got " + Shown(value) + ")");
+      if (value.size() > kMaxMcpArgs) return Invalid(at, "has more than " + std::to_string(kMaxMcpArgs) + " arguments");
+      for (size_t i = 0; i < value.size(); ++i) {
+        auto text = McpText(value[i], at + "[" + std::to_string(i) + "]", false);
+        if (!text) return text.error();
+      }
+      out["args"] = value;
+    } else if (key == "env") {
+      if (!value.is_object()) return Invalid(at, "must be an object of variable names to strings (got " + Shown(value) + ")");
+      if (value.size() > kMaxMcpEnv) return Invalid(at, "has more than " + std::to_string(kMaxMcpEnv) + " variables");
+      for (const auto& [name, v] : value.items()) {
+        const std::string var = ChildPath(at, name);
+        if (!IsEnvName(name)) return Invalid(var, "a variable name is letters, digits and '_', not starting with a digit");
+        auto text = McpText(v, var, false);
+        if (!text) return text.error();
+        // A whole value "${secret:NAME}" is read from the secrets store when the server starts.
+        if (text->starts_with("${secret:")) {
+          if (!text->ends_with("}"))
+            return Invalid(var, "a secret reference is the whole value, \"${secret:NAME}\" (got " + Shown(v) + ")");
+          const std::string_view secret = std::string_view(*text).substr(9, text->size() - 10);
+          if (auto ok = ValidateSecretName(secret); !ok) return Invalid(var, ok.error().message);
+        }
+      }
+      out["env"] = value;
+    } else if (key == "call_timeout_ms" || key == "start_timeout_ms") {
+      auto ms = McpTimeout(value, at);
+      if (!ms) return ms.error();
+      out[key] = *ms;
+    } else {
+      return Invalid(at, "unknown key " + Quoted(key) +
+                             " (expected command, args, env, cwd, call_timeout_ms or start_timeout_ms)");
+    }
+  }
+  if (!has_command) return Invalid(path, "needs \"command\": the absolute path of the server's executable");
+  return out;
+}
+
+Result<std::map<std::string, Json>> ParseMcpServers(const Json& servers, const HostCallRegistry& registry) {
+  if (!servers.is_object())
+    return Invalid("mcp_servers", "must be an object of server names to servers (got " + Shown(servers) + ")");
+  if (servers.size() > kMaxMcpServers)
+    return Invalid("mcp_servers", "lists more than " + std::to_string(kMaxMcpServers) + " servers");
+  // A server's tools are tools.<server>.<tool> in the script, beside tools.kv.get: a server may not
+  // take the name of a host-call family.
+  std::set<std::string, std::less<>> families;
+  for (const std::string& name : registry.Names()) families.insert(name.substr(0, name.find('.')));
+  std::map<std::string, Json> out;
+  for (const auto& [name, server] : servers.items()) {
+    const std::string path = ChildPath("mcp_servers", name);
+    if (!IsMcpServerName(name))
+      return Invalid(path, "a server name is 1 to " + std::to_string(kMaxMcpServerNameBytes) +
+                               " letters, digits, '_' and '-', starting with a letter");
+    if (families.count(name) != 0)
+      return Invalid(path, "the name " + Quoted(name) + " is taken by basal's host calls (" + name +
+                               ".*): name the server otherwise");
+    auto parsed = ParseMcpServer(server, path);
+    if (!parsed) return parsed.error();
+    out.emplace(name, std::move(*parsed));
+  }
+  return out;
+}
+
+// Every grant below "mcp." names a listed server: mcp.<server>.<tool> or mcp.<server>.*.
+Result<void> CheckMcpGrants(const std::map<std::string, Json>& grants, const std::map<std::string, Json>& servers) {
+  for (const auto& [name, constraints] : grants) {
+    if (!name.starts_with("mcp.")) continue;
+    const std::string path = ChildPath("grants", name);
+    const size_t dot = name.find('.', 4);
+    const std::string server = name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
+    if (dot == std::string::npos || dot + 1 >= name.size())
+      return Invalid(path, "a downstream tool's grant is mcp.<server>.<tool> or mcp.<server>.* (got " + Quoted(name) + ")");
+    if (servers.count(server) == 0) {
+      std::string listed;
+      for (const auto& entry : servers) listed += (listed.empty() ? "" : ", ") + entry.first;
+      return Invalid(path, "no server " + Quoted(server) + " in mcp_servers (" +
+                               (listed.empty() ? std::string("none listed") : "listed: " + listed) + ")");
+    }
+  }
+  return Ok();
+}
+
 }  // namespace
 
 const char* ProfileName(Profile profile) { return profile == Profile::kFlow ? "flow" : "codemode"; }
@@ -253,6 +394,15 @@ Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& 
   Manifest manifest;
   manifest.budgets_ = DefaultBudgets(profile);
   for (const auto& [key, value] : root.items()) {
+    if (key == "mcp_servers") {
+      if (profile != Profile::kCodemode)
+        return Invalid("mcp_servers", "only a codemode policy lists downstream MCP servers (basal policy approve; "
+                                      "they run under basal mcp); a flow's manifest may not");
+      auto servers = ParseMcpServers(value, registry);
+      if (!servers) return servers.error();
+      manifest.mcp_servers_ = std::move(*servers);
+      continue;
+    }
     if (key == "grants") {
       auto grants = ParseGrants(value, registry);
       if (!grants) return grants.error();
@@ -262,19 +412,45 @@ Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& 
       if (!budgets) return budgets.error();
       manifest.budgets_ = *budgets;
     } else {
-      return Invalid("manifest", "unknown key " + Quoted(key) + " (expected \"grants\" or \"budgets\")");
+      return Invalid("manifest", "unknown key " + Quoted(key) +
+                                     (profile == Profile::kCodemode ? " (expected \"grants\", \"budgets\" or \"mcp_servers\")"
+                                                                    : " (expected \"grants\" or \"budgets\")"));
     }
   }
+  if (auto ok = CheckMcpGrants(manifest.grants_, manifest.mcp_servers_); !ok) return ok.error();
   manifest.hash_ = Sha256Hex(manifest.Canonical());
   return manifest;
 }
 
 std::optional<std::string> Manifest::Authorize(const HostCallSpec& spec, const Json& args) const {
-  auto grant = grants_.find(spec.name);
-  if (grant == grants_.end() && spec.needs_grant) return Quoted(spec.name) + " is not granted by the manifest";
+  return Authorize(spec, spec.name, args);
+}
+
+std::optional<std::string> Manifest::Authorize(const HostCallSpec& spec, std::string_view name, const Json& args) const {
+  const Json* grant = GrantFor(name);
+  if (grant == nullptr && spec.needs_grant) return Quoted(name) + " is not granted by the manifest";
   if (!spec.authorize) return std::nullopt;
   static const Json kNoConstraints = Json::object();
-  return spec.authorize(grant == grants_.end() ? kNoConstraints : grant->second, args);
+  return spec.authorize(grant == nullptr ? kNoConstraints : *grant, args);
+}
+
+std::string Manifest::GrantKeyFor(std::string_view name) const {
+  if (grants_.find(std::string(name)) != grants_.end()) return std::string(name);
+  // A downstream server's wildcard: "mcp.fs.*" covers "mcp.fs.<any tool>".
+  if (name.starts_with("mcp.")) {
+    const size_t dot = name.find('.', 4);
+    if (dot != std::string_view::npos && dot + 1 < name.size()) {
+      std::string wildcard = std::string(name.substr(0, dot)) + ".*";
+      if (grants_.find(wildcard) != grants_.end()) return wildcard;
+    }
+  }
+  return "";
+}
+
+const Json* Manifest::GrantFor(std::string_view name) const {
+  const std::string key = GrantKeyFor(name);
+  if (key.empty()) return nullptr;
+  return &grants_.at(key);
 }
 
 std::string Manifest::Canonical() const {
@@ -289,8 +465,15 @@ std::string Manifest::Canonical() const {
       {"journal_kb", budgets_.journal_bytes >> 10},
       {"log_kb", budgets_.log_bytes >> 10},
   };
-  // nlohmann's default object is a std::map: keys come out sorted at every level.
-  return Json{{"grants", std::move(grants)}, {"budgets", std::move(budgets)}}.dump(-1, ' ', false,
+  // nlohmann's default object is a std::map: keys come out sorted at every level. A manifest
+  // without servers reads as it did before they existed (its hash is unchanged).
+  Json canonical = {{"grants", std::move(grants)}, {"budgets", std::move(budgets)}};
+  if (!mcp_servers_.empty()) {
+    Json servers = Json::object();
+    for (const auto& [name, server] : mcp_servers_) servers[name] = server;
+    canonical["mcp_servers"] = std::move(servers);
+  }
+  return canonical.dump(-1, ' ', false,
                                                                                    Json::error_handler_t::replace);
 }
 

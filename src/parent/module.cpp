@@ -19,6 +19,7 @@
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
 #include "parent/host_calls/timer.h"
+#include "parent/host_calls/mcp.h"
 #include "parent/journal_value.h"
 #include "parent/loop/event_loop.h"
 #include "parent/platform/worker_launcher.h"
@@ -538,6 +539,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   if (auto r = RegisterKvHostCalls(m.registry, *m.store); !r) return r.error();
   if (auto r = RegisterHttpFetch(m.registry, *m.loop, HttpFetchOptionsFor(m)); !r) return r.error();
   if (auto r = RegisterTimerHostCall(m.registry, std::make_shared<TimerSleeps>(*m.loop)); !r) return r.error();
+  if (auto r = RegisterMcpHostCalls(m.registry); !r) return r.error();
 
   CallGateHooks hooks;
   hooks.send = [&m](ActivationId id, std::string payload) { m.sends.emplace_back(id, std::move(payload)); };
@@ -721,7 +723,8 @@ Result<FlowRef> Module::LoadApprovedFlow(std::string_view name) {
   return flow;
 }
 
-Result<FlowRef> Module::AddCodemodeScript(std::string_view policy, std::string script_name, std::string source) {
+Result<FlowRef> Module::AddCodemodeScript(std::string_view policy, std::string script_name, std::string source,
+                                          std::optional<std::vector<std::string>> tools) {
   auto approved = impl_->ApprovedManifest(ApprovalKind::kPolicy, policy, nullptr);
   if (!approved) return approved.error();
   auto& [row, manifest_text] = *approved;
@@ -730,6 +733,15 @@ Result<FlowRef> Module::AddCodemodeScript(std::string_view policy, std::string s
   origin.approval_id = row.id;
   origin.version = row.version;
   origin.policy = row.name;
+  if (tools) {
+    origin.tools = std::move(*tools);
+  } else if (auto manifest = Manifest::Parse(manifest_text, impl_->registry, Profile::kCodemode)) {
+    // What the policy grants by name; log and timer.sleep serve console.* and the timers.
+    for (const auto& [name, constraints] : manifest->grants()) {
+      if (name == "log" || name == "timer.sleep" || name.ends_with(".*") || name.find('.') == std::string::npos) continue;
+      origin.tools.push_back(name);
+    }
+  }
   auto flow = impl_->MakeFlow(std::move(script_name), std::move(source), manifest_text, Profile::kCodemode, origin);
   if (!flow) return flow.error();
   if ((*flow)->manifest.hash() != row.manifest_hash) {
@@ -739,6 +751,20 @@ Result<FlowRef> Module::AddCodemodeScript(std::string_view policy, std::string s
                                               row.manifest_hash + "); review and approve it again");
   }
   return flow;
+}
+
+Result<Module::PolicyVersion> Module::ApprovedPolicy(std::string_view policy) {
+  auto approved = impl_->ApprovedManifest(ApprovalKind::kPolicy, policy, nullptr);
+  if (!approved) return approved.error();
+  auto& [row, manifest_text] = *approved;
+  auto manifest = Manifest::Parse(manifest_text, impl_->registry, Profile::kCodemode);
+  if (!manifest) return manifest.error();
+  if (manifest->hash() != row.manifest_hash) {
+    return MakeError(ErrorCode::kRefused, "policy " + Shown(policy) + " version " + std::to_string(row.version) +
+                                              ": its manifest reads differently in this basal than when it was approved (" +
+                                              row.manifest_hash + "); review and approve it again");
+  }
+  return PolicyVersion{std::move(*manifest), row.version, row.id};
 }
 
 Result<void> Module::RemoveFlow(const FlowRef& flow) {

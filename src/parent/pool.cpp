@@ -399,6 +399,7 @@ void Pool::OnWelcome(PooledWorker& w, const protocol::Welcome& welcome) {
   load.cpu_ms = f.manifest.budgets().cpu.count();
   load.heap_bytes = static_cast<int64_t>(f.manifest.budgets().heap_limit_bytes);
   load.stack_bytes = static_cast<int64_t>(f.manifest.budgets().stack_limit_bytes);
+  for (const std::string& name : f.tools) load.tools.push_back(protocol::BindingFor(name));
   w.state = PooledWorker::State::kLoading;
   Send(w, protocol::BuildLoad(load));
 }

@@ -2,6 +2,7 @@
 #include "basal/review.h"
 
 #include <exception>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -96,7 +97,7 @@ void RenderGrants(const Review& review, std::string& out) {
   if (review.grants.empty()) {
     if (review.first) {
       out += "  none (the flow may call only host calls that need no grant, such as log)\n";
-    } else if (!review.same_manifest_text && review.budgets.empty()) {
+    } else if (!review.same_manifest_text && review.budgets.empty() && review.mcp_servers.empty()) {
       out += "  no change (the manifest's text differs only in form: spacing, key order or defaults written out)\n";
     } else {
       out += "  no change\n";
@@ -202,7 +203,59 @@ const char* GrantKindName(GrantReview::Kind kind) {
   return "changed";
 }
 
+const char* McpServerKindName(McpServerReview::Kind kind) {
+  switch (kind) {
+    case McpServerReview::Kind::kAdded: return "added";
+    case McpServerReview::Kind::kRemoved: return "removed";
+    case McpServerReview::Kind::kChanged: return "changed";
+  }
+  return "changed";
+}
+
+namespace {
+
+// "/usr/bin/node /opt/fs/index.js /srv (cwd /, env TOKEN=${secret:gh}, call timeout 60000 ms, start timeout 30000 ms)"
+std::string ServerLine(const Json& server) {
+  std::string line = server.value("command", "");
+  if (auto args = server.find("args"); args != server.end() && args->is_array()) {
+    for (const Json& arg : *args) line += " " + ShownJson(arg);
+  }
+  std::string env;
+  if (auto vars = server.find("env"); vars != server.end() && vars->is_object()) {
+    for (const auto& [name, value] : vars->items()) env += (env.empty() ? "" : " ") + name + "=" + ShownJson(value);
+  }
+  line += " (cwd " + server.value("cwd", std::string("/")) + (env.empty() ? "" : ", env " + env) + ", call timeout " +
+          std::to_string(server.value("call_timeout_ms", 0)) + " ms, start timeout " +
+          std::to_string(server.value("start_timeout_ms", 0)) + " ms)";
+  return Text(line);
+}
+
+void RenderMcpServers(const Review& review, std::string& out) {
+  if (review.mcp_servers.empty()) return;
+  out += "mcp_servers (programs basal starts for this policy's scripts, as its own user):\n";
+  for (const McpServerReview& server : review.mcp_servers) {
+    const std::string name = Text(server.name);
+    switch (server.kind) {
+      case McpServerReview::Kind::kAdded:
+        out += "  + " + name + ": " + ServerLine(server.after) + "\n";
+        break;
+      case McpServerReview::Kind::kRemoved:
+        out += "  - " + name + ": removed (it ran " + ServerLine(server.before) + ")\n";
+        break;
+      case McpServerReview::Kind::kChanged:
+        out += "  ~ " + name + ": changed\n    was: " + ServerLine(server.before) + "\n    now: " +
+               ServerLine(server.after) + "\n";
+        break;
+    }
+  }
+}
+
+}  // namespace
+
 bool Review::Widens() const {
+  for (const McpServerReview& server : mcp_servers) {
+    if (server.kind != McpServerReview::Kind::kRemoved) return true;
+  }
   for (const GrantReview& grant : grants) {
     if (!grant.comparable || grant.kind == GrantReview::Kind::kAdded || grant.kind == GrantReview::Kind::kWidened ||
         grant.kind == GrantReview::Kind::kChanged) {
@@ -255,6 +308,27 @@ Review ReviewVersions(const Manifest* before, std::optional<std::string_view> be
     }
   }
 
+  // Downstream MCP servers (codemode policies).
+  {
+    static const std::map<std::string, Json> kNone;
+    const auto& was = review.first ? kNone : before->mcp_servers();
+    const auto& now = after.mcp_servers();
+    std::set<std::string> names;
+    for (const auto& entry : was) names.insert(entry.first);
+    for (const auto& entry : now) names.insert(entry.first);
+    for (const std::string& name : names) {
+      auto b = was.find(name);
+      auto a = now.find(name);
+      if (b == was.end()) {
+        review.mcp_servers.push_back({name, McpServerReview::Kind::kAdded, nullptr, a->second});
+      } else if (a == now.end()) {
+        review.mcp_servers.push_back({name, McpServerReview::Kind::kRemoved, b->second, nullptr});
+      } else if (a->second != b->second) {
+        review.mcp_servers.push_back({name, McpServerReview::Kind::kChanged, b->second, a->second});
+      }
+    }
+  }
+
   // Budgets.
   const auto after_budgets = BudgetValues(after.budgets());
   if (review.first) {
@@ -296,6 +370,7 @@ Review ReviewVersions(const Manifest* before, std::optional<std::string_view> be
 std::string RenderReview(const Review& review, bool source_diff) {
   std::string out;
   RenderGrants(review, out);
+  RenderMcpServers(review, out);
   RenderBudgets(review, out);
   RenderSource(review, source_diff, out);
   return out;
@@ -337,9 +412,16 @@ nlohmann::json ReviewJson(const Review& review, bool source_diff) {
     source["minimal"] = s.minimal;
     if (source_diff) source["unified"] = s.unified;
   }
-  return Json{{"first", review.first},         {"identical", review.identical},
+  Json servers = Json::array();
+  for (const McpServerReview& server : review.mcp_servers) {
+    servers.push_back(Json{{"name", server.name}, {"kind", McpServerKindName(server.kind)},
+                           {"before", server.before}, {"after", server.after}});
+  }
+  Json out = Json{{"first", review.first},         {"identical", review.identical},
               {"same_manifest_text", review.same_manifest_text}, {"widens", review.Widens()},
               {"grants", std::move(grants)},   {"budgets", std::move(budgets)}, {"source", std::move(source)}};
+  if (!servers.empty()) out["mcp_servers"] = std::move(servers);
+  return out;
 }
 
 }  // namespace basal

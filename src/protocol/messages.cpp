@@ -246,10 +246,20 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
   if (!f.Str("type", type)) return false;
   if (type == "load") {
     Load l;
-    if (!f.Only({"type", "flow", "source", "profile", "cpu_ms", "heap_bytes", "stack_bytes"}) ||
+    if (!f.Only({"type", "flow", "source", "profile", "cpu_ms", "heap_bytes", "stack_bytes", "tools"}) ||
         !f.Str("flow", l.flow) || !f.Str("source", l.source) || !f.Str("profile", l.profile) ||
         !f.Int("cpu_ms", l.cpu_ms, 1) || !f.Int("heap_bytes", l.heap_bytes, 1) || !f.Int("stack_bytes", l.stack_bytes, 1))
       return false;
+    if (f.Has("tools")) {
+      const Json& tools = j["tools"];
+      if (!tools.is_array() || tools.size() > kMaxToolBindings)
+        return f.Fail("field \"tools\" must be an array of at most " + std::to_string(kMaxToolBindings) + " bindings");
+      for (const Json& t : tools) {
+        if (!t.is_array() || t.size() != 3 || !t[0].is_string() || !t[1].is_string() || !t[2].is_string())
+          return f.Fail("each of \"tools\" must be [group, member, host-call name]");
+        l.tools.push_back({t[0].get<std::string>(), t[1].get<std::string>(), t[2].get<std::string>()});
+      }
+    }
     out = std::move(l);
     return true;
   }
@@ -284,9 +294,22 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
   return f.Fail("unknown message type \"" + type + "\"");
 }
 
+ToolBinding BindingFor(const std::string& name) {
+  std::string_view rest = name;
+  if (rest.starts_with("mcp.")) rest.remove_prefix(4);
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos) return {std::string(rest), "call", name};
+  return {std::string(rest.substr(0, dot)), std::string(rest.substr(dot + 1)), name};
+}
+
 std::string BuildLoad(const Load& m) {
   Json j = {{"type", "load"},       {"flow", m.flow},         {"source", m.source},           {"profile", m.profile},
             {"cpu_ms", m.cpu_ms}, {"heap_bytes", m.heap_bytes}, {"stack_bytes", m.stack_bytes}};
+  if (!m.tools.empty()) {
+    Json tools = Json::array();
+    for (const ToolBinding& t : m.tools) tools.push_back(Json::array({t.group, t.member, t.name}));
+    j["tools"] = std::move(tools);
+  }
   return DumpJson(j);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <variant>
 
@@ -90,6 +91,18 @@ using WorkerMessage = std::variant<Welcome, Loaded, Call, Done>;
 bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::string& error);
 
 // ---- parent -> worker ----
+// One function of the `tools` object a codemode script gets: tools[group][member](args) is
+// host.call(name, args). ("kv", "get", "kv.get"); ("fs", "read_text_file", "mcp.fs.read_text_file").
+struct ToolBinding {
+  std::string group;
+  std::string member;
+  std::string name;
+};
+inline constexpr size_t kMaxToolBindings = 4096;
+// "kv.get" -> (kv, get); "mcp.fs.read_text_file" -> (fs, read_text_file): a downstream server's
+// tools are grouped by server; a name without a '.' is its own group's member "call".
+ToolBinding BindingFor(const std::string& name);
+
 struct Load {
   std::string flow;
   std::string source;
@@ -97,6 +110,8 @@ struct Load {
   int64_t cpu_ms = 0;
   int64_t heap_bytes = 0;
   int64_t stack_bytes = 0;
+  // Optional ("tools" absent when empty): the third argument of the default export.
+  std::vector<ToolBinding> tools;
 };
 struct Activate {
   int64_t activation = 0;

@@ -179,6 +179,7 @@ struct Engine::State {
   Value flow_fn;    // the flow module's default export
   Value runner;     // bootstrap: (fn, input, host, settle) => runs and settles once
   Value host;       // the frozen `host` object handed to every activation
+  Value tools;      // the frozen `tools` object (codemode: the load's tool bindings; else empty)
   Value settle_fn;
 
   // Budgets.
@@ -820,14 +821,31 @@ JSValue TestInt80(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
 JSValue TestAbort(JSContext*, JSValueConst, int, JSValueConst*) { std::abort(); }
 #endif
 
+// Builds the frozen `tools` object from [group, member, host-call name] bindings: tools.kv.get(args)
+// is host.call("kv.get", args ?? {}). Properties are defined, never assigned, so a group named
+// "__proto__" is a plain property; the objects have no prototype.
+constexpr std::string_view kToolsSource = R"JS((function (host, list) {
+  const call = host.call;
+  const define = Object.defineProperty;
+  const tools = Object.create(null);
+  for (const [group, member, name] of list) {
+    if (!Object.prototype.hasOwnProperty.call(tools, group)) define(tools, group, {value: Object.create(null), enumerable: true});
+    const f = function (args) { return call(name, args === undefined ? {} : args); };
+    define(f, "name", {value: member});
+    define(tools[group], member, {value: f, enumerable: true});
+  }
+  for (const group of Object.keys(tools)) Object.freeze(tools[group]);
+  return Object.freeze(tools);
+}))JS";
+
 constexpr const char* kConsoleMethods[] = {"log", "info", "warn", "error", "debug"};
 
-// Runs fn(input, host) so that a synchronous throw, a rejection and a value all reach settle.
-// `then` is captured before any flow code runs, so a flow cannot reroute it.
+// Runs fn(input, host, tools) so that a synchronous throw, a rejection and a value all reach
+// settle. `then` is captured before any flow code runs, so a flow cannot reroute it.
 constexpr std::string_view kRunnerSource = R"JS((function () {
   const then = Promise.prototype.then;
-  return function (fn, input, host, settle) {
-    const p = new Promise(function (resolve) { resolve(fn(input, host)); });
+  return function (fn, input, host, tools, settle) {
+    const p = new Promise(function (resolve) { resolve(fn(input, host, tools)); });
     then.call(p, function (v) { settle(true, v); }, function (e) { settle(false, e); });
   };
 })())JS";
@@ -919,6 +937,7 @@ Engine::~Engine() {
   state_->flow_fn.Reset();
   state_->runner.Reset();
   state_->host.Reset();
+  state_->tools.Reset();
   state_->settle_fn.Reset();
   if (state_->ctx) JS_FreeContext(state_->ctx);
   if (state_->rt) JS_FreeRuntime(state_->rt);
@@ -996,6 +1015,22 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
     Value freeze(ctx, JS_Eval(ctx, "Object.freeze", 13, "<basal>", JS_EVAL_TYPE_GLOBAL));
     JSValue h = s->host.get();
     JS_FreeValue(ctx, JS_Call(ctx, freeze.get(), JS_UNDEFINED, 1, &h));
+  }
+  {
+    protocol::Json list = protocol::Json::array();
+    for (const protocol::ToolBinding& t : load.tools) list.push_back(protocol::Json::array({t.group, t.member, t.name}));
+    const std::string list_json = protocol::DumpJson(list);
+    Value build(ctx, JS_Eval(ctx, kToolsSource.data(), kToolsSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
+    Value parsed(ctx, build.exception() ? JS_EXCEPTION : JS_ParseJSON(ctx, list_json.data(), list_json.size(), "<tools>"));
+    if (!build.exception() && !parsed.exception()) {
+      JSValue args[2] = {s->host.get(), parsed.get()};
+      s->tools = Value(ctx, JS_Call(ctx, build.get(), JS_UNDEFINED, 2, args));
+    }
+    if (build.exception() || parsed.exception() || s->tools.exception()) {
+      Value exc(ctx, JS_GetException(ctx));
+      error = ClassifyFailure(s, exc.get());
+      return false;
+    }
   }
 
   // The flow module, then a bootstrap module that imports its default export.
@@ -1095,8 +1130,8 @@ Engine::Status Engine::RunActivation(std::string input_json) {
     s->settled_ok = false;
     s->settled_value = Value(ctx, JS_GetException(ctx));
   } else {
-    JSValue args[4] = {s->flow_fn.get(), input.get(), s->host.get(), s->settle_fn.get()};
-    Value ran(ctx, JS_Call(ctx, s->runner.get(), JS_UNDEFINED, 4, args));
+    JSValue args[5] = {s->flow_fn.get(), input.get(), s->host.get(), s->tools.get(), s->settle_fn.get()};
+    Value ran(ctx, JS_Call(ctx, s->runner.get(), JS_UNDEFINED, 5, args));
     if (ran.exception()) {
       Value exc(ctx, JS_GetException(ctx));
       if (!s->settled) {
