@@ -83,6 +83,20 @@ struct ServeOptions {
   std::string db_path;
   std::string worker_path;
 };
+// `basal mcp --policy NAME [--db FILE] [--worker PATH]` (mcp_command.cpp): an MCP server on
+// stdin/stdout whose run_script runs agents' scripts under codemode policy NAME.
+struct McpOptions {
+  std::string policy;
+  std::string db_path;
+  std::string worker_path;
+  std::string worker_user;
+  bool allow_without_landlock = false;
+  size_t max_workers = 8;
+  size_t max_scripts = 8;  // run_scripts at once
+  std::vector<std::string> worker_args;  // hidden: test-hooks worker switches
+};
+int McpCommand(const McpOptions& options);
+
 // `basal token create --name NAME --scope SCOPE... | list [--json] | revoke NAME` (serve_command.cpp).
 struct TokenOptions {
   std::string action;  // create | list | revoke

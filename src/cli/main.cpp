@@ -292,6 +292,40 @@ void AddServe(CLI::App& app, int& exit_code) {
   c->callback([o, &exit_code] { exit_code = ServeCommand(*o); });
 }
 
+void AddMcp(CLI::App& app, int& exit_code) {
+  auto o = Keep<McpOptions>();
+  CLI::App* c = app.add_subcommand(
+      "mcp", "Serve the Model Context Protocol on stdin/stdout for an AI agent: its run_script tool runs the agent's "
+             "JavaScript confined, under an approved codemode policy, with the policy's tools (docs/codemode.md)");
+  c->add_option("--policy", o->policy, "The codemode policy scripts run under (basal policy approve)")
+      ->required()
+      ->type_name("NAME");
+  c->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  c->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
+  c->add_option("--worker-user", o->worker_user, "When run as root: the user workers run as (default basal-worker, else nobody)")
+      ->type_name("NAME");
+  c->add_flag("--allow-without-landlock", o->allow_without_landlock,
+              "Run workers without Landlock, and only when the kernel lacks it (seccomp still applies)");
+  c->add_option("--max-workers", o->max_workers, "Global cap on live workers (default 8)")
+      ->check(CLI::Range(size_t{1}, size_t{1024}));
+  c->add_option("--max-scripts", o->max_scripts, "run_script calls at once; more are answered busy (default 8)")
+      ->check(CLI::Range(size_t{1}, size_t{256}));
+#ifdef BASAL_TEST_HOOKS
+  c->add_option("--worker-arg", o->worker_args, "Test-hooks worker switch (tests only)")
+      ->group(kHiddenGroup)
+      ->allow_extra_args(false);
+#endif
+  c->footer(
+      "stdout carries MCP messages only; diagnostics go to stderr. The policy's mcp_servers are started at once\n"
+      "and stopped at the end. Ends when stdin closes (running scripts finish and are answered first) or on\n"
+      "SIGTERM/SIGINT (running scripts are cancelled).\n"
+      "Exit: 0 at the end of input; 2 usage; 3 basal failed (journal, worker); 4 the policy is not approved or\n"
+      "revoked; 128 + N after signal N\n\n"
+      "An MCP client's configuration (e.g. an agent's mcpServers entry):\n"
+      "  {\"command\": \"/usr/bin/basal\", \"args\": [\"mcp\", \"--policy\", \"agents\"]}\n");
+  c->callback([o, &exit_code] { exit_code = McpCommand(*o); });
+}
+
 void AddToken(CLI::App& app, int& exit_code) {
   auto o = Keep<TokenOptions>();
   CLI::App* top = app.add_subcommand("token", "Create, list and revoke the bearer tokens of basal serve's TCP listener");
@@ -436,6 +470,7 @@ int Dispatch(int argc, char** argv) {
   AddApprovals(app, exit_code, ApprovalKind::kPolicy);
   AddSecret(app, exit_code);
   AddServe(app, exit_code);
+  AddMcp(app, exit_code);
   AddToken(app, exit_code);
   AddHelp(app, exit_code);
   app.footer(

@@ -75,7 +75,7 @@ class LogTest : public ::testing::Test {
   LogSink sink_ = [this](const HostCallContext& ctx, std::string_view level, std::string_view message) {
     logged_.push_back({std::string(level), std::string(message), ctx.activation_id});
   };
-  HostCallContext ctx_{7, 1, "hello.js", ""};
+  HostCallContext ctx_{7, 1, "hello.js", "", nullptr, "log"};
   std::vector<Logged> logged_;
 };
 

@@ -191,7 +191,7 @@ TEST(MessagesTest, ParentMessagesRoundTrip) {
   EXPECT_EQ(r.error_name, "PermissionDenied");
   ASSERT_TRUE(ParseParentMessage(BuildActivate(9, R"({"a":1})"), m, error)) << error;
   EXPECT_EQ(std::get<Activate>(m).input["a"], 1);
-  Load l{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16};
+  Load l{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}};
   ASSERT_TRUE(ParseParentMessage(BuildLoad(l), m, error)) << error;
   EXPECT_EQ(std::get<Load>(m).source, l.source);
 }
