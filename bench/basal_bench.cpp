@@ -43,7 +43,7 @@ std::string Latency(Samples& s) { return Us(s.Median()) + " (p99 " + Us(s.P99())
 
 int main(int argc, char** argv) {
   basal::bench::Options o;
-  std::string only;  // one figure alone (for profiling): hostcall, warm, cold, throughput, memory
+  std::string only;  // one figure alone (for profiling): hostcall, warm, cold, throughput, memory, fetch, serve, mcp
   o.worker_path = BASAL_WORKER_PATH;
   o.hello_path = BASAL_BENCH_HELLO_PATH;
   for (int i = 1; i < argc; ++i) {
@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
       basal::bench::FetchSamples f = basal::bench::FetchRoundTrip(o);
       PrintSamples("direct libcurl request, loopback", f.direct);
       PrintSamples("http.fetch round trip, loopback", f.fetch);
+    } else if (only == "mcp") {
+      basal::bench::McpSamples m = basal::bench::McpRoundTrip(o, BASAL_CLI_PATH);
+      PrintSamples("basal mcp: ping", m.ping);
+      PrintSamples("basal mcp: run_script", m.run_script);
     } else if (only == "serve") {
       basal::bench::ServeSamples sv = basal::bench::ServeRoundTrip(o, BASAL_CLI_PATH);
       PrintSamples("basal serve: GET /healthz", sv.healthz);
@@ -116,7 +120,7 @@ int main(int argc, char** argv) {
                     static_cast<double>(t.wal_bytes) / (1 << 20));
       }
     } else {
-      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput, memory, fetch or serve\n");
+      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput, memory, fetch, serve or mcp\n");
       return 64;
     }
     return 0;
@@ -176,11 +180,16 @@ int main(int argc, char** argv) {
   std::printf("  %-44s %.0f /s (%d clients)\n", "basal serve: runs with ?wait, concurrent", serve.concurrent_runs_per_second,
               serve.concurrent_clients);
 
+  basal::bench::McpSamples mcp = basal::bench::McpRoundTrip(o, BASAL_CLI_PATH);
+  PrintSamples("basal mcp: ping (reference)", mcp.ping);
+  PrintSamples("basal mcp: run_script", mcp.run_script);
+
   const double host_ref = pipe.Median() + commits.record_call.Median();
   const double serve_ref = serve.healthz.Median() + warm.activation.Median();
   const double fetch_ref = fetch.direct.Median() + commits.record_call.Median();
   const double warm_ref = pipe.Median() + commits.begin_activation.Median() + commits.end_activation.Median();
   const double spawn_ref = spawn.Median();
+  const double mcp_ref = mcp.ping.Median() + cold.Median() + warm.activation.Median();
   const Row rows[] = {
       {"host-call round trip", Latency(hostcall), Us(host_ref) + " pipe+1 commit", Fmt("%.2fx", hostcall.Median() / host_ref),
        "<= 1.3x", hostcall.Median() <= 1.3 * host_ref},
@@ -191,6 +200,8 @@ int main(int argc, char** argv) {
       {"serve: run with ?wait", Latency(serve.run), Us(serve_ref) + " healthz+warm",
        Fmt("%.2fx", serve.run.Median() / serve_ref), "<= 1.5x", serve.run.Median() <= 1.5 * serve_ref},
       {"serve: 16 clients", Fmt("%.0f runs/s", serve.concurrent_runs_per_second), "-", "-", "-", true},
+      {"mcp: run_script", Latency(mcp.run_script), Us(mcp_ref) + " ping+cold+warm",
+       Fmt("%.2fx", mcp.run_script.Median() / mcp_ref), "<= 1.5x", mcp.run_script.Median() <= 1.5 * mcp_ref},
       {"cold start to welcome", Latency(cold), Us(spawn_ref) + " fork+exec", Fmt("%.2fx", cold.Median() / spawn_ref),
        "<= 1.5x", cold.Median() <= 1.5 * spawn_ref},
       {"pool throughput (defaults)", Fmt("%.0f /s", tp.activations_per_second), "-", "-", ">= 25000 /s",

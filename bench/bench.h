@@ -107,4 +107,11 @@ struct ServeSamples {
 };
 ServeSamples ServeRoundTrip(const Options& o, const std::string& basal_path);
 
+// ---- basal mcp (mcp_bench.cpp) ----
+struct McpSamples {
+  Samples ping;        // ping through basal mcp's stdio: the transport's own round trip
+  Samples run_script;  // tools/call run_script {code: "return input"}: a new codemode script each time
+};
+McpSamples McpRoundTrip(const Options& o, const std::string& basal_path);
+
 }  // namespace basal::bench
