@@ -196,5 +196,99 @@ TEST(MessagesTest, ParentMessagesRoundTrip) {
   EXPECT_EQ(std::get<Load>(m).source, l.source);
 }
 
+// --- load's "tools": the bindings of a codemode script's `tools` object ---------------------------
+
+Load CodemodeLoad(std::vector<ToolBinding> tools) {
+  return Load{"run_script.js", "export default () => 1", "codemode", 100, 1 << 20, 1 << 16, std::move(tools)};
+}
+
+std::string LoadFailure(const Json& tools) {
+  Json load = Json::parse(BuildLoad(CodemodeLoad({})));
+  load["tools"] = tools;
+  ParentMessage m;
+  std::string error;
+  EXPECT_FALSE(ParseParentMessage(load.dump(), m, error)) << load.dump();
+  return error;
+}
+
+TEST(MessagesTest, LoadToolsRoundTrip) {
+  const std::vector<ToolBinding> tools = {{"kv", "get", "kv.get"},
+                                          {"fs", "read_text_file", "mcp.fs.read_text_file"},
+                                          {"fs", "a.b", "mcp.fs.a.b"},
+                                          {"__proto__", "constructor", "mcp.__proto__.constructor"},
+                                          {"g\xc3\xa9", "m\"\\n", "x"}};
+  ParentMessage m;
+  std::string error;
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(CodemodeLoad(tools)), m, error)) << error;
+  const Load& load = std::get<Load>(m);
+  ASSERT_EQ(load.tools.size(), tools.size());
+  for (size_t i = 0; i < tools.size(); ++i) {
+    EXPECT_EQ(load.tools[i].group, tools[i].group) << i;
+    EXPECT_EQ(load.tools[i].member, tools[i].member) << i;
+    EXPECT_EQ(load.tools[i].name, tools[i].name) << i;
+  }
+  EXPECT_EQ(load.profile, "codemode");
+  EXPECT_EQ(Json::parse(BuildLoad(CodemodeLoad(tools)))["tools"][1], Json::array({"fs", "read_text_file", "mcp.fs.read_text_file"}));
+}
+
+TEST(MessagesTest, AFlowsLoadFrameIsUnchangedByTools) {
+  const Load flow{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}};
+  EXPECT_EQ(BuildLoad(flow),
+            R"({"cpu_ms":100,"flow":"f.js","heap_bytes":1048576,"profile":"flow","source":"export default () => 1",)"
+            R"("stack_bytes":65536,"type":"load"})");
+  // Parsed without "tools": none.
+  ParentMessage m;
+  std::string error;
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(flow), m, error)) << error;
+  EXPECT_TRUE(std::get<Load>(m).tools.empty());
+  // An empty array is accepted too, and is none.
+  Json load = Json::parse(BuildLoad(flow));
+  load["tools"] = Json::array();
+  ASSERT_TRUE(ParseParentMessage(load.dump(), m, error)) << error;
+  EXPECT_TRUE(std::get<Load>(m).tools.empty());
+}
+
+TEST(MessagesTest, LoadToolsBadShapesAreRefused) {
+  for (const Json& tools : {Json(nullptr), Json("kv.get"), Json::object(), Json(3), Json::parse(R"({"kv": ["get"]})")}) {
+    const std::string error = LoadFailure(tools);
+    EXPECT_NE(error.find("\"tools\""), std::string::npos) << tools.dump() << " -> " << error;
+  }
+  for (const char* tools : {R"([["kv", "get"]])", R"([["kv", "get", "kv.get", "x"]])", R"([["kv", 1, "kv.get"]])",
+                            R"([[null, "get", "kv.get"]])", R"([["kv", "get", {"n": 1}]])", R"([null])", R"(["kv.get"])",
+                            R"([{"group": "kv", "member": "get", "name": "kv.get"}])", R"([["kv", "get", "kv.get"], []])"}) {
+    const std::string error = LoadFailure(Json::parse(tools));
+    EXPECT_NE(error.find("[group, member, host-call name]"), std::string::npos) << tools << " -> " << error;
+  }
+}
+
+TEST(MessagesTest, LoadToolsAreBounded) {
+  std::vector<ToolBinding> tools;
+  for (size_t i = 0; i < kMaxToolBindings; ++i) tools.push_back({"g", "m" + std::to_string(i), "g.m" + std::to_string(i)});
+  ParentMessage m;
+  std::string error;
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(CodemodeLoad(tools)), m, error)) << error;
+  EXPECT_EQ(std::get<Load>(m).tools.size(), kMaxToolBindings);
+  tools.push_back({"g", "one_more", "g.one_more"});
+  EXPECT_FALSE(ParseParentMessage(BuildLoad(CodemodeLoad(tools)), m, error));
+  EXPECT_NE(error.find("at most " + std::to_string(kMaxToolBindings)), std::string::npos) << error;
+}
+
+TEST(MessagesTest, BindingForGroupsDownstreamToolsByServer) {
+  auto expect = [](const std::string& name, const std::string& group, const std::string& member) {
+    const ToolBinding b = BindingFor(name);
+    EXPECT_EQ(b.group, group) << name;
+    EXPECT_EQ(b.member, member) << name;
+    EXPECT_EQ(b.name, name);
+  };
+  expect("kv.get", "kv", "get");
+  expect("http.fetch", "http", "fetch");
+  expect("mail.send.now", "mail", "send.now");
+  expect("mcp.fs.read_text_file", "fs", "read_text_file");
+  expect("mcp.fs.a.b", "fs", "a.b");
+  expect("mcp.github.search_issues", "github", "search_issues");
+  expect("log", "log", "call");
+  expect("mcpx.fs", "mcpx", "fs");  // only the family "mcp." is grouped by server
+}
+
 }  // namespace
 }  // namespace basal::protocol
