@@ -129,34 +129,112 @@ std::string WrapScript(std::string_view code) {
   return out;
 }
 
+namespace {
+
+// `code` with every comment and string literal blanked to spaces (newlines kept, so lines and
+// columns hold): what is left is what the engine parses as code. Template literals' ${...} parts
+// are blanked too (simpler, and evidence in them is rare). Regular-expression literals are not
+// recognised: a quote inside one may blank some code after it.
+std::string CodeOnly(std::string_view code) {
+  std::string out(code);
+  enum class In { kCode, kLine, kBlock, kSingle, kDouble, kTemplate } in = In::kCode;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char c = out[i];
+    const char next = i + 1 < out.size() ? out[i + 1] : '\0';
+    switch (in) {
+      case In::kCode:
+        if (c == '/' && next == '/') in = In::kLine;
+        else if (c == '/' && next == '*') in = In::kBlock;
+        else if (c == '\'') in = In::kSingle;
+        else if (c == '"') in = In::kDouble;
+        else if (c == '`') in = In::kTemplate;
+        else continue;
+        out[i] = ' ';
+        if (in == In::kLine || in == In::kBlock) out[++i] = ' ';
+        continue;
+      case In::kLine:
+        if (c == '\n') in = In::kCode;
+        else out[i] = ' ';
+        continue;
+      case In::kBlock:
+        if (c == '*' && next == '/') {
+          out[i] = out[i + 1] = ' ';
+          ++i;
+          in = In::kCode;
+        } else if (c != '\n') {
+          out[i] = ' ';
+        }
+        continue;
+      case In::kSingle:
+      case In::kDouble:
+      case In::kTemplate: {
+        const char quote = in == In::kSingle ? '\'' : in == In::kDouble ? '"' : '`';
+        if (c == '\\' && next != '\0') {
+          out[i] = ' ';
+          if (out[i + 1] != '\n') out[i + 1] = ' ';
+          ++i;
+        } else if (c == quote) {
+          out[i] = ' ';
+          in = In::kCode;
+        } else if (c == '\n' && in != In::kTemplate) {
+          in = In::kCode;  // an unterminated string ends at its line, as the engine would complain
+        } else if (c != '\n') {
+          out[i] = ' ';
+        }
+        continue;
+      }
+    }
+  }
+  return out;
+}
+
+bool IsIdentifierChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
+}
+
+// "type Name =", "type Name<", "interface Name {", "interface Name<", "enum Name {" at the start of
+// a statement (after `export ` or `declare ` at most).
+bool DeclaresType(std::string_view line, std::string_view keyword, std::string_view follow) {
+  line = TrimLeft(line);
+  for (std::string_view lead : {"export ", "declare "}) {
+    if (line.starts_with(lead)) line = TrimLeft(line.substr(lead.size()));
+  }
+  if (!line.starts_with(keyword)) return false;
+  line = TrimLeft(line.substr(keyword.size()));
+  size_t name = 0;
+  while (name < line.size() && IsIdentifierChar(line[name])) ++name;
+  if (name == 0) return false;
+  line = TrimLeft(line.substr(name));
+  return !line.empty() && follow.find(line.front()) != std::string_view::npos;
+}
+
+}  // namespace
+
 std::string TypeScriptEvidence(std::string_view code) {
   // Only asked about code that failed to compile: these are what TypeScript has and JavaScript
   // does not, as they appear in the code agents write.
   static constexpr std::string_view kMarkers[] = {
       ": string", ": number", ": boolean", ": any", ": unknown", ": void", ": never", ": Record<", ": Promise<",
-      ": Array<", "interface ", "type ", " as const", " as any", " as string", " as number", " as unknown",
-      "enum ", "import type ", "implements ", "readonly ", "private ", "public ", "protected ", "<T>", "<T,",
-      "): Promise", "!.",
+      ": Array<", " as const", " as any", " as string", " as number", " as unknown", "import type ", "implements ",
+      "readonly ", "private ", "public ", "protected ", "<T>", "<T,", "): Promise", "!.",
   };
+  const std::string plain = CodeOnly(code);
   size_t start = 0;
   int line_no = 1;
-  while (start <= code.size()) {
-    size_t end = code.find('\n', start);
-    if (end == std::string_view::npos) end = code.size();
-    const std::string_view line = code.substr(start, end - start);
-    if (!TrimLeft(line).starts_with("//")) {
-      for (std::string_view marker : kMarkers) {
-        const size_t at = line.find(marker);
-        if (at == std::string_view::npos) continue;
-        // "type " and "interface " begin a declaration: only at the start of a statement.
-        if ((marker == "type " || marker == "interface " || marker == "enum ") && TrimLeft(line).find(marker) != 0 &&
-            TrimLeft(line).find("export " + std::string(marker)) != 0)
-          continue;
-        std::string shown(marker);
-        while (!shown.empty() && shown.back() == ' ') shown.pop_back();
-        while (!shown.empty() && shown.front() == ' ') shown.erase(0, 1);
-        return "line " + std::to_string(line_no) + ": `" + shown + "`";
-      }
+  while (start <= plain.size()) {
+    size_t end = plain.find('\n', start);
+    if (end == std::string::npos) end = plain.size();
+    const std::string_view line = std::string_view(plain).substr(start, end - start);
+    auto found = [&](std::string_view shown) { return "line " + std::to_string(line_no) + ": `" + std::string(shown) + "`"; };
+    if (DeclaresType(line, "type", "=<")) return found("type");
+    if (DeclaresType(line, "interface", "{<")) return found("interface");
+    if (DeclaresType(line, "enum", "{")) return found("enum");
+    for (std::string_view marker : kMarkers) {
+      if (line.find(marker) == std::string_view::npos) continue;
+      std::string shown(marker);
+      while (!shown.empty() && shown.back() == ' ') shown.pop_back();
+      while (!shown.empty() && shown.front() == ' ') shown.erase(0, 1);
+      return found(shown);
     }
     start = end + 1;
     ++line_no;
@@ -317,10 +395,13 @@ void Codemode::OnLog(const HostCallContext& context, std::string_view level, std
 }
 
 std::vector<ScriptTool> Codemode::ScriptTools() {
-  std::vector<ScriptTool> out;
   auto policy = module_.ApprovedPolicy(policy_);
-  if (!policy) return out;
-  const Manifest& manifest = policy->manifest;
+  if (!policy) return {};
+  return ScriptTools(policy->manifest);
+}
+
+std::vector<ScriptTool> Codemode::ScriptTools(const Manifest& manifest) {
+  std::vector<ScriptTool> out;
   for (const auto& [name, constraints] : manifest.grants()) {
     if (name == "log" || name == "timer.sleep" || name.starts_with("mcp.") || name.find('.') == std::string::npos) continue;
     const protocol::ToolBinding binding = protocol::BindingFor(name);
@@ -508,7 +589,7 @@ void Codemode::RunScript(uint64_t call_key, const Json& arguments, std::function
                                          ", whose servers this basal mcp started; restart basal mcp to run them"));
   }
   std::vector<std::string> tool_names;
-  for (const ScriptTool& t : ScriptTools()) tool_names.push_back(t.host_call);
+  for (const ScriptTool& t : ScriptTools(policy->manifest)) tool_names.push_back(t.host_call);
   const std::string source = IsModuleSource(text) ? text : WrapScript(text);
   auto flow = module_.AddCodemodeScript(policy_, "run_script.js", source, std::move(tool_names));
   if (!flow) return done(ToolError("refused", flow.error().message));

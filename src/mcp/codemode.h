@@ -96,6 +96,8 @@ class Codemode : public ToolHost {
   size_t running() const { return runs_.size(); }
   // The tools a script gets now (granted by the newest policy, downstream tools listed).
   std::vector<ScriptTool> ScriptTools();
+  // The same for a policy version already read.
+  std::vector<ScriptTool> ScriptTools(const Manifest& policy);
 
   // ToolHost
   Json ListTools() override;

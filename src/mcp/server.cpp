@@ -35,6 +35,7 @@ McpServer::McpServer(ToolHost& tools, ServerInfo info, Send send)
 void McpServer::Result(const Json& id, Json result, bool stateless) {
   if (stateless && result.is_object()) {
     result["resultType"] = "complete";
+    if (!result.contains("_meta") || !result["_meta"].is_object()) result["_meta"] = Json::object();
     result["_meta"]["io.modelcontextprotocol/serverInfo"] = Json{{"name", info_.name}, {"version", info_.version}};
   }
   send_(Dump(Json{{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}}));
@@ -149,13 +150,19 @@ void McpServer::Request(const Json& id, const std::string& method, const Json& p
     const uint64_t key = next_key_++;
     in_flight_[key_text] = key;
     std::weak_ptr<bool> alive = alive_;
-    const bool known = tools_.CallTool(key, name->get<std::string>(), arguments, [this, alive, id, key_text, key, stateless](Json result) {
+    bool known = false;
+    try {
+      known = tools_.CallTool(key, name->get<std::string>(), arguments, [this, alive, id, key_text, key, stateless](Json result) {
       if (alive.expired() || !*alive.lock()) return;
       auto it = in_flight_.find(key_text);
       if (it == in_flight_.end() || it->second != key) return;  // cancelled: nobody waits for it
       in_flight_.erase(it);
       Result(id, std::move(result), stateless);
     });
+    } catch (...) {  // answered -32603 by OnMessage; the id is free again
+      if (auto it = in_flight_.find(key_text); it != in_flight_.end() && it->second == key) in_flight_.erase(it);
+      throw;
+    }
     if (!known) {
       in_flight_.erase(key_text);
       return Error(id, kInvalidParams, "no tool named " + Dump(*name) + " (tools/list names them)");

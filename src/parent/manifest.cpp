@@ -297,10 +297,13 @@ Result<Json> ParseMcpServer(const Json& server, const std::string& path) {
         if (!IsEnvName(name)) return Invalid(var, "a variable name is letters, digits and '_', not starting with a digit");
         auto text = McpText(v, var, false);
         if (!text) return text.error();
-        // A whole value "${secret:NAME}" is read from the secrets store when the server starts.
-        if (text->starts_with("${secret:")) {
-          if (!text->ends_with("}"))
-            return Invalid(var, "a secret reference is the whole value, \"${secret:NAME}\" (got " + Shown(v) + ")");
+        // A whole value "${secret:NAME}" is read from the secrets store when the server starts. A
+        // reference inside a longer value would reach the server as literal text: refused.
+        const size_t ref = text->find("${secret:");
+        if (ref != std::string::npos && (ref != 0 || !text->ends_with("}") || text->find('}') != text->size() - 1))
+          return Invalid(var, "a secret reference must be the whole value, \"${secret:NAME}\" (got " + Shown(v) +
+                                  "); give the server the secret alone and the rest in its args or own settings");
+        if (ref == 0) {
           const std::string_view secret = std::string_view(*text).substr(9, text->size() - 10);
           if (auto ok = ValidateSecretName(secret); !ok) return Invalid(var, ok.error().message);
         }

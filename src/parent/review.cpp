@@ -214,20 +214,21 @@ const char* McpServerKindName(McpServerReview::Kind kind) {
 
 namespace {
 
-// "/usr/bin/node /opt/fs/index.js /srv (cwd /, env TOKEN=${secret:gh}, call timeout 60000 ms, start timeout 30000 ms)"
+// /usr/bin/node "/opt/fs/index.js" "/srv" (cwd /, env TOKEN="${secret:gh}", call timeout 60000 ms, ...):
+// each piece escaped once for the terminal (values as JSON strings, as the grants section shows them).
 std::string ServerLine(const Json& server) {
-  std::string line = server.value("command", "");
+  std::string line = ShownJson(server.value("command", ""));
   if (auto args = server.find("args"); args != server.end() && args->is_array()) {
     for (const Json& arg : *args) line += " " + ShownJson(arg);
   }
   std::string env;
   if (auto vars = server.find("env"); vars != server.end() && vars->is_object()) {
-    for (const auto& [name, value] : vars->items()) env += (env.empty() ? "" : " ") + name + "=" + ShownJson(value);
+    for (const auto& [name, value] : vars->items()) env += (env.empty() ? "" : " ") + Text(name) + "=" + ShownJson(value);
   }
-  line += " (cwd " + server.value("cwd", std::string("/")) + (env.empty() ? "" : ", env " + env) + ", call timeout " +
-          std::to_string(server.value("call_timeout_ms", 0)) + " ms, start timeout " +
+  line += " (cwd " + ShownJson(server.value("cwd", std::string("/"))) + (env.empty() ? "" : ", env " + env) +
+          ", call timeout " + std::to_string(server.value("call_timeout_ms", 0)) + " ms, start timeout " +
           std::to_string(server.value("start_timeout_ms", 0)) + " ms)";
-  return Text(line);
+  return line;
 }
 
 void RenderMcpServers(const Review& review, std::string& out) {

@@ -84,6 +84,21 @@ std::optional<std::string> NormalPath(std::string_view path) {
   return out.empty() ? std::string("/") : out;
 }
 
+// -1, 0 or 1 as a < b, a == b, a > b, for two JSON numbers. Integers are compared exactly (a
+// predicate on a 64-bit id must not round 2^53 + 1 down to 2^53); a float on either side compares
+// as long double.
+int CompareNumbers(const Json& a, const Json& b) {
+  if (a.is_number_float() || b.is_number_float()) {
+    const long double x = a.get<long double>(), y = b.get<long double>();
+    return x < y ? -1 : (x > y ? 1 : 0);
+  }
+  auto wide = [](const Json& v) -> __int128 {
+    return v.is_number_unsigned() ? static_cast<__int128>(v.get<uint64_t>()) : static_cast<__int128>(v.get<int64_t>());
+  };
+  const __int128 x = wide(a), y = wide(b);
+  return x < y ? -1 : (x > y ? 1 : 0);
+}
+
 bool Under(const std::string& path, const std::string& dir) {
   const std::optional<std::string> normal = NormalPath(dir);  // checked by CheckMcpGrant
   if (!normal) return false;
@@ -114,7 +129,7 @@ Result<void> CheckPredicate(const Json& predicate, const std::string& path) {
       return Invalid(at, "unknown predicate \"" + key + "\" (expected equals, one_of, prefix, path_under, max_length, min or max)");
     }
   }
-  if (predicate.contains("min") && predicate.contains("max") && predicate["min"].get<double>() > predicate["max"].get<double>())
+  if (predicate.contains("min") && predicate.contains("max") && CompareNumbers(predicate["min"], predicate["max"]) > 0)
     return Invalid(path, "min is greater than max");
   return Ok();
 }
@@ -149,9 +164,8 @@ std::optional<std::string> Check(const std::string& name, const Json& predicate,
       if (!value.is_string() && !value.is_array()) return arg + " must be a string or an array (got " + Shown(value) + ")";
     } else if (key == "min" || key == "max") {
       if (!value.is_number()) return arg + " must be a number (got " + Shown(value) + ")";
-      const double v = value.get<double>();
-      const double bound = want.get<double>();
-      if (key == "min" ? v < bound : v > bound)
+      const int order = CompareNumbers(value, want);
+      if (key == "min" ? order < 0 : order > 0)
         return arg + " must be " + (key == "min" ? "at least " : "at most ") + Shown(want) + " (got " + Shown(value) + ")";
     }
   }
