@@ -105,22 +105,6 @@ Json ToolError(std::string status, std::string message) {
 
 // ---- pure parts -----------------------------------------------------------------------------
 
-bool IsModuleSource(std::string_view code) {
-  size_t start = 0;
-  while (start <= code.size()) {
-    size_t end = code.find('\n', start);
-    if (end == std::string_view::npos) end = code.size();
-    const std::string_view line = TrimLeft(code.substr(start, end - start));
-    for (std::string_view word : {"export", "import"}) {
-      if (line.starts_with(word) && line.size() > word.size() &&
-          (line[word.size()] == ' ' || line[word.size()] == '{' || line[word.size()] == '\t' || line[word.size()] == '*'))
-        return true;
-    }
-    start = end + 1;
-  }
-  return false;
-}
-
 std::string WrapScript(std::string_view code) {
   // On the first line, so that the engine's line numbers are the agent's.
   std::string out = "export default async function (input, host, tools) {";
@@ -209,6 +193,25 @@ bool DeclaresType(std::string_view line, std::string_view keyword, std::string_v
 }
 
 }  // namespace
+
+bool IsModuleSource(std::string_view source) {
+  // Comments and strings do not count: a script that builds Python text with "import os" is a body.
+  const std::string plain = CodeOnly(source);
+  const std::string_view code = plain;
+  size_t start = 0;
+  while (start <= code.size()) {
+    size_t end = code.find('\n', start);
+    if (end == std::string_view::npos) end = code.size();
+    const std::string_view line = TrimLeft(code.substr(start, end - start));
+    for (std::string_view word : {"export", "import"}) {
+      if (line.starts_with(word) && line.size() > word.size() &&
+          (line[word.size()] == ' ' || line[word.size()] == '{' || line[word.size()] == '\t' || line[word.size()] == '*'))
+        return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
 
 std::string TypeScriptEvidence(std::string_view code) {
   // Only asked about code that failed to compile: these are what TypeScript has and JavaScript

@@ -122,7 +122,8 @@ Result<void> CheckPredicate(const Json& predicate, const std::string& path) {
     } else if (key == "prefix" || key == "path_under") {
       if (auto ok = CheckStrings(value, at, key == "path_under"); !ok) return ok;
     } else if (key == "max_length") {
-      if (!value.is_number_unsigned()) return Invalid(at, "must be a non-negative integer (got " + Shown(value) + ")");
+      if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<int64_t>() < 0))
+        return Invalid(at, "must be a non-negative integer (got " + Shown(value) + ")");
     } else if (key == "min" || key == "max") {
       if (!value.is_number()) return Invalid(at, "must be a number (got " + Shown(value) + ")");
     } else {

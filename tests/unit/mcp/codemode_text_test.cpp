@@ -202,5 +202,12 @@ TEST(CutTextTest, CutsAtAUtf8Boundary) {
   }
 }
 
+TEST(IsModuleSourceTest, ImportAndExportInsideStringsAndCommentsDoNotMakeAModule) {
+  EXPECT_FALSE(IsModuleSource("const py = `\nimport os\nprint(os.getcwd())\n`;\nreturn py;"));
+  EXPECT_FALSE(IsModuleSource("// export default is how a module would say it\nreturn 1;"));
+  EXPECT_FALSE(IsModuleSource("/*\nexport default 1\n*/\nreturn 2;"));
+  EXPECT_TRUE(IsModuleSource("const s = 'x';\nexport default async () => s;"));
+}
+
 }  // namespace
 }  // namespace basal::mcp
