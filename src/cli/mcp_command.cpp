@@ -265,6 +265,7 @@ int McpCommand(const McpOptions& o) {
         caught = static_cast<int>(info.ssi_signo);
         stdio.StopReading();
         ended = true;
+        (*module)->CancelAll(std::string("cancelled: basal mcp received ") + sigabbrev_np(caught) + " and stopped");
         server->CancelAll();
       }
     });

@@ -431,6 +431,8 @@ std::vector<ScriptTool> Codemode::ScriptTools(const Manifest& manifest) {
       out.push_back({name, server, t.name, t.description, t.input_schema, std::move(result)});
     }
   }
+  // The worker takes at most this many tools (the load message's bound); list_tools says so.
+  if (out.size() > protocol::kMaxToolBindings) out.resize(protocol::kMaxToolBindings);
   return out;
 }
 
@@ -443,10 +445,13 @@ std::string Codemode::Instructions() const {
 }
 
 Json Codemode::ListTools() {
-  const std::string budgets = "cpu " + std::to_string(budgets_.cpu.count()) + " ms, deadline " +
-                              std::to_string(budgets_.deadline.count()) + " ms, heap " +
-                              std::to_string(budgets_.heap_limit_bytes >> 20) + " MiB, " +
-                              std::to_string(budgets_.calls_in_flight) + " tool calls in flight";
+  // The newest version's budgets (a script runs under them), else those read at the start.
+  Budgets budgets_now = budgets_;
+  if (auto policy = module_.ApprovedPolicy(policy_)) budgets_now = policy->manifest.budgets();
+  const std::string budgets = "cpu " + std::to_string(budgets_now.cpu.count()) + " ms, deadline " +
+                              std::to_string(budgets_now.deadline.count()) + " ms, heap " +
+                              std::to_string(budgets_now.heap_limit_bytes >> 20) + " MiB, " +
+                              std::to_string(budgets_now.calls_in_flight) + " tool calls in flight";
   Json call_item = {{"type", "object"},
                     {"properties", {{"name", {{"type", "string"}}}, {"decision", {{"type", "string"}}}, {"ms", {{"type", "number"}}}}},
                     {"required", {"name", "decision", "ms"}}};
@@ -536,7 +541,13 @@ Json Codemode::ListToolsResult() {
       text += "(server " + server + " is unavailable: " + CutText(why, 300) + ")\n";
     }
   }
-  if (tools.empty()) text += "No tools: the policy grants none. A script can still compute and return values.\n";
+  if (tools.empty()) {
+    auto policy = module_.ApprovedPolicy(policy_);
+    text += policy ? "No tools: the policy grants none. A script can still compute and return values.\n"
+                   : "No tools: " + policy.error().message + "\n";
+  }
+  if (tools.size() == protocol::kMaxToolBindings)
+    text += "(a script gets at most " + std::to_string(protocol::kMaxToolBindings) + " tools: the rest are not offered)\n";
   return Json{{"content", TextContent(std::move(text))},
               {"structuredContent", Json{{"tools", std::move(tools)}, {"unavailable", std::move(unavailable)}}}};
 }
