@@ -107,6 +107,9 @@ struct ServeSamples {
 };
 ServeSamples ServeRoundTrip(const Options& o, const std::string& basal_path);
 
+// Runs a command with its stdout on /dev/null; its exit code (-1 when it did not exit). serve_bench.cpp.
+int RunQuietly(const std::vector<std::string>& args);
+
 // ---- basal mcp (mcp_bench.cpp) ----
 struct McpSamples {
   Samples ping;        // ping through basal mcp's stdio: the transport's own round trip

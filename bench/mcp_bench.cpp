@@ -59,22 +59,6 @@ struct McpProcess {
   }
 };
 
-int Run(const std::vector<std::string>& args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const int devnull = open("/dev/null", O_WRONLY);
-    if (devnull >= 0) dup2(devnull, 1);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 }  // namespace
 
 McpSamples McpRoundTrip(const Options& o, const std::string& basal_path) {
@@ -83,7 +67,7 @@ McpSamples McpRoundTrip(const Options& o, const std::string& basal_path) {
   std::filesystem::create_directories(dir);
   const std::string db = dir + "/journal.db";
   std::ofstream(dir + "/policy.json") << "{\"grants\": {}}\n";
-  if (Run({basal_path, "policy", "approve", "bench", "--manifest", dir + "/policy.json", "--yes", "--db", db}) != 0)
+  if (RunQuietly({basal_path, "policy", "approve", "bench", "--manifest", dir + "/policy.json", "--yes", "--db", db}) != 0)
     Fatal("basal policy approve failed");
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) Fatal("pipe failed");

@@ -61,7 +61,9 @@ struct Client {
   }
 };
 
-int RunCommand(const std::vector<std::string>& args) {
+}  // namespace
+
+int RunQuietly(const std::vector<std::string>& args) {
   pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> argv;
@@ -77,8 +79,6 @@ int RunCommand(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-}  // namespace
-
 ServeSamples ServeRoundTrip(const Options& o, const std::string& basal_path) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const std::string dir = o.work_dir + "/serve";
@@ -89,7 +89,7 @@ ServeSamples ServeRoundTrip(const Options& o, const std::string& basal_path) {
     std::ofstream(dir + "/bench.js") << "export default (input) => input;\n";
     std::ofstream(dir + "/bench.json") << "{\"grants\": {}}\n";
   }
-  if (RunCommand({basal_path, "flow", "approve", "bench", dir + "/bench.js", "--manifest", dir + "/bench.json", "--yes",
+  if (RunQuietly({basal_path, "flow", "approve", "bench", dir + "/bench.js", "--manifest", dir + "/bench.json", "--yes",
                   "--db", db}) != 0)
     Fatal("basal flow approve failed");
   const std::string config = dir + "/serve.json";

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "parent/secrets/secret_store.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "protocol/messages.h"
 
@@ -285,6 +286,22 @@ Result<std::string> WorkerPath(const std::string& option) {
   if (option.empty()) return DefaultWorkerPath();
   if (auto ok = CheckWorker(option); !ok) return ok.error();
   return option;
+}
+
+Result<ModuleOptions> ModuleOptionsFor(const std::string& worker_option, const std::string& db_option) {
+  ModuleOptions mo;
+  auto worker = WorkerPath(worker_option);
+  if (!worker) return worker.error();
+  mo.worker_path = *worker;
+  if (!db_option.empty()) {
+    mo.journal_path = db_option;
+  } else {
+    auto db = DefaultJournalPath();
+    if (!db) return db.error();
+    mo.journal_path = *db;
+  }
+  mo.secrets_dir = SecretsDirForJournal(mo.journal_path);
+  return mo;
 }
 
 std::string VersionText() {

@@ -112,6 +112,11 @@ int ReportLoadFailure(const std::string& flow_path, const LoadCheck& check);
 // --worker PATH (checked), or the default worker when `option` is empty.
 Result<std::string> WorkerPath(const std::string& option);
 
+// What `basal run` and `basal mcp` open a module with: the worker (--worker, checked, or beside
+// basal), the journal (--db, or the default), and the secrets beside that journal (http.fetch and
+// MCP servers read `basal secret set NAME --db` of the same journal). Errors are io errors.
+Result<ModuleOptions> ModuleOptionsFor(const std::string& worker_option, const std::string& db_option);
+
 std::string Basename(const std::string& path);
 
 // "basal <version>" and what the worker embeds (`basal --version`).

@@ -194,18 +194,9 @@ int McpCommand(const McpOptions& o) {
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, &old);
 
-  ModuleOptions mo;
-  auto worker = WorkerPath(o.worker_path);
-  if (!worker) return Fail(kKindIo, worker.error().message);
-  mo.worker_path = *worker;
-  if (!o.db_path.empty()) {
-    mo.journal_path = o.db_path;
-  } else {
-    auto db = DefaultJournalPath();
-    if (!db) return Fail(kKindIo, db.error().message);
-    mo.journal_path = *db;
-  }
-  mo.secrets_dir = SecretsDirForJournal(mo.journal_path);
+  auto base = ModuleOptionsFor(o.worker_path, o.db_path);
+  if (!base) return Fail(kKindIo, base.error().message);
+  ModuleOptions mo = std::move(*base);
   mo.allow_without_landlock = o.allow_without_landlock;
   mo.worker_user = o.worker_user;
   mo.max_workers = o.max_workers;

@@ -262,20 +262,9 @@ int RunCommand(const RunOptions& o) {
       return Fail(kKindUsage, "--input is not valid JSON: " + why + " (quote it for the shell: --input '{\"n\": 1}')");
   }
 
-  ModuleOptions mo;
-  auto worker = WorkerPath(o.worker_path);
-  if (!worker) return Fail(kKindIo, worker.error().message);
-  mo.worker_path = *worker;
-  if (!o.db_path.empty()) {
-    mo.journal_path = o.db_path;
-  } else {
-    auto db = DefaultJournalPath();
-    if (!db) return Fail(kKindIo, db.error().message);
-    mo.journal_path = *db;
-  }
-  // http.fetch reads the secrets that grant rules name from secrets/ beside the journal
-  // (`basal secret set NAME --db` the same journal), at each request.
-  mo.secrets_dir = SecretsDirForJournal(mo.journal_path);
+  auto base = ModuleOptionsFor(o.worker_path, o.db_path);
+  if (!base) return Fail(kKindIo, base.error().message);
+  ModuleOptions mo = std::move(*base);
   auto durability = ParseDurability(o.durability);
   if (!durability) return Fail(kKindUsage, durability.error().message);
   mo.durability = *durability;
