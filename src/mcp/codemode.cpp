@@ -304,8 +304,8 @@ void DownstreamHub::StartAll(const std::map<std::string, Json>& servers, const s
     Downstream* raw = downstream.get();
     servers_.emplace(name, std::move(downstream));
     ++pending;
-    raw->Start([this, name, &pending](const Result<void>& ready) {
-      if (!ready) start_errors_[name] = ready.error().message;
+    raw->Start([this, server_name = name, &pending](const Result<void>& ready) {
+      if (!ready) start_errors_[server_name] = ready.error().message;
       --pending;
     });
   }
