@@ -1,6 +1,7 @@
 # `basal mcp` driven end to end by MCP software nobody here wrote (tests/mcp/mcp_client_test.mjs):
 # the official MCP TypeScript SDK's client connects to `basal mcp` over stdio, and a reference MCP
-# server (server-filesystem) is a codemode policy's downstream. The packages are pinned by name,
+# server (server-filesystem) is a codemode policy's downstream. The same client reaches `basal
+# serve`'s /mcp over Streamable HTTP (tests/mcp/mcp_http_test.mjs). The packages are pinned by name,
 # version and sha512 integrity in tests/mcp/package-lock.json (no registry address: tests/mcp/.npmrc)
 # and installed at configure time with `npm ci` into ${CMAKE_BINARY_DIR}/mcp-test/, which checks
 # every tarball against the lockfile's integrity. No package source is committed.
@@ -11,11 +12,12 @@
 #
 # tests/CMakeLists.txt calls basal_mcp_client_test(), which installs the packages (once per
 # lockfile: skipped while the lockfile installed last equals the source one), copies the test files
-# beside them (Node resolves a test's imports from the folder it is in) and adds the ctest test
-# `mcp_client_test` (label integration). Edit the test in tests/mcp/; the build copies it again.
+# beside them (Node resolves a test's imports from the folder it is in) and adds the ctest tests
+# `mcp_client_test` and `mcp_http_test` (label integration). Edit the test in tests/mcp/; the build copies it again.
 #
 # Run it by hand after a build:
 #   BASAL_BIN=build/release/bin/basal node --test build/release/mcp-test/mcp_client_test.mjs
+#   BASAL_BIN=build/release/bin/basal node --test build/release/mcp-test/mcp_http_test.mjs
 
 function(basal_mcp_client_test)
   # A test-hooks build runs the confinement probe suite only (scripts/test.sh); its basal takes
@@ -77,16 +79,19 @@ function(basal_mcp_client_test)
     configure_file("${f}" "${dir}/${name}" COPYONLY)
   endforeach()
 
-  # Every test spawns `basal mcp` (and through it workers and a Node reference server); node runs
-  # the file's tests one at a time. The timeout is the integration label's (tests/CMakeLists.txt).
+  # Every test spawns `basal mcp` or `basal serve` (and through it workers and a Node reference
+  # server); node runs a file's tests one at a time. The timeout is the integration label's
+  # (tests/CMakeLists.txt).
   if(NOT BASAL_TIMEOUT_integration)
     set(BASAL_TIMEOUT_integration 300)
   endif()
-  add_test(NAME mcp_client_test
-           COMMAND "${BASAL_NODE}" --test --test-reporter=spec "${dir}/mcp_client_test.mjs"
-           WORKING_DIRECTORY "${dir}")
-  set_tests_properties(mcp_client_test PROPERTIES
-    LABELS integration
-    TIMEOUT ${BASAL_TIMEOUT_integration}
-    ENVIRONMENT "BASAL_BIN=$<TARGET_FILE:basal>;BASAL_WORKER=$<TARGET_FILE:ck-basal-worker>")
+  foreach(test mcp_client_test mcp_http_test)
+    add_test(NAME ${test}
+             COMMAND "${BASAL_NODE}" --test --test-reporter=spec "${dir}/${test}.mjs"
+             WORKING_DIRECTORY "${dir}")
+    set_tests_properties(${test} PROPERTIES
+      LABELS integration
+      TIMEOUT ${BASAL_TIMEOUT_integration}
+      ENVIRONMENT "BASAL_BIN=$<TARGET_FILE:basal>;BASAL_WORKER=$<TARGET_FILE:ck-basal-worker>")
+  endforeach()
 endfunction()

@@ -232,6 +232,11 @@ int McpCommand(const McpOptions& o) {
     WriteStderr("basal mcp: serving codemode policy " + EscapeForTerminal(o.policy, TerminalText::kOneLine) +
                 " on stdin/stdout; tools:" + (tools.empty() ? std::string(" none") : EscapeForTerminal(tools, TerminalText::kOneLine)) +
                 "\n");
+    for (const auto& [server, why] : codemode->UnavailableServers()) {
+      WriteStderr("basal mcp: downstream MCP server " + EscapeForTerminal(server, TerminalText::kOneLine) +
+                  " is not running (its tools are not offered; a call restarts it): " +
+                  EscapeForTerminal(why, TerminalText::kOneLine) + "\n");
+    }
   }
 
   EventLoop& loop = (*module)->loop();

@@ -94,6 +94,10 @@ class Codemode : public ToolHost {
   std::string Instructions() const;
   // Scripts still running.
   size_t running() const { return runs_.size(); }
+  // The policy's downstream servers that are not running, with why (for a log at start).
+  std::map<std::string, std::string> UnavailableServers() const {
+    return hub_ ? hub_->Unavailable() : std::map<std::string, std::string>{};
+  }
   // The tools a script gets now (granted by the newest policy, downstream tools listed).
   std::vector<ScriptTool> ScriptTools();
   // The same for a policy version already read.

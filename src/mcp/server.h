@@ -15,6 +15,7 @@
 // as both revisions removed them.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -47,7 +48,8 @@ class ToolHost {
   virtual Json ListTools() = 0;
   // tools/call. `done` gets a CallToolResult ({content, structuredContent?, isError?}): a tool's
   // failure is a result with isError, not a protocol error. false: no such tool (a protocol
-  // error, -32602; `done` is never called). `call_key` identifies the call for Cancel.
+  // error, -32602; `done` is never called). `call_key` identifies the call for Cancel: unique
+  // among all McpServers of the process.
   virtual bool CallTool(uint64_t call_key, const std::string& name, const Json& arguments,
                         std::function<void(Json result)> done) = 0;
   // The client cancelled the call (notifications/cancelled): stop it if it still runs. Its `done`
@@ -98,7 +100,9 @@ class McpServer {
   Send send_;
   bool initialized_ = false;
   std::string session_revision_;  // what initialize agreed
-  uint64_t next_key_ = 1;
+  // Call keys are unique in the process, so servers that share one ToolHost (one a request, as
+  // basal serve's /mcp makes them) never hand it the same key.
+  static inline std::atomic<uint64_t> next_key_{1};
   // Calls in flight by the client's request id (as JSON text: ids are strings or numbers).
   std::map<std::string, uint64_t> in_flight_;
   // Cleared when the server is destroyed, so a late `done` does nothing.

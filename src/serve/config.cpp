@@ -118,6 +118,7 @@ constexpr NumberRule kMaxActivationsPerWorker{1, 1'000'000, "from 1 to 1000000"}
 constexpr NumberRule kQueueMax{1, 1'000'000, "from 1 to 1000000"};
 constexpr NumberRule kBodyBytes{1 << 10, 64 << 20, "from 1024 (1 KiB) to 67108864 (64 MiB)"};
 constexpr NumberRule kMaxConnections{1, 65536, "from 1 to 65536"};
+constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
 
 struct DurationRule {
   milliseconds min, max;
@@ -222,6 +223,7 @@ class Parser {
   Result<ServeConfig> Parse(const Json& root) const;
 
  private:
+  Result<McpConfig> ParseMcp(const Json& value) const;
   Result<void> ParseListen(const Json& value, ListenConfig& out) const;
   Result<void> ParseLimits(const Json& value, LimitsConfig& out) const;
   // Appends the trigger to out.webhooks or out.schedules and returns its name.
@@ -283,7 +285,7 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
   ServeConfig config;
   if (auto ok = Object(root, "the configuration", "an object, e.g. {\"listen\": {\"tcp\": \"127.0.0.1:8470\"}}"); !ok)
     return ok.error();
-  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers"}); !ok)
+  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers", "mcp"}); !ok)
     return ok.error();
   for (const auto& [key, value] : root.items()) {
     Result<void> ok;
@@ -297,6 +299,10 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
       ok = ParseListen(value, config.listen);
     } else if (key == "limits") {
       ok = ParseLimits(value, config.limits);
+    } else if (key == "mcp") {
+      auto mcp = ParseMcp(value);
+      if (!mcp) return mcp.error();
+      config.mcp = std::move(*mcp);
     } else if (key == "triggers") {
       if (!value.is_array()) {
         return Fail(key, Shown(value) + " is not an array: write a list of triggers, e.g. "
@@ -398,6 +404,36 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
     if (!ok) return ok;
   }
   return Ok();
+}
+
+Result<McpConfig> Parser::ParseMcp(const Json& value) const {
+  McpConfig out;
+  if (auto ok = Object(value, "mcp", "{\"policy\": \"agents\"}"); !ok) return ok.error();
+  if (auto ok = KnownKeys(value, "mcp", {"policy", "max_scripts"}); !ok) return ok.error();
+  // No default policy: which grants an agent gets is the operator's explicit choice.
+  if (!value.contains("policy")) {
+    return Fail("mcp.policy", "missing: name the codemode policy the agents' scripts run under (approved with "
+                              "`basal policy approve NAME`), e.g. \"policy\": \"agents\"");
+  }
+  for (const auto& [key, item] : value.items()) {
+    const std::string path = "mcp." + key;
+    Result<void> ok;
+    if (key == "policy") {
+      auto text = String(item, path, "the codemode policy's name, e.g. \"agents\"");
+      if (!text) return text.error();
+      if (text->empty()) return Fail(path, "empty: name the codemode policy, e.g. \"agents\"");
+      if (text->size() > kMaxFlowNameBytes) {
+        return Fail(path, Shown(*text) + " is " + std::to_string(text->size()) + " bytes; a policy's name is at most " +
+                              std::to_string(kMaxFlowNameBytes));
+      }
+      if (HasControlByte(*text)) return Fail(path, Shown(*text) + " has a control character; a policy's name has none");
+      out.policy = std::move(*text);
+    } else if (key == "max_scripts") {
+      ok = Assign(Number(item, path, kMaxScripts), out.max_scripts);
+    }
+    if (!ok) return ok.error();
+  }
+  return out;
 }
 
 Result<std::string> Parser::ParseTrigger(const Json& value, const std::string& path, ServeConfig& out) const {
@@ -823,6 +859,7 @@ nlohmann::json ToJson(const ServeConfig& config) {
                          }}});
   }
   root["triggers"] = std::move(triggers);
+  if (config.mcp) root["mcp"] = {{"policy", config.mcp->policy}, {"max_scripts", config.mcp->max_scripts}};
   return root;
 }
 

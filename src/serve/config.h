@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,16 @@ struct ScheduleTrigger {
   bool operator==(const ScheduleTrigger&) const = default;
 };
 
+// `basal mcp` over Streamable HTTP at /mcp (docs/serve.md): an AI agent's scripts run as codemode
+// activations under one approved codemode policy. Whether the policy is approved is checked at
+// start, and its downstream MCP servers are started then.
+struct McpConfig {
+  std::string policy;      // the codemode policy's name (`basal policy approve NAME`), required
+  size_t max_scripts = 8;  // run_script activations at once; more are answered "busy"
+
+  bool operator==(const McpConfig&) const = default;
+};
+
 struct ServeConfig {
   std::string db;           // the store (journal) path; "" = the CLI's default
   std::string worker;       // the worker binary; "" = the CLI's default
@@ -100,6 +111,7 @@ struct ServeConfig {
   LimitsConfig limits;
   std::vector<WebhookTrigger> webhooks;    // in file order
   std::vector<ScheduleTrigger> schedules;  // in file order
+  std::optional<McpConfig> mcp;            // none: /mcp is not served (404)
 
   bool operator==(const ServeConfig&) const = default;
 };

@@ -1,7 +1,8 @@
 // basal serve (daemon.h, docs/serve.md, docs/api.md). The daemon owns: the listeners, the runs
 // (durable in the store's runs table; an in-memory queue of the queued ones, dispatched while fewer
 // than max_workers activations are in flight), the waiters of ?wait requests, the triggers
-// (webhooks, schedules), the metrics, and the signals (signalfd on the module's loop).
+// (webhooks, schedules), the metrics, the signals (signalfd on the module's loop), and, with an
+// `mcp` config, the codemode that /mcp serves (MCP over Streamable HTTP, one message a request).
 #include "serve/daemon.h"
 
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -28,12 +30,15 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "basal/module.h"
+#include "mcp/codemode.h"
+#include "mcp/server.h"
 #include "parent/loop/event_loop.h"
 #include "parent/secrets/secret_store.h"
 #include "parent/store/owner.h"
@@ -222,6 +227,91 @@ bool ScopeAllows(const Json& scopes, std::string_view need) {
   return false;
 }
 
+// The metrics' route label: the first segment of the path, of a fixed few (bounded series).
+std::string RouteOf(const std::string& path) {
+  const auto seg = Segments(path);
+  if (seg.empty()) return "other";
+  for (const char* route : {"v1", "hooks", "healthz", "readyz", "metrics", "mcp"})
+    if (seg[0] == route) return "/" + seg[0];
+  return "other";
+}
+
+// ---- /mcp
+
+// The 2025 revisions of MCP, whose clients send MCP-Protocol-Version after initialize.
+bool IsSessionRevision(std::string_view version) {
+  return version == "2025-11-25" || version == "2025-06-18" || version == "2025-03-26";
+}
+
+// A request without MCP-Protocol-Version is read as this revision: the Streamable HTTP transport
+// says so, for clients older than the header.
+constexpr const char* kRevisionWithoutHeader = "2025-03-26";
+
+// DNS rebinding: a web page may make the operator's browser send requests to a loopback port under
+// a host name its author controls. The browser names the page's origin in `Origin`; only pages of
+// this machine (localhost, 127.0.0.1, [::1], any port, http or https) are let through.
+bool IsLocalOrigin(std::string_view origin) {
+  std::string o;
+  for (char c : origin) o += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view rest = o;
+  if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+  } else if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+  } else {
+    return false;
+  }
+  std::string_view host;
+  if (rest.starts_with("[")) {
+    const size_t close = rest.find(']');
+    if (close == std::string_view::npos) return false;
+    host = rest.substr(0, close + 1);
+  } else {
+    host = rest.substr(0, rest.find(':'));
+  }
+  if (host != "localhost" && host != "127.0.0.1" && host != "[::1]") return false;
+  std::string_view port = rest.substr(host.size());
+  if (port.empty()) return true;
+  if (port[0] != ':' || port.size() < 2 || port.size() > 6) return false;
+  return port.substr(1).find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// Whether a request's Content-Type is application/json (parameters such as charset allowed).
+bool IsJsonContentType(std::string_view type) {
+  std::string essence;
+  for (char c : type.substr(0, type.find(';')))
+    if (c != ' ' && c != '\t') essence += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return essence == "application/json";
+}
+
+// Whether an Accept header lets the answer be JSON (no Accept: anything goes).
+bool AcceptsJson(std::string_view accept) {
+  std::string a;
+  for (char c : accept) a += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return a.find("application/json") != std::string::npos || a.find("application/*") != std::string::npos ||
+         a.find("*/*") != std::string::npos;
+}
+
+// The HTTP status of the JSON-RPC message that answers a POST to /mcp: a response is 200, except
+// an unsupported revision (400, as the stateless revision asks) and an error about a message that
+// could not be read at all (no id: 400, as the transport asks for input it cannot accept).
+int McpAnswerStatus(const std::string& message) {
+  const Json j = Json::parse(message, nullptr, false);
+  if (!j.is_object()) return 200;
+  auto error = j.find("error");
+  if (error == j.end() || !error->is_object()) return 200;
+  auto code = error->find("code");
+  if (code != error->end() && code->is_number_integer() && code->get<int64_t>() == mcp::kUnsupportedVersion) return 400;
+  return j.value("id", Json()).is_null() ? 400 : 200;
+}
+
+// A POST to /mcp whose answer is not sent yet (a run_script that runs), or is being sent.
+struct McpExchange {
+  std::unique_ptr<mcp::McpServer> server;
+  Respond respond;
+  bool answered = false;
+};
+
 // A run that a ?wait request waits for.
 struct Waiter {
   Respond respond;
@@ -293,7 +383,7 @@ class Daemon final : public ModuleObserver {
 
   // ---- HTTP ----
   std::optional<HttpResponse> Admit(const HttpRequest& head, size_t* max_body);
-  void Handle(HttpRequest req, Respond respond);
+  void Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone);
   void HandleStartRun(const HttpRequest& req, const std::string& flow, Respond respond);
   void HandleWebhook(const HttpRequest& req, const std::string& trigger, Respond respond);
   void HandleJournal(const HttpRequest& req, Respond respond);
@@ -302,7 +392,14 @@ class Daemon final : public ModuleObserver {
   HttpResponse Calls(int64_t run_id);
   HttpResponse Metrics();
   bool Ready(std::string* why);
+  size_t McpScripts() const { return codemode_ ? codemode_->running() : 0; }
   Result<std::optional<std::chrono::milliseconds>> WaitOf(const HttpRequest& req);
+
+  // ---- /mcp ----
+  Result<void> StartMcp();
+  void HandleMcp(const HttpRequest& req, Respond respond, OnClientGone on_client_gone);
+  void AnswerMcp(uint64_t exchange, std::string message);
+  void EndMcpExchange(uint64_t exchange);
 
   // ---- schedules ----
   Result<void> CheckTriggers(const ServeConfig& config);
@@ -352,6 +449,12 @@ class Daemon final : public ModuleObserver {
   std::map<std::string, double> retire_seen_;
   std::map<std::string, double> calls_seen_;
   double confinement_seen_ = 0;
+  // /mcp: the codemode of the config's policy (null without an `mcp` config), the module's log sink
+  // reaching it (the module is opened first), and the requests whose answers are pending.
+  std::shared_ptr<mcp::Codemode*> codemode_for_logs_ = std::make_shared<mcp::Codemode*>(nullptr);
+  std::unique_ptr<mcp::Codemode> codemode_;
+  uint64_t next_mcp_exchange_ = 1;
+  std::map<uint64_t, std::unique_ptr<McpExchange>> mcp_exchanges_;
 };
 
 // ---------------------------------------------------------------- start
@@ -359,8 +462,9 @@ class Daemon final : public ModuleObserver {
 void Daemon::DeclareMetrics() {
   // Each name is declared once, with a valid name and labels: a false here is a bug in this list.
   bool ok = true;
-  ok &= metrics_.DeclareCounter("basal_http_requests_total", "HTTP requests answered, by listener and status code.",
-                          {"listener", "code"});
+  ok &= metrics_.DeclareCounter("basal_http_requests_total",
+                                "HTTP requests answered, by listener, route (/v1, /hooks, /mcp, ...) and status code.",
+                                {"listener", "route", "code"});
   ok &= metrics_.DeclareCounter("basal_runs_accepted_total", "Runs journaled as queued, by flow and trigger kind.",
                           {"flow", "trigger"});
   ok &= metrics_.DeclareCounter("basal_activations_total", "Activations ended, by flow and outcome.", {"flow", "outcome"});
@@ -400,6 +504,10 @@ Result<void> Daemon::Start() {
   mo.max_activations_per_worker = o_.config.limits.max_activations_per_worker;
   mo.require_approval = true;
   mo.observer = std::shared_ptr<ModuleObserver>(this, [](ModuleObserver*) {});
+  // console.* lines of a codemode script go to its run_script result (all are journaled).
+  mo.log_sink = [holder = codemode_for_logs_](const HostCallContext& ctx, std::string_view level, std::string_view message) {
+    if (*holder) (*holder)->OnLog(ctx, level, message);
+  };
   auto module = Module::Open(std::move(mo));
   if (!module) return module.error();
   module_ = std::move(*module);
@@ -430,6 +538,9 @@ Result<void> Daemon::Start() {
   if (!o_.config_path.empty())
     if (auto f = LoadServeConfig(o_.config_path); f) file_config_ = *f;
   if (auto c = CheckTriggers(o_.config); !c) return c;
+  // Before the triggers: starting the downstream servers turns the loop, when no schedule may fire
+  // yet (a refused start must have started nothing).
+  if (auto m = StartMcp(); !m) return m;
   if (auto t = LoadTriggers(o_.config, /*at_start=*/true); !t) return t;
   if (auto s = WatchSignals(); !s) return s;
 
@@ -441,9 +552,11 @@ Result<void> Daemon::Start() {
     lo.max_connections = o_.config.limits.max_connections;
     lo.max_body_bytes = o_.config.limits.max_body_bytes;
     lo.admit = [this](const HttpRequest& head, size_t* max_body) { return Admit(head, max_body); };
-    lo.handle = [this](HttpRequest req, Respond respond) { Handle(std::move(req), std::move(respond)); };
+    lo.handle = [this](HttpRequest req, Respond respond, OnClientGone on_client_gone) {
+      Handle(std::move(req), std::move(respond), std::move(on_client_gone));
+    };
     lo.on_response = [this](const HttpRequest& req, int status) {
-      metrics_.Add("basal_http_requests_total", {req.listener, std::to_string(status)});
+      metrics_.Add("basal_http_requests_total", {req.listener, RouteOf(req.path), std::to_string(status)});
     };
     auto l = HttpListener::Start(module_->loop(), std::move(lo));
     if (!l) return l.error();
@@ -468,7 +581,7 @@ Result<void> Daemon::Start() {
   // compares with what they meant. Secrets appear as their names only.
   Log("configuration " + ToJson(o_.config).dump(-1, ' ', false, Json::error_handler_t::replace));
   Log("serving " + o_.socket_path + (o_.config.listen.tcp.empty() ? "" : " and " + o_.config.listen.tcp) +
-      ", journal " + o_.journal_path);
+      ", journal " + o_.journal_path + (codemode_ ? "; MCP at /mcp" : ""));
   Notify("READY=1\nSTATUS=serving");
   Dispatch();
   return Ok();
@@ -515,7 +628,7 @@ void Daemon::OnSignal(int sig) {
 void Daemon::BeginDrain(const std::string& why) {
   draining_ = true;
   Notify("STOPPING=1\nSTATUS=draining");
-  Log("draining (" + why + "): not ready, accepting nothing new; " + std::to_string(in_flight_) +
+  Log("draining (" + why + "): not ready, accepting nothing new; " + std::to_string(in_flight_ + McpScripts()) +
       " running activations get " + std::to_string(o_.config.limits.drain_timeout.count()) + " ms; " +
       std::to_string(queue_.size()) + " queued runs stay queued for the next start");
   for (auto& l : listeners_) l->StopAccepting();
@@ -537,6 +650,20 @@ void Daemon::Reload() {
   auto config = LoadServeConfig(o_.config_path);
   if (!config) {
     Log("SIGHUP: the config was not reloaded, the running one stays: " + config.error().message);
+    Notify("READY=1\nSTATUS=serving (the last reload was refused)");
+    return;
+  }
+  // The codemode's policy was read and its downstream servers started at start; agents may be in
+  // the middle of scripts under it. Changing it is a restart, never a silent half-change.
+  if (config->mcp != o_.config.mcp) {
+    const auto shown = [](const std::optional<McpConfig>& m) {
+      if (!m) return std::string("none");
+      ServeConfig only;
+      only.mcp = m;
+      return ToJson(only)["mcp"].dump();
+    };
+    Log("SIGHUP: the config was not reloaded, the running one stays: its mcp section changed (" +
+        shown(o_.config.mcp) + " -> " + shown(config->mcp) + "); restart basal serve to change mcp");
     Notify("READY=1\nSTATUS=serving (the last reload was refused)");
     return;
   }
@@ -580,10 +707,12 @@ int Daemon::Run() {
     module_->RunFor(std::chrono::milliseconds(500));
     if (!draining_) continue;
     const bool time_up = EventLoop::Clock::now() >= drain_deadline_;
-    if (in_flight_ == 0 || time_up) break;
+    if ((in_flight_ == 0 && McpScripts() == 0) || time_up) break;
   }
-  if (in_flight_ > 0) Log("drain timeout: cancelling " + std::to_string(in_flight_) + " running activations");
-  module_->Shutdown(std::chrono::milliseconds(0));  // cancels the rest; their runs end cancelled
+  if (in_flight_ + McpScripts() > 0)
+    Log("drain timeout: cancelling " + std::to_string(in_flight_ + McpScripts()) + " running activations");
+  // Cancels the rest: their runs end cancelled, and a script's /mcp request gets its result.
+  module_->Shutdown(std::chrono::milliseconds(0));
   module_->RunFor(std::chrono::milliseconds(0));
   // Every ?wait still waiting gets its run as it stands.
   std::vector<int64_t> waiting;
@@ -591,6 +720,9 @@ int Daemon::Run() {
   for (int64_t id : waiting) WakeWaiters(id);
   (void)module_->store().journal().Commit();
   module_->RunFor(std::chrono::milliseconds(50));  // let the last answers go out
+  mcp_exchanges_.clear();
+  *codemode_for_logs_ = nullptr;
+  codemode_.reset();  // stops the policy's downstream MCP servers
   listeners_.clear();
   unlink(o_.socket_path.c_str());
   Log("stopped");
@@ -836,8 +968,18 @@ std::optional<HttpResponse> Daemon::Admit(const HttpRequest& head, size_t* max_b
   const auto seg = Segments(head.path);
   const bool health = seg.size() == 1 && (seg[0] == "healthz" || seg[0] == "readyz");
   const bool hook = seg.size() == 2 && seg[0] == "hooks";
+  const bool mcp = seg.size() == 1 && seg[0] == "mcp";
   // The limit as configured now: SIGHUP may have changed it since the listener started.
   *max_body = o_.config.limits.max_body_bytes;
+  if (mcp) {
+    if (auto origin = head.Header("origin"); origin && !IsLocalOrigin(*origin)) {
+      const std::string shown(origin->substr(0, 200));
+      return JsonError(403, "forbidden_origin",
+                       "Origin \"" + shown + "\" is not this machine: /mcp serves only requests without an Origin or "
+                       "from pages of http(s)://localhost, 127.0.0.1 or [::1] (a page elsewhere could reach a "
+                       "loopback port by DNS rebinding)");
+    }
+  }
   if (hook) {
     auto w = webhooks_.find(seg[1]);
     if (w != webhooks_.end()) *max_body = w->second.max_body_bytes;
@@ -874,7 +1016,7 @@ std::optional<HttpResponse> Daemon::Admit(const HttpRequest& head, size_t* max_b
   Json scopes = Json::parse((*row)->scopes_json, nullptr, false);
   std::string need = "read";
   if (seg.size() == 1 && seg[0] == "metrics") need = "metrics";
-  if (head.method == "POST") need = "run";
+  if (head.method == "POST" || mcp) need = "run";  // every MCP request may run scripts
   if (!ScopeAllows(scopes, need))
     return JsonError(403, "forbidden", "token " + (*row)->name + " lacks the scope \"" + need + "\" this request needs");
   return std::nullopt;
@@ -890,7 +1032,7 @@ Result<std::optional<std::chrono::milliseconds>> Daemon::WaitOf(const HttpReques
   return std::optional<std::chrono::milliseconds>(std::min(*d, o_.config.limits.wait_max));
 }
 
-void Daemon::Handle(HttpRequest req, Respond respond) {
+void Daemon::Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone) {
   const auto seg = Segments(req.path);
   const std::string& m = req.method;
   auto method_not_allowed = [&](const char* allowed) {
@@ -918,6 +1060,7 @@ void Daemon::Handle(HttpRequest req, Respond respond) {
     if (m != "POST") return method_not_allowed("POST");
     return HandleWebhook(req, seg[1], std::move(respond));
   }
+  if (seg.size() == 1 && seg[0] == "mcp") return HandleMcp(req, std::move(respond), std::move(on_client_gone));
   if (seg.empty() || seg[0] != "v1")
     return respond(JsonError(404, "not_found", "no endpoint at " + req.path + "; the API is under /v1 (docs/api.md)"));
   if (seg.size() == 2 && seg[1] == "flows") {
@@ -931,6 +1074,9 @@ void Daemon::Handle(HttpRequest req, Respond respond) {
     h["serve"] = Json{{"ready", Ready(&why)}, {"not_ready_because", why}, {"draining", draining_},
                       {"queued_runs", queue_.size()}, {"runs_in_flight", in_flight_},
                       {"since", UtcText(started_us_)}};
+    if (codemode_)
+      h["serve"]["mcp"] = Json{{"policy", o_.config.mcp->policy}, {"scripts_running", codemode_->running()},
+                               {"max_scripts", o_.config.mcp->max_scripts}};
     return respond(JsonResponse(200, h));
   }
   if (seg.size() == 3 && seg[1] == "flows") {
@@ -1255,6 +1401,137 @@ HttpResponse Daemon::Metrics() {
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = metrics_.Render();
   return r;
+}
+
+// ---------------------------------------------------------------- /mcp
+
+// The codemode of the config's policy, as `basal mcp --policy NAME` makes it: the policy must be
+// approved (a start is refused otherwise, as for a trigger whose flow is not), and its downstream
+// MCP servers are started now, before anything is served.
+Result<void> Daemon::StartMcp() {
+  if (!o_.config.mcp) return Ok();
+  const McpConfig& config = *o_.config.mcp;
+  mcp::CodemodeLimits limits;
+  limits.max_scripts_running = config.max_scripts;
+  codemode_ = std::make_unique<mcp::Codemode>(*module_, config.policy, BASAL_VERSION, limits);
+  *codemode_for_logs_ = codemode_.get();
+  if (auto started = codemode_->Start(o_.secrets_dir); !started) {
+    *codemode_for_logs_ = nullptr;
+    codemode_.reset();
+    const Error& e = started.error();
+    const bool unapproved = e.code == ErrorCode::kNotFound || e.code == ErrorCode::kRefused;
+    return MakeError(e.code, "mcp.policy " + config.policy + ": " + e.message +
+                                 (unapproved ? " (approve it with basal policy approve " + config.policy +
+                                                   ", or remove mcp from the config)"
+                                             : ""));
+  }
+  std::string tools;
+  for (const mcp::ScriptTool& t : codemode_->ScriptTools()) tools += " " + t.group + "." + t.member;
+  Log("mcp: serving codemode policy " + EscapeForLog(config.policy) + " at /mcp, at most " +
+      std::to_string(config.max_scripts) + " scripts at once; tools:" + (tools.empty() ? " none" : EscapeForLog(tools)));
+  for (const auto& [server, why] : codemode_->UnavailableServers()) {
+    Log("mcp: downstream MCP server " + EscapeForLog(server) +
+        " is not running (its tools are not offered; a call restarts it): " + EscapeForLog(why));
+  }
+  return Ok();
+}
+
+// MCP's Streamable HTTP transport, without sessions: each POST carries one JSON-RPC message, read
+// by an McpServer made for it. A request is answered with its response (application/json) once it
+// is ready, which for run_script is when the script's activation ends; a notification or a
+// response is accepted (202). basal sends nothing unasked, so there is no GET stream.
+void Daemon::HandleMcp(const HttpRequest& req, Respond respond, OnClientGone on_client_gone) {
+  if (!codemode_)
+    return respond(JsonError(404, "mcp_not_enabled",
+                             "this basal serve does not serve MCP: add \"mcp\": {\"policy\": \"NAME\"} to its config, "
+                             "naming an approved codemode policy (docs/serve-config.md), and restart it"));
+  if (req.method != "POST") {
+    HttpResponse r = JsonError(405, "method_not_allowed",
+                               req.method + " is not allowed on /mcp: POST one JSON-RPC message per request (basal "
+                                            "keeps no sessions and sends no messages unasked, so there is no stream to GET "
+                                            "and no session to DELETE)");
+    r.headers.emplace_back("Allow", "POST");
+    return respond(r);
+  }
+  if (draining_) return respond(JsonError(503, "draining", "basal serve is draining; it starts no new scripts. Retry later"));
+  if (!IsJsonContentType(req.Header("content-type").value_or("")))
+    return respond(JsonError(415, "unsupported_media_type",
+                             "POST /mcp takes one JSON-RPC message with Content-Type: application/json"));
+  if (auto accept = req.Header("accept"); accept && !AcceptsJson(*accept))
+    return respond(JsonError(406, "not_acceptable", "/mcp answers with application/json; say Accept: application/json, "
+                                                    "text/event-stream"));
+  // A 2025 client opened its session with initialize in an earlier request and names its revision
+  // in this header since; a 2026-07-28 request names its own in params._meta.
+  std::string session;
+  if (auto version = req.Header("mcp-protocol-version")) {
+    if (IsSessionRevision(*version)) {
+      session = std::string(*version);
+    } else if (*version != mcp::kStatelessRevision) {
+      // The header as the client sent it (any bytes): cut, and made valid UTF-8 where it is shown.
+      const Json requested = std::string(version->substr(0, 64));
+      const Json supported = {mcp::kStatelessRevision, "2025-11-25", "2025-06-18", "2025-03-26"};
+      Json error = {{"code", mcp::kUnsupportedVersion},
+                    {"message", "basal does not speak MCP revision " + requested.dump(-1, ' ', false, Json::error_handler_t::replace) +
+                                    " (MCP-Protocol-Version); it speaks " + supported.dump()},
+                    {"data", {{"requested", requested}, {"supported", supported}}}};
+      HttpResponse r;
+      r.status = 400;
+      r.body = Dump(Json{{"jsonrpc", "2.0"}, {"id", nullptr}, {"error", std::move(error)}});
+      return respond(r);
+    }
+  } else {
+    session = kRevisionWithoutHeader;
+  }
+
+  const uint64_t id = next_mcp_exchange_++;
+  auto exchange = std::make_unique<McpExchange>();
+  McpExchange& x = *exchange;
+  x.respond = std::move(respond);
+  x.server = std::make_unique<mcp::McpServer>(*codemode_, mcp::ServerInfo{"basal", BASAL_VERSION, codemode_->Instructions()},
+                                              [this, id](std::string message) { AnswerMcp(id, std::move(message)); });
+  // `initialize` opens the session anew, whatever this says.
+  if (!session.empty()) x.server->AssumeSession(session);
+  mcp_exchanges_[id] = std::move(exchange);
+  x.server->OnMessage(req.body);
+  if (x.answered) return;
+  if (x.server->in_flight() == 0) {
+    // Nothing to answer: a notification or a client's response, accepted. (A cancellation names a
+    // request of another POST, which this server never saw: closing that POST's connection is
+    // what cancels it.)
+    x.answered = true;
+    HttpResponse r;
+    r.status = 202;
+    r.content_type.clear();
+    x.respond(std::move(r));
+    EndMcpExchange(id);
+    return;
+  }
+  // A tool call runs. A client that leaves stops waiting for it: the script is cancelled.
+  on_client_gone([this, id] {
+    auto it = mcp_exchanges_.find(id);
+    if (it == mcp_exchanges_.end()) return;
+    it->second->answered = true;
+    it->second->server->CancelAll();
+    EndMcpExchange(id);
+  });
+}
+
+void Daemon::AnswerMcp(uint64_t exchange, std::string message) {
+  auto it = mcp_exchanges_.find(exchange);
+  if (it == mcp_exchanges_.end() || it->second->answered) return;
+  McpExchange& x = *it->second;
+  x.answered = true;
+  HttpResponse r;
+  r.status = McpAnswerStatus(message);
+  r.body = std::move(message);
+  r.body += "\n";
+  x.respond(std::move(r));
+  EndMcpExchange(exchange);
+}
+
+// The exchange's server is freed on the next loop pass: this may run inside one of its callbacks.
+void Daemon::EndMcpExchange(uint64_t exchange) {
+  module_->loop().Post([this, exchange] { mcp_exchanges_.erase(exchange); });
 }
 
 // ---------------------------------------------------------------- schedules

@@ -57,6 +57,8 @@ struct Exchange {
   bool handed = false;         // given to `handle`
   bool suspended = false;
   std::optional<HttpResponse> answer;  // set by Respond
+  std::function<void()> on_gone;       // OnClientGone's: the client left before the answer
+  int watched_fd = -1;                 // the connection, watched while suspended for on_gone
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
 };
 
@@ -108,6 +110,40 @@ struct HttpListener::Impl {
                          Run();
                        });
     }
+  }
+
+  // The connection of a suspended request whose handler wants to hear that its client left: the
+  // loop watches it for the peer's shutdown (EPOLLRDHUP; a reset comes as EPOLLHUP or EPOLLERR).
+  // Only that: bytes the client sends meanwhile stay unread, for libmicrohttpd once resumed.
+  void WatchClient(Exchange& x) {
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(x.connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info) return;
+    const int fd = info->connect_fd;
+    auto watched = loop->Watch(fd, EPOLLRDHUP, [this, px = &x, alive = std::weak_ptr<bool>(x.alive)](uint32_t) {
+      if (!alive.expired()) ClientGone(*px);
+    });
+    if (watched) x.watched_fd = fd;
+  }
+
+  void UnwatchClient(Exchange& x) {
+    if (x.watched_fd < 0) return;
+    loop->Unwatch(x.watched_fd);
+    x.watched_fd = -1;
+  }
+
+  // The client closed its connection before the answer: the handler hears it, and the request
+  // ends with 499 (nginx's "client closed request"), which only the metrics see: libmicrohttpd
+  // resumes the connection, finds it closed, and frees the exchange.
+  void ClientGone(Exchange& x) {
+    UnwatchClient(x);
+    if (x.answer) return;
+    std::function<void()> gone = std::move(x.on_gone);
+    x.on_gone = nullptr;
+    if (pending > 0) --pending;
+    x.answer = JsonError(499, "client_closed_request", "the client closed its connection before the answer");
+    MHD_resume_connection(x.connection);
+    RunSoon();
+    if (gone) gone();
   }
 
   // Run soon, outside whatever callback we are in (libmicrohttpd is not reentrant).
@@ -250,16 +286,21 @@ struct HttpListener::Impl {
       --pending;
       x->answer = std::move(r);
       if (*sync_flag) return;
+      UnwatchClient(*x);  // before libmicrohttpd may close the descriptor
       MHD_resume_connection(x->connection);
       RunSoon();
     };
-    options.handle(x->request, guarded);
+    OnClientGone on_client_gone = [x, alive = std::weak_ptr<bool>(x->alive)](std::function<void()> gone) {
+      if (!alive.expired()) x->on_gone = std::move(gone);
+    };
+    options.handle(x->request, guarded, on_client_gone);
     *sync_flag = false;
     if (x->answer) {
       Queue(*x, *x->answer);
     } else {
       x->suspended = true;
       MHD_suspend_connection(connection);
+      if (x->on_gone) WatchClient(*x);
     }
     return MHD_YES;
   }
@@ -268,6 +309,7 @@ struct HttpListener::Impl {
     auto* x = static_cast<Exchange*>(*con_cls);
     if (!x) return;
     if (x->handed && !x->answer && pending > 0) --pending;  // the client left before its answer
+    UnwatchClient(*x);
     exchanges.erase(x);
     delete x;
     *con_cls = nullptr;
@@ -354,6 +396,7 @@ HttpListener::~HttpListener() {
   if (m.timer) m.loop->Cancel(*m.timer);
   // libmicrohttpd must not be stopped with suspended connections: answer them first.
   for (Exchange* x : m.exchanges) {
+    m.UnwatchClient(*x);
     if (x->suspended && !x->answer) {
       x->answer = JsonError(503, "shutting_down", "basal serve is stopping; retry against the next instance");
       MHD_resume_connection(x->connection);

@@ -5,14 +5,18 @@
 //   HttpListener::Options o;
 //   o.name = "unix"; o.listen_fd = fd; o.unix_socket = true;
 //   o.admit = [](const HttpRequest& head, size_t* max_body) -> std::optional<HttpResponse> { ... };
-//   o.handle = [](HttpRequest req, Respond respond) { respond({200, "application/json", "{}"}); };
+//   o.handle = [](HttpRequest req, Respond respond, OnClientGone) { respond({200, "application/json", "{}"}); };
 //   auto listener = HttpListener::Start(module.loop(), std::move(o));
 //
 // A handler may answer at once or later (respond is kept and called from a `done` callback, say):
-// the connection is suspended meanwhile and costs no CPU. Bounds: `max_connections` connections at
-// once, headers within 64 KiB (libmicrohttpd's per-connection memory), bodies within the admitted
-// `max_body` (checked against Content-Length before reading, and counted while reading a chunked
-// body, which is then discarded), an idle connection closed after `idle_timeout`.
+// the connection is suspended meanwhile and costs no CPU. A handler whose work should stop when
+// nobody waits for it any more (an MCP run_script) says so with `on_client_gone`: the connection
+// is then watched while suspended, and a client that closes it is noticed at once.
+//
+// Bounds: `max_connections` connections at once, headers within 64 KiB (libmicrohttpd's
+// per-connection memory), bodies within the admitted `max_body` (checked against Content-Length
+// before reading, and counted while reading a chunked body, which is then discarded), an idle
+// connection closed after `idle_timeout`.
 #pragma once
 
 #include <chrono>
@@ -64,8 +68,12 @@ struct HttpResponse {
 };
 
 // Answers a request; call it once, on the loop thread, now or later. Calls after the connection is
-// gone (the listener stopped) do nothing.
+// gone (the listener stopped, or the client left) do nothing.
 using Respond = std::function<void(HttpResponse)>;
+// For a request answered later: `gone` runs (once, on the loop thread) if the client closes its
+// connection before the answer. The request is then over: Respond does nothing afterwards. Call
+// it inside `handle`, at most once; a request answered inside `handle` never calls `gone`.
+using OnClientGone = std::function<void(std::function<void()> gone)>;
 
 class HttpListener {
  public:
@@ -79,7 +87,7 @@ class HttpListener {
     // The headers are in, the body is not: return a response to refuse the request unread (401,
     // 403, 404, 413), or nullopt to read the body; may lower or raise *max_body for this request.
     std::function<std::optional<HttpResponse>(const HttpRequest& head, size_t* max_body)> admit;
-    std::function<void(HttpRequest request, Respond respond)> handle;
+    std::function<void(HttpRequest request, Respond respond, OnClientGone on_client_gone)> handle;
     std::function<void(const HttpRequest& request, int status)> on_response;  // metrics, after each answer
   };
   static Result<std::unique_ptr<HttpListener>> Start(EventLoop& loop, Options options);

@@ -64,6 +64,23 @@ class Daemon:
             json.dump(manifest, f)
         self.cli("flow", "approve", name, src, "--manifest", man, "--yes")
 
+    def approve_policy(self, name, manifest):
+        path = os.path.join(self.dir, name + ".policy.json")
+        with open(path, "w") as f:
+            json.dump(manifest, f)
+        self.cli("policy", "approve", name, "--manifest", path, "--yes")
+
+    def seed_kv(self, entries, namespace="orders"):
+        """Writes kv entries the ordinary way: an ad hoc flow granted kv.put."""
+        src = os.path.join(self.dir, "seed.js")
+        man = os.path.join(self.dir, "seed.manifest.json")
+        with open(src, "w") as f:
+            f.write("export default async (input, host) => { for (const [key, value] of Object.entries(input)) "
+                    "await host.call('kv.put', {namespace: %s, key, value}); };\n" % json.dumps(namespace))
+        with open(man, "w") as f:
+            json.dump({"grants": {"kv.put": {"namespaces": [namespace]}}}, f)
+        self.cli("run", "--manifest", man, src, "--input", json.dumps(entries))
+
     def write_config(self, text=None):
         """Writes serve.json: the config as JSON, or `text` as it is (a broken config, say)."""
         self.config_path = os.path.join(self.dir, "serve.json")
@@ -564,8 +581,10 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(samples['basal_activation_duration_seconds_count{flow="hello"}'], 3)
         self.assertEqual(samples['basal_runs_accepted_total{flow="hello",trigger="api"}'], 3)
         self.assertEqual(samples['basal_host_calls_total{name="log",decision="allow"}'], 3)
-        self.assertEqual(samples['basal_http_requests_total{listener="unix",code="200"}'], 3 + 2)  # runs, healthz at start, readyz
-        self.assertEqual(samples['basal_http_requests_total{listener="unix",code="404"}'], 1)
+        self.assertEqual(samples['basal_http_requests_total{listener="unix",route="/v1",code="200"}'], 3)  # the runs
+        self.assertEqual(samples['basal_http_requests_total{listener="unix",route="/healthz",code="200"}'], 1)  # at start
+        self.assertEqual(samples['basal_http_requests_total{listener="unix",route="/readyz",code="200"}'], 1)
+        self.assertEqual(samples['basal_http_requests_total{listener="unix",route="/v1",code="404"}'], 1)
         self.assertEqual(samples["basal_queue_length"], 0)
         self.assertEqual(samples["basal_ready"], 1)
 
@@ -822,18 +841,16 @@ class CliTest(unittest.TestCase):
         d = Daemon(self, flows={"hello": HELLO, "slow": SLOW}).start()
         code, before, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "before"}})
         self.assertEqual(code, 200)
-        ok200 = 'basal_http_requests_total{listener="unix",code="200"}'
+        ok200 = 'basal_http_requests_total{listener="unix",route="/v1",code="200"}'
         base = d.metric(ok200)
         follow = subprocess.Popen([os.path.join(BIN, "basal"), "journal", "--follow", "--socket", d.socket],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: follow.poll() is None and follow.kill())
         # Wait until it has read the journal up to now (two pages answered: the one activation,
-        # then none) and so is long-polling: each /metrics call counts itself after it answers.
-        scrapes = 0
+        # then none) and so is long-polling.
         deadline = time.time() + 30
         while time.time() < deadline:
-            scrapes += 1
-            if d.metric(ok200) - base - scrapes >= 2:
+            if d.metric(ok200) - base >= 2:
                 break
             time.sleep(0.05)
         else:
@@ -936,6 +953,267 @@ class ScheduleOverlapTest(unittest.TestCase):
         self.assertEqual((first["outcome"], second["outcome"]), ("ok", "ok"), (second, d.stderr()))
         # The buffered run started only once the first had ended (max_workers would allow both).
         self.assertGreaterEqual(second["started"], first["ended"])
+
+
+# A codemode policy for /mcp: kv.get of one namespace, budgets roomy enough that a script looping for
+# ever is ended by the test (its client leaving), not by a budget.
+POLICY = {"grants": {"kv.get": {"namespaces": ["orders"]}}, "budgets": {"cpu_ms": 60000, "deadline_ms": 60000}}
+LOOP = "for (;;) {}"
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+
+
+def rpc(method, params=None, id=1):
+    message = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+    if id is not None:
+        message["id"] = id
+    return message
+
+
+INITIALIZE = rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                "clientInfo": {"name": "serve-test", "version": "1"}})
+
+
+class McpTest(unittest.TestCase):
+    """MCP over Streamable HTTP at /mcp: codemode under the policy the config names."""
+
+    def daemon(self, mcp=None, tcp=False, config=None, policy=POLICY):
+        config = dict(config or {})
+        config["mcp"] = dict(mcp or {"policy": "agents"})
+        d = Daemon(self, config=config, tcp=tcp)
+        if policy is not None:
+            d.approve_policy("agents", policy)
+        return d
+
+    def post(self, d, message, version=None, **kw):
+        headers = dict(kw.pop("headers", {}))
+        if version:
+            headers["MCP-Protocol-Version"] = version
+        return d.curl("POST", "/mcp", message, headers=headers, **kw)
+
+    def run_script(self, d, code, **kw):
+        return self.post(d, rpc("tools/call", {"name": "run_script", "arguments": {"code": code}}, id=7),
+                         version="2025-11-25", **kw)
+
+    def wait_running(self, d, count):
+        """Waits until `count` activations have started and not ended (/v1/journal lists them)."""
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            code, page, _ = d.curl("GET", "/v1/journal?after=0&limit=1000")
+            running = [a for a in page["activations"] if a["outcome"] is None]
+            if len(running) >= count:
+                return running
+            time.sleep(0.05)
+        raise AssertionError("no %d scripts running: %s" % (count, d.stderr()))
+
+    def test_initialize_then_run_script_over_the_socket(self):
+        d = self.daemon()
+        d.seed_kv({"o-1": {"qty": 3}})
+        d.start()
+        code, data, hdrs = self.post(d, INITIALIZE)
+        self.assertEqual(code, 200, data)
+        self.assertTrue(hdrs["content-type"].startswith("application/json"), hdrs)
+        self.assertNotIn("mcp-session-id", hdrs)  # basal keeps no sessions
+        self.assertEqual((data["id"], data["result"]["protocolVersion"]), (1, "2025-11-25"), data)
+        self.assertIn("agents", data["result"]["instructions"])
+        code, data, hdrs = self.post(d, rpc("notifications/initialized", id=None), version="2025-11-25")
+        self.assertEqual((code, data), (202, None))
+        code, data, hdrs = self.run_script(
+            d, 'console.log("reading"); const o = await tools.kv.get({namespace: "orders", key: "o-1"}); return o.qty * 2;')
+        self.assertEqual(code, 200, data)
+        self.assertTrue(hdrs["content-type"].startswith("application/json"), hdrs)
+        self.assertEqual(data["id"], 7)
+        result = data["result"]
+        sc = result["structuredContent"]
+        self.assertEqual((sc["status"], sc["result"], result["isError"]), ("ok", 6, False), data)
+        self.assertEqual(sc["logs"], ["reading"])
+        self.assertEqual([(c["name"], c["decision"]) for c in sc["calls"]], [("kv.get", "allow")])
+        self.assertIn("ok", result["content"][0]["text"])
+        # A codemode activation in the store's journal, under the policy.
+        activation = json.loads(d.cli("journal", "--activation", str(sc["run_id"]), "--json").stdout)
+        self.assertEqual((activation["origin"], activation["outcome"]), ("codemode", "ok"), activation)
+        self.assertEqual(activation["approval"]["name"], "agents")
+        # A denied call fails the script, named so.
+        code, data, _ = self.run_script(d, 'return await tools.kv.get({namespace: "users", key: "x"});')
+        self.assertEqual(code, 200, data)
+        self.assertEqual((data["result"]["structuredContent"]["status"], data["result"]["isError"]), ("denied", True))
+        self.assertEqual(d.metric('basal_http_requests_total{listener="unix",route="/mcp",code="200"}'), 3)
+        self.assertEqual(d.metric('basal_http_requests_total{listener="unix",route="/mcp",code="202"}'), 1)
+        self.assertEqual(d.stop(), 0)
+
+    def test_a_request_without_initialize_in_this_post_is_served_as_in_its_session(self):
+        d = self.daemon().start()
+        # The header names the session's revision: tools/list is served without a new initialize.
+        code, data, _ = self.post(d, rpc("tools/list"), version="2025-06-18")
+        self.assertEqual(code, 200, data)
+        self.assertIn("run_script", [t["name"] for t in data["result"]["tools"]])
+        # Without the header, the transport's default revision (2025-03-26) is assumed.
+        code, data, _ = self.post(d, rpc("tools/list"))
+        self.assertEqual(code, 200, data)
+        self.assertIn("run_script", [t["name"] for t in data["result"]["tools"]])
+        # A revision basal does not speak, in the header: 400 with MCP's -32022.
+        code, data, _ = self.post(d, rpc("tools/list"), version="2024-01-01")
+        self.assertEqual((code, data["error"]["code"]), (400, -32022), data)
+        self.assertEqual(data["error"]["data"]["requested"], "2024-01-01")
+        self.assertIn("2026-07-28", data["error"]["data"]["supported"])
+        # Bytes that are not UTF-8 in the header are shown replaced, and the daemon serves on.
+        code, data, _ = self.post(d, rpc("tools/list"), version="2025-\udcff\udcfe")
+        self.assertEqual((code, data["error"]["code"]), (400, -32022), data)
+        self.assertEqual(data["error"]["data"]["requested"], "2025-\ufffd\ufffd")
+        code, data, _ = self.post(d, rpc("tools/list"), version="2025-11-25")
+        self.assertEqual(code, 200, data)
+
+    def test_stateless_requests_name_their_revision(self):
+        d = self.daemon().start()
+        for version in (None, "2026-07-28"):
+            with self.subTest(header=version):
+                code, data, _ = self.post(d, rpc("tools/list", {"_meta": META}, id="a"), version=version)
+                self.assertEqual(code, 200, data)
+                self.assertEqual(data["id"], "a")
+                self.assertEqual(data["result"]["resultType"], "complete")
+                self.assertEqual(sorted(t["name"] for t in data["result"]["tools"]),
+                                 ["describe_tools", "list_tools", "run_script"])
+        code, data, _ = self.post(d, rpc("server/discover", {"_meta": META}), version="2026-07-28")
+        self.assertEqual(code, 200, data)
+        self.assertIn("2026-07-28", data["result"]["supportedVersions"])
+        code, data, _ = self.post(d, rpc("tools/call", {"_meta": META, "name": "run_script",
+                                                        "arguments": {"code": "return [1, 2].length"}}))
+        self.assertEqual((code, data["result"]["structuredContent"]["result"]), (200, 2), data)
+        # A stateless revision basal does not speak: 400, with the error as the body.
+        code, data, _ = self.post(d, rpc("tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}}))
+        self.assertEqual((code, data["error"]["code"]), (400, -32022), data)
+        self.assertEqual(data["error"]["data"]["requested"], "2099-01-01")
+
+    def test_what_is_not_a_request(self):
+        d = self.daemon(config={"limits": {"max_body_bytes": 4096}}).start()
+        for method in ("GET", "DELETE"):
+            code, data, hdrs = d.curl(method, "/mcp")
+            self.assertEqual((code, hdrs.get("allow")), (405, "POST"), data)
+            self.assertIn("POST", data["error"]["message"])
+        code, data, _ = self.post(d, rpc("notifications/cancelled", {"requestId": 3}, id=None))
+        self.assertEqual((code, data), (202, None))
+        code, data, _ = self.post(d, {"jsonrpc": "2.0", "id": 9, "result": {}})  # a client's response
+        self.assertEqual((code, data), (202, None))
+        code, data, _ = self.post(d, "{not json")
+        self.assertEqual((code, data["error"]["code"], data["id"]), (400, -32700, None), data)
+        code, data, _ = self.post(d, [INITIALIZE])  # batches are gone from MCP
+        self.assertEqual((code, data["error"]["code"]), (400, -32600), data)
+        code, data, _ = d.curl("POST", "/mcp", json.dumps(INITIALIZE), headers={"Content-Type": "text/plain"})
+        self.assertEqual((code, data["error"]["code"]), (415, "unsupported_media_type"), data)
+        code, data, _ = self.post(d, INITIALIZE, headers={"Accept": "text/html"})
+        self.assertEqual((code, data["error"]["code"]), (406, "not_acceptable"), data)
+        # The body bound is limits.max_body_bytes.
+        code, data, _ = self.run_script(d, "return '" + "x" * 5000 + "'")
+        self.assertEqual((code, data["error"]["code"]), (413, "body_too_large"), data)
+        code, data, _ = self.post(d, rpc("no/such/method"), version="2025-11-25")
+        self.assertEqual((code, data["error"]["code"]), (200, -32601), data)
+
+    def test_without_an_mcp_config_it_is_404_saying_how_to_enable_it(self):
+        d = Daemon(self).start()
+        code, data, _ = d.curl("POST", "/mcp", INITIALIZE)
+        self.assertEqual((code, data["error"]["code"]), (404, "mcp_not_enabled"), data)
+        self.assertIn('"mcp": {"policy": "NAME"}', data["error"]["message"])
+
+    def test_tcp_needs_a_token_with_scope_run(self):
+        d = self.daemon(tcp=True)
+        run = d.cli("token", "create", "--name", "agent", "--scope", "run").stdout.strip()
+        read = d.cli("token", "create", "--name", "reader", "--scope", "read").stdout.strip()
+        d.start()
+        code, data, hdrs = self.post(d, INITIALIZE, tcp=True)
+        self.assertEqual((code, hdrs.get("www-authenticate")), (401, "Bearer"), data)
+        code, data, _ = self.post(d, INITIALIZE, tcp=True, headers={"Authorization": "Bearer " + read})
+        self.assertEqual(code, 403, data)
+        self.assertIn('"run"', data["error"]["message"])
+        code, data, _ = d.curl("GET", "/mcp", tcp=True, headers={"Authorization": "Bearer " + read})
+        self.assertEqual(code, 403, data)
+        code, data, _ = self.post(d, INITIALIZE, tcp=True, headers={"Authorization": "Bearer " + run})
+        self.assertEqual((code, data["result"]["protocolVersion"]), (200, "2025-11-25"), data)
+        code, data, _ = self.run_script(d, "return 40 + 2", tcp=True, headers={"Authorization": "Bearer " + run})
+        self.assertEqual((code, data["result"]["structuredContent"]["result"]), (200, 42), data)
+        self.assertEqual(d.metric('basal_http_requests_total{listener="tcp",route="/mcp",code="401"}'), 1)
+
+    def test_an_origin_other_than_this_machine_is_refused(self):
+        d = self.daemon().start()
+        for origin in ("http://evil.example", "https://localhost.evil.example", "http://127.0.0.1.evil.example:80",
+                       "null", "http://localhost/x", "ftp://localhost"):
+            with self.subTest(origin=origin):
+                code, data, _ = self.post(d, INITIALIZE, headers={"Origin": origin})
+                self.assertEqual((code, data["error"]["code"]), (403, "forbidden_origin"), data)
+        for origin in ("http://localhost", "http://localhost:5173", "https://127.0.0.1:8443", "http://[::1]:3000"):
+            with self.subTest(origin=origin):
+                code, data, _ = self.post(d, INITIALIZE, headers={"Origin": origin})
+                self.assertEqual(code, 200, data)
+
+    def test_a_client_that_leaves_cancels_its_script(self):
+        d = self.daemon().start()
+        code, _, _ = self.run_script(d, LOOP, check=False, timeout=1)  # curl gives up after a second
+        self.assertEqual(code, 0)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            _, page, _ = d.curl("GET", "/v1/journal?after=0")
+            ended = [a for a in page["activations"] if a["outcome"] is not None]
+            if ended:
+                break
+            time.sleep(0.05)
+        self.assertEqual([a["outcome"] for a in ended], ["cancelled"], page)
+        self.assertEqual(d.metric('basal_http_requests_total{listener="unix",route="/mcp",code="499"}'), 1)
+        code, data, _ = self.run_script(d, "return 'next'")
+        self.assertEqual((code, data["result"]["structuredContent"]["result"]), (200, "next"), data)
+
+    def test_max_scripts_bounds_the_scripts_running_at_once(self):
+        d = self.daemon(mcp={"policy": "agents", "max_scripts": 1}, config={"limits": {"drain_timeout": "0s"}}).start()
+        first = {}
+        t = threading.Thread(target=lambda: first.setdefault("r", self.run_script(d, LOOP, check=False, timeout=60)))
+        t.start()
+        self.wait_running(d, 1)
+        code, health, _ = d.curl("GET", "/v1/health")
+        self.assertEqual(health["serve"]["mcp"], {"policy": "agents", "scripts_running": 1, "max_scripts": 1}, health)
+        code, data, _ = self.run_script(d, "return 1")
+        self.assertEqual(code, 200, data)
+        result = data["result"]
+        self.assertEqual((result["isError"], result["structuredContent"]["status"]), (True, "busy"), data)
+        self.assertIn("wait for one to finish", json.dumps(result))
+        # SIGTERM with a 0s drain: the running script is cancelled and its client answered.
+        self.assertEqual(d.stop(), 0)
+        t.join(timeout=60)
+        code, data, _ = first["r"]
+        self.assertEqual((code, data["result"]["structuredContent"]["status"]), (200, "cancelled"), data)
+
+    def test_a_policy_that_is_not_approved_refuses_the_start(self):
+        d = self.daemon(mcp={"policy": "nobody"})
+        with self.assertRaises(AssertionError) as e:
+            d.start()
+        self.assertEqual(d.proc.returncode, 3)
+        self.assertIn("mcp.policy nobody", str(e.exception))
+        self.assertIn("basal policy approve nobody", str(e.exception))
+        d.cli("policy", "revoke", "agents", "--note", "test")
+        d2 = self.daemon(policy=None)
+        d2.db = d.db
+        with self.assertRaises(AssertionError) as e:
+            d2.start()
+        self.assertEqual(d2.proc.returncode, 3)
+        self.assertIn("mcp.policy agents", str(e.exception))
+        self.assertIn("revoked", str(e.exception))
+
+    def test_sighup_refuses_a_changed_mcp_section_and_reloads_the_same_one(self):
+        d = self.daemon(config={"limits": {"max_body_bytes": 4096}}).start()
+        d.config["mcp"] = {"policy": "agents", "max_scripts": 2}
+        d.write_config()
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("the config was not reloaded")
+        self.assertIn("restart basal serve to change mcp", d.stderr())
+        del d.config["mcp"]
+        d.write_config()
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("the config was not reloaded", count=2)
+        code, data, _ = self.run_script(d, "return 'still served'")
+        self.assertEqual((code, data["result"]["structuredContent"]["result"]), (200, "still served"), data)
+        d.config["mcp"] = {"policy": "agents"}
+        d.config["limits"]["max_body_bytes"] = 8192
+        d.write_config()
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("SIGHUP: reloaded")
+        code, data, _ = self.run_script(d, "return '" + "x" * 5000 + "'")
+        self.assertEqual((code, data["result"]["structuredContent"]["status"]), (200, "ok"), data)
 
 
 def main():

@@ -141,6 +141,8 @@ TEST(ServeConfigTest, EmptyTextAndEmptyObjectAreAllDefaults) {
   EXPECT_EQ(s.input, nullptr);
   EXPECT_EQ(s.overlap, ScheduleTrigger::Overlap::kSkip);
   EXPECT_EQ(s.catch_up, 1h);
+  EXPECT_FALSE(d.mcp.has_value());  // no /mcp unless asked for
+  EXPECT_EQ(McpConfig{}.max_scripts, 8u);
 }
 
 WebhookTrigger Webhook(std::string name, std::string flow, std::string secret) {
@@ -260,6 +262,9 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
          c.schedules = {Schedule("s1", "f", "1 * * * *"), Schedule("s2", "f", "2 * * * *")};
        }},
       {"\xEF\xBB\xBF{\"db\": \"/x.db\"}", [](ServeConfig& c) { c.db = "/x.db"; }},  // a UTF-8 BOM
+      {R"({"mcp": {"policy": "agents"}})", [](ServeConfig& c) { c.mcp = McpConfig{"agents", 8}; }},
+      {R"({"mcp": {"policy": "Agenten für Bestellungen", "max_scripts": 1}})",
+       [](ServeConfig& c) { c.mcp = McpConfig{"Agenten für Bestellungen", 1}; }},
   };
   for (const auto& c : cases) {
     ServeConfig expected;
@@ -267,6 +272,12 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
     const ServeConfig parsed = MustParse(c.text);
     EXPECT_EQ(parsed, expected) << c.text << "\n got: " << ToJson(parsed).dump();
   }
+}
+
+TEST(ServeConfigTest, McpPolicyNamesUpTo128BytesAndUpTo256Scripts) {
+  const std::string longest(128, 'p');
+  const ServeConfig c = MustParse(R"({"mcp": {"max_scripts": 256, "policy": ")" + longest + R"("}})");
+  EXPECT_EQ(c.mcp, (McpConfig{longest, 256}));
 }
 
 TEST(ServeConfigTest, TriggerNamesOfEveryAllowedCharacterAndLength) {
@@ -313,7 +324,7 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        }()},
       // Unknown keys, at every level.
       {R"({"database": "/a.db"})",
-       "serve.json: database: unknown key; known keys: db, worker, secrets_dir, listen, limits, triggers"},
+       "serve.json: database: unknown key; known keys: db, worker, secrets_dir, listen, limits, triggers, mcp"},
       {R"({"listen": {"port": 8470}})",
        "serve.json: listen.port: unknown key; known keys: socket, allowed_groups, tcp, allow_non_loopback"},
       {R"({"limits": {"workers": 8}})",
@@ -502,6 +513,28 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        R"(serve.json: triggers[0].schedule.overlap: "queue" is not an overlap rule: write "skip" (a fire while the last run is still going is dropped) or "buffer_one" (one such fire waits for it))"},
       {R"({"triggers": [{"name": "a", "schedule": {"flow": "f", "cron": "* * * * *", "catch_up": "8d"}}]})",
        R"(serve.json: triggers[0].schedule.catch_up: "8d" is out of range: use a duration from 0s to 7d)"},
+      // mcp.
+      {R"({"mcp": "agents"})", R"(serve.json: mcp: "agents" is not an object: write {"policy": "agents"})"},
+      {R"({"mcp": {}})",
+       "serve.json: mcp.policy: missing: name the codemode policy the agents' scripts run under (approved with "
+       R"(`basal policy approve NAME`), e.g. "policy": "agents")"},
+      {R"({"mcp": {"max_scripts": 4}})",
+       "serve.json: mcp.policy: missing: name the codemode policy the agents' scripts run under (approved with "
+       R"(`basal policy approve NAME`), e.g. "policy": "agents")"},
+      {R"({"mcp": {"policy": "agents", "servers": {}}})",
+       "serve.json: mcp.servers: unknown key; known keys: policy, max_scripts"},
+      {R"({"mcp": {"policy": ""}})", R"(serve.json: mcp.policy: empty: name the codemode policy, e.g. "agents")"},
+      {R"({"mcp": {"policy": 7}})", R"(serve.json: mcp.policy: 7 is not a string: write the codemode policy's name, e.g. "agents")"},
+      {R"({"mcp": {"policy": ")" + std::string(129, 'p') + R"("}})",
+       R"(serve.json: mcp.policy: ")" + std::string(59, 'p') + R"(... is 129 bytes; a policy's name is at most 128)"},
+      {R"({"mcp": {"policy": "a\tb"}})", R"(serve.json: mcp.policy: "a\tb" has a control character; a policy's name has none)"},
+      {R"({"mcp": {"policy": "agents", "max_scripts": 0}})",
+       "serve.json: mcp.max_scripts: 0 is out of range: use an integer from 1 to 256"},
+      {R"({"mcp": {"policy": "agents", "max_scripts": 257}})",
+       "serve.json: mcp.max_scripts: 257 is out of range: use an integer from 1 to 256"},
+      {R"({"mcp": {"policy": "agents", "max_scripts": "8"}})",
+       R"(serve.json: mcp.max_scripts: "8" is not an integer: use an integer from 1 to 256)"},
+      {R"({"mcp": {"policy": "a", "policy": "b"}})", "serve.json: mcp.policy: duplicate key; each key may appear once"},
   };
   for (const auto& c : cases) EXPECT_EQ(ErrorOf(c.text), c.message) << c.text;
 }
@@ -691,11 +724,12 @@ constexpr const char* kFullExample = R"({
                                    "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s"}},
     {"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
                                      "overlap": "buffer_one", "catch_up": "1h", "input": {"full": true}}}
-  ]
+  ],
+  "mcp": {"policy": "agents", "max_scripts": 4}
 })";
 
 TEST(ToJsonTest, ReadsBackAsTheSameConfig) {
-  for (const char* text : {kFullExample, "{}",
+  for (const char* text : {kFullExample, "{}", R"({"mcp": {"policy": "agents"}})",
                            R"({"triggers": [{"name": "w", "webhook": {"flow": "f", "secret": "s"}}]})"}) {
     const ServeConfig config = MustParse(text);
     const nlohmann::json json = ToJson(config);
@@ -718,7 +752,8 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
                                      "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s"}},
       {"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
                                        "overlap": "buffer_one", "catch_up": "1h", "input": {"full": true}}}
-    ]})"))
+    ],
+    "mcp": {"policy": "agents", "max_scripts": 4}})"))
       << json.dump(2);
   // Defaults: empty strings left out, everything else stated.
   EXPECT_EQ(ToJson(ServeConfig{}), nlohmann::json::parse(R"({
