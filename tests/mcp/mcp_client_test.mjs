@@ -12,35 +12,17 @@
 // downstream server may serve, and a secret file outside it.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
-const run = promisify(execFile);
+import { BASAL, CALL_TIMEOUT_MS, FS_SERVER, STDERR_TAIL_BYTES, WORKER_ARGS, basal, processesWithArg } from './mcp_test_support.mjs';
 
-const BASAL = process.env.BASAL_BIN;
-if (!BASAL || !existsSync(BASAL)) {
-  throw new Error(`BASAL_BIN must name the basal binary under test (got ${JSON.stringify(BASAL)}); ` +
-                  'e.g. BASAL_BIN=build/release/bin/basal node --test build/release/mcp-test/mcp_client_test.mjs');
-}
-const WORKER_ARGS = process.env.BASAL_WORKER ? ['--worker', process.env.BASAL_WORKER] : [];
-const FS_SERVER = fileURLToPath(
-  new URL('./node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url));
-if (!existsSync(FS_SERVER)) {
-  throw new Error(`the reference server is not installed at ${FS_SERVER}: run this file from the build tree ` +
-                  '(cmake/mcp_test_packages.cmake installs the packages beside it)');
-}
-
-// Generous: the asan build's parent is several times slower. They bound a hang, nothing else.
 const CONNECT_TIMEOUT_MS = 60_000;
-const CALL_TIMEOUT_MS = 120_000;
-const STDERR_TAIL_BYTES = 16 * 1024;
 const HUGE_BYTES = 5 * 1024 * 1024;
 const SECRET_TEXT = 'outside the granted folder: the agent must never read this line';
 
@@ -68,14 +50,6 @@ function fsPolicy(world) {
   };
 }
 
-async function basal(args) {
-  try {
-    return await run(BASAL, args, { maxBuffer: 64 * 1024 * 1024 });
-  } catch (e) {
-    throw new Error(`basal ${args.join(' ')} failed (${e.code}):\n${e.stdout}\n${e.stderr}`);
-  }
-}
-
 async function approve(world, name, manifest) {
   const file = join(world.root, `${name}.json`);
   writeFileSync(file, JSON.stringify(manifest, null, 2));
@@ -100,22 +74,6 @@ async function journal(world, runId) {
   const lines = stdout.split('\n').filter((l) => l.trim() !== '');
   assert.equal(lines.length, 1, `basal journal --activation ${runId} --json printed ${lines.length} lines:\n${stdout}`);
   return JSON.parse(lines[0]);
-}
-
-// The processes (other than zombies) whose command line has `arg` as one argument.
-function processesWithArg(arg) {
-  const found = [];
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
-    let cmdline;
-    try {
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'latin1');
-    } catch {
-      continue;  // gone meanwhile
-    }
-    if (cmdline.split('\0').includes(arg)) found.push({ pid: Number(pid), cmdline: cmdline.split('\0').join(' ') });
-  }
-  return found;
 }
 
 async function waitUntilNoProcessWithArg(arg, what) {

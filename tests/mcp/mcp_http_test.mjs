@@ -11,43 +11,17 @@
 // BASAL_BIN is the basal binary under test; BASAL_WORKER, when set, its ck-basal-worker.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
-const run = promisify(execFile);
+import { BASAL, CALL_TIMEOUT_MS, FS_SERVER, STDERR_TAIL_BYTES, WORKER_ARGS, basal, processesWithArg } from './mcp_test_support.mjs';
 
-const BASAL = process.env.BASAL_BIN;
-if (!BASAL || !existsSync(BASAL)) {
-  throw new Error(`BASAL_BIN must name the basal binary under test (got ${JSON.stringify(BASAL)}); ` +
-                  'e.g. BASAL_BIN=build/release/bin/basal node --test build/release/mcp-test/mcp_http_test.mjs');
-}
-const WORKER_ARGS = process.env.BASAL_WORKER ? ['--worker', process.env.BASAL_WORKER] : [];
-const FS_SERVER = fileURLToPath(
-  new URL('./node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url));
-if (!existsSync(FS_SERVER)) {
-  throw new Error(`the reference server is not installed at ${FS_SERVER}: run this file from the build tree ` +
-                  '(cmake/mcp_test_packages.cmake installs the packages beside it)');
-}
-
-// Generous: the asan build's parent is several times slower. They bound a hang, nothing else.
 const START_TIMEOUT_MS = 60_000;
-const CALL_TIMEOUT_MS = 120_000;
-const STDERR_TAIL_BYTES = 16 * 1024;
-
-async function basal(args) {
-  try {
-    return await run(BASAL, args, { maxBuffer: 16 * 1024 * 1024 });
-  } catch (e) {
-    throw new Error(`basal ${args.join(' ')} failed (${e.code}):\n${e.stdout}\n${e.stderr}`);
-  }
-}
 
 // A loopback port nobody listens on now.
 function freePort() {
@@ -59,22 +33,6 @@ function freePort() {
       server.close(() => resolve(port));
     });
   });
-}
-
-// The processes (other than zombies) whose command line has `arg` as one argument.
-function processesWithArg(arg) {
-  const found = [];
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
-    let cmdline;
-    try {
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'latin1');
-    } catch {
-      continue;  // gone meanwhile
-    }
-    if (cmdline.split('\0').includes(arg)) found.push(cmdline.split('\0').join(' '));
-  }
-  return found;
 }
 
 async function waitFor(what, check) {
