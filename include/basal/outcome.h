@@ -25,7 +25,9 @@ enum class Outcome {
   kInvalidInput,        // the activation's input was not valid JSON (or too deep or large to send)
   kCancelled,           // Cancel(), Shutdown() or the Module's end stopped it first
   kAbandoned,           // its parent died while it ran: closed by the next parent to open the journal
+  kDiverged,            // a durable run's replay: the script issued a call other than the one recorded
 };
+inline constexpr Outcome kLastOutcome = Outcome::kDiverged;
 
 // The wire/CLI name: "ok", "script_error", "budget_exhausted", "deadline", ...
 const char* OutcomeName(Outcome outcome);
@@ -46,6 +48,7 @@ struct ActivationResult {
   std::string error_name;       // script_error: the JS error's name
   std::string stack;            // script_error: the JS stack
   std::optional<Budget> budget; // budget_exhausted: which one
+  int64_t run_id = 0;            // the run it belongs to (0: a bare activation, journaled without a run)
   int64_t cpu_us = 0;            // the worker's CPU for this activation, measured by the parent
   int64_t logs_dropped = 0;      // log lines dropped past the log or journal budget
   bool ok() const { return outcome == Outcome::kOk; }

@@ -18,12 +18,13 @@ const char* OutcomeName(Outcome o) {
     case Outcome::kInvalidInput: return "invalid_input";
     case Outcome::kCancelled: return "cancelled";
     case Outcome::kAbandoned: return "abandoned";
+    case Outcome::kDiverged: return "diverged";
   }
   return "unknown";
 }
 
 std::optional<Outcome> ParseOutcome(std::string_view name) {
-  for (int i = 0; i <= static_cast<int>(Outcome::kAbandoned); ++i) {
+  for (int i = 0; i <= static_cast<int>(kLastOutcome); ++i) {
     const auto o = static_cast<Outcome>(i);
     if (name == OutcomeName(o)) return o;
   }

@@ -32,7 +32,7 @@ using testing_support::End;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 constexpr int kApplicationId = 0x6261736c;
 
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
@@ -432,6 +432,44 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   EXPECT_EQ(again->journal_id(), id);
 }
 
+// What schema 6 added, taken away again: a version 5 file as that basal left it (the runs table in
+// its version 5 shape).
+constexpr const char* kDowngradeV6ToV5 = R"sql(
+DROP TABLE call_resolutions;
+DROP INDEX activations_by_run;
+ALTER TABLE activations DROP COLUMN run_id;
+ALTER TABLE calls DROP COLUMN args_digest;
+ALTER TABLE calls DROP COLUMN answer_seq;
+ALTER TABLE calls DROP COLUMN replay;
+CREATE TABLE runs_v5(
+  id              INTEGER PRIMARY KEY,
+  flow            TEXT NOT NULL,
+  input           TEXT NOT NULL,
+  triggered_by    TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL DEFAULT '',
+  key_expires_us  INTEGER,
+  state           TEXT NOT NULL CHECK (state IN ('queued', 'running', 'ended')),
+  activation_id   INTEGER REFERENCES activations(id),
+  created_us      INTEGER NOT NULL,
+  started_us      INTEGER,
+  ended_us        INTEGER,
+  outcome         TEXT,
+  error           TEXT,
+  state_detail    TEXT,
+  CHECK ((state = 'ended') = (outcome IS NOT NULL)),
+  CHECK (state <> 'queued' OR activation_id IS NULL),
+  CHECK (state <> 'running' OR activation_id IS NOT NULL)
+);
+INSERT INTO runs_v5 SELECT id, flow, input, triggered_by, idempotency_key, key_expires_us, state, activation_id,
+                           created_us, started_us, ended_us, outcome, error, state_detail FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v5 RENAME TO runs;
+CREATE INDEX runs_by_state ON runs(state, id);
+CREATE INDEX runs_by_flow ON runs(flow, id);
+CREATE UNIQUE INDEX runs_idempotency ON runs(flow, idempotency_key) WHERE idempotency_key <> '';
+PRAGMA user_version=5;
+)sql";
+
 // What schema 5 added, taken away again: a version 4 file as that basal left it (the indexes go
 // with their tables).
 constexpr const char* kDowngradeV5ToV4 =
@@ -458,6 +496,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
   {
     RawDb raw(db);
     raw.Exec("PRAGMA foreign_keys=OFF");
+    raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
     raw.Exec(kDowngradeV4ToV3);
   }
@@ -508,6 +547,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
     raw.Exec(kDowngradeV4ToV3);
     raw.Exec("DROP TRIGGER kv_usage_insert; DROP TRIGGER kv_usage_update; DROP TRIGGER kv_usage_delete;"
@@ -576,6 +616,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
     // What a new file's schema is, to compare the migrated one with.
     fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                             "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
   }
   const std::string before = Contents(db);
@@ -642,6 +683,77 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
   auto tokens = again->reader().ListTokens();
   ASSERT_TRUE(tokens);
   EXPECT_EQ(tokens->size(), 1u);
+}
+
+// A version 5 file (basal serve's runs as that basal left them) migrates to version 6: every run
+// keeps its state and activation, is not durable, has no binding and no resume; a reader of
+// version 6 reads the version 5 file as it is; the migrated file has the schema of a new one.
+TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
+  TempDir dir;
+  const std::string db = dir.File("v5.db");
+  int64_t queued = 0, running = 0, ended = 0, activation = 0;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    auto q = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})", "k-1"));
+    auto r = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})"));
+    auto e = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":3})"));
+    ASSERT_TRUE(q && r && e);
+    queued = q->run.id;
+    running = r->run.id;
+    ended = e->run.id;
+    auto a = store->journal().BeginActivation(Start("orders", 1000, {"h", 1, 2}));
+    ASSERT_TRUE(a);
+    activation = *a;
+    ASSERT_TRUE(store->runs().MarkRunStarted(running, activation, 1000));
+    ASSERT_TRUE(store->runs().MarkRunEnded(ended, "cancelled", R"({"kind":"cancelled","message":"m"})", 1100));
+    ASSERT_TRUE(store->journal().Commit());
+  }
+  std::string fresh_schema;
+  {
+    RawDb raw(db);
+    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV6ToV5);
+  }
+  const std::string before = Contents(db);
+  {
+    auto reader = OpenSqliteReader(db);
+    ASSERT_TRUE(reader) << reader.error().message;
+    auto run = (*reader)->GetRun(running);
+    ASSERT_TRUE(run && run->has_value());
+    EXPECT_EQ((*run)->state, RunState::kRunning);
+    EXPECT_FALSE((*run)->durable);
+    auto calls = (*reader)->RunCalls(running);
+    ASSERT_TRUE(calls);
+    EXPECT_TRUE(calls->empty()) << "a version 5 file has no run of an activation";
+  }
+  EXPECT_EQ(Contents(db), before) << "the reader changed the file";
+
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto q = store->reader().GetRun(queued);
+  auto r = store->reader().GetRun(running);
+  auto e = store->reader().GetRun(ended);
+  ASSERT_TRUE(q && r && e && q->has_value() && r->has_value() && e->has_value());
+  EXPECT_EQ((*q)->state, RunState::kQueued);
+  EXPECT_EQ((*q)->idempotency_key, "k-1");
+  EXPECT_EQ((*r)->state, RunState::kRunning);
+  EXPECT_EQ((*r)->activation_id, activation);
+  EXPECT_EQ((*e)->state, RunState::kEnded);
+  EXPECT_EQ((*e)->outcome, "cancelled");
+  for (const auto* row : {&**q, &**r, &**e}) {
+    EXPECT_FALSE(row->durable);
+    EXPECT_EQ(row->resumes, 0);
+    EXPECT_TRUE(row->binding.source_hash.empty());
+  }
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+            fresh_schema)
+      << "a migrated file has the schema of a new one";
 }
 
 // A run refers to its activation: the store refuses to start a run with an activation it does

@@ -1625,6 +1625,142 @@ TEST_P(StoreContract, SettleEndsRunsWhoseActivationRecoveryClosed) {
   (void)journal().Rollback();
 }
 
+// A durable run (docs/durable.md): bound at its first start and never rebound; its calls keep what a
+// replay needs; recovery interrupts it instead of ending it; a resume claims it once (resumes + 1);
+// an in-doubt call's resolution is kept; the moves outside the diagram are refused.
+TEST_P(StoreContract, DurableRunsAreInterruptedResumedAndResolved) {
+  const ActivationOwner me = ThisProcessOwner();
+  const ActivationOwner dead{me.host, DeadPid(), 5};
+  const ActivationOwner self{me.host, DeadPid(), 1};
+  const int64_t now = 10'000'000'000'000;
+  RunStore& runs = store_->runs();
+  NewRun durable = testing_support::Run("orders", R"({"n":7})");
+  durable.durable = true;
+  auto run = runs.EnqueueRun(durable);
+  auto plain = runs.EnqueueRun(testing_support::Run("orders", R"({"n":8})"));
+  ASSERT_TRUE(run && plain);
+  EXPECT_TRUE(run->run.durable);
+  ActivationStart first = Start("orders", 1000, dead);
+  first.run_id = run->run.id;
+  auto a1 = journal().BeginActivation(first);
+  ActivationStart plain_start = Start("orders", 1000, dead);
+  plain_start.run_id = plain->run.id;
+  auto p1 = journal().BeginActivation(plain_start);
+  ASSERT_TRUE(a1 && p1);
+  RunBinding binding{0, "sha256:src", "sha256:man", "sha256:mtext", std::string(64, 'a'), 123456789};
+  ASSERT_TRUE(runs.MarkRunStarted(run->run.id, *a1, 1100, binding));
+  ASSERT_TRUE(runs.MarkRunStarted(plain->run.id, *p1, 1100));
+  // Call 1 answered (with what a replay needs), call 2 external and started when its parent died.
+  CallRecord answered = testing_support::Call(*a1, 1);
+  answered.args_digest = "sha256:d1";
+  answered.answer_seq = 1;
+  answered.replay_json = R"({"ok":{"full":"value"}})";
+  ASSERT_TRUE(journal().RecordCall(answered));
+  CallRecord external = testing_support::Call(*a1, 2);
+  external.name = "mail.send";
+  external.effect = Effect::kExternal;
+  external.state = CallState::kStarted;
+  external.result_json.clear();
+  external.end_unix_us = std::nullopt;
+  external.args_digest = "sha256:d2";
+  ASSERT_TRUE(journal().RecordCall(external));
+  ASSERT_TRUE(journal().Commit());
+
+  // Its activation keeps no input: the run's is read.
+  auto rows = store_->reader().RunActivations(run->run.id);
+  ASSERT_TRUE(rows) << rows.error().message;
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].id, *a1);
+  EXPECT_EQ((*rows)[0].run_id, run->run.id);
+  EXPECT_EQ((*rows)[0].input_json, R"({"n":7})");
+
+  auto report = journal().RecoverAbandoned(self, now);
+  ASSERT_TRUE(report) << report.error().message;
+  auto settled = runs.SettleRunsOfEndedActivations(now + 5);
+  ASSERT_TRUE(settled) << settled.error().message;
+  EXPECT_EQ(*settled, 2u);
+  ASSERT_TRUE(journal().Commit());
+  auto other = MustRead();
+  ASSERT_TRUE(other);
+  auto interrupted = other->GetRun(run->run.id);
+  ASSERT_TRUE(interrupted && interrupted->has_value());
+  EXPECT_EQ((*interrupted)->state, RunState::kInterrupted) << "a durable run waits to be resumed";
+  EXPECT_EQ((*interrupted)->binding.seed, std::string(64, 'a'));
+  EXPECT_EQ((*interrupted)->binding.clock_us, 123456789);
+  EXPECT_EQ((*interrupted)->binding.source_hash, "sha256:src");
+  EXPECT_EQ((*interrupted)->binding.manifest_text_hash, "sha256:mtext");
+  auto ended = other->GetRun(plain->run.id);
+  ASSERT_TRUE(ended && ended->has_value());
+  EXPECT_EQ((*ended)->state, RunState::kEnded);
+  EXPECT_EQ((*ended)->outcome, "abandoned") << "a run that is not durable ends with its activation";
+  auto calls = other->RunCalls(run->run.id);
+  ASSERT_TRUE(calls) << calls.error().message;
+  ASSERT_EQ(calls->size(), 2u);
+  EXPECT_EQ((*calls)[0].args_digest, "sha256:d1");
+  EXPECT_EQ((*calls)[0].answer_seq, std::optional<int64_t>(1));
+  EXPECT_EQ((*calls)[0].replay_json, R"({"ok":{"full":"value"}})");
+  EXPECT_EQ((*calls)[1].state, CallState::kUnknown);
+  EXPECT_EQ((*calls)[1].args_digest, "sha256:d2");
+  EXPECT_FALSE((*calls)[1].answer_seq.has_value());
+
+  // One resume claims it; a second claim of the same interruption is refused and writes nothing.
+  auto claimed = runs.MoveRun({run->run.id, RunState::kInterrupted, RunState::kQueued, "", true});
+  ASSERT_TRUE(claimed) << claimed.error().message;
+  EXPECT_EQ(claimed->state, RunState::kQueued);
+  EXPECT_EQ(claimed->resumes, 1);
+  auto twice = runs.MoveRun({run->run.id, RunState::kInterrupted, RunState::kQueued, "", true});
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::kConflict);
+  auto nonsense = runs.MoveRun({run->run.id, RunState::kQueued, RunState::kEnded, "", false});
+  ASSERT_FALSE(nonsense);
+  EXPECT_EQ(nonsense.error().code, ErrorCode::kInvalidArgument);
+
+  // The resume's start keeps the first binding.
+  ActivationStart second = Start("orders", 2000, me);
+  second.run_id = run->run.id;
+  auto a2 = journal().BeginActivation(second);
+  ASSERT_TRUE(a2);
+  RunBinding other_binding{0, "sha256:other", "sha256:other", "sha256:other", std::string(64, 'b'), 1};
+  ASSERT_TRUE(runs.MarkRunStarted(run->run.id, *a2, 2100, other_binding));
+  auto stuck = runs.MoveRun({run->run.id, RunState::kRunning, RunState::kNeedsReconciliation,
+                             R"({"call":2,"name":"mail.send"})", false});
+  ASSERT_TRUE(stuck) << stuck.error().message;
+  EXPECT_EQ(stuck->state, RunState::kNeedsReconciliation);
+  EXPECT_EQ(stuck->binding.seed, std::string(64, 'a'));
+  EXPECT_EQ(stuck->binding.source_hash, "sha256:src");
+  EXPECT_EQ(stuck->activation_id, *a2);
+  EXPECT_EQ(stuck->state_detail, R"({"call":2,"name":"mail.send"})");
+
+  CallResolution resolution;
+  resolution.run_id = run->run.id;
+  resolution.activation_id = *a1;
+  resolution.call_id = 2;
+  resolution.kind = ResolutionKind::kResult;
+  resolution.value_json = R"({"sent":true})";
+  resolution.actor = {1000, "alice"};
+  resolution.at_unix_us = now + 10;
+  resolution.note = "checked the mail log";
+  auto seq = runs.AddResolution(resolution);
+  ASSERT_TRUE(seq) << seq.error().message;
+  auto released = runs.MoveRun({run->run.id, RunState::kNeedsReconciliation, RunState::kInterrupted, "", false});
+  ASSERT_TRUE(released) << released.error().message;
+  ASSERT_TRUE(runs.MarkRunEnded(run->run.id, "cancelled", R"({"kind":"cancelled","message":"by alice"})", now + 20));
+  ASSERT_TRUE(journal().Commit());
+  auto resolutions = MustRead()->Resolutions(run->run.id);
+  ASSERT_TRUE(resolutions) << resolutions.error().message;
+  ASSERT_EQ(resolutions->size(), 1u);
+  EXPECT_EQ((*resolutions)[0].seq, *seq);
+  EXPECT_EQ((*resolutions)[0].kind, ResolutionKind::kResult);
+  EXPECT_EQ((*resolutions)[0].value_json, R"({"sent":true})");
+  EXPECT_EQ((*resolutions)[0].actor.name, "alice");
+  EXPECT_EQ((*resolutions)[0].call_id, 2);
+  EXPECT_EQ((*resolutions)[0].activation_id, *a1);
+  EXPECT_EQ((*resolutions)[0].note, "checked the mail log");
+  auto activations = MustRead()->RunActivations(run->run.id);
+  ASSERT_TRUE(activations);
+  EXPECT_EQ(activations->size(), 2u);
+}
+
 TEST_P(StoreContract, ApiTokensAreKeptByHashAndRevokedByName) {
   RunStore& runs = store_->runs();
   auto ci = runs.AddToken("ci", "sha256:ci", R"(["runs:write"])", {1000, "alice"}, 5000);

@@ -136,14 +136,32 @@ const char* RunStateName(RunState state) {
     case RunState::kQueued: return "queued";
     case RunState::kRunning: return "running";
     case RunState::kEnded: return "ended";
+    case RunState::kInterrupted: return "interrupted";
+    case RunState::kNeedsReconciliation: return "needs_reconciliation";
   }
   return "ended";
 }
 
 std::optional<RunState> ParseRunState(std::string_view name) {
-  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kEnded}) {
+  for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kEnded, RunState::kInterrupted,
+                     RunState::kNeedsReconciliation}) {
     if (name == RunStateName(s)) return s;
   }
+  return std::nullopt;
+}
+
+const char* ResolutionKindName(ResolutionKind kind) {
+  switch (kind) {
+    case ResolutionKind::kResult: return "result";
+    case ResolutionKind::kError: return "error";
+    case ResolutionKind::kRetry: return "retry";
+  }
+  return "retry";
+}
+
+std::optional<ResolutionKind> ParseResolutionKind(std::string_view name) {
+  for (ResolutionKind k : {ResolutionKind::kResult, ResolutionKind::kError, ResolutionKind::kRetry})
+    if (name == ResolutionKindName(k)) return k;
   return std::nullopt;
 }
 

@@ -62,6 +62,9 @@ struct ActivationStart {
   Origin origin = Origin::kAdhoc;
   int64_t approval_id = 0;          // the approved version (flow or codemode policy) it runs under; 0: none
   std::string manifest_text_hash;   // "sha256:<hex>" of the manifest text as written (kept in the texts table)
+  // The run it executes (schema 6), 0: none (a bare activation). An activation of a run keeps no
+  // input of its own: the run holds it (input_json is then ignored and stored empty).
+  int64_t run_id{0};
 };
 
 struct ActivationEnd {
@@ -82,6 +85,10 @@ struct ActivationEnd {
 //   abandoned the activation ended first (deadline, crash, cancel) or its parent died before the
 //             call started; a late answer is still written into the record.
 //   unknown   the parent died while the call was started: its effect may or may not have happened.
+// A durable run's call also keeps (schema 6) the digest of its arguments, the order in which its
+// answer reached the worker and, when the journaled result or error is not the answer itself
+// (capped, redacted), the answer as the worker got it: what a resumed run is answered from
+// (docs/durable.md).
 enum class CallState { kDecided, kStarted, kAnswered, kAbandoned, kUnknown };
 const char* CallStateName(CallState state);            // "decided", "started", ...
 std::optional<CallState> ParseCallState(std::string_view name);
@@ -114,6 +121,10 @@ struct CallRecord {
   std::string error_json;   // when answered with an error (or denied): {"name":..,"message":..}
   int64_t start_unix_us = 0;
   std::optional<int64_t> end_unix_us;  // set when the record is born answered/abandoned
+  // Durable runs only (empty / nullopt otherwise): see CallRow.
+  std::string args_digest{};
+  std::optional<int64_t> answer_seq{};
+  std::string replay_json{};
 };
 
 // Moves a call's record to a later state, with what it returned (if anything).
@@ -124,6 +135,8 @@ struct CallUpdate {
   std::string result_json;
   std::string error_json;
   std::optional<int64_t> end_unix_us;
+  std::optional<int64_t> answer_seq{};  // durable runs: see CallRow
+  std::string replay_json{};
 };
 
 struct ActivationRow {
@@ -140,6 +153,7 @@ struct ActivationRow {
   Origin origin = Origin::kUnrecorded;  // schema 4
   int64_t approval_id = 0;              // 0: none
   std::string manifest_text_hash;       // "" before schema 4
+  int64_t run_id = 0;                   // schema 6; 0: none
 };
 
 // What an operator approves: a flow (source + manifest) or a codemode policy (manifest only).
@@ -208,6 +222,32 @@ struct CallRow {
   std::string result_json, error_json;
   int64_t start_unix_us = 0;
   std::optional<int64_t> end_unix_us;
+  // Durable runs (schema 6; empty / nullopt otherwise): "sha256:<hex>" of the arguments' canonical
+  // JSON (what a replay compares, whatever the journal's view of them); the position of its answer
+  // in the order the worker received answers (counting answers replayed from the record); and the
+  // answer exactly as sent when result_json / error_json are not (capped or redacted): a JSON
+  // object {"ok": VALUE} or {"error": {"name", "message"}}.
+  std::string args_digest;
+  std::optional<int64_t> answer_seq;
+  std::string replay_json;
+};
+
+// An operator's decision about a call in doubt (docs/durable.md): its answer as a result or an
+// error, or run it again.
+enum class ResolutionKind { kResult, kError, kRetry };
+const char* ResolutionKindName(ResolutionKind kind);  // "result", "error", "retry"
+std::optional<ResolutionKind> ParseResolutionKind(std::string_view name);
+
+struct CallResolution {
+  int64_t seq = 0;  // set by the store
+  int64_t run_id = 0;
+  int64_t activation_id = 0;  // the activation whose record is in doubt
+  int64_t call_id = 0;
+  ResolutionKind kind = ResolutionKind::kRetry;
+  std::string value_json;     // kResult: the result; kError: {"name", "message"}; kRetry: ""
+  Actor actor;
+  int64_t at_unix_us = 0;
+  std::string note;
 };
 
 struct KvEntry {
@@ -282,7 +322,13 @@ struct RecoveryReport {
 // daemon answers 202, becomes running when the daemon dispatches it (it then has an activation),
 // and ends: with its activation's outcome, or without one (cancelled in the queue, a missed or
 // skipped schedule fire).
-enum class RunState { kQueued, kRunning, kEnded };
+//   running -> interrupted   a durable run whose activation was abandoned (its parent died): it
+//                            waits to be resumed (SettleRunsOfEndedActivations)
+//   interrupted -> queued    claimed for a resume (MoveRun with count_resume): resumes + 1
+//   queued|running -> needs_reconciliation  a resume found an external call in doubt
+//   needs_reconciliation -> interrupted     the operator resolved it (docs/durable.md)
+//   interrupted|needs_reconciliation -> ended   cancelled, resume_exhausted, or an outcome
+enum class RunState { kQueued, kRunning, kEnded, kInterrupted, kNeedsReconciliation };
 const char* RunStateName(RunState state);  // "queued", "running", "ended"
 std::optional<RunState> ParseRunState(std::string_view name);
 
@@ -294,6 +340,17 @@ struct NewRun {
   int64_t created_unix_us = 0;  // also "now" for the key's expiry
   int64_t key_expires_unix_us = 0;  // when the key may be reused (ignored if no key)
   std::string state_detail;         // optional JSON text ("" none): e.g. {"scheduled_for_us": ...}
+  bool durable = false;             // the flow's manifest says "durable": true (schema 6)
+};
+
+// What a run is bound to, set by its first start and kept (schema 6): the version it runs under
+// (a resume under another is refused unless the operator asks), and for a durable run the clock
+// and seed every execution of it sees.
+struct RunBinding {
+  int64_t approval_id = 0;         // 0: an ad hoc flow
+  std::string source_hash, manifest_hash, manifest_text_hash;
+  std::string seed;                // durable: 64 hex digits; "" otherwise
+  int64_t clock_us = 0;            // durable: the run's clock at its start
 };
 
 struct RunRow {
@@ -308,6 +365,19 @@ struct RunRow {
   // or the activation's error as the daemon passed it.
   std::string error_json;
   std::string state_detail;
+  bool durable = false;
+  RunBinding binding;         // empty until its first start
+  int64_t resumes = 0;        // activations after the first that resumed it
+};
+
+// A move of a run between the states before its end (RunState's diagram). count_resume: the move
+// claims a resume (resumes + 1). detail_json replaces state_detail ("" keeps it).
+struct RunMove {
+  int64_t run_id = 0;
+  RunState from = RunState::kRunning;
+  RunState to = RunState::kInterrupted;
+  std::string detail_json;
+  bool count_resume = false;
 };
 
 // existing: the key was known; `run` is the earlier run, nothing inserted.
@@ -422,10 +492,21 @@ class RunStore {
   // its key is cleared) and a new run inserted.
   virtual Result<EnqueueResult> EnqueueRun(const NewRun& run) = 0;
   // queued -> running; kConflict if not queued, kNotFound if no such run.
-  virtual Result<void> MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us) = 0;
+  // With its binding when the run has none yet (its first start): a resumed run keeps the binding of
+  // its first start.
+  virtual Result<void> MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us,
+                                      const RunBinding& binding = {}) = 0;
+  // One of the moves of RunState's diagram that do not end the run; kConflict (nothing written) when
+  // the run is not in `move.from` (another process moved it first), kInvalidArgument for a move the
+  // diagram does not have.
+  virtual Result<RunRow> MoveRun(const RunMove& move) = 0;
+  // An operator's decision about a call in doubt (joins the open batch). Returns its seq.
+  virtual Result<int64_t> AddResolution(const CallResolution& resolution) = 0;
+  virtual Result<std::vector<CallResolution>> Resolutions(int64_t run_id) = 0;  // oldest first
   // running -> ended (with the activation's outcome name), or queued -> ended (outcome
-  // "cancelled"/"missed"/"skipped" with error_json). kConflict if already ended; kNotFound if no
-  // such run; kInvalidArgument for an outcome the run's state cannot end with.
+  // "cancelled"/"missed"/"skipped" with error_json), or interrupted / needs_reconciliation -> ended
+  // ("cancelled", "resume_exhausted" or an outcome name). kConflict if already ended; kNotFound if
+  // no such run; kInvalidArgument for an outcome the run's state cannot end with.
   virtual Result<void> MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
                                     int64_t at_unix_us) = 0;
   virtual Result<std::optional<RunRow>> GetRun(int64_t run_id) = 0;
@@ -433,8 +514,9 @@ class RunStore {
   virtual Result<size_t> CountRuns(RunState state) = 0;
   // Ends every running run whose activation has ended: its outcome and error copied from the
   // activation (incl. "abandoned" set by RecoverAbandoned), ended at the activation's end (or
-  // at_unix_us if the activation has none). Returns how many. Joins the open batch (commit it).
-  // The daemon calls it after Open's recovery.
+  // at_unix_us if the activation has none); except a durable run whose activation was abandoned,
+  // which becomes interrupted (it waits to be resumed). Returns how many runs moved. Joins the open
+  // batch (commit it). The module calls it after Open's recovery.
   virtual Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) = 0;
 
   // Tokens: only the hash is stored.
@@ -473,6 +555,11 @@ class JournalReader {
   // first, at most query.limit. GetRun: nullopt when absent. ListTokens: every token, by id.
   virtual Result<std::vector<RunRow>> ListRuns(const RunQuery& query) = 0;
   virtual Result<std::optional<RunRow>> GetRun(int64_t run_id) = 0;
+  // Schema 6: a run's activations (oldest first) and the calls of all of them, by activation then
+  // call id (a resume builds its replay from these).
+  virtual Result<std::vector<ActivationRow>> RunActivations(int64_t run_id) = 0;
+  virtual Result<std::vector<CallRow>> RunCalls(int64_t run_id) = 0;
+  virtual Result<std::vector<CallResolution>> Resolutions(int64_t run_id) = 0;  // oldest first
   virtual Result<std::vector<TokenRow>> ListTokens() = 0;
 };
 

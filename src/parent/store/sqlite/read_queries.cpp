@@ -28,6 +28,7 @@ ActivationRow ReadActivationRow(sqlite3_stmt* s) {
   row.origin = ParseOrigin(ColumnText(s, 16)).value_or(Origin::kUnrecorded);
   row.approval_id = sqlite3_column_int64(s, 17);
   row.manifest_text_hash = ColumnText(s, 18);
+  row.run_id = sqlite3_column_int64(s, 19);
   return row;
 }
 
@@ -67,6 +68,14 @@ RunRow ReadRunRow(sqlite3_stmt* s) {
   row.outcome = ColumnText(s, 10);
   row.error_json = ColumnText(s, 11);
   row.state_detail = ColumnText(s, 12);
+  row.durable = sqlite3_column_int64(s, 13) != 0;
+  row.binding.approval_id = sqlite3_column_int64(s, 14);
+  row.binding.source_hash = ColumnText(s, 15);
+  row.binding.manifest_hash = ColumnText(s, 16);
+  row.binding.manifest_text_hash = ColumnText(s, 17);
+  row.binding.seed = ColumnText(s, 18);
+  row.binding.clock_us = sqlite3_column_int64(s, 19);
+  row.resumes = sqlite3_column_int64(s, 20);
   return row;
 }
 
@@ -85,8 +94,6 @@ TokenRow ReadTokenRow(sqlite3_stmt* s) {
   return row;
 }
 
-namespace {
-
 // The CHECK constraints keep other texts out; a file changed by hand reads as the safe value.
 CallRow ReadCallRow(sqlite3_stmt* s) {
   CallRow row;
@@ -103,10 +110,26 @@ CallRow ReadCallRow(sqlite3_stmt* s) {
   row.error_json = ColumnText(s, 10);
   row.start_unix_us = sqlite3_column_int64(s, 11);
   row.end_unix_us = ColumnIntOrNull(s, 12);
+  row.args_digest = ColumnText(s, 13);
+  row.answer_seq = ColumnIntOrNull(s, 14);
+  row.replay_json = ColumnText(s, 15);
   return row;
 }
 
-}  // namespace
+CallResolution ReadResolution(sqlite3_stmt* s) {
+  CallResolution r;
+  r.seq = sqlite3_column_int64(s, 0);
+  r.run_id = sqlite3_column_int64(s, 1);
+  r.activation_id = sqlite3_column_int64(s, 2);
+  r.call_id = sqlite3_column_int64(s, 3);
+  r.kind = ParseResolutionKind(ColumnText(s, 4)).value_or(ResolutionKind::kRetry);
+  r.value_json = ColumnText(s, 5);
+  r.actor.uid = sqlite3_column_int64(s, 6);
+  r.actor.name = ColumnText(s, 7);
+  r.at_unix_us = sqlite3_column_int64(s, 8);
+  r.note = ColumnText(s, 9);
+  return r;
+}
 
 Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t schema_version) {
   db_ = db;
@@ -124,9 +147,25 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
     const int rc = sqlite::Prepare(db, row.sql, row.stmt);
     if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + row.sql + "\"");
   }
+  has_durable_ = schema_version >= 6;
+  if (has_durable_) {
+    const struct {
+      Stmt* stmt;
+      std::string sql;
+    } durable[] = {
+        {&run_activations_, activations + " WHERE run_id=? ORDER BY id"},
+        {&run_calls_, CallSelectSql(schema_version) +
+                          " WHERE activation_id IN (SELECT id FROM activations WHERE run_id=?) ORDER BY activation_id, call_id"},
+        {&resolutions_, std::string(kResolutionSelectSql) + " WHERE run_id=? ORDER BY seq"},
+    };
+    for (const auto& row : durable) {
+      const int rc = sqlite::Prepare(db, row.sql, row.stmt);
+      if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + row.sql + "\"");
+    }
+  }
   has_runs_ = schema_version >= 5;
   if (has_runs_) {
-    const std::string runs = kRunSelectSql;
+    const std::string runs = RunSelectSql(schema_version);
     if (const int rc = sqlite::Prepare(db, runs + " WHERE id=?", &run_by_id_); rc != SQLITE_OK) {
       return DbError(path, db, rc, "cannot prepare the run query");
     }
@@ -294,7 +333,46 @@ Result<std::vector<TokenRow>> ReadQueries::ListTokens() {
   return rows;
 }
 
+Result<std::vector<ActivationRow>> ReadQueries::RunActivations(int64_t run_id) {
+  std::vector<ActivationRow> rows;
+  if (!has_durable_) return rows;
+  Use use(run_activations_);
+  int rc = Binder(use.get()).Int(run_id).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadActivationRow(use.get()));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the activations of run " + std::to_string(run_id));
+  return rows;
+}
+
+Result<std::vector<CallRow>> ReadQueries::RunCalls(int64_t run_id) {
+  std::vector<CallRow> rows;
+  if (!has_durable_) return rows;
+  Use use(run_calls_);
+  int rc = Binder(use.get()).Int(run_id).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadCallRow(use.get()));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the host calls of run " + std::to_string(run_id));
+  return rows;
+}
+
+Result<std::vector<CallResolution>> ReadQueries::Resolutions(int64_t run_id) {
+  std::vector<CallResolution> rows;
+  if (!has_durable_) return rows;
+  Use use(resolutions_);
+  int rc = Binder(use.get()).Int(run_id).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadResolution(use.get()));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the resolutions of run " + std::to_string(run_id));
+  return rows;
+}
+
 void ReadQueries::Finalize() {
+  run_activations_.reset();
+  run_calls_.reset();
+  resolutions_.reset();
   run_by_id_.reset();
   tokens_.reset();
   for (auto& by_flow : list_runs_) {

@@ -1,5 +1,5 @@
 // The journal's read queries, shared by the writer's own connection (Store::reader(), which sees
-// the open batch) and a read-only connection (OpenSqliteReader). They read schema 1 to 5 files
+// the open batch) and a read-only connection (OpenSqliteReader). They read schema 1 to 6 files
 // into the same rows (schema.cpp: ActivationSelectSql, CallSelectSql).
 #pragma once
 
@@ -30,6 +30,10 @@ class ReadQueries {
   Result<std::vector<RunRow>> ListRuns(const RunQuery& query);
   Result<std::optional<RunRow>> GetRun(int64_t run_id);
   Result<std::vector<TokenRow>> ListTokens();
+  // A run's activations and their calls, the operator's resolutions (schema 6; empty before).
+  Result<std::vector<ActivationRow>> RunActivations(int64_t run_id);
+  Result<std::vector<CallRow>> RunCalls(int64_t run_id);
+  Result<std::vector<CallResolution>> Resolutions(int64_t run_id);
   void Finalize();  // before the connection closes
 
  private:
@@ -37,6 +41,8 @@ class ReadQueries {
   std::string path_;
   bool has_catalog_ = false;
   bool has_runs_ = false;
+  bool has_durable_ = false;
+  Stmt run_activations_, run_calls_, resolutions_;
   Stmt by_id_, newest_, calls_of_;
   Stmt approval_, versions_, names_, events_, text_;
   // list_runs_[by flow][by state]: one statement per filter, so each is served by its index.
@@ -53,11 +59,16 @@ inline constexpr const char* kApprovalSelectSql =
     "coalesce(revoke_note, '') FROM approvals";
 ApprovalRow ReadApprovalRow(sqlite3_stmt* s);
 
-// The 13 columns ReadRunRow reads, in order (schema 5).
-inline constexpr const char* kRunSelectSql =
-    "SELECT id, flow, input, triggered_by, idempotency_key, state, coalesce(activation_id, 0), created_us, started_us, "
-    "ended_us, outcome, error, state_detail FROM runs";
+// The columns of RunSelectSql (schema.h), in order.
 RunRow ReadRunRow(sqlite3_stmt* s);
+// The columns of CallSelectSql, in order.
+CallRow ReadCallRow(sqlite3_stmt* s);
+
+// The 10 columns ReadResolution reads, in order (schema 6).
+inline constexpr const char* kResolutionSelectSql =
+    "SELECT seq, run_id, activation_id, call_id, kind, coalesce(value, ''), actor_uid, actor_name, at_us, note "
+    "FROM call_resolutions";
+CallResolution ReadResolution(sqlite3_stmt* s);
 
 // The 10 columns ReadTokenRow reads, in order (schema 5).
 inline constexpr const char* kTokenSelectSql =

@@ -1,4 +1,4 @@
-// Schema version 5, creation, and the migrations from versions 1, 2, 3 and 4 (see schema.h, docs/journal.md).
+// Schema version 6, creation, and the migrations from versions 1 to 5 (see schema.h, docs/journal.md).
 #include "parent/store/sqlite/schema.h"
 
 #include <sys/random.h>
@@ -188,6 +188,68 @@ CREATE TABLE schedule_marks(
 ) WITHOUT ROWID;
 )sql";
 
+// Version 6 (from 5, and the last step of creation): runs that outlive their host (docs/durable.md).
+// The runs table is rebuilt for its wider states (a CHECK cannot be altered) and what a run is bound
+// to; an activation names its run (and keeps no input of its own then: the run holds it; no foreign
+// key, which would cost a lookup per activation); a call keeps what a replay needs; the operator's
+// decisions about calls in doubt are kept.
+constexpr const char* kV6Sql = R"sql(
+CREATE TABLE runs_v6(
+  id                 INTEGER PRIMARY KEY,
+  flow               TEXT NOT NULL,
+  input              TEXT NOT NULL,
+  triggered_by       TEXT NOT NULL,
+  idempotency_key    TEXT NOT NULL DEFAULT '',
+  key_expires_us     INTEGER,
+  state              TEXT NOT NULL CHECK (state IN ('queued', 'running', 'ended', 'interrupted', 'needs_reconciliation')),
+  activation_id      INTEGER REFERENCES activations(id),
+  created_us         INTEGER NOT NULL,
+  started_us         INTEGER,
+  ended_us           INTEGER,
+  outcome            TEXT,
+  error              TEXT,
+  state_detail       TEXT,
+  durable            INTEGER NOT NULL DEFAULT 0 CHECK (durable IN (0, 1)),
+  approval_id        INTEGER REFERENCES approvals(id),
+  source_hash        TEXT,
+  manifest_hash      TEXT,
+  manifest_text_hash TEXT,
+  seed               TEXT,
+  clock_us           INTEGER,
+  resumes            INTEGER NOT NULL DEFAULT 0,
+  CHECK ((state = 'ended') = (outcome IS NOT NULL)),
+  CHECK (state <> 'queued' OR activation_id IS NULL OR durable = 1),
+  CHECK (state <> 'running' OR activation_id IS NOT NULL)
+);
+INSERT INTO runs_v6(id, flow, input, triggered_by, idempotency_key, key_expires_us, state, activation_id, created_us,
+                    started_us, ended_us, outcome, error, state_detail)
+  SELECT id, flow, input, triggered_by, idempotency_key, key_expires_us, state, activation_id, created_us, started_us,
+         ended_us, outcome, error, state_detail FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v6 RENAME TO runs;
+CREATE INDEX runs_by_state ON runs(state, id);
+CREATE INDEX runs_by_flow ON runs(flow, id);
+CREATE UNIQUE INDEX runs_idempotency ON runs(flow, idempotency_key) WHERE idempotency_key <> '';
+ALTER TABLE activations ADD COLUMN run_id INTEGER;
+CREATE INDEX activations_by_run ON activations(run_id) WHERE run_id IS NOT NULL;
+ALTER TABLE calls ADD COLUMN args_digest TEXT;
+ALTER TABLE calls ADD COLUMN answer_seq INTEGER;
+ALTER TABLE calls ADD COLUMN replay TEXT;
+CREATE TABLE call_resolutions(
+  seq           INTEGER PRIMARY KEY,
+  run_id        INTEGER NOT NULL REFERENCES runs(id),
+  activation_id INTEGER NOT NULL REFERENCES activations(id),
+  call_id       INTEGER NOT NULL,
+  kind          TEXT NOT NULL CHECK (kind IN ('result', 'error', 'retry')),
+  value         TEXT,
+  actor_uid     INTEGER NOT NULL,
+  actor_name    TEXT NOT NULL,
+  at_us         INTEGER NOT NULL,
+  note          TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX call_resolutions_by_run ON call_resolutions(run_id, seq);
+)sql";
+
 // Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
 std::string MigrateFromV2Sql() {
   return std::string("ALTER TABLE activations ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0;\n") +
@@ -258,19 +320,19 @@ Result<void> CreateOrMigrateLocked(sqlite3* db, const std::string& path) {
   if (h.empty()) {
     if (auto r = Exec(db, path,
                       kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage + kV4Sql +
-                          kV5Sql,
+                          kV5Sql + kV6Sql,
                       "cannot create the schema");
         !r)
       return r;
   } else if (h.user_version == 1) {
-    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql,
+    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql + kV6Sql,
                       "cannot migrate the journal from schema version 1");
         !r)
       return r;
   } else if (h.user_version >= 2 && h.user_version < kSchemaVersion) {
-    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5.
+    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5 -> 6.
     const std::string steps = (h.user_version == 2 ? MigrateFromV2Sql() : std::string()) +
-                              (h.user_version <= 3 ? kV4Sql : "") + kV5Sql;
+                              (h.user_version <= 3 ? kV4Sql : "") + (h.user_version <= 4 ? kV5Sql : "") + kV6Sql;
     if (auto r = Exec(db, path, steps + "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";",
                       "cannot migrate the journal from schema version " + std::to_string(h.user_version));
         !r)
@@ -397,17 +459,35 @@ std::string ActivationSelectSql(int64_t schema_version) {
   const std::string dropped = schema_version >= 3 ? "logs_dropped" : "0";
   const std::string origin =
       schema_version >= 4 ? "origin, coalesce(approval_id, 0), coalesce(manifest_text_hash, '')" : "'unrecorded', 0, ''";
-  return "SELECT id, flow, source_hash, manifest_hash, input, start_us, end_us, outcome, result, error, cpu_us, " +
-         owner + ", " + dropped + ", " + origin + " FROM activations";
+  // An activation of a run keeps no input of its own: the run's is read.
+  const std::string input =
+      schema_version >= 6
+          ? "CASE WHEN run_id IS NULL THEN input ELSE coalesce((SELECT r.input FROM runs r WHERE r.id = activations.run_id), '') END"
+          : "input";
+  const std::string run = schema_version >= 6 ? "coalesce(run_id, 0)" : "0";
+  return "SELECT id, flow, source_hash, manifest_hash, " + input + ", start_us, end_us, outcome, result, error, cpu_us, " +
+         owner + ", " + dropped + ", " + origin + ", " + run + " FROM activations";
 }
 
 std::string CallSelectSql(int64_t schema_version) {
+  const std::string replay =
+      schema_version >= 6 ? ", coalesce(args_digest, ''), answer_seq, coalesce(replay, '')" : ", '', NULL, ''";
   if (schema_version >= 2) {
     return "SELECT activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
-           "start_us, end_us FROM calls";
+           "start_us, end_us" + replay + " FROM calls";
   }
   return std::string("SELECT activation_id, call_id, name, args, ") + kV1VerdictSql + ", reason, reason, " +
-         kV1EffectSql + ", 'answered', result, error, start_us, end_us FROM calls";
+         kV1EffectSql + ", 'answered', result, error, start_us, end_us" + replay + " FROM calls";
+}
+
+std::string RunSelectSql(int64_t schema_version) {
+  const std::string binding =
+      schema_version >= 6
+          ? "durable, coalesce(approval_id, 0), coalesce(source_hash, ''), coalesce(manifest_hash, ''), "
+            "coalesce(manifest_text_hash, ''), coalesce(seed, ''), coalesce(clock_us, 0), resumes"
+          : "0, 0, '', '', '', '', 0, 0";
+  return "SELECT id, flow, input, triggered_by, idempotency_key, state, coalesce(activation_id, 0), created_us, "
+         "started_us, ended_us, outcome, error, state_detail, " + binding + " FROM runs";
 }
 
 }  // namespace basal::sqlite

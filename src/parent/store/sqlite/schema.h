@@ -1,5 +1,5 @@
-// The SQLite journal's file format: what a file is (header), its schema (version 5), creating it,
-// and migrating version 1, 2, 3 and 4 files. docs/journal.md describes the schema for people.
+// The SQLite journal's file format: what a file is (header), its schema (version 6), creating it,
+// and migrating version 1 to 5 files. docs/journal.md describes the schema for people.
 #pragma once
 
 #include <sqlite3.h>
@@ -12,7 +12,7 @@
 
 namespace basal::sqlite {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 inline constexpr int kOldestReadableSchemaVersion = 1;
 inline constexpr int kApplicationId = 0x6261736c;  // "basl" in the SQLite header
 inline constexpr int kBusyTimeoutMs = 5000;
@@ -31,7 +31,7 @@ int ReadHeader(sqlite3* db, Header* header);  // SQLite's result code
 Result<void> CheckHeader(const std::string& path, const Header& header);
 
 // Makes the file a current journal: WAL, `durability`, foreign keys; creates the schema in an
-// empty file or migrates a version 1, 2, 3 or 4 file, under the write lock, re-checked inside it. Every step
+// empty file or migrates a version 1 to 5 file, under the write lock, re-checked inside it. Every step
 // that SQLite may refuse with SQLITE_BUSY while other processes do the same is retried.
 Result<void> InitializeForWriting(sqlite3* db, const std::string& path, Durability durability);
 
@@ -42,7 +42,8 @@ Result<std::string> ReadJournalId(sqlite3* db, const std::string& path);
 std::string NewJournalId();
 
 // How a reader selects rows of either schema version into the same columns.
-std::string ActivationSelectSql(int64_t schema_version);  // "SELECT <19 columns> FROM activations"
-std::string CallSelectSql(int64_t schema_version);        // "SELECT <13 columns> FROM calls"
+std::string ActivationSelectSql(int64_t schema_version);  // "SELECT <20 columns> FROM activations"
+std::string CallSelectSql(int64_t schema_version);        // "SELECT <16 columns> FROM calls"
+std::string RunSelectSql(int64_t schema_version);         // "SELECT <21 columns> FROM runs" (schema 5 on)
 
 }  // namespace basal::sqlite

@@ -48,6 +48,9 @@ class SqliteReader final : public JournalReader {
   Result<std::vector<RunRow>> ListRuns(const RunQuery& query) override { return reads_.ListRuns(query); }
   Result<std::optional<RunRow>> GetRun(int64_t run_id) override { return reads_.GetRun(run_id); }
   Result<std::vector<TokenRow>> ListTokens() override { return reads_.ListTokens(); }
+  Result<std::vector<ActivationRow>> RunActivations(int64_t run_id) override { return reads_.RunActivations(run_id); }
+  Result<std::vector<CallRow>> RunCalls(int64_t run_id) override { return reads_.RunCalls(run_id); }
+  Result<std::vector<CallResolution>> Resolutions(int64_t run_id) override { return reads_.Resolutions(run_id); }
 
  private:
   void Close() {

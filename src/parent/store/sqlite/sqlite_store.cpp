@@ -145,9 +145,25 @@ class SqliteStore final : public Store,
   Result<bool> IsRevoked(int64_t approval_id) override;
   Result<void> KeepText(const std::string& hash, std::string_view text) override;
 
+  Result<std::vector<ActivationRow>> RunActivations(int64_t run_id) override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.RunActivations(run_id);
+  }
+  Result<std::vector<CallRow>> RunCalls(int64_t run_id) override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.RunCalls(run_id);
+  }
+
   // RunStore (GetRun and ListTokens above)
   Result<EnqueueResult> EnqueueRun(const NewRun& run) override;
-  Result<void> MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us) override;
+  Result<void> MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us,
+                              const RunBinding& binding = {}) override;
+  Result<RunRow> MoveRun(const RunMove& move) override;
+  Result<int64_t> AddResolution(const CallResolution& resolution) override;
+  Result<std::vector<CallResolution>> Resolutions(int64_t run_id) override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.Resolutions(run_id);
+  }
   Result<void> MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
                             int64_t at_unix_us) override;
   Result<std::vector<RunRow>> RunsInState(RunState state, size_t limit) override;
@@ -168,6 +184,7 @@ class SqliteStore final : public Store,
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
     Stmt insert_run, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
+    Stmt interrupt_runs, move_run, insert_resolution;
     Stmt insert_token, token_name_unrevoked, token_hash_known, find_token, revoke_token;
     Stmt schedule_mark, set_schedule_mark;
   };
@@ -262,7 +279,8 @@ Result<void> SqliteStore::Prepare() {
       {&s->rollback, "ROLLBACK"},
       {&s->insert_activation,
        "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
-       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"},
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)"},
       {&s->keep_text, "INSERT INTO texts(hash, body) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING"},
       {&s->insert_approval,
        "INSERT INTO approvals(kind, name, version, source_hash, manifest_text_hash, manifest_hash, approver_uid, "
@@ -282,9 +300,10 @@ Result<void> SqliteStore::Prepare() {
       {&s->unfinished, sqlite::ActivationSelectSql(sqlite::kSchemaVersion) + " WHERE outcome IS NULL ORDER BY id"},
       {&s->insert_call,
        "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
-       "start_us, end_us) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+       "start_us, end_us, args_digest, answer_seq, replay) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
       {&s->update_call,
-       "UPDATE calls SET state=?, result=coalesce(?, result), error=coalesce(?, error), end_us=coalesce(?, end_us) "
+       "UPDATE calls SET state=?, result=coalesce(?, result), error=coalesce(?, error), end_us=coalesce(?, end_us), "
+       "answer_seq=coalesce(?, answer_seq), replay=coalesce(?, replay) "
        "WHERE activation_id=? AND call_id=? AND state IN (?,?,?)"},
       {&s->call_state, "SELECT state FROM calls WHERE activation_id=? AND call_id=?"},
       {&s->calls_to_state,
@@ -300,17 +319,32 @@ Result<void> SqliteStore::Prepare() {
       {&s->kv_list_bounded, "SELECT key, value FROM kv WHERE namespace=? AND key>=? AND key<? ORDER BY key LIMIT ?"},
       {&s->kv_list_open, "SELECT key, value FROM kv WHERE namespace=? AND key>=? ORDER BY key LIMIT ?"},
       {&s->insert_run,
-       "INSERT INTO runs(flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, state_detail) "
-       "VALUES(?,?,?,?,?,'queued',?,?)"},
+       "INSERT INTO runs(flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, state_detail, "
+       "durable) VALUES(?,?,?,?,?,'queued',?,?,?)"},
       {&s->run_by_key, "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow=? AND idempotency_key=?"},
       {&s->clear_run_key, "UPDATE runs SET idempotency_key='', key_expires_us=NULL WHERE id=?"},
+      // The binding is set once, by the first start: a resume keeps it.
       {&s->start_run,
-       "UPDATE runs SET state='running', activation_id=?, started_us=? WHERE id=? AND state='queued'"},
+       "UPDATE runs SET state='running', activation_id=?, started_us=coalesce(started_us, ?), "
+       "approval_id=CASE WHEN source_hash IS NULL THEN ? ELSE approval_id END, "
+       "manifest_hash=coalesce(manifest_hash, ?), manifest_text_hash=coalesce(manifest_text_hash, ?), "
+       "seed=coalesce(seed, ?), clock_us=coalesce(clock_us, ?), source_hash=coalesce(source_hash, ?) "
+       "WHERE id=? AND state='queued'"},
+      {&s->move_run,
+       "UPDATE runs SET state=?, state_detail=coalesce(?, state_detail), resumes=resumes+? WHERE id=? AND state=?"},
+      {&s->insert_resolution,
+       "INSERT INTO call_resolutions(run_id, activation_id, call_id, kind, value, actor_uid, actor_name, at_us, note) "
+       "VALUES(?,?,?,?,?,?,?,?,?)"},
       {&s->end_run, "UPDATE runs SET state='ended', outcome=?, error=?, ended_us=? WHERE id=? AND state=?"},
       {&s->run_state, "SELECT state FROM runs WHERE id=?"},
-      {&s->runs_in_state, std::string(sqlite::kRunSelectSql) + " WHERE state=? ORDER BY id LIMIT ?"},
+      {&s->runs_in_state, sqlite::RunSelectSql(sqlite::kSchemaVersion) + " WHERE state=? ORDER BY id LIMIT ?"},
       {&s->count_runs, "SELECT count(*) FROM runs WHERE state=?"},
-      // The running runs come from runs_by_state, each activation by its primary key.
+      // The running runs come from runs_by_state, each activation by its primary key. A durable run
+      // whose activation was abandoned waits to be resumed; every other one ends with its activation.
+      {&s->interrupt_runs,
+       "UPDATE runs SET state='interrupted', state_detail=json_object('interrupted_us', ?1, 'activation', a.id) "
+       "FROM activations a WHERE a.id=runs.activation_id AND runs.state='running' AND runs.durable=1 "
+       "AND a.outcome='abandoned'"},
       {&s->settle_runs,
        "UPDATE runs SET state='ended', outcome=a.outcome, error=a.error, ended_us=coalesce(a.end_us, ?) "
        "FROM activations a WHERE a.id=runs.activation_id AND runs.state='running' AND a.outcome IS NOT NULL"},
@@ -413,10 +447,10 @@ Result<void> SqliteStore::Rollback() {
 Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
   auto written = Write(
       stmts_->insert_activation, [&] { return "cannot record the start of an activation of flow " + a.flow; }, a.flow,
-      a.source_hash, a.manifest_hash, a.input_json, a.start_unix_us, a.owner.host, a.owner.pid, a.owner.start_ticks,
-      a.lease_until_unix_us, std::string(OriginName(a.origin)),
+      a.source_hash, a.manifest_hash, a.run_id > 0 ? std::string() : a.input_json, a.start_unix_us, a.owner.host,
+      a.owner.pid, a.owner.start_ticks, a.lease_until_unix_us, std::string(OriginName(a.origin)),
       a.approval_id > 0 ? std::optional<int64_t>(a.approval_id) : std::optional<int64_t>(),
-      OrNull{a.manifest_text_hash});
+      OrNull{a.manifest_text_hash}, a.run_id > 0 ? std::optional<int64_t>(a.run_id) : std::optional<int64_t>());
   if (!written) return written.error();
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -430,7 +464,7 @@ Result<void> SqliteStore::RecordCall(const CallRecord& c) {
       },
       c.activation_id, c.call_id, c.name, c.args_json, VerdictName(c.decision.verdict), c.decision.rule,
       c.decision.reason, EffectName(c.effect), CallStateName(c.state), OrNull{c.result_json}, OrNull{c.error_json},
-      c.start_unix_us, c.end_unix_us);
+      c.start_unix_us, c.end_unix_us, OrNull{c.args_digest}, c.answer_seq, OrNull{c.replay_json});
   if (!written) return written.error();
   return Ok();
 }
@@ -443,8 +477,8 @@ Result<void> SqliteStore::UpdateCall(const CallUpdate& u) {
   };
   auto from_at = [&](size_t i) { return from.empty() ? "" : from[std::min(i, from.size() - 1)]; };
   auto changed = Write(stmts_->update_call, what, CallStateName(u.state), OrNull{u.result_json},
-                       OrNull{u.error_json}, u.end_unix_us, u.activation_id, u.call_id, from_at(0), from_at(1),
-                       from_at(2));
+                       OrNull{u.error_json}, u.end_unix_us, u.answer_seq, OrNull{u.replay_json}, u.activation_id,
+                       u.call_id, from_at(0), from_at(1), from_at(2));
   if (!changed) return changed.error();
   if (*changed == 1) return Ok();
   Use use(stmts_->call_state);
@@ -910,7 +944,7 @@ Result<EnqueueResult> SqliteStore::EnqueueRun(const NewRun& run) {
   const std::optional<int64_t> expires = keyed ? std::optional<int64_t>(run.key_expires_unix_us) : std::nullopt;
   auto inserted = Write(stmts_->insert_run, [&] { return "cannot record a run of flow " + run.flow; }, run.flow,
                         run.input_json, run.trigger, run.idempotency_key, expires, run.created_unix_us,
-                        OrNull{run.state_detail});
+                        OrNull{run.state_detail}, int64_t{run.durable ? 1 : 0});
   if (!inserted) return inserted.error();
   EnqueueResult result;
   RunRow& row = result.run;
@@ -922,18 +956,27 @@ Result<EnqueueResult> SqliteStore::EnqueueRun(const NewRun& run) {
   row.state = RunState::kQueued;
   row.created_unix_us = run.created_unix_us;
   row.state_detail = run.state_detail;
+  row.durable = run.durable;
   return result;
 }
 
-Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us) {
+Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us,
+                                         const RunBinding& binding) {
   const std::string id = std::to_string(run_id);
   if (activation_id <= 0) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "run " + id + " cannot start without an activation (got activation id " +
                          std::to_string(activation_id) + "; a bug in the caller)");
   }
+  // Bound at the first start only (the statement keeps a binding already there).
+  const bool bound = !binding.source_hash.empty();
+  auto text = [bound](const std::string& v) { return bound ? OrNull{v} : OrNull{}; };
   auto changed = Write(stmts_->start_run, [&] { return "cannot record the start of run " + id; }, activation_id,
-                       at_unix_us, run_id);
+                       at_unix_us,
+                       bound && binding.approval_id > 0 ? std::optional<int64_t>(binding.approval_id) : std::nullopt,
+                       text(binding.manifest_hash), text(binding.manifest_text_hash), text(binding.seed),
+                       bound && !binding.seed.empty() ? std::optional<int64_t>(binding.clock_us) : std::nullopt,
+                       text(binding.source_hash), run_id);
   if (!changed) return changed.error();
   if (*changed == 1) return Ok();
   auto state = RunStateOf(run_id);
@@ -969,6 +1012,16 @@ Result<void> SqliteStore::MarkRunEnded(int64_t run_id, std::string_view outcome,
                                                           "\" is not an outcome name (a bug in the caller)");
       }
       break;
+    case RunState::kInterrupted:
+    case RunState::kNeedsReconciliation:
+      // Waiting to be resumed: the operator cancels it, it ran out of resumes, or a resume ended it
+      // before an activation started (its version revoked, a divergence found in its record).
+      if (name != "cancelled" && name != "resume_exhausted" && !ParseOutcome(name)) {
+        return MakeError(ErrorCode::kInvalidArgument, "run " + id + " is " + RunStateName(**state) +
+                                                          ": it ends as cancelled, resume_exhausted or an outcome, "
+                                                          "not as \"" + name + "\" (a bug in the caller)");
+      }
+      break;
   }
   auto changed = Write(stmts_->end_run, [&] { return "cannot record the end of run " + id; }, name,
                        OrNull{error_json}, at_unix_us, run_id, RunStateName(**state));
@@ -1002,10 +1055,66 @@ Result<size_t> SqliteStore::CountRuns(RunState state) {
 }
 
 Result<size_t> SqliteStore::SettleRunsOfEndedActivations(int64_t at_unix_us) {
+  auto interrupted =
+      Write(stmts_->interrupt_runs, [] { return "cannot interrupt the durable runs of abandoned activations"; },
+            at_unix_us);
+  if (!interrupted) return interrupted.error();
   auto changed =
       Write(stmts_->settle_runs, [] { return "cannot end the runs of ended activations"; }, at_unix_us);
   if (!changed) return changed.error();
-  return static_cast<size_t>(*changed);
+  return static_cast<size_t>(*interrupted + *changed);
+}
+
+namespace {
+
+// The moves of RunState's diagram (store.h) that do not end a run.
+bool RunMoveAllowed(RunState from, RunState to) {
+  switch (to) {
+    case RunState::kInterrupted:
+      return from == RunState::kRunning || from == RunState::kNeedsReconciliation;
+    case RunState::kQueued:
+      return from == RunState::kInterrupted;
+    case RunState::kNeedsReconciliation:
+      return from == RunState::kQueued || from == RunState::kRunning;
+    case RunState::kRunning:
+    case RunState::kEnded:
+      return false;  // MarkRunStarted, MarkRunEnded
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<RunRow> SqliteStore::MoveRun(const RunMove& move) {
+  const std::string id = std::to_string(move.run_id);
+  if (!RunMoveAllowed(move.from, move.to)) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string("run ") + id + ": no move from " +
+                                                      RunStateName(move.from) + " to " + RunStateName(move.to) +
+                                                      " (a bug in the caller)");
+  }
+  auto changed = Write(stmts_->move_run, [&] { return "cannot move run " + id + " to " + RunStateName(move.to); },
+                       RunStateName(move.to), OrNull{move.detail_json}, int64_t{move.count_resume ? 1 : 0},
+                       move.run_id, RunStateName(move.from));
+  if (!changed) return changed.error();
+  auto row = reads_.GetRun(move.run_id);
+  if (!row) return row.error();
+  if (!*row) return JournalError(ErrorCode::kNotFound, path_, "has no run " + id);
+  if (*changed != 1) {
+    return MakeError(ErrorCode::kConflict, "run " + id + " is " + RunStateName((*row)->state) + ", not " +
+                                               RunStateName(move.from) + ": it was not moved to " +
+                                               RunStateName(move.to));
+  }
+  return std::move(**row);
+}
+
+Result<int64_t> SqliteStore::AddResolution(const CallResolution& r) {
+  auto written = Write(
+      stmts_->insert_resolution,
+      [&] { return "cannot record the resolution of call " + std::to_string(r.call_id) + " of run " + std::to_string(r.run_id); },
+      r.run_id, r.activation_id, r.call_id, ResolutionKindName(r.kind), OrNull{r.value_json}, r.actor.uid, r.actor.name,
+      r.at_unix_us, r.note);
+  if (!written) return written.error();
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
 
 Result<int64_t> SqliteStore::AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
