@@ -6,7 +6,8 @@
 // Input: one frame's payload.
 //
 // Invariants, for every message the parser accepts:
-// - ids and budgets are >= 1 and hold the values the message carried;
+// - ids and budgets are >= 1 and hold the values the message carried, and so do the clocks and
+//   the seed of a durable run;
 // - a value that arrived in a message fits in one (FitsInMessage), so the parent could send it;
 // - rebuilt with the parent's builder, it parses again to the same message, and rebuilding that
 //   gives the same bytes;
@@ -39,11 +40,11 @@ std::string Rebuild(const ParentMessage& message) {
           FUZZ_CHECK(FitsInMessage(input, why), "an input that arrived in a message does not fit in one: " + why);
           return BuildActivate(m.activation, input);
         } else {
-          if (!m.ok) return BuildResultError(m.activation, m.id, m.error_name, m.error_message);
+          if (!m.ok) return BuildResultError(m.activation, m.id, m.error_name, m.error_message, m.clock_us);
           const std::string value = DumpJson(m.value);
           std::string why;
           FUZZ_CHECK(FitsInMessage(value, why), "a result that arrived in a message does not fit in one: " + why);
-          return BuildResultOk(m.activation, m.id, value);
+          return BuildResultOk(m.activation, m.id, value, m.clock_us);
         }
       },
       message);
@@ -60,12 +61,22 @@ void CheckAgainstSent(const ParentMessage& message, const Json& sent) {
           FUZZ_CHECK(sent.at("source") == Json(m.source) && sent.at("flow") == Json(m.flow) &&
                          sent.at("profile") == Json(m.profile),
                      "flow, source or profile");
+          FUZZ_CHECK(m.durable.has_value() == sent.contains("durable"), "durable");
+          if (m.durable) {
+            FUZZ_CHECK(m.durable->clock_us >= 0 && m.durable->clock_us <= kMaxMessageInteger &&
+                           sent.at("durable").at("clock_us") == Json(m.durable->clock_us),
+                       "durable clock_us");
+            FUZZ_CHECK(sent.at("durable").at("seed") == Json(SeedHex(m.durable->seed)), "durable seed");
+          }
         } else if constexpr (std::is_same_v<T, Activate>) {
           FUZZ_CHECK(m.activation >= 1 && sent.at("activation") == Json(m.activation), "activation");
           FUZZ_CHECK(m.input == sent.at("input"), "input");
         } else {
           FUZZ_CHECK(m.activation >= 1 && sent.at("activation") == Json(m.activation), "result activation");
           FUZZ_CHECK(m.id >= 1 && sent.at("id") == Json(m.id), "result id");
+          FUZZ_CHECK(m.clock_us.has_value() == sent.contains("clock_us") &&
+                         (!m.clock_us || (*m.clock_us >= 0 && sent.at("clock_us") == Json(*m.clock_us))),
+                     "result clock_us");
           if (m.ok) {
             FUZZ_CHECK(m.value == sent.at("ok"), "result value");
           } else {

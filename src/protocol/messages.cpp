@@ -121,6 +121,42 @@ bool ParseScriptError(const Json& j, ScriptError& out, std::string& error, bool 
   return f.Fail("unknown error kind \"" + out.kind + "\"");
 }
 
+int64_t ClampToMessageInteger(int64_t v) { return v < 0 ? 0 : v > kMaxMessageInteger ? kMaxMessageInteger : v; }
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;  // uppercase too: one spelling per seed, so a journaled seed compares as text
+}
+
+// load's "durable": {"clock_us": INT, "seed": "64 lowercase hex digits"}, both required, nothing else.
+bool ParseDurable(const Json& j, DurableStart& out, std::string& error) {
+  if (!j.is_object()) {
+    error = "field \"durable\" must be an object {\"clock_us\", \"seed\"}";
+    return false;
+  }
+  std::string inner;
+  Fields f(j, inner);
+  std::string seed;
+  bool ok = f.Only({"clock_us", "seed"}) && f.Int("clock_us", out.clock_us) && f.Str("seed", seed);
+  if (ok && seed.size() != 2 * kDurableSeedBytes) {
+    ok = f.Fail("field \"seed\" must be " + std::to_string(2 * kDurableSeedBytes) + " lowercase hex digits (" +
+                std::to_string(kDurableSeedBytes) + " bytes), not " + std::to_string(seed.size()) + " characters");
+  }
+  for (size_t i = 0; ok && i < kDurableSeedBytes; ++i) {
+    const int hi = HexDigit(seed[2 * i]);
+    const int lo = HexDigit(seed[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      ok = f.Fail("field \"seed\" must be lowercase hex digits (0-9, a-f): character " +
+                  std::to_string(hi < 0 ? 2 * i + 1 : 2 * i + 2) + " is not one");
+    } else {
+      out.seed[i] = static_cast<uint8_t>(hi << 4 | lo);
+    }
+  }
+  if (!ok) error = "field \"durable\": " + inner;
+  return ok;
+}
+
 }  // namespace
 
 std::optional<int64_t> IntegerIn(const Json& value, int64_t min, int64_t max) {
@@ -246,7 +282,7 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
   if (!f.Str("type", type)) return false;
   if (type == "load") {
     Load l;
-    if (!f.Only({"type", "flow", "source", "profile", "cpu_ms", "heap_bytes", "stack_bytes", "tools"}) ||
+    if (!f.Only({"type", "flow", "source", "profile", "cpu_ms", "heap_bytes", "stack_bytes", "tools", "durable"}) ||
         !f.Str("flow", l.flow) || !f.Str("source", l.source) || !f.Str("profile", l.profile) ||
         !f.Int("cpu_ms", l.cpu_ms, 1) || !f.Int("heap_bytes", l.heap_bytes, 1) || !f.Int("stack_bytes", l.stack_bytes, 1))
       return false;
@@ -260,6 +296,7 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
         l.tools.push_back({t[0].get<std::string>(), t[1].get<std::string>(), t[2].get<std::string>()});
       }
     }
+    if (f.Has("durable") && !ParseDurable(j["durable"], l.durable.emplace(), error)) return false;
     out = std::move(l);
     return true;
   }
@@ -272,9 +309,10 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
   }
   if (type == "result") {
     CallResult r;
-    if (!f.Only({"type", "activation", "id", "ok", "error"}) || !f.Int("activation", r.activation, 1) ||
+    if (!f.Only({"type", "activation", "id", "ok", "error", "clock_us"}) || !f.Int("activation", r.activation, 1) ||
         !f.Int("id", r.id, 1))
       return false;
+    if (f.Has("clock_us") && !f.Int("clock_us", r.clock_us.emplace())) return false;
     const bool has_ok = f.Has("ok");
     if (has_ok == f.Has("error")) return f.Fail("result needs exactly one of \"ok\" and \"error\"");
     r.ok = has_ok;
@@ -310,7 +348,19 @@ std::string BuildLoad(const Load& m) {
     for (const ToolBinding& t : m.tools) tools.push_back(Json::array({t.group, t.member, t.name}));
     j["tools"] = std::move(tools);
   }
+  if (m.durable) j["durable"] = {{"clock_us", ClampToMessageInteger(m.durable->clock_us)}, {"seed", SeedHex(m.durable->seed)}};
   return DumpJson(j);
+}
+
+std::string SeedHex(const std::array<uint8_t, kDurableSeedBytes>& seed) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * seed.size());
+  for (const uint8_t b : seed) {
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 0xF];
+  }
+  return hex;
 }
 
 std::string BuildActivate(int64_t activation, std::string_view input_json) {
@@ -320,19 +370,23 @@ std::string BuildActivate(int64_t activation, std::string_view input_json) {
   return out;
 }
 
-std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json) {
-  std::string out = "{\"type\":\"result\",\"activation\":" + std::to_string(activation) +
-                    ",\"id\":" + std::to_string(id) + ",\"ok\":";
+std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json, std::optional<int64_t> clock_us) {
+  std::string out = "{\"type\":\"result\",\"activation\":" + std::to_string(activation) + ",\"id\":" + std::to_string(id);
+  if (clock_us) out += ",\"clock_us\":" + std::to_string(ClampToMessageInteger(*clock_us));
+  out += ",\"ok\":";
   out.append(value_json);
   out += '}';
   return out;
 }
 
-std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message) {
-  return DumpJson(Json{{"type", "result"},
-                       {"activation", activation},
-                       {"id", id},
-                       {"error", {{"name", std::string(name)}, {"message", std::string(message)}}}});
+std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message,
+                             std::optional<int64_t> clock_us) {
+  Json j{{"type", "result"},
+         {"activation", activation},
+         {"id", id},
+         {"error", {{"name", std::string(name)}, {"message", std::string(message)}}}};
+  if (clock_us) j["clock_us"] = ClampToMessageInteger(*clock_us);
+  return DumpJson(j);
 }
 
 }  // namespace basal::protocol

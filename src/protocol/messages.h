@@ -3,6 +3,7 @@
 // output is hostile. The worker parses the parent's messages with ParseParentMessage.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -103,6 +104,15 @@ inline constexpr size_t kMaxToolBindings = 4096;
 // tools are grouped by server; a name without a '.' is its own group's member "call".
 ToolBinding BindingFor(const std::string& name);
 
+// A durable run's start, carried by `load` (docs/protocol.md, docs/runtime.md "Durable runs"):
+// the worker that gets it reads every clock from the run's clock and draws every random value from
+// generators keyed by the seed, so each execution of the run sees the same values.
+inline constexpr size_t kDurableSeedBytes = 32;
+struct DurableStart {
+  int64_t clock_us = 0;  // the run's start: microseconds since the Unix epoch, 0 to kMaxMessageInteger
+  std::array<uint8_t, kDurableSeedBytes> seed{};  // drawn by the parent for the run and journaled
+};
+
 struct Load {
   std::string flow;
   std::string source;
@@ -112,6 +122,8 @@ struct Load {
   int64_t stack_bytes = 0;
   // Optional ("tools" absent when empty): the third argument of the default export.
   std::vector<ToolBinding> tools;
+  // Optional ("durable" absent when not): the worker runs in durable mode for its life.
+  std::optional<DurableStart> durable;
 };
 struct Activate {
   int64_t activation = 0;
@@ -124,16 +136,27 @@ struct CallResult {
   Json value;       // when ok
   std::string error_name;     // when !ok, e.g. "PermissionDenied"
   std::string error_message;
+  // The time of the answer as journaled, in microseconds since the Unix epoch: sent on every
+  // result to a durable worker and on none to another (the worker checks which it is).
+  std::optional<int64_t> clock_us;
 };
 using ParentMessage = std::variant<Load, Activate, CallResult>;
 
 bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::string& error);
 
-// Builders: each returns the payload (JSON text) of one message.
+// Builders: each returns the payload (JSON text) of one message. A clock (load's durable
+// `clock_us`, a result's `clock_us`) outside 0 to kMaxMessageInteger is sent as the nearer bound,
+// so the frame is always one the worker accepts: a host clock before 1970 is no time to replay.
 std::string BuildLoad(const Load& m);
 // `input_json` and `value_json` are serialized JSON (DumpJson) that passed FitsInMessage.
 std::string BuildActivate(int64_t activation, std::string_view input_json);
-std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json);
-std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message);
+// `clock_us`: for a durable worker only (docs/protocol.md); absent for any other.
+std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json,
+                          std::optional<int64_t> clock_us = std::nullopt);
+std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message,
+                             std::optional<int64_t> clock_us = std::nullopt);
+
+// The seed as load's "durable" carries it: 64 lowercase hex digits.
+std::string SeedHex(const std::array<uint8_t, kDurableSeedBytes>& seed);
 
 }  // namespace basal::protocol

@@ -191,7 +191,7 @@ TEST(MessagesTest, ParentMessagesRoundTrip) {
   EXPECT_EQ(r.error_name, "PermissionDenied");
   ASSERT_TRUE(ParseParentMessage(BuildActivate(9, R"({"a":1})"), m, error)) << error;
   EXPECT_EQ(std::get<Activate>(m).input["a"], 1);
-  Load l{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}};
+  Load l{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}, std::nullopt};
   ASSERT_TRUE(ParseParentMessage(BuildLoad(l), m, error)) << error;
   EXPECT_EQ(std::get<Load>(m).source, l.source);
 }
@@ -199,7 +199,7 @@ TEST(MessagesTest, ParentMessagesRoundTrip) {
 // --- load's "tools": the bindings of a codemode script's `tools` object ---------------------------
 
 Load CodemodeLoad(std::vector<ToolBinding> tools) {
-  return Load{"run_script.js", "export default () => 1", "codemode", 100, 1 << 20, 1 << 16, std::move(tools)};
+  return Load{"run_script.js", "export default () => 1", "codemode", 100, 1 << 20, 1 << 16, std::move(tools), std::nullopt};
 }
 
 std::string LoadFailure(const Json& tools) {
@@ -232,7 +232,7 @@ TEST(MessagesTest, LoadToolsRoundTrip) {
 }
 
 TEST(MessagesTest, AFlowsLoadFrameIsUnchangedByTools) {
-  const Load flow{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}};
+  const Load flow{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}, std::nullopt};
   EXPECT_EQ(BuildLoad(flow),
             R"({"cpu_ms":100,"flow":"f.js","heap_bytes":1048576,"profile":"flow","source":"export default () => 1",)"
             R"("stack_bytes":65536,"type":"load"})");
@@ -288,6 +288,171 @@ TEST(MessagesTest, BindingForGroupsDownstreamToolsByServer) {
   expect("mcp.github.search_issues", "github", "search_issues");
   expect("log", "log", "call");
   expect("mcpx.fs", "mcpx", "fs");  // only the family "mcp." is grouped by server
+}
+
+// --- durable runs: load's "durable" and a result's "clock_us" -------------------------------------
+
+constexpr const char* kSeedHex = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+DurableStart ASeed(int64_t clock_us) {
+  DurableStart d;
+  d.clock_us = clock_us;
+  for (size_t i = 0; i < d.seed.size(); ++i) d.seed[i] = static_cast<uint8_t>(i);
+  return d;
+}
+
+Load DurableLoad(int64_t clock_us) {
+  Load l{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}, std::nullopt};
+  l.durable = ASeed(clock_us);
+  return l;
+}
+
+// The error ParseParentMessage gives for load's "durable" set to `durable`.
+std::string DurableFailure(const Json& durable) {
+  Json load = Json::parse(BuildLoad(DurableLoad(0)));
+  load["durable"] = durable;
+  ParentMessage m;
+  std::string error;
+  EXPECT_FALSE(ParseParentMessage(load.dump(), m, error)) << load.dump();
+  return error;
+}
+
+TEST(MessagesTest, DurableLoadRoundTripsWithItsExactShape) {
+  const Load l = DurableLoad(1767225600123456);
+  const Json sent = Json::parse(BuildLoad(l));
+  EXPECT_EQ(sent["durable"], Json::parse(R"({"clock_us": 1767225600123456, "seed": ")" + std::string(kSeedHex) + "\"}"));
+  ParentMessage m;
+  std::string error;
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(l), m, error)) << error;
+  const Load& got = std::get<Load>(m);
+  ASSERT_TRUE(got.durable.has_value());
+  EXPECT_EQ(got.durable->clock_us, 1767225600123456);
+  EXPECT_EQ(got.durable->seed, l.durable->seed);
+  EXPECT_EQ(SeedHex(got.durable->seed), kSeedHex);
+  // Every byte value survives the hex (high nibbles included).
+  Load all = DurableLoad(0);
+  for (size_t i = 0; i < all.durable->seed.size(); ++i) all.durable->seed[i] = static_cast<uint8_t>(255 - 7 * i);
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(all), m, error)) << error;
+  EXPECT_EQ(std::get<Load>(m).durable->seed, all.durable->seed);
+  // The bounds of clock_us are accepted.
+  for (const int64_t clock : {int64_t{0}, kMaxMessageInteger}) {
+    ASSERT_TRUE(ParseParentMessage(BuildLoad(DurableLoad(clock)), m, error)) << error;
+    EXPECT_EQ(std::get<Load>(m).durable->clock_us, clock);
+  }
+}
+
+TEST(MessagesTest, ALoadWithoutDurableIsNotDurable) {
+  ParentMessage m;
+  std::string error;
+  const Load flow{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}, std::nullopt};
+  EXPECT_FALSE(Json::parse(BuildLoad(flow)).contains("durable"));
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(flow), m, error)) << error;
+  EXPECT_FALSE(std::get<Load>(m).durable.has_value());
+}
+
+TEST(MessagesTest, EveryMalformedDurableIsRefusedNamingWhatIsWrong) {
+  const std::string seed = kSeedHex;
+  struct Case {
+    Json durable;
+    const char* says;
+  };
+  std::string upper = seed;
+  upper[10] = 'A';
+  std::string non_hex = seed;
+  non_hex[63] = 'g';
+  const Case cases[] = {
+      {Json(nullptr), "must be an object"},
+      {Json(seed), "must be an object"},
+      {Json::array({0, seed}), "must be an object"},
+      {Json::object(), "missing field \"clock_us\""},
+      {{{"seed", seed}}, "missing field \"clock_us\""},
+      {{{"clock_us", 5}}, "missing field \"seed\""},
+      {{{"clock_us", 5}, {"seed", seed}, {"extra", 1}}, "unexpected field \"extra\""},
+      {{{"clock_us", 5}, {"seed", seed}, {"Seed", seed}}, "unexpected field \"Seed\""},
+      {{{"clock_us", -1}, {"seed", seed}}, "field \"clock_us\" is -1, outside 0 to 9007199254740991"},
+      {{{"clock_us", kMaxMessageInteger + 1}, {"seed", seed}}, "outside 0 to 9007199254740991"},
+      {{{"clock_us", std::numeric_limits<uint64_t>::max()}, {"seed", seed}}, "outside 0 to 9007199254740991"},
+      {{{"clock_us", 1.5}, {"seed", seed}}, "field \"clock_us\" must be an integer"},
+      {{{"clock_us", "5"}, {"seed", seed}}, "field \"clock_us\" must be an integer"},
+      {{{"clock_us", 5}, {"seed", 7}}, "field \"seed\" must be a string"},
+      {{{"clock_us", 5}, {"seed", ""}}, "64 lowercase hex digits (32 bytes), not 0 characters"},
+      {{{"clock_us", 5}, {"seed", seed.substr(0, 62)}}, "not 62 characters"},
+      {{{"clock_us", 5}, {"seed", seed + "00"}}, "not 66 characters"},
+      {{{"clock_us", 5}, {"seed", upper}}, "character 11 is not one"},
+      {{{"clock_us", 5}, {"seed", non_hex}}, "character 64 is not one"},
+      {{{"clock_us", 5}, {"seed", " " + seed.substr(1)}}, "character 1 is not one"},
+  };
+  for (const Case& c : cases) {
+    const std::string error = DurableFailure(c.durable);
+    EXPECT_NE(error.find("\"durable\""), std::string::npos) << c.durable.dump() << " -> " << error;
+    EXPECT_NE(error.find(c.says), std::string::npos) << c.durable.dump() << " -> " << error;
+  }
+  // An exponent is no integer either (nlohmann reads 1e3 as a float).
+  Json load = Json::parse(BuildLoad(DurableLoad(0)));
+  std::string text = load.dump();
+  const size_t at = text.find("\"clock_us\":0");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 12, "\"clock_us\":1e3");
+  ParentMessage m;
+  std::string error;
+  EXPECT_FALSE(ParseParentMessage(text, m, error)) << text;
+  EXPECT_NE(error.find("must be an integer"), std::string::npos) << error;
+}
+
+TEST(MessagesTest, AResultCarriesItsClockWhenGivenOne) {
+  ParentMessage m;
+  std::string error;
+  EXPECT_EQ(BuildResultOk(3, 7, R"({"a":1})", 1767225600123456),
+            R"({"type":"result","activation":3,"id":7,"clock_us":1767225600123456,"ok":{"a":1}})");
+  ASSERT_TRUE(ParseParentMessage(BuildResultOk(3, 7, R"({"a":1})", 1767225600123456), m, error)) << error;
+  const CallResult& ok = std::get<CallResult>(m);
+  EXPECT_TRUE(ok.ok);
+  EXPECT_EQ(ok.value, Json::parse(R"({"a":1})"));
+  EXPECT_EQ(ok.clock_us, 1767225600123456);
+  EXPECT_EQ(Json::parse(BuildResultError(3, 8, "NotFound", "no", 42)),
+            Json::parse(R"({"type":"result","activation":3,"id":8,"clock_us":42,"error":{"name":"NotFound","message":"no"}})"));
+  ASSERT_TRUE(ParseParentMessage(BuildResultError(3, 8, "NotFound", "no", 42), m, error)) << error;
+  EXPECT_EQ(std::get<CallResult>(m).clock_us, 42);
+  EXPECT_EQ(std::get<CallResult>(m).error_name, "NotFound");
+  // Without a clock: the frames of today, byte for byte, and no clock parsed.
+  EXPECT_EQ(BuildResultOk(3, 7, "null"), R"({"type":"result","activation":3,"id":7,"ok":null})");
+  EXPECT_FALSE(Json::parse(BuildResultError(3, 8, "NotFound", "no")).contains("clock_us"));
+  ASSERT_TRUE(ParseParentMessage(BuildResultOk(3, 7, "null"), m, error)) << error;
+  EXPECT_FALSE(std::get<CallResult>(m).clock_us.has_value());
+  ASSERT_TRUE(ParseParentMessage(BuildResultOk(3, 7, "null", 0), m, error)) << error;
+  EXPECT_EQ(std::get<CallResult>(m).clock_us, 0);
+}
+
+TEST(MessagesTest, BuildersSendAClockOutOfRangeAsItsNearerBound) {
+  ParentMessage m;
+  std::string error;
+  ASSERT_TRUE(ParseParentMessage(BuildResultOk(1, 1, "null", -5), m, error)) << error;
+  EXPECT_EQ(std::get<CallResult>(m).clock_us, 0);
+  ASSERT_TRUE(ParseParentMessage(BuildResultError(1, 1, "E", "m", std::numeric_limits<int64_t>::max()), m, error)) << error;
+  EXPECT_EQ(std::get<CallResult>(m).clock_us, kMaxMessageInteger);
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(DurableLoad(-1)), m, error)) << error;
+  EXPECT_EQ(std::get<Load>(m).durable->clock_us, 0);
+  ASSERT_TRUE(ParseParentMessage(BuildLoad(DurableLoad(std::numeric_limits<int64_t>::max())), m, error)) << error;
+  EXPECT_EQ(std::get<Load>(m).durable->clock_us, kMaxMessageInteger);
+}
+
+TEST(MessagesTest, AMalformedResultClockIsRefused) {
+  for (const char* clock : {"-1", "1.5", "1e3", "\"5\"", "null", "true", "{}", "9007199254740992", "18446744073709551616"}) {
+    const std::string text = std::string(R"({"type":"result","activation":1,"id":1,"clock_us":)") + clock + R"(,"ok":null})";
+    ParentMessage m;
+    std::string error;
+    EXPECT_FALSE(ParseParentMessage(text, m, error)) << text;
+    EXPECT_NE(error.find("\"clock_us\""), std::string::npos) << text << " -> " << error;
+  }
+  // clock_us belongs to a result only.
+  ParentMessage m;
+  std::string error;
+  EXPECT_FALSE(ParseParentMessage(R"({"type":"activate","activation":1,"input":null,"clock_us":5})", m, error));
+  EXPECT_NE(error.find("unexpected field \"clock_us\""), std::string::npos) << error;
+  Json load = Json::parse(BuildLoad(DurableLoad(0)));
+  load["clock_us"] = 5;
+  EXPECT_FALSE(ParseParentMessage(load.dump(), m, error));
+  EXPECT_NE(error.find("unexpected field \"clock_us\""), std::string::npos) << error;
 }
 
 }  // namespace

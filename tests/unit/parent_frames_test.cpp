@@ -152,5 +152,51 @@ TEST(ParseParentFrameTest, AValueNestedDeeperThanAFieldMayBeIsRefused) {
   EXPECT_EQ(value, ok_depth);
 }
 
+// A durable worker's results carry the answer's clock beside the value the worker cuts out.
+TEST(ParseParentFrameTest, AResultsClockIsReadBesideItsValueText) {
+  protocol::ParentMessage msg;
+  std::string value, error;
+  ASSERT_TRUE(ParseParentFrame(protocol::BuildResultOk(3, 4, R"({"k":[1,2]})", 1767225600123456), msg, value, error))
+      << error;
+  auto* r = std::get_if<protocol::CallResult>(&msg);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->clock_us, 1767225600123456);
+  EXPECT_EQ(value, R"({"k":[1,2]})");
+  // Before or after the value, and on an error.
+  ASSERT_TRUE(ParseParentFrame(R"({"type":"result","activation":3,"id":5,"ok":7,"clock_us":9})", msg, value, error))
+      << error;
+  EXPECT_EQ(std::get<protocol::CallResult>(msg).clock_us, 9);
+  EXPECT_EQ(value, "7");
+  ASSERT_TRUE(ParseParentFrame(protocol::BuildResultError(3, 6, "NotFound", "no", 11), msg, value, error)) << error;
+  EXPECT_EQ(std::get<protocol::CallResult>(msg).clock_us, 11);
+  EXPECT_TRUE(value.empty());
+  // None sent, none read.
+  ASSERT_TRUE(ParseParentFrame(protocol::BuildResultOk(3, 7, "1"), msg, value, error)) << error;
+  EXPECT_FALSE(std::get<protocol::CallResult>(msg).clock_us.has_value());
+  // A bad clock is the shared parser's refusal, value or not.
+  for (const char* frame : {R"({"type":"result","activation":3,"id":4,"clock_us":-1,"ok":1})",
+                            R"({"type":"result","activation":3,"id":4,"clock_us":1.5,"ok":{"a":1}})",
+                            R"({"type":"result","activation":3,"id":4,"clock_us":"1","error":{"name":"a","message":"b"}})"}) {
+    EXPECT_FALSE(ParseParentFrame(frame, msg, value, error)) << frame;
+    EXPECT_NE(error.find("\"clock_us\""), std::string::npos) << frame << " -> " << error;
+  }
+}
+
+// A durable load's seed and clock come through the worker's reader whole.
+TEST(ParseParentFrameTest, ADurableLoadIsReadWhole) {
+  protocol::Load load{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}, std::nullopt};
+  load.durable.emplace();
+  load.durable->clock_us = 1767225600000000;
+  load.durable->seed.fill(0xab);
+  protocol::ParentMessage msg;
+  std::string value, error;
+  ASSERT_TRUE(ParseParentFrame(protocol::BuildLoad(load), msg, value, error)) << error;
+  const auto& got = std::get<protocol::Load>(msg);
+  ASSERT_TRUE(got.durable.has_value());
+  EXPECT_EQ(got.durable->clock_us, 1767225600000000);
+  EXPECT_EQ(got.durable->seed, load.durable->seed);
+  EXPECT_TRUE(value.empty());
+}
+
 }  // namespace
 }  // namespace basal::worker
