@@ -17,32 +17,9 @@
 #include <cstring>
 #include <unordered_set>
 
-#include <nlohmann/json.hpp>
-
 #include "parent/loop/event_loop.h"
 
 namespace basal::serve {
-
-std::optional<std::string_view> HttpRequest::Header(std::string_view lower_name) const {
-  for (const auto& [k, v] : headers)
-    if (k == lower_name) return std::string_view(v);
-  return std::nullopt;
-}
-
-std::optional<std::string_view> HttpRequest::Query(std::string_view name) const {
-  for (const auto& [k, v] : query)
-    if (k == name) return std::string_view(v);
-  return std::nullopt;
-}
-
-HttpResponse JsonError(int status, std::string_view code, std::string_view message) {
-  HttpResponse r;
-  r.status = status;
-  r.body = nlohmann::json{{"error", {{"code", std::string(code)}, {"message", std::string(message)}}}}.dump(
-               -1, ' ', false, nlohmann::json::error_handler_t::replace) +
-           "\n";
-  return r;
-}
 
 namespace {
 

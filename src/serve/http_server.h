@@ -31,49 +31,13 @@
 #include <vector>
 
 #include "basal/result.h"
+#include "serve/http_message.h"
 
 namespace basal {
 class EventLoop;
 }
 
 namespace basal::serve {
-
-// Who is at the other end of a Unix socket (SO_PEERCRED); unknown on TCP.
-struct PeerCred {
-  bool known = false;
-  uint32_t uid = 0, gid = 0;
-  int64_t pid = 0;
-  std::vector<uint32_t> groups;  // supplementary groups (SO_PEERGROUPS)
-};
-
-struct HttpRequest {
-  std::string listener;  // the listener's name
-  std::string method;    // "GET", "POST", ...
-  std::string path;      // percent-decoded, without the query
-  std::vector<std::pair<std::string, std::string>> query;    // decoded, in order
-  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::string body;
-  bool unix_socket = false;
-  PeerCred peer;
-  std::string remote;  // "unix" or "ADDRESS:PORT"
-  std::optional<std::string_view> Header(std::string_view lower_name) const;
-  std::optional<std::string_view> Query(std::string_view name) const;
-};
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
-
-// Answers a request; call it once, on the loop thread, now or later. Calls after the connection is
-// gone (the listener stopped, or the client left) do nothing.
-using Respond = std::function<void(HttpResponse)>;
-// For a request answered later: `gone` runs (once, on the loop thread) if the client closes its
-// connection before the answer. The request is then over: Respond does nothing afterwards. Call
-// it inside `handle`, at most once; a request answered inside `handle` never calls `gone`.
-using OnClientGone = std::function<void(std::function<void()> gone)>;
 
 class HttpListener {
  public:
@@ -107,8 +71,5 @@ class HttpListener {
   explicit HttpListener(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// A JSON error body as every endpoint writes it: {"error": {"code": CODE, "message": MESSAGE}}.
-HttpResponse JsonError(int status, std::string_view code, std::string_view message);
 
 }  // namespace basal::serve

@@ -1,0 +1,467 @@
+// basal serve's HTTP API (api.h, docs/api.md).
+#include "serve/api.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <utility>
+
+#include "parent/store/owner.h"
+
+namespace basal::serve {
+
+using Json = nlohmann::json;
+
+namespace {
+
+Json ParseOrText(const std::string& text) {
+  if (text.empty()) return nullptr;
+  Json j = Json::parse(text, nullptr, false);
+  return j.is_discarded() ? Json(text) : j;
+}
+
+std::optional<int64_t> ParseId(std::string_view text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// "GET", "GET or HEAD": the methods a 405 tells the client to use.
+std::string MethodsText(const std::vector<std::string>& methods) {
+  std::string out = AllowHeader(methods);
+  for (size_t i = out.find(", "); i != std::string::npos; i = out.find(", ", i)) out.replace(i, 2, " or ");
+  return out;
+}
+
+}  // namespace
+
+std::string MetricsRoute(std::string_view path) {
+  const auto seg = PathSegments(path);
+  if (seg.empty()) return "other";
+  for (const char* route : {"v1", "hooks", "healthz", "readyz", "metrics", "mcp"})
+    if (seg[0] == route) return "/" + std::string(seg[0]);
+  return "other";
+}
+
+Api::Api(Options options) : o_(std::move(options)) { AddRoutes(); }
+
+void Api::Add(std::vector<std::string> methods, std::string_view pattern, RouteAccess access, Handler handler,
+              std::function<std::optional<size_t>(const RouteParams&)> max_body, std::string method_note) {
+  // A refused row is a bug in the table below.
+  if (!routes_.Add(std::move(methods), pattern, Route{std::move(access), std::move(handler), std::move(max_body),
+                                                      std::move(method_note)}))
+    std::abort();
+}
+
+// The API, one row per route: docs/api.md's table.
+void Api::AddRoutes() {
+  const RouteAccess open{.scope = ""};
+  const RouteAccess read{.scope = "read"};
+  const RouteAccess run{.scope = "run"};
+  Add({"GET", "HEAD"}, "/healthz", open, [this](auto&, auto&, Respond r, auto) { Healthz(std::move(r)); });
+  Add({"GET", "HEAD"}, "/readyz", open, [this](auto&, auto&, Respond r, auto) { Readyz(std::move(r)); });
+  Add({"GET"}, "/metrics", {.scope = "metrics"}, [this](auto&, auto&, Respond r, auto) { r(Metrics()); });
+  // A webhook's signature is its credential (checked by the triggers, once the body is in).
+  Add({"POST"}, "/hooks/{trigger}", open,
+      [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+        Webhook(req, std::string(p.Get("trigger")), std::move(r));
+      },
+      [this](const RouteParams& p) { return o_.triggers.WebhookMaxBody(p.Get("trigger")); });
+  Add({"POST"}, "/mcp", {.scope = "run", .local_origin_only = true},
+      [this](const HttpRequest& req, auto&, Respond r, OnClientGone gone) { o_.mcp.Handle(req, std::move(r), std::move(gone)); },
+      nullptr,
+      "one JSON-RPC message per request (basal keeps no sessions and sends no messages unasked, so there is no "
+      "stream to GET and no session to DELETE)");
+  Add({"GET"}, "/v1/flows", read, [this](auto&, auto&, Respond r, auto) { r(Flows()); });
+  Add({"GET"}, "/v1/flows/{name}", read,
+      [this](auto&, const RouteParams& p, Respond r, auto) { r(FlowDetail(std::string(p.Get("name")))); });
+  Add({"POST"}, "/v1/flows/{name}/runs", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    StartRun(req, std::string(p.Get("name")), std::move(r));
+  });
+  Add({"GET"}, "/v1/runs/{id}", read, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    GetRun(req, std::string(p.Get("id")), std::move(r));
+  });
+  Add({"GET"}, "/v1/runs/{id}/calls", read,
+      [this](auto&, const RouteParams& p, Respond r, auto) { r(Calls(std::string(p.Get("id")))); });
+  Add({"GET"}, "/v1/journal", read, [this](const HttpRequest& req, auto&, Respond r, auto) { Journal(req, std::move(r)); });
+  Add({"GET"}, "/v1/health", read, [this](auto&, auto&, Respond r, auto) { Health(std::move(r)); });
+}
+
+// ---------------------------------------------------------------- the request's way
+
+std::optional<HttpResponse> Api::Admit(const HttpRequest& head, size_t* max_body) {
+  const auto match = routes_.Find(head.method, head.path);
+  const Route* route = match.path_value;
+  // The limit as configured now: SIGHUP may have changed it since the listener started.
+  *max_body = o_.limits.max_body_bytes;
+  if (route && route->max_body)
+    if (auto limit = route->max_body(match.params)) *max_body = *limit;
+  return o_.admission.Admit(head, route ? &route->access : nullptr);
+}
+
+void Api::Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone) {
+  const auto match = routes_.Find(req.method, req.path);
+  switch (match.kind) {
+    case RouteMatch::kFound:
+      return match.value->handler(req, match.params, std::move(respond), std::move(on_client_gone));
+    case RouteMatch::kMethodNotAllowed: {
+      const std::string& note = match.path_value->method_note;
+      HttpResponse r = JsonError(405, "method_not_allowed",
+                                 req.method + " is not allowed on " + req.path + "; use " + MethodsText(match.allow) +
+                                     (note.empty() ? "" : ": " + note));
+      r.headers.emplace_back("Allow", AllowHeader(match.allow));
+      return respond(std::move(r));
+    }
+    case RouteMatch::kNotFound: {
+      const auto seg = PathSegments(req.path);
+      if (seg.empty() || seg[0] != "v1")
+        return respond(JsonError(404, "not_found", "no endpoint at " + req.path + "; the API is under /v1 (docs/api.md)"));
+      return respond(JsonError(404, "not_found", "no endpoint at " + req.path + " (docs/api.md lists them)"));
+    }
+  }
+}
+
+void Api::Answered(const HttpRequest& req, int status) {
+  o_.metrics.Add("basal_http_requests_total", {req.listener, MetricsRoute(req.path), std::to_string(status)});
+}
+
+// ---------------------------------------------------------------- health
+
+void Api::Healthz(Respond respond) {
+  respond(JsonResponse(200, Json{{"status", "alive"}, {"since", UtcText(o_.started_us)}}));
+}
+
+void Api::Readyz(Respond respond) {
+  std::string why;
+  const bool ok = o_.ready(&why);
+  o_.metrics.Set("basal_ready", {}, ok ? 1 : 0);
+  respond(ok ? JsonResponse(200, Json{{"status", "ready"}}) : JsonResponse(503, Json{{"status", "not_ready"}, {"reason", why}}));
+}
+
+void Api::Health(Respond respond) {
+  Json h = o_.module.HealthReport();
+  std::string why;
+  h["serve"] = Json{{"ready", o_.ready(&why)},   {"not_ready_because", why},
+                    {"draining", draining_},     {"queued_runs", o_.queue.queued()},
+                    {"runs_in_flight", o_.queue.in_flight()}, {"since", UtcText(o_.started_us)}};
+  if (o_.mcp.enabled()) h["serve"]["mcp"] = o_.mcp.HealthJson();
+  respond(JsonResponse(200, h));
+}
+
+HttpResponse Api::Metrics() {
+  const HealthSnapshot h = o_.module.Health();
+  o_.metrics.Set("basal_workers", {"idle"}, static_cast<double>(h.workers.idle));
+  o_.metrics.Set("basal_workers", {"busy"}, static_cast<double>(h.workers.busy));
+  o_.metrics.Set("basal_workers", {"live"}, static_cast<double>(h.workers.live));
+  for (int i = 0; i < kRetireReasonCount; ++i) {
+    const auto reason = static_cast<RetireReason>(i);
+    // Counters take deltas: set them to the module's totals by adding what is new.
+    const double total = static_cast<double>(h.retired(reason));
+    const std::string name = RetireReasonName(reason);
+    const double seen = retire_seen_[name];
+    if (total > seen) o_.metrics.Add("basal_worker_retirements_total", {name}, total - seen);
+    retire_seen_[name] = total;
+  }
+  const double deaths = static_cast<double>(h.worker_confinement);
+  if (deaths > confinement_seen_) o_.metrics.Add("basal_confinement_deaths_total", {}, deaths - confinement_seen_);
+  confinement_seen_ = deaths;
+  for (const auto& [name, by] : h.host_calls)
+    for (const auto& [verdict, n] : by) {
+      const std::string key = name + "\n" + verdict;
+      const double seen = calls_seen_[key];
+      if (static_cast<double>(n) > seen) o_.metrics.Add("basal_host_calls_total", {name, verdict}, static_cast<double>(n) - seen);
+      calls_seen_[key] = static_cast<double>(n);
+    }
+  o_.metrics.Set("basal_queue_length", {}, static_cast<double>(o_.queue.queued()));
+  o_.metrics.Set("basal_runs_in_flight", {}, static_cast<double>(o_.queue.in_flight()));
+  std::string why;
+  o_.metrics.Set("basal_ready", {}, o_.ready(&why) ? 1 : 0);
+  HttpResponse r;
+  r.content_type = std::string(kMetricsContentType);
+  r.body = o_.metrics.Render();
+  return r;
+}
+
+// ---------------------------------------------------------------- runs
+
+Result<std::optional<std::chrono::milliseconds>> Api::WaitOf(const HttpRequest& req) {
+  auto w = req.Query("wait");
+  if (!w) return std::optional<std::chrono::milliseconds>();
+  std::string text(*w);
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) text += "s";
+  auto d = ParseDuration(text);
+  if (!d) return MakeError(ErrorCode::kInvalidArgument, "?wait=" + std::string(*w) + ": " + d.error().message);
+  return std::optional<std::chrono::milliseconds>(std::min(*d, o_.limits.wait_max));
+}
+
+void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond respond) {
+  if (draining_) return respond(JsonError(503, "draining", "basal serve is draining; it starts no new runs. Retry later"));
+  auto wait = WaitOf(req);
+  if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
+  // The body is {"input": VALUE}, "input" required (null is a value): a typo such as "inputs"
+  // or a forgotten body must not start a run with no input.
+  Json body = Json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return respond(JsonError(400, "bad_body", "the body must be a JSON object such as {\"input\": {...}}"));
+  for (auto& [k, v] : body.items())
+    if (k != "input") return respond(JsonError(400, "bad_body", "unknown key \"" + k + "\" in the body; it takes only \"input\""));
+  if (!body.contains("input"))
+    return respond(JsonError(400, "bad_body", "the body has no \"input\"; send {\"input\": VALUE} ({\"input\": null} for none)"));
+  RunRequest run;
+  run.flow = flow;
+  run.input = std::move(body["input"]);
+  run.trigger = "api";
+  if (auto k = req.Header("idempotency-key")) {
+    run.idempotency_key = std::string(*k);
+    if (run.idempotency_key.empty() || run.idempotency_key.size() > 255)
+      return respond(JsonError(400, "bad_idempotency_key", "Idempotency-Key must be 1-255 characters"));
+  }
+  auto f = o_.flows.Get(flow);
+  if (!f) {
+    const auto code = f.error().code;
+    if (code == ErrorCode::kNotFound) return respond(JsonError(404, "flow_not_found", f.error().message));
+    if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", f.error().message));
+    return respond(JsonError(500, "flow_unavailable", f.error().message));
+  }
+  if (o_.queue.queued() >= o_.limits.queue_max && run.idempotency_key.empty()) {
+    HttpResponse r = JsonError(429, "queue_full", std::to_string(o_.queue.queued()) +
+                                                      " runs are queued, the limit (limits.queue_max); retry later");
+    r.headers.emplace_back("Retry-After", "1");
+    return respond(r);
+  }
+  Accept(std::move(run), *wait, std::move(respond), std::nullopt);
+}
+
+void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond respond) {
+  auto verdict = o_.triggers.VerifyDelivery(req, trigger);
+  if (auto* refusal = std::get_if<HttpResponse>(&verdict)) return respond(std::move(*refusal));
+  auto& delivery = std::get<Triggers::Delivery>(verdict);
+  Accept(std::move(delivery.run), delivery.wait, std::move(respond), trigger);
+}
+
+void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
+                 std::optional<std::string> webhook) {
+  o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook](Result<AcceptedRun> a) {
+    if (!a) {
+      const bool conflict = a.error().code == ErrorCode::kConflict;
+      if (conflict && !webhook) return respond(JsonError(409, "idempotency_key_reused", a.error().message));
+      return respond(JsonError(conflict ? 409 : 500, "journal", a.error().message));
+    }
+    if (webhook) o_.triggers.DeliveryAccepted(*webhook, a->existing);
+    const int64_t id = a->run.id;
+    if (a->existing) {
+      // The same request again: the same run, as it stands (or when it ends, with a wait).
+      return AnswerWithRun(id, [respond](HttpResponse r) {
+        r.headers.emplace_back("Idempotent-Replayed", "true");
+        respond(std::move(r));
+      }, wait);
+    }
+    if (webhook) return AnswerWithRun(id, respond, wait);
+    AnswerWithRun(id, [respond, id](HttpResponse r) {
+      r.headers.emplace_back("Location", "/v1/runs/" + std::to_string(id));
+      respond(std::move(r));
+    }, wait);
+  });
+}
+
+void Api::AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait) {
+  o_.queue.Wait(run_id, wait, [this, respond](Result<RunRow> run) {
+    if (!run) return respond(JsonError(500, "internal", run.error().message));
+    respond(JsonResponse(run->state == RunState::kEnded ? 200 : 202, RunJson(*run)));
+  });
+}
+
+void Api::GetRun(const HttpRequest& req, const std::string& id_text, Respond respond) {
+  auto id = ParseId(id_text);
+  if (!id) return respond(JsonError(400, "bad_run_id", "\"" + id_text + "\" is not a run id (a positive integer)"));
+  auto run = o_.queue.Get(*id);
+  if (!run) return respond(JsonError(500, "journal", run.error().message));
+  if (!*run) return respond(JsonError(404, "run_not_found", "no run " + id_text + " in this store"));
+  auto wait = WaitOf(req);
+  if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
+  AnswerWithRun(*id, std::move(respond), *wait);
+}
+
+Json Api::RunJson(const RunRow& run) {
+  Json j{{"id", run.id},
+         {"url", "/v1/runs/" + std::to_string(run.id)},
+         {"flow", run.flow},
+         {"trigger", run.trigger},
+         {"state", RunStateName(run.state)},
+         {"created", UtcText(run.created_unix_us)}};
+  if (!run.idempotency_key.empty()) j["idempotency_key"] = run.idempotency_key;
+  j["input"] = ParseOrText(run.input_json);
+  if (run.started_unix_us) j["started"] = UtcText(*run.started_unix_us);
+  if (run.ended_unix_us) j["ended"] = UtcText(*run.ended_unix_us);
+  if (run.activation_id > 0) j["activation_id"] = run.activation_id;
+  if (run.state == RunState::kEnded) j["outcome"] = run.outcome;
+  if (!run.error_json.empty()) j["error"] = ParseOrText(run.error_json);
+  if (run.activation_id > 0) {
+    auto rows = o_.reader.Activations(run.activation_id, 1);
+    if (rows && !rows->empty()) {
+      const ActivationRow& a = rows->front();
+      if (a.end_unix_us) {
+        j["outcome"] = a.outcome;
+        if (!a.result_json.empty() && a.outcome == "ok") j["result"] = ParseOrText(a.result_json);
+        if (!a.error_json.empty()) j["error"] = ParseOrText(a.error_json);
+        j["duration_ms"] = static_cast<double>(*a.end_unix_us - a.start_unix_us) / 1000.0;
+        j["cpu_ms"] = static_cast<double>(a.cpu_us) / 1000.0;
+      }
+    }
+  }
+  return j;
+}
+
+HttpResponse Api::Calls(const std::string& id_text) {
+  auto run_id = ParseId(id_text);
+  if (!run_id) return JsonError(400, "bad_run_id", "\"" + id_text + "\" is not a run id (a positive integer)");
+  auto run = o_.queue.Get(*run_id);
+  if (!run) return JsonError(500, "journal", run.error().message);
+  if (!*run) return JsonError(404, "run_not_found", "no run " + std::to_string(*run_id) + " in this store");
+  Json calls = Json::array();
+  if ((*run)->activation_id > 0) {
+    auto rows = o_.reader.Calls((*run)->activation_id);
+    if (!rows) return JsonError(500, "journal", rows.error().message);
+    for (const CallRow& c : *rows) {
+      Json j{{"call_id", c.call_id},
+             {"name", c.name},
+             {"args", ParseOrText(c.args_json)},
+             {"decision", VerdictName(c.decision.verdict)},
+             {"rule", c.decision.rule},
+             {"reason", c.decision.reason},
+             {"effect", EffectName(c.effect)},
+             {"state", CallStateName(c.state)},
+             {"started", UtcText(c.start_unix_us)}};
+      if (c.end_unix_us) {
+        j["ended"] = UtcText(*c.end_unix_us);
+        j["ms"] = static_cast<double>(*c.end_unix_us - c.start_unix_us) / 1000.0;
+      }
+      if (!c.result_json.empty()) j["result"] = ParseOrText(c.result_json);
+      if (!c.error_json.empty()) j["error"] = ParseOrText(c.error_json);
+      calls.push_back(std::move(j));
+    }
+  }
+  return JsonResponse(200, Json{{"run_id", *run_id}, {"activation_id", (*run)->activation_id}, {"calls", calls}});
+}
+
+// ---------------------------------------------------------------- flows
+
+HttpResponse Api::Flows() {
+  auto names = o_.reader.Names(ApprovalKind::kFlow);
+  if (!names) return JsonError(500, "journal", names.error().message);
+  Json flows = Json::array();
+  for (const ApprovalRow& r : *names) {
+    Json j{{"name", r.name},
+           {"url", "/v1/flows/" + r.name},
+           {"version", r.version},
+           {"approved", UtcText(r.approved_unix_us)},
+           {"approved_by", r.approver.name},
+           {"revoked", r.revoked_unix_us.has_value()}};
+    flows.push_back(std::move(j));
+  }
+  return JsonResponse(200, Json{{"flows", flows}});
+}
+
+HttpResponse Api::FlowDetail(const std::string& name) {
+  auto versions = o_.reader.Versions(ApprovalKind::kFlow, name);
+  if (!versions) return JsonError(500, "journal", versions.error().message);
+  if (versions->empty()) return JsonError(404, "flow_not_found", "no flow named " + name + " is approved in this store");
+  const ApprovalRow& r = versions->back();
+  Json manifest = nullptr;
+  if (auto text = o_.reader.Text(r.manifest_text_hash); text && *text) manifest = ParseOrText(**text);
+  Json history = Json::array();
+  for (const ApprovalRow& v : *versions)
+    history.push_back(Json{{"version", v.version},
+                           {"approved", UtcText(v.approved_unix_us)},
+                           {"approved_by", v.approver.name},
+                           {"note", v.note},
+                           {"revoked", v.revoked_unix_us ? Json(UtcText(*v.revoked_unix_us)) : Json(nullptr)}});
+  return JsonResponse(200, Json{{"name", r.name},
+                                {"version", r.version},
+                                {"revoked", r.revoked_unix_us.has_value()},
+                                {"source_hash", r.source_hash},
+                                {"manifest", manifest},
+                                {"runs_url", "/v1/flows/" + r.name + "/runs"},
+                                {"versions", history}});
+}
+
+// ---------------------------------------------------------------- the journal
+
+void Api::Journal(const HttpRequest& req, Respond respond) {
+  int64_t after = 0;
+  if (auto a = req.Query("after")) {
+    auto v = ParseId(*a);
+    if (!v) return respond(JsonError(400, "bad_after", "?after= takes an activation id (a non-negative integer)"));
+    after = *v;
+  }
+  size_t limit = 100;
+  if (auto l = req.Query("limit")) {
+    auto v = ParseId(*l);
+    if (!v || *v < 1 || *v > 1000) return respond(JsonError(400, "bad_limit", "?limit= takes 1-1000"));
+    limit = static_cast<size_t>(*v);
+  }
+  auto wait = WaitOf(req);
+  if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
+  // Activations with an id above `after`, oldest first. `next` is the cursor for the next call: it
+  // stays below an unfinished activation, so that one comes again once it has ended.
+  auto collect = [this, after, limit]() -> Json {
+    Json items = Json::array();
+    auto newest = o_.reader.Activations(std::nullopt, 1);
+    int64_t top = (newest && !newest->empty()) ? newest->back().id : 0;
+    int64_t next = after;
+    bool unfinished_seen = false;
+    for (int64_t id = after + 1; id <= top && items.size() < limit; ++id) {
+      auto rows = o_.reader.Activations(id, 1);
+      if (!rows || rows->empty()) {
+        if (!unfinished_seen) next = id;
+        continue;
+      }
+      const ActivationRow& a = rows->front();
+      Json j{{"activation_id", a.id}, {"flow", a.flow}, {"started", UtcText(a.start_unix_us)}};
+      if (a.end_unix_us) {
+        j["ended"] = UtcText(*a.end_unix_us);
+        j["outcome"] = a.outcome;
+        if (!a.error_json.empty()) j["error"] = ParseOrText(a.error_json);
+      } else {
+        j["outcome"] = nullptr;
+        unfinished_seen = true;
+      }
+      if (!unfinished_seen) next = a.id;
+      items.push_back(std::move(j));
+    }
+    return Json{{"activations", items}, {"next", next}};
+  };
+  // News for a long-poll is an activation above `after` that has ended. One that still runs is
+  // listed (with "outcome": null) but wakes nobody: the cursor stays below it, so a follower that
+  // called again at once would get it again at once, and spin until it ended.
+  auto has_news = [](const Json& page) {
+    for (const Json& a : page["activations"])
+      if (!a["outcome"].is_null()) return true;
+    return false;
+  };
+  Json now = collect();
+  if (has_news(now) || !*wait || (*wait)->count() == 0) return respond(JsonResponse(200, now));
+  // Long-poll: look again every 100 ms until something ends or the wait passes.
+  auto deadline = EventLoop::Clock::now() + **wait;
+  auto poll = std::make_shared<std::function<void()>>();
+  *poll = [this, collect, has_news, respond, deadline, poll]() {
+    Json j = collect();
+    if (has_news(j) || EventLoop::Clock::now() >= deadline || draining_) {
+      respond(JsonResponse(200, j));
+      *poll = nullptr;  // breaks the cycle
+      return;
+    }
+    o_.loop.At(EventLoop::Clock::now() + std::chrono::milliseconds(100), [poll] {
+      if (*poll) (*poll)();
+    });
+  };
+  o_.loop.At(EventLoop::Clock::now() + std::chrono::milliseconds(100), [poll] {
+    if (*poll) (*poll)();
+  });
+}
+
+}  // namespace basal::serve

@@ -1,0 +1,119 @@
+// basal serve's HTTP API (docs/api.md) as a route table: each row a method, a pattern and its
+// handler, with what the route asks of a client (auth.h). A request's head is admitted against its
+// route before its body is read (Admit); the whole request is then matched once and handed to its
+// handler (Handle). Runs are started, read and waited for through the run queue; webhook
+// deliveries are verified by the triggers; /mcp is the MCP endpoint's.
+//
+// Invariant: a path or method the table does not hold is answered 404 or 405 (with Allow) by the
+// table, and a run is answered accepted only once its queued row is committed (RunQueue::Enqueue).
+//
+//   Api api({.module = module, .reader = store.reader(), .queue = queue, ...});
+//   listener_options.admit = [&](const HttpRequest& head, size_t* max_body) { return api.Admit(head, max_body); };
+//   listener_options.handle = [&](HttpRequest r, Respond respond, OnClientGone gone) { api.Handle(std::move(r), respond, gone); };
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "basal/module.h"
+#include "parent/loop/event_loop.h"
+#include "parent/store/store.h"
+#include "serve/auth.h"
+#include "serve/config.h"
+#include "serve/flows.h"
+#include "serve/http_message.h"
+#include "serve/mcp_endpoint.h"
+#include "serve/metrics.h"
+#include "serve/routes.h"
+#include "serve/run_queue.h"
+#include "serve/triggers.h"
+
+namespace basal::serve {
+
+// The metrics' route label of a path: its first segment among a fixed few ("/v1", "/hooks",
+// "/healthz", "/readyz", "/metrics", "/mcp"), else "other" (bounded series).
+std::string MetricsRoute(std::string_view path);
+
+class Api {
+ public:
+  struct Options {
+    Module& module;          // the health report and its counters
+    JournalReader& reader;   // flows, activations, calls
+    RunQueue& queue;
+    ApprovedFlows& flows;
+    Triggers& triggers;
+    McpEndpoint& mcp;
+    const Admission& admission;
+    MetricsRegistry& metrics;
+    EventLoop& loop;              // the journal's long-poll
+    const LimitsConfig& limits;   // read at each request: a reload changes it in place
+    // Whether the daemon would run a flow now, and if not why (/readyz, /v1/health, basal_ready).
+    std::function<bool(std::string* why)> ready;
+    int64_t started_us = 0;
+  };
+  explicit Api(Options options);
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
+
+  // HttpListener's `admit`: the head is in; a refusal, or nullopt to read the body (at most
+  // *max_body bytes: the route's limit).
+  std::optional<HttpResponse> Admit(const HttpRequest& head, size_t* max_body);
+  // HttpListener's `handle`.
+  void Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone);
+  // HttpListener's `on_response`: counts the answer.
+  void Answered(const HttpRequest& req, int status);
+  // New runs are refused (503), waits and long-polls answer at once.
+  void Drain() { draining_ = true; }
+
+ private:
+  using Handler = std::function<void(const HttpRequest&, const RouteParams&, Respond, OnClientGone)>;
+  struct Route {
+    RouteAccess access;
+    Handler handler;
+    // The body limit of this route, when it is not limits.max_body_bytes.
+    std::function<std::optional<size_t>(const RouteParams&)> max_body;
+    // Said after a 405's "use METHOD" (why the other methods are not served).
+    std::string method_note;
+  };
+  void AddRoutes();
+  void Add(std::vector<std::string> methods, std::string_view pattern, RouteAccess access, Handler handler,
+           std::function<std::optional<size_t>(const RouteParams&)> max_body = nullptr, std::string method_note = "");
+
+  void Healthz(Respond respond);
+  void Readyz(Respond respond);
+  void Health(Respond respond);
+  void StartRun(const HttpRequest& req, const std::string& flow, Respond respond);
+  void Webhook(const HttpRequest& req, const std::string& trigger, Respond respond);
+  void GetRun(const HttpRequest& req, const std::string& id, Respond respond);
+  void Journal(const HttpRequest& req, Respond respond);
+  HttpResponse Flows();
+  HttpResponse FlowDetail(const std::string& name);
+  HttpResponse Calls(const std::string& id);
+  HttpResponse Metrics();
+
+  // Enqueues `run` and answers with it once committed: at once, or when it ends within `wait`.
+  // `webhook`: the trigger whose delivery it is.
+  void Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
+              std::optional<std::string> webhook);
+  // Answers with the run now if it ended or no wait was asked; else when it ends or the wait passes.
+  void AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait);
+  nlohmann::json RunJson(const RunRow& run);
+  Result<std::optional<std::chrono::milliseconds>> WaitOf(const HttpRequest& req);
+
+  Options o_;
+  RouteTable<Route> routes_;
+  bool draining_ = false;
+  // The module's counters are totals; the metrics' counters take what is new since the last scrape.
+  std::map<std::string, double> retire_seen_;
+  std::map<std::string, double> calls_seen_;
+  double confinement_seen_ = 0;
+};
+
+}  // namespace basal::serve

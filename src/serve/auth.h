@@ -1,0 +1,66 @@
+// Admission: who may use basal serve, decided from a request's head, before its body is read or a
+// handler runs (docs/serve.md, "Who may talk to it"). On the Unix socket the kernel names the peer
+// (the daemon's own user, root, members of listen.allowed_groups); on TCP a bearer token whose hash
+// the store keeps, with the scope the route asks for. A route may ask for no credential (the health
+// probes; webhooks, whose signature triggers.h checks) and may refuse browsers' foreign pages
+// (/mcp: the Origin check against DNS rebinding).
+//
+// Invariant: a request this refuses is answered with the refusal and nothing else of it is read.
+//
+//   Admission admission(allowed_gids, [&runs](std::string_view hash) { return runs.FindToken(hash); });
+//   if (auto refusal = admission.Admit(head, RouteAccess{.scope = "read"})) return refusal;
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "basal/result.h"
+#include "parent/store/store.h"
+#include "serve/http_message.h"
+
+namespace basal::serve {
+
+// What a route asks of a client beyond being let in at all.
+struct RouteAccess {
+  // The token scope TCP clients need: "read", "run", "metrics"; "" for none (health probes,
+  // webhooks). A POST needs "run" whatever this says (unless it is "").
+  std::string scope = "read";
+  // Refuse a request whose Origin header names a page that is not of this machine (403).
+  bool local_origin_only = false;
+};
+
+// Whether a token's scopes (its JSON array) grant `need`; "all" grants everything.
+bool ScopeAllows(const nlohmann::json& scopes, std::string_view need);
+
+// DNS rebinding: a web page may make the operator's browser send requests to a loopback port under
+// a host name its author controls. The browser names the page's origin in `Origin`; only pages of
+// this machine (localhost, 127.0.0.1, [::1], any port, http or https) are let through.
+bool IsLocalOrigin(std::string_view origin);
+
+// Whether a Unix socket's peer may use the daemon: its own uid, root, or a member (primary or
+// supplementary group) of an allowed group.
+bool PeerMayUse(const PeerCred& peer, uid_t daemon_uid, const std::vector<gid_t>& allowed_gids);
+
+class Admission {
+ public:
+  // The unrevoked token with this hash (RunStore::FindToken).
+  using FindToken = std::function<Result<std::optional<TokenRow>>(std::string_view token_hash)>;
+  Admission(std::vector<gid_t> allowed_gids, FindToken find_token);
+
+  // nullopt: let in. `route` is the access of the route the path names (nullptr for a path the
+  // table does not know: it still needs a credential, so that no stranger learns which exist).
+  std::optional<HttpResponse> Admit(const HttpRequest& head, const RouteAccess* route) const;
+
+ private:
+  std::vector<gid_t> allowed_gids_;
+  FindToken find_token_;
+};
+
+}  // namespace basal::serve

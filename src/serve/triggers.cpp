@@ -1,0 +1,320 @@
+// Webhooks and schedules (triggers.h).
+#include "serve/triggers.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "parent/secrets/secret_store.h"
+#include "parent/store/owner.h"
+#include "serve/schedule.h"
+#include "serve/signature.h"
+
+namespace basal::serve {
+
+using Json = nlohmann::json;
+
+struct Triggers::Schedule {
+  ScheduleTrigger config;
+  CronSchedule cron;
+  TimeZone tz;
+  std::optional<EventLoop::TimerId> timer;
+  int64_t next_fire_us = 0;     // the fire the timer is armed for
+  int64_t mark_us = 0;          // the last fire handled (the store's schedule mark)
+  std::set<int64_t> open_runs;  // runs of this schedule queued, running or buffered (overlap policy)
+  // buffer_one: the run journaled as queued that waits for the open one to end before it may start.
+  std::optional<int64_t> buffered_run;
+};
+
+Triggers::Triggers(Options options) : o_(std::move(options)) {
+  o_.queue.OnRunEnded([this](int64_t run_id) { RunEnded(run_id); });
+}
+
+Triggers::~Triggers() { CancelTimers(); }
+
+void Triggers::CancelTimers() {
+  for (auto& [name, s] : schedules_)
+    if (s->timer) o_.loop.Cancel(*s->timer);
+}
+
+// ---------------------------------------------------------------- loading
+
+Result<void> Triggers::Check(const ServeConfig& config) {
+  auto flow_ok = [this](const std::string& trigger, const std::string& flow) -> Result<void> {
+    if (auto f = o_.flows.Get(flow); !f)
+      return MakeError(ErrorCode::kInvalidArgument, "trigger " + trigger + ": " + f.error().message +
+                                                        " (approve the flow, or remove the trigger from the config)");
+    return Ok();
+  };
+  if (!config.webhooks.empty()) {
+    auto secrets = SecretStore::Open(o_.secrets_dir, /*create=*/false);
+    for (const WebhookTrigger& w : config.webhooks) {
+      if (auto f = flow_ok(w.name, w.flow); !f) return f;
+      Result<std::string> secret = secrets ? secrets->Get(w.secret) : Result<std::string>(secrets.error());
+      if (!secret)
+        return MakeError(ErrorCode::kInvalidArgument, "trigger " + w.name + ": its secret " + w.secret +
+                                                          " cannot be read (" + secret.error().message +
+                                                          "); store it with: basal secret set " + w.secret);
+    }
+  }
+  for (const ScheduleTrigger& sc : config.schedules)
+    if (auto f = flow_ok(sc.name, sc.flow); !f) return f;
+  return Ok();
+}
+
+Result<void> Triggers::Load(const ServeConfig& config, bool at_start) {
+  std::map<std::string, WebhookTrigger> hooks;
+  for (const WebhookTrigger& w : config.webhooks) hooks[w.name] = w;
+  std::map<std::string, std::unique_ptr<Schedule>> schedules;
+  for (const ScheduleTrigger& sc : config.schedules) {
+    auto cron = ParseCron(sc.cron);
+    if (!cron) return MakeError(ErrorCode::kInvalidArgument, "trigger " + sc.name + ": " + cron.error().message);
+    auto tz = LoadTimeZone(sc.timezone);
+    if (!tz) return MakeError(ErrorCode::kInvalidArgument, "trigger " + sc.name + ": " + tz.error().message);
+    auto s = std::make_unique<Schedule>(Schedule{sc, *cron, *tz, std::nullopt, 0, 0, {}, std::nullopt});
+    // The runs still open under this name (kept across a reload, or queued before a restart).
+    for (const auto& [run_id, name] : open_run_schedule_)
+      if (name == sc.name) s->open_runs.insert(run_id);
+    if (auto old = schedules_.find(sc.name); old != schedules_.end()) s->buffered_run = old->second->buffered_run;
+    schedules[sc.name] = std::move(s);
+  }
+  CancelTimers();
+  // A buffered run whose schedule is gone waits for nobody now.
+  for (auto& [name, s] : schedules_)
+    if (s->buffered_run && !schedules.count(name)) ReleaseBuffered(*s);
+  webhooks_ = std::move(hooks);
+  schedules_ = std::move(schedules);
+  for (auto& [name, s] : schedules_) CatchUp(*s, at_start);
+  return Ok();
+}
+
+void Triggers::AdoptOpenRuns(const std::vector<RunRow>& queued) {
+  for (const RunRow& r : queued)
+    if (r.trigger.rfind("schedule:", 0) == 0) open_run_schedule_[r.id] = r.trigger.substr(9);
+}
+
+void Triggers::Drain() {
+  draining_ = true;
+  CancelTimers();
+}
+
+// ---------------------------------------------------------------- webhooks
+
+std::optional<size_t> Triggers::WebhookMaxBody(std::string_view trigger) const {
+  auto w = webhooks_.find(std::string(trigger));
+  if (w == webhooks_.end()) return std::nullopt;
+  return w->second.max_body_bytes;
+}
+
+std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const HttpRequest& req,
+                                                                        const std::string& trigger) {
+  auto it = webhooks_.find(trigger);
+  if (it == webhooks_.end()) return JsonError(404, "trigger_not_found", "no webhook trigger named " + trigger);
+  const WebhookTrigger& w = it->second;
+  if (draining_) return JsonError(503, "draining", "basal serve is draining; deliver again later");
+  auto store = SecretStore::Open(o_.secrets_dir, /*create=*/false);
+  Result<std::string> secret = store ? store->Get(w.secret) : Result<std::string>(store.error());
+  if (!secret) {
+    o_.metrics.Add("basal_webhooks_total", {trigger, "no_secret"});
+    o_.log("webhook " + trigger + ": its secret " + w.secret + " cannot be read: " + secret.error().message);
+    return JsonError(500, "secret_unavailable",
+                     "the trigger's secret cannot be read; the operator must set it (basal secret set " + w.secret + ")");
+  }
+  const auto ts = req.Header("x-basal-timestamp");
+  const auto sig = req.Header("x-basal-signature");
+  const int64_t now_s = o_.now_us() / 1'000'000;
+  SignatureVerdict v = VerifyWebhookSignature(*secret, ts ? *ts : "", sig ? *sig : "", req.body, now_s,
+                                              std::chrono::duration_cast<std::chrono::seconds>(w.window).count());
+  if (!v.ok) {
+    o_.metrics.Add("basal_webhooks_total", {trigger, v.reason});
+    return JsonError(401, v.reason, v.message);
+  }
+  Json body = Json::parse(req.body, nullptr, false);
+  // Everything in the input comes from the signed delivery, so a delivery sent again (a sender's
+  // retry, or a replay of a captured one inside the window) is the same input: with the key below
+  // it gets the run it already has, never a second one.
+  int64_t signed_s = 0;
+  for (char c : *ts) signed_s = signed_s * 10 + (c - '0');  // digits only: the check parsed it
+  Delivery d;
+  d.run.flow = w.flow;
+  d.run.trigger = "webhook:" + trigger;
+  d.run.input = Json{{"trigger", trigger},
+                     {"body", body.is_discarded() ? Json(req.body) : body},
+                     {"content_type", std::string(req.Header("content-type").value_or(""))},
+                     {"signed_at", UtcText(signed_s * 1'000'000)}};
+  // The sender's own delivery id when it sends one; else the delivery itself: the signed
+  // timestamp and body, which nobody without the secret can vary (a signature header with other
+  // values beside the good one would be a different string, so it is not part of the key).
+  if (auto k = req.Header("idempotency-key")) {
+    d.run.idempotency_key = std::string(*k).substr(0, 255);
+  } else {
+    d.run.idempotency_key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
+  }
+  if (w.respond == WebhookTrigger::Respond::kWait) d.wait = std::min(w.wait, o_.limits.wait_max);
+  if (auto f = o_.flows.Get(w.flow); !f)
+    return JsonError(f.error().code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
+                     "webhook " + trigger + ": " + f.error().message);
+  return d;
+}
+
+void Triggers::DeliveryAccepted(const std::string& trigger, bool existing) {
+  o_.metrics.Add("basal_webhooks_total", {trigger, existing ? "replayed" : "accepted"});
+}
+
+// ---------------------------------------------------------------- schedules
+
+// The trigger's mark is the last fire it handled (ran, skipped or missed). A trigger without one
+// (new) starts from now.
+void Triggers::CatchUp(Schedule& s, bool at_start) {
+  const int64_t now = o_.now_us();
+  auto mark = o_.marks.ScheduleMark(s.config.name);
+  if (!mark || !*mark) {
+    s.mark_us = now;
+    if (auto set = o_.marks.SetScheduleMark(s.config.name, now); !set)
+      o_.log("schedule " + s.config.name + ": its mark could not be journaled: " + set.error().message);
+    Arm(s, now);
+    return;
+  }
+  s.mark_us = **mark;
+  HandleDue(s, at_start ? s.config.catch_up.count() * 1000 : std::max<int64_t>(s.config.catch_up.count() * 1000, kTimerSlackUs));
+}
+
+// A run of the schedule; one that never starts (missed, skipped) also says which fire it was.
+RunRequest Triggers::ScheduleRun(const Schedule& s, std::optional<int64_t> unrun_fire_us) const {
+  RunRequest r;
+  r.flow = s.config.flow;
+  r.input = s.config.input;
+  r.trigger = "schedule:" + s.config.name;
+  if (unrun_fire_us) r.state_detail = Json{{"scheduled_for", UtcText(*unrun_fire_us)}}.dump();
+  return r;
+}
+
+// Handles the fires in (mark, now] as PlanCatchUp decides: each missed one is journaled as a run
+// that ended "missed" (at most kMaxMissedListed one by one, the older ones counted in the oldest
+// listed one's error), the newest within the window fires (through the overlap policy), the mark
+// moves to the newest fire; then the next timer is armed.
+void Triggers::HandleDue(Schedule& s, int64_t window_us) {
+  if (draining_) return;
+  const int64_t now = o_.now_us();
+  const CatchUpPlan plan = PlanCatchUp(s.cron, s.tz, s.mark_us, now, window_us);
+  const std::string& name = s.config.name;
+  for (size_t i = 0; i < plan.missed.size(); ++i) {
+    std::string message = "the daemon was not running (or the clock jumped) at " + UtcText(plan.missed[i]) +
+                          ", which is outside the trigger's catch-up window";
+    if (i == 0 && plan.missed_unlisted > 0)
+      message += " (and " + std::string(plan.missed_count_capped ? "at least " : "") +
+                 std::to_string(plan.missed_unlisted) + " earlier fires, not journaled one by one)";
+    if (auto e = o_.queue.RecordEnded(ScheduleRun(s, plan.missed[i]), "missed", Json{{"kind", "missed"}, {"message", message}}); !e)
+      o_.log("schedule " + name + ": a missed fire could not be journaled: " + e.error().message);
+  }
+  if (plan.missed_total() > 0) {
+    o_.metrics.Add("basal_schedule_events_total", {name, "missed"}, static_cast<double>(plan.missed_total()));
+    o_.log("schedule " + name + ": " + (plan.missed_count_capped ? "at least " : "") +
+           std::to_string(plan.missed_total()) + " fires missed" +
+           (plan.run_now ? "; the newest, " + UtcText(*plan.run_now) + ", starts now" : ""));
+  } else if (plan.run_now && now - *plan.run_now >= kTimerSlackUs) {
+    // Late past any timer's slack: caught up after downtime (or a reload, a clock jump).
+    o_.log("schedule " + name + ": the fire of " + UtcText(*plan.run_now) + ", missed while down, starts now");
+  }
+  if (plan.mark != s.mark_us) {
+    s.mark_us = plan.mark;
+    if (auto set = o_.marks.SetScheduleMark(name, plan.mark); !set)
+      o_.log("schedule " + name + ": its mark could not be journaled: " + set.error().message);
+  }
+  if (plan.run_now) Fire(s, *plan.run_now);
+  Arm(s, s.mark_us);
+}
+
+void Triggers::Arm(Schedule& s, int64_t after_us) {
+  if (draining_) return;
+  if (s.timer) o_.loop.Cancel(*s.timer);
+  s.timer.reset();
+  auto arm = PlanArm(s.cron, s.tz, after_us, o_.now_us());
+  if (!arm) {
+    o_.log("schedule " + s.config.name + ": no fire time within 5 years");
+    return;
+  }
+  s.next_fire_us = arm->fire_us;
+  const std::string name = s.config.name;
+  // Re-armed from the wall clock at each wake (at most kMaxArmAheadUs ahead), so a clock step or a
+  // suspended machine corrects itself.
+  s.timer = o_.loop.At(EventLoop::Clock::now() + std::chrono::microseconds(arm->delay_us), [this, name] {
+    auto it = schedules_.find(name);
+    if (it == schedules_.end()) return;
+    Schedule& due = *it->second;
+    due.timer.reset();
+    if (!TimerDue(due.next_fire_us, o_.now_us())) {
+      Arm(due, due.next_fire_us - 1);  // woke early: the same fire again
+      return;
+    }
+    // Due: normally the one fire armed for; after a clock jump or a suspend, every fire since the
+    // mark, handled like downtime. A timer late by under kTimerSlackUs is on time.
+    HandleDue(due, std::max<int64_t>(due.config.catch_up.count() * 1000, kTimerSlackUs));
+  });
+}
+
+void Triggers::Fire(Schedule& s, int64_t fire_us) {
+  const std::string name = s.config.name;
+  const OverlapDecision d = DecideOverlap(s.config.overlap, s.open_runs.size());
+  const bool buffer_one = s.config.overlap == ScheduleTrigger::Overlap::kBufferOne;
+  if (d == OverlapDecision::kSkip) {
+    const Json error{{"kind", "skipped"},
+                     {"message", "the fire of " + UtcText(fire_us) + " was skipped: " +
+                                     (buffer_one ? std::string("a run of schedule " + name + " runs and another waits")
+                                                 : std::string("the previous run of schedule " + name + " had not ended")) +
+                                     " (overlap: " + (buffer_one ? "buffer_one" : "skip") + ")"}};
+    if (auto e = o_.queue.RecordEnded(ScheduleRun(s, fire_us), "skipped", error); !e)
+      o_.log("schedule " + name + ": a skipped fire could not be journaled: " + e.error().message);
+    o_.metrics.Add("basal_schedule_events_total", {name, "skipped"});
+    o_.log("schedule " + name + ": the fire of " + UtcText(fire_us) + " was skipped (overlap)");
+    return;
+  }
+  // kRun: may start now. kBuffer: journaled as queued now (so it survives a restart) but held back
+  // until the open run ends (ReleaseBuffered).
+  const bool hold = d == OverlapDecision::kBuffer;
+  RunRequest run = ScheduleRun(s, std::nullopt);
+  run.hold = hold;
+  o_.queue.Enqueue(std::move(run), [this, name, hold](Result<AcceptedRun> a) {
+    if (!a) {
+      o_.log("schedule " + name + ": the run could not be journaled: " + a.error().message);
+      return;
+    }
+    o_.metrics.Add("basal_schedule_events_total", {name, hold ? "buffered" : "run"});
+    auto s = schedules_.find(name);
+    // Read again: a run dispatched before this commit may have ended already (cancelled at once);
+    // counted open, it would block the schedule for good.
+    auto now_row = o_.queue.Get(a->run.id);
+    if (!now_row || !*now_row || (*now_row)->state == RunState::kEnded) return;
+    open_run_schedule_[a->run.id] = name;
+    if (s == schedules_.end()) {  // the schedule was removed by a reload meanwhile
+      if (hold) o_.queue.Release(a->run.id);
+      return;
+    }
+    const bool others_open = !s->second->open_runs.empty();
+    s->second->open_runs.insert(a->run.id);
+    if (!hold) return;
+    s->second->buffered_run = a->run.id;
+    if (!others_open) ReleaseBuffered(*s->second);  // the open run ended while this was journaled
+  });
+}
+
+void Triggers::ReleaseBuffered(Schedule& s) {
+  if (!s.buffered_run) return;
+  const int64_t id = *s.buffered_run;
+  s.buffered_run.reset();
+  o_.queue.Release(id);
+}
+
+// A run of a schedule ended: it is no longer open, and a run buffered behind it may start.
+void Triggers::RunEnded(int64_t run_id) {
+  auto t = open_run_schedule_.find(run_id);
+  if (t == open_run_schedule_.end()) return;
+  if (auto s = schedules_.find(t->second); s != schedules_.end()) {
+    Schedule& sc = *s->second;
+    sc.open_runs.erase(run_id);
+    if (sc.buffered_run && *sc.buffered_run == run_id) sc.buffered_run.reset();  // ended while held
+    if (sc.buffered_run) ReleaseBuffered(sc);
+  }
+  open_run_schedule_.erase(t);
+}
+
+}  // namespace basal::serve

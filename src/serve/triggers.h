@@ -1,0 +1,106 @@
+// The triggers of basal serve's config (docs/serve.md, "Webhooks" and "Schedules"): what starts a
+// run besides an API call. A webhook delivery is verified here (its signature, its timestamp's
+// window) and becomes a run request whose idempotency key is the signed delivery; a schedule is
+// armed on the loop, catches up after downtime, applies its overlap policy and fires. The
+// decisions are schedule.h's pure functions of the time; this room performs them (journals, runs
+// through the run queue, timers).
+//
+// Invariant: every fire of a schedule is accounted for, as a run that starts, a run buffered, or a
+// run journaled as skipped or missed with the reason; and nothing starts for a delivery that fails
+// its check.
+//
+//   Triggers triggers({.queue = queue, .marks = store.runs(), .loop = loop, ...});
+//   if (auto c = triggers.Check(config); !c) ...;             // before anything changes
+//   triggers.Load(config, /*at_start=*/true);                 // catches up and arms the schedules
+//   auto verdict = triggers.VerifyDelivery(request, "github");  // a run to start, or the refusal
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "parent/loop/event_loop.h"
+#include "parent/store/store.h"
+#include "serve/config.h"
+#include "serve/cron.h"
+#include "serve/flows.h"
+#include "serve/http_message.h"
+#include "serve/metrics.h"
+#include "serve/run_queue.h"
+
+namespace basal::serve {
+
+class Triggers {
+ public:
+  struct Options {
+    RunQueue& queue;
+    RunStore& marks;  // the schedule marks (ScheduleMark, SetScheduleMark) only
+    EventLoop& loop;
+    ApprovedFlows& flows;
+    MetricsRegistry& metrics;
+    const LimitsConfig& limits;  // wait_max; read at each use
+    std::string secrets_dir;
+    std::function<int64_t()> now_us;
+    std::function<void(const std::string& line)> log;
+  };
+  explicit Triggers(Options options);
+  ~Triggers();
+  Triggers(const Triggers&) = delete;
+  Triggers& operator=(const Triggers&) = delete;
+
+  // Refuses a config with a trigger that could never start a run: its flow not approved here (or
+  // its newest version revoked), a webhook's secret not stored. Changes nothing.
+  Result<void> Check(const ServeConfig& config);
+  // Replaces the webhooks and schedules by the config's (runs still open keep counting for their
+  // schedule's overlap), catches up and arms the schedules. at_start: the daemon was down since
+  // the marks were stored, so the catch_up windows apply; a reload missed nothing.
+  Result<void> Load(const ServeConfig& config, bool at_start);
+  // At start: the recovered queued runs of schedules still count as open for their overlap policy.
+  void AdoptOpenRuns(const std::vector<RunRow>& queued);
+  // No schedule fires from now on.
+  void Drain();
+
+  size_t webhooks() const { return webhooks_.size(); }
+  size_t schedules() const { return schedules_.size(); }
+
+  // The body limit of a webhook trigger's deliveries; nullopt when there is no such trigger.
+  std::optional<size_t> WebhookMaxBody(std::string_view trigger) const;
+  // A verified delivery: the run to start, and how long its answer may wait for the result.
+  struct Delivery {
+    RunRequest run;
+    std::optional<std::chrono::milliseconds> wait;
+  };
+  // The delivery `req` to webhook `trigger`: a run to start, or the answer refusing it (404 no such
+  // trigger, 500 its secret unreadable, 401 a failed signature check, 409/500 its flow unavailable).
+  std::variant<Delivery, HttpResponse> VerifyDelivery(const HttpRequest& req, const std::string& trigger);
+  // The run of a verified delivery was accepted: new, or the one the delivery already had.
+  void DeliveryAccepted(const std::string& trigger, bool existing);
+
+ private:
+  struct Schedule;
+
+  void CatchUp(Schedule& s, bool at_start);
+  void HandleDue(Schedule& s, int64_t window_us);
+  void Arm(Schedule& s, int64_t after_us);
+  void Fire(Schedule& s, int64_t fire_us);
+  void ReleaseBuffered(Schedule& s);
+  void RunEnded(int64_t run_id);
+  RunRequest ScheduleRun(const Schedule& s, std::optional<int64_t> unrun_fire_us) const;
+  void CancelTimers();
+
+  Options o_;
+  bool draining_ = false;
+  std::map<std::string, WebhookTrigger> webhooks_;
+  std::map<std::string, std::unique_ptr<Schedule>> schedules_;
+  std::map<int64_t, std::string> open_run_schedule_;  // schedules' runs not ended -> the schedule's name
+};
+
+}  // namespace basal::serve
