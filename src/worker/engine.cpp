@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "worker/durable.h"
 #include "worker/own_memory.h"
 #include "worker/parent_frames.h"
 #include "worker/script_host.h"
@@ -579,6 +580,12 @@ bool ApplyNextAnswer(State* st) {
     st->channel_error = "parent sent a load or activate while an activation was running";
     return false;
   }
+  // A durable run's clock moves with the answer before anything it settles runs.
+  if (!TakeAnswerClock(result->clock_us, error)) {
+    st->channel_status = Engine::Status::kChannelError;
+    st->channel_error = "bad frame from parent: " + error;
+    return false;
+  }
   if (result->activation != st->activation) return true;  // an answer for a finished activation
   auto it = st->pending.find(result->id);
   if (it == st->pending.end()) {
@@ -752,11 +759,12 @@ JSValue ConsoleLog(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv, i
   });
 }
 
-// settle(ok, value): the bootstrap calls it exactly once per activation.
 // Math.random. QuickJS seeds its own generator from the time of day in microseconds, so workers
 // started in the same microsecond would draw the same sequence; this one is seeded per worker
-// from getrandom. Not for secrets: Math.random never is.
+// from getrandom. A durable run draws from its seed's keystream instead (durable.h). Not for
+// secrets: Math.random never is.
 JSValue MathRandom(JSContext* ctx, JSValueConst, int, JSValueConst*) {
+  if (DurableRun* run = ActiveDurableRun()) return JS_NewFloat64(ctx, run->NextMathRandom());
   State* st = StateOf(ctx);
   uint64_t x = st->random_state;
   x ^= x >> 12;
@@ -773,6 +781,7 @@ uint64_t RandomSeed() {
   return seed != 0 ? seed : 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(getpid());
 }
 
+// settle(ok, value): the bootstrap calls it exactly once per activation.
 JSValue Settle(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
   State* st = StateOf(ctx);
   if (st->settled || argc < 2) return JS_UNDEFINED;
@@ -954,6 +963,9 @@ bool Engine::Load(const protocol::Load& load, protocol::ScriptError& error) {
 }
 
 bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) {
+  // Before the runtime exists: everything QuickJS reads of the time, from its first call on, and
+  // the module's top level read a durable run's clock.
+  StartClocks(load.durable);
   auto st = std::make_unique<State>();
   st->channel = &channel_;
   st->heap_limit_bytes = static_cast<uint64_t>(load.heap_bytes);
@@ -984,7 +996,7 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
     JS_SetPropertyStr(ctx, console.get(), kConsoleMethods[i],
                       JS_NewCFunctionMagic(ctx, ConsoleLog, kConsoleMethods[i], 0, JS_CFUNC_generic_magic, i));
   JS_SetPropertyStr(ctx, global.get(), "console", console.dup());
-  s->random_state = RandomSeed();
+  if (!ActiveDurableRun()) s->random_state = RandomSeed();
   {
     Value math(ctx, JS_GetPropertyStr(ctx, global.get(), "Math"));
     JS_DefinePropertyValueStr(ctx, math.get(), "random", JS_NewCFunction(ctx, MathRandom, "random", 0),

@@ -12,7 +12,8 @@
 //       without the other, repeated, 0 or not an id; --address-space-limit repeated or not a
 //       count of bytes from 1 MiB to 2^62; --cpu-limit repeated or not SOFT:HARD seconds with
 //       1 <= SOFT <= HARD <= 2^62; any other argument)
-//   65  the parent's stream broke the protocol
+//   65  the parent's stream broke the protocol (a durable worker's rules included: one
+//       activation, clock_us on every result and only then)
 //   69  the parent that started the worker died before its death signal was set
 //   70  confinement failed (a named reason is on stderr); never a weaker sandbox
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "confinement/linux/seccomp_program.h"
 #include "protocol/messages.h"
 #include "worker/channel.h"
+#include "worker/durable.h"
 #include "worker/engine.h"
 #include "worker/parent_frames.h"
 
@@ -183,6 +185,7 @@ int main(int argc, char** argv) {
   basal::worker::Engine engine(channel);
   bool loaded = false;
   bool load_failed = false;
+  bool activated = false;
   for (;;) {
     std::string payload;
     switch (channel.Read(payload)) {
@@ -218,6 +221,11 @@ int main(int argc, char** argv) {
       if (!channel.Flush()) _exit(kExitOk);
     } else if (auto* activate = std::get_if<basal::protocol::Activate>(&msg)) {
       if (!loaded || load_failed) Die(kExitProtocol, "activate before a successful load");
+      // A new execution of a durable run starts its script from the top, in a new worker: this
+      // worker's module state, clock and generators belong to the one it ran.
+      if (activated && basal::worker::ActiveDurableRun())
+        Die(kExitProtocol, "a durable worker runs one activation: second activate refused");
+      activated = true;
       switch (engine.Activate(activate->activation, std::move(input_json))) {
         case basal::worker::Engine::Status::kOk:
           break;
@@ -227,7 +235,10 @@ int main(int argc, char** argv) {
           Die(kExitProtocol, engine.channel_error());
       }
     } else {
-      // A late answer for an activation that already ended (e.g. after a CPU budget kill).
+      // A late answer for an activation that already ended (e.g. after a CPU budget kill): held to
+      // the same clock rule as any answer.
+      if (!basal::worker::TakeAnswerClock(std::get<basal::protocol::CallResult>(msg).clock_us, error))
+        Die(kExitProtocol, "bad frame from parent: " + error);
       continue;
     }
   }

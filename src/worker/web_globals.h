@@ -53,7 +53,8 @@ bool InstallLazyGlobals(JSContext* ctx, std::span<const LazyGlobal> groups);
 
 // The worker's table: URL and URLSearchParams (whatwg-url, bytecode); TextEncoder, TextDecoder,
 // atob, btoa, structuredClone, crypto, queueMicrotask, DOMException and __basal_internal
-// (src/worker/js/web_core.js over the natives in web_natives.cpp).
+// (src/worker/js/web_core.js over the natives in web_natives.cpp); fetch, Request, Response, Headers
+// (web_fetch.h); the timers (web_timers.h); performance (web_natives.cpp).
 std::span<const LazyGlobal> WebGlobals();
 
 // Runs a bundle compiled by basal-js-bundle (src/worker/tools/js_bundle.cpp) from the worker's own

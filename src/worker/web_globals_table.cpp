@@ -17,6 +17,7 @@ constexpr LazyGlobal kWebGlobals[] = {
     {kCoreNames, InstallCore},
     {kFetchNames, InstallFetchGlobals},
     {kTimerNames, InstallTimerGlobals},
+    {kPerformanceNames, InstallPerformance},
 };
 
 }  // namespace

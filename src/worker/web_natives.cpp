@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "worker/codec.h"
+#include "worker/durable.h"
 #include "worker/web_install.h"
 #include "worker/js/web_core_bytecode.h"
 #include "worker/js/web_url_bytecode.h"
@@ -232,12 +233,17 @@ constexpr size_t kMaxRandomBytes = 65536;
 
 // fillRandom(typed array) -> bytes written, or minus the length when it is above the quota. The
 // bytes come from getrandom(GRND_NONBLOCK), which the seccomp table already allows (the kernel's
-// pool is ready long before a worker starts; if it is not, the script sees an error).
+// pool is ready long before a worker starts; if it is not, the script sees an error); in a durable
+// run, from the crypto keystream of the run's seed (durable.h), so a replay draws the same bytes.
 JSValue NativeFillRandom(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
   size_t n = 0;
   uint8_t* p = TypedArrayBytes(ctx, argc > 0 ? argv[0] : JS_UNDEFINED, n);
   if (!p) return JS_EXCEPTION;
   if (n > kMaxRandomBytes) return JS_NewInt64(ctx, -static_cast<int64_t>(n));
+  if (DurableRun* run = ActiveDurableRun()) {
+    run->FillCryptoRandom(p, n);
+    return JS_NewInt64(ctx, static_cast<int64_t>(n));
+  }
   size_t done = 0;
   while (done < n) {
     const ssize_t r = getrandom(p + done, n - done, GRND_NONBLOCK);
@@ -327,6 +333,37 @@ bool InstallCore(JSContext* ctx, JSValueConst global, std::string& error) {
     if (JS_DefinePropertyValueStr(ctx, native.get(), f.name, JS_NewCFunction(ctx, f.fn, f.name, f.length), 0) < 0)
       return false;
   return InstallFromBundle(ctx, global, bytecode::kweb_core, bytecode::kweb_coreSize, native.get(), kCoreNames, error);
+}
+
+namespace {
+
+// performance.now(): milliseconds since performance.timeOrigin, to the microsecond (durable.h).
+JSValue PerformanceNow(JSContext* ctx, JSValueConst, int, JSValueConst*) {
+  return JS_NewFloat64(ctx, TheWorkerClocks().PerformanceNowMs());
+}
+
+JSValue TimeOrigin(JSContext* ctx) { return JS_NewFloat64(ctx, TheWorkerClocks().PerformanceTimeOriginMs()); }
+
+// performance.toJSON(), as High Resolution Time defines it: {timeOrigin}.
+JSValue PerformanceToJson(JSContext* ctx, JSValueConst, int, JSValueConst*) {
+  Owned json(ctx, JS_NewObject(ctx));
+  if (json.exception() || JS_DefinePropertyValueStr(ctx, json.get(), "timeOrigin", TimeOrigin(ctx), JS_PROP_C_W_E) < 0)
+    return JS_EXCEPTION;
+  return json.take();
+}
+
+}  // namespace
+
+bool InstallPerformance(JSContext* ctx, JSValueConst global, std::string&) {
+  Owned performance(ctx, JS_NewObject(ctx));
+  if (performance.exception()) return false;
+  // The methods are enumerable, as WebIDL operations are; timeOrigin is read-only, as its attribute.
+  const JSValueConst p = performance.get();
+  if (JS_DefinePropertyValueStr(ctx, p, "now", JS_NewCFunction(ctx, PerformanceNow, "now", 0), JS_PROP_C_W_E) < 0 ||
+      JS_DefinePropertyValueStr(ctx, p, "timeOrigin", TimeOrigin(ctx), JS_PROP_ENUMERABLE | JS_PROP_CONFIGURABLE) < 0 ||
+      JS_DefinePropertyValueStr(ctx, p, "toJSON", JS_NewCFunction(ctx, PerformanceToJson, "toJSON", 0), JS_PROP_C_W_E) < 0)
+    return false;
+  return JS_DefinePropertyValueStr(ctx, global, "performance", performance.take(), kWebGlobalFlags) >= 0;
 }
 
 JSValue RunBundle(JSContext* ctx, const unsigned char* bytecode, size_t size, JSValueConst native) {

@@ -18,6 +18,10 @@ inline constexpr const char* kCoreNames[] = {"DOMException", "TextEncoder",    "
                                              "structuredClone", "crypto", "queueMicrotask", "__basal_internal"};
 bool InstallCore(JSContext* ctx, JSValueConst global, std::string& error);
 
+// performance (High Resolution Time): now(), timeOrigin and toJSON(), over the clocks of durable.h.
+inline constexpr const char* kPerformanceNames[] = {"performance"};
+bool InstallPerformance(JSContext* ctx, JSValueConst global, std::string& error);
+
 // Web globals are writable and configurable, not enumerable (as on the web).
 inline constexpr int kWebGlobalFlags = JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE;
 

@@ -1,8 +1,7 @@
 // The timers (see web_timers.h): the natives js/timers.js is given, and its installation.
 #include "worker/web_timers.h"
 
-#include <time.h>
-
+#include "worker/durable.h"
 #include "worker/js/timers_js.h"
 #include "worker/script_host.h"
 #include "worker/web_install.h"
@@ -10,13 +9,12 @@
 namespace basal::worker {
 namespace {
 
-// The monotonic clock in milliseconds (with a fraction): the same clock as the parent's loop
-// (steady_clock), so a sleep of n ms ends no earlier than n ms by this clock. Read through the
-// vDSO; the system call it may fall back to is already admitted (clock_gettime on own clocks).
+// The timers' clock in milliseconds (with a fraction): the monotonic clock, the same clock as the
+// parent's loop (steady_clock), so a sleep of n ms ends no earlier than n ms by this clock; in a
+// durable run, the run's clock, which the answer to a timer.sleep moves (durable.h), so a timer
+// fires when an answer's clock_us reaches its due time, on every execution of the run.
 JSValue Now(JSContext* ctx, JSValueConst, int, JSValueConst*) {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return JS_NewFloat64(ctx, static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6);
+  return JS_NewFloat64(ctx, TheWorkerClocks().TimerMs());
 }
 
 JSValue ActivationId(JSContext* ctx, JSValueConst, int, JSValueConst*) {

@@ -4,6 +4,9 @@
 // it), and the heap budget against URL's implementation.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -290,6 +293,27 @@ TEST_F(WebGlobalsTest, Crypto) {
   });
 }
 
+// A live worker's performance: the monotonic clock since the worker loaded its flow (a durable
+// worker's is its run's clock: durable_worker_test.cpp).
+TEST_F(WebGlobalsTest, Performance) {
+  Open();
+  Check({
+      Is("[typeof performance, typeof performance.now(), typeof performance.timeOrigin]",
+         Json::parse(R"(["object", "number", "number"])")),
+      Is("(() => { const a = performance.now(); const b = performance.now(); return a >= 0 && b >= a; })()", true),
+      // A million additions take more than the microsecond performance.now() counts in.
+      Is("(() => { const a = performance.now(); let s = 0; for (let i = 0; i < 1e6; i++) s += i;"
+         " return s > 0 && performance.now() > a; })()",
+         true),
+      // timeOrigin is when the worker loaded the flow, by the realtime clock: before now, after 2020.
+      Is("performance.timeOrigin <= Date.now() && performance.timeOrigin > 1577836800000", true),
+      Is("performance.toJSON().timeOrigin === performance.timeOrigin", true),
+      Is("JSON.parse(JSON.stringify(performance)).timeOrigin === performance.timeOrigin", true),
+      Is("Object.keys(performance).sort()", Json::parse(R"(["now", "timeOrigin", "toJSON"])")),
+      Throws("(() => { performance.timeOrigin = 1; })()", "TypeError"),  // read-only (a module is strict)
+  });
+}
+
 TEST_F(WebGlobalsTest, QueueMicrotask) {
   Open();
   Check({
@@ -330,7 +354,7 @@ TEST_F(WebGlobalsTest, GlobalsAreLoadedOnFirstUseOnlyAndAreNotEnumerable) {
   const std::string shape =
       "const names = ['URL', 'URLSearchParams', 'TextEncoder', 'TextDecoder', 'atob', 'btoa', 'structuredClone', 'crypto',"
       " 'queueMicrotask', 'DOMException', '__basal_internal', 'fetch', 'Request', 'Response', 'Headers', 'setTimeout',"
-      " 'clearTimeout', 'setInterval', 'clearInterval'];\n"
+      " 'clearTimeout', 'setInterval', 'clearInterval', 'performance'];\n"
       "const shape = n => { const d = Object.getOwnPropertyDescriptor(globalThis, n); if (!d) return 'absent';"
       " return ('get' in d ? 'accessor' : 'data') + (d.enumerable ? '+enumerable' : '') + (d.configurable ? '+configurable' : '')"
       " + (d.writable ? '+writable' : ''); };\n"
@@ -358,7 +382,8 @@ TEST_F(WebGlobalsTest, GlobalsAreLoadedOnFirstUseOnlyAndAreNotEnumerable) {
   EXPECT_EQ(core.result[1]["__basal_internal"], "data");
   EXPECT_EQ(core.result[1]["URL"], "accessor+configurable") << "reading atob must not load URL";
   EXPECT_EQ(core.result[1]["URLSearchParams"], "accessor+configurable");
-  for (const char* n : {"fetch", "Request", "Response", "Headers", "setTimeout", "clearTimeout", "setInterval", "clearInterval"})
+  for (const char* n :
+       {"fetch", "Request", "Response", "Headers", "setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"})
     EXPECT_EQ(core.result[1][n], "accessor+configurable") << "reading atob must not load " << n;
   ActivationResult url = module_->Run(used, "url");
   ASSERT_TRUE(url.ok()) << url.message;
@@ -369,6 +394,25 @@ TEST_F(WebGlobalsTest, GlobalsAreLoadedOnFirstUseOnlyAndAreNotEnumerable) {
   ASSERT_TRUE(later.ok()) << later.message;
   EXPECT_EQ(later.result[1]["URL"], "data+configurable+writable");
   EXPECT_EQ(module_->HealthReport()["spawned"], 2) << "one worker per flow, kept across its activations";
+}
+
+// docs/runtime.md lists the whole global object a flow sees; the list is the worker's.
+TEST_F(WebGlobalsTest, TheGlobalObjectIsWhatRuntimeMdLists) {
+  Open();
+  std::ifstream page(std::string(BASAL_SOURCE_DIR) + "/docs/runtime.md");
+  const std::string text((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  const std::string intro = "is what `Object.getOwnPropertyNames(globalThis)` returns:\n`";
+  const size_t start = text.find(intro);
+  ASSERT_NE(start, std::string::npos) << "docs/runtime.md no longer lists the global object";
+  const size_t end = text.find('`', start + intro.size());
+  ASSERT_NE(end, std::string::npos);
+  std::istringstream words(text.substr(start + intro.size(), end - start - intro.size()));
+  Json documented = Json::array();
+  for (std::string w; words >> w;) documented.push_back(w);
+  FlowRef f = Add("export default () => Object.getOwnPropertyNames(globalThis).sort();", "{}", "globals.js");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, documented) << "the worker's globals: " << r.result.dump();
 }
 
 TEST_F(WebGlobalsTest, AScriptMayReplaceOrDeleteAGlobalBeforeItLoads) {
