@@ -18,6 +18,9 @@
 // call's record is committed as `started` BEFORE the handler runs, so a parent that dies mid-call
 // leaves "outcome unknown" in the journal, never a silent duplicate or a lost effect; the handler
 // gets `ctx.idempotency_key` to pass to the outside system. docs/journal.md has the lifecycle.
+// A durable run (docs/durable.md) replays answered calls from the journal, and decides a call in
+// doubt by its effect class: pure and idempotent ones run again (with the same idempotency key),
+// external ones wait for an operator.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +52,9 @@ struct HostCallContext {
   int64_t activation_id = 0;
   int64_t call_id = 0;
   std::string flow;
-  // Stable for this call across retries and replays: "<journal id>:<activation>:<call>". Pass it
-  // to the outside system so that it can drop a duplicate.
+  // Stable for this call across retries and replays: "<journal id>:<activation>:<call>", or for a
+  // durable run's call "<journal id>:run:<run>:<call>", the same in every activation that resumes
+  // the run. Pass it to the outside system so that it can drop a duplicate.
   std::string idempotency_key;
   // The constraints of the grant that admitted the call (e.g. kv.put's quota), or null for a call
   // that needs no grant and has none. Valid only while the handler runs: copy what you keep.
@@ -124,6 +128,15 @@ struct HostCallSpec {
   HostCallHandler handler;
   // The default is the safe assumption: an effect that may not repeat.
   Effect effect = Effect::kExternal;
+  // The effect of one call, when it depends on the call (http.fetch: a GET is idempotent, a POST
+  // external unless its rule sends the journal's idempotency key). Null: `effect`. Called after the
+  // call was authorized, with its grant (null for a call that needs none).
+  std::function<Effect(const Json* grant, const Json& args)> effect_of;
+  // The handler's effect is a write to the module's own store, in its open batch (kv.put, kv.incr,
+  // ...): effect and answer commit in one transaction, so the call is never in doubt after a crash
+  // (it either happened, answer recorded, or did not). Such a call runs at once, like a pure one,
+  // without committing `started` first. The handler must answer before it returns.
+  bool effect_in_store = false;
   // The journal's view of the arguments and of a successful result (redaction). Null: journaled
   // as they are. The flow still gets the whole result.
   std::function<Json(const Json& args)> journal_args;

@@ -71,6 +71,9 @@ class Manifest {
   // in. Empty for a flow (a flow's manifest may not list them).
   const std::map<std::string, Json>& mcp_servers() const { return mcp_servers_; }
 
+  // "durable": true: a run of this flow is resumed from the journal after its host died, and its
+  // script sees journaled clocks and seeded randomness (docs/durable.md). Flows only.
+  bool durable() const { return durable_; }
   const Budgets& budgets() const { return budgets_; }
   const std::map<std::string, Json>& grants() const { return grants_; }
   // "sha256:<hex>" of the canonical form (sorted keys, defaults filled in).
@@ -81,6 +84,7 @@ class Manifest {
   std::map<std::string, Json> grants_;
   std::map<std::string, Json> mcp_servers_;
   Budgets budgets_;
+  bool durable_ = false;
   std::string hash_;
 };
 

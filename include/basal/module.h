@@ -30,49 +30,28 @@
 #include <nlohmann/json.hpp>
 
 #include "basal/durability.h"
+#include "basal/flow.h"
 #include "basal/health.h"
 #include "basal/host_call.h"
 #include "basal/manifest.h"
+#include "basal/module_event.h"
 #include "basal/outcome.h"
 #include "basal/result.h"
 
 namespace basal {
 
-class EventLoop;  // src/parent/loop/event_loop.h
-class Store;      // src/parent/store/store.h
-
-// What the module tells its embedder besides results: the CLI prints these, a daemon logs or
-// counts them. Called on the loop thread; must not call back into the Module.
-struct ModuleEvent {
-  enum class Kind {
-    kWorkerRefused,          // a worker's welcome did not report the required confinement
-    kConfinementViolation,   // a worker was killed by the seccomp filter
-    kHandlerThrew,           // a host-call handler threw; the call was answered with HostError
-    kResultTooLarge,         // a handler's result could not be sent to the flow
-    kJournalFailure,         // a journal commit failed; nothing of that batch was answered
-    kRecovered,              // opening the journal closed activations whose parent had died
-    kIdleCpu,                // an idle worker used CPU between activations: killed
-  };
-  Kind kind;
-  std::string message;
-  int64_t activation_id = 0;  // 0 when none
-  int64_t worker_pid = 0;     // 0 when none
-};
-const char* ModuleEventKindName(ModuleEvent::Kind kind);  // "worker_refused", ...
-
-class ModuleObserver {
- public:
-  virtual ~ModuleObserver() = default;
-  virtual void OnEvent(const ModuleEvent& event) = 0;
-};
+// What basal's own rooms built on a module (basal serve, basal mcp, the CLI's run commands) use
+// beyond this API: the loop, the store's reader, writes that join the module's batch, and runs
+// (src/parent/module_host.h). Not for embedders: it is not part of the installed API.
+class ModuleHost;
 
 struct ModuleOptions {
   std::string journal_path;                       // required; created 0600 if new (its directory must exist)
   Durability durability = Durability::kNormal;
   std::string worker_path;                        // required: the ck-basal-worker binary
-#ifdef BASAL_TEST_HOOKS
-  std::vector<std::string> worker_args;           // test-hooks switches for the worker
-#endif
+  // Test-hooks switches for the worker. Open refuses any in a build without BASAL_TEST_HOOKS: a
+  // release parent never starts a worker that could be told to weaken itself.
+  std::vector<std::string> worker_args;
   std::chrono::milliseconds welcome_timeout{5'000};
   // Operator policy: accept workers without Landlock, and then only when the kernel lacks it.
   bool allow_without_landlock = false;
@@ -93,6 +72,10 @@ struct ModuleOptions {
   uint64_t codemode_memory_headroom_bytes = 128ull << 20;
   // An activation's owner lease in the journal (crash recovery by another host); renewed every third.
   std::chrono::milliseconds lease{60'000};
+  // A durable run resumed this many times (docs/durable.md) ends `resume_exhausted` at the next
+  // attempt instead of starting again: a run whose script brings its worker or host down each time
+  // cannot loop for ever.
+  uint32_t max_resumes = 10;
   // Bounds on what a hostile flow or worker can make the parent hold or write (docs/sandbox.md,
   // "Limits"). The manifest's budgets (calls_in_flight, journal_kb, log_kb) bound each activation.
   size_t journal_value_max_bytes = 64u << 10;      // per journaled value; above: prefix, size, SHA-256
@@ -118,64 +101,6 @@ struct ModuleOptions {
   // Tests only: the addresses a host name resolves to (empty result: resolve normally). The SSRF
   // guard still judges every address connected.
   std::function<std::vector<std::string>(const std::string& host)> http_resolve_for_tests;
-};
-
-// Where a flow came from (docs/approvals.md): what the journal records with each activation.
-enum class FlowOrigin {
-  kAdhoc,     // AddFlow: source and manifest given by the embedder (`basal run FILE --manifest M`)
-  kApproved,  // LoadApprovedFlow: the newest approved version of a flow in the store
-  kCodemode,  // AddCodemodeScript: an agent's script under the newest version of a codemode policy
-};
-
-// A flow this module may run: immutable. Keep the reference to submit activations; RemoveFlow retires it.
-struct Flow {
-  uint64_t id = 0;
-  std::string name;
-  std::string source;
-  std::string source_hash;  // "sha256:<hex>"
-  Manifest manifest;
-  Profile profile = Profile::kFlow;
-  FlowOrigin origin = FlowOrigin::kAdhoc;
-  std::string manifest_text_hash;  // "sha256:<hex>" of the manifest text as written
-  // Approved and codemode flows: the approved version (of the flow, or of the policy) it runs
-  // under. Submit and the start of each activation refuse it once that version is revoked.
-  int64_t approval_id = 0;
-  int64_t version = 0;
-  std::string policy;  // codemode: the policy's name
-  // Codemode: the host calls the script's `tools` object offers, as tools.<group>.<member>(args)
-  // (its default export's third argument; "kv.get" is tools.kv.get, "mcp.fs.read_text_file" is
-  // tools.fs.read_text_file). Empty for a flow.
-  std::vector<std::string> tools;
-};
-using FlowRef = std::shared_ptr<const Flow>;
-
-using ActivationId = int64_t;
-using DoneCallback = std::function<void(const ActivationResult&)>;
-
-// What loading a flow in a worker showed (Module::CheckLoad). Loading is what a worker does before
-// its first activation: compile the flow's module, evaluate its top level, find its default export.
-// The default export is not called.
-struct LoadCheck {
-  // kOk: the flow loads and its default export is a function. Otherwise the outcome an activation
-  // of the flow would have ended with, for the same reason: script_error (a syntax error, a throw
-  // at top level, an import, no default export function), budget_exhausted (cpu, memory or stack
-  // while loading), deadline (loading passed budgets.deadline_ms), worker_refused, spawn_failed,
-  // worker_crashed, worker_confinement, protocol_violation, cancelled.
-  Outcome outcome = Outcome::kOk;
-  // Not ok: what happened, naming the cause, as an activation's message says it (for a syntax
-  // error: "flow hello.js failed to load: hello.js:3: SyntaxError: unexpected token ...").
-  std::string message;
-  // When the engine reported a JS error (script_error, and budget_exhausted): its name and its
-  // own message as the engine gave them ("SyntaxError", "unexpected token in expression: ')'"),
-  // and its stack (QuickJS's "    at hello.js:3" lines).
-  std::string error_name;
-  std::string error_message;
-  std::string stack;
-  std::optional<Budget> budget;  // budget_exhausted: which one
-  // A syntax error: the line of the flow's source where compiling stopped, from 1 (QuickJS
-  // 2021-03-27 reports no column). 0: not a compile error, or none reported.
-  int64_t line = 0;
-  bool ok() const { return outcome == Outcome::kOk; }
 };
 
 class Module {
@@ -220,14 +145,10 @@ class Module {
   // and then `done` is never called. An activation still queued when its version is revoked ends
   // `cancelled` without starting. On success
   // `done` runs exactly once, later, from the loop, after the activation's end is committed.
+  // A durable flow's activation is journaled as a run (trigger "embedder"; result.run_id names it),
+  // which the module resumes from the journal if this process dies (docs/durable.md); `done` then
+  // hears of the activation that ended it, or of the run stopping to wait for an operator.
   Result<ActivationId> Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done);
-  // The same, and `journal_end` runs on the loop thread right after the activation's end is
-  // written to the open batch, before that batch commits, so what it writes through store()
-  // commits (or is lost) together with the end (basal serve records its run's end this way, one
-  // commit instead of two). It is not called when the end could not be written. It must not
-  // throw, call back into the module, or block.
-  Result<ActivationId> Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done,
-                              DoneCallback journal_end);
   // Ends a queued or running activation as `cancelled` (its worker is killed). kNotFound if it is
   // not queued or running (unknown, or already ended).
   Result<void> Cancel(ActivationId id);
@@ -259,16 +180,18 @@ class Module {
 
   // Loop thread only. `fn` runs on the loop thread once everything written to the store so far
   // (the open batch, which the module commits at the end of this loop pass) is committed: with Ok,
-  // or with the commit's error, in which case that batch was rolled back and is lost. A daemon
-  // writes a record through store() and answers its client from `fn` (basal serve: a run is
-  // journaled as queued before its 202 goes out). With no batch open, `fn` runs at the pass's end.
+  // or with the commit's error, in which case that batch was rolled back and is lost. With no batch
+  // open, `fn` runs at the pass's end.
   void AfterCommit(std::function<void(const Result<void>&)> fn);
 
-  // For basal's own rooms built on a module (src/serve): the store it journals to (writes join the
-  // batch committed at the end of each loop pass; loop thread only) and its event loop (watch
-  // descriptors and set timers beside the module's own; loop thread only, but Post and Wake).
-  Store& store();
-  EventLoop& loop();
+  // Loop thread only. Who hears the module's events, and where console.* lines go besides the
+  // journal; each replaces what ModuleOptions (or an earlier call) set. A daemon that builds its
+  // rooms on the module after Open sets them here.
+  void SetObserver(std::shared_ptr<ModuleObserver> observer);
+  void SetLogSink(std::function<void(const HostCallContext&, std::string_view level, std::string_view message)> sink);
+
+  // For basal's own rooms (src/serve, src/mcp, src/cli): see ModuleHost above.
+  ModuleHost& host();
 
   // Loop thread only. Safe to call from a host-call handler or a `done` callback.
   HealthSnapshot Health() const;
@@ -293,9 +216,8 @@ class Module {
   };
   DoctorReport Doctor();
 
-  struct Impl;
-
  private:
+  struct Impl;
   explicit Module(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

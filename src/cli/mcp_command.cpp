@@ -21,6 +21,7 @@
 #include "mcp/codemode.h"
 #include "mcp/server.h"
 #include "parent/loop/event_loop.h"
+#include "parent/module_host.h"
 #include "parent/secrets/secret_store.h"
 
 namespace basal::cli {
@@ -239,7 +240,7 @@ int McpCommand(const McpOptions& o) {
     }
   }
 
-  EventLoop& loop = (*module)->loop();
+  EventLoop& loop = (*module)->host().loop();
   bool ended = false;
   int caught = 0;
   std::unique_ptr<mcp::McpServer> server;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "parent/host_calls/mcp.h"
+#include "parent/module_host.h"
 #include "protocol/messages.h"
 #include "parent/secrets/secret_store.h"
 #include "parent/store/store.h"
@@ -375,7 +376,7 @@ Result<void> Codemode::Start(const std::string& secrets_dir) {
   };
   if (auto replaced = module_.registry().Replace(std::move(spec)); !replaced) return replaced.error();
 
-  hub_ = std::make_unique<DownstreamHub>(module_.loop(), basal_version_);
+  hub_ = std::make_unique<DownstreamHub>(module_.host().loop(), basal_version_);
   hub_->StartAll(policy->manifest.mcp_servers(), secrets_dir, [this](const std::function<bool()>& ready) {
     while (!ready()) module_.RunFor(std::chrono::milliseconds(50));
   });
@@ -660,7 +661,7 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
   Json calls = Json::array();
   size_t calls_cut = 0;
   std::string calls_text;
-  if (auto rows = module_.store().reader().Calls(result.activation_id)) {
+  if (auto rows = module_.host().reader().Calls(result.activation_id)) {
     for (const CallRow& row : *rows) {
       if (row.name == "log") continue;  // console lines are in `logs`
       if (calls.size() >= limits_.max_calls_listed) {

@@ -7,8 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "basal/module.h"
+#include "basal/flow.h"
 #include "parent/loop/event_loop.h"
+#include "parent/module_host.h"
 #include "parent/store/store.h"
 #include "protocol/messages.h"
 
@@ -22,7 +23,11 @@ struct Activation {
   std::string input_json;  // serialized once: journaled and sent as is
   int64_t start_unix_us = 0;
   DoneCallback done;
-  DoneCallback journal_end;  // Module::Submit's hook: runs once the end is in the open batch
+  // The run it executes (0: a bare activation), who hears of the run's stop, and for a durable
+  // run the clock and seed its worker is loaded with.
+  RunId run_id = 0;
+  RunCallback run_done;
+  std::optional<protocol::DurableStart> durable;
   PooledWorker* worker = nullptr;  // set once it is on a worker
   std::optional<EventLoop::TimerId> deadline_timer;
   std::optional<EventLoop::TimerId> cpu_timer;  // the parent's own check of its CPU budget

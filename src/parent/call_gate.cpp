@@ -1,5 +1,6 @@
 #include "parent/call_gate.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "parent/journal_value.h"
@@ -97,6 +98,69 @@ void CallGate::Update(const CallUpdate& update) {
   if (auto r = journal_.UpdateCall(update); !r) hooks_.journal_failed(r.error().message);
 }
 
+void CallGate::BeginDurable(ActivationId activation, RunId run, int64_t start_clock_us,
+                            std::optional<ReplayPlan> replay) {
+  Durable& d = durable_[activation];
+  d.run = run;
+  d.clock_us = start_clock_us;
+  d.delivered = 0;
+  if (replay) d.replay = std::make_unique<Replayer>(std::move(*replay));
+}
+
+CallGate::Durable* CallGate::DurableOf(ActivationId activation) {
+  auto it = durable_.find(activation);
+  return it == durable_.end() ? nullptr : &it->second;
+}
+
+std::optional<std::string> CallGate::ReplayLeftover(ActivationId activation) const {
+  auto it = durable_.find(activation);
+  if (it == durable_.end() || !it->second.replay) return std::nullopt;
+  return it->second.replay->Leftover();
+}
+
+std::string CallGate::ReplayWaiting(ActivationId activation) const {
+  auto it = durable_.find(activation);
+  if (it == durable_.end() || !it->second.replay) return "";
+  return it->second.replay->Waiting();
+}
+
+CallGate::Stamp CallGate::StampAnswer(ActivationId activation, bool notification, int64_t end_unix_us) {
+  Durable* d = DurableOf(activation);
+  if (!d) return {};
+  // The clock never runs backwards for the script, whatever the host's clock does.
+  if (!notification) d->clock_us = std::max(d->clock_us, end_unix_us);
+  return Stamp{d->clock_us, notification ? std::nullopt : std::optional<int64_t>(++d->delivered)};
+}
+
+void CallGate::DeliverReplayed(ActivationId activation, Durable& d) {
+  for (RecordedAnswer& a : d.replay->TakeDeliverable()) {
+    // A notification's answer (log) takes no place in the order and moves no clock.
+    if (!a.notification) {
+      d.clock_us = std::max(d.clock_us, a.clock_us);
+      ++d.delivered;
+    }
+    hooks_.send(activation, a.ok ? protocol::BuildResultOk(activation, a.call_id, a.value_json, d.clock_us)
+                                 : protocol::BuildResultError(activation, a.call_id, a.error_name, a.error_message,
+                                                              d.clock_us));
+  }
+}
+
+std::string CallGate::IdempotencyKey(ActivationId activation, int64_t call_id) {
+  // A durable run's key names the run: every activation that resumes it sends the same key.
+  if (const Durable* d = DurableOf(activation))
+    return journal_id_ + ":run:" + std::to_string(d->run) + ":" + std::to_string(call_id);
+  return journal_id_ + ":" + std::to_string(activation) + ":" + std::to_string(call_id);
+}
+
+Effect CallGate::EffectOf(const Flow& flow, const HostCallSpec& spec, const protocol::Call& call) {
+  if (!spec.effect_of) return spec.effect;
+  try {
+    return spec.effect_of(flow.manifest.GrantFor(call.name), call.args);
+  } catch (...) {
+    return Effect::kExternal;  // the safe assumption
+  }
+}
+
 Decision CallGate::Decide(const Flow& flow, const protocol::Call& call, const HostCallSpec* spec) {
   if (!spec) return {Verdict::kDeny, "unknown host call", "no host call named \"" + call.name + "\""};
   // The grant that admits this name: its own, or a family's wildcard ("mcp.fs.*").
@@ -127,6 +191,23 @@ void CallGate::OverBudget(ActivationId activation, CallUsage& usage, Budget budg
 void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Call call) {
   CallUsage& usage = usage_[activation];
   if (usage.over) return;  // the activation is ending for a budget: nothing more is journaled or answered
+  Durable* durable = DurableOf(activation);
+  std::string digest;
+  if (durable) {
+    digest = ArgsDigest(call.args);
+    if (durable->replay) {
+      const Replayer::Verdict verdict = durable->replay->OnCall(call.id, call.name, digest);
+      if (verdict.step == Replayer::Step::kDiverged) {
+        usage.over = true;  // nothing more of it is journaled or answered
+        hooks_.diverged(activation, verdict.divergence);
+        return;
+      }
+      if (verdict.step == Replayer::Step::kFromRecord) {
+        DeliverReplayed(activation, *durable);  // not journaled again, not run again
+        return;
+      }
+    }
+  }
   const Budgets& budgets = flow->manifest.budgets();
   const HostCallSpec* spec = registry_.Find(call.name);
   Decision decision = Decide(*flow, call, spec);
@@ -134,8 +215,9 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   // What the arguments weigh: the frame they came in (the journal's view may be a digest).
   const uint64_t args_bytes = call.frame_bytes;
   // An admitted call of an unjournaled spec (timer.sleep) leaves no record and costs no journal
-  // bytes; it still counts in calls in flight below.
-  const bool journaled = !(decision.allowed() && !spec->journaled);
+  // bytes; it still counts in calls in flight below. In a durable run every call is journaled:
+  // the order of its timers' answers is part of what a resume replays.
+  const bool journaled = !(decision.allowed() && !spec->journaled) || durable != nullptr;
   std::string args_journal;
   if (!journaled) {
     // nothing to journal
@@ -157,7 +239,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
         usage.journal_bytes + record_bytes + 4 > budgets.journal_bytes) {
       ++usage.logs_dropped;
       hooks_.count_log_dropped();
-      hooks_.send(activation, protocol::BuildResultOk(activation, call.id, "null"));
+      hooks_.send(activation, protocol::BuildResultOk(activation, call.id, "null", StampAnswer(activation, true, 0).clock_us));
       return;
     }
     usage.log_bytes += args_bytes;
@@ -171,7 +253,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
     CallRecord rec{activation, call.id, call.name, protocol::DumpJson(DigestJson(args_journal)),
                    Decision{Verdict::kQuotaExceeded, "budgets.journal_kb", why},
                    spec ? spec->effect : Effect::kExternal, CallState::kAnswered, "", ErrorJson("BudgetExhausted", why),
-                   start, NowUnixUs()};
+                   start, NowUnixUs(), digest};
     Record(rec);
     return OverBudget(activation, usage, Budget::kJournal,
                       "journal budget exhausted: host call \"" + call.name + "\" would pass " + budget_text +
@@ -181,11 +263,12 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   if (!decision.allowed()) {
     hooks_.count_denied();
     const std::string& why = decision.reason;
+    const Stamp stamp = StampAnswer(activation, false, NowUnixUs());
     CallRecord rec{activation, call.id, call.name, std::move(args_journal), decision,
                    spec ? spec->effect : Effect::kExternal, CallState::kAnswered, "", ErrorJson("PermissionDenied", why),
-                   start, NowUnixUs()};
+                   start, stamp.clock_us.value_or(NowUnixUs()), digest, stamp.seq};
     Record(rec);
-    hooks_.send(activation, protocol::BuildResultError(activation, call.id, "PermissionDenied", why));
+    hooks_.send(activation, protocol::BuildResultError(activation, call.id, "PermissionDenied", why, stamp.clock_us));
     return;
   }
   if (usage.in_flight + 1 > budgets.calls_in_flight) {
@@ -214,13 +297,17 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   f.args = std::move(call.args);
   f.args_bytes = args_bytes;
   f.journaled = journaled;
-  if (spec->effect == Effect::kPure) {
+  f.effect = EffectOf(*flow, *spec, call);
+  f.args_digest = std::move(digest);
+  // A pure call has no effect to record first; a store-local one commits its effect with its
+  // answer (HostCallSpec::effect_in_store): neither waits for a `started` commit.
+  if (f.effect == Effect::kPure || spec->effect_in_store) {
     f.args_journal = std::move(args_journal);
     Dispatch(key, f);
     return;
   }
-  Record({activation, call.id, call.name, std::move(args_journal), f.decision, spec->effect, CallState::kStarted, "", "",
-          start, std::nullopt});
+  Record({activation, call.id, call.name, std::move(args_journal), f.decision, f.effect, CallState::kStarted, "", "",
+          start, std::nullopt, f.args_digest});
   f.recorded = true;
   f.stage = Stage::kAwaitingCommit;
   awaiting_commit_.push_back(key);
@@ -259,9 +346,10 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
   slot->activation_id = key.first;
   slot->call_id = key.second;
   const HostCallSpec& spec = *f.spec;
-  HostCallContext ctx{key.first, key.second, f.flow->name,
-                      journal_id_ + ":" + std::to_string(key.first) + ":" + std::to_string(key.second),
+  HostCallContext ctx{key.first, key.second, f.flow->name, IdempotencyKey(key.first, key.second),
                       f.flow->manifest.GrantFor(f.name), f.name};
+  // A store-local handler's write joins this batch: its answer must join it too.
+  const bool must_answer_now = spec.effect_in_store;
   const FlowRef flow = f.flow;  // the grant stays valid while the handler runs
   Json args = std::move(f.args);
   f.args = nullptr;
@@ -281,6 +369,10 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
     HostCallReply(slot).Error("HostError", "host call \"" + ctx.name + "\" failed: its handler threw: " + thrown);
   } else if (slot.use_count() == 1) {  // nobody kept the reply
     HostCallReply(slot).Error("HostError", "the host call's handler dropped its reply without answering");
+  } else if (must_answer_now && !slot->answered.load()) {
+    HostCallReply(slot).Error("HostError", "host call \"" + ctx.name +
+                                               "\" writes basal's store and must answer before its handler returns "
+                                               "(HostCallSpec::effect_in_store); it did not");
   }
 }
 
@@ -318,31 +410,54 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
   const std::string error_journal = ok || !f.journaled ? "" : CapForJournal(ErrorJson(name, message), cap);  // an embedder's text
   const bool late = f.stage == Stage::kAbandoned;
   const CallState state = late ? CallState::kAbandoned : CallState::kAnswered;
-  const uint64_t bytes = f.journaled ? result_journal.size() + error_journal.size() : 0;  // the record was charged at the call
+  // A durable run keeps the answer exactly as the worker gets it when the journal's view is not
+  // that (capped, redacted): a resume replays it (docs/durable.md).
+  std::string replay;
+  if (!late && f.journaled && DurableOf(activation)) {
+    if (ok && result_journal != value_json) {
+      replay = "{\"ok\":" + value_json + "}";
+    } else if (!ok && error_journal != ErrorJson(name, message)) {
+      replay = protocol::DumpJson(Json{{"error", {{"name", name}, {"message", message}}}});
+    }
+  }
+  // The record was charged at the call; its answer now.
+  const uint64_t bytes = f.journaled ? result_journal.size() + error_journal.size() + replay.size() : 0;
+  // Delivered unless the activation ended, is ending, or this answer passes its journal budget.
+  CallUsage* usage = nullptr;
+  bool deliver = false, over = false;
+  if (!late) {
+    if (auto u = usage_.find(activation); u != usage_.end()) {
+      usage = &u->second;
+      --usage->in_flight;
+      usage->in_flight_bytes -= f.args_bytes;
+      deliver = !usage->over;
+      if (deliver && f.journaled && !Charge(*usage, *f.flow, bytes)) {
+        deliver = false;  // journaled (its effect happened) but not delivered: the activation ends
+        over = true;
+      }
+    }
+  }
+  const bool notification = spec.name == kLogCallName;
+  const Stamp stamp = deliver ? StampAnswer(activation, notification, NowUnixUs()) : Stamp{};
+  const int64_t end = stamp.clock_us && !notification ? *stamp.clock_us : NowUnixUs();
+  if (!deliver) replay.clear();
   if (!f.journaled) {
     // no record, before or after
   } else if (f.recorded) {
-    Update({activation, call_id, state, result_journal, error_journal, NowUnixUs()});
+    Update({activation, call_id, state, result_journal, error_journal, end, stamp.seq, std::move(replay)});
   } else {
-    Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, spec.effect, state, result_journal,
-            error_journal, f.start_unix_us, NowUnixUs()});
+    Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect, state, result_journal,
+            error_journal, f.start_unix_us, end, f.args_digest, stamp.seq, std::move(replay)});
   }
-  if (late) return;  // the activation is over: nobody to answer
-  auto u = usage_.find(activation);
-  if (u == usage_.end()) return;
-  CallUsage& usage = u->second;
-  --usage.in_flight;
-  usage.in_flight_bytes -= f.args_bytes;
-  if (usage.over) return;
-  if (f.journaled && !Charge(usage, *f.flow, bytes)) {
-    // The answer is journaled (its effect happened) but not delivered: the activation ends.
-    return OverBudget(activation, usage, Budget::kJournal,
+  if (over) {
+    return OverBudget(activation, *usage, Budget::kJournal,
                       "journal budget exhausted: the answer of host call \"" + f.name + "\" passed the " +
                           std::to_string(f.flow->manifest.budgets().journal_bytes >> 10) +
                           " KiB the activation may journal (budgets.journal_kb); raise it or journal less");
   }
-  hooks_.send(activation, ok ? protocol::BuildResultOk(activation, call_id, value_json)
-                             : protocol::BuildResultError(activation, call_id, name, message));
+  if (!deliver) return;
+  hooks_.send(activation, ok ? protocol::BuildResultOk(activation, call_id, value_json, stamp.clock_us)
+                             : protocol::BuildResultError(activation, call_id, name, message, stamp.clock_us));
 }
 
 CallUsage CallGate::EndCalls(ActivationId activation) {
@@ -366,14 +481,15 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
     } else if (f.recorded) {
       Update({activation, call_id, CallState::kAbandoned, "", ended, std::nullopt});
     } else {
-      Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.spec->effect,
-              CallState::kAbandoned, "", ended, f.start_unix_us, std::nullopt});
+      Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect,
+              CallState::kAbandoned, "", ended, f.start_unix_us, std::nullopt, f.args_digest});
       f.args_journal.clear();
       f.recorded = true;
     }
     f.stage = Stage::kAbandoned;  // kept until the handler answers or drops its reply
     ++it;
   }
+  durable_.erase(activation);
   registry_.ActivationEnded(activation);  // handlers drop what they keep for it (timers, transfers)
   return usage;
 }

@@ -10,6 +10,12 @@
 // `abandoned`; an answer that still arrives is written into that record and goes no further.
 // docs/journal.md has the lifecycle.
 //
+// A durable run's activation (docs/durable.md) is begun with BeginDurable: its calls are journaled
+// with their argument digest and the position of their answer in the order the worker got them,
+// every answer carries the durable clock, timer.sleep is journaled too, and a resumed activation's
+// calls are first matched against the run's record (replay.h): answered from it without being
+// journaled again, run live, or the run ends diverged.
+//
 // The gate also holds each activation to its manifest's call budgets: calls in flight (count and
 // argument bytes), journal bytes (every value capped per call first: journal_value.h) and log
 // bytes. A log line past its budget is answered and dropped (counted); any other call past a
@@ -27,8 +33,10 @@
 
 #include "basal/host_call.h"
 #include "basal/manifest.h"
-#include "basal/module.h"
+#include "basal/flow.h"
+#include "basal/module_event.h"
 #include "parent/loop/event_loop.h"
+#include "parent/replay.h"
 #include "parent/store/store.h"
 #include "protocol/messages.h"
 
@@ -54,6 +62,9 @@ struct CallGateHooks {
   std::function<void()> count_log_dropped;
   // A budget ran out: the module ends the activation (not from inside the gate's own call).
   std::function<void(ActivationId, Budget, std::string message)> over_budget;
+  // A resumed durable activation issued a call other than the record's: the module ends it
+  // diverged (not from inside the gate's own call).
+  std::function<void(ActivationId, std::string message)> diverged;
 };
 
 struct CallGateLimits {
@@ -79,6 +90,14 @@ class CallGate {
   CallGate(const CallGate&) = delete;
   CallGate& operator=(const CallGate&) = delete;
 
+  // An activation of durable run `run` starts: the clock its worker was loaded with, and the
+  // replay of the run's record when it resumes the run (nullopt: a first execution).
+  void BeginDurable(ActivationId activation, RunId run, int64_t start_clock_us, std::optional<ReplayPlan> replay);
+  // A durable activation's replay at its end: a record the script never reached, or nullopt.
+  std::optional<std::string> ReplayLeftover(ActivationId activation) const;
+  // What its replay still waits for ("" when none, or not replaying).
+  std::string ReplayWaiting(ActivationId activation) const;
+
   // A call frame of a running activation (already checked to belong to it).
   void OnCall(ActivationId activation, const FlowRef& flow, protocol::Call call);
   // After the loop's commit: runs the handlers whose `started` record is now durable.
@@ -95,6 +114,18 @@ class CallGate {
 
  private:
   enum class Stage { kAwaitingCommit, kRunning, kAbandoned };
+  // A durable activation's clock, answer order and replay.
+  struct Durable {
+    RunId run = 0;
+    int64_t clock_us = 0;       // the clock the last answer carried (the load's clock at first)
+    int64_t delivered = 0;      // answers sent so far, replayed ones included: the next is delivered + 1
+    std::unique_ptr<Replayer> replay;  // null: not resuming
+  };
+  // What an answer to a durable activation carries, and what its record keeps.
+  struct Stamp {
+    std::optional<int64_t> clock_us;
+    std::optional<int64_t> seq;
+  };
   struct InFlight {
     const HostCallSpec* spec = nullptr;
     std::string name;  // as called: a family spec's member ("mcp.fs.read_text_file")
@@ -107,10 +138,20 @@ class CallGate {
     Decision decision;
     Json args;                 // kept only until the handler runs
     int64_t start_unix_us = 0;
+    Effect effect = Effect::kExternal;  // of this call (HostCallSpec::effect_of)
+    std::string args_digest;   // durable runs
   };
   using Key = std::pair<ActivationId, int64_t>;
 
   Decision Decide(const Flow& flow, const protocol::Call& call, const HostCallSpec* spec);
+  Effect EffectOf(const Flow& flow, const HostCallSpec& spec, const protocol::Call& call);
+  Durable* DurableOf(ActivationId activation);
+  // The clock and position of an answer about to be sent (durable activations; none otherwise).
+  // A notification's answer (log) carries the clock as it is and takes no position.
+  Stamp StampAnswer(ActivationId activation, bool notification, int64_t end_unix_us);
+  // Queues the recorded answers a replay may deliver now.
+  void DeliverReplayed(ActivationId activation, Durable& durable);
+  std::string IdempotencyKey(ActivationId activation, int64_t call_id);
   void Dispatch(const Key& key, InFlight& call);
   void Record(const CallRecord& record);
   void Update(const CallUpdate& update);
@@ -129,6 +170,7 @@ class CallGate {
   std::shared_ptr<ReplyLink> link_;
   std::map<Key, InFlight> calls_;  // freed when answered (or abandoned and never started)
   std::vector<Key> awaiting_commit_;
+  std::map<ActivationId, Durable> durable_;  // durable activations that have not ended
 };
 
 }  // namespace basal

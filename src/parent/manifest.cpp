@@ -406,6 +406,14 @@ Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& 
       manifest.mcp_servers_ = std::move(*servers);
       continue;
     }
+    if (key == "durable") {
+      // docs/durable.md: a run of the flow outlives its host (resumed from the journal).
+      if (profile == Profile::kCodemode)
+        return Invalid("durable", "only a flow's runs are durable; a codemode policy's scripts are not resumed");
+      if (!value.is_boolean()) return Invalid("durable", "must be true or false (got " + Shown(value) + ")");
+      manifest.durable_ = value.get<bool>();
+      continue;
+    }
     if (key == "grants") {
       auto grants = ParseGrants(value, registry);
       if (!grants) return grants.error();
@@ -417,7 +425,7 @@ Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& 
     } else {
       return Invalid("manifest", "unknown key " + Quoted(key) +
                                      (profile == Profile::kCodemode ? " (expected \"grants\", \"budgets\" or \"mcp_servers\")"
-                                                                    : " (expected \"grants\" or \"budgets\")"));
+                                                                    : " (expected \"grants\", \"budgets\" or \"durable\")"));
     }
   }
   if (auto ok = CheckMcpGrants(manifest.grants_, manifest.mcp_servers_); !ok) return ok.error();
@@ -471,6 +479,7 @@ std::string Manifest::Canonical() const {
   // nlohmann's default object is a std::map: keys come out sorted at every level. A manifest
   // without servers reads as it did before they existed (its hash is unchanged).
   Json canonical = {{"grants", std::move(grants)}, {"budgets", std::move(budgets)}};
+  if (durable_) canonical["durable"] = true;  // absent when false: older manifests keep their hash
   if (!mcp_servers_.empty()) {
     Json servers = Json::object();
     for (const auto& [name, server] : mcp_servers_) servers[name] = server;

@@ -1,7 +1,7 @@
-// The Module: the public face of the parent. It wires the rooms together (loop, pool, call gate,
-// store) and owns the activations: queued, running, finished. Each loop pass ends in
-// EndOfPass(): commit the journal batch, and only then answer workers and call `done` callbacks
-// (group commit). docs/architecture.md draws the rooms.
+// The Module: the public face of the parent (include/basal/module.h) and the activations it owns:
+// queued, running, finished. Each loop pass ends in EndOfPass(): commit the journal batch, and only
+// then answer workers and call `done` callbacks (group commit). Runs: module_runs.cpp.
+// docs/architecture.md draws the rooms.
 #include "basal/module.h"
 
 #include <sched.h>
@@ -9,30 +9,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <exception>
-#include <unordered_map>
 
-#include "parent/activation.h"
-#include "parent/call_gate.h"
-#include "parent/host_calls/http_fetch.h"
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
-#include "parent/host_calls/timer.h"
 #include "parent/host_calls/mcp.h"
+#include "parent/host_calls/timer.h"
 #include "parent/journal_value.h"
-#include "parent/loop/event_loop.h"
-#include "parent/platform/worker_launcher.h"
-#include "parent/pool.h"
+#include "parent/module_impl.h"
 #include "parent/secrets/secret_store.h"
 #include "parent/store/owner.h"
 #include "parent/store/sqlite/sqlite_store.h"
-#include "parent/welcome_check.h"
 
 namespace basal {
 
 using Clock = EventLoop::Clock;
-
 
 const char* ModuleEventKindName(ModuleEvent::Kind kind) {
   switch (kind) {
@@ -43,447 +34,513 @@ const char* ModuleEventKindName(ModuleEvent::Kind kind) {
     case ModuleEvent::Kind::kJournalFailure: return "journal_failure";
     case ModuleEvent::Kind::kRecovered: return "recovered";
     case ModuleEvent::Kind::kIdleCpu: return "idle_cpu";
+    case ModuleEvent::Kind::kRunStopped: return "run_stopped";
   }
   return "unknown";
 }
 
-HttpFetchOptions HttpFetchOptionsFor(Module::Impl& m);
+Origin JournalOrigin(FlowOrigin origin) {
+  switch (origin) {
+    case FlowOrigin::kAdhoc: return Origin::kAdhoc;
+    case FlowOrigin::kApproved: return Origin::kApproved;
+    case FlowOrigin::kCodemode: return Origin::kCodemode;
+  }
+  return Origin::kAdhoc;
+}
 
-struct Module::Impl final : PoolOwner {
-  struct Finished {
-    ActivationResult result;
-    DoneCallback done;
-    bool journaled = true;  // false for a load check (nothing of it is in the journal)
+std::string Shown(std::string_view name) {
+  return Json(std::string(name)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Module::Impl::~Impl() {
+  // Nothing is left open in the journal: what still runs or waits is ended as cancelled. The
+  // completion callbacks are not called, since what they refer to may already be gone.
+  if (store && pool) {
+    std::vector<ActivationId> ids;
+    for (auto& [id, a] : live) ids.push_back(id);
+    for (ActivationId id : ids) {
+      const bool on_worker = live.at(id)->worker != nullptr;
+      CancelOne(id, on_worker ? "the module was closed while the activation ran: its worker was killed"
+                              : "the module was closed before the activation started");
+    }
+    std::vector<RunId> waiting;
+    for (auto& [id, w] : waiting_runs) waiting.push_back(id);
+    for (RunId id : waiting) EndRunWithout(id, "cancelled", "the module was closed before the run started", nullptr);
+    finished.clear();
+    sends.clear();
+    (void)store->journal().Commit();
+  }
+  gate.reset();  // replies held elsewhere now answer into nothing
+  pool.reset();
+}
+
+// ---- ending activations ----
+
+void Module::Impl::Finish(Activation& a, ActivationResult r) {
+  const ActivationId id = a.id;
+  if (a.deadline_timer) loop_->Cancel(*a.deadline_timer);
+  if (a.cpu_timer) loop_->Cancel(*a.cpu_timer);
+  if (a.load_only) return FinishLoadCheck(a, std::move(r));
+  const CallUsage usage = gate->EndCalls(id);
+  r.logs_dropped = static_cast<int64_t>(usage.logs_dropped);
+  r.activation_id = id;
+  r.run_id = a.run_id;
+  const int64_t now = NowUnixUs();
+  Finished f{std::move(r), std::move(a.done), true, std::move(a.run_done), {}};
+  if (auto e = store->journal().EndActivation(EndRecord(id, f.result, now, options.journal_value_max_bytes)); !e) {
+    if (e.error().code != ErrorCode::kNotFound) FailBatch(e.error().message);
+  } else if (a.run_id != 0) {
+    // The run ends in the batch that ends its activation: one commit for both. Its error stays
+    // with the activation's end (written once).
+    const std::string outcome = OutcomeName(f.result.outcome);
+    if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, "", now); !ended) FailBatch(ended.error().message);
+    f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us};
+  }
+  if (a.run_id != 0) running_runs_.erase(a.run_id);
+  if (f.result.ok()) {
+    ++health.activations_ok;
+  } else {
+    ++health.activations_failed[f.result.outcome];
+  }
+  if (a.worker) a.worker->activation = nullptr;
+  // A queued one (cancelled while it waited) stays in `queue` as a stale ticket that Dispatch
+  // skips: removing it there would cost a scan of the queue per cancel.
+  if (a.queued) --queued;
+  finished.push_back(std::move(f));
+  live.erase(id);  // `a` is gone now
+}
+
+// A load check ends without the journal or the activation counters: it was no activation.
+void Module::Impl::FinishLoadCheck(Activation& a, ActivationResult r) {
+  const ActivationId id = a.id;
+  LoadCheck c;
+  c.outcome = r.outcome;
+  c.message = r.message;
+  c.error_name = r.error_name;
+  c.stack = r.stack;
+  c.budget = r.budget;
+  if (a.load_error) {
+    c.error_message = a.load_error->message;
+    c.line = a.load_error->line;
+  }
+  if (a.worker) a.worker->activation = nullptr;
+  if (a.queued) --queued;
+  DoneCallback done = [checked = std::move(a.checked), c = std::move(c)](const ActivationResult&) {
+    if (checked) checked(c);
   };
+  finished.push_back({std::move(r), std::move(done), /*journaled=*/false, nullptr, {}});
+  live.erase(id);  // `a` is gone now
+}
 
-  ModuleOptions options;
-  std::unique_ptr<EventLoop> loop;
-  std::unique_ptr<WorkerLauncher> launcher;
-  std::unique_ptr<Store> store;
-  HostCallRegistry registry;
-  HealthSnapshot health;
-  std::unique_ptr<CallGate> gate;
-  std::unique_ptr<Pool> pool;
-  ActivationOwner owner;
-  int kernel_landlock_abi = 0;
-  WelcomePolicy welcome_policy;  // the pool's and the doctor's
-  size_t cpus = 1;
-  uint64_t next_flow_id = 1;
-  ActivationId next_check_id = -1;  // load checks count down from -1: never a journal id
-  std::unordered_map<uint64_t, FlowRef> flows;                        // approved and not removed
-  std::unordered_map<ActivationId, std::unique_ptr<Activation>> live;  // queued or running
-  std::deque<ActivationId> queue;  // may hold ids that already ended (skipped by Dispatch)
-  size_t queued = 0;               // activations in `queue` that still wait
-  std::vector<std::pair<ActivationId, std::string>> sends;  // answers waiting for the commit
-  std::vector<Finished> finished;                           // callbacks waiting for the commit
-  std::string journal_failure;
-  std::vector<std::function<void(const Result<void>&)>> commit_waiters;  // Module::AfterCommit
-  struct OverBudget {
-    ActivationId id;
-    Budget budget;
-    std::string message;
-  };
-  std::vector<OverBudget> over_budget;  // reported by the gate; ended by EndOverBudget
-  bool shutting_down = false;
-  bool in_pass = false;
+// The worker loaded the flow for a load check: the check passed, and the worker waits idle for
+// the flow's next activation (or retires, if the flow was removed meanwhile).
+void Module::Impl::EndLoadCheck(PooledWorker& w) {
+  Activation& a = *w.activation;
+  const bool removed = !flows.count(a.flow->id);
+  Finish(a, ActivationResult{});
+  pool->Release(w, removed ? std::optional<RetireReason>(RetireReason::kFlowRemoved) : std::nullopt);
+}
 
-  ~Impl() override {
-    // Nothing is left open in the journal: what still runs or waits is ended as cancelled. The
-    // completion callbacks are not called, since what they refer to may already be gone.
-    if (store && pool) {
-      std::vector<ActivationId> ids;
-      for (auto& [id, a] : live) ids.push_back(id);
-      for (ActivationId id : ids) {
-        const bool on_worker = live.at(id)->worker != nullptr;
-        CancelOne(id, on_worker ? "the module was closed while the activation ran: its worker was killed"
-                                : "the module was closed before the activation started");
-      }
-      finished.clear();
-      sends.clear();
-      (void)store->journal().Commit();
-    }
-    gate.reset();  // replies held elsewhere now answer into nothing
-    pool.reset();
+void Module::Impl::CancelOne(ActivationId id, const std::string& why) {
+  auto it = live.find(id);
+  if (it == live.end()) return;
+  Activation& a = *it->second;
+  if (a.worker) pool->Retire(*a.worker, RetireReason::kCancelled);
+  Finish(a, Failure(Outcome::kCancelled, why));
+}
+
+// ---- PoolOwner ----
+
+void Module::Impl::OnWorkerReady(PooledWorker& w) {
+  if (w.activation->load_only) return EndLoadCheck(w);
+  StartOn(w);
+}
+
+void Module::Impl::OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg) {
+  Activation& a = *w.activation;
+  if (auto* call = std::get_if<protocol::Call>(&msg)) {
+    if (call->activation != a.id)
+      return pool->Violation(w, "call for activation " + std::to_string(call->activation) + " during activation " +
+                                    std::to_string(a.id));
+    if (call->id <= a.last_call_id)
+      return pool->Violation(w, "call id " + std::to_string(call->id) + " reused or out of order (last was " +
+                                    std::to_string(a.last_call_id) + ")");
+    a.last_call_id = call->id;
+    gate->OnCall(a.id, a.flow, std::move(*call));
+    EndOverBudget();
+    return;
   }
-
-  // ---- ending activations ----
-  void Finish(Activation& a, ActivationResult r) {
-    const ActivationId id = a.id;
-    if (a.deadline_timer) loop->Cancel(*a.deadline_timer);
-    if (a.cpu_timer) loop->Cancel(*a.cpu_timer);
-    if (a.load_only) return FinishLoadCheck(a, std::move(r));
-    const CallUsage usage = gate->EndCalls(id);
-    r.logs_dropped = static_cast<int64_t>(usage.logs_dropped);
-    r.activation_id = id;
-    if (auto e = store->journal().EndActivation(EndRecord(id, r, NowUnixUs(), options.journal_value_max_bytes)); !e) {
-      if (e.error().code != ErrorCode::kNotFound) journal_failure = e.error().message;
-    } else if (a.journal_end) {
-      a.journal_end(r);
+  if (auto* done = std::get_if<protocol::Done>(&msg)) {
+    if (done->activation != a.id)
+      return pool->Violation(w, "done for activation " + std::to_string(done->activation) + " during activation " +
+                                    std::to_string(a.id));
+    bool retire = false;
+    ActivationResult r = ResultFromDone(*done, retire);
+    // The CPU figure is the kernel's, not the worker's: a subverted engine could say anything.
+    const auto used = pool->CpuOf(w) - a.cpu_base;
+    r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(used).count();
+    if (used > CpuLimit(a)) {
+      r = CpuExhausted(a, used);
+      retire = true;
+    } else if (auto leftover = gate->ReplayLeftover(a.id)) {
+      // A resumed run that ends without replaying its whole record has diverged from it.
+      const int64_t cpu_us = r.cpu_us;
+      r = Failure(Outcome::kDiverged, "the run diverged from its record: " + *leftover);
+      r.cpu_us = cpu_us;
     }
-    if (r.ok()) {
-      ++health.activations_ok;
-    } else {
-      ++health.activations_failed[r.outcome];
-    }
-    if (a.worker) a.worker->activation = nullptr;
-    // A queued one (cancelled while it waited) stays in `queue` as a stale id that Dispatch skips:
-    // removing it there would cost a scan of the queue per cancel.
-    if (a.queued) --queued;
-    finished.push_back({std::move(r), std::move(a.done)});
-    live.erase(id);  // `a` is gone now
-  }
-
-  // A load check ends without the journal or the activation counters: it was no activation.
-  void FinishLoadCheck(Activation& a, ActivationResult r) {
-    const ActivationId id = a.id;
-    LoadCheck c;
-    c.outcome = r.outcome;
-    c.message = r.message;
-    c.error_name = r.error_name;
-    c.stack = r.stack;
-    c.budget = r.budget;
-    if (a.load_error) {
-      c.error_message = a.load_error->message;
-      c.line = a.load_error->line;
-    }
-    if (a.worker) a.worker->activation = nullptr;
-    if (a.queued) --queued;
-    DoneCallback done = [checked = std::move(a.checked), c = std::move(c)](const ActivationResult&) {
-      if (checked) checked(c);
-    };
-    finished.push_back({std::move(r), std::move(done), /*journaled=*/false});
-    live.erase(id);  // `a` is gone now
-  }
-
-  // The worker loaded the flow for a load check: the check passed, and the worker waits idle for
-  // the flow's next activation (or retires, if the flow was removed meanwhile).
-  void EndLoadCheck(PooledWorker& w) {
-    Activation& a = *w.activation;
+    if (done->ok && done->caught_budget_failure) ++health.caught_budget_failures;
     const bool removed = !flows.count(a.flow->id);
-    Finish(a, ActivationResult{});
-    pool->Release(w, removed ? std::optional<RetireReason>(RetireReason::kFlowRemoved) : std::nullopt);
+    const bool durable = a.durable.has_value();
+    Finish(a, std::move(r));
+    std::optional<RetireReason> why;
+    if (retire) why = RetireReason::kBudget;
+    else if (removed) why = RetireReason::kFlowRemoved;  // no later activation can use it
+    // A durable run's worker runs one activation: the next one must start from a fresh engine, as
+    // its replay will.
+    else if (durable) why = RetireReason::kActivationCount;
+    pool->Release(w, why);
+    return;
   }
+  pool->Violation(w, "unexpected message during an activation");
+}
 
-  void CancelOne(ActivationId id, const std::string& why) {
+void Module::Impl::OnWorkerLost(PooledWorker& w, ActivationResult r) {
+  if (w.activation) Finish(*w.activation, std::move(r));
+}
+
+void Module::Impl::OnEvent(ModuleEvent event) {
+  if (options.observer) options.observer->OnEvent(event);
+}
+
+// ---- budgets the parent enforces ----
+
+// Ends the activations the gate found over a budget or diverged (never from inside the gate's own call).
+void Module::Impl::EndOverBudget() {
+  auto ended = std::move(over_budget);
+  over_budget.clear();
+  for (OverBudget& o : ended) {
+    auto it = live.find(o.id);
+    if (it == live.end()) continue;
+    Activation& a = *it->second;
+    if (a.worker) pool->Retire(*a.worker, RetireReason::kBudget);
+    ActivationResult r = Failure(Outcome::kBudgetExhausted, std::move(o.message));
+    r.budget = o.budget;
+    if (a.worker) r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(pool->CpuOf(*a.worker) - a.cpu_base).count();
+    Finish(a, std::move(r));
+  }
+  auto gone = std::move(diverged);
+  diverged.clear();
+  for (auto& [id, message] : gone) {
     auto it = live.find(id);
-    if (it == live.end()) return;
+    if (it == live.end()) continue;
     Activation& a = *it->second;
     if (a.worker) pool->Retire(*a.worker, RetireReason::kCancelled);
-    Finish(a, Failure(Outcome::kCancelled, why));
+    Finish(a, Failure(Outcome::kDiverged, "the run diverged from its record: " + message));
   }
+}
 
-  // ---- PoolOwner ----
-  void OnWorkerReady(PooledWorker& w) override {
-    if (w.activation->load_only) return EndLoadCheck(w);
-    StartOn(w);
+std::chrono::nanoseconds Module::Impl::CpuLimit(const Activation& a) const {
+  return a.flow->manifest.budgets().cpu + options.cpu_grace;
+}
+
+ActivationResult Module::Impl::CpuExhausted(const Activation& a, std::chrono::nanoseconds used) {
+  ActivationResult r = Failure(
+      Outcome::kBudgetExhausted,
+      "cpu budget exhausted: the worker used " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(used).count()) +
+          " ms of CPU (measured by the parent); the budget is " + std::to_string(a.flow->manifest.budgets().cpu.count()) +
+          " ms (budgets.cpu_ms) and the parent stops a worker " + std::to_string(options.cpu_grace.count()) +
+          " ms past it");
+  r.budget = Budget::kCpu;
+  r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(used).count();
+  return r;
+}
+
+// The parent's own CPU check: a worker's CPU time cannot grow faster than the wall clock (one
+// thread), so the next look is due when the rest of the budget could be spent at the earliest.
+void Module::Impl::ArmCpu(Activation& a) {
+  const ActivationId id = a.id;
+  const auto used = a.worker ? pool->CpuOf(*a.worker) - a.cpu_base : std::chrono::nanoseconds(0);
+  const auto left = std::max<std::chrono::nanoseconds>(CpuLimit(a) - used, std::chrono::milliseconds(1));
+  a.cpu_timer = loop_->At(Clock::now() + std::chrono::duration_cast<Clock::duration>(left), [this, id] {
+    auto it = live.find(id);
+    if (it == live.end()) return;
+    Activation& act = *it->second;
+    act.cpu_timer.reset();
+    if (!act.worker) return;
+    if (pool->HasExited(*act.worker)) return;  // how it ended (RLIMIT_CPU, a crash) is reported on this pass
+    const auto spent = pool->CpuOf(*act.worker) - act.cpu_base;
+    if (spent <= CpuLimit(act)) return ArmCpu(act);
+    ++health.cpu_kills;
+    pool->Kill(*act.worker);
+    Finish(act, CpuExhausted(act, spent));
+  });
+}
+
+// ---- starting activations ----
+
+void Module::Impl::ArmDeadline(Activation& a) {
+  const ActivationId id = a.id;
+  a.deadline_timer = loop_->At(Clock::now() + a.flow->manifest.budgets().deadline, [this, id] {
+    auto it = live.find(id);
+    if (it == live.end()) return;
+    Activation& act = *it->second;
+    act.deadline_timer.reset();
+    ++health.deadline_kills;
+    if (act.worker) pool->Kill(*act.worker);
+    std::string message = std::string(act.load_only ? "loading the flow" : "activation") + " passed its deadline of " +
+                          std::to_string(act.flow->manifest.budgets().deadline.count()) + " ms: worker killed";
+    if (const std::string waiting = gate->ReplayWaiting(id); !waiting.empty()) message += " (" + waiting + ")";
+    Finish(act, Failure(Outcome::kDeadline, std::move(message)));
+  });
+}
+
+void Module::Impl::StartOn(PooledWorker& w) {
+  Activation& a = *w.activation;
+  a.worker = &w;
+  a.started = true;
+  w.state = PooledWorker::State::kBusy;
+  ++w.activations;
+  pool->Send(w, protocol::BuildActivate(a.id, a.input_json));
+}
+
+void Module::Impl::Place(Activation& a, PooledWorker* idle) {
+  if (idle) {
+    pool->Claim(*idle);
+    idle->activation = &a;
+    a.worker = idle;
+    a.cpu_base = pool->CpuOf(*idle);
+    pool->LimitCpu(*idle, a.cpu_base, a.flow->manifest.budgets().cpu);
+    ArmDeadline(a);
+    ArmCpu(a);
+    StartOn(*idle);
+    return;
   }
-
-  void OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg) override {
-    Activation& a = *w.activation;
-    if (auto* call = std::get_if<protocol::Call>(&msg)) {
-      if (call->activation != a.id)
-        return pool->Violation(w, "call for activation " + std::to_string(call->activation) + " during activation " +
-                                      std::to_string(a.id));
-      if (call->id <= a.last_call_id)
-        return pool->Violation(w, "call id " + std::to_string(call->id) + " reused or out of order (last was " +
-                                      std::to_string(a.last_call_id) + ")");
-      a.last_call_id = call->id;
-      gate->OnCall(a.id, a.flow, std::move(*call));
-      EndOverBudget();
-      return;
-    }
-    if (auto* done = std::get_if<protocol::Done>(&msg)) {
-      if (done->activation != a.id)
-        return pool->Violation(w, "done for activation " + std::to_string(done->activation) + " during activation " +
-                                      std::to_string(a.id));
-      bool retire = false;
-      ActivationResult r = ResultFromDone(*done, retire);
-      // The CPU figure is the kernel's, not the worker's: a subverted engine could say anything.
-      const auto used = pool->CpuOf(w) - a.cpu_base;
-      r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(used).count();
-      if (used > CpuLimit(a)) {
-        r = CpuExhausted(a, used);
-        retire = true;
-      }
-      if (done->ok && done->caught_budget_failure) ++health.caught_budget_failures;
-      const bool removed = !flows.count(a.flow->id);
-      Finish(a, std::move(r));
-      std::optional<RetireReason> why;
-      if (retire) why = RetireReason::kBudget;
-      else if (removed) why = RetireReason::kFlowRemoved;  // no later activation can use it
-      pool->Release(w, why);
-      return;
-    }
-    pool->Violation(w, "unexpected message during an activation");
+  auto w = pool->Spawn(a.flow, &a);
+  if (!w) {
+    Finish(a, Failure(Outcome::kSpawnFailed, w.error().message));
+    return;
   }
+  a.worker = *w;
+  a.cpu_base = std::chrono::nanoseconds(0);  // a new process: its CPU so far is this activation's
+  ArmDeadline(a);
+  ArmCpu(a);
+}
 
-  void OnWorkerLost(PooledWorker& w, ActivationResult r) override {
-    if (w.activation) Finish(*w.activation, std::move(r));
-  }
+// Why an approved or codemode flow may not start: its version was revoked (read from the store
+// each time: `basal flow revoke` runs in another process). A store that cannot answer refuses
+// too: an approval that cannot be checked is not one.
+std::optional<std::string> Module::Impl::RevokedWhy(const Flow& f) {
+  if (f.approval_id == 0) return std::nullopt;
+  auto revoked = store->catalog().IsRevoked(f.approval_id);
+  const std::string what = f.origin == FlowOrigin::kCodemode
+                               ? "codemode policy " + f.policy + " version " + std::to_string(f.version)
+                               : "flow " + f.name + " version " + std::to_string(f.version);
+  if (!revoked) return what + ": cannot check whether it was revoked: " + revoked.error().message;
+  if (*revoked) return what + " was revoked; approve a new version to run it again";
+  return std::nullopt;
+}
 
-  void OnEvent(ModuleEvent event) override {
-    if (options.observer) options.observer->OnEvent(event);
-  }
-
-  // ---- budgets the parent enforces ----
-  // Ends the activations the gate found over a budget (never from inside the gate's own call).
-  void EndOverBudget() {
-    auto ended = std::move(over_budget);
-    over_budget.clear();
-    for (OverBudget& o : ended) {
-      auto it = live.find(o.id);
-      if (it == live.end()) continue;
-      Activation& a = *it->second;
-      if (a.worker) pool->Retire(*a.worker, RetireReason::kBudget);
-      ActivationResult r = Failure(Outcome::kBudgetExhausted, std::move(o.message));
-      r.budget = o.budget;
-      if (a.worker) r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(pool->CpuOf(*a.worker) - a.cpu_base).count();
-      Finish(a, std::move(r));
-    }
-  }
-
-  std::chrono::nanoseconds CpuLimit(const Activation& a) const {
-    return a.flow->manifest.budgets().cpu + options.cpu_grace;
-  }
-
-  ActivationResult CpuExhausted(const Activation& a, std::chrono::nanoseconds used) {
-    ActivationResult r = Failure(
-        Outcome::kBudgetExhausted,
-        "cpu budget exhausted: the worker used " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(used).count()) +
-            " ms of CPU (measured by the parent); the budget is " + std::to_string(a.flow->manifest.budgets().cpu.count()) +
-            " ms (budgets.cpu_ms) and the parent stops a worker " + std::to_string(options.cpu_grace.count()) +
-            " ms past it");
-    r.budget = Budget::kCpu;
-    r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(used).count();
-    return r;
-  }
-
-  // The parent's own CPU check: a worker's CPU time cannot grow faster than the wall clock (one
-  // thread), so the next look is due when the rest of the budget could be spent at the earliest.
-  void ArmCpu(Activation& a) {
-    const ActivationId id = a.id;
-    const auto used = a.worker ? pool->CpuOf(*a.worker) - a.cpu_base : std::chrono::nanoseconds(0);
-    const auto left = std::max<std::chrono::nanoseconds>(CpuLimit(a) - used, std::chrono::milliseconds(1));
-    a.cpu_timer = loop->At(Clock::now() + std::chrono::duration_cast<Clock::duration>(left), [this, id] {
-      auto it = live.find(id);
-      if (it == live.end()) return;
-      Activation& act = *it->second;
-      act.cpu_timer.reset();
-      if (!act.worker) return;
-      if (pool->HasExited(*act.worker)) return;  // how it ended (RLIMIT_CPU, a crash) is reported on this pass
-      const auto spent = pool->CpuOf(*act.worker) - act.cpu_base;
-      if (spent <= CpuLimit(act)) return ArmCpu(act);
-      ++health.cpu_kills;
-      pool->Kill(*act.worker);
-      Finish(act, CpuExhausted(act, spent));
-    });
-  }
-
-  // ---- starting activations ----
-  void ArmDeadline(Activation& a) {
-    const ActivationId id = a.id;
-    a.deadline_timer = loop->At(Clock::now() + a.flow->manifest.budgets().deadline, [this, id] {
-      auto it = live.find(id);
-      if (it == live.end()) return;
-      Activation& act = *it->second;
-      act.deadline_timer.reset();
-      ++health.deadline_kills;
-      if (act.worker) pool->Kill(*act.worker);
-      Finish(act, Failure(Outcome::kDeadline, std::string(act.load_only ? "loading the flow" : "activation") +
-                                                  " passed its deadline of " +
-                                                  std::to_string(act.flow->manifest.budgets().deadline.count()) +
-                                                  " ms: worker killed"));
-    });
-  }
-
-  void StartOn(PooledWorker& w) {
-    Activation& a = *w.activation;
-    a.worker = &w;
-    a.started = true;
-    w.state = PooledWorker::State::kBusy;
-    ++w.activations;
-    pool->Send(w, protocol::BuildActivate(a.id, a.input_json));
-  }
-
-  // Why an approved or codemode flow may not start: its version was revoked (read from the
-  // store each time: `basal flow revoke` runs in another process). A store that cannot answer
-  // refuses too: an approval that cannot be checked is not one.
-  Result<FlowRef> MakeFlow(std::string name, std::string source, std::string_view manifest_text, Profile profile,
-                           const Flow& origin);
-  Result<std::pair<ApprovalRow, std::string>> ApprovedManifest(ApprovalKind kind, std::string_view name,
-                                                               std::string* source);
-  std::optional<std::string> RevokedWhy(const Flow& f) {
-    if (f.approval_id == 0) return std::nullopt;
-    auto revoked = store->catalog().IsRevoked(f.approval_id);
-    const std::string what = f.origin == FlowOrigin::kCodemode
-                                 ? "codemode policy " + f.policy + " version " + std::to_string(f.version)
-                                 : "flow " + f.name + " version " + std::to_string(f.version);
-    if (!revoked) return what + ": cannot check whether it was revoked: " + revoked.error().message;
-    if (*revoked) return what + " was revoked; approve a new version to run it again";
-    return std::nullopt;
-  }
-
-  void Dispatch() {
-    while (!queue.empty()) {
-      auto found = live.find(queue.front());
-      if (found == live.end()) {  // ended while it waited
+void Module::Impl::Dispatch() {
+  while (!queue.empty()) {
+    const Ticket t = queue.front();
+    if (t.run != 0) {
+      auto found = waiting_runs.find(t.run);
+      if (found == waiting_runs.end() || found->second.held) {  // cancelled (or held again) while it waited
         queue.pop_front();
         continue;
       }
-      Activation& a = *found->second;
-      if (auto revoked = RevokedWhy(*a.flow)) {  // revoked while it waited: it never starts
-        queue.pop_front();
-        a.queued = false;
-        --queued;
-        Finish(a, Failure(Outcome::kCancelled, "cancelled before it started: " + *revoked));
-        continue;
-      }
-      if (PooledWorker* idle = pool->FindIdle(*a.flow)) {
-        queue.pop_front();
-        a.queued = false;
-        --queued;
-        if (a.load_only) {  // that worker has loaded the flow already
-          Finish(a, ActivationResult{});
-          continue;
-        }
-        pool->Claim(*idle);
-        idle->activation = &a;
-        a.worker = idle;
-        a.cpu_base = pool->CpuOf(*idle);
-        pool->LimitCpu(*idle, a.cpu_base, a.flow->manifest.budgets().cpu);
-        ArmDeadline(a);
-        ArmCpu(a);
-        StartOn(*idle);
-        continue;
-      }
-      if (!pool->MakeRoom()) return;
+      WaitingRun& w = found->second;
+      // A durable run's activation starts in a fresh worker, as its replay would.
+      PooledWorker* idle = w.durable ? nullptr : pool->FindIdle(*w.flow);
+      if (!idle && !pool->MakeRoom()) return;
       queue.pop_front();
-      a.queued = false;
       --queued;
-      auto w = pool->Spawn(a.flow, &a);
-      if (!w) {
-        Finish(a, Failure(Outcome::kSpawnFailed, w.error().message));
+      // Checked once, when a worker takes it, under the batch's write lock: no revocation can
+      // slip in between this check and the start the same batch records.
+      if (auto revoked = RevokedWhy(*w.flow)) {
+        RunCallback done = std::move(w.done);
+        EndRunWithout(t.run, "cancelled", "cancelled before it started: " + *revoked, std::move(done));
         continue;
       }
-      a.worker = *w;
-      a.cpu_base = std::chrono::nanoseconds(0);  // a new process: its CPU so far is this activation's
-      ArmDeadline(a);
-      ArmCpu(a);
+      Activation* a = BeginRunActivation(t.run, w);  // consumes the waiting run
+      if (a) Place(*a, idle);
+      continue;
+    }
+    auto found = live.find(t.activation);
+    if (found == live.end()) {  // ended while it waited
+      queue.pop_front();
+      continue;
+    }
+    Activation& a = *found->second;
+    PooledWorker* idle = pool->FindIdle(*a.flow);
+    if (!idle && !pool->MakeRoom()) return;
+    queue.pop_front();
+    a.queued = false;
+    --queued;
+    if (auto revoked = RevokedWhy(*a.flow)) {  // revoked while it waited: it never starts
+      Finish(a, Failure(Outcome::kCancelled, "cancelled before it started: " + *revoked));
+      continue;
+    }
+    if (a.load_only && idle) {  // that worker has loaded the flow already
+      Finish(a, ActivationResult{});
+      continue;
+    }
+    Place(a, idle);
+  }
+}
+
+// ---- the end of every loop pass ----
+
+// Runs the AfterCommit callbacks with what happened to the batch they wrote into.
+void Module::Impl::TellCommitWaiters(const Result<void>& outcome) {
+  if (commit_waiters.empty()) return;
+  auto waiters = std::move(commit_waiters);
+  commit_waiters.clear();
+  for (auto& fn : waiters) fn(outcome);
+}
+
+void Module::Impl::CommitOrFail() {
+  if (!store->journal().HasPendingBatch() && journal_failure.empty()) {
+    begun_in_batch.clear();
+    runs_in_batch.clear();
+    TellCommitWaiters(Ok());
+    return;
+  }
+  auto c = journal_failure.empty() ? store->journal().Commit() : Result<void>(MakeError(ErrorCode::kDatabase, journal_failure));
+  if (c) {
+    begun_in_batch.clear();
+    runs_in_batch.clear();
+    TellCommitWaiters(Ok());
+    return;
+  }
+  const std::string why = c.error().message;
+  journal_failure.clear();
+  (void)store->journal().Rollback();
+  TellCommitWaiters(c);
+  ++health.journal_failures;
+  OnEvent({ModuleEvent::Kind::kJournalFailure, "journal commit failed: " + why, 0, 0});
+  std::vector<ActivationId> victims = gate->DropStartedWaiting();
+  for (auto& [id, payload] : sends) victims.push_back(id);
+  sends.clear();
+  // Activations whose start was in the lost batch do not run on; runs journaled in it were never
+  // accepted (whoever asked for them hears the failure from AfterCommit), so they are not queued.
+  victims.insert(victims.end(), begun_in_batch.begin(), begun_in_batch.end());
+  begun_in_batch.clear();
+  for (RunId run : runs_in_batch) {
+    auto it = waiting_runs.find(run);
+    if (it == waiting_runs.end()) continue;
+    if (it->second.held) {
+      --held_runs;
+    } else {
+      --queued;
+    }
+    ActivationResult r = Failure(Outcome::kJournalError, "journal commit failed, the run was not recorded: " + why);
+    r.run_id = run;
+    finished.push_back({r, nullptr, true, std::move(it->second.done), RunStop{run, RunState::kEnded, OutcomeName(r.outcome), r}});
+    waiting_runs.erase(it);
+  }
+  runs_in_batch.clear();
+  for (ActivationId id : victims) {
+    auto it = live.find(id);
+    if (it == live.end()) continue;
+    if (it->second->worker) pool->Kill(*it->second->worker);
+    Finish(*it->second, Failure(Outcome::kJournalError, "journal commit failed, nothing was answered: " + why));
+  }
+  for (auto& f : finished) {
+    if (f.journaled && f.result.outcome != Outcome::kJournalError) {
+      f.result.outcome = Outcome::kJournalError;
+      f.result.message = "journal commit failed, the outcome was not recorded: " + why;
+    }
+    if (f.run_done) {
+      f.stop.result = f.result;
+      f.stop.outcome = OutcomeName(Outcome::kJournalError);
     }
   }
-
-  // ---- the end of every loop pass ----
-  // Runs the AfterCommit callbacks with what happened to the batch they wrote into.
-  void TellCommitWaiters(const Result<void>& outcome) {
-    if (commit_waiters.empty()) return;
-    auto waiters = std::move(commit_waiters);
-    commit_waiters.clear();
-    for (auto& fn : waiters) fn(outcome);
+  // What the lost batch said of the activations that ended in it is written again as journal_error
+  // (with their runs' ends), with the victims' ends, in a batch of their own. Best effort: the
+  // store may still be failing, and an activation whose start was lost too has nothing to end.
+  const int64_t now = NowUnixUs();
+  for (const Finished& f : finished) {
+    if (!f.journaled || f.result.activation_id <= 0) continue;
+    if (store->journal().EndActivation(EndRecord(f.result.activation_id, f.result, now, options.journal_value_max_bytes)) &&
+        f.result.run_id != 0)
+      (void)store->runs().MarkRunEnded(f.result.run_id, OutcomeName(Outcome::kJournalError), "", now);
   }
+  (void)store->journal().Commit();
+  journal_failure.clear();
+}
 
-  void CommitOrFail() {
-    if (!store->journal().HasPendingBatch() && journal_failure.empty()) {
-      TellCommitWaiters(Ok());
-      return;
-    }
-    auto c = journal_failure.empty() ? store->journal().Commit() : Result<void>(MakeError(ErrorCode::kDatabase, journal_failure));
-    if (c) {
-      TellCommitWaiters(Ok());
-      return;
-    }
-    const std::string why = c.error().message;
-    journal_failure.clear();
-    (void)store->journal().Rollback();
-    TellCommitWaiters(c);
-    ++health.journal_failures;
-    OnEvent({ModuleEvent::Kind::kJournalFailure, "journal commit failed: " + why, 0, 0});
-    std::vector<ActivationId> victims = gate->DropStartedWaiting();
-    for (auto& [id, payload] : sends) victims.push_back(id);
-    sends.clear();
-    for (ActivationId id : victims) {
-      auto it = live.find(id);
-      if (it == live.end()) continue;
-      if (it->second->worker) pool->Kill(*it->second->worker);
-      Finish(*it->second, Failure(Outcome::kJournalError, "journal commit failed, nothing was answered: " + why));
-    }
-    for (auto& f : finished) {
-      if (f.journaled && f.result.outcome != Outcome::kJournalError) {
-        f.result.outcome = Outcome::kJournalError;
-        f.result.message = "journal commit failed, the outcome was not recorded: " + why;
-      }
-    }
-    (void)store->journal().Commit();
-    journal_failure.clear();
+void Module::Impl::SendAnswers() {
+  for (auto& [id, payload] : sends) {
+    auto it = live.find(id);
+    if (it == live.end() || !it->second->worker) continue;
+    pool->Send(*it->second->worker, payload);
   }
+  sends.clear();
+}
 
-  void SendAnswers() {
-    for (auto& [id, payload] : sends) {
-      auto it = live.find(id);
-      if (it == live.end() || !it->second->worker) continue;
-      pool->Send(*it->second->worker, payload);
-    }
-    sends.clear();
-  }
-
-  void EndOfPass() {
-    if (in_pass) return;
-    in_pass = true;
-    EndOverBudget();  // from answers that arrived since the last pass
-    Dispatch();
+void Module::Impl::EndOfPass() {
+  if (in_pass) return;
+  in_pass = true;
+  EndOverBudget();  // from answers that arrived since the last pass
+  Dispatch();
+  CommitOrFail();
+  SendAnswers();
+  // Handlers of idempotent and external calls run only now that their `started` record is durable.
+  if (gate->has_started_waiting()) {
+    gate->RunStarted();
+    EndOverBudget();
     CommitOrFail();
     SendAnswers();
-    // Handlers of idempotent and external calls run only now that their `started` record is durable.
-    if (gate->has_started_waiting()) {
-      gate->RunStarted();
-      EndOverBudget();
-      CommitOrFail();
-      SendAnswers();
-    }
-    pool->Sweep();
-    auto done = std::move(finished);
-    finished.clear();
-    in_pass = false;
-    // Every callback runs even if one throws; the first exception then goes to the caller of Run*.
-    std::exception_ptr first;
-    for (auto& f : done) {
-      if (!f.done) continue;
-      try {
-        f.done(f.result);
-      } catch (...) {
-        if (!first) first = std::current_exception();
-      }
-    }
-    if (first) std::rethrow_exception(first);
   }
-
-  bool Busy() const { return !live.empty() || !finished.empty(); }
-
-  void RenewLeases() {
-    (void)store->journal().RenewLeases(owner, NowUnixUs() + options.lease.count() * 1000);
-    loop->At(Clock::now() + options.lease / 3, [this] { RenewLeases(); });
+  pool->Sweep();
+  auto done = std::move(finished);
+  finished.clear();
+  in_pass = false;
+  // Every callback runs even if one throws; the first exception then goes to the caller of Run*.
+  std::exception_ptr first;
+  for (auto& f : done) {
+    try {
+      if (f.done) f.done(f.result);
+      if (f.run_done) f.run_done(f.stop);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
   }
-};
+  if (first) std::rethrow_exception(first);
+}
+
+void Module::Impl::RenewLeases() {
+  (void)store->journal().RenewLeases(owner, NowUnixUs() + options.lease.count() * 1000);
+  loop_->At(Clock::now() + options.lease / 3, [this] { RenewLeases(); });
+}
+
+void Module::Impl::AfterCommit(std::function<void(const Result<void>&)> fn) {
+  commit_waiters.push_back(std::move(fn));
+  loop_->Wake();  // the pass that commits may otherwise wait for other work
+}
 
 // ---- Module ----
+
 Module::Module(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Module::~Module() = default;
 
-HttpFetchOptions HttpFetchOptionsFor(Module::Impl& m) {
+HttpFetchOptions Module::Impl::HttpFetchOptionsFor() {
   HttpFetchOptions o;
-  o.max_in_flight = m.options.http_max_in_flight;
+  o.max_in_flight = options.http_max_in_flight;
   o.user_agent = "basal/" BASAL_VERSION;
-  o.resolve_for_tests = m.options.http_resolve_for_tests;
-  if (!m.options.secrets_dir.empty()) {
+  o.resolve_for_tests = options.http_resolve_for_tests;
+  if (!options.secrets_dir.empty()) {
     // Read at each request, so `basal secret set` by another process takes effect at once.
-    o.secret = [dir = m.options.secrets_dir](std::string_view name) -> Result<std::string> {
-      auto store = SecretStore::Open(dir, /*create=*/false);
-      if (!store) return store.error();
-      return store->Get(name);
+    o.secret = [dir = options.secrets_dir](std::string_view name) -> Result<std::string> {
+      auto secrets = SecretStore::Open(dir, /*create=*/false);
+      if (!secrets) return secrets.error();
+      return secrets->Get(name);
     };
   }
-  o.count = [&m](std::string_view kind, std::string_view reason) {
-    auto& counts = kind == "failure" ? m.health.http_failures : m.health.http_refusals;
+  o.count = [this](std::string_view kind, std::string_view reason) {
+    auto& counts = kind == "failure" ? health.http_failures : health.http_refusals;
     ++counts[std::string(reason)];
   };
   return o;
@@ -507,6 +564,11 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
                          std::to_string(protocol::kDefaultMaxFrameBytes + 16) + " bytes)");
   if (options.cpu_grace.count() < 0 || options.idle_cpu_max.count() < 0)
     return MakeError(ErrorCode::kInvalidArgument, "module: cpu_grace and idle_cpu_max must not be negative");
+#ifndef BASAL_TEST_HOOKS
+  if (!options.worker_args.empty())
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "module: worker_args are test-hooks switches, and this basal is not a test-hooks build");
+#endif
   // A worker that dies while we write to it must not kill the parent.
   struct sigaction old {};
   sigaction(SIGPIPE, nullptr, &old);
@@ -516,7 +578,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   Impl& m = *impl;
   auto loop = EventLoop::Create();
   if (!loop) return loop.error();
-  m.loop = std::move(*loop);
+  m.loop_ = std::move(*loop);
   auto store = OpenSqliteStore({options.journal_path, options.durability});
   if (!store) return store.error();
   m.store = std::move(*store);
@@ -528,24 +590,31 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   if (cpu_set_t set; sched_getaffinity(0, sizeof set, &set) == 0) m.cpus = static_cast<size_t>(CPU_COUNT(&set));
   m.options = std::move(options);
 
-  // Activations of parents that died are closed before this one starts its own.
+  // Activations of parents that died are closed before this one starts its own; their runs end
+  // with them, except durable ones, which wait to be resumed (interrupted).
   auto recovered = m.store->journal().RecoverAbandoned(m.owner, NowUnixUs());
   if (!recovered) return recovered.error();
   m.health.abandoned_recovered = recovered->abandoned_activations.size();
+  auto settled = m.store->runs().SettleRunsOfEndedActivations(NowUnixUs());
+  if (!settled) return settled.error();
 
   auto sink = m.options.log_sink;
   if (!sink) sink = [](const HostCallContext&, std::string_view, std::string_view) {};
-  if (auto r = RegisterLogHostCall(m.registry, std::move(sink)); !r) return r.error();
+  // The sink is looked up at each line, so SetLogSink takes effect at once.
+  if (auto r = RegisterLogHostCall(m.registry,
+                                   [&m](const HostCallContext& ctx, std::string_view level, std::string_view message) {
+                                     if (m.options.log_sink) m.options.log_sink(ctx, level, message);
+                                   });
+      !r)
+    return r.error();
   if (auto r = RegisterKvHostCalls(m.registry, *m.store); !r) return r.error();
-  if (auto r = RegisterHttpFetch(m.registry, *m.loop, HttpFetchOptionsFor(m)); !r) return r.error();
-  if (auto r = RegisterTimerHostCall(m.registry, std::make_shared<TimerSleeps>(*m.loop)); !r) return r.error();
+  if (auto r = RegisterHttpFetch(m.registry, *m.loop_, m.HttpFetchOptionsFor()); !r) return r.error();
+  if (auto r = RegisterTimerHostCall(m.registry, std::make_shared<TimerSleeps>(*m.loop_)); !r) return r.error();
   if (auto r = RegisterMcpHostCalls(m.registry); !r) return r.error();
 
   CallGateHooks hooks;
   hooks.send = [&m](ActivationId id, std::string payload) { m.sends.emplace_back(id, std::move(payload)); };
-  hooks.journal_failed = [&m](std::string why) {
-    if (m.journal_failure.empty()) m.journal_failure = std::move(why);
-  };
+  hooks.journal_failed = [&m](std::string why) { m.FailBatch(std::move(why)); };
   hooks.event = [&m](ModuleEvent e) { m.OnEvent(std::move(e)); };
   hooks.count_denied = [&m] { ++m.health.denied_calls; };
   hooks.count_call = [&m](const std::string& name, Verdict verdict) { ++m.health.host_calls[name][VerdictName(verdict)]; };
@@ -553,17 +622,16 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   hooks.over_budget = [&m](ActivationId id, Budget budget, std::string message) {
     m.over_budget.push_back({id, budget, std::move(message)});
   };
+  hooks.diverged = [&m](ActivationId id, std::string message) { m.diverged.emplace_back(id, std::move(message)); };
   CallGateLimits limits;
   limits.journal_value_max_bytes = m.options.journal_value_max_bytes;
   limits.in_flight_max_bytes = m.options.calls_in_flight_max_bytes;
-  m.gate = std::make_unique<CallGate>(m.registry, m.store->journal(), m.store->journal_id(), *m.loop, std::move(hooks),
+  m.gate = std::make_unique<CallGate>(m.registry, m.store->journal(), m.store->journal_id(), *m.loop_, std::move(hooks),
                                       limits);
 
   PoolOptions po;
   po.worker_path = m.options.worker_path;
-#ifdef BASAL_TEST_HOOKS
   po.worker_args = m.options.worker_args;
-#endif
   po.welcome_timeout = m.options.welcome_timeout;
   m.welcome_policy = {m.options.allow_without_landlock, m.kernel_landlock_abi, *worker_identity};
   po.welcome_policy = m.welcome_policy;
@@ -576,10 +644,10 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   po.output_max_bytes = m.options.worker_output_max_bytes;
   po.cpu_grace = m.options.cpu_grace;
   po.idle_cpu_max = m.options.idle_cpu_max;
-  m.pool = std::make_unique<Pool>(std::move(po), *m.loop, *m.launcher, m.health, m);
+  m.pool = std::make_unique<Pool>(std::move(po), *m.loop_, *m.launcher, m.health, m);
 
-  m.loop->set_after_pass([&m] { m.EndOfPass(); });
-  m.loop->set_busy_poll(m.options.busy_poll, [&m] {
+  m.loop_->set_after_pass([&m] { m.EndOfPass(); });
+  m.loop_->set_busy_poll(m.options.busy_poll, [&m] {
     const size_t busy = m.pool->Busy();
     return busy > 0 && busy < m.cpus;
   });
@@ -596,30 +664,17 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     m.OnEvent({ModuleEvent::Kind::kRecovered,
                "closed " + std::to_string(recovered->abandoned_activations.size()) +
                    " activation(s) whose parent died as abandoned (" + std::to_string(recovered->unknown_calls) +
-                   " host call(s) with an unknown outcome); `basal journal` shows them",
+                   " host call(s) with an unknown outcome)" +
+                   (*settled > 0 ? "; " + std::to_string(*settled) +
+                                       " run(s) of theirs ended with them, or wait to be resumed if durable"
+                                 : std::string()) +
+                   "; `basal journal` shows them",
                0, 0});
   }
   return std::unique_ptr<Module>(new Module(std::move(impl)));
 }
 
 HostCallRegistry& Module::registry() { return impl_->registry; }
-
-namespace {
-
-Origin JournalOrigin(FlowOrigin origin) {
-  switch (origin) {
-    case FlowOrigin::kAdhoc: return Origin::kAdhoc;
-    case FlowOrigin::kApproved: return Origin::kApproved;
-    case FlowOrigin::kCodemode: return Origin::kCodemode;
-  }
-  return Origin::kAdhoc;
-}
-
-std::string Shown(std::string_view name) {
-  return Json(std::string(name)).dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-}  // namespace
 
 // Parses, hashes and keeps the texts of a flow; the caller sets its origin and approval.
 Result<FlowRef> Module::Impl::MakeFlow(std::string name, std::string source, std::string_view manifest_text,
@@ -650,45 +705,68 @@ Result<FlowRef> Module::Impl::MakeFlow(std::string name, std::string source, std
   return FlowRef(std::move(f));
 }
 
-// The newest version of (kind, name), checked: not revoked, its texts present and matching.
-Result<std::pair<ApprovalRow, std::string>> Module::Impl::ApprovedManifest(ApprovalKind kind, std::string_view name,
-                                                                            std::string* source) {
-  const std::string what = std::string(ApprovalKindName(kind)) + " " + Shown(name);
-  const std::string command = kind == ApprovalKind::kFlow ? "basal flow approve" : "basal policy approve";
-  auto versions = store->reader().Versions(kind, std::string(name));
-  if (!versions) return versions.error();
-  if (versions->empty()) {
-    return MakeError(ErrorCode::kNotFound, what + " is not approved in this journal; approve it first (" + command +
-                                               ")");
-  }
-  const ApprovalRow& newest = versions->back();
-  if (newest.revoked_unix_us) {
-    return MakeError(ErrorCode::kRefused, what + " version " + std::to_string(newest.version) + " was revoked by " +
-                                              newest.revoker.name + (newest.revoke_note.empty() ? "" : " (\"" + newest.revoke_note + "\")") +
+// A version's texts, checked against the hashes it was approved with.
+Result<std::pair<ApprovalRow, std::string>> Module::Impl::CheckedVersion(const ApprovalRow& row, std::string* source) {
+  const std::string what = std::string(ApprovalKindName(row.kind)) + " " + Shown(row.name);
+  const std::string command = row.kind == ApprovalKind::kFlow ? "basal flow approve" : "basal policy approve";
+  if (row.revoked_unix_us) {
+    return MakeError(ErrorCode::kRefused, what + " version " + std::to_string(row.version) + " was revoked by " +
+                                              row.revoker.name + (row.revoke_note.empty() ? "" : " (\"" + row.revoke_note + "\")") +
                                               "; nothing of it runs until a new version is approved (" + command + ")");
   }
   auto text = [&](const std::string& hash, const char* which) -> Result<std::string> {
     auto kept = store->reader().Text(hash);
     if (!kept) return kept.error();
     if (!*kept) {
-      return MakeError(ErrorCode::kDatabase, what + " version " + std::to_string(newest.version) + ": its " + which +
+      return MakeError(ErrorCode::kDatabase, what + " version " + std::to_string(row.version) + ": its " + which +
                                                  " (" + hash + ") is missing from the journal; approve it again");
     }
     if (Sha256Hex(**kept) != hash) {
-      return MakeError(ErrorCode::kDatabase, what + " version " + std::to_string(newest.version) + ": its " + which +
+      return MakeError(ErrorCode::kDatabase, what + " version " + std::to_string(row.version) + ": its " + which +
                                                  " does not match the hash it was approved with (" + hash +
                                                  "): the journal was changed outside basal; refusing to run it");
     }
     return std::move(**kept);
   };
-  auto manifest_text = text(newest.manifest_text_hash, "manifest");
+  auto manifest_text = text(row.manifest_text_hash, "manifest");
   if (!manifest_text) return manifest_text.error();
   if (source) {
-    auto src = text(newest.source_hash, "source");
+    auto src = text(row.source_hash, "source");
     if (!src) return src.error();
     *source = std::move(*src);
   }
-  return std::make_pair(newest, std::move(*manifest_text));
+  return std::make_pair(row, std::move(*manifest_text));
+}
+
+// The newest version of (kind, name), checked: not revoked, its texts present and matching.
+Result<std::pair<ApprovalRow, std::string>> Module::Impl::ApprovedManifest(ApprovalKind kind, std::string_view name,
+                                                                            std::string* source) {
+  auto versions = store->reader().Versions(kind, std::string(name));
+  if (!versions) return versions.error();
+  if (versions->empty()) {
+    const std::string command = kind == ApprovalKind::kFlow ? "basal flow approve" : "basal policy approve";
+    return MakeError(ErrorCode::kNotFound, std::string(ApprovalKindName(kind)) + " " + Shown(name) +
+                                               " is not approved in this journal; approve it first (" + command + ")");
+  }
+  return CheckedVersion(versions->back(), source);
+}
+
+// A flow of an approved version, made and checked: its manifest must read as it did when approved.
+Result<FlowRef> Module::Impl::FlowOfVersion(const ApprovalRow& row, std::string source, const std::string& manifest_text) {
+  Flow origin;
+  origin.origin = FlowOrigin::kApproved;
+  origin.approval_id = row.id;
+  origin.version = row.version;
+  auto flow = MakeFlow(row.name, std::move(source), manifest_text, Profile::kFlow, origin);
+  if (!flow) return flow.error();
+  if ((*flow)->manifest.hash() != row.manifest_hash) {
+    // The manifest parses differently now (an embedder's host call changed its grant check).
+    flows.erase((*flow)->id);
+    return MakeError(ErrorCode::kRefused, "flow " + Shown(row.name) + " version " + std::to_string(row.version) +
+                                              ": its manifest reads differently in this basal than when it was approved (" +
+                                              row.manifest_hash + "); review and approve it again");
+  }
+  return flow;
 }
 
 Result<FlowRef> Module::AddFlow(std::string name, std::string source, std::string_view manifest_text, Profile profile) {
@@ -707,20 +785,7 @@ Result<FlowRef> Module::LoadApprovedFlow(std::string_view name) {
   auto approved = impl_->ApprovedManifest(ApprovalKind::kFlow, name, &source);
   if (!approved) return approved.error();
   auto& [row, manifest_text] = *approved;
-  Flow origin;
-  origin.origin = FlowOrigin::kApproved;
-  origin.approval_id = row.id;
-  origin.version = row.version;
-  auto flow = impl_->MakeFlow(row.name, std::move(source), manifest_text, Profile::kFlow, origin);
-  if (!flow) return flow.error();
-  if ((*flow)->manifest.hash() != row.manifest_hash) {
-    // The manifest parses differently now (an embedder's host call changed its grant check).
-    (void)RemoveFlow(*flow);
-    return MakeError(ErrorCode::kRefused, "flow " + Shown(name) + " version " + std::to_string(row.version) +
-                                              ": its manifest reads differently in this basal than when it was approved (" +
-                                              row.manifest_hash + "); review and approve it again");
-  }
-  return flow;
+  return impl_->FlowOfVersion(row, std::move(source), manifest_text);
 }
 
 Result<FlowRef> Module::AddCodemodeScript(std::string_view policy, std::string script_name, std::string source,
@@ -779,12 +844,15 @@ Result<void> Module::RemoveFlow(const FlowRef& flow) {
 }
 
 Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done) {
-  return Submit(flow, std::move(input), std::move(done), nullptr);
-}
-
-Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, DoneCallback done,
-                                    DoneCallback journal_end) {
   Impl& m = *impl_;
+  if (flow && flow->manifest.durable() && m.flows.count(flow->id)) {
+    // A durable flow's activation belongs to a run, which outlives this process.
+    auto accepted = m.StartRun(flow, std::move(input), RunOptions{}, [done = std::move(done)](const RunStop& stop) {
+      if (done) done(stop.result);
+    });
+    if (!accepted) return accepted.error();
+    return accepted->run.id;
+  }
   if (m.shutting_down)
     return MakeError(ErrorCode::kUnavailable, "module: shutting down; it takes no new activations");
   if (!flow || !m.flows.count(flow->id))
@@ -805,12 +873,12 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   if (!id) return id.error();
   a->id = *id;
   a->done = std::move(done);
-  a->journal_end = std::move(journal_end);
   a->queued = true;
+  m.begun_in_batch.push_back(*id);
   m.live[a->id] = std::move(a);
-  m.queue.push_back(*id);
+  m.queue.push_back({*id, 0});
   ++m.queued;
-  m.loop->Wake();  // a loop waiting in RunOnce (e.g. Submit from a Post'ed lambda) dispatches it soon
+  m.loop_->Wake();  // a loop waiting in RunOnce (e.g. Submit from a Post'ed lambda) dispatches it soon
   return *id;
 }
 
@@ -826,6 +894,13 @@ void Module::CancelAll(std::string_view why) {
   for (auto& [id, a] : impl_->live) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
   for (ActivationId id : ids) impl_->CancelOne(id, std::string(why));
+  std::vector<RunId> waiting;
+  for (auto& [id, w] : impl_->waiting_runs) waiting.push_back(id);
+  std::sort(waiting.begin(), waiting.end());
+  for (RunId id : waiting) {
+    RunCallback done = std::move(impl_->waiting_runs.at(id).done);
+    impl_->EndRunWithout(id, "cancelled", std::string(why), std::move(done));
+  }
 }
 
 Result<LoadCheck> Module::CheckLoad(const FlowRef& flow) {
@@ -843,7 +918,7 @@ Result<LoadCheck> Module::CheckLoad(const FlowRef& flow) {
   std::optional<LoadCheck> out;
   a->checked = [&out](const LoadCheck& c) { out = c; };
   m.live[id] = std::move(a);
-  m.queue.push_back(id);
+  m.queue.push_back({id, 0});
   ++m.queued;
   RunUntilIdle();
   if (!out) return MakeError(ErrorCode::kInternal, "module: the load check of " + flow->name + " never ended");
@@ -854,7 +929,7 @@ void Module::RunUntilIdle() {
   for (;;) {
     impl_->EndOfPass();  // dispatches what was submitted and reports what already finished
     if (!impl_->Busy()) return;
-    impl_->loop->RunOnce(std::chrono::milliseconds(3'600'000));
+    impl_->loop_->RunOnce(std::chrono::milliseconds(3'600'000));
   }
 }
 
@@ -863,9 +938,9 @@ void Module::RunFor(std::chrono::milliseconds budget) {
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
     if (left.count() <= 0) break;
-    impl_->loop->RunOnce(left);
+    impl_->loop_->RunOnce(left);
   }
-  impl_->loop->RunOnce(std::chrono::milliseconds(0));
+  impl_->loop_->RunOnce(std::chrono::milliseconds(0));
 }
 
 ActivationResult Module::Run(const FlowRef& flow, nlohmann::json input) {
@@ -889,22 +964,25 @@ void Module::Shutdown(std::chrono::milliseconds grace) {
   while (!m.live.empty()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
     if (left.count() <= 0) break;
-    m.loop->RunOnce(left);
+    m.loop_->RunOnce(left);
   }
   CancelAll("cancelled: the module shut down before the activation finished");
   m.pool->RetireAllIdle(RetireReason::kShutdown);
   m.EndOfPass();
 }
 
-void Module::Post(std::function<void()> fn) { impl_->loop->Post(std::move(fn)); }
+void Module::Post(std::function<void()> fn) { impl_->loop_->Post(std::move(fn)); }
 
-void Module::AfterCommit(std::function<void(const Result<void>&)> fn) {
-  impl_->commit_waiters.push_back(std::move(fn));
-  impl_->loop->Wake();  // the pass that commits may otherwise wait for other work
+void Module::AfterCommit(std::function<void(const Result<void>&)> fn) { impl_->AfterCommit(std::move(fn)); }
+
+void Module::SetObserver(std::shared_ptr<ModuleObserver> observer) { impl_->options.observer = std::move(observer); }
+
+void Module::SetLogSink(
+    std::function<void(const HostCallContext&, std::string_view level, std::string_view message)> sink) {
+  impl_->options.log_sink = std::move(sink);
 }
 
-Store& Module::store() { return *impl_->store; }
-EventLoop& Module::loop() { return *impl_->loop; }
+ModuleHost& Module::host() { return *impl_; }
 
 HealthSnapshot Module::Health() const {
   HealthSnapshot h = impl_->health;
@@ -925,9 +1003,7 @@ Module::DoctorReport Module::Doctor() {
                     std::to_string(policy.worker_identity->gid) + ")";
   LaunchOptions launch;
   launch.path = m.options.worker_path;
-#ifdef BASAL_TEST_HOOKS
   launch.args = m.options.worker_args;
-#endif
   launch.credentials = policy.worker_identity;
   auto proc = m.launcher->Launch(launch);
   if (!proc) {

@@ -400,6 +400,8 @@ void Pool::OnWelcome(PooledWorker& w, const protocol::Welcome& welcome) {
   load.heap_bytes = static_cast<int64_t>(f.manifest.budgets().heap_limit_bytes);
   load.stack_bytes = static_cast<int64_t>(f.manifest.budgets().stack_limit_bytes);
   for (const std::string& name : f.tools) load.tools.push_back(protocol::BindingFor(name));
+  // A durable run's worker runs one activation, loaded with the run's clock and seed.
+  if (w.activation->durable) load.durable = *w.activation->durable;
   w.state = PooledWorker::State::kLoading;
   Send(w, protocol::BuildLoad(load));
 }

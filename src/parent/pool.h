@@ -13,7 +13,8 @@
 #include <string>
 
 #include "basal/health.h"
-#include "basal/module.h"
+#include "basal/flow.h"
+#include "basal/module_event.h"
 #include "parent/loop/event_loop.h"
 #include "parent/platform/process_cpu.h"
 #include "parent/platform/worker_launcher.h"
@@ -109,6 +110,9 @@ class Pool {
   void RetireAllIdle(RetireReason reason);
   // Forgets dead workers (after the loop pass that killed them).
   void Sweep();
+
+  // The cap from now on (a lower one is reached as workers retire; none is killed for it).
+  void SetMaxWorkers(size_t max_workers) { options_.max_workers = max_workers; }
 
   size_t Live() const;
   size_t Busy() const;

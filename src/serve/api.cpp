@@ -220,7 +220,7 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
     if (run.idempotency_key.empty() || run.idempotency_key.size() > 255)
       return respond(JsonError(400, "bad_idempotency_key", "Idempotency-Key must be 1-255 characters"));
   }
-  auto f = o_.flows.Get(flow);
+  auto f = o_.host.CurrentFlow(flow);
   if (!f) {
     const auto code = f.error().code;
     if (code == ErrorCode::kNotFound) return respond(JsonError(404, "flow_not_found", f.error().message));

@@ -27,7 +27,7 @@
 #include "parent/store/store.h"
 #include "serve/auth.h"
 #include "serve/config.h"
-#include "serve/flows.h"
+#include "parent/module_host.h"
 #include "serve/http_message.h"
 #include "serve/mcp_endpoint.h"
 #include "serve/metrics.h"
@@ -47,7 +47,7 @@ class Api {
     Module& module;          // the health report and its counters
     JournalReader& reader;   // flows, activations, calls
     RunQueue& queue;
-    ApprovedFlows& flows;
+    ModuleHost& host;  // CurrentFlow: the newest approved version of a flow
     Triggers& triggers;
     McpEndpoint& mcp;
     const Admission& admission;

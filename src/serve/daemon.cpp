@@ -24,7 +24,6 @@
 #include "parent/store/store.h"
 #include "serve/api.h"
 #include "serve/auth.h"
-#include "serve/flows.h"
 #include "serve/http_server.h"
 #include "serve/lifecycle.h"
 #include "serve/listeners.h"
@@ -107,7 +106,6 @@ class Daemon final : public ModuleObserver {
   std::string doctor_why_;
   int64_t started_us_ = 0;
   // The rooms, built once the module is open, in the order they use each other.
-  std::unique_ptr<ApprovedFlows> flows_;
   std::unique_ptr<RunQueue> queue_;
   std::unique_ptr<Triggers> triggers_;
   std::unique_ptr<Admission> admission_;
@@ -132,26 +130,22 @@ Result<void> Daemon::OpenModule() {
   return Ok();
 }
 
-// The only place that reaches into the module's store and loop: each room gets the parts it uses.
+// The only place that reaches into the module's host: each room gets the parts it uses.
 void Daemon::BuildRooms() {
-  Store& store = module_->store();
-  EventLoop& loop = module_->loop();
-  flows_ = std::make_unique<ApprovedFlows>(*module_, store.reader());
+  ModuleHost& host = module_->host();
+  EventLoop& loop = host.loop();
   queue_ = std::make_unique<RunQueue>(RunQueue::Options{
-      .module = *module_,
-      .runs = store.runs(),
-      .journal = store.journal(),
-      .loop = loop,
+      .host = host,
       .metrics = metrics_,
       .limits = config_.limits,
       .now_us = o_.now_us,
-      .flow_for = [this](const std::string& name) { return flows_->Get(name); },
+      .flow_for = [&host](const std::string& name) { return host.CurrentFlow(name); },
   });
   triggers_ = std::make_unique<Triggers>(Triggers::Options{
       .queue = *queue_,
-      .marks = store.runs(),
+      .marks = host.runs(),
       .loop = loop,
-      .flows = *flows_,
+      .host = host,
       .metrics = metrics_,
       .limits = config_.limits,
       .secrets_dir = o_.secrets_dir,
@@ -159,12 +153,12 @@ void Daemon::BuildRooms() {
       .log = o_.log,
   });
   admission_ = std::make_unique<Admission>(
-      allowed_gids_, [&runs = store.runs()](std::string_view hash) { return runs.FindToken(hash); });
+      allowed_gids_, [&runs = host.runs()](std::string_view hash) { return runs.FindToken(hash); });
   api_ = std::make_unique<Api>(Api::Options{
       .module = *module_,
-      .reader = store.reader(),
+      .reader = host.reader(),
       .queue = *queue_,
-      .flows = *flows_,
+      .host = host,
       .triggers = *triggers_,
       .mcp = mcp_,
       .admission = *admission_,
@@ -203,7 +197,7 @@ Result<void> Daemon::Listen(const std::string& name, Result<int> fd, bool unix_s
     api_->Handle(std::move(req), std::move(respond), std::move(on_client_gone));
   };
   lo.on_response = [this](const HttpRequest& req, int status) { api_->Answered(req, status); };
-  auto l = HttpListener::Start(module_->loop(), std::move(lo));
+  auto l = HttpListener::Start(module_->host().loop(), std::move(lo));
   if (!l) return l.error();
   listeners_.push_back(std::move(*l));
   return Ok();
@@ -245,9 +239,10 @@ Result<void> Daemon::Start() {
   // Open's recovery; the runs take that outcome. Queued runs start again.
   auto recovered = queue_->Recover();
   if (!recovered) return recovered.error();
-  if (recovered->ended > 0)
-    Log("recovery: " + std::to_string(recovered->ended) + " runs of a previous daemon ended with their activations");
+  if (recovered->resumed > 0)
+    Log("recovery: " + std::to_string(recovered->resumed) + " durable runs of a previous daemon resume (docs/durable.md)");
   if (!recovered->queued.empty()) Log("recovery: " + std::to_string(recovered->queued.size()) + " queued runs will start");
+  for (const std::string& refused : recovered->refused) Log("recovery: " + refused);
   triggers_->AdoptOpenRuns(recovered->queued);
 
   Module::DoctorReport d = module_->Doctor();
@@ -258,7 +253,7 @@ Result<void> Daemon::Start() {
   if (auto c = triggers_->Check(config_); !c) return c;
   // Before the triggers: starting the downstream servers turns the loop, when no schedule may fire
   // yet (a refused start must have started nothing).
-  if (auto m = mcp_.Start(*module_, module_->loop(), o_.secrets_dir); !m) return m;
+  if (auto m = mcp_.Start(*module_, module_->host().loop(), o_.secrets_dir); !m) return m;
   if (auto t = triggers_->Load(config_, /*at_start=*/true); !t) return t;
   if (auto s = lifecycle_->Start(); !s) return s;
 
@@ -284,7 +279,6 @@ void Daemon::Stop() {
   module_->Shutdown(std::chrono::milliseconds(0));
   module_->RunFor(std::chrono::milliseconds(0));
   queue_->AnswerWaiters();
-  if (auto c = module_->store().journal().Commit(); !c) Log("the last journal commit failed: " + c.error().message);
   module_->RunFor(std::chrono::milliseconds(50));
   mcp_.Stop();
   listeners_.clear();

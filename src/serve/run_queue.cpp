@@ -9,69 +9,94 @@ namespace basal::serve {
 
 namespace {
 
-// A run's own error record (when its activation's end holds none) keeps this much of the message.
-constexpr size_t kRunErrorMessageBytes = 4096;
-
 std::string JsonText(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 Error NotReadBack(int64_t run_id) {
   return MakeError(ErrorCode::kInternal, "run " + std::to_string(run_id) + " could not be read back");
 }
 
+// The triggers whose runs this daemon started: an API client's, a webhook's, a schedule's.
+bool DaemonTrigger(const std::string& trigger) {
+  return trigger == "api" || trigger.rfind("webhook:", 0) == 0 || trigger.rfind("schedule:", 0) == 0;
+}
+
 }  // namespace
 
-RunQueue::RunQueue(Options options) : o_(std::move(options)) {}
+RunQueue::RunQueue(Options options) : o_(std::move(options)) { o_.host.SetMaxWorkers(o_.limits.max_workers); }
 
 RunQueue::~RunQueue() {
   for (auto& [run, list] : waiters_)
-    for (auto& [id, w] : list) o_.loop.Cancel(w.timer);
+    for (auto& [id, w] : list) o_.host.loop().Cancel(w.timer);
+}
+
+RunCallback RunQueue::StopCallback(const std::string& flow) {
+  return [this, flow](const RunStop& stop) { OnStop(flow, stop); };
 }
 
 Result<RunQueue::Recovered> RunQueue::Recover() {
   Recovered out;
-  auto settled = o_.runs.SettleRunsOfEndedActivations(o_.now_us());
-  if (!settled) return settled.error();
-  if (auto c = o_.journal.Commit(); !c) return c.error();
-  out.ended = *settled;
-  auto queued = o_.runs.RunsInState(RunState::kQueued, o_.limits.queue_max * 2 + 1000);
+  // Bounded: what a previous daemon could have queued (queue_max) and left running (max_workers),
+  // with room for a changed config; the rest waits for the next start.
+  const size_t most = o_.limits.queue_max * 2 + o_.limits.max_workers + 1000;
+  // Queued first (a run a previous daemon claimed for a resume but never started is a resume
+  // still), then the interrupted ones, which the resume queues behind them.
+  auto queued = o_.host.runs().RunsInState(RunState::kQueued, most);
   if (!queued) return queued.error();
-  for (const RunRow& r : *queued) queue_.push_back(r.id);
-  out.queued = std::move(*queued);
+  for (const RunRow& r : *queued) {
+    if (auto requeued = o_.host.RequeueRun(r, StopCallback(r.flow)); !requeued) {
+      out.refused.push_back("run " + std::to_string(r.id) + ": " + requeued.error().message);
+      continue;
+    }
+    out.queued.push_back(r);
+  }
+  auto interrupted = o_.host.runs().RunsInState(RunState::kInterrupted, most);
+  if (!interrupted) return interrupted.error();
+  for (const RunRow& r : *interrupted) {
+    if (!DaemonTrigger(r.trigger)) continue;  // a `basal run`'s: resumed by hand (basal run --resume)
+    auto resumed = o_.host.ResumeRun(r.id, {}, StopCallback(r.flow));
+    if (!resumed) {
+      out.refused.push_back("run " + std::to_string(r.id) + ": " + resumed.error().message);
+      continue;
+    }
+    if (resumed->run.state == RunState::kQueued) {
+      ++out.resumed;
+      out.queued.push_back(resumed->run);
+    }
+  }
   return out;
 }
 
 void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun>)> then) {
-  NewRun nr;
-  nr.flow = request.flow;
-  nr.input_json = JsonText(request.input);
-  nr.trigger = request.trigger;
-  nr.idempotency_key = request.idempotency_key;
-  nr.state_detail = request.state_detail;
-  nr.created_unix_us = o_.now_us();
-  nr.key_expires_unix_us = nr.created_unix_us + o_.limits.idempotency_ttl.count() * 1000;
-  auto e = o_.runs.EnqueueRun(nr);
-  if (!e) {
-    then(e.error());
+  auto flow = o_.flow_for(request.flow);
+  if (!flow) {
+    then(flow.error());
     return;
   }
-  AcceptedRun a{e->run, e->existing};
-  if (!a.existing) {
-    o_.metrics.Add("basal_runs_accepted_total", {request.flow, request.trigger.substr(0, request.trigger.find(':'))});
-    // A new run starts now if a worker slot is free: its activation's start joins the run's row in
-    // the open batch, so one commit covers both (the module runs nothing of the flow before that
-    // commit: every effect is a host call, answered only after its own record commits).
-    if (!request.hold) {
-      queue_.push_back(a.run.id);
-      Dispatch();
-    }
+  RunOptions options;
+  options.trigger = request.trigger;
+  options.idempotency_key = request.idempotency_key;
+  options.key_ttl = o_.limits.idempotency_ttl;
+  options.state_detail = request.state_detail;
+  options.hold = request.hold;
+  options.created_unix_us = o_.now_us();
+  // The module journals the run and queues it; a worker free now starts it in the same pass, its
+  // activation's start joining the same commit (the module runs nothing of the flow before that
+  // commit: every effect is a host call, answered only after its own record commits).
+  auto accepted = o_.host.StartRun(*flow, std::move(request.input), std::move(options), StopCallback(request.flow));
+  if (!accepted) {
+    then(accepted.error());
+    return;
   }
-  o_.module.AfterCommit([this, a, then = std::move(then)](const Result<void>& committed) {
+  AcceptedRun a{std::move(accepted->run), accepted->existing};
+  if (!a.existing)
+    o_.metrics.Add("basal_runs_accepted_total", {request.flow, request.trigger.substr(0, request.trigger.find(':'))});
+  PublishGauges();
+  o_.host.AfterCommit([this, a = std::move(a), then = std::move(then)](const Result<void>& committed) {
     if (!committed) {
       journal_ok_ = false;
       journal_why_ = committed.error().message;
-      // The batch is gone, the run's row and its activation's start with it: the activation
-      // must not run on.
-      if (auto act = activation_of_.find(a.run.id); act != activation_of_.end()) (void)o_.module.Cancel(act->second);
+      // The batch is gone, the run's row and its activation's start with it: the module failed
+      // that activation with the batch and did not queue the run.
       then(MakeError(ErrorCode::kDatabase, "the run could not be journaled: " + committed.error().message));
       return;
     }
@@ -81,8 +106,11 @@ void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun
 }
 
 void RunQueue::Release(int64_t run_id) {
-  queue_.push_back(run_id);
-  Dispatch();
+  if (auto r = o_.host.ReleaseRun(run_id); !r) {
+    // Not held here any more (cancelled, or the daemon restarted since): nothing to release.
+    return;
+  }
+  PublishGauges();
 }
 
 Result<int64_t> RunQueue::RecordEnded(const RunRequest& request, const std::string& outcome, const nlohmann::json& error) {
@@ -92,92 +120,41 @@ Result<int64_t> RunQueue::RecordEnded(const RunRequest& request, const std::stri
   nr.trigger = request.trigger;
   nr.state_detail = request.state_detail;
   nr.created_unix_us = o_.now_us();
-  auto e = o_.runs.EnqueueRun(nr);
-  if (!e) return e.error();
-  if (auto m = o_.runs.MarkRunEnded(e->run.id, outcome, JsonText(error), nr.created_unix_us); !m) return m.error();
+  auto e = o_.host.runs().EnqueueRun(nr);
+  if (!e) {
+    o_.host.FailBatch(e.error().message);  // what the batch holds must not commit without it
+    return e.error();
+  }
+  if (auto m = o_.host.runs().MarkRunEnded(e->run.id, outcome, JsonText(error), nr.created_unix_us); !m) {
+    o_.host.FailBatch(m.error().message);
+    return m.error();
+  }
   return e->run.id;
 }
 
-Result<std::optional<RunRow>> RunQueue::Get(int64_t run_id) { return o_.runs.GetRun(run_id); }
+Result<std::optional<RunRow>> RunQueue::Get(int64_t run_id) { return o_.host.runs().GetRun(run_id); }
 
 void RunQueue::Dispatch() {
-  if (draining_) return;
-  while (!queue_.empty() && in_flight_ < o_.limits.max_workers) {
-    const int64_t run_id = queue_.front();
-    queue_.pop_front();
-    // Its row may be gone (its batch lost) or ended (cancelled) since it was queued.
-    auto run = o_.runs.GetRun(run_id);
-    if (!run || !*run || (*run)->state != RunState::kQueued) continue;
-    const std::string flow_name = (*run)->flow;
-    auto flow = o_.flow_for(flow_name);
-    if (!flow) {
-      EndUnstarted(run_id, flow.error().message);
-      continue;
-    }
-    nlohmann::json input = nlohmann::json::parse((*run)->input_json, nullptr, false);
-    if (input.is_discarded()) input = nullptr;
-    const int64_t started = o_.now_us();
-    // The run's end is written in the same batch as its activation's end (journal_end), so a
-    // waiter is answered after one commit; `done` then finds it written.
-    auto end_written = std::make_shared<bool>(false);
-    auto id = o_.module.Submit(
-        *flow, std::move(input),
-        [this, run_id, flow_name, started, end_written](const ActivationResult& r) {
-          OnActivationDone(run_id, flow_name, started, r, *end_written);
-        },
-        [this, run_id, end_written](const ActivationResult& r) {
-          // The error stays with the activation's end, capped there (the API reads it from
-          // there): a flow's error is not written to the journal twice.
-          // TODO(lead): MarkRunEnded failure must fail the batch
-          (void)o_.runs.MarkRunEnded(run_id, OutcomeName(r.outcome), "", o_.now_us());
-          *end_written = true;
-        });
-    if (!id) {
-      EndUnstarted(run_id, id.error().message);
-      continue;
-    }
-    ++in_flight_;
-    activation_of_[run_id] = *id;
-    (void)o_.runs.MarkRunStarted(run_id, *id, started);
-  }
+  o_.host.SetMaxWorkers(o_.limits.max_workers);
   PublishGauges();
 }
 
 void RunQueue::PublishGauges() {
-  o_.metrics.Set("basal_queue_length", {}, static_cast<double>(queue_.size()));
-  o_.metrics.Set("basal_runs_in_flight", {}, static_cast<double>(in_flight_));
+  o_.metrics.Set("basal_queue_length", {}, static_cast<double>(queued()));
+  o_.metrics.Set("basal_runs_in_flight", {}, static_cast<double>(in_flight()));
 }
 
-void RunQueue::OnActivationDone(int64_t run_id, const std::string& flow, int64_t started_us, const ActivationResult& r,
-                                bool end_written) {
-  if (in_flight_ > 0) --in_flight_;
-  activation_of_.erase(run_id);
-  const std::string outcome = OutcomeName(r.outcome);
-  o_.metrics.Add("basal_activations_total", {flow, outcome});
-  o_.metrics.Observe("basal_activation_duration_seconds", {flow}, static_cast<double>(o_.now_us() - started_us) / 1e6);
-  if (end_written && r.outcome != Outcome::kJournalError) {
-    // Written with the activation's end (Submit's journal_end), and `done` runs after that batch
-    // committed: waiters can hear of it now.
-    RunEnded(run_id);
-    WakeWaiters(run_id);
-  } else {
-    // The end could not be written with the activation's, or that batch was lost: write it now;
-    // waiters hear of it once it is committed.
-    // Only the kind and the start of the message: the flow's own error may be as long as a frame.
-    const nlohmann::json error =
-        r.ok() ? nlohmann::json() : nlohmann::json{{"kind", outcome}, {"message", r.message.substr(0, kRunErrorMessageBytes)}};
-    (void)o_.runs.MarkRunEnded(run_id, outcome, error.is_null() ? "" : JsonText(error), o_.now_us());
-    RunEnded(run_id);
-    o_.module.AfterCommit([this, run_id](const Result<void>&) { WakeWaiters(run_id); });
+void RunQueue::OnStop(const std::string& flow, const RunStop& stop) {
+  if (stop.started_unix_us > 0) {
+    const std::string outcome = OutcomeName(stop.result.outcome);
+    o_.metrics.Add("basal_activations_total", {flow, outcome});
+    o_.metrics.Observe("basal_activation_duration_seconds", {flow},
+                       static_cast<double>(std::max<int64_t>(0, o_.now_us() - stop.started_unix_us)) / 1e6);
   }
-  Dispatch();
-}
-
-void RunQueue::EndUnstarted(int64_t run_id, const std::string& why) {
-  const nlohmann::json error{{"kind", "cancelled"}, {"message", "cancelled before it started: " + why}};
-  (void)o_.runs.MarkRunEnded(run_id, "cancelled", error.dump(), o_.now_us());
-  RunEnded(run_id);
-  o_.module.AfterCommit([this, run_id](const Result<void>&) { WakeWaiters(run_id); });
+  // A run that waits for an operator has not ended: a schedule's overlap policy still counts it.
+  if (stop.state == RunState::kEnded) RunEnded(stop.run_id);
+  WakeWaiters(stop.run_id);
+  PublishGauges();
 }
 
 void RunQueue::RunEnded(int64_t run_id) {
@@ -190,13 +167,15 @@ void RunQueue::OnRunEnded(std::function<void(int64_t run_id)> observer) {
 
 void RunQueue::Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wait,
                     std::function<void(Result<RunRow>)> then) {
-  auto run = o_.runs.GetRun(run_id);
+  auto run = o_.host.runs().GetRun(run_id);
   if (!run || !*run) return then(!run ? run.error() : NotReadBack(run_id));
-  if ((*run)->state == RunState::kEnded || !wait || wait->count() == 0 || draining_) return then(std::move(**run));
+  const RunState state = (*run)->state;
+  const bool stopped = state == RunState::kEnded || state == RunState::kNeedsReconciliation;
+  if (stopped || !wait || wait->count() == 0 || draining_) return then(std::move(**run));
   const uint64_t id = next_waiter_++;
   Waiter& w = waiters_[run_id][id];
   w.then = std::move(then);
-  w.timer = o_.loop.At(EventLoop::Clock::now() + *wait, [this, run_id, id] {
+  w.timer = o_.host.loop().At(EventLoop::Clock::now() + *wait, [this, run_id, id] {
     auto list = waiters_.find(run_id);
     if (list == waiters_.end()) return;
     auto it = list->second.find(id);
@@ -204,7 +183,7 @@ void RunQueue::Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wai
     auto then = std::move(it->second.then);
     list->second.erase(it);
     if (list->second.empty()) waiters_.erase(list);
-    auto now = o_.runs.GetRun(run_id);
+    auto now = o_.host.runs().GetRun(run_id);
     if (!now || !*now) return then(!now ? now.error() : NotReadBack(run_id));
     then(std::move(**now));
   });
@@ -215,9 +194,9 @@ void RunQueue::WakeWaiters(int64_t run_id) {
   if (it == waiters_.end()) return;
   auto list = std::move(it->second);
   waiters_.erase(it);
-  auto run = o_.runs.GetRun(run_id);
+  auto run = o_.host.runs().GetRun(run_id);
   for (auto& [id, w] : list) {
-    o_.loop.Cancel(w.timer);
+    o_.host.loop().Cancel(w.timer);
     if (!run || !*run) {
       w.then(!run ? run.error() : NotReadBack(run_id));
       continue;
@@ -226,7 +205,10 @@ void RunQueue::WakeWaiters(int64_t run_id) {
   }
 }
 
-void RunQueue::Drain() { draining_ = true; }
+void RunQueue::Drain() {
+  draining_ = true;
+  o_.host.StopStartingRuns();  // queued runs stay queued for the next start
+}
 
 void RunQueue::AnswerWaiters() {
   std::vector<int64_t> waiting;

@@ -1,21 +1,17 @@
 // The runs of basal serve, from accepted to ended (docs/serve.md, "Accepted work is never lost").
-// A run is journaled as queued and its acceptance is told only once that row is committed; it
-// waits until fewer than limits.max_workers of the runs run; it then runs as one activation of the
-// module, and its end is written in the same batch as the activation's end. Whoever waits for a
-// run (a ?wait request, a webhook that answers with the result) hears of its end or of its wait
+// A run is journaled as queued and its acceptance is told only once that row is committed; the
+// module's one queue starts it when a worker is free (at most limits.max_workers run at once), as
+// one activation, and writes its end in the batch of the activation's end (module_host.h). A
+// durable run interrupted by a previous daemon's death is resumed at start. Whoever waits for a run
+// (a ?wait request, a webhook that answers with the result) hears of its stop or of its wait
 // passing; whoever watches runs end (a schedule's overlap policy) is told of each end.
 //
 // Invariant: nobody hears "accepted" of a run whose queued row did not commit, and an activation
 // whose run's row was lost with its batch does not run on.
 //
-// How runs wait for a worker is this room's own business: its users enqueue, release, wait and
-// watch, and never see a queue. (Today the runs wait in a queue here, in front of the module's own;
-// when the module queues runs itself, Enqueue hands them to it and Dispatch goes, and nothing
-// outside this file changes.)
-//
-//   RunQueue queue({.module = module, .runs = store.runs(), .journal = store.journal(), .loop = loop,
-//                   .metrics = metrics, .limits = config.limits, .now_us = SystemNowUs,
-//                   .flow_for = [&](const std::string& name) { return flows.Get(name); }});
+//   RunQueue queue({.host = module->host(), .metrics = metrics, .limits = config.limits,
+//                   .now_us = SystemNowUs,
+//                   .flow_for = [&](const std::string& name) { return host.CurrentFlow(name); }});
 //   queue.Enqueue({.flow = "hello", .input = {{"name", "ada"}}, .trigger = "api"},
 //                 [&](Result<AcceptedRun> a) {                       // after the commit
 //                   if (a) queue.Wait(a->run.id, std::chrono::seconds(30), [&](Result<RunRow> run) { ... });
@@ -37,6 +33,7 @@
 
 #include "basal/module.h"
 #include "parent/loop/event_loop.h"
+#include "parent/module_host.h"
 #include "parent/store/store.h"
 #include "serve/config.h"
 #include "serve/metrics.h"
@@ -62,10 +59,7 @@ struct AcceptedRun {
 class RunQueue {
  public:
   struct Options {
-    Module& module;         // Submit, Cancel, AfterCommit
-    RunStore& runs;         // the run rows (they join the module's batch)
-    JournalStore& journal;  // the commit of the recovery at start
-    EventLoop& loop;        // the timers of waits
+    ModuleHost& host;       // runs, their rows (joining the module's batch), AfterCommit, the loop
     MetricsRegistry& metrics;
     const LimitsConfig& limits;  // read at each use: a reload changes it in place
     std::function<int64_t()> now_us;
@@ -77,12 +71,15 @@ class RunQueue {
   RunQueue(const RunQueue&) = delete;
   RunQueue& operator=(const RunQueue&) = delete;
 
-  // At start, before anything is served: runs that were running when a previous daemon died take
-  // their activations' outcome (closed `abandoned` by the module's recovery), and runs still queued
-  // wait again, oldest first. Returns how many ended, and the queued ones.
+  // At start, before anything is served (the module's Open already ended the runs whose
+  // activations a previous daemon left, except durable ones): durable runs it left interrupted are
+  // resumed, runs still queued wait again, oldest first. Returns the queued ones (resumed ones
+  // included) and how many resumed. A run an API client, a webhook or a schedule started is this
+  // daemon's to resume; one `basal run` started is resumed by hand (basal run --resume).
   struct Recovered {
-    size_t ended = 0;
+    size_t resumed = 0;
     std::vector<RunRow> queued;
+    std::vector<std::string> refused;  // runs that could not be resumed, and why
   };
   Result<Recovered> Recover();
 
@@ -105,15 +102,15 @@ class RunQueue {
   // `observer` hears of each run's end (from the loop, when the end is written, before its commit).
   void OnRunEnded(std::function<void(int64_t run_id)> observer);
 
-  // Starts what may start now (after a reload raised max_workers).
+  // Applies limits.max_workers to the module (after a reload changed it).
   void Dispatch();
   // No run starts from now on; waits answer at once. What runs, runs on.
   void Drain();
   // At stop: every waiter gets its run as it stands.
   void AnswerWaiters();
 
-  size_t queued() const { return queue_.size(); }
-  size_t in_flight() const { return in_flight_; }
+  size_t queued() const { return o_.host.queued_runs(); }
+  size_t in_flight() const { return o_.host.running_runs(); }
   // False once a commit of a run's acceptance failed, until one succeeds; `why` says what failed.
   bool journal_ok(std::string* why) const;
 
@@ -123,18 +120,14 @@ class RunQueue {
     EventLoop::TimerId timer;
   };
 
-  void OnActivationDone(int64_t run_id, const std::string& flow, int64_t started_us, const ActivationResult& r,
-                        bool end_written);
-  // A queued run that could not start ends `cancelled`.
-  void EndUnstarted(int64_t run_id, const std::string& why);
+  // The module's word that a run stopped (ended, or waits for an operator), after its commit.
+  void OnStop(const std::string& flow, const RunStop& stop);
   void RunEnded(int64_t run_id);
   void WakeWaiters(int64_t run_id);
   void PublishGauges();
+  RunCallback StopCallback(const std::string& flow);
 
   Options o_;
-  std::deque<int64_t> queue_;  // queued runs, oldest first
-  size_t in_flight_ = 0;       // activations submitted and not done
-  std::unordered_map<int64_t, ActivationId> activation_of_;  // runs started -> their activation
   std::unordered_map<int64_t, std::map<uint64_t, Waiter>> waiters_;
   uint64_t next_waiter_ = 1;
   std::vector<std::function<void(int64_t)>> ended_observers_;

@@ -40,7 +40,7 @@ void Triggers::CancelTimers() {
 
 Result<void> Triggers::Check(const ServeConfig& config) {
   auto flow_ok = [this](const std::string& trigger, const std::string& flow) -> Result<void> {
-    if (auto f = o_.flows.Get(flow); !f)
+    if (auto f = o_.host.CurrentFlow(flow); !f)
       return MakeError(ErrorCode::kInvalidArgument, "trigger " + trigger + ": " + f.error().message +
                                                         " (approve the flow, or remove the trigger from the config)");
     return Ok();
@@ -150,7 +150,7 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
     d.run.idempotency_key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
   }
   if (w.respond == WebhookTrigger::Respond::kWait) d.wait = std::min(w.wait, o_.limits.wait_max);
-  if (auto f = o_.flows.Get(w.flow); !f)
+  if (auto f = o_.host.CurrentFlow(w.flow); !f)
     return JsonError(f.error().code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
                      "webhook " + trigger + ": " + f.error().message);
   return d;

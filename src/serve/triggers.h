@@ -31,7 +31,7 @@
 #include "parent/store/store.h"
 #include "serve/config.h"
 #include "serve/cron.h"
-#include "serve/flows.h"
+#include "parent/module_host.h"
 #include "serve/http_message.h"
 #include "serve/metrics.h"
 #include "serve/run_queue.h"
@@ -44,7 +44,7 @@ class Triggers {
     RunQueue& queue;
     RunStore& marks;  // the schedule marks (ScheduleMark, SetScheduleMark) only
     EventLoop& loop;
-    ApprovedFlows& flows;
+    ModuleHost& host;  // CurrentFlow: the newest approved version of a flow
     MetricsRegistry& metrics;
     const LimitsConfig& limits;  // wait_max; read at each use
     std::string secrets_dir;

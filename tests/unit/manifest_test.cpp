@@ -154,9 +154,30 @@ TEST_F(ManifestTest, DeepNestingIsAnErrorNotACrash) {
 TEST_F(ManifestTest, TopLevel) {
   EXPECT_EQ(ErrorOf("[]"), "manifest: must be a JSON object (got [])");
   EXPECT_EQ(ErrorOf("null"), "manifest: must be a JSON object (got null)");
-  EXPECT_EQ(ErrorOf(R"({"grant": {}})"), R"(manifest: unknown key "grant" (expected "grants" or "budgets"))");
+  EXPECT_EQ(ErrorOf(R"({"grant": {}})"), R"(manifest: unknown key "grant" (expected "grants", "budgets" or "durable"))");
   EXPECT_EQ(ErrorOf(R"({"grants": {}, "grants": {"log": {}}})"),
             R"(manifest: duplicate key "grants" (each key may appear once))");
+}
+
+// "durable": true (docs/durable.md): a flow's runs outlive their host. Only a boolean, only for a
+// flow; a manifest that does not say it (or says false) keeps the hash it always had.
+TEST_F(ManifestTest, Durable) {
+  auto plain = Manifest::Parse(R"({"grants": {"log": {}}})", registry_);
+  auto off = Manifest::Parse(R"({"grants": {"log": {}}, "durable": false})", registry_);
+  auto on = Manifest::Parse(R"({"grants": {"log": {}}, "durable": true})", registry_);
+  ASSERT_TRUE(plain && off && on);
+  EXPECT_FALSE(plain->durable());
+  EXPECT_FALSE(off->durable());
+  EXPECT_TRUE(on->durable());
+  EXPECT_EQ(plain->hash(), off->hash());
+  EXPECT_NE(plain->hash(), on->hash()) << "durability is part of what an operator approves";
+  EXPECT_NE(on->Canonical().find(R"("durable":true)"), std::string::npos) << on->Canonical();
+  EXPECT_EQ(ErrorOf(R"({"durable": "yes"})"), R"(durable: must be true or false (got "yes"))");
+  EXPECT_EQ(ErrorOf(R"({"durable": 1})"), "durable: must be true or false (got 1)");
+  auto policy = Manifest::Parse(R"({"durable": true})", registry_, Profile::kCodemode);
+  ASSERT_FALSE(policy);
+  EXPECT_EQ(policy.error().message,
+            "durable: only a flow's runs are durable; a codemode policy's scripts are not resumed");
 }
 
 TEST_F(ManifestTest, DuplicateKeysNameTheirPath) {

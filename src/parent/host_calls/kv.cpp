@@ -536,6 +536,9 @@ Result<void> RegisterKv(HostCallRegistry& registry, Store* store) {
     spec.compare_grant = CompareKvGrant;
     spec.authorize = [op](const Json& constraints, const Json& args) { return AuthorizeKv(op, constraints, args); };
     spec.effect = KvEffect(op);
+    // Reads and writes of the module's own store, answered before the handler returns: a write and
+    // its answer commit together, so none is ever in doubt (docs/durable.md).
+    spec.effect_in_store = true;
     spec.handler = [op, store](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
       if (store == nullptr) {
         reply.Error("HostError", std::string(KvOpName(op)) + ": this registry serves no store (it only reviews grants)");

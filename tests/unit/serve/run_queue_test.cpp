@@ -28,8 +28,19 @@ class RunQueueTest : public ModuleFixture {
  protected:
   void SetUp() override {
     ModuleFixture::SetUp();
+    OpenModule();
+    // "echo" returns its input; "held" waits for the test to answer its `hold` call. Approved, as
+    // basal serve runs only approved flows.
+    Approve("echo", "export default async (input) => input;", "{}");
+    Approve("held", "export default async (input, host) => { await host.call('hold', {}); return input; }",
+            R"({"grants": {"hold": {}}, "budgets": {"deadline_ms": 60000}})");
+    limits_.max_workers = 1;
+  }
+
+  // A module (again, after a "restart"), with the `hold` host call.
+  void OpenModule() {
     ModuleOptions o;
-    o.max_workers = 8;  // the module's own cap is above the queue's: the queue decides
+    o.max_workers = 8;  // the queue sets the module's cap to limits.max_workers
     Open(o);
     HostCallSpec spec;
     spec.name = "hold";
@@ -37,28 +48,38 @@ class RunQueueTest : public ModuleFixture {
       held_.emplace(ctx.activation_id, std::make_pair(args, std::move(reply)));
     };
     ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-    // "echo" returns its input; "held" waits for the test to answer its `hold` call.
-    flows_["echo"] = Add("export default async (input) => input;", "{}", "echo.js");
-    flows_["held"] = Add("export default async (input, host) => { await host.call('hold', {}); return input; }",
-                         R"({"grants": {"hold": {}}, "budgets": {"deadline_ms": 60000}})", "held.js");
-    limits_.max_workers = 1;
+  }
+
+  void Approve(const std::string& name, const std::string& source, const std::string& manifest_text) {
+    auto manifest = Manifest::Parse(manifest_text, module_->registry());
+    ASSERT_TRUE(manifest) << manifest.error().message;
+    auto store = OpenStore();
+    NewApproval a;
+    a.kind = ApprovalKind::kFlow;
+    a.name = name;
+    a.source = source;
+    a.manifest_text = manifest_text;
+    a.manifest_hash = manifest->hash();
+    a.approver = {0, "test"};
+    a.at_unix_us = now_us_;
+    a.reviewed_version = approved_[name];
+    auto row = store->catalog().Approve(a);
+    ASSERT_TRUE(row) << row.error().message;
+    approved_[name] = row->version;
+  }
+  void Revoke(const std::string& name) {
+    auto store = OpenStore();
+    ASSERT_TRUE(store->catalog().Revoke(ApprovalKind::kFlow, name, approved_[name], {0, "test"}, now_us_, "test"));
   }
 
   RunQueue& Queue() {
     if (!queue_) {
       queue_ = std::make_unique<RunQueue>(RunQueue::Options{
-          .module = *module_,
-          .runs = module_->store().runs(),
-          .journal = module_->store().journal(),
-          .loop = module_->loop(),
+          .host = module_->host(),
           .metrics = metrics_,
           .limits = limits_,
           .now_us = [this] { return now_us_ += 1000; },  // every reading is a millisecond later
-          .flow_for = [this](const std::string& name) -> Result<FlowRef> {
-            auto f = flows_.find(name);
-            if (f == flows_.end()) return MakeError(ErrorCode::kNotFound, "no flow named " + name);
-            return f->second;
-          },
+          .flow_for = [this](const std::string& name) { return module_->host().CurrentFlow(name); },
       });
       queue_->OnRunEnded([this](int64_t run) { ended_.push_back(run); });
     }
@@ -128,7 +149,7 @@ class RunQueueTest : public ModuleFixture {
   int64_t now_us_ = 1'700'000'000'000'000;
   serve::LimitsConfig limits_;
   serve::MetricsRegistry metrics_;
-  std::map<std::string, FlowRef> flows_;
+  std::map<std::string, int64_t> approved_;  // the newest approved version of each flow
   std::multimap<int64_t, std::pair<Json, HostCallReply>> held_;  // by activation
   std::vector<int64_t> ended_;
   std::unique_ptr<RunQueue> queue_;
@@ -187,7 +208,7 @@ TEST_F(RunQueueTest, RaisedMaxWorkersStartsWhatWaits) {
   EXPECT_EQ(Queue().in_flight(), 1u);
   limits_.max_workers = 3;  // a reload
   Queue().Dispatch();
-  EXPECT_EQ(Queue().in_flight(), 3u);
+  Drive([&] { return Queue().in_flight() == 3u; });
   EXPECT_EQ(Queue().queued(), 0u);
   for (int64_t run : runs) Release(run);
   Drive([&] { return Queue().in_flight() == 0; });
@@ -311,13 +332,14 @@ TEST_F(RunQueueTest, AHeldRunStartsOnlyWhenReleased) {
 TEST_F(RunQueueTest, ARunWhoseFlowIsGoneAtItsTurnEndsCancelledAndIsHeardOf) {
   const int64_t first = Enqueue(Request("held", 1))->run.id;
   const int64_t second = Enqueue(Request("echo", 2))->run.id;
-  flows_.erase("echo");  // revoked meanwhile
+  Revoke("echo");  // while it waited
   Release(first);
   Drive([&] { return Row(second).state == RunState::kEnded; });
   const RunRow r = Row(second);
   EXPECT_EQ(r.outcome, "cancelled");
   EXPECT_EQ(r.activation_id, 0);
-  EXPECT_NE(r.error_json.find("cancelled before it started: no flow named echo"), std::string::npos) << r.error_json;
+  EXPECT_NE(r.error_json.find("cancelled before it started: flow echo version 1 was revoked"), std::string::npos)
+      << r.error_json;
   EXPECT_EQ(ended_, (std::vector<int64_t>{first, second}));
 }
 
@@ -341,7 +363,11 @@ TEST_F(RunQueueTest, RecoveryQueuesWhatAPreviousDaemonLeftQueued) {
   RunRequest held = Request("echo", 2);
   held.hold = true;
   const int64_t queued = Enqueue(held)->run.id;
-  queue_.reset();  // the daemon is gone; its runs' rows stay
+  // The daemon drains and stops: its queued run's row stays queued for the next start.
+  Queue().Drain();
+  queue_.reset();
+  module_.reset();
+  OpenModule();
   auto recovered = Queue().Recover();
   ASSERT_TRUE(recovered) << recovered.error().message;
   ASSERT_EQ(recovered->queued.size(), 1u);

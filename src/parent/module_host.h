@@ -1,0 +1,123 @@
+// What basal's own rooms built on a module use beyond its public API (basal serve, basal mcp, the
+// CLI's run commands): the module's loop, the reader of its store, writes that join its batch, and
+// runs. Embedders use include/basal/module.h only.
+//
+// A run (docs/durable.md) is what an operator or a client asked for: a flow, an input, a trigger.
+// It is journaled as queued before anybody is told of it, and the module's one queue dispatches
+// it: the run's activation starts in the batch that records it, and the run ends in the batch that
+// records its activation's end. A durable flow's run outlives its host: interrupted when its
+// parent died, resumed by replay (every recorded answer served from the journal), stopped as
+// needs_reconciliation at an external call in doubt until an operator resolves it.
+//
+//   ModuleHost& host = module->host();
+//   auto accepted = host.StartRun(flow, input, {.trigger = "api"}, [](const RunStop& stop) { ... });
+//   host.AfterCommit([](const Result<void>& committed) { /* answer the client: its run is durable */ });
+//
+// Loop thread only, like everything of the module's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "basal/flow.h"
+#include "basal/outcome.h"
+#include "basal/result.h"
+#include "parent/store/store.h"
+
+namespace basal {
+
+class EventLoop;
+
+struct RunOptions {
+  std::string trigger = "embedder";  // "api", "webhook:NAME", "schedule:NAME", "cli", "embedder"
+  std::string idempotency_key;       // "": none. Else one run per (flow, key) while the key lasts
+  std::chrono::milliseconds key_ttl{24 * 3600 * 1000};
+  std::string state_detail;          // optional JSON text kept with the run (a schedule's fire time)
+  // Journaled as queued but kept out of the queue until ReleaseRun (a schedule's buffered fire).
+  bool hold = false;
+  // When the run was asked for, by the caller's clock (the key's expiry counts from it); 0: now.
+  int64_t created_unix_us = 0;
+};
+
+// A run stopped: it ended, or it waits for an operator (needs_reconciliation). Called once per
+// stop, after the batch that records it committed (or failed: then `result` says journal_error).
+struct RunStop {
+  RunId run_id = 0;
+  RunState state = RunState::kEnded;  // kEnded, or kNeedsReconciliation, or kInterrupted (a journal
+                                      // failure left it to be resumed)
+  std::string outcome;                // the run's outcome when ended (an Outcome name, "cancelled", ...)
+  ActivationResult result;            // of the activation that ended it; synthetic when none ran
+  int64_t started_unix_us = 0;        // that activation's start (0: none ran)
+};
+using RunCallback = std::function<void(const RunStop&)>;
+
+struct RunAccepted {
+  RunRow run;             // as journaled (state queued), or the earlier run of the same key
+  bool existing = false;  // the idempotency key named an earlier run: nothing new was journaled
+};
+
+struct ResumeOptions {
+  // Resume under the flow's newest approved version rather than the one the run started under
+  // (docs/durable.md: a replay that diverges from the record then ends the run `diverged`).
+  bool newest_version = false;
+};
+
+class ModuleHost {
+ public:
+  virtual ~ModuleHost() = default;
+
+  virtual EventLoop& loop() = 0;
+  // Reads on the module's connection: they see the open batch.
+  virtual JournalReader& reader() = 0;
+  // basal serve's tables (runs, tokens, schedule marks). Writes join the module's open batch: they
+  // commit with it, or are lost with it. Report a write that failed with FailBatch.
+  virtual RunStore& runs() = 0;
+  // A write into the open batch failed: at the end of this pass the batch is rolled back with all
+  // it holds (answers unsent, activations failed as journal_error, AfterCommit callbacks told).
+  virtual void FailBatch(std::string why) = 0;
+  virtual void AfterCommit(std::function<void(const Result<void>&)> fn) = 0;
+
+  // The newest approved version of flow `name`, loaded once and kept while it stays the newest and
+  // unrevoked (one read of its versions per call). kNotFound, kRefused (revoked) as LoadApprovedFlow.
+  virtual Result<FlowRef> CurrentFlow(std::string_view name) = 0;
+
+  // Journals a run of `flow` as queued (in the open batch) and queues it. With an idempotency key
+  // that names an unexpired earlier run: that run, existing=true, nothing queued and `done` never
+  // called. Errors as Module::Submit (and kConflict: the key was used with another input).
+  virtual Result<RunAccepted> StartRun(const FlowRef& flow, nlohmann::json input, RunOptions options,
+                                       RunCallback done) = 0;
+  // A held run enters the queue. kNotFound if it is not held here.
+  virtual Result<void> ReleaseRun(RunId run) = 0;
+  // Claims an interrupted durable run (another process claiming it at the same time gets
+  // kConflict) and queues it to be resumed by replay; or, when the record holds an external call in
+  // doubt with no operator's decision, stops it as needs_reconciliation naming the call (`done` is
+  // called); or ends it resume_exhausted past max_resumes. kRefused: its version was revoked (or is
+  // not the newest, unless options.newest_version). kNotFound, kConflict (not interrupted).
+  virtual Result<RunAccepted> ResumeRun(RunId run, ResumeOptions options, RunCallback done) = 0;
+  // Re-queues a run journaled as queued by an earlier process (basal serve's restart).
+  virtual Result<void> RequeueRun(const RunRow& run, RunCallback done) = 0;
+  // An operator's decision about a call in doubt of a run that needs reconciliation: journaled with
+  // who decided, and the run becomes interrupted (to be resumed). kConflict: the run does not need
+  // reconciliation, or that call is not in doubt.
+  virtual Result<RunRow> ResolveCall(const CallResolution& resolution) = 0;
+  // Ends a run that is held, queued, running, interrupted or waiting for an operator, as cancelled.
+  virtual Result<void> CancelRun(RunId run, std::string why) = 0;
+
+  virtual size_t queued_runs() const = 0;   // queued for a worker (not held)
+  virtual size_t running_runs() const = 0;  // with an activation running
+
+  // Workers alive at once from now on (basal serve's reload of limits.max_workers).
+  virtual void SetMaxWorkers(size_t max_workers) = 0;
+  // Starts no run from now on (a drain): the runs waiting here stay journaled as queued for the
+  // next process to start, and are forgotten here (their callbacks are not called). What runs,
+  // runs on.
+  virtual void StopStartingRuns() = 0;
+};
+
+}  // namespace basal

@@ -1,0 +1,179 @@
+// The module's inside (include/basal/module.h is its face): it wires the rooms together (loop, pool,
+// call gate, store) and owns the activations and the runs. module.cpp holds the activations and the
+// loop pass; module_runs.cpp the runs (ModuleHost). Each loop pass ends in EndOfPass(): commit the
+// journal batch, and only then answer workers and call `done` callbacks (group commit).
+// docs/architecture.md draws the rooms; docs/durable.md the runs.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "basal/module.h"
+#include "parent/activation.h"
+#include "parent/call_gate.h"
+#include "parent/host_calls/http_fetch.h"
+#include "parent/loop/event_loop.h"
+#include "parent/module_host.h"
+#include "parent/platform/worker_launcher.h"
+#include "parent/pool.h"
+#include "parent/replay.h"
+#include "parent/store/store.h"
+#include "parent/welcome_check.h"
+
+namespace basal {
+
+struct Module::Impl final : PoolOwner, ModuleHost {
+  struct Finished {
+    ActivationResult result;
+    DoneCallback done;
+    bool journaled = true;  // false for a load check (nothing of it is in the journal)
+    RunCallback run_done;   // a run's stop, heard with `stop`
+    RunStop stop;
+  };
+
+  // A run journaled as queued that waits for a worker (or, held, for ReleaseRun).
+  struct WaitingRun {
+    FlowRef flow;
+    std::string input_json;  // as journaled: sent as is
+    RunCallback done;
+    bool held = false;
+    bool durable = false;
+    RunBinding binding;                // a resumed run's (empty for a first start)
+    std::optional<ReplayPlan> replay;  // a resumed run's record
+  };
+
+  // The one queue: bare activations (journaled at Submit) and runs (whose activation is journaled
+  // when a worker takes them), oldest first. A ticket whose activation or run is gone is skipped.
+  struct Ticket {
+    ActivationId activation = 0;
+    RunId run = 0;
+  };
+
+  ModuleOptions options;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<WorkerLauncher> launcher;
+  std::unique_ptr<Store> store;
+  HostCallRegistry registry;
+  HealthSnapshot health;
+  std::unique_ptr<CallGate> gate;
+  std::unique_ptr<Pool> pool;
+  ActivationOwner owner;
+  int kernel_landlock_abi = 0;
+  WelcomePolicy welcome_policy;  // the pool's and the doctor's
+  size_t cpus = 1;
+  uint64_t next_flow_id = 1;
+  ActivationId next_check_id = -1;  // load checks count down from -1: never a journal id
+  std::unordered_map<uint64_t, FlowRef> flows;                        // approved and not removed
+  std::unordered_map<ActivationId, std::unique_ptr<Activation>> live;  // queued or running
+  std::deque<Ticket> queue;
+  size_t queued = 0;  // tickets in `queue` that still wait (held runs are not in it)
+  std::unordered_map<RunId, WaitingRun> waiting_runs;  // queued or held runs
+  size_t held_runs = 0;                                // of them, held
+  std::unordered_map<RunId, ActivationId> running_runs_;
+  std::map<std::string, FlowRef> current_flows;        // CurrentFlow's: the newest version by name
+  std::map<int64_t, FlowRef> resumed_flows;             // resumes under a run's own version, by approval id
+  std::vector<std::pair<ActivationId, std::string>> sends;  // answers waiting for the commit
+  std::vector<Finished> finished;                           // callbacks waiting for the commit
+  std::string journal_failure;
+  // Begun or journaled in the open batch: if it fails, their records are lost with it, so an
+  // activation among them must not run on and a run among them is not queued.
+  std::vector<ActivationId> begun_in_batch;
+  std::vector<RunId> runs_in_batch;
+  std::vector<std::function<void(const Result<void>&)>> commit_waiters;  // AfterCommit
+  struct OverBudget {
+    ActivationId id;
+    Budget budget;
+    std::string message;
+  };
+  std::vector<OverBudget> over_budget;  // reported by the gate; ended by EndOverBudget
+  std::vector<std::pair<ActivationId, std::string>> diverged;  // reported by the gate; ended by EndOverBudget
+  bool shutting_down = false;
+  bool stop_starting_runs = false;  // StopStartingRuns
+  bool in_pass = false;
+
+  ~Impl() override;
+
+  // ---- activations (module.cpp) ----
+  void Finish(Activation& a, ActivationResult r);
+  void FinishLoadCheck(Activation& a, ActivationResult r);
+  void EndLoadCheck(PooledWorker& w);
+  void CancelOne(ActivationId id, const std::string& why);
+  void EndOverBudget();
+  std::chrono::nanoseconds CpuLimit(const Activation& a) const;
+  ActivationResult CpuExhausted(const Activation& a, std::chrono::nanoseconds used);
+  void ArmCpu(Activation& a);
+  void ArmDeadline(Activation& a);
+  void StartOn(PooledWorker& w);
+  // Puts `a` on `idle` (claimed), or on a new worker (MakeRoom was called).
+  void Place(Activation& a, PooledWorker* idle);
+  std::optional<std::string> RevokedWhy(const Flow& f);
+  void Dispatch();
+  void TellCommitWaiters(const Result<void>& outcome);
+  void CommitOrFail();
+  void SendAnswers();
+  void EndOfPass();
+  bool Busy() const { return !live.empty() || !finished.empty() || !waiting_runs.empty(); }
+  void RenewLeases();
+  void OnEvent(ModuleEvent event) override;
+
+  // PoolOwner
+  void OnWorkerReady(PooledWorker& w) override;
+  void OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg) override;
+  void OnWorkerLost(PooledWorker& w, ActivationResult r) override;
+
+  // ---- flows (module.cpp) ----
+  Result<FlowRef> MakeFlow(std::string name, std::string source, std::string_view manifest_text, Profile profile,
+                           const Flow& origin);
+  // (kind, name)'s newest version (or the given one), checked: not revoked, its texts present and
+  // matching their hashes.
+  Result<std::pair<ApprovalRow, std::string>> ApprovedManifest(ApprovalKind kind, std::string_view name,
+                                                               std::string* source);
+  Result<std::pair<ApprovalRow, std::string>> CheckedVersion(const ApprovalRow& row, std::string* source);
+  Result<FlowRef> FlowOfVersion(const ApprovalRow& row, std::string source, const std::string& manifest_text);
+  HttpFetchOptions HttpFetchOptionsFor();
+
+  // ---- runs (module_runs.cpp) ----
+  // The activation of a waiting run that a worker takes now: journaled, bound, begun.
+  Activation* BeginRunActivation(RunId run, WaitingRun& w);
+  // Ends a run that has no activation running (waiting, interrupted, needs reconciliation), in the
+  // open batch; its callback hears of it after the commit.
+  void EndRunWithout(RunId run, const std::string& outcome, const std::string& message, RunCallback done);
+  Result<FlowRef> FlowForRun(const RunRow& run, const ResumeOptions& options);
+  Result<RunAccepted> QueueResume(RunRow run, const FlowRef& flow, RunCallback done);
+
+  // ModuleHost
+  EventLoop& loop() override { return *loop_; }
+  JournalReader& reader() override { return store->reader(); }
+  RunStore& runs() override { return store->runs(); }
+  void FailBatch(std::string why) override {
+    if (journal_failure.empty()) journal_failure = std::move(why);
+  }
+  void AfterCommit(std::function<void(const Result<void>&)> fn) override;
+  Result<FlowRef> CurrentFlow(std::string_view name) override;
+  Result<RunAccepted> StartRun(const FlowRef& flow, nlohmann::json input, RunOptions options,
+                               RunCallback done) override;
+  Result<void> ReleaseRun(RunId run) override;
+  Result<RunAccepted> ResumeRun(RunId run, ResumeOptions options, RunCallback done) override;
+  Result<void> RequeueRun(const RunRow& run, RunCallback done) override;
+  Result<RunRow> ResolveCall(const CallResolution& resolution) override;
+  Result<void> CancelRun(RunId run, std::string why) override;
+  size_t queued_runs() const override;
+  size_t running_runs() const override { return running_runs_.size(); }
+  void SetMaxWorkers(size_t max_workers) override { pool->SetMaxWorkers(max_workers); }
+  void StopStartingRuns() override;
+};
+
+// The journal's name for where a flow came from.
+Origin JournalOrigin(FlowOrigin origin);
+// A name as JSON text, for messages.
+std::string Shown(std::string_view name);
+
+}  // namespace basal
