@@ -99,12 +99,12 @@ void CallGate::Update(const CallUpdate& update) {
 }
 
 void CallGate::BeginDurable(ActivationId activation, RunId run, int64_t start_clock_us,
-                            std::optional<ReplayPlan> replay) {
+                            std::optional<ReplayPlan> replay, bool strict) {
   Durable& d = durable_[activation];
   d.run = run;
   d.clock_us = start_clock_us;
   d.delivered = 0;
-  if (replay) d.replay = std::make_unique<Replayer>(std::move(*replay));
+  if (replay) d.replay = std::make_unique<Replayer>(std::move(*replay), strict);
 }
 
 CallGate::Durable* CallGate::DurableOf(ActivationId activation) {
@@ -197,9 +197,13 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
     digest = ArgsDigest(call.args);
     if (durable->replay) {
       const Replayer::Verdict verdict = durable->replay->OnCall(call.id, call.name, digest);
-      if (verdict.step == Replayer::Step::kDiverged) {
+      if (verdict.step == Replayer::Step::kDiverged || verdict.step == Replayer::Step::kPastRecord) {
         usage.over = true;  // nothing more of it is journaled or answered
-        hooks_.diverged(activation, verdict.divergence);
+        const bool past = verdict.step == Replayer::Step::kPastRecord;
+        hooks_.diverged(activation,
+                        past ? "call " + std::to_string(call.id) + " (" + call.name + ") is past the run's record"
+                             : verdict.divergence,
+                        past);
         return;
       }
       if (verdict.step == Replayer::Step::kFromRecord) {

@@ -63,8 +63,9 @@ struct CallGateHooks {
   // A budget ran out: the module ends the activation (not from inside the gate's own call).
   std::function<void(ActivationId, Budget, std::string message)> over_budget;
   // A resumed durable activation issued a call other than the record's: the module ends it
-  // diverged (not from inside the gate's own call).
-  std::function<void(ActivationId, std::string message)> diverged;
+  // diverged (not from inside the gate's own call). `past_record`: a strict replay (basal replay)
+  // reached the end of the record instead, which is no divergence.
+  std::function<void(ActivationId, std::string message, bool past_record)> diverged;
 };
 
 struct CallGateLimits {
@@ -92,7 +93,8 @@ class CallGate {
 
   // An activation of durable run `run` starts: the clock its worker was loaded with, and the
   // replay of the run's record when it resumes the run (nullopt: a first execution).
-  void BeginDurable(ActivationId activation, RunId run, int64_t start_clock_us, std::optional<ReplayPlan> replay);
+  void BeginDurable(ActivationId activation, RunId run, int64_t start_clock_us, std::optional<ReplayPlan> replay,
+                    bool strict = false);
   // A durable activation's replay at its end: a record the script never reached, or nullopt.
   std::optional<std::string> ReplayLeftover(ActivationId activation) const;
   // What its replay still waits for ("" when none, or not replaying).

@@ -230,12 +230,13 @@ void Module::Impl::EndOverBudget() {
   }
   auto gone = std::move(diverged);
   diverged.clear();
-  for (auto& [id, message] : gone) {
-    auto it = live.find(id);
+  for (Diverged& d : gone) {
+    auto it = live.find(d.id);
     if (it == live.end()) continue;
     Activation& a = *it->second;
     if (a.worker) pool->Retire(*a.worker, RetireReason::kCancelled);
-    Finish(a, Failure(Outcome::kDiverged, "the run diverged from its record: " + message));
+    Finish(a, d.past_record ? Failure(Outcome::kCancelled, std::string(kReplayPastRecord) + d.message)
+                            : Failure(Outcome::kDiverged, "the run diverged from its record: " + d.message));
   }
 }
 
@@ -622,7 +623,9 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   hooks.over_budget = [&m](ActivationId id, Budget budget, std::string message) {
     m.over_budget.push_back({id, budget, std::move(message)});
   };
-  hooks.diverged = [&m](ActivationId id, std::string message) { m.diverged.emplace_back(id, std::move(message)); };
+  hooks.diverged = [&m](ActivationId id, std::string message, bool past_record) {
+    m.diverged.push_back({id, std::move(message), past_record});
+  };
   CallGateLimits limits;
   limits.journal_value_max_bytes = m.options.journal_value_max_bytes;
   limits.in_flight_max_bytes = m.options.calls_in_flight_max_bytes;

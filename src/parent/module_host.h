@@ -28,11 +28,16 @@
 #include "basal/flow.h"
 #include "basal/outcome.h"
 #include "basal/result.h"
+#include "parent/replay.h"
 #include "parent/store/store.h"
 
 namespace basal {
 
 class EventLoop;
+
+// The message of a strict replay's end when the script reached the end of the record (ReplayRecord):
+// the activation ends cancelled with this prefix, which is no divergence.
+inline constexpr const char* kReplayPastRecord = "replay stopped: ";
 
 struct RunOptions {
   std::string trigger = "embedder";  // "api", "webhook:NAME", "schedule:NAME", "cli", "embedder"
@@ -100,6 +105,13 @@ class ModuleHost {
   // called); or ends it resume_exhausted past max_resumes. kRefused: its version was revoked (or is
   // not the newest, unless options.newest_version). kNotFound, kConflict (not interrupted).
   virtual Result<RunAccepted> ResumeRun(RunId run, ResumeOptions options, RunCallback done) = 0;
+  // Replays a recorded run with every effect disabled (basal replay): a new run of `flow` in THIS
+  // module's store (a scratch journal, not the one the record came from), with the record's input,
+  // clock and seed, answered from `plan` only. It ends ok when the script replays the record to its
+  // end, diverged at the first call other than the record's, or cancelled with kReplayPastRecord
+  // when the script reaches a call the record does not answer (the run had not finished).
+  virtual Result<RunAccepted> ReplayRecord(const FlowRef& flow, const RunRow& recorded, const ReplayPlan& plan,
+                                           RunCallback done) = 0;
   // Re-queues a run journaled as queued by an earlier process (basal serve's restart).
   virtual Result<void> RequeueRun(const RunRow& run, RunCallback done) = 0;
   // An operator's decision about a call in doubt of a run that needs reconciliation: journaled with

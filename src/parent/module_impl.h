@@ -48,6 +48,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
     bool durable = false;
     RunBinding binding;                // a resumed run's (empty for a first start)
     std::optional<ReplayPlan> replay;  // a resumed run's record
+    bool strict = false;               // ReplayRecord: every effect disabled
   };
 
   // The one queue: bare activations (journaled at Submit) and runs (whose activation is journaled
@@ -94,7 +95,12 @@ struct Module::Impl final : PoolOwner, ModuleHost {
     std::string message;
   };
   std::vector<OverBudget> over_budget;  // reported by the gate; ended by EndOverBudget
-  std::vector<std::pair<ActivationId, std::string>> diverged;  // reported by the gate; ended by EndOverBudget
+  struct Diverged {
+    ActivationId id;
+    std::string message;
+    bool past_record;  // a strict replay reached the end of the record: no divergence
+  };
+  std::vector<Diverged> diverged;  // reported by the gate; ended by EndOverBudget
   bool shutting_down = false;
   bool stop_starting_runs = false;  // StopStartingRuns
   bool in_pass = false;
@@ -164,6 +170,8 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   Result<RunAccepted> ResumeRun(RunId run, ResumeOptions options, RunCallback done) override;
   Result<void> RequeueRun(const RunRow& run, RunCallback done) override;
   Result<RunRow> ResolveCall(const CallResolution& resolution) override;
+  Result<RunAccepted> ReplayRecord(const FlowRef& flow, const RunRow& recorded, const ReplayPlan& plan,
+                                   RunCallback done) override;
   Result<void> CancelRun(RunId run, std::string why) override;
   size_t queued_runs() const override;
   size_t running_runs() const override { return running_runs_.size(); }

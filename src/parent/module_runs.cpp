@@ -159,6 +159,7 @@ Activation* Module::Impl::BeginRunActivation(RunId run, WaitingRun& w) {
   const bool durable = w.durable;
   RunBinding binding = std::move(w.binding);
   std::optional<ReplayPlan> replay = std::move(w.replay);
+  const bool strict = w.strict;
   waiting_runs.erase(run);  // `w` is gone now
   ActivationStart start{flow->name, flow->source_hash, flow->manifest.hash(), "", now, owner,
                         now + options.lease.count() * 1000, JournalOrigin(flow->origin), flow->approval_id,
@@ -197,7 +198,7 @@ Activation* Module::Impl::BeginRunActivation(RunId run, WaitingRun& w) {
       seed.emplace();
     }
     a->durable = protocol::DurableStart{binding.clock_us, *seed};
-    gate->BeginDurable(*id, run, binding.clock_us, std::move(replay));
+    gate->BeginDurable(*id, run, binding.clock_us, std::move(replay), strict);
   }
   running_runs_[run] = *id;
   Activation* out = a.get();
@@ -478,6 +479,49 @@ Result<RunRow> Module::Impl::ResolveCall(const CallResolution& resolution) {
                                          protocol::DumpJson(Json{{"resolved_by", r.actor.name}}), false});
   if (!released) return released.error();
   return std::move(*released);
+}
+
+}  // namespace basal
+
+namespace basal {
+
+Result<RunAccepted> Module::Impl::ReplayRecord(const FlowRef& flow, const RunRow& recorded, const ReplayPlan& plan,
+                                               RunCallback done) {
+  if (!flow || !flows.count(flow->id))
+    return MakeError(ErrorCode::kNotFound, "module: flow " + (flow ? flow->name : std::string("(null)")) +
+                                               " is not approved in this module (never added, or removed)");
+  if (!flow->manifest.durable())
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "flow " + flow->name + "'s manifest is not durable: only a durable flow's runs can be replayed");
+  if (SeedBytes(recorded.binding.seed) == std::nullopt)
+    return MakeError(ErrorCode::kInvalidArgument, "run " + std::to_string(recorded.id) +
+                                                      " has no durable record (no seed): it was not a durable run");
+  NewRun nr;
+  nr.flow = flow->name;
+  nr.input_json = recorded.input_json;
+  nr.trigger = "replay:" + std::to_string(recorded.id);
+  nr.created_unix_us = NowUnixUs();
+  nr.durable = true;
+  auto enqueued = store->runs().EnqueueRun(nr);
+  if (!enqueued) return enqueued.error();
+  WaitingRun w;
+  w.flow = flow;
+  w.input_json = recorded.input_json;
+  w.done = std::move(done);
+  w.durable = true;
+  w.binding = recorded.binding;
+  w.binding.source_hash = flow->source_hash;  // bound as the record's run, with the version replayed
+  w.binding.manifest_hash = flow->manifest.hash();
+  w.binding.manifest_text_hash = flow->manifest_text_hash;
+  w.binding.approval_id = 0;
+  w.replay = plan;
+  w.strict = true;
+  runs_in_batch.push_back(enqueued->run.id);
+  waiting_runs.emplace(enqueued->run.id, std::move(w));
+  queue.push_back({0, enqueued->run.id});
+  ++queued;
+  loop_->Wake();
+  return RunAccepted{std::move(enqueued->run), false};
 }
 
 }  // namespace basal

@@ -206,7 +206,7 @@ RunAnalysis AnalyzeRun(const std::vector<ActivationRow>& activations, const std:
   return out;
 }
 
-Replayer::Replayer(ReplayPlan plan) : plan_(std::move(plan)) {
+Replayer::Replayer(ReplayPlan plan, bool strict) : plan_(std::move(plan)), strict_(strict) {
   for (const RecordedAnswer& a : plan_.answers) issued_[a.call_id] = false;
 }
 
@@ -223,7 +223,7 @@ Replayer::Verdict Replayer::OnCall(int64_t call_id, std::string_view name, std::
   }
   last_issued_ = std::max(last_issued_, call_id);
   auto it = plan_.calls.find(call_id);
-  if (it == plan_.calls.end()) return {Step::kLive, ""};
+  if (it == plan_.calls.end()) return {strict_ ? Step::kPastRecord : Step::kLive, ""};
   const RecordedCall& recorded = it->second;
   if (recorded.name != name || (!recorded.args_digest.empty() && recorded.args_digest != args_digest)) {
     return {Step::kDiverged, "call " + std::to_string(call_id) + ": the script now calls " + std::string(name) +
@@ -237,7 +237,7 @@ Replayer::Verdict Replayer::OnCall(int64_t call_id, std::string_view name, std::
     return {Step::kFromRecord, ""};
   }
   auto answered = issued_.find(call_id);
-  if (answered == issued_.end()) return {Step::kLive, ""};  // in doubt: it runs again
+  if (answered == issued_.end()) return {strict_ ? Step::kPastRecord : Step::kLive, ""};  // in doubt: it runs again
   answered->second = true;
   return {Step::kFromRecord, ""};
 }

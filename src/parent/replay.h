@@ -89,12 +89,15 @@ std::string ArgsDigest(const Json& args);
 // One resumed activation's replay: fed the calls the worker issues, in order.
 class Replayer {
  public:
-  explicit Replayer(ReplayPlan plan);
+  // `strict`: every effect disabled (basal replay): a call the record does not answer is not run,
+  // the replay stops there (kPastRecord).
+  explicit Replayer(ReplayPlan plan, bool strict = false);
 
   enum class Step {
     kFromRecord,  // answered from the record (not journaled, not dispatched)
     kLive,        // past the record, or a call in doubt that runs again: the gate runs it
     kDiverged,    // not the call the record holds: the run ends diverged
+    kPastRecord,  // strict: the record ends here (the run had not finished, or a call is in doubt)
   };
   struct Verdict {
     Step step = Step::kLive;
@@ -116,6 +119,7 @@ class Replayer {
 
  private:
   ReplayPlan plan_;
+  bool strict_ = false;
   size_t next_answer_ = 0;        // the first answer not yet delivered
   int64_t last_issued_ = 0;       // the highest call id the worker issued
   std::map<int64_t, bool> issued_;  // recorded calls issued so far
