@@ -72,3 +72,8 @@ add_test(NAME windows_rules_test COMMAND windows_rules_test)
 set_tests_properties(windows_rules_test PROPERTIES LABELS unit TIMEOUT ${BASAL_TIMEOUT_unit}
                      ENVIRONMENT "WINEPREFIX=${CMAKE_BINARY_DIR}/wineprefix" FIXTURES_REQUIRED wine)
 add_subdirectory(tests/windows)
+
+add_test(NAME every_test_has_a_timeout
+         COMMAND ${CMAKE_COMMAND} -DCTEST=${CMAKE_CTEST_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR}
+                 -P ${PROJECT_SOURCE_DIR}/tests/every_test_has_a_timeout.cmake)
+set_tests_properties(every_test_has_a_timeout PROPERTIES LABELS unit TIMEOUT ${BASAL_TIMEOUT_unit})
