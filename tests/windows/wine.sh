@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs a cross-built Windows program under Debian's Wine, headless, in a private prefix: the one
-# WINEPREFIX names, else build/mingw/wineprefix beside this build (created on first use, which
-# takes seconds; tests/windows/wine_prefix.sh makes it ahead of the tests). Used as ctest's
-# CROSSCOMPILING_EMULATOR for the mingw build and by the Wine tests.
+# WINEPREFIX names, else the wineprefix folder of the build tree holding the program (Wine makes a
+# missing prefix on first use; the tests' wine_prefix fixture makes a fresh one before them). Used
+# as ctest's CROSSCOMPILING_EMULATOR for the mingw build and by the Wine tests.
 #   tests/windows/wine.sh PROGRAM.exe [ARGS...]
 set -euo pipefail
 wine=""
