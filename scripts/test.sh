@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Quick start, part two: set up and build, then run every test: the release build's suites, the
-# confinement probe suite in the test-hooks build, the unit and integration suites again in the
-# asan build (ASan and UBSan in the parent, the CLI and the tests), and a short run of each fuzz
-# target (docs/fuzzing.md). Exits non-zero if anything failed.
+# confinement probe suite in the test-hooks build, the Windows cross build's tests under Wine, the
+# unit and integration suites again in the asan build (ASan and UBSan in the parent, the CLI and
+# the tests), and a short run of each fuzz target (docs/fuzzing.md). Exits non-zero if anything
+# failed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,6 +15,9 @@ ctest --test-dir build/release --output-on-failure -j2 || status=1
 
 echo "test: test-hooks build (label confinement)"
 ctest --test-dir build/hooks -L confinement --output-on-failure || status=1
+
+echo "test: Windows cross build under Wine (labels unit and wine)"
+ctest --test-dir build/mingw --output-on-failure || status=1
 
 echo "test: fuzz targets, a short run of each (libFuzzer, ASan, UBSan)"
 scripts/fuzz.sh --smoke || status=1

@@ -49,7 +49,10 @@ struct HealthSnapshot {
   uint64_t spawn_failures = 0;
   uint64_t refused_welcomes = 0;
   uint64_t confinement_refusals = 0;  // worker exit 70 before its welcome: it could not confine itself
-  uint64_t worker_confinement = 0;    // SIGSYS deaths
+  uint64_t worker_confinement = 0;    // SIGSYS deaths (Linux)
+  // Windows: worker exits 0xc0000008 (invalid handle, fatal under strict handle checks) and
+  // 0xc0000005 (access violation); never a refusal (exit 70) or a kill by the parent.
+  uint64_t fatal_status_deaths = 0;
   uint64_t deadline_kills = 0;
   uint64_t protocol_violations = 0;
   uint64_t denied_calls = 0;

@@ -41,6 +41,7 @@ nlohmann::json HealthSnapshot::ToJson() const {
       {"retirements", retired},
       {"deadline_kills", deadline_kills},
       {"worker_confinement", worker_confinement},
+      {"fatal_status_deaths", fatal_status_deaths},
       {"refused_welcomes", refused_welcomes},
       {"confinement_refusals", confinement_refusals},
       {"crashes", crashed},

@@ -26,6 +26,10 @@ Pool::~Pool() {
 
 namespace {
 constexpr std::chrono::milliseconds kIdleCpuCheckPeriod{1000};
+// What the system's CPU backstop is called, for the activation's message.
+const char* CpuLimitName(WorkerOs os) {
+  return os == WorkerOs::kWindows ? "the job's CPU time limit" : "RLIMIT_CPU (SIGXCPU)";
+}
 constexpr std::chrono::seconds kCpuLimitSlack{1};  // RLIMIT_CPU counts whole seconds
 }  // namespace
 
@@ -55,7 +59,7 @@ bool Pool::CpuLimitLeavesRoom(const PooledWorker& w) const {
 
 void Pool::LimitCpu(PooledWorker& w, std::chrono::nanoseconds base, std::chrono::milliseconds budget) {
   if (!options_.can_change_worker_limits) return;
-  (void)SetCpuLimit(w.pid(), base + budget + options_.cpu_grace + kCpuLimitSlack, LifetimeCpu(*w.flow));
+  (void)launcher_.LimitCpu(w.session->process(), base + budget + options_.cpu_grace + kCpuLimitSlack, LifetimeCpu(*w.flow));
 }
 
 void Pool::CheckIdleCpu(PooledWorker& w) {
@@ -131,6 +135,8 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   launch.limits.address_space_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
   launch.limits.cpu_hard_seconds = WholeCpuSeconds(LifetimeCpu(*flow));
   launch.limits.cpu_soft_seconds = std::min(FirstCpuSoftLimitSeconds(*flow), launch.limits.cpu_hard_seconds);
+  launch.profile = flow->profile == Profile::kFlow ? WorkerProfile::kFlow : WorkerProfile::kCodemode;
+  launch.heap_budget_bytes = flow->manifest.budgets().heap_limit_bytes;
   auto proc = launcher_.Launch(launch);
   if (!proc) {
     ++health_.spawn_failures;
@@ -139,7 +145,7 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   auto w = std::make_unique<PooledWorker>();
   w->session = std::make_unique<WorkerSession>(std::move(*proc));
   w->flow = flow;
-  w->cpu_clock = ProcessCpuClock::For(w->pid());
+  w->cpu_clock = launcher_.CpuClock(w->session->process());
   if (!w->cpu_clock) {
     ++health_.spawn_failures;
     w->session->process().KillAndReap();
@@ -426,51 +432,56 @@ void Pool::OnExit(PooledWorker& w) {
   Ended(w, *death);
 }
 
-// How the process ended, reported once.
+// How the process ended, reported once: the system's rule says what it means (platform.h).
 void Pool::Ended(PooledWorker& w, const WorkerDeath& ended) {
   w.session->DrainStderr();
-  const std::optional<WorkerDeath> death = ended;
   const bool welcomed = w.state != PooledWorker::State::kWelcome;
+  const DeathVerdict death = launcher_.ClassifyDeath(ended, welcomed);
   MarkDead(w);
-  if (death->kind == WorkerDeath::Kind::kConfinementKill) {
-    ++health_.worker_confinement;
-    owner_.OnEvent({ModuleEvent::Kind::kConfinementViolation,
-                    "worker " + std::to_string(w.pid()) + " killed by SIGSYS" + w.session->StderrNote(),
-                    w.activation ? w.activation->id : 0, w.pid()});
-    Lost(w, Outcome::kWorkerConfinement,
-         "worker killed by SIGSYS: the seccomp filter stopped a system call it does not admit" + w.session->StderrNote());
-    return;
-  }
-  // Exit 70 before the welcome is the worker's own refusal: it could not install a confinement
-  // layer and will not run weaker. After the welcome it is a crash like any other.
-  const bool refused = !welcomed && death->kind == WorkerDeath::Kind::kExited && death->code == 70;
-  if (refused) {
-    ++health_.confinement_refusals;
-    Lost(w, Outcome::kWorkerRefused, "worker could not confine itself (" + death->Describe() + ")" + w.session->StderrNote());
-    return;
-  }
-  if (death->kind == WorkerDeath::Kind::kSignalled && death->signal == SIGXCPU) {
-    // RLIMIT_CPU, the backstop: the kernel stopped a worker the parent's own check did not.
-    if (!w.activation) {
-      ++health_.idle_cpu_kills;
+  switch (death.kind) {
+    case DeathKind::kConfinementKill:
+      ++health_.worker_confinement;
+      owner_.OnEvent({ModuleEvent::Kind::kConfinementViolation,
+                      "worker " + std::to_string(w.pid()) + " killed by SIGSYS" + w.session->StderrNote(),
+                      w.activation ? w.activation->id : 0, w.pid()});
+      Lost(w, Outcome::kWorkerConfinement,
+           "worker killed by SIGSYS: the seccomp filter stopped a system call it does not admit" + w.session->StderrNote());
+      return;
+    case DeathKind::kRefusal:
+      // Exit 70 before the welcome is the worker's own refusal: it could not install a confinement
+      // layer and will not run weaker. After the welcome it is a crash like any other.
+      ++health_.confinement_refusals;
+      Lost(w, Outcome::kWorkerRefused, "worker could not confine itself (" + death.description + ")" + w.session->StderrNote());
+      return;
+    case DeathKind::kCpuLimit: {
+      // The system's CPU backstop: it stopped a worker the parent's own check did not.
+      if (!w.activation) {
+        ++health_.idle_cpu_kills;
+        return;
+      }
+      ++health_.cpu_kills;
+      ActivationResult r = Failure(Outcome::kBudgetExhausted, "cpu budget exhausted: the kernel stopped worker " +
+                                                                  std::to_string(w.pid()) + " at its " +
+                                                                  CpuLimitName(launcher_.os()));
+      r.budget = Budget::kCpu;
+      owner_.OnWorkerLost(w, std::move(r));
+      w.activation = nullptr;
       return;
     }
-    ++health_.cpu_kills;
-    ActivationResult r = Failure(Outcome::kBudgetExhausted, "cpu budget exhausted: the kernel stopped worker " +
-                                                                std::to_string(w.pid()) + " at its RLIMIT_CPU (SIGXCPU)");
-    r.budget = Budget::kCpu;
-    owner_.OnWorkerLost(w, std::move(r));
-    w.activation = nullptr;
-    return;
+    case DeathKind::kFatalStatus:
+      // Windows: strict-handle misuse or an access violation ended it (docs/health.md).
+      ++health_.fatal_status_deaths;
+      Lost(w, Outcome::kWorkerCrashed, "worker " + death.description + w.session->StderrNote());
+      return;
+    case DeathKind::kParentKill:
+      // Killed by this parent, which counted the reason when it killed.
+      Lost(w, Outcome::kWorkerCrashed, "worker " + death.description + w.session->StderrNote());
+      return;
+    case DeathKind::kCrash:
+      ++health_.crashes[death.crash_key];
+      Lost(w, Outcome::kWorkerCrashed, "worker " + death.description + w.session->StderrNote());
+      return;
   }
-  if (death->kind == WorkerDeath::Kind::kExited) {
-    ++health_.crashes["exit " + std::to_string(death->code)];
-  } else {
-    std::string key = std::string("signal ") + SignalName(death->signal);
-    if (key == "signal signal") key += " " + std::to_string(death->signal);
-    ++health_.crashes[key];
-  }
-  Lost(w, Outcome::kWorkerCrashed, "worker " + death->Describe() + w.session->StderrNote());
 }
 
 }  // namespace basal

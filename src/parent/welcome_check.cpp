@@ -1,10 +1,13 @@
 #include "parent/welcome_check.h"
 
+#if !defined(_WIN32)
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 
 namespace basal {
@@ -28,6 +31,15 @@ std::optional<int64_t> IntegerField(const protocol::Json& obj, const char* key, 
 std::string Shown(const protocol::Json& obj, const char* key) {
   if (!obj.is_object() || !obj.contains(key)) return "nothing";
   return protocol::DumpJson(obj[key]);
+}
+
+const char* OsTitle(WorkerOs os) {
+  switch (os) {
+    case WorkerOs::kLinux: return "Linux";
+    case WorkerOs::kMacos: return "macOS";
+    case WorkerOs::kWindows: return "Windows";
+  }
+  return "unknown";
 }
 
 std::string Hex(uint64_t mask) {
@@ -95,13 +107,47 @@ bool PrivilegesClaimed(const protocol::Json& c, const WelcomePolicy& policy, std
   return true;
 }
 
+// A key of another system's report: a welcome that carries one claims a confinement this system
+// does not have (a Linux welcome with "seatbelt", say), and is refused whatever else it says.
+const char* ForeignKey(const protocol::Json& c, WorkerOs os) {
+  if (!c.is_object()) return nullptr;
+  if (os != WorkerOs::kWindows) {
+    for (const char* key : kWindowsConfinementFields)
+      if (c.contains(key)) return key;
+    if (c.contains(kWindowsHandleProfileField)) return kWindowsHandleProfileField;
+  }
+  if (os != WorkerOs::kMacos && c.contains("seatbelt")) return "seatbelt";  // descriptors_closed is Linux's too
+  if (os != WorkerOs::kLinux)
+    for (const char* key : {"seccomp", "landlock", "no_new_privs", "dumpable", "privileges", "startup_checks"})
+      if (c.contains(key)) return key;
+  return nullptr;
+}
+
+// An exact report: every key named, each `true`, and nothing else (a key of another system's
+// report, or one nobody defined, is refused rather than ignored).
+std::string ExactlyTrue(const protocol::Json& c, std::initializer_list<const char*> fields,
+                        std::initializer_list<const char*> others = {}) {
+  if (!c.is_object()) return "the confinement report is not an object";
+  for (const char* key : fields)
+    if (!IsTrue(c, key)) return std::string(key) + " not reported true (it is " + Shown(c, key) + ")";
+  for (const auto& [key, value] : c.items()) {
+    bool known = false;
+    for (const char* k : fields) known = known || key == k;
+    for (const char* k : others) known = known || key == k;
+    if (!known) return "unknown confinement field \"" + key + "\"";
+  }
+  return "";
+}
+
 }  // namespace
 
+#if !defined(_WIN32)
 int KernelLandlockAbi() {
   constexpr unsigned kCreateRulesetVersion = 1u << 0;
   const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, kCreateRulesetVersion);
   return abi > 0 ? static_cast<int>(abi) : 0;
 }
+#endif
 
 WelcomeVerdict CheckWelcome(const protocol::Welcome& w, pid_t expected_pid, const WelcomePolicy& policy) {
   WelcomeVerdict v;
@@ -113,13 +159,43 @@ WelcomeVerdict CheckWelcome(const protocol::Welcome& w, pid_t expected_pid, cons
   };
   if (w.protocol != protocol::kProtocolVersion)
     return refuse("protocol version " + std::to_string(w.protocol) + ", expected " + std::to_string(protocol::kProtocolVersion));
-  if (w.os != "linux") return refuse("welcome reports os \"" + w.os + "\" on a Linux parent");
+  const std::optional<WorkerOs> os = WorkerOsFromName(w.os);
+  if (os != policy.parent_os) {
+    std::string why = "welcome reports os \"" + w.os + "\" on a " + OsTitle(policy.parent_os) + " parent";
+    if (os) why += std::string("; a ") + OsTitle(*os) + " worker is accepted only on " + OsTitle(*os);
+    return refuse(why);
+  }
   if (w.pid != expected_pid)
     return refuse("welcome reports pid " + std::to_string(w.pid) + " but the worker is pid " + std::to_string(expected_pid));
   if (w.test_hooks && !policy.accept_test_hooks)
     return refuse("the worker reports test hooks (a BASAL_TEST_HOOKS build, which can be told to weaken its "
                   "confinement); this parent is a release build and never runs one: install the release ck-basal-worker");
   const protocol::Json& c = w.confinement;
+  if (const char* foreign = ForeignKey(c, policy.parent_os))
+    return refuse(std::string("the confinement report carries \"") + foreign + "\", which is another system's: a " +
+                  OsTitle(policy.parent_os) + " worker reports only " + OsTitle(policy.parent_os) + "'s confinement");
+  if (policy.parent_os == WorkerOs::kWindows) {
+    const std::string why = ExactlyTrue(c, {kWindowsConfinementFields[0], kWindowsConfinementFields[1],
+                                            kWindowsConfinementFields[2], kWindowsConfinementFields[3],
+                                            kWindowsConfinementFields[4]},
+                                        {kWindowsHandleProfileField});
+    if (!why.empty()) return refuse(why);
+    const protocol::Json profile = c.value(kWindowsHandleProfileField, protocol::Json());
+    if (!profile.is_string() || (profile != "windows-latest" && profile != "windows-2022"))
+      return refuse(std::string(kWindowsHandleProfileField) + " " + Shown(c, kWindowsHandleProfileField) +
+                    ": the handle table must fit windows-latest or windows-2022");
+    v.accepted = true;
+    v.reason = "thread token reverted; token, mitigations and handle table (" + profile.get<std::string>() +
+               ") attested; handles closed";
+    return v;
+  }
+  if (policy.parent_os == WorkerOs::kMacos) {
+    const std::string why = ExactlyTrue(c, {kMacosConfinementFields[0], kMacosConfinementFields[1]});
+    if (!why.empty()) return refuse(why);
+    v.accepted = true;
+    v.reason = "Seatbelt profile worker.sb applied; descriptors above stdio closed";
+    return v;
+  }
   std::string why;
   if (!PrivilegesClaimed(c, policy, why)) return refuse(why);
   const protocol::Json startup = c.value("startup_checks", protocol::Json::object());
@@ -209,8 +285,16 @@ std::string CheckLimits(const ProcLimits& shown, const WorkerLimits& asked) {
   return "";
 }
 
+#if !defined(_WIN32)
 WelcomeVerdict CheckWorker(const protocol::Welcome& welcome, const WorkerProcess& process, const WelcomePolicy& policy) {
   WelcomeVerdict claims = CheckWelcome(welcome, process.pid(), policy);
+  if (policy.parent_os != WorkerOs::kLinux) {
+    // This function reads /proc: only a Linux parent checks a worker this way (a Windows parent
+    // checks its worker's tokens and job before the worker runs: windows/windows_launcher.cpp).
+    claims.accepted = false;
+    claims.reason = "the kernel's view of a worker is read from /proc, which only a Linux parent has";
+    return claims;
+  }
   if (process.reaped()) {
     claims.accepted = false;
     claims.reason = "the worker exited before its kernel view could be read";
@@ -250,5 +334,7 @@ WelcomeVerdict CheckWorker(const protocol::Welcome& welcome, const WorkerProcess
   claims.reason += "; " + kernel.reason;
   return claims;
 }
+
+#endif
 
 }  // namespace basal

@@ -4,6 +4,14 @@
 // by a process the parent does not trust; the kernel's view is not. The required Landlock ABI is
 // computed here, from the kernel, never taken from the worker.
 //
+// The Welcome rule per system (CheckWelcome, pure): a worker is accepted only by a parent of its
+// own system, and only with that system's confinement report, never another's:
+//   Linux    seccomp installed (TSYNC) and, under the default policy, Landlock at the highest ABI
+//            both the kernel and the worker support, plus the privilege claims;
+//   macOS    the Seatbelt profile worker.sb applied, descriptors above stdio closed;
+//   Windows  all five confinement fields true (thread token reverted, token, handles closed,
+//            mitigations, handle table attested) and the handle profile the table fit.
+//
 //   WelcomeVerdict v = CheckWorker(welcome, process, policy);   // reads /proc/<pid>/status
 //   if (!v.accepted) { kill; fail the activation as worker_refused with v.reason; }
 #pragma once
@@ -12,6 +20,7 @@
 #include <string>
 
 #include "parent/platform/linux/proc_status.h"
+#include "parent/platform/platform.h"
 #include "parent/platform/worker_launcher.h"
 #include "protocol/messages.h"
 
@@ -28,6 +37,14 @@ inline constexpr bool kParentHasTestHooks = true;
 inline constexpr bool kParentHasTestHooks = false;
 #endif
 
+// The Windows worker's report: five booleans, each a confinement step it attested, and the
+// handle-table profile its inventory fit (windows-latest or windows-2022, never their union).
+inline constexpr const char* kWindowsConfinementFields[] = {"thread_token_reverted", "token_attested", "handles_closed",
+                                                            "mitigations_attested", "handle_table_attested"};
+inline constexpr const char* kWindowsHandleProfileField = "handle_profile";
+// The macOS worker's report.
+inline constexpr const char* kMacosConfinementFields[] = {"seatbelt", "descriptors_closed"};
+
 struct WelcomePolicy {
   bool allow_without_landlock = false;  // and then only when the kernel lacks Landlock
   int kernel_landlock_abi = 0;          // as KernelLandlockAbi() returned
@@ -35,6 +52,9 @@ struct WelcomePolicy {
   // uid and gid, with no supplementary group but that gid and an empty bounding set.
   std::optional<WorkerCredentials> worker_identity;
   bool accept_test_hooks = kParentHasTestHooks;
+  // The system this parent runs on: it accepts only workers of that system (last, so positional
+  // initializers of the fields above keep their meaning).
+  WorkerOs parent_os = kThisWorkerOs;
 };
 
 struct WelcomeVerdict {
@@ -44,7 +64,8 @@ struct WelcomeVerdict {
   std::optional<ProcStatus> kernel_view;  // what /proc/PID/status said, when it could be read
 };
 
-// The welcome's claims alone (pure): protocol, os, pid, test hooks, and the confinement report.
+// The welcome's claims alone (pure): protocol, os (that of policy.parent_os), pid, test hooks, and
+// the confinement report that system requires.
 WelcomeVerdict CheckWelcome(const protocol::Welcome& welcome, pid_t expected_pid, const WelcomePolicy& policy);
 
 // The kernel's view alone (pure): Seccomp 2 with at least one filter (Seccomp_filters, where the

@@ -20,9 +20,25 @@ uint64_t own_heap_bytes = 0;  // one thread: no atomics needed
 
 void* Allocate(std::size_t size, std::size_t alignment) noexcept {
   if (size == 0) size = 1;
+#if defined(_WIN32)
+  // The Windows C runtime has no aligned_alloc whose blocks free() takes: an over-aligned block is
+  // carved out of a larger malloc block whose address is kept just before it (ReleaseAligned).
+  if (alignment > alignof(std::max_align_t)) {
+    if (size > SIZE_MAX - alignment - sizeof(void*)) return nullptr;
+    void* base = std::malloc(size + alignment + sizeof(void*));
+    if (!base) return nullptr;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(base) + sizeof(void*);
+    void* q = reinterpret_cast<void*>((first + alignment - 1) / alignment * alignment);
+    static_cast<void**>(q)[-1] = base;
+    own_heap_bytes += malloc_usable_size(base) + kMallocOverhead;
+    return q;
+  }
+  void* p = std::malloc(size);
+#else
   void* p = alignment <= alignof(std::max_align_t)
                 ? std::malloc(size)
                 : std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+#endif
   if (p) own_heap_bytes += malloc_usable_size(p) + kMallocOverhead;
   return p;
 }
@@ -31,6 +47,18 @@ void Release(void* p) noexcept {
   if (!p) return;
   own_heap_bytes -= malloc_usable_size(p) + kMallocOverhead;
   std::free(p);
+}
+
+// The align_val_t deletes: on Windows an over-aligned block lies inside the malloc block it names.
+void ReleaseAligned(void* p, std::size_t alignment) noexcept {
+#if defined(_WIN32)
+  if (p && alignment > alignof(std::max_align_t)) {
+    Release(static_cast<void**>(p)[-1]);
+    return;
+  }
+#endif
+  (void)alignment;
+  Release(p);
 }
 
 void* AllocateOrThrow(std::size_t size, std::size_t alignment) {
@@ -48,6 +76,7 @@ uint64_t OwnHeapBytes() { return own_heap_bytes; }
 using basal::worker::Allocate;
 using basal::worker::AllocateOrThrow;
 using basal::worker::Release;
+using basal::worker::ReleaseAligned;
 
 void* operator new(std::size_t size) { return AllocateOrThrow(size, 0); }
 void* operator new[](std::size_t size) { return AllocateOrThrow(size, 0); }
@@ -68,9 +97,13 @@ void operator delete(void* p, std::size_t) noexcept { Release(p); }
 void operator delete[](void* p, std::size_t) noexcept { Release(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { Release(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { Release(p); }
-void operator delete(void* p, std::align_val_t) noexcept { Release(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { Release(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { Release(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { Release(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { Release(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { Release(p); }
+void operator delete(void* p, std::align_val_t a) noexcept { ReleaseAligned(p, static_cast<std::size_t>(a)); }
+void operator delete[](void* p, std::align_val_t a) noexcept { ReleaseAligned(p, static_cast<std::size_t>(a)); }
+void operator delete(void* p, std::size_t, std::align_val_t a) noexcept { ReleaseAligned(p, static_cast<std::size_t>(a)); }
+void operator delete[](void* p, std::size_t, std::align_val_t a) noexcept { ReleaseAligned(p, static_cast<std::size_t>(a)); }
+void operator delete(void* p, std::align_val_t a, const std::nothrow_t&) noexcept {
+  ReleaseAligned(p, static_cast<std::size_t>(a));
+}
+void operator delete[](void* p, std::align_val_t a, const std::nothrow_t&) noexcept {
+  ReleaseAligned(p, static_cast<std::size_t>(a));
+}

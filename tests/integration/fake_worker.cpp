@@ -185,6 +185,22 @@ int main(int argc, char** argv) {
     for (;;) pause();
   }
 
+  // Another system's welcome from a process whose kernel view passes: the Welcome rule refuses it.
+  if (fault == "windows_welcome") {  // everything a Windows worker reports, to a Linux parent
+    Send("{\"type\":\"welcome\",\"protocol\":1,\"os\":\"windows\",\"engine\":\"quickjs 2021-03-27\",\"pid\":" +
+         std::to_string(getpid()) +
+         ",\"test_hooks\":false,\"confinement\":{\"thread_token_reverted\":true,\"token_attested\":true,"
+         "\"handles_closed\":true,\"mitigations_attested\":true,\"handle_table_attested\":true,"
+         "\"handle_profile\":\"windows-latest\"}}");
+    for (;;) pause();
+  }
+  if (fault == "linux_welcome_claiming_seatbelt") {
+    basal::protocol::Json w = basal::protocol::Json::parse(Welcome(run_as));
+    w["confinement"]["seatbelt"] = true;
+    Send(basal::protocol::DumpJson(w));
+    for (;;) pause();
+  }
+
   // Welcomes whose integers would wrap if read into a narrower type, or that report test hooks.
   if (fault == "welcome_protocol_wraps") {  // 2^32 + 1: an int would read 1
     Claims c;

@@ -61,6 +61,13 @@ INSTANTIATE_TEST_SUITE_P(
                                 "/limits: the kernel shows Max address space unlimited (soft) unlimited (hard)"},
                       FaultCase{"ignores_cpu_limit", Outcome::kWorkerRefused,
                                 "/limits: the kernel shows Max cpu time unlimited (soft) unlimited (hard)"},
+                      // Another system's welcome, from a process the kernel shows confined: the
+                      // Welcome rule of this system refuses it (platform seam, welcome_check.h).
+                      FaultCase{"windows_welcome", Outcome::kWorkerRefused,
+                                "welcome reports os \"windows\" on a Linux parent; a Windows worker is accepted only "
+                                "on Windows"},
+                      FaultCase{"linux_welcome_claiming_seatbelt", Outcome::kWorkerRefused,
+                                "carries \"seatbelt\", which is another system's"},
                       // Integers are refused when out of range, never wrapped into range.
                       FaultCase{"welcome_protocol_wraps", Outcome::kWorkerRefused, "protocol version 4294967297"},
                       FaultCase{"welcome_landlock_abi_wraps", Outcome::kWorkerRefused, "Landlock ABI 4294967303"},

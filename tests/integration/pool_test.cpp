@@ -464,7 +464,7 @@ TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   Add("export default () => 0", "{}", "never.js");
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   Json h = module_->HealthReport();
-  for (const char* key : {"workers", "activations", "retirements", "deadline_kills", "worker_confinement",
+  for (const char* key : {"workers", "activations", "retirements", "deadline_kills", "worker_confinement", "fatal_status_deaths",
                           "refused_welcomes", "confinement_refusals", "crashes", "protocol_violations", "spawned", "spawn_failures",
                           "denied_calls", "journal_failures", "caught_budget_failures", "queue_length"})
     EXPECT_TRUE(h.contains(key)) << key;

@@ -28,28 +28,6 @@ std::string Errno(const char* what) { return std::string(what) + ": " + std::str
 
 }  // namespace
 
-const char* SignalName(int sig) {
-  switch (sig) {
-    case SIGSYS: return "SIGSYS";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGKILL: return "SIGKILL";
-    case SIGBUS: return "SIGBUS";
-    case SIGILL: return "SIGILL";
-    case SIGFPE: return "SIGFPE";
-    case SIGTERM: return "SIGTERM";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGXCPU: return "SIGXCPU";
-    default: return "signal";
-  }
-}
-
-std::string WorkerDeath::Describe() const {
-  if (kind != Kind::kExited) return "killed by signal " + std::to_string(signal) + " (" + SignalName(signal) + ")";
-  return "exited with status " + std::to_string(code);
-}
-
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::string& path, const std::vector<std::string>& args,
                                                             const WorkerLimits& limits) {
   if (::access(path.c_str(), X_OK) != 0)
@@ -152,7 +130,7 @@ std::optional<WorkerProcess::Exit> WorkerProcess::TryReap() {
   if (info.si_code == CLD_EXITED) {
     e.code = info.si_status;
   } else {
-    e.kind = info.si_status == SIGSYS ? Exit::Kind::kConfinementKill : Exit::Kind::kSignalled;
+    e.kind = Exit::Kind::kSignalled;  // SIGSYS included: ClassifyLinuxDeath reads it
     e.signal = info.si_status;
   }
   exit_ = e;
@@ -180,6 +158,8 @@ namespace {
 
 class LinuxLauncher final : public WorkerLauncher {
  public:
+  WorkerOs os() const override { return WorkerOs::kLinux; }
+
   Result<std::unique_ptr<WorkerProcess>> Launch(const LaunchOptions& options) override {
     std::vector<std::string> args;
     if (options.credentials) {
@@ -187,6 +167,17 @@ class LinuxLauncher final : public WorkerLauncher {
     }
     args.insert(args.end(), options.args.begin(), options.args.end());
     return WorkerProcess::Spawn(options.path, args, options.limits);
+  }
+
+  std::optional<ProcessCpuClock> CpuClock(const WorkerProcess& process) const override {
+    if (process.reaped()) return std::nullopt;  // its pid may name another process now
+    return ProcessCpuClock::For(process.pid());
+  }
+
+  Result<void> LimitCpu(const WorkerProcess& process, std::chrono::nanoseconds soft,
+                        std::chrono::nanoseconds hard) const override {
+    if (process.reaped()) return Ok();
+    return SetCpuLimit(process.pid(), soft, hard);
   }
 };
 
