@@ -26,6 +26,8 @@ inline constexpr int kExitBasalFailed = 3;  // basal itself failed: io, manifest
                                             // worker_refused: basal could not run it as it must)
 inline constexpr int kExitRefused = 4;      // the approval policy refused: not approved, revoked, ad hoc
                                             // under --require-approval, a review not confirmed
+inline constexpr int kExitWaiting = 5;      // a durable run stopped to wait for an operator: a call is in
+                                            // doubt (needs_reconciliation; basal run resolve)
 // 128 + N: `basal run` stopped on signal N (SIGINT, SIGTERM, SIGHUP).
 
 // The exit code an activation's outcome calls for: 0 for ok; kExitBasalFailed for the outcomes

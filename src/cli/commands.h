@@ -8,10 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "basal/result.h"
+
 namespace basal::cli {
 
 struct RunOptions {
   std::string flow_path;              // a file (with --manifest or --policy), else an approved flow's name
+  int64_t resume = 0;                 // --resume RUN: resume that interrupted durable run instead
+  bool newest_version = false;        // --newest-version: resume it under the flow's newest approved version
   std::string manifest_path;          // empty: run the approved flow named flow_path
   std::string policy;                 // --policy NAME: flow_path is an agent's script under that codemode policy
   bool require_approval = false;      // --require-approval: refuse ad hoc runs
@@ -106,6 +110,43 @@ struct TokenOptions {
   std::string db_path;
 };
 int RunCommand(const RunOptions& options);
+// `basal run resolve RUN --call N --result JSON | --error MESSAGE | --retry`, `basal run cancel RUN`,
+// `basal replay ...` (durable_command.cpp, docs/durable.md).
+struct ResolveOptions {
+  int64_t run = 0;
+  int64_t call = 0;
+  std::optional<std::string> result;  // --result JSON
+  std::optional<std::string> error;   // --error MESSAGE
+  bool retry = false;                 // --retry
+  std::string note;
+  bool no_resume = false;             // --no-resume: record the decision only
+  std::string db_path, worker_path, worker_user;
+  bool allow_without_landlock = false;
+  std::vector<std::string> worker_args;  // hidden
+};
+struct CancelRunOptions {
+  int64_t run = 0;
+  std::string note;
+  std::string db_path, worker_path;
+};
+struct ReplayOptions {
+  int64_t run = 0;                    // a run; 0 with --flow NAME --version N --last K
+  std::string flow;                   // FILE.js (with RUN and --manifest) or NAME (with --version and --last)
+  std::string manifest_path;
+  int64_t version = 0;
+  size_t last = 0;
+  std::string db_path, worker_path, worker_user;
+  bool allow_without_landlock = false;
+  std::vector<std::string> worker_args;  // hidden
+};
+int ResolveCommand(const ResolveOptions& options);
+int CancelRunCommand(const CancelRunOptions& options);
+int ReplayCommand(const ReplayOptions& options);
+// Replays the last `last` durable runs of flow `name` in the journal `db_path` against the given
+// source and manifest (basal replay --flow NAME --version N --last K, basal flow approve --replay K):
+// one line each on stdout. Returns how many diverged, or an error.
+Result<size_t> ReplayRecentRuns(const std::string& db_path, const std::string& worker_path, const std::string& name,
+                                const std::string& source, const std::string& manifest_text, size_t last);
 int CheckCommand(const CheckOptions& options);
 int JournalCommand(const JournalOptions& options);
 int DoctorCommand(const DoctorOptions& options);

@@ -92,16 +92,28 @@ std::shared_ptr<Options> Keep() {
   return std::make_shared<Options>();
 }
 
+void AddRunSubcommands(CLI::App& run, int& exit_code);
+
 void AddRun(CLI::App& app, int& exit_code) {
   auto o = Keep<RunOptions>();
   CLI::App* run = app.add_subcommand(
       "run", "Run a flow: the approved flow NAME, a file with its manifest (ad hoc), or an agent's script under a "
              "codemode policy; one activation (--input) or one per line (--inputs)");
-  run->add_option("flow", o->flow_path,
-                  "NAME of an approved flow (basal flow approve); or FLOW.js, an ES module whose default export is "
-                  "(input, host) => result, with --manifest (ad hoc) or --policy (codemode)")
-      ->required()
-      ->type_name("NAME|FLOW.js");
+  CLI::Option* flow =
+      run->add_option("flow", o->flow_path,
+                      "NAME of an approved flow (basal flow approve); or FLOW.js, an ES module whose default export "
+                      "is (input, host) => result, with --manifest (ad hoc) or --policy (codemode)")
+          ->type_name("NAME|FLOW.js");
+  CLI::Option* resume =
+      run->add_option("--resume", o->resume,
+                      "Resume RUN, a durable run that was interrupted (its basal died): replayed from the journal, "
+                      "then on (docs/durable.md)")
+          ->type_name("RUN")
+          ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  resume->excludes(flow);
+  run->add_flag("--newest-version", o->newest_version,
+                "With --resume: under the flow's newest approved version instead of the one the run started under")
+      ->needs(resume);
   CLI::Option* manifest = run->add_option("--manifest", o->manifest_path,
                                           "Run FLOW.js ad hoc with this manifest (JSON: grants and budgets); journaled "
                                           "as ad hoc with its source and manifest text")
@@ -154,7 +166,101 @@ void AddRun(CLI::App& app, int& exit_code) {
       "Exit: 0 every activation ended ok; 1 one did not (the flow failed); 2 usage; 3 basal itself failed (io,\n"
       "manifest, journal, setup); 128+N a signal (docs/cli.md)\n\n" +
       Examples({kRunExample, kInputsExample}));
-  run->callback([o, &exit_code] { exit_code = RunCommand(*o); });
+  AddRunSubcommands(*run, exit_code);
+  run->callback([run, o, &exit_code] {
+    if (!run->get_subcommands().empty()) return;  // resolve, cancel: their own callbacks ran
+    if (o->flow_path.empty() && o->resume == 0) {
+      exit_code = Fail(kKindUsage, "give the flow to run (NAME, or FLOW.js with --manifest), or --resume RUN");
+      return;
+    }
+    exit_code = RunCommand(*o);
+  });
+}
+
+// `basal run resolve` and `basal run cancel`: a durable run's operator decisions (docs/durable.md).
+void AddRunSubcommands(CLI::App& run, int& exit_code) {
+  auto r = Keep<ResolveOptions>();
+  CLI::App* resolve = run.add_subcommand(
+      "resolve", "Decide a call in doubt of a run that needs reconciliation: its answer (--result or --error), or "
+                 "run it again (--retry); journaled with who decided, then the run is resumed");
+  resolve->add_option("run", r->run, "The run (its id)")->required()->type_name("RUN");
+  resolve->add_option("--call", r->call, "The call in doubt (its number, as the run's state names it)")
+      ->required()
+      ->type_name("N");
+  CLI::Option* result = resolve->add_option("--result", r->result, "The call happened and answered this (JSON)")
+                            ->type_name("JSON");
+  CLI::Option* error = resolve->add_option("--error", r->error, "The call failed with this message (a HostError)")
+                           ->type_name("MESSAGE");
+  CLI::Option* retry = resolve->add_flag("--retry", r->retry, "The call did not happen: run it again (same idempotency key)");
+  result->excludes(error)->excludes(retry);
+  error->excludes(retry);
+  resolve->add_option("--note", r->note, "Why, kept with the decision")->type_name("TEXT");
+  resolve->add_flag("--no-resume", r->no_resume, "Record the decision only; do not resume the run here");
+  resolve->add_option("--db", r->db_path, kDbHelp)->type_name("FILE");
+  resolve->add_option("--worker", r->worker_path, kWorkerHelp)->type_name("PATH");
+  resolve->add_option("--worker-user", r->worker_user, kWorkerUserHelp)->type_name("NAME");
+  resolve->add_flag("--allow-without-landlock", r->allow_without_landlock,
+                    "Accept workers without Landlock, and then only if this kernel lacks Landlock");
+#ifdef BASAL_TEST_HOOKS
+  resolve->add_option("--worker-arg", r->worker_args, "Test-hooks worker switch (tests only)")
+      ->group(kHiddenGroup)
+      ->allow_extra_args(false);
+#endif
+  resolve->footer(
+      "A run of basal serve's (api, webhook, schedule) is resumed by the daemon; any other is resumed here and\n"
+      "its result printed as `basal run` prints it.\n"
+      "Exit: 0 resolved (and resumed: its result); 1 the resumed run failed; 2 usage (no such run, call not in\n"
+      "doubt); 3 basal failed; 4 refused (its version revoked); 5 it still waits for another decision\n\n" +
+      Examples({"  basal run resolve 7 --call 3 --result '{\"sent\": true}' --note 'seen in the mail log'\n",
+                "  basal run resolve 7 --call 3 --retry\n"}));
+  resolve->callback([r, &exit_code] { exit_code = ResolveCommand(*r); });
+
+  auto c = Keep<CancelRunOptions>();
+  CLI::App* cancel = run.add_subcommand(
+      "cancel", "End a run that is queued, interrupted or waits for an operator, as cancelled (journaled with who did it)");
+  cancel->add_option("run", c->run, "The run (its id)")->required()->type_name("RUN");
+  cancel->add_option("--note", c->note, "Why, kept in the run's error")->type_name("TEXT");
+  cancel->add_option("--db", c->db_path, kDbHelp)->type_name("FILE");
+  cancel->add_option("--worker", c->worker_path, kWorkerHelp)->type_name("PATH");
+  cancel->footer("Exit: 0 cancelled; 2 usage (no such run, already ended, running in another process); 3 basal failed\n\n" +
+                 Examples({"  basal run cancel 7 --note 'superseded'\n"}));
+  cancel->callback([c, &exit_code] { exit_code = CancelRunCommand(*c); });
+}
+
+void AddReplay(CLI::App& app, int& exit_code) {
+  auto o = Keep<ReplayOptions>();
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Execute recorded durable runs again with every effect disabled (answers from the journal only): "
+                "does a version replay them cleanly? (docs/durable.md)");
+  replay->add_option("run", o->run, "The run to replay (its id)")->type_name("RUN");
+  replay->add_option("--flow", o->flow,
+                     "With RUN: FILE.js, the version to replay it with (with --manifest); without RUN: the NAME of a "
+                     "flow whose last runs to replay (with --version and --last)")
+      ->type_name("FILE.js|NAME");
+  replay->add_option("--manifest", o->manifest_path, "With RUN --flow FILE.js: its manifest")->type_name("FILE");
+  replay->add_option("--version", o->version, "The approved version of --flow NAME to replay the runs with")
+      ->type_name("N");
+  replay->add_option("--last", o->last, "How many of the flow's newest durable runs to replay")
+      ->type_name("K")
+      ->check(CLI::Range(size_t{1}, size_t{1000}));
+  replay->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  replay->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
+  replay->add_option("--worker-user", o->worker_user, kWorkerUserHelp)->type_name("NAME");
+  replay->add_flag("--allow-without-landlock", o->allow_without_landlock,
+                   "Accept workers without Landlock, and then only if this kernel lacks Landlock");
+#ifdef BASAL_TEST_HOOKS
+  replay->add_option("--worker-arg", o->worker_args, "Test-hooks worker switch (tests only)")
+      ->group(kHiddenGroup)
+      ->allow_extra_args(false);
+#endif
+  replay->footer(
+      "Each replay runs in a confined worker against a scratch journal: nothing is called, nothing of the\n"
+      "journal changes. A run replays cleanly when the script makes the recorded calls, in order, with the\n"
+      "same arguments, and ends as it ended (or reaches the end of the record of a run that had not finished).\n"
+      "Exit: 0 every run replays cleanly; 1 one diverged (the first divergence is printed); 2 usage; 3 basal failed\n\n" +
+      Examples({"  basal replay 7\n", "  basal replay 7 --flow orders.js --manifest orders.manifest.json\n",
+                "  basal replay --flow orders --version 3 --last 20\n"}));
+  replay->callback([o, &exit_code] { exit_code = ReplayCommand(*o); });
 }
 
 void AddCheck(CLI::App& app, int& exit_code) {
@@ -462,6 +568,7 @@ int Dispatch(int argc, char** argv) {
   app.set_version_flag("--version", VersionText, "Print basal's version and the worker's engine, and exit");
   int exit_code = kExitUsage;  // set by the command that ran
   AddRun(app, exit_code);
+  AddReplay(app, exit_code);
   AddCheck(app, exit_code);
   AddJournal(app, exit_code);
   AddDoctor(app, exit_code);

@@ -15,6 +15,7 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "parent/secrets/secret_store.h"
+#include "parent/module_host.h"
 #include "protocol/messages.h"
 
 namespace basal::cli {
@@ -35,13 +36,20 @@ std::string FailureMessage(const ActivationResult& r) {
   if (r.outcome == Outcome::kScriptError && !r.error_name.empty() &&
       message.find(r.error_name + ":") == std::string::npos)
     message = r.error_name + ": " + message;
-  if (r.activation_id > 0) message += " (activation " + std::to_string(r.activation_id) + ")";
+  if (r.run_id > 0 && r.activation_id > 0) {
+    message += " (run " + std::to_string(r.run_id) + ", activation " + std::to_string(r.activation_id) + ")";
+  } else if (r.run_id > 0) {
+    message += " (run " + std::to_string(r.run_id) + ")";
+  } else if (r.activation_id > 0) {
+    message += " (activation " + std::to_string(r.activation_id) + ")";
+  }
   return message;
 }
 
 Json ActivationLine(const ActivationResult& r) {
   Json line = Json::object();
   line["activation"] = r.activation_id > 0 ? Json(r.activation_id) : Json(nullptr);
+  if (r.run_id > 0) line["run"] = r.run_id;  // a durable flow's run (docs/durable.md)
   if (r.ok()) {
     line["ok"] = r.result;
   } else {
@@ -230,7 +238,61 @@ void PrintLog(const HostCallContext& context, std::string_view level, std::strin
               EscapeForTerminal(message, TerminalText::kOneLine) + "\n");
 }
 
+// Prints how a run stopped and returns the exit code: its result (ok), its failure, or that it
+// waits for an operator.
+int ReportRunStop(const RunStop& stop) {
+  if (stop.state == RunState::kNeedsReconciliation) {
+    ReportError("needs_reconciliation", stop.result.message);
+    return kExitWaiting;
+  }
+  const ActivationResult& r = stop.result;
+  if (r.ok()) {
+    PrintLine(JsonForTerminal(r.result));
+    return kExitOk;
+  }
+  ReportError(stop.outcome.empty() ? OutcomeName(r.outcome) : stop.outcome, FailureMessage(r));
+  return ExitCodeFor(r.outcome);
+}
+
+// `basal run --resume RUN`: the interrupted durable run, resumed in this process (docs/durable.md).
+int ResumeCommand(const RunOptions& o) {
+  auto base = ModuleOptionsFor(o.worker_path, o.db_path);
+  if (!base) return Fail(kKindIo, base.error().message);
+  ModuleOptions mo = std::move(*base);
+  mo.allow_without_landlock = o.allow_without_landlock;
+  mo.worker_user = o.worker_user;
+  mo.max_workers = o.max_workers;
+  mo.require_approval = o.require_approval;
+#ifdef BASAL_TEST_HOOKS
+  mo.worker_args = o.worker_args;
+#endif
+  mo.observer = std::make_shared<StderrObserver>();
+  if (o.logs) mo.log_sink = PrintLog;
+  SignalWatch signals;
+  auto module = Module::Open(mo);
+  if (!module) return Fail(KindForOpenError(module.error()), module.error().message);
+  std::optional<RunStop> stopped;
+  auto resumed = (*module)->host().ResumeRun(o.resume, ResumeOptions{o.newest_version},
+                                               [&stopped](const RunStop& stop) { stopped = stop; });
+  if (!resumed) {
+    const Error& e = resumed.error();
+    if (e.code == ErrorCode::kRefused) {
+      ReportError("refused", e.message);
+      return kExitRefused;
+    }
+    if (e.code == ErrorCode::kNotFound || e.code == ErrorCode::kConflict) return Fail(kKindUsage, e.message);
+    return Fail(kKindJournal, e.message);
+  }
+  std::atomic<bool> stop{false};
+  signals.Start(**module, stop);
+  (*module)->RunUntilIdle();
+  int code = stopped ? ReportRunStop(*stopped) : Fail(kKindSetup, "run " + std::to_string(o.resume) + " never stopped");
+  if (const int sig = signals.caught(); sig != 0) code = 128 + sig;
+  return code;
+}
+
 int RunCommand(const RunOptions& o) {
+  if (o.resume > 0) return ResumeCommand(o);
   // What runs: a file with its manifest (ad hoc), an agent's script under a policy, or an
   // approved flow by name (read from the journal once the module is open).
   const bool adhoc = !o.manifest_path.empty();
@@ -318,7 +380,21 @@ int RunCommand(const RunOptions& o) {
       code = RunInputs(**module, *flow, lines, o.concurrency, stop);
     }
   } else {
-    const ActivationResult r = (*module)->Run(*flow, std::move(input));
+    ActivationResult r;
+    auto id = (*module)->Submit(*flow, std::move(input), [&r](const ActivationResult& x) { r = x; });
+    if (!id) {  // as Module::Run reports a refused Submit
+      r.outcome = id.error().code == ErrorCode::kDatabase      ? Outcome::kJournalError
+                  : id.error().code == ErrorCode::kUnavailable ? Outcome::kCancelled
+                                                               : Outcome::kInvalidInput;
+      r.message = id.error().message;
+    } else {
+      // A durable run outlives this process: say which it is before it runs (docs/durable.md).
+      if ((*flow)->manifest.durable())
+        ReportError("durable", "run " + std::to_string(*id) + " of flow " + (*flow)->name +
+                                   "; if basal stops before it ends, resume it: basal run --resume " +
+                                   std::to_string(*id));
+      (*module)->RunUntilIdle();
+    }
     if (r.logs_dropped > 0) {
       ReportError("logs_dropped", std::to_string(r.logs_dropped) +
                                       " log line(s) past the activation's log budget (budgets.log_kb) or journal "

@@ -298,10 +298,10 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   f.flow = flow;
   f.decision = std::move(decision);
   f.start_unix_us = start;
+  f.effect = EffectOf(*flow, *spec, call);  // before the arguments move
   f.args = std::move(call.args);
   f.args_bytes = args_bytes;
   f.journaled = journaled;
-  f.effect = EffectOf(*flow, *spec, call);
   f.args_digest = std::move(digest);
   // A pure call has no effect to record first; a store-local one commits its effect with its
   // answer (HostCallSpec::effect_in_store): neither waits for a `started` commit.

@@ -97,6 +97,7 @@ struct Fetch {
   std::map<std::string, std::string> secrets_used;  // name -> value, for redaction
   HostCallReply reply;
   uint64_t transfer = 0;  // the HttpClient id of the hop in flight (0: none)
+  std::string idempotency_key;  // the journal's, sent in the header a rule names (idempotency_key)
   explicit Fetch(HostCallReply r) : reply(std::move(r)) {}
   std::string Shown() const { return url.Display(); }
 };
@@ -110,6 +111,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
   void Handle(const HostCallContext& ctx, const Json& args, HostCallReply reply) {
     auto f = std::make_shared<Fetch>(std::move(reply));
     f->activation = ctx.activation_id;
+    f->idempotency_key = ctx.idempotency_key;
     // authorize admitted these args against this grant a moment ago: both parse.
     auto grant = http::ParseFetchGrant(ctx.grant ? *ctx.grant : Json::object(), "grants.http.fetch");
     if (!grant) return Refuse(*f, "bad_grant", "the grant of http.fetch is invalid: " + grant.error().message);
@@ -213,6 +215,16 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       return std::move(*v);
     });
     if (!headers) return RefuseAndEnd(f, "secret_missing", why.empty() ? headers.error().message : why);
+    if (!rule.idempotency_key.empty()) {
+      // The rule's header, not the script's: the key is the journal's (the same on every resume).
+      std::erase_if(*headers, [&rule](const auto& h) {
+        return h.first.size() == rule.idempotency_key.size() &&
+               std::equal(h.first.begin(), h.first.end(), rule.idempotency_key.begin(),
+                          [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) ==
+                                                      std::tolower(static_cast<unsigned char>(b)); });
+      });
+      headers->emplace_back(rule.idempotency_key, f->idempotency_key);
+    }
 
     http::Exchange x;
     x.url = f->url.url;
@@ -370,6 +382,16 @@ HostCallSpec MakeSpec() {
   spec.compare_grant = http::CompareFetchGrant;
   spec.authorize = http::AuthorizeFetch;
   spec.journal_result = JournalResult;
+  // By the method and the rule that admits it (http::RequestEffect); a request that matches no
+  // rule is denied before its effect matters.
+  spec.effect_of = [](const Json* grant, const Json& args) {
+    auto parsed = http::ParseFetchGrant(grant ? *grant : Json::object(), "grants.http.fetch");
+    if (!parsed) return Effect::kExternal;
+    auto request = http::ParseFetchArgs(args, parsed->limits);
+    if (!request) return Effect::kExternal;
+    const http::RuleMatch match = http::MatchRequest(*parsed, request->url, request->method);
+    return match.rule ? http::RequestEffect(*match.rule, request->method) : Effect::kExternal;
+  };
   spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
     reply.Error("HostError", "http.fetch is not served by this registry (no event loop)");
   };

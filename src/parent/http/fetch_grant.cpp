@@ -150,9 +150,10 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
   auto url = rule.find("url");
   if (url == rule.end()) return Invalid(at, "\"url\" is missing (\"https://api.example.com/v1/\")");
   for (const auto& [key, value] : rule.items()) {
-    if (key != "url" && key != "methods" && key != "headers" && key != "allow_networks" && key != "allow_plain_http") {
+    if (key != "url" && key != "methods" && key != "headers" && key != "allow_networks" && key != "allow_plain_http" &&
+        key != "idempotency_key") {
       return Invalid(at + "." + PathKey(key),
-                     "unknown key (known: url, methods, headers, allow_networks, allow_plain_http)");
+                     "unknown key (known: url, methods, headers, allow_networks, allow_plain_http, idempotency_key)");
     }
   }
   if (!url->is_string()) return Invalid(at + ".url", "must be a string (got " + Shown(*url) + ")");
@@ -233,6 +234,18 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
       return Invalid(at + ".allow_plain_http",
                      "applies only to an http:// url; this rule's is " + out.url.scheme + "://: remove it");
     }
+  }
+  if (auto k = rule.find("idempotency_key"); k != rule.end()) {
+    if (!k->is_string() || !IsToken(k->get_ref<const std::string&>()) || k->get_ref<const std::string&>().size() > 64)
+      return Invalid(at + ".idempotency_key",
+                     "must be the name of the header that carries the call's idempotency key, e.g. \"Idempotency-Key\" "
+                     "(an HTTP token of at most 64 bytes; got " + Shown(*k) + ")");
+    out.idempotency_key = k->get<std::string>();
+    if (IsControlledHeader(out.idempotency_key))
+      return Invalid(at + ".idempotency_key", "basal sets this header itself (connection and framing headers, proxy-*)");
+    for (const HeaderTemplate& h : out.headers)
+      if (Lowered(h.name) == Lowered(out.idempotency_key))
+        return Invalid(at + ".idempotency_key", "the rule's headers set " + h.name + " too: keep one of them");
   }
   if (has_secret && out.url.scheme == "http" && !out.allow_plain_http) {
     return Invalid(at + ".headers", "a secret would be sent over plain http:// to " + out.url.text +
@@ -603,6 +616,13 @@ void CompareRule(const FetchRule& was, const FetchRule& now, std::vector<Constra
                          "[" + CidrsShown(was.allow_networks) + "] -> [" + CidrsShown(now.allow_networks) + "]"});
     }
   }
+  if (was.idempotency_key != now.idempotency_key) {
+    // With a key, a retried request of this rule is one the server can drop: not a wider grant,
+    // but a change of what a resume may repeat.
+    changes.push_back({at + ".idempotency_key", Direction::kChanged,
+                       (was.idempotency_key.empty() ? std::string("none") : was.idempotency_key) + " -> " +
+                           (now.idempotency_key.empty() ? std::string("none") : now.idempotency_key)});
+  }
   if (was.allow_plain_http != now.allow_plain_http) {
     changes.push_back(
         {at + ".allow_plain_http", now.allow_plain_http ? Direction::kWidened : Direction::kNarrowed,
@@ -685,6 +705,13 @@ std::vector<ConstraintChange> CompareFetchGrant(const Json& before, const Json& 
                        shown(old_limits, a) + " -> " + shown(new_limits, b)});
   }
   return changes;
+}
+
+Effect RequestEffect(const FetchRule& rule, std::string_view method) {
+  if (!rule.idempotency_key.empty()) return Effect::kIdempotent;
+  for (std::string_view m : {"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+    if (method == m) return Effect::kIdempotent;
+  return Effect::kExternal;
 }
 
 }  // namespace basal::http

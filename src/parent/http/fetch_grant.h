@@ -75,7 +75,16 @@ struct FetchRule {
   std::vector<HeaderTemplate> headers;  // sorted by name (the manifest's JSON object, as read)
   std::vector<Cidr> allow_networks;
   bool allow_plain_http = false;
+  // A header that carries the journal's idempotency key of the call (HostCallContext; the same in
+  // every resume of a durable run), e.g. "Idempotency-Key": the server drops a duplicate, so a
+  // request of this rule is idempotent whatever its method (docs/durable.md). "": none.
+  std::string idempotency_key;
 };
+
+// What a request does to the world, as the journal classes it: GET, HEAD, OPTIONS, PUT and DELETE
+// are idempotent by HTTP's definition (RFC 9110), any other method external unless its rule sends
+// the idempotency key.
+Effect RequestEffect(const FetchRule& rule, std::string_view method);
 
 struct FetchGrant {
   std::vector<FetchRule> rules;
