@@ -87,6 +87,15 @@ void Api::AddRoutes() {
   });
   Add({"GET"}, "/v1/runs/{id}/calls", read,
       [this](auto&, const RouteParams& p, Respond r, auto) { r(Calls(std::string(p.Get("id")))); });
+  Add({"POST"}, "/v1/runs/{id}/resolve", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    ResolveRun(req, std::string(p.Get("id")), std::move(r));
+  });
+  Add({"POST"}, "/v1/runs/{id}/cancel", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    CancelRun(req, std::string(p.Get("id")), std::move(r));
+  });
+  Add({"POST"}, "/v1/runs/{id}/resume", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    ResumeRun(req, std::string(p.Get("id")), std::move(r));
+  });
   Add({"GET"}, "/v1/journal", read, [this](const HttpRequest& req, auto&, Respond r, auto) { Journal(req, std::move(r)); });
   Add({"GET"}, "/v1/health", read, [this](auto&, auto&, Respond r, auto) { Health(std::move(r)); });
 }
@@ -300,6 +309,12 @@ Json Api::RunJson(const RunRow& run) {
   if (run.activation_id > 0) j["activation_id"] = run.activation_id;
   if (run.state == RunState::kEnded) j["outcome"] = run.outcome;
   if (!run.error_json.empty()) j["error"] = ParseOrText(run.error_json);
+  if (run.durable) {
+    j["durable"] = true;
+    j["resumes"] = run.resumes;
+  }
+  // Why it waits (interrupted, needs_reconciliation: the calls in doubt) or what it was scheduled for.
+  if (!run.state_detail.empty()) j["detail"] = ParseOrText(run.state_detail);
   if (run.activation_id > 0) {
     auto rows = o_.reader.Activations(run.activation_id, 1);
     if (rows && !rows->empty()) {
@@ -324,10 +339,14 @@ HttpResponse Api::Calls(const std::string& id_text) {
   if (!*run) return JsonError(404, "run_not_found", "no run " + std::to_string(*run_id) + " in this store");
   Json calls = Json::array();
   if ((*run)->activation_id > 0) {
-    auto rows = o_.reader.Calls((*run)->activation_id);
+    // Every activation's calls (a durable run resumed has several), else the one activation's (a
+    // run journaled before schema 6).
+    auto rows = o_.reader.RunCalls(*run_id);
+    if (rows && rows->empty()) rows = o_.reader.Calls((*run)->activation_id);
     if (!rows) return JsonError(500, "journal", rows.error().message);
     for (const CallRow& c : *rows) {
       Json j{{"call_id", c.call_id},
+             {"activation_id", c.activation_id},
              {"name", c.name},
              {"args", ParseOrText(c.args_json)},
              {"decision", VerdictName(c.decision.verdict)},
@@ -346,6 +365,103 @@ HttpResponse Api::Calls(const std::string& id_text) {
     }
   }
   return JsonResponse(200, Json{{"run_id", *run_id}, {"activation_id", (*run)->activation_id}, {"calls", calls}});
+}
+
+// ---------------------------------------------------------------- a durable run's operator actions
+
+void Api::ResolveRun(const HttpRequest& req, const std::string& id_text, Respond respond) {
+  auto id = ParseId(id_text);
+  if (!id) return respond(JsonError(400, "bad_run_id", "\"" + id_text + "\" is not a run id (a positive integer)"));
+  // {"call": N, and one of "result": VALUE, "error": "MESSAGE", "retry": true; "note"?}
+  Json body = Json::parse(req.body, nullptr, false);
+  const char* shape =
+      "the body must be {\"call\": N, \"result\": VALUE} or {\"call\": N, \"error\": \"MESSAGE\"} or "
+      "{\"call\": N, \"retry\": true}, with an optional \"note\"";
+  if (!body.is_object()) return respond(JsonError(400, "bad_body", shape));
+  for (auto& [k, v] : body.items())
+    if (k != "call" && k != "result" && k != "error" && k != "retry" && k != "note")
+      return respond(JsonError(400, "bad_body", "unknown key \"" + k + "\": " + shape));
+  auto call = body.find("call");
+  if (call == body.end() || !call->is_number_integer() || call->get<int64_t>() < 1)
+    return respond(JsonError(400, "bad_body", shape));
+  const int decisions = body.contains("result") + body.contains("error") + body.contains("retry");
+  if (decisions != 1) return respond(JsonError(400, "bad_body", shape));
+  CallResolution r;
+  r.run_id = *id;
+  r.call_id = call->get<int64_t>();
+  r.actor = o_.admission.Who(req);
+  if (auto note = body.find("note"); note != body.end()) {
+    if (!note->is_string()) return respond(JsonError(400, "bad_body", "\"note\" must be a string"));
+    r.note = note->get<std::string>().substr(0, 4096);
+  }
+  if (body.contains("result")) {
+    r.kind = ResolutionKind::kResult;
+    r.value_json = body["result"].dump(-1, ' ', false, Json::error_handler_t::replace);
+  } else if (body.contains("error")) {
+    if (!body["error"].is_string()) return respond(JsonError(400, "bad_body", "\"error\" must be the message, a string"));
+    r.kind = ResolutionKind::kError;
+    r.value_json = Json{{"name", "HostError"}, {"message", body["error"]}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+  } else {
+    if (body["retry"] != true) return respond(JsonError(400, "bad_body", shape));
+    r.kind = ResolutionKind::kRetry;
+  }
+  auto row = o_.host.ResolveCall(r);
+  if (!row) {
+    const auto code = row.error().code;
+    if (code == ErrorCode::kNotFound) return respond(JsonError(404, "run_not_found", row.error().message));
+    if (code == ErrorCode::kConflict) return respond(JsonError(409, "not_in_doubt", row.error().message));
+    if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_body", row.error().message));
+    return respond(JsonError(500, "journal", row.error().message));
+  }
+  // Resolved whole: the run resumes now (in this batch, which commits the decision with it).
+  std::optional<std::string> not_resumed;
+  if (row->state == RunState::kInterrupted)
+    if (auto resumed = o_.queue.Resume(*id); !resumed) not_resumed = resumed.error().message;
+  o_.host.AfterCommit([this, respond, id = *id, not_resumed](const Result<void>& committed) {
+    if (!committed) return respond(JsonError(500, "journal", committed.error().message));
+    if (not_resumed)
+      return respond(JsonError(409, "resume_refused", "the decision is recorded, but the run could not resume: " +
+                                                          *not_resumed + " (POST /v1/runs/" + std::to_string(id) +
+                                                          "/resume once that is fixed)"));
+    AnswerWithRun(id, respond, std::nullopt);
+  });
+}
+
+void Api::CancelRun(const HttpRequest& req, const std::string& id_text, Respond respond) {
+  auto id = ParseId(id_text);
+  if (!id) return respond(JsonError(400, "bad_run_id", "\"" + id_text + "\" is not a run id (a positive integer)"));
+  const Actor who = o_.admission.Who(req);
+  if (auto c = o_.host.CancelRun(*id, "cancelled through the API by " + who.name); !c) {
+    const auto code = c.error().code;
+    if (code == ErrorCode::kNotFound) return respond(JsonError(404, "run_not_found", c.error().message));
+    if (code == ErrorCode::kConflict) return respond(JsonError(409, "not_cancellable", c.error().message));
+    return respond(JsonError(500, "journal", c.error().message));
+  }
+  o_.host.AfterCommit([this, respond, id = *id](const Result<void>& committed) {
+    if (!committed) return respond(JsonError(500, "journal", committed.error().message));
+    AnswerWithRun(id, respond, std::nullopt);
+  });
+}
+
+void Api::ResumeRun(const HttpRequest& req, const std::string& id_text, Respond respond) {
+  auto id = ParseId(id_text);
+  if (!id) return respond(JsonError(400, "bad_run_id", "\"" + id_text + "\" is not a run id (a positive integer)"));
+  Json body = req.body.empty() ? Json::object() : Json::parse(req.body, nullptr, false);
+  if (!body.is_object() || (body.size() > 1 || (body.size() == 1 && !body.contains("newest_version"))) ||
+      (body.contains("newest_version") && !body["newest_version"].is_boolean()))
+    return respond(JsonError(400, "bad_body", "the body is empty or {\"newest_version\": true|false}"));
+  auto resumed = o_.queue.Resume(*id, body.value("newest_version", false));
+  if (!resumed) {
+    const auto code = resumed.error().code;
+    if (code == ErrorCode::kNotFound) return respond(JsonError(404, "run_not_found", resumed.error().message));
+    if (code == ErrorCode::kConflict) return respond(JsonError(409, "not_interrupted", resumed.error().message));
+    if (code == ErrorCode::kRefused) return respond(JsonError(409, "version_refused", resumed.error().message));
+    return respond(JsonError(500, "journal", resumed.error().message));
+  }
+  o_.host.AfterCommit([this, respond, id = *id](const Result<void>& committed) {
+    if (!committed) return respond(JsonError(500, "journal", committed.error().message));
+    AnswerWithRun(id, respond, std::nullopt);
+  });
 }
 
 // ---------------------------------------------------------------- flows

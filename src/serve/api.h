@@ -96,6 +96,10 @@ class Api {
   HttpResponse Flows();
   HttpResponse FlowDetail(const std::string& name);
   HttpResponse Calls(const std::string& id);
+  // A durable run's operator actions (docs/durable.md): decide a call in doubt, cancel, resume.
+  void ResolveRun(const HttpRequest& req, const std::string& id, Respond respond);
+  void CancelRun(const HttpRequest& req, const std::string& id, Respond respond);
+  void ResumeRun(const HttpRequest& req, const std::string& id, Respond respond);
   HttpResponse Metrics();
 
   // Enqueues `run` and answers with it once committed: at once, or when it ends within `wait`.

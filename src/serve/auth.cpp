@@ -1,6 +1,8 @@
 // Admission of requests to basal serve (auth.h).
 #include "serve/auth.h"
 
+#include <pwd.h>
+
 #include <unistd.h>
 
 #include <cctype>
@@ -51,6 +53,23 @@ bool PeerMayUse(const PeerCred& peer, uid_t daemon_uid, const std::vector<gid_t>
       if (sg == g) return true;
   }
   return false;
+}
+
+Actor Admission::Who(const HttpRequest& request) const {
+  if (request.unix_socket && request.peer.known) {
+    Actor a{static_cast<int64_t>(request.peer.uid), "uid " + std::to_string(request.peer.uid)};
+    passwd pw{};
+    passwd* found = nullptr;
+    char buf[4096];
+    if (::getpwuid_r(request.peer.uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) a.name = pw.pw_name;
+    return a;
+  }
+  auto auth = request.Header("authorization");
+  auto token = auth ? BearerToken(*auth) : std::nullopt;
+  if (token) {
+    if (auto row = find_token_(ApiTokenHash(*token)); row && *row) return Actor{-1, "token:" + (*row)->name};
+  }
+  return Actor{-1, "unknown"};
 }
 
 Admission::Admission(std::vector<gid_t> allowed_gids, FindToken find_token)

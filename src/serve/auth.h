@@ -57,6 +57,9 @@ class Admission {
   // nullopt: let in. `route` is the access of the route the path names (nullptr for a path the
   // table does not know: it still needs a credential, so that no stranger learns which exist).
   std::optional<HttpResponse> Admit(const HttpRequest& head, const RouteAccess* route) const;
+  // Who sent an admitted request, for what the journal keeps of an operator's decision: the Unix
+  // peer's user, or "token:NAME" of a TCP client's token (uid -1).
+  Actor Who(const HttpRequest& request) const;
 
  private:
   std::vector<gid_t> allowed_gids_;

@@ -267,6 +267,8 @@ Result<void> Daemon::Start() {
   Log("serving " + o_.socket_path + (config_.listen.tcp.empty() ? "" : " and " + config_.listen.tcp) + ", journal " +
       o_.journal_path + (mcp_.enabled() ? "; MCP at /mcp" : ""));
   lifecycle_->Serving();
+  // Durable runs resolved by an operator (basal run resolve) resume within a second.
+  queue_->ResumeInterruptedEvery(std::chrono::seconds(1), o_.log);
   queue_->Dispatch();
   return Ok();
 }

@@ -25,6 +25,7 @@ bool DaemonTrigger(const std::string& trigger) {
 RunQueue::RunQueue(Options options) : o_(std::move(options)) { o_.host.SetMaxWorkers(o_.limits.max_workers); }
 
 RunQueue::~RunQueue() {
+  if (resume_timer_) o_.host.loop().Cancel(*resume_timer_);
   for (auto& [run, list] : waiters_)
     for (auto& [id, w] : list) o_.host.loop().Cancel(w.timer);
 }
@@ -103,6 +104,44 @@ void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun
     journal_ok_ = true;
     then(a);
   });
+}
+
+Result<void> RunQueue::Resume(int64_t run_id, bool newest_version) {
+  auto row = o_.host.runs().GetRun(run_id);
+  if (!row) return row.error();
+  if (!*row) return MakeError(ErrorCode::kNotFound, "no run " + std::to_string(run_id) + " in this store");
+  auto resumed = o_.host.ResumeRun(run_id, ResumeOptions{newest_version}, StopCallback((*row)->flow));
+  if (!resumed) return resumed.error();
+  refused_resumes_.erase(run_id);
+  PublishGauges();
+  return Ok();
+}
+
+void RunQueue::ResumeInterruptedEvery(std::chrono::milliseconds every, std::function<void(const std::string&)> log) {
+  resume_every_ = every;
+  log_ = std::move(log);
+  resume_timer_ = o_.host.loop().At(EventLoop::Clock::now() + every, [this] { ResumeInterrupted(); });
+}
+
+// A short poll is the floor (DESIGN.md): an interrupted run of this daemon's is found within one
+// period whoever resolved it. Bounded per pass: at most limits.queue_max runs are looked at.
+void RunQueue::ResumeInterrupted() {
+  resume_timer_.reset();
+  if (draining_) return;
+  if (auto interrupted = o_.host.runs().RunsInState(RunState::kInterrupted, o_.limits.queue_max + 1); interrupted) {
+    for (const RunRow& r : *interrupted) {
+      if (!DaemonTrigger(r.trigger) || refused_resumes_.count(r.id)) continue;
+      if (o_.host.queued_runs() >= o_.limits.queue_max) break;  // the queue's bound holds for resumes too
+      auto resumed = o_.host.ResumeRun(r.id, {}, StopCallback(r.flow));
+      if (!resumed && resumed.error().code != ErrorCode::kConflict) {
+        refused_resumes_[r.id] = resumed.error().message;
+        if (refused_resumes_.size() > 10'000) refused_resumes_.erase(refused_resumes_.begin());
+        if (log_) log_("run " + std::to_string(r.id) + " cannot resume: " + resumed.error().message);
+      }
+    }
+  }
+  PublishGauges();
+  resume_timer_ = o_.host.loop().At(EventLoop::Clock::now() + resume_every_, [this] { ResumeInterrupted(); });
 }
 
 void RunQueue::Release(int64_t run_id) {

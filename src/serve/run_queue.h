@@ -90,6 +90,12 @@ class RunQueue {
   void Enqueue(RunRequest request, std::function<void(Result<AcceptedRun>)> then);
   // A held run may start now.
   void Release(int64_t run_id);
+  // Resumes an interrupted durable run now (the API's resume and resolve). Errors as
+  // ModuleHost::ResumeRun.
+  Result<void> Resume(int64_t run_id, bool newest_version = false);
+  // Every `every`, resumes the runs of this daemon's triggers that are interrupted (resolved by an
+  // operator through `basal run resolve`, or left by another host): each once, a refusal logged once.
+  void ResumeInterruptedEvery(std::chrono::milliseconds every, std::function<void(const std::string&)> log);
   // A run that never starts (a schedule's fire missed or skipped), journaled as ended with
   // `outcome` and `error` ({"kind", "message"}). Returns its id.
   Result<int64_t> RecordEnded(const RunRequest& request, const std::string& outcome, const nlohmann::json& error);
@@ -127,8 +133,14 @@ class RunQueue {
   void PublishGauges();
   RunCallback StopCallback(const std::string& flow);
 
+  void ResumeInterrupted();
+
   Options o_;
   std::unordered_map<int64_t, std::map<uint64_t, Waiter>> waiters_;
+  std::chrono::milliseconds resume_every_{0};
+  std::optional<EventLoop::TimerId> resume_timer_;
+  std::function<void(const std::string&)> log_;
+  std::map<int64_t, std::string> refused_resumes_;  // run -> why (logged once, not retried by the scan)
   uint64_t next_waiter_ = 1;
   std::vector<std::function<void(int64_t)>> ended_observers_;
   bool draining_ = false;
