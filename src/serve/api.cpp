@@ -320,9 +320,11 @@ Json Api::RunJson(const RunRow& run) {
     if (rows && !rows->empty()) {
       const ActivationRow& a = rows->front();
       if (a.end_unix_us) {
-        j["outcome"] = a.outcome;
+        // The run's own end wins where it has one (a durable run that ran out of resumes ended
+        // after its last activation was abandoned).
+        j["outcome"] = run.state == RunState::kEnded ? run.outcome : a.outcome;
         if (!a.result_json.empty() && a.outcome == "ok") j["result"] = ParseOrText(a.result_json);
-        if (!a.error_json.empty()) j["error"] = ParseOrText(a.error_json);
+        if (!a.error_json.empty() && run.error_json.empty()) j["error"] = ParseOrText(a.error_json);
         j["duration_ms"] = static_cast<double>(*a.end_unix_us - a.start_unix_us) / 1000.0;
         j["cpu_ms"] = static_cast<double>(a.cpu_us) / 1000.0;
       }
