@@ -210,10 +210,6 @@ Replayer::Replayer(ReplayPlan plan, bool strict) : plan_(std::move(plan)), stric
   for (const RecordedAnswer& a : plan_.answers) issued_[a.call_id] = false;
 }
 
-bool Replayer::IsRerun(int64_t call_id) const {
-  return std::find(plan_.reruns.begin(), plan_.reruns.end(), call_id) != plan_.reruns.end();
-}
-
 Replayer::Verdict Replayer::OnCall(int64_t call_id, std::string_view name, std::string_view args_digest) {
   // A recorded call the script skipped is a record it no longer reaches.
   for (auto it = plan_.calls.upper_bound(last_issued_); it != plan_.calls.end() && it->first < call_id; ++it) {

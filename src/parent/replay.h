@@ -114,8 +114,6 @@ class Replayer {
   // For a deadline's message: what the replay is still waiting for ("" when nothing).
   std::string Waiting() const;
 
-  // Whether call `call_id` of this activation re-runs a call the record holds in doubt.
-  bool IsRerun(int64_t call_id) const;
 
  private:
   ReplayPlan plan_;
