@@ -184,6 +184,11 @@ void RunQueue::PublishGauges() {
 }
 
 void RunQueue::OnStop(const std::string& flow, const RunStop& stop) {
+  if (stop.result.outcome == Outcome::kJournalError) {
+    // Its end was lost with its batch: not ready until a commit succeeds again.
+    journal_ok_ = false;
+    journal_why_ = stop.result.message;
+  }
   if (stop.started_unix_us > 0) {
     const std::string outcome = OutcomeName(stop.result.outcome);
     o_.metrics.Add("basal_activations_total", {flow, outcome});

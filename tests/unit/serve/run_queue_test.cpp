@@ -283,6 +283,30 @@ TEST_F(RunQueueTest, ALostCommitIsAnErrorAndLeavesNothingRunning) {
   EXPECT_EQ(Row(b->run.id).outcome, "ok");
 }
 
+// The run's end is written into the module's batch with its activation's end: a store that refuses
+// it fails the whole batch, and nobody hears the run ended as it did.
+TEST_F(RunQueueTest, ARunsEndThatCannotBeWrittenFailsItsBatch) {
+  RawSql("CREATE TRIGGER no_end BEFORE UPDATE OF state ON runs WHEN new.state = 'ended' "
+         "BEGIN SELECT RAISE(ABORT, 'this store refuses the end of a run'); END;");
+  auto a = Enqueue(Request("held", 1));
+  ASSERT_TRUE(a) << a.error().message;
+  std::optional<RunRow> told;
+  Queue().Wait(a->run.id, std::chrono::seconds(60), [&](Result<RunRow> r) { told = *r; });
+  Release(a->run.id);
+  Drive([&] { return told.has_value(); });
+  EXPECT_NE(told->state, RunState::kEnded) << "its end was never written";
+  EXPECT_EQ(CommittedState(a->run.id), std::optional<std::string>("running"));
+  EXPECT_EQ(module_->Health().journal_failures, 1u);
+  std::string why;
+  EXPECT_FALSE(Queue().journal_ok(&why));
+  EXPECT_NE(why.find("journal commit failed"), std::string::npos) << why;
+  // The activation is recorded as what happened to it: its outcome could not be journaled.
+  auto rows = Reader()->Activations(std::nullopt, 1);
+  ASSERT_TRUE(rows && !rows->empty());
+  EXPECT_EQ(rows->back().outcome, "journal_error");
+  EXPECT_EQ(Queue().in_flight(), 0u);
+}
+
 TEST_F(RunQueueTest, ARowTheStoreRefusesIsAnErrorAtOnce) {
   RawSql("CREATE TRIGGER no_runs BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'no runs today'); END;");
   bool told = false;
