@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
       PrintSamples("basal serve: POST a run with ?wait", sv.run);
       std::printf("  %-44s %.0f /s (%d clients)\n", "basal serve: runs with ?wait, concurrent", sv.concurrent_runs_per_second,
                   sv.concurrent_clients);
+    } else if (only == "durable") {
+      basal::bench::DurableSamples d = basal::bench::DurableResume(o);
+      PrintSamples("durable: resume of a 1,000-call run", d.resume);
+      PrintSamples("durable: the same run, live", d.live);
     } else if (only == "throughput") {
       for (size_t workers : {1, 2, 3, 4, 8}) {
         basal::bench::Throughput t = basal::bench::PoolThroughput(o, workers, 1'000'000);
@@ -120,7 +124,7 @@ int main(int argc, char** argv) {
                     static_cast<double>(t.wal_bytes) / (1 << 20));
       }
     } else {
-      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput, memory, fetch, serve or mcp\n");
+      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput, memory, fetch, serve, mcp or durable\n");
       return 64;
     }
     return 0;
@@ -184,6 +188,10 @@ int main(int argc, char** argv) {
   PrintSamples("basal mcp: ping (reference)", mcp.ping);
   PrintSamples("basal mcp: run_script", mcp.run_script);
 
+  basal::bench::DurableSamples durable = basal::bench::DurableResume(o);
+  PrintSamples("durable: the same 1,000-call run, live (reference)", durable.live);
+  PrintSamples("durable: resume of a 1,000-call run", durable.resume);
+
   const double host_ref = pipe.Median() + commits.record_call.Median();
   const double serve_ref = serve.healthz.Median() + warm.activation.Median();
   const double fetch_ref = fetch.direct.Median() + commits.record_call.Median();
@@ -202,6 +210,10 @@ int main(int argc, char** argv) {
       {"serve: 16 clients", Fmt("%.0f runs/s", serve.concurrent_runs_per_second), "-", "-", "-", true},
       {"mcp: run_script", Latency(mcp.run_script), Us(mcp_ref) + " ping+cold+warm",
        Fmt("%.2fx", mcp.run_script.Median() / mcp_ref), "<= 1.5x", mcp.run_script.Median() <= 1.5 * mcp_ref},
+      {"durable: resume, 1,000 calls", Latency(durable.resume),
+       Us(durable.live.Median()) + " the run live", Fmt("%.2fx", durable.resume.Median() / durable.live.Median()),
+       "-", true},
+      {"durable: calls replayed", Fmt("%.0f /s", durable.calls / (durable.resume.Median() / 1e6)), "-", "-", "-", true},
       {"cold start to welcome", Latency(cold), Us(spawn_ref) + " fork+exec", Fmt("%.2fx", cold.Median() / spawn_ref),
        "<= 1.5x", cold.Median() <= 1.5 * spawn_ref},
       {"pool throughput (defaults)", Fmt("%.0f /s", tp.activations_per_second), "-", "-", ">= 25000 /s",

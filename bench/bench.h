@@ -110,6 +110,14 @@ ServeSamples ServeRoundTrip(const Options& o, const std::string& basal_path);
 // Runs a command with its stdout on /dev/null; its exit code (-1 when it did not exit). serve_bench.cpp.
 int RunQuietly(const std::vector<std::string>& args);
 
+// ---- durable runs (durable_bench.cpp) ----
+struct DurableSamples {
+  int calls = 0;     // recorded host calls in the run
+  Samples resume;    // ResumeRun to the run's end: a fresh worker, every recorded answer replayed, one live call
+  Samples live;      // the same run executed live (every call served and journaled)
+};
+DurableSamples DurableResume(const Options& o);
+
 // ---- basal mcp (mcp_bench.cpp) ----
 struct McpSamples {
   Samples ping;        // ping through basal mcp's stdio: the transport's own round trip
