@@ -2,6 +2,7 @@
 // came from a file or from the journal (notes, sources, manifests, user names) is printed through
 // EscapeForTerminal: a flow's author must not be able to forge the review the operator reads.
 #include "cli/approvals.h"
+#include "cli/commands.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -295,6 +296,24 @@ int Approve(Opened& opened, const ApprovalOptions& o) {
     }
   }
   Out(head + RenderReview(review, o.source_diff));
+  if (o.replay > 0 && source) {
+    // The check before approving a change: does this version replay the runs the journal holds?
+    Out("replay of the last " + std::to_string(o.replay) + " durable run(s) of " + what + " with version " +
+        std::to_string(next) + " (nothing is called):\n");
+    std::string db = o.db_path;
+    if (db.empty()) {
+      auto d = DefaultJournalPath();
+      if (d) db = *d;
+    }
+    auto diverged = ReplayRecentRuns(db, "", o.name, *source, *manifest_text, o.replay);
+    if (!diverged) {
+      ReportError(kKindSetup, "the replay could not run: " + diverged.error().message);
+      return kExitBasalFailed;
+    }
+    if (*diverged > 0)
+      Out("warning: " + std::to_string(*diverged) + " run(s) diverge: a run of them interrupted now would not resume "
+          "under this version (docs/durable.md)\n");
+  }
   if (!Confirmed(o, "Approve " + what + " version " + std::to_string(next) + "?")) return kExitRefused;
 
   NewApproval approval;
@@ -534,6 +553,12 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
   approve->add_option("--note", o.note, "Why: kept with the approval")->type_name("TEXT");
   approve->add_flag("--yes", o.yes, "Approve without asking (needed when stdin is not a terminal); read the review first");
   if (flow) approve->add_flag("--source-diff", o.source_diff, "Print the source's whole line diff in the review");
+  if (flow)
+    approve->add_option("--replay", o.replay,
+                        "Before asking: replay the flow's last K durable runs with this version, every effect "
+                        "disabled, and show which diverge (docs/durable.md)")
+        ->type_name("K")
+        ->check(CLI::Range(size_t{1}, size_t{1000}));
   db(approve);
   approve->footer(flow ? "Examples:\n  basal flow approve orders orders.js --manifest orders.json --note \"first version\"\n"
                          "  basal flow approve orders orders.js --manifest orders.json --source-diff --yes\n"

@@ -26,6 +26,7 @@ struct ApprovalOptions {
   bool json = false;          // list, show, diff
   int64_t version = 0;        // show, revoke: 0 = the newest
   std::vector<int64_t> versions;  // diff A [B]
+  size_t replay = 0;              // approve --replay K: replay the flow's last K durable runs first
   std::string db_path;
 };
 

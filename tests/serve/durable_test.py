@@ -355,8 +355,9 @@ class DurableRunTest(unittest.TestCase):
         self.assertIn("diverged", r.stdout)
         self.assertIn("call 5", r.stdout)
         # The last runs against an approved version: the check before approving a change.
-        with open(broken) as f, open(man) as m:
-            d.approve("counter", f.read(), json.load(m))
+        r = d.cli("flow", "approve", "counter", broken, "--manifest", man, "--yes", "--replay", "3")
+        self.assertIn("0 of 3 run(s) replay cleanly", r.stdout)
+        self.assertIn("3 run(s) diverge", r.stdout)
         r = d.cli("replay", "--flow", "counter", "--version", "1", "--last", "3")
         self.assertIn("3 of 3 run(s) replay cleanly", r.stdout)
         r = d.cli("replay", "--flow", "counter", "--version", "2", "--last", "3", check=False)
