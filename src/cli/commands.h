@@ -48,6 +48,7 @@ struct CheckOptions {
 struct JournalOptions {
   std::string db_path;
   std::optional<int64_t> activation;
+  std::optional<int64_t> run;  // --run RUN: every activation of that run (a durable run resumed has several)
   size_t limit = 20;  // 0: every activation
   bool json = false;
   bool source = false;  // --source: print the source that ran (needs --activation)

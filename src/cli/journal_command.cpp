@@ -90,6 +90,7 @@ Json ActivationJson(const ActivationRow& a, const std::vector<CallRow>& calls,
             {"cpu_us", a.cpu_us},
             {"logs_dropped", a.logs_dropped},
             {"origin", OriginName(a.origin)}};
+  if (a.run_id != 0) j["run"] = a.run_id;
   if (!a.manifest_text_hash.empty()) j["manifest_text_hash"] = a.manifest_text_hash;
   if (a.approval_id != 0) {
     j["approval"] = {{"id", a.approval_id}};
@@ -127,9 +128,17 @@ std::string Decision(const CallRow& c) {
          EscapeForTerminal(c.decision.reason);
 }
 
-void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls, const std::optional<ApprovalRow>& approval) {
+void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls, const std::optional<ApprovalRow>& approval,
+                   const std::optional<RunRow>& run) {
   std::string out = "activation " + std::to_string(a.id) + "  " + EscapeForTerminal(a.flow) + "  " +
                     (a.outcome.empty() ? std::string("unfinished") : EscapeForTerminal(a.outcome)) + "\n";
+  if (run) {
+    out += "  run       " + std::to_string(run->id) + ", " + RunStateName(run->state) +
+           (run->state == RunState::kEnded ? " (" + EscapeForTerminal(run->outcome) + ")" : std::string()) +
+           (run->durable ? ", durable, resumed " + std::to_string(run->resumes) + " time(s)" : std::string()) + "\n";
+    if (run->state != RunState::kEnded && !run->state_detail.empty())
+      out += "  waits     " + Compact(run->state_detail) + "\n";
+  }
   if (!a.owner.host.empty() || a.owner.pid != 0) {
     out += "  parent    host " + EscapeForTerminal(a.owner.host) + ", pid " + std::to_string(a.owner.pid) + "\n";
   }
@@ -268,8 +277,9 @@ int JournalCommand(const JournalOptions& o) {
     return Fail(KindForOpenError(e), e.message);
   }
   const size_t limit = o.limit == 0 ? static_cast<size_t>(std::numeric_limits<int64_t>::max()) : o.limit;
-  auto rows = (*journal)->Activations(o.activation, limit);
+  auto rows = o.run ? (*journal)->RunActivations(*o.run) : (*journal)->Activations(o.activation, limit);
   if (!rows) return Fail(kKindJournal, rows.error().message);
+  if (o.run && rows->empty()) return Fail(kKindUsage, "no run " + std::to_string(*o.run) + " with an activation in " + path);
   if (o.source) {  // the source that ran, exactly as kept (escaped only where a terminal would act on it)
     const ActivationRow& a = rows->front();
     auto text = (*journal)->Text(a.source_hash);
@@ -311,8 +321,11 @@ int JournalCommand(const JournalOptions& o) {
     if (o.json) {
       PrintJsonLine(a, *calls, approval);
     } else {
+      std::optional<RunRow> run;
+      if (a.run_id != 0)
+        if (auto r = (*journal)->GetRun(a.run_id); r && *r) run = **r;
       if (!first) Print("\n");
-      PrintReadable(a, *calls, approval);
+      PrintReadable(a, *calls, approval, run);
     }
     first = false;
   }

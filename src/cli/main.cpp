@@ -300,6 +300,11 @@ void AddJournal(CLI::App& app, int& exit_code) {
   CLI::Option* id = journal->add_option("--activation", *activation, "Only this activation (its id)")
                         ->type_name("ID")
                         ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  auto run = std::make_shared<int64_t>(0);
+  CLI::Option* run_id = journal->add_option("--run", *run, "Every activation of this run (its id), oldest first")
+                            ->type_name("RUN")
+                            ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  run_id->excludes(id);
   journal->add_option("--limit", o->limit, "The newest N activations, oldest first (default 20; 0: all)")
       ->type_name("N");
   journal->add_flag("--json", o->json, "JSON Lines: one object per activation, with a \"calls\" array");
@@ -314,8 +319,9 @@ void AddJournal(CLI::App& app, int& exit_code) {
   journal->footer("Exit: 0 read; 2 usage; 3 no journal, or it could not be read\n\n" +
                   Examples({"  basal journal --limit 5\n", "  basal journal --json --limit 1\n",
                             "  basal journal --activation 1 --source\n"}));
-  journal->callback([o, activation, id, &exit_code] {
+  journal->callback([o, activation, id, run, run_id, &exit_code] {
     if (id->count() > 0) o->activation = *activation;
+    if (run_id->count() > 0) o->run = *run;
     if (o->follow && o->socket.empty() && o->url.empty()) {
       exit_code = Fail(kKindUsage, "--follow needs the daemon's address: --socket PATH or --url URL");
       return;
