@@ -62,6 +62,10 @@ struct HostCallContext {
   // The host call's name as the script called it: for a family spec ("mcp.*") the member called
   // ("mcp.fs.read_text_file"); otherwise the spec's own name.
   std::string name;
+  // A durable run's clock when the call was made, microseconds since the Unix epoch (the script's
+  // Date.now(); docs/durable.md); 0 when the activation is not durable. timer.sleep waits until this
+  // plus its ms, so a resumed run's timers fire when they were due, not a whole delay later.
+  int64_t durable_clock_us = 0;
 };
 
 // One-shot answer to a host call. Move-only; thread-safe: Ok/Error may be called from any thread.

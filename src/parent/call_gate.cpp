@@ -350,8 +350,9 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
   slot->activation_id = key.first;
   slot->call_id = key.second;
   const HostCallSpec& spec = *f.spec;
+  const Durable* durable = DurableOf(key.first);
   HostCallContext ctx{key.first, key.second, f.flow->name, IdempotencyKey(key.first, key.second),
-                      f.flow->manifest.GrantFor(f.name), f.name};
+                      f.flow->manifest.GrantFor(f.name), f.name, durable ? durable->clock_us : 0};
   // A store-local handler's write joins this batch: its answer must join it too.
   const bool must_answer_now = spec.effect_in_store;
   const FlowRef flow = f.flow;  // the grant stays valid while the handler runs

@@ -1,6 +1,7 @@
 // The `timer.sleep` host call (see timer.h).
 #include "parent/host_calls/timer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -30,7 +31,16 @@ void TimerSleeps::Sleep(const HostCallContext& context, const Json& args, HostCa
   // The loop's timers hold only ids: a sleep cancelled or superseded leaves nothing behind.
   std::weak_ptr<TimerSleeps> self = weak_from_this();
   const int64_t call = context.call_id;
-  h.timer = loop_.At(EventLoop::Clock::now() + std::chrono::milliseconds(ms->get<int64_t>()), [self, activation, call] {
+  // In a durable run the sleep ends at a point of the run's clock (docs/durable.md): a resumed run's
+  // timer that was due while its host was down fires at once.
+  auto delay = std::chrono::microseconds(ms->get<int64_t>() * 1000);
+  if (context.durable_clock_us > 0) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    delay = std::chrono::microseconds(std::max<int64_t>(0, context.durable_clock_us + ms->get<int64_t>() * 1000 - now));
+  }
+  h.timer = loop_.At(EventLoop::Clock::now() + delay, [self, activation, call] {
     if (auto s = self.lock()) s->Wake(activation, call);
   });
   sleeps_[activation] = std::move(h);
