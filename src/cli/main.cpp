@@ -574,7 +574,6 @@ int Dispatch(int argc, char** argv) {
   app.set_version_flag("--version", VersionText, "Print basal's version and the worker's engine, and exit");
   int exit_code = kExitUsage;  // set by the command that ran
   AddRun(app, exit_code);
-  AddReplay(app, exit_code);
   AddCheck(app, exit_code);
   AddJournal(app, exit_code);
   AddDoctor(app, exit_code);
@@ -585,6 +584,7 @@ int Dispatch(int argc, char** argv) {
   AddServe(app, exit_code);
   AddMcp(app, exit_code);
   AddToken(app, exit_code);
+  AddReplay(app, exit_code);
   AddHelp(app, exit_code);
   app.footer(
       "Exit codes: 0 ok; 1 the flow failed (an activation's outcome, a flow that does not load; doctor: the\n"
