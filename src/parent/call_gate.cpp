@@ -104,7 +104,12 @@ void CallGate::BeginDurable(ActivationId activation, RunId run, int64_t start_cl
   d.run = run;
   d.clock_us = start_clock_us;
   d.delivered = 0;
-  if (replay) d.replay = std::make_unique<Replayer>(std::move(*replay), strict);
+  if (replay) {
+    // The record's answers count in the run's journal budget: an activation that resumes a run
+    // journals only what the budget has left after the activations before it.
+    usage_[activation].journal_bytes += replay->bytes;
+    d.replay = std::make_unique<Replayer>(std::move(*replay), strict);
+  }
 }
 
 CallGate::Durable* CallGate::DurableOf(ActivationId activation) {
