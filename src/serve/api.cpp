@@ -227,12 +227,6 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
     if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", f.error().message));
     return respond(JsonError(500, "flow_unavailable", f.error().message));
   }
-  if (o_.queue.queued() >= o_.limits.queue_max && run.idempotency_key.empty()) {
-    HttpResponse r = JsonError(429, "queue_full", std::to_string(o_.queue.queued()) +
-                                                      " runs are queued, the limit (limits.queue_max); retry later");
-    r.headers.emplace_back("Retry-After", "1");
-    return respond(r);
-  }
   Accept(std::move(run), *wait, std::move(respond), std::nullopt);
 }
 
@@ -246,6 +240,13 @@ void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond re
 void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
                  std::optional<std::string> webhook) {
   o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook](Result<AcceptedRun> a) {
+    if (!a && a.error().code == ErrorCode::kUnavailable) {
+      // The queue is full (limits.queue_max): a client, or a webhook's sender, retries later.
+      if (webhook) o_.triggers.DeliveryRefused(*webhook, "queue_full");
+      HttpResponse r = JsonError(429, "queue_full", a.error().message);
+      r.headers.emplace_back("Retry-After", "1");
+      return respond(std::move(r));
+    }
     if (!a) {
       const bool conflict = a.error().code == ErrorCode::kConflict;
       if (conflict && !webhook) return respond(JsonError(409, "idempotency_key_reused", a.error().message));

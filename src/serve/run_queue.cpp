@@ -41,13 +41,19 @@ Result<RunQueue::Recovered> RunQueue::Recover() {
 }
 
 void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun>)> then) {
+  const int64_t now = o_.now_us();
+  if (queue_.size() >= o_.limits.queue_max && !KeyNamesARun(request.flow, request.idempotency_key, now)) {
+    then(MakeError(ErrorCode::kUnavailable, std::to_string(queue_.size()) +
+                                                " runs are queued, the limit (limits.queue_max); retry later"));
+    return;
+  }
   NewRun nr;
   nr.flow = request.flow;
   nr.input_json = JsonText(request.input);
   nr.trigger = request.trigger;
   nr.idempotency_key = request.idempotency_key;
   nr.state_detail = request.state_detail;
-  nr.created_unix_us = o_.now_us();
+  nr.created_unix_us = now;
   nr.key_expires_unix_us = nr.created_unix_us + o_.limits.idempotency_ttl.count() * 1000;
   auto e = o_.runs.EnqueueRun(nr);
   if (!e) {
@@ -55,6 +61,11 @@ void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun
     return;
   }
   AcceptedRun a{e->run, e->existing};
+  // (A key this daemon knew may have expired in the store meanwhile: the run is then new, and the
+  // queue one above queue_max. Rare, and bounded by the keys it knew.)
+  if (!nr.idempotency_key.empty())
+    RememberKey(nr.flow, nr.idempotency_key,
+                a.existing ? a.run.created_unix_us + o_.limits.idempotency_ttl.count() * 1000 : nr.key_expires_unix_us);
   if (!a.existing) {
     o_.metrics.Add("basal_runs_accepted_total", {request.flow, request.trigger.substr(0, request.trigger.find(':'))});
     // A new run starts now if a worker slot is free: its activation's start joins the run's row in
@@ -78,6 +89,24 @@ void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun
     journal_ok_ = true;
     then(a);
   });
+}
+
+bool RunQueue::KeyNamesARun(const std::string& flow, const std::string& key, int64_t now_us) const {
+  if (key.empty()) return false;
+  auto it = known_keys_.find({flow, key});
+  return it != known_keys_.end() && it->second.expires_us > now_us;
+}
+
+void RunQueue::RememberKey(const std::string& flow, const std::string& key, int64_t expires_us) {
+  const uint64_t seq = next_key_seq_++;
+  known_keys_[{flow, key}] = KnownKey{expires_us, seq};
+  known_order_.emplace_back(seq, std::make_pair(flow, key));
+  while (known_order_.size() > kMaxKnownKeys) {
+    const auto& [oldest_seq, oldest] = known_order_.front();
+    // Forgotten only if this is the entry that counts (not one found again since).
+    if (auto it = known_keys_.find(oldest); it != known_keys_.end() && it->second.seq == oldest_seq) known_keys_.erase(it);
+    known_order_.pop_front();
+  }
 }
 
 void RunQueue::Release(int64_t run_id) {

@@ -160,6 +160,10 @@ void Triggers::DeliveryAccepted(const std::string& trigger, bool existing) {
   o_.metrics.Add("basal_webhooks_total", {trigger, existing ? "replayed" : "accepted"});
 }
 
+void Triggers::DeliveryRefused(const std::string& trigger, const std::string& verdict) {
+  o_.metrics.Add("basal_webhooks_total", {trigger, verdict});
+}
+
 // ---------------------------------------------------------------- schedules
 
 // The trigger's mark is the last fire it handled (ran, skipped or missed). A trigger without one
@@ -273,7 +277,19 @@ void Triggers::Fire(Schedule& s, int64_t fire_us) {
   const bool hold = d == OverlapDecision::kBuffer;
   RunRequest run = ScheduleRun(s, std::nullopt);
   run.hold = hold;
-  o_.queue.Enqueue(std::move(run), [this, name, hold](Result<AcceptedRun> a) {
+  o_.queue.Enqueue(std::move(run), [this, name, hold, fire_us](Result<AcceptedRun> a) {
+    if (!a && a.error().code == ErrorCode::kUnavailable) {
+      // The queue is full: the fire is accounted for as skipped, saying why.
+      auto s = schedules_.find(name);
+      if (s == schedules_.end()) return;
+      const Json error{{"kind", "skipped"},
+                       {"message", "the fire of " + UtcText(fire_us) + " was skipped: " + a.error().message}};
+      if (auto e = o_.queue.RecordEnded(ScheduleRun(*s->second, fire_us), "skipped", error); !e)
+        o_.log("schedule " + name + ": a skipped fire could not be journaled: " + e.error().message);
+      o_.metrics.Add("basal_schedule_events_total", {name, "skipped"});
+      o_.log("schedule " + name + ": the fire of " + UtcText(fire_us) + " was skipped (the queue is full)");
+      return;
+    }
     if (!a) {
       o_.log("schedule " + name + ": the run could not be journaled: " + a.error().message);
       return;

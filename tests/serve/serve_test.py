@@ -24,6 +24,15 @@ SLOW = "export default async (input) => { const t = Date.now(); while (Date.now(
 MANIFEST = {"grants": {"log": {}}, "budgets": {"deadline_ms": 20000, "cpu_ms": 15000}}
 
 
+def children_of(pid):
+    """The pids of a process's children (its workers, for basal serve)."""
+    out = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+            out += [int(p) for p in f.read().split()]
+    return out
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -953,6 +962,70 @@ class ScheduleOverlapTest(unittest.TestCase):
         self.assertEqual((first["outcome"], second["outcome"]), ("ok", "ok"), (second, d.stderr()))
         # The buffered run started only once the first had ended (max_workers would allow both).
         self.assertGreaterEqual(second["started"], first["ended"])
+
+
+# Waits without using CPU (setTimeout is the parent's timer.sleep): a run that holds its worker.
+NAP = "export default async (input) => { await new Promise(r => setTimeout(r, (input && input.ms) || 1000)); return 'napped'; };\n"
+
+
+class QueueMaxTest(unittest.TestCase):
+    """limits.queue_max holds on every path into the queue (issue 25)."""
+
+    def test_keyed_runs_webhooks_and_schedules_meet_queue_max(self):
+        t = time.gmtime(time.time() - 120)  # a daily fire two minutes ago: no real fire during the test
+        config = {"limits": {"max_workers": 1, "queue_max": 2}, "triggers": [
+            {"name": "push", "webhook": {"flow": "nap", "secret": "hook_secret"}},
+            {"name": "daily", "schedule": {"flow": "nap", "cron": "%d %d * * *" % (t.tm_min, t.tm_hour),
+                                           "timezone": "UTC", "catch_up": "10m", "input": {"ms": 10}}}]}
+        d = Daemon(self, config=config, flows={"nap": NAP})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        # One run holds the worker, two wait: the queue is full.
+        code, running, _ = d.curl("POST", "/v1/flows/nap/runs", {"input": {"ms": 60000}})
+        self.assertEqual(code, 202, running)
+        code, keyed, _ = d.curl("POST", "/v1/flows/nap/runs", {"input": {"ms": 10}}, headers={"Idempotency-Key": "k-queued"})
+        self.assertEqual(code, 202, keyed)
+        code, third, _ = d.curl("POST", "/v1/flows/nap/runs", {"input": {"ms": 10}})
+        self.assertEqual(code, 202, third)
+        # New keyed requests are refused like any other: 429 with Retry-After, nothing journaled.
+        for i in range(30):
+            code, data, hdrs = d.curl("POST", "/v1/flows/nap/runs", {"input": {"ms": 10}},
+                                      headers={"Idempotency-Key": "k-%d" % i})
+            self.assertEqual((code, data["error"]["code"]), (429, "queue_full"), data)
+            self.assertEqual(hdrs.get("retry-after"), "1")
+        self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 3)
+        # A key that names a run already there adds nothing: that run, even now.
+        code, again, hdrs = d.curl("POST", "/v1/flows/nap/runs", {"input": {"ms": 10}}, headers={"Idempotency-Key": "k-queued"})
+        self.assertEqual((code, again["id"]), (202, keyed["id"]), again)
+        self.assertEqual(hdrs.get("idempotent-replayed"), "true")
+        # Webhook deliveries: 429 with Retry-After, so that senders retry; counted.
+        for i in range(5):
+            body = json.dumps({"delivery": i})
+            code, data, hdrs = d.curl("POST", "/hooks/push", body, headers=d.sign("s3cret", body))
+            self.assertEqual((code, data["error"]["code"]), (429, "queue_full"), data)
+            self.assertEqual(hdrs.get("retry-after"), "1")
+        self.assertEqual(d.metric('basal_webhooks_total{trigger="push",verdict="queue_full"}'), 5)
+        self.assertEqual(d.query("SELECT count(*) FROM runs WHERE triggered_by='webhook:push'")[0][0], 0)
+        # A schedule's fire that finds the queue full is journaled as skipped, saying why.
+        con = sqlite3.connect(d.db, timeout=30)
+        con.execute("UPDATE schedule_marks SET fire_us = fire_us - 86400000000")
+        con.commit()
+        con.close()
+        d.proc.send_signal(signal.SIGHUP)
+        d.wait_for_log("SIGHUP: reloaded")
+        rows = d.query("SELECT state, outcome, error FROM runs WHERE triggered_by='schedule:daily'")
+        self.assertEqual([(r[0], r[1]) for r in rows], [("ended", "skipped")], rows)
+        self.assertIn("queue_max", json.loads(rows[0][2])["message"])
+        self.assertEqual(d.metric('basal_schedule_events_total{trigger="daily",event="skipped"}'), 1)
+        # Room again once the queue moves: the long run's worker is killed, the two queued runs run,
+        # and the same keyed request is accepted.
+        for pid in children_of(d.proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        for run in (keyed, third):
+            code, data, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % run["id"])
+            self.assertEqual((code, data["outcome"]), (200, "ok"), data)
+        code, data, _ = d.curl("POST", "/v1/flows/nap/runs", {"input": {"ms": 10}}, headers={"Idempotency-Key": "k-0"})
+        self.assertEqual(code, 202, data)
 
 
 # A codemode policy for /mcp: kv.get of one namespace, budgets roomy enough that a script looping for
