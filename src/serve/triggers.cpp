@@ -141,14 +141,11 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
                      {"body", body.is_discarded() ? Json(req.body) : body},
                      {"content_type", std::string(req.Header("content-type").value_or(""))},
                      {"signed_at", UtcText(signed_s * 1'000'000)}};
-  // The sender's own delivery id when it sends one; else the delivery itself: the signed
-  // timestamp and body, which nobody without the secret can vary (a signature header with other
-  // values beside the good one would be a different string, so it is not part of the key).
-  if (auto k = req.Header("idempotency-key")) {
-    d.run.idempotency_key = std::string(*k).substr(0, 255);
-  } else {
-    d.run.idempotency_key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
-  }
+  // The key is the delivery itself: the signed timestamp and body, which nobody without the secret
+  // can vary. Nothing unsigned is part of it: not an Idempotency-Key header (whoever captured one
+  // delivery could send it again inside the window with a new key each time, and start a run each
+  // time), nor the signature header (other values beside the good one make a different string).
+  d.run.idempotency_key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
   if (w.respond == WebhookTrigger::Respond::kWait) d.wait = std::min(w.wait, o_.limits.wait_max);
   if (auto f = o_.flows.Get(w.flow); !f)
     return JsonError(f.error().code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",

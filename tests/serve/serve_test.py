@@ -1028,6 +1028,32 @@ class QueueMaxTest(unittest.TestCase):
         self.assertEqual(code, 202, data)
 
 
+class WebhookReplayTest(unittest.TestCase):
+    def test_a_replayed_delivery_with_new_idempotency_keys_starts_one_run(self):
+        d = Daemon(self, config={"triggers": [{"name": "push", "webhook": {"flow": "hello", "secret": "hook_secret"}}]})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        body = json.dumps({"name": "captured"})
+        headers = d.sign("s3cret", body)
+        code, first, _ = d.curl("POST", "/hooks/push", body, headers=headers)
+        self.assertEqual(code, 202, first)
+        # The same signed delivery, replayed inside the window with a new Idempotency-Key each time:
+        # the header is not signed, so it is not the key. Each gets the run the delivery has.
+        for i in range(50):
+            code, data, hdrs = d.curl("POST", "/hooks/push", body, headers=dict(headers, **{"Idempotency-Key": "replay-%d" % i}))
+            self.assertIn(code, (200, 202), data)
+            self.assertEqual(data["id"], first["id"])
+            self.assertEqual(hdrs.get("idempotent-replayed"), "true")
+        self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 1)
+        self.assertEqual(d.metric('basal_webhooks_total{trigger="push",verdict="replayed"}'), 50)
+        # A new delivery (signed anew) is a new run, with or without the header.
+        later = d.sign("s3cret", body, ts=int(headers["X-Basal-Timestamp"]) + 1)
+        code, data, _ = d.curl("POST", "/hooks/push", body, headers=dict(later, **{"Idempotency-Key": "replay-0"}))
+        self.assertEqual(code, 202, data)
+        self.assertNotEqual(data["id"], first["id"])
+        self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 2)
+
+
 # A codemode policy for /mcp: kv.get of one namespace, budgets roomy enough that a script looping for
 # ever is ended by the test (its client leaving), not by a budget.
 POLICY = {"grants": {"kv.get": {"namespaces": ["orders"]}}, "budgets": {"cpu_ms": 60000, "deadline_ms": 60000}}
