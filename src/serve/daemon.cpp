@@ -198,6 +198,9 @@ Result<void> Daemon::Listen(const std::string& name, Result<int> fd, bool unix_s
   lo.unix_socket = unix_socket;
   lo.max_connections = config_.limits.max_connections;
   lo.max_body_bytes = config_.limits.max_body_bytes;
+  lo.header_timeout = config_.limits.header_timeout;
+  lo.body_timeout = config_.limits.body_timeout;
+  lo.max_connections_per_client = config_.limits.max_connections_per_client;
   lo.admit = [this](const HttpRequest& head, size_t* max_body) { return api_->Admit(head, max_body); };
   lo.handle = [this](HttpRequest req, Respond respond, OnClientGone on_client_gone) {
     api_->Handle(std::move(req), std::move(respond), std::move(on_client_gone));

@@ -33,6 +33,15 @@ def children_of(pid):
     return out
 
 
+def wait_until(done, timeout=30):
+    """Polls `done` until it holds (a guard against a hang, not a timing assertion)."""
+    deadline = time.time() + timeout
+    while not done():
+        if time.time() > deadline:
+            raise AssertionError("never happened: %s" % done)
+        time.sleep(0.1)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -1052,6 +1061,121 @@ class WebhookReplayTest(unittest.TestCase):
         self.assertEqual(code, 202, data)
         self.assertNotEqual(data["id"], first["id"])
         self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 2)
+
+
+class SlowSenders:
+    """Connections to the TCP listener that send a request head one byte at a time and never end it."""
+
+    HEAD = b"GET /healthz HTTP/1.1\r\nHost: basal\r\nX-Slow: " + b"a" * 100000
+
+    def __init__(self, port, addresses):
+        self.socks = []
+        self.refused = 0
+        for address in addresses:
+            s = socket.socket()
+            s.bind((address, 0))
+            s.settimeout(2)  # a listener that stopped accepting leaves connect() waiting in the backlog
+            try:
+                s.connect(("127.0.0.1", port))
+            except OSError:
+                self.refused += 1
+                s.close()
+                continue
+            s.setblocking(False)
+            self.socks.append(s)
+        self.sent = 0
+
+    def trickle(self):
+        """One more byte on each connection still open; returns how many are open."""
+        open_ = 0
+        for s in self.socks:
+            if s.fileno() < 0:
+                continue
+            try:
+                if s.recv(1, socket.MSG_PEEK) == b"":  # the server closed it
+                    s.close()
+                    continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.close()
+                continue
+            try:
+                s.send(self.HEAD[self.sent:self.sent + 1])
+                open_ += 1
+            except OSError:
+                s.close()
+        self.sent += 1
+        return open_
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+
+
+class SlowClientTest(unittest.TestCase):
+    """Clients that send their request head slowly cannot hold the TCP listener (issue 25)."""
+
+    def test_slow_senders_cannot_take_the_listener_from_an_honest_client(self):
+        # A header_timeout far longer than the test: only the per-client cap and the reserve keep room.
+        d = Daemon(self, tcp=True, config={"limits": {"max_connections": 64, "max_connections_per_client": 8,
+                                                     "header_timeout": "10m"}}).start()
+        # From one address: past max_connections_per_client, connections are closed at once.
+        one = SlowSenders(d.port, ["127.0.0.2"] * 40)
+        self.addCleanup(one.close)
+        # (A connection the kernel has completed but the daemon not yet accepted looks open too.)
+        wait_until(lambda: one.trickle() <= 8)
+        # From many addresses (127.0.0.10 to 127.0.0.209): four times max_connections.
+        many = SlowSenders(d.port, ["127.0.0.%d" % (10 + i % 200) for i in range(256)])
+        self.addCleanup(many.close)
+        self.assertEqual(many.refused, 0)  # the listener kept accepting
+        wait_until(lambda: many.trickle() <= 64)
+        # While they trickle, an honest client is answered, every time, within curl's 3 s.
+        for _ in range(10):
+            self.assertLessEqual(one.trickle(), 8)
+            self.assertLessEqual(many.trickle(), 64)
+            code, data, _ = d.curl("GET", "/healthz", tcp=True, check=False, timeout=3)
+            self.assertEqual(code, 200, data)
+        code, data, _ = d.curl("GET", "/readyz", tcp=True)
+        self.assertEqual((code, data["status"]), (200, "ready"))
+
+    def test_a_slow_head_is_closed_at_header_timeout(self):
+        d = Daemon(self, tcp=True, config={"limits": {"header_timeout": "2s"}}).start()
+        slow = SlowSenders(d.port, ["127.0.0.1"] * 10)
+        self.addCleanup(slow.close)
+        self.assertEqual(slow.trickle(), 10)
+        started = time.time()
+        while time.time() - started < 20 and slow.trickle() > 0:
+            code, data, _ = d.curl("GET", "/healthz", tcp=True)
+            self.assertEqual(code, 200, data)
+            time.sleep(0.3)
+        # Each was still sending, a byte at a time; none had finished its head within 2 s.
+        self.assertEqual(slow.trickle(), 0)
+        self.assertGreaterEqual(time.time() - started, 1.5)
+
+    def test_a_slow_body_is_closed_at_body_timeout(self):
+        d = Daemon(self, tcp=True, config={"limits": {"body_timeout": "2s"}}).start()
+        token = d.cli("token", "create", "--name", "ci", "--scope", "run").stdout.strip()
+        s = socket.create_connection(("127.0.0.1", d.port))
+        self.addCleanup(s.close)
+        s.sendall(b"POST /v1/flows/hello/runs HTTP/1.1\r\nHost: basal\r\nAuthorization: Bearer " + token.encode() +
+                  b"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"input\": ")
+        s.settimeout(1)
+        closed = False
+        deadline = time.time() + 10
+        while time.time() < deadline and not closed:
+            try:
+                s.send(b" ")
+                closed = s.recv(4096, socket.MSG_PEEK) == b""
+            except socket.timeout:
+                pass
+            except OSError:
+                closed = True
+        self.assertTrue(closed, "the slow body's connection is still open")
+        self.assertEqual(d.query("SELECT count(*) FROM runs")[0][0], 0)
+        code, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "quick"}}, tcp=True,
+                               headers={"Authorization": "Bearer " + token})
+        self.assertEqual((code, data["outcome"]), (200, "ok"), data)
 
 
 # A codemode policy for /mcp: kv.get of one namespace, budgets roomy enough that a script looping for
