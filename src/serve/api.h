@@ -95,7 +95,7 @@ class Api {
   void Journal(const HttpRequest& req, Respond respond);
   HttpResponse Flows();
   HttpResponse FlowDetail(const std::string& name);
-  HttpResponse Calls(const std::string& id);
+  HttpResponse Calls(const HttpRequest& req, const std::string& id);
   HttpResponse Metrics();
 
   // Enqueues `run` and answers with it once committed: at once, or when it ends within `wait`.

@@ -119,6 +119,7 @@ constexpr NumberRule kQueueMax{1, 1'000'000, "from 1 to 1000000"};
 constexpr NumberRule kBodyBytes{1 << 10, 64 << 20, "from 1024 (1 KiB) to 67108864 (64 MiB)"};
 constexpr NumberRule kMaxConnections{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kMaxConnectionsPerClient{1, 65536, "from 1 to 65536"};
+constexpr NumberRule kUnsentBytes{4u << 20, 4ull << 30, "from 4194304 (4 MiB) to 4294967296 (4 GiB)"};
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
 
 struct DurationRule {
@@ -382,7 +383,7 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
   if (auto ok = KnownKeys(value, "limits",
                           {"max_workers", "max_activations_per_worker", "queue_max", "max_body_bytes", "wait_max",
                            "drain_timeout", "max_connections", "idempotency_ttl", "header_timeout", "body_timeout",
-                           "max_connections_per_client"});
+                           "max_connections_per_client", "max_unsent_bytes"});
       !ok)
     return ok;
   for (const auto& [key, item] : value.items()) {
@@ -410,6 +411,8 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Duration(item, path, kBodyTimeout), out.body_timeout);
     } else if (key == "max_connections_per_client") {
       ok = Assign(Number(item, path, kMaxConnectionsPerClient), out.max_connections_per_client);
+    } else if (key == "max_unsent_bytes") {
+      ok = Assign(Number(item, path, kUnsentBytes), out.max_unsent_bytes);
     }
     if (!ok) return ok;
   }
@@ -845,6 +848,7 @@ nlohmann::json ToJson(const ServeConfig& config) {
       {"header_timeout", FormatDuration(l.header_timeout)},
       {"body_timeout", FormatDuration(l.body_timeout)},
       {"max_connections_per_client", l.max_connections_per_client},
+      {"max_unsent_bytes", l.max_unsent_bytes},
   };
 
   Json triggers = Json::array();

@@ -66,6 +66,7 @@ struct LimitsConfig {
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds body_timeout{60'000};
   size_t max_connections_per_client = 32;            // TCP connections at once from one address
+  size_t max_unsent_bytes = 64u << 20;               // answers not yet sent, all clients together; past it: 503
 
   bool operator==(const LimitsConfig&) const = default;
 };

@@ -25,6 +25,10 @@ namespace basal::serve {
 
 namespace {
 
+// Answers this small are sent whatever Options::unsent says (errors, health, a run): the refusal
+// itself is one of them.
+constexpr size_t kAlwaysSentBytes = 64 << 10;
+
 // One request on a connection (libmicrohttpd's con_cls), from its headers to its answer.
 struct Exchange {
   HttpListener::Impl* owner = nullptr;
@@ -38,6 +42,7 @@ struct Exchange {
   std::optional<HttpResponse> answer;  // set by Respond
   std::function<void()> on_gone;       // OnClientGone's: the client left before the answer
   int watched_fd = -1;                 // the connection, watched while suspended for on_gone
+  size_t unsent_bytes = 0;             // the answer's body, counted in Options::unsent until completed
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
 };
 
@@ -242,7 +247,21 @@ struct HttpListener::Impl {
     });
   }
 
-  static void Queue(Exchange& x, const HttpResponse& r) {
+  // Hands x.answer to libmicrohttpd (which copies it; ours is freed) and counts it as unsent until
+  // the request completes. An answer that would take the unsent bytes of all listeners past their
+  // cap is replaced by a small 503: the client retries, and nobody holds memory for readers that
+  // do not read.
+  static void Queue(Exchange& x) {
+    HttpResponse& r = *x.answer;
+    Impl& owner = *x.owner;
+    if (owner.options.unsent && r.body.size() > kAlwaysSentBytes &&
+        owner.options.unsent->bytes + r.body.size() > owner.options.unsent->max_bytes) {
+      r = JsonError(503, "busy",
+                    "this answer (" + std::to_string(r.body.size()) + " bytes) would take the answers not yet sent to "
+                    "their clients past limits.max_unsent_bytes (" + std::to_string(owner.options.unsent->max_bytes) +
+                    " bytes); retry later, or ask for less (a smaller ?limit=)");
+      r.headers.emplace_back("Retry-After", "1");
+    }
     MHD_Response* resp = MHD_create_response_from_buffer(r.body.size(), const_cast<char*>(r.body.data()),
                                                          MHD_RESPMEM_MUST_COPY);
     if (!resp) return;
@@ -250,7 +269,12 @@ struct HttpListener::Impl {
     for (const auto& [k, v] : r.headers) MHD_add_response_header(resp, k.c_str(), v.c_str());
     MHD_queue_response(x.connection, static_cast<unsigned int>(r.status), resp);
     MHD_destroy_response(resp);
-    if (x.owner->options.on_response) x.owner->options.on_response(x.request, r.status);
+    if (owner.options.unsent) {
+      x.unsent_bytes = r.body.size();
+      owner.options.unsent->bytes += x.unsent_bytes;
+    }
+    if (owner.options.on_response) owner.options.on_response(x.request, r.status);
+    r.body = std::string();
   }
 
   void ReadHead(Exchange& x, const char* url, const char* method) {
@@ -312,7 +336,7 @@ struct HttpListener::Impl {
         if (auto refusal = options.admit(x->request, &x->max_body)) {
           x->answer = std::move(*refusal);
           x->handed = true;
-          Queue(*x, *x->answer);
+          Queue(*x);
           return MHD_YES;
         }
       }
@@ -326,7 +350,7 @@ struct HttpListener::Impl {
                                 "the request body is " + text + " bytes; this endpoint takes at most " +
                                     std::to_string(x->max_body) + " bytes");
           x->handed = true;
-          Queue(*x, *x->answer);
+          Queue(*x);
           return MHD_YES;
         }
       }
@@ -339,7 +363,7 @@ struct HttpListener::Impl {
       }
       if (x->suspended && x->answer) {
         x->suspended = false;
-        Queue(*x, *x->answer);
+        Queue(*x);
       }
       return MHD_YES;
     }
@@ -362,7 +386,7 @@ struct HttpListener::Impl {
       x->answer = JsonError(413, "body_too_large",
                             "the request body is longer than " + std::to_string(x->max_body) +
                                 " bytes, which is what this endpoint takes");
-      Queue(*x, *x->answer);
+      Queue(*x);
       return MHD_YES;
     }
     ++pending;
@@ -383,7 +407,7 @@ struct HttpListener::Impl {
     options.handle(x->request, guarded, on_client_gone);
     *sync_flag = false;
     if (x->answer) {
-      Queue(*x, *x->answer);
+      Queue(*x);
     } else {
       x->suspended = true;
       MHD_suspend_connection(connection);
@@ -396,6 +420,7 @@ struct HttpListener::Impl {
     if (Conn* c = ConnOf(connection); c && !c->closing) AwaitHead(*c);
     auto* x = static_cast<Exchange*>(*con_cls);
     if (!x) return;
+    if (options.unsent) options.unsent->bytes -= std::min(options.unsent->bytes, x->unsent_bytes);
     if (x->handed && !x->answer && pending > 0) --pending;  // the client left before its answer
     UnwatchClient(*x);
     exchanges.erase(x);

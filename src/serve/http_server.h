@@ -23,7 +23,8 @@
 // most `max_connections_per_client` connections (more are closed at once), and connections without
 // a request in progress (sending a head, or idle between requests) hold at most `max_connections`
 // less a reserve of an eighth: one more closes the oldest of them, so an honest client still gets
-// in while others hold connections open.
+// in while others hold connections open. What is held for clients that do not read their answers
+// is bounded by `unsent` (UnsentAnswers), shared by the listeners.
 #pragma once
 
 #include <chrono>
@@ -46,6 +47,14 @@ class EventLoop;
 
 namespace basal::serve {
 
+// Bytes of answers handed to libmicrohttpd whose requests have not completed (sent whole, or the
+// client gone), shared by the listeners that point to it: the memory held for clients that do not
+// read. Past max_bytes an answer larger than 64 KiB is replaced by 503 "busy" with Retry-After.
+struct UnsentAnswers {
+  size_t max_bytes = 64u << 20;
+  size_t bytes = 0;
+};
+
 class HttpListener {
  public:
   struct Options {
@@ -58,6 +67,7 @@ class HttpListener {
     std::chrono::milliseconds header_timeout{10'000};
     std::chrono::milliseconds body_timeout{60'000};
     size_t max_connections_per_client = 32;  // TCP only; 0: no cap
+    std::shared_ptr<UnsentAnswers> unsent;  // null: no cap
     // The headers are in, the body is not: return a response to refuse the request unread (401,
     // 403, 404, 413), or nullopt to read the body; may lower or raise *max_body for this request.
     std::function<std::optional<HttpResponse>(const HttpRequest& head, size_t* max_body)> admit;

@@ -1178,6 +1178,99 @@ class SlowClientTest(unittest.TestCase):
         self.assertEqual((code, data["outcome"]), (200, "ok"), data)
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
+# Logs `count` lines of `size` bytes: a run with many, and large, host calls.
+CHATTY = ("export default async (input) => { for (let i = 0; i < input.count; i++) "
+          "console.log(String(i).padStart(8, '0') + 'x'.repeat(input.size)); return input.count; };\n")
+CHATTY_MANIFEST = {"grants": {"log": {}}, "budgets": {"deadline_ms": 60000, "cpu_ms": 30000, "journal_kb": 65536,
+                                                      "log_kb": 65536}}
+
+
+class CallsPagingTest(unittest.TestCase):
+    """GET /v1/runs/ID/calls is paged, and answers nobody reads are bounded (issue 25)."""
+
+    def chatty_run(self, d, count, size):
+        code, run, _ = d.curl("POST", "/v1/flows/chatty/runs?wait=60s", {"input": {"count": count, "size": size}})
+        self.assertEqual((code, run["outcome"]), (200, "ok"), run)
+        return run
+
+    def test_pages_follow_the_next_cursor(self):
+        d = Daemon(self, flows={})
+        d.approve("chatty", CHATTY, CHATTY_MANIFEST)
+        d.start()
+        run = self.chatty_run(d, 250, 10)
+        seen, after, pages = [], 0, 0
+        while True:
+            code, page, _ = d.curl("GET", "/v1/runs/%d/calls?after=%d" % (run["id"], after))
+            self.assertEqual(code, 200, page)
+            self.assertEqual((page["run_id"], page["activation_id"]), (run["id"], run["activation_id"]))
+            self.assertLessEqual(len(page["calls"]), 100)  # the default limit
+            seen += [c["call_id"] for c in page["calls"]]
+            pages += 1
+            if page["next"] is None:
+                break
+            self.assertEqual(page["next"], page["calls"][-1]["call_id"])
+            after = page["next"]
+        self.assertEqual(pages, 3)
+        self.assertEqual(len(seen), 250)
+        self.assertEqual(seen, sorted(set(seen)))  # in order, none twice
+        code, page, _ = d.curl("GET", "/v1/runs/%d/calls?limit=7" % run["id"])
+        self.assertEqual((len(page["calls"]), page["next"]), (7, seen[6]))
+        code, page, _ = d.curl("GET", "/v1/runs/%d/calls?after=%d" % (run["id"], seen[-1]))
+        self.assertEqual((page["calls"], page["next"]), ([], None))
+        for query, error in (("limit=0", "bad_limit"), ("limit=1001", "bad_limit"), ("limit=x", "bad_limit"),
+                             ("after=-1", "bad_after"), ("after=x", "bad_after")):
+            code, data, _ = d.curl("GET", "/v1/runs/%d/calls?%s" % (run["id"], query))
+            self.assertEqual((code, data["error"]["code"]), (400, error), data)
+        # Large calls: a page stops at about 1 MiB, whatever the limit.
+        big = self.chatty_run(d, 40, 60000)
+        code, page, _ = d.curl("GET", "/v1/runs/%d/calls?limit=1000" % big["id"])
+        self.assertEqual(code, 200)
+        self.assertLess(len(json.dumps(page)), (1 << 20) + 200000)
+        self.assertLess(len(page["calls"]), 40)
+        self.assertIsNotNone(page["next"])
+
+    def test_answers_nobody_reads_are_bounded(self):
+        d = Daemon(self, flows={}, config={"limits": {"max_unsent_bytes": 4 << 20}})
+        d.approve("chatty", CHATTY, CHATTY_MANIFEST)
+        d.start()
+        run = self.chatty_run(d, 64, 60000)  # about 4 MB of calls
+        url = "/v1/runs/%d/calls?limit=1000" % run["id"]
+        code, page, _ = d.curl("GET", url)
+        self.assertEqual(code, 200)
+        before = rss_kib(d.proc.pid)
+        # 40 clients ask for a page of the calls and never read the answer.
+        quiet = []
+        for _ in range(40):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(d.socket)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(("GET %s HTTP/1.1\r\nHost: basal\r\n\r\n" % url).encode())
+            quiet.append(s)
+            self.addCleanup(s.close)
+        # Every one of them was answered or refused: the daemon still serves.
+        wait_until(lambda: d.metric('basal_http_requests_total{listener="unix",route="/v1",code="503"}') >= 30)
+        code, data, _ = d.curl("GET", "/healthz")
+        self.assertEqual(code, 200)
+        busy = d.metric('basal_http_requests_total{listener="unix",route="/v1",code="503"}')
+        self.assertGreaterEqual(busy, 30)
+        # What the daemon holds for them is bounded by max_unsent_bytes, not by 40 answers.
+        grown_kib = rss_kib(d.proc.pid) - before
+        self.assertLess(grown_kib, 24 << 10, "RSS grew by %d KiB" % grown_kib)
+        # A refused client reads 503 with Retry-After; once the others are gone, it is served.
+        for s in quiet:
+            s.close()
+        code, page, hdrs = d.curl("GET", url)
+        self.assertEqual(code, 200, page)
+
+
 # A codemode policy for /mcp: kv.get of one namespace, budgets roomy enough that a script looping for
 # ever is ended by the test (its client leaving), not by a budget.
 POLICY = {"grants": {"kv.get": {"namespaces": ["orders"]}}, "budgets": {"cpu_ms": 60000, "deadline_ms": 60000}}
