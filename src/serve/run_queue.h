@@ -9,9 +9,10 @@
 // whose run's row was lost with its batch does not run on.
 //
 // How runs wait for a worker is this room's own business: its users enqueue, release, wait and
-// watch, and never see a queue. (Today the runs wait in a queue here, in front of the module's own;
-// when the module queues runs itself, Enqueue hands them to it and Dispatch goes, and nothing
-// outside this file changes.)
+// watch, and never see a queue. (Today the runs wait in queue_ here, in front of the module's own
+// queue; Dispatch moves them to the module while fewer than max_workers run. When the module queues
+// runs itself, Enqueue and Release submit at once, Dispatch has nothing left to do, queued() and
+// in_flight() read the module's counts, and nothing outside this room changes.)
 //
 //   RunQueue queue({.module = module, .runs = store.runs(), .journal = store.journal(), .loop = loop,
 //                   .metrics = metrics, .limits = config.limits, .now_us = SystemNowUs,
