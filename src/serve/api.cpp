@@ -20,6 +20,9 @@ Json ParseOrText(const std::string& text) {
   return j.is_discarded() ? Json(text) : j;
 }
 
+// A page of /v1/runs/{id}/calls stops after the call that brings it past this many bytes.
+constexpr size_t kCallsPageBytes = 1 << 20;
+
 std::optional<int64_t> ParseId(std::string_view text) {
   if (text.empty() || text.size() > 18) return std::nullopt;
   int64_t v = 0;
@@ -86,7 +89,7 @@ void Api::AddRoutes() {
     GetRun(req, std::string(p.Get("id")), std::move(r));
   });
   Add({"GET"}, "/v1/runs/{id}/calls", read,
-      [this](auto&, const RouteParams& p, Respond r, auto) { r(Calls(std::string(p.Get("id")))); });
+      [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) { r(Calls(req, std::string(p.Get("id")))); });
   Add({"POST"}, "/v1/runs/{id}/resolve", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
     ResolveRun(req, std::string(p.Get("id")), std::move(r));
   });
@@ -236,12 +239,6 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
     if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", f.error().message));
     return respond(JsonError(500, "flow_unavailable", f.error().message));
   }
-  if (o_.queue.queued() >= o_.limits.queue_max && run.idempotency_key.empty()) {
-    HttpResponse r = JsonError(429, "queue_full", std::to_string(o_.queue.queued()) +
-                                                      " runs are queued, the limit (limits.queue_max); retry later");
-    r.headers.emplace_back("Retry-After", "1");
-    return respond(r);
-  }
   Accept(std::move(run), *wait, std::move(respond), std::nullopt);
 }
 
@@ -255,6 +252,13 @@ void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond re
 void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
                  std::optional<std::string> webhook) {
   o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook](Result<AcceptedRun> a) {
+    if (!a && a.error().code == ErrorCode::kUnavailable) {
+      // The queue is full (limits.queue_max): a client, or a webhook's sender, retries later.
+      if (webhook) o_.triggers.DeliveryRefused(*webhook, "queue_full");
+      HttpResponse r = JsonError(429, "queue_full", a.error().message);
+      r.headers.emplace_back("Retry-After", "1");
+      return respond(std::move(r));
+    }
     if (!a) {
       const bool conflict = a.error().code == ErrorCode::kConflict;
       if (conflict && !webhook) return respond(JsonError(409, "idempotency_key_reused", a.error().message));
@@ -333,20 +337,42 @@ Json Api::RunJson(const RunRow& run) {
   return j;
 }
 
-HttpResponse Api::Calls(const std::string& id_text) {
+// A page of the calls of the run's activation, after the call `?after=` (0: from the first), at
+// most `?limit=` of them (default 100, 1-1000) and about kCallsPageBytes: the call that passes that
+// ends the page. `next` is the cursor of the next page: null when no call follows this page now.
+HttpResponse Api::Calls(const HttpRequest& req, const std::string& id_text) {
   auto run_id = ParseId(id_text);
   if (!run_id) return JsonError(400, "bad_run_id", "\"" + id_text + "\" is not a run id (a positive integer)");
+  int64_t after = 0;
+  if (auto a = req.Query("after")) {
+    auto v = ParseId(*a);
+    if (!v) return JsonError(400, "bad_after", "?after= takes a call id (a non-negative integer), the `next` of a page");
+    after = *v;
+  }
+  size_t limit = 100;
+  if (auto l = req.Query("limit")) {
+    auto v = ParseId(*l);
+    if (!v || *v < 1 || *v > 1000) return JsonError(400, "bad_limit", "?limit= takes 1-1000");
+    limit = static_cast<size_t>(*v);
+  }
   auto run = o_.queue.Get(*run_id);
   if (!run) return JsonError(500, "journal", run.error().message);
   if (!*run) return JsonError(404, "run_not_found", "no run " + std::to_string(*run_id) + " in this store");
   Json calls = Json::array();
+  Json next = nullptr;
   if ((*run)->activation_id > 0) {
     // Every activation's calls (a durable run resumed has several), else the one activation's (a
     // run journaled before schema 6).
     auto rows = o_.reader.RunCalls(*run_id);
     if (rows && rows->empty()) rows = o_.reader.Calls((*run)->activation_id);
     if (!rows) return JsonError(500, "journal", rows.error().message);
+    size_t bytes = 0;
     for (const CallRow& c : *rows) {
+      if (c.call_id <= after) continue;
+      if (calls.size() >= limit || bytes >= kCallsPageBytes) {
+        next = calls.back()["call_id"];
+        break;
+      }
       Json j{{"call_id", c.call_id},
              {"activation_id", c.activation_id},
              {"name", c.name},
@@ -363,10 +389,15 @@ HttpResponse Api::Calls(const std::string& id_text) {
       }
       if (!c.result_json.empty()) j["result"] = ParseOrText(c.result_json);
       if (!c.error_json.empty()) j["error"] = ParseOrText(c.error_json);
+      bytes += c.name.size() + c.args_json.size() + c.result_json.size() + c.error_json.size() + c.decision.rule.size() +
+               c.decision.reason.size() + 200;
       calls.push_back(std::move(j));
     }
   }
-  return JsonResponse(200, Json{{"run_id", *run_id}, {"activation_id", (*run)->activation_id}, {"calls", calls}});
+  return JsonResponse(200, Json{{"run_id", *run_id},
+                                {"activation_id", (*run)->activation_id},
+                                {"calls", std::move(calls)},
+                                {"next", std::move(next)}});
 }
 
 // ---------------------------------------------------------------- a durable run's operator actions

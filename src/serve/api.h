@@ -95,7 +95,7 @@ class Api {
   void Journal(const HttpRequest& req, Respond respond);
   HttpResponse Flows();
   HttpResponse FlowDetail(const std::string& name);
-  HttpResponse Calls(const std::string& id);
+  HttpResponse Calls(const HttpRequest& req, const std::string& id);
   // A durable run's operator actions (docs/durable.md): decide a call in doubt, cancel, resume.
   void ResolveRun(const HttpRequest& req, const std::string& id, Respond respond);
   void CancelRun(const HttpRequest& req, const std::string& id, Respond respond);

@@ -118,6 +118,8 @@ constexpr NumberRule kMaxActivationsPerWorker{1, 1'000'000, "from 1 to 1000000"}
 constexpr NumberRule kQueueMax{1, 1'000'000, "from 1 to 1000000"};
 constexpr NumberRule kBodyBytes{1 << 10, 64 << 20, "from 1024 (1 KiB) to 67108864 (64 MiB)"};
 constexpr NumberRule kMaxConnections{1, 65536, "from 1 to 65536"};
+constexpr NumberRule kMaxConnectionsPerClient{1, 65536, "from 1 to 65536"};
+constexpr NumberRule kUnsentBytes{4u << 20, 4ull << 30, "from 4194304 (4 MiB) to 4294967296 (4 GiB)"};
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
 
 struct DurationRule {
@@ -126,6 +128,8 @@ struct DurationRule {
 };
 constexpr DurationRule kWaitMax{milliseconds(0), std::chrono::hours(1), "from 0s to 1h"};
 constexpr DurationRule kDrainTimeout{milliseconds(0), std::chrono::hours(1), "from 0s to 1h"};
+constexpr DurationRule kHeaderTimeout{std::chrono::seconds(1), std::chrono::minutes(10), "from 1s to 10m"};
+constexpr DurationRule kBodyTimeout{std::chrono::seconds(1), std::chrono::hours(1), "from 1s to 1h"};
 constexpr DurationRule kIdempotencyTtl{std::chrono::seconds(1), std::chrono::hours(24 * 30), "from 1s to 30d"};
 constexpr DurationRule kWindow{std::chrono::seconds(1), std::chrono::hours(24), "from 1s to 24h"};
 constexpr DurationRule kWebhookWait{milliseconds(1), std::chrono::minutes(10), "from 1ms to 10m"};
@@ -378,7 +382,8 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
   if (auto ok = Object(value, "limits", "{\"max_workers\": 8, \"drain_timeout\": \"30s\"}"); !ok) return ok;
   if (auto ok = KnownKeys(value, "limits",
                           {"max_workers", "max_activations_per_worker", "queue_max", "max_body_bytes", "wait_max",
-                           "drain_timeout", "max_connections", "idempotency_ttl"});
+                           "drain_timeout", "max_connections", "idempotency_ttl", "header_timeout", "body_timeout",
+                           "max_connections_per_client", "max_unsent_bytes"});
       !ok)
     return ok;
   for (const auto& [key, item] : value.items()) {
@@ -400,6 +405,14 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kMaxConnections), out.max_connections);
     } else if (key == "idempotency_ttl") {
       ok = Assign(Duration(item, path, kIdempotencyTtl), out.idempotency_ttl);
+    } else if (key == "header_timeout") {
+      ok = Assign(Duration(item, path, kHeaderTimeout), out.header_timeout);
+    } else if (key == "body_timeout") {
+      ok = Assign(Duration(item, path, kBodyTimeout), out.body_timeout);
+    } else if (key == "max_connections_per_client") {
+      ok = Assign(Number(item, path, kMaxConnectionsPerClient), out.max_connections_per_client);
+    } else if (key == "max_unsent_bytes") {
+      ok = Assign(Number(item, path, kUnsentBytes), out.max_unsent_bytes);
     }
     if (!ok) return ok;
   }
@@ -832,6 +845,10 @@ nlohmann::json ToJson(const ServeConfig& config) {
       {"drain_timeout", FormatDuration(l.drain_timeout)},
       {"max_connections", l.max_connections},
       {"idempotency_ttl", FormatDuration(l.idempotency_ttl)},
+      {"header_timeout", FormatDuration(l.header_timeout)},
+      {"body_timeout", FormatDuration(l.body_timeout)},
+      {"max_connections_per_client", l.max_connections_per_client},
+      {"max_unsent_bytes", l.max_unsent_bytes},
   };
 
   Json triggers = Json::array();

@@ -61,6 +61,12 @@ struct LimitsConfig {
   std::chrono::milliseconds drain_timeout{30'000};   // at SIGTERM, running activations get this long
   size_t max_connections = 256;                      // HTTP connections at once, per listener
   std::chrono::milliseconds idempotency_ttl{86'400'000};  // how long an Idempotency-Key is remembered (24h)
+  // A connection's request head must be in within header_timeout (of its start, or of its previous
+  // answer), its body within body_timeout of its head; else the connection is closed.
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds body_timeout{60'000};
+  size_t max_connections_per_client = 32;            // TCP connections at once from one address
+  size_t max_unsent_bytes = 64u << 20;               // answers not yet sent, all clients together; past it: 503
 
   bool operator==(const LimitsConfig&) const = default;
 };

@@ -112,6 +112,8 @@ class Daemon final : public ModuleObserver {
   std::unique_ptr<Api> api_;
   std::unique_ptr<Lifecycle> lifecycle_;
   std::vector<std::unique_ptr<HttpListener>> listeners_;
+  // The answers not yet sent, on both listeners together (limits.max_unsent_bytes).
+  std::shared_ptr<UnsentAnswers> unsent_ = std::make_shared<UnsentAnswers>(UnsentAnswers{config_.limits.max_unsent_bytes, 0});
 };
 
 Result<void> Daemon::OpenModule() {
@@ -192,6 +194,10 @@ Result<void> Daemon::Listen(const std::string& name, Result<int> fd, bool unix_s
   lo.unix_socket = unix_socket;
   lo.max_connections = config_.limits.max_connections;
   lo.max_body_bytes = config_.limits.max_body_bytes;
+  lo.header_timeout = config_.limits.header_timeout;
+  lo.body_timeout = config_.limits.body_timeout;
+  lo.max_connections_per_client = config_.limits.max_connections_per_client;
+  lo.unsent = unsent_;
   lo.admit = [this](const HttpRequest& head, size_t* max_body) { return api_->Admit(head, max_body); };
   lo.handle = [this](HttpRequest req, Respond respond, OnClientGone on_client_gone) {
     api_->Handle(std::move(req), std::move(respond), std::move(on_client_gone));

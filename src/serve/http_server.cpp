@@ -15,6 +15,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <limits>
+#include <list>
 #include <unordered_set>
 
 #include "parent/loop/event_loop.h"
@@ -22,6 +24,10 @@
 namespace basal::serve {
 
 namespace {
+
+// Answers this small are sent whatever Options::unsent says (errors, health, a run): the refusal
+// itself is one of them.
+constexpr size_t kAlwaysSentBytes = 64 << 10;
 
 // One request on a connection (libmicrohttpd's con_cls), from its headers to its answer.
 struct Exchange {
@@ -36,7 +42,18 @@ struct Exchange {
   std::optional<HttpResponse> answer;  // set by Respond
   std::function<void()> on_gone;       // OnClientGone's: the client left before the answer
   int watched_fd = -1;                 // the connection, watched while suspended for on_gone
+  size_t unsent_bytes = 0;             // the answer's body, counted in Options::unsent until completed
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+};
+
+// One connection, from its start to its close (libmicrohttpd's socket context): what it waits for
+// from the client, and by when.
+struct Conn {
+  int fd = -1;
+  enum class Awaits { kHead, kBody, kNothing } awaits = Awaits::kNothing;  // kNothing: a request is being handled
+  EventLoop::Clock::time_point deadline{};
+  std::list<Conn*>::iterator in_idle;  // valid while awaits == kHead
+  bool closing = false;
 };
 
 MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* value) {
@@ -66,6 +83,102 @@ struct HttpListener::Impl {
   size_t connections = 0;
   bool run_posted = false;
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  std::unordered_set<Conn*> conns;  // every open connection (freed when libmicrohttpd closes it)
+  std::list<Conn*> idle;            // the connections awaiting a request's head, longest first
+  std::optional<EventLoop::TimerId> sweep;
+  EventLoop::Clock::time_point sweep_at{};
+  bool stopping = false;  // in the destructor: libmicrohttpd closes everything, nothing is armed again
+
+  // ---- connections: deadlines, and the reserve
+
+  // How many connections may await a head at once: all on the Unix socket (its peers are the
+  // operator's), on TCP all but a reserve of an eighth for clients that send their head at once.
+  size_t IdleCap() const {
+    if (options.unix_socket) return std::numeric_limits<size_t>::max();
+    return std::max<size_t>(1, options.max_connections - options.max_connections / 8);
+  }
+
+  static Conn* ConnOf(MHD_Connection* connection) {
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? static_cast<Conn*>(info->socket_context) : nullptr;
+  }
+
+  void ConnStarted(MHD_Connection* connection, void** socket_context) {
+    ++connections;
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info) return;
+    auto* c = new Conn;
+    c->fd = info->connect_fd;
+    conns.insert(c);
+    *socket_context = c;
+    AwaitHead(*c);
+  }
+
+  void ConnClosed(void** socket_context) {
+    if (connections > 0) --connections;
+    auto* c = static_cast<Conn*>(*socket_context);
+    if (!c) return;
+    if (c->awaits == Conn::Awaits::kHead) idle.erase(c->in_idle);
+    conns.erase(c);
+    delete c;
+    *socket_context = nullptr;
+  }
+
+  void Await(Conn& c, Conn::Awaits what, std::chrono::milliseconds within) {
+    if (c.awaits == Conn::Awaits::kHead) idle.erase(c.in_idle);
+    c.awaits = what;
+    if (what == Conn::Awaits::kNothing) return;
+    c.deadline = EventLoop::Clock::now() + within;
+    ArmSweep(c.deadline);
+  }
+
+  // The connection is new, or its last answer went out: a request's head is due. One more such
+  // connection than IdleCap closes the one that has waited longest.
+  void AwaitHead(Conn& c) {
+    if (c.awaits == Conn::Awaits::kHead) idle.erase(c.in_idle);
+    c.awaits = Conn::Awaits::kHead;
+    c.deadline = EventLoop::Clock::now() + options.header_timeout;
+    c.in_idle = idle.insert(idle.end(), &c);
+    ArmSweep(c.deadline);
+    if (idle.size() > IdleCap()) Close(*idle.front());
+  }
+
+  // Closes the connection under libmicrohttpd, which then finds it closed and frees it.
+  void Close(Conn& c) {
+    if (c.closing || stopping) return;
+    c.closing = true;
+    if (c.awaits == Conn::Awaits::kHead) idle.erase(c.in_idle);
+    c.awaits = Conn::Awaits::kNothing;
+    shutdown(c.fd, SHUT_RDWR);
+    RunSoon();
+  }
+
+  void ArmSweep(EventLoop::Clock::time_point at) {
+    if (stopping || (sweep && sweep_at <= at)) return;
+    if (sweep) loop->Cancel(*sweep);
+    sweep_at = at;
+    sweep = loop->At(at, [this] {
+      sweep.reset();
+      Sweep();
+    });
+  }
+
+  // Closes every connection past its deadline, and sets the timer for the next deadline.
+  void Sweep() {
+    const auto now = EventLoop::Clock::now();
+    std::optional<EventLoop::Clock::time_point> next;
+    std::vector<Conn*> late;
+    for (Conn* c : conns) {
+      if (c->closing || c->awaits == Conn::Awaits::kNothing) continue;
+      if (c->deadline <= now) {
+        late.push_back(c);
+      } else if (!next || c->deadline < *next) {
+        next = c->deadline;
+      }
+    }
+    for (Conn* c : late) Close(*c);
+    if (next) ArmSweep(*next);
+  }
 
   // Runs libmicrohttpd's work and sets the timer it asks for.
   void Run() {
@@ -134,7 +247,21 @@ struct HttpListener::Impl {
     });
   }
 
-  static void Queue(Exchange& x, const HttpResponse& r) {
+  // Hands x.answer to libmicrohttpd (which copies it; ours is freed) and counts it as unsent until
+  // the request completes. An answer that would take the unsent bytes of all listeners past their
+  // cap is replaced by a small 503: the client retries, and nobody holds memory for readers that
+  // do not read.
+  static void Queue(Exchange& x) {
+    HttpResponse& r = *x.answer;
+    Impl& owner = *x.owner;
+    if (owner.options.unsent && r.body.size() > kAlwaysSentBytes &&
+        owner.options.unsent->bytes + r.body.size() > owner.options.unsent->max_bytes) {
+      r = JsonError(503, "busy",
+                    "this answer (" + std::to_string(r.body.size()) + " bytes) would take the answers not yet sent to "
+                    "their clients past limits.max_unsent_bytes (" + std::to_string(owner.options.unsent->max_bytes) +
+                    " bytes); retry later, or ask for less (a smaller ?limit=)");
+      r.headers.emplace_back("Retry-After", "1");
+    }
     MHD_Response* resp = MHD_create_response_from_buffer(r.body.size(), const_cast<char*>(r.body.data()),
                                                          MHD_RESPMEM_MUST_COPY);
     if (!resp) return;
@@ -142,7 +269,12 @@ struct HttpListener::Impl {
     for (const auto& [k, v] : r.headers) MHD_add_response_header(resp, k.c_str(), v.c_str());
     MHD_queue_response(x.connection, static_cast<unsigned int>(r.status), resp);
     MHD_destroy_response(resp);
-    if (x.owner->options.on_response) x.owner->options.on_response(x.request, r.status);
+    if (owner.options.unsent) {
+      x.unsent_bytes = r.body.size();
+      owner.options.unsent->bytes += x.unsent_bytes;
+    }
+    if (owner.options.on_response) owner.options.on_response(x.request, r.status);
+    r.body = std::string();
   }
 
   void ReadHead(Exchange& x, const char* url, const char* method) {
@@ -192,6 +324,7 @@ struct HttpListener::Impl {
                     size_t* upload_data_size, void** con_cls) {
     auto* x = static_cast<Exchange*>(*con_cls);
     if (!x) {  // the headers are in
+      if (Conn* c = ConnOf(connection)) Await(*c, Conn::Awaits::kBody, options.body_timeout);
       x = new Exchange;
       x->owner = this;
       x->connection = connection;
@@ -203,7 +336,7 @@ struct HttpListener::Impl {
         if (auto refusal = options.admit(x->request, &x->max_body)) {
           x->answer = std::move(*refusal);
           x->handed = true;
-          Queue(*x, *x->answer);
+          Queue(*x);
           return MHD_YES;
         }
       }
@@ -217,7 +350,7 @@ struct HttpListener::Impl {
                                 "the request body is " + text + " bytes; this endpoint takes at most " +
                                     std::to_string(x->max_body) + " bytes");
           x->handed = true;
-          Queue(*x, *x->answer);
+          Queue(*x);
           return MHD_YES;
         }
       }
@@ -230,7 +363,7 @@ struct HttpListener::Impl {
       }
       if (x->suspended && x->answer) {
         x->suspended = false;
-        Queue(*x, *x->answer);
+        Queue(*x);
       }
       return MHD_YES;
     }
@@ -248,11 +381,12 @@ struct HttpListener::Impl {
     }
     // The whole request is in.
     x->handed = true;
+    if (Conn* c = ConnOf(connection); c && !c->closing) Await(*c, Conn::Awaits::kNothing, {});
     if (x->body_too_large) {
       x->answer = JsonError(413, "body_too_large",
                             "the request body is longer than " + std::to_string(x->max_body) +
                                 " bytes, which is what this endpoint takes");
-      Queue(*x, *x->answer);
+      Queue(*x);
       return MHD_YES;
     }
     ++pending;
@@ -273,7 +407,7 @@ struct HttpListener::Impl {
     options.handle(x->request, guarded, on_client_gone);
     *sync_flag = false;
     if (x->answer) {
-      Queue(*x, *x->answer);
+      Queue(*x);
     } else {
       x->suspended = true;
       MHD_suspend_connection(connection);
@@ -282,9 +416,11 @@ struct HttpListener::Impl {
     return MHD_YES;
   }
 
-  void Completed(void** con_cls) {
+  void Completed(MHD_Connection* connection, void** con_cls) {
+    if (Conn* c = ConnOf(connection); c && !c->closing) AwaitHead(*c);
     auto* x = static_cast<Exchange*>(*con_cls);
     if (!x) return;
+    if (options.unsent) options.unsent->bytes -= std::min(options.unsent->bytes, x->unsent_bytes);
     if (x->handed && !x->answer && pending > 0) --pending;  // the client left before its answer
     UnwatchClient(*x);
     exchanges.erase(x);
@@ -301,14 +437,14 @@ MHD_Result AccessThunk(void* cls, MHD_Connection* connection, const char* url, c
                                                         con_cls);
 }
 
-void CompletedThunk(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
-  static_cast<HttpListener::Impl*>(cls)->Completed(con_cls);
+void CompletedThunk(void* cls, MHD_Connection* connection, void** con_cls, MHD_RequestTerminationCode) {
+  static_cast<HttpListener::Impl*>(cls)->Completed(connection, con_cls);
 }
 
-void ConnectionThunk(void* cls, MHD_Connection*, void**, MHD_ConnectionNotificationCode code) {
+void ConnectionThunk(void* cls, MHD_Connection* connection, void** socket_context, MHD_ConnectionNotificationCode code) {
   auto* impl = static_cast<HttpListener::Impl*>(cls);
-  if (code == MHD_CONNECTION_NOTIFY_STARTED) ++impl->connections;
-  if (code == MHD_CONNECTION_NOTIFY_CLOSED && impl->connections > 0) --impl->connections;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) impl->ConnStarted(connection, socket_context);
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) impl->ConnClosed(socket_context);
 }
 
 }  // namespace
@@ -321,6 +457,11 @@ Result<std::unique_ptr<HttpListener>> HttpListener::Start(EventLoop& loop, Optio
   impl->options = std::move(options);
   Impl* raw = impl.get();
   const unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+  // On TCP, connections from one client address beyond the cap are closed as soon as accepted.
+  MHD_OptionItem per_client[] = {{MHD_OPTION_END, 0, nullptr}, {MHD_OPTION_END, 0, nullptr}};
+  if (!raw->options.unix_socket && raw->options.max_connections_per_client > 0)
+    per_client[0] = {MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                     static_cast<intptr_t>(raw->options.max_connections_per_client), nullptr};
   raw->daemon = MHD_start_daemon(
       flags, 0, nullptr, nullptr, &AccessThunk, raw,                                            //
       MHD_OPTION_LISTEN_SOCKET, raw->options.listen_fd,                                       //
@@ -329,6 +470,7 @@ Result<std::unique_ptr<HttpListener>> HttpListener::Start(EventLoop& loop, Optio
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(64 << 10),                      //
       MHD_OPTION_NOTIFY_COMPLETED, &CompletedThunk, raw,                                      //
       MHD_OPTION_NOTIFY_CONNECTION, &ConnectionThunk, raw,                                    //
+      MHD_OPTION_ARRAY, per_client,                                                           //
       MHD_OPTION_END);
   if (!raw->daemon) {
     close(raw->options.listen_fd);
@@ -368,6 +510,8 @@ size_t HttpListener::connections() const { return impl_->connections; }
 HttpListener::~HttpListener() {
   Impl& m = *impl_;
   *m.alive = false;
+  m.stopping = true;
+  if (m.sweep) m.loop->Cancel(*m.sweep);
   if (!m.daemon) return;
   m.loop->Unwatch(m.epoll_fd);
   if (m.timer) m.loop->Cancel(*m.timer);

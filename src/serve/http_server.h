@@ -16,7 +16,15 @@
 // Bounds: `max_connections` connections at once, headers within 64 KiB (libmicrohttpd's
 // per-connection memory), bodies within the admitted `max_body` (checked against Content-Length
 // before reading, and counted while reading a chunked body, which is then discarded), an idle
-// connection closed after `idle_timeout`.
+// connection closed after `idle_timeout`. A client may not hold a connection by sending slowly: a
+// request's head must be in within `header_timeout` of the connection's start (or of its previous
+// answer), its body within `body_timeout` of its head, or the connection is closed (a request
+// handed to `handle`, answered later, has no such deadline). On TCP, one client address holds at
+// most `max_connections_per_client` connections (more are closed at once), and connections without
+// a request in progress (sending a head, or idle between requests) hold at most `max_connections`
+// less a reserve of an eighth: one more closes the oldest of them, so an honest client still gets
+// in while others hold connections open. What is held for clients that do not read their answers
+// is bounded by `unsent` (UnsentAnswers), shared by the listeners.
 #pragma once
 
 #include <chrono>
@@ -39,6 +47,14 @@ class EventLoop;
 
 namespace basal::serve {
 
+// Bytes of answers handed to libmicrohttpd whose requests have not completed (sent whole, or the
+// client gone), shared by the listeners that point to it: the memory held for clients that do not
+// read. Past max_bytes an answer larger than 64 KiB is replaced by 503 "busy" with Retry-After.
+struct UnsentAnswers {
+  size_t max_bytes = 64u << 20;
+  size_t bytes = 0;
+};
+
 class HttpListener {
  public:
   struct Options {
@@ -48,6 +64,10 @@ class HttpListener {
     size_t max_connections = 256;
     size_t max_body_bytes = 1 << 20;  // the default for `admit`'s *max_body
     std::chrono::seconds idle_timeout{60};
+    std::chrono::milliseconds header_timeout{10'000};
+    std::chrono::milliseconds body_timeout{60'000};
+    size_t max_connections_per_client = 32;  // TCP only; 0: no cap
+    std::shared_ptr<UnsentAnswers> unsent;  // null: no cap
     // The headers are in, the body is not: return a response to refuse the request unread (401,
     // 403, 404, 413), or nullopt to read the body; may lower or raise *max_body for this request.
     std::function<std::optional<HttpResponse>(const HttpRequest& head, size_t* max_body)> admit;

@@ -68,6 +68,12 @@ Result<RunQueue::Recovered> RunQueue::Recover() {
 }
 
 void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun>)> then) {
+  const int64_t now = o_.now_us();
+  if (o_.host.queued_runs() >= o_.limits.queue_max && !KeyNamesARun(request.flow, request.idempotency_key, now)) {
+    then(MakeError(ErrorCode::kUnavailable, std::to_string(o_.host.queued_runs()) +
+                                                " runs are queued, the limit (limits.queue_max); retry later"));
+    return;
+  }
   auto flow = o_.flow_for(request.flow);
   if (!flow) {
     then(flow.error());
@@ -79,16 +85,21 @@ void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun
   options.key_ttl = o_.limits.idempotency_ttl;
   options.state_detail = request.state_detail;
   options.hold = request.hold;
-  options.created_unix_us = o_.now_us();
+  options.created_unix_us = now;
   // The module journals the run and queues it; a worker free now starts it in the same pass, its
   // activation's start joining the same commit (the module runs nothing of the flow before that
   // commit: every effect is a host call, answered only after its own record commits).
+  const std::string key = request.idempotency_key;
   auto accepted = o_.host.StartRun(*flow, std::move(request.input), std::move(options), StopCallback(request.flow));
   if (!accepted) {
     then(accepted.error());
     return;
   }
   AcceptedRun a{std::move(accepted->run), accepted->existing};
+  // (A key this daemon knew may have expired in the store meanwhile: the run is then new, and the
+  // queue one above queue_max. Rare, and bounded by the keys it knew.)
+  if (!key.empty())
+    RememberKey(request.flow, key, (a.existing ? a.run.created_unix_us : now) + o_.limits.idempotency_ttl.count() * 1000);
   if (!a.existing)
     o_.metrics.Add("basal_runs_accepted_total", {request.flow, request.trigger.substr(0, request.trigger.find(':'))});
   PublishGauges();
@@ -142,6 +153,24 @@ void RunQueue::ResumeInterrupted() {
   }
   PublishGauges();
   resume_timer_ = o_.host.loop().At(EventLoop::Clock::now() + resume_every_, [this] { ResumeInterrupted(); });
+}
+
+bool RunQueue::KeyNamesARun(const std::string& flow, const std::string& key, int64_t now_us) const {
+  if (key.empty()) return false;
+  auto it = known_keys_.find({flow, key});
+  return it != known_keys_.end() && it->second.expires_us > now_us;
+}
+
+void RunQueue::RememberKey(const std::string& flow, const std::string& key, int64_t expires_us) {
+  const uint64_t seq = next_key_seq_++;
+  known_keys_[{flow, key}] = KnownKey{expires_us, seq};
+  known_order_.emplace_back(seq, std::make_pair(flow, key));
+  while (known_order_.size() > kMaxKnownKeys) {
+    const auto& [oldest_seq, oldest] = known_order_.front();
+    // Forgotten only if this is the entry that counts (not one found again since).
+    if (auto it = known_keys_.find(oldest); it != known_keys_.end() && it->second.seq == oldest_seq) known_keys_.erase(it);
+    known_order_.pop_front();
+  }
 }
 
 void RunQueue::Release(int64_t run_id) {

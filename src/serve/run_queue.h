@@ -84,9 +84,16 @@ class RunQueue {
   Result<Recovered> Recover();
 
   // Journals the run as queued (or finds the run its key names) and calls `then` once that row is
-  // committed: with the run, or with the error (kConflict: the key was used with another input;
-  // kDatabase: the store refused the row or its commit). A new run that is not held may start in
-  // the same pass, its activation's start joining the same commit.
+  // committed: with the run, or with the error (kUnavailable: limits.queue_max runs wait already;
+  // kConflict: the key was used with another input; kDatabase: the store refused the row or its
+  // commit). A refusal is told at once. A new run that is not held may start in the same pass, its
+  // activation's start joining the same commit.
+  //
+  // queue_max holds for every request, keyed or not, held or not: past it only a key that names a
+  // run this daemon accepted or found (one of the newest kMaxKnownKeys, unexpired) still gets that
+  // run, since it adds nothing. A key from before the daemon started is refused while the queue is
+  // full, and gets its run once there is room.
+  static constexpr size_t kMaxKnownKeys = 10'000;
   void Enqueue(RunRequest request, std::function<void(Result<AcceptedRun>)> then);
   // A held run may start now.
   void Release(int64_t run_id);
@@ -134,6 +141,8 @@ class RunQueue {
   RunCallback StopCallback(const std::string& flow);
 
   void ResumeInterrupted();
+  bool KeyNamesARun(const std::string& flow, const std::string& key, int64_t now_us) const;
+  void RememberKey(const std::string& flow, const std::string& key, int64_t expires_us);
 
   Options o_;
   std::unordered_map<int64_t, std::map<uint64_t, Waiter>> waiters_;
@@ -143,6 +152,16 @@ class RunQueue {
   std::map<int64_t, std::string> refused_resumes_;  // run -> why (logged once, not retried by the scan)
   uint64_t next_waiter_ = 1;
   std::vector<std::function<void(int64_t)>> ended_observers_;
+  // (flow, key) -> when the key expires, for the newest kMaxKnownKeys keyed runs accepted or found.
+  // known_order_ holds them oldest first; a key found again is entered again, and only its newest
+  // entry (by sequence number) counts.
+  struct KnownKey {
+    int64_t expires_us = 0;
+    uint64_t seq = 0;
+  };
+  std::map<std::pair<std::string, std::string>, KnownKey> known_keys_;
+  std::deque<std::pair<uint64_t, std::pair<std::string, std::string>>> known_order_;
+  uint64_t next_key_seq_ = 1;
   bool draining_ = false;
   bool journal_ok_ = true;
   std::string journal_why_;

@@ -141,14 +141,11 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
                      {"body", body.is_discarded() ? Json(req.body) : body},
                      {"content_type", std::string(req.Header("content-type").value_or(""))},
                      {"signed_at", UtcText(signed_s * 1'000'000)}};
-  // The sender's own delivery id when it sends one; else the delivery itself: the signed
-  // timestamp and body, which nobody without the secret can vary (a signature header with other
-  // values beside the good one would be a different string, so it is not part of the key).
-  if (auto k = req.Header("idempotency-key")) {
-    d.run.idempotency_key = std::string(*k).substr(0, 255);
-  } else {
-    d.run.idempotency_key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
-  }
+  // The key is the delivery itself: the signed timestamp and body, which nobody without the secret
+  // can vary. Nothing unsigned is part of it: not an Idempotency-Key header (whoever captured one
+  // delivery could send it again inside the window with a new key each time, and start a run each
+  // time), nor the signature header (other values beside the good one make a different string).
+  d.run.idempotency_key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
   if (w.respond == WebhookTrigger::Respond::kWait) d.wait = std::min(w.wait, o_.limits.wait_max);
   if (auto f = o_.host.CurrentFlow(w.flow); !f)
     return JsonError(f.error().code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
@@ -158,6 +155,10 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
 
 void Triggers::DeliveryAccepted(const std::string& trigger, bool existing) {
   o_.metrics.Add("basal_webhooks_total", {trigger, existing ? "replayed" : "accepted"});
+}
+
+void Triggers::DeliveryRefused(const std::string& trigger, const std::string& verdict) {
+  o_.metrics.Add("basal_webhooks_total", {trigger, verdict});
 }
 
 // ---------------------------------------------------------------- schedules
@@ -273,7 +274,19 @@ void Triggers::Fire(Schedule& s, int64_t fire_us) {
   const bool hold = d == OverlapDecision::kBuffer;
   RunRequest run = ScheduleRun(s, std::nullopt);
   run.hold = hold;
-  o_.queue.Enqueue(std::move(run), [this, name, hold](Result<AcceptedRun> a) {
+  o_.queue.Enqueue(std::move(run), [this, name, hold, fire_us](Result<AcceptedRun> a) {
+    if (!a && a.error().code == ErrorCode::kUnavailable) {
+      // The queue is full: the fire is accounted for as skipped, saying why.
+      auto s = schedules_.find(name);
+      if (s == schedules_.end()) return;
+      const Json error{{"kind", "skipped"},
+                       {"message", "the fire of " + UtcText(fire_us) + " was skipped: " + a.error().message}};
+      if (auto e = o_.queue.RecordEnded(ScheduleRun(*s->second, fire_us), "skipped", error); !e)
+        o_.log("schedule " + name + ": a skipped fire could not be journaled: " + e.error().message);
+      o_.metrics.Add("basal_schedule_events_total", {name, "skipped"});
+      o_.log("schedule " + name + ": the fire of " + UtcText(fire_us) + " was skipped (the queue is full)");
+      return;
+    }
     if (!a) {
       o_.log("schedule " + name + ": the run could not be journaled: " + a.error().message);
       return;

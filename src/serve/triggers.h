@@ -83,6 +83,8 @@ class Triggers {
   std::variant<Delivery, HttpResponse> VerifyDelivery(const HttpRequest& req, const std::string& trigger);
   // The run of a verified delivery was accepted: new, or the one the delivery already had.
   void DeliveryAccepted(const std::string& trigger, bool existing);
+  // A verified delivery got no run (`verdict`: why, e.g. "queue_full").
+  void DeliveryRefused(const std::string& trigger, const std::string& verdict);
 
  private:
   struct Schedule;

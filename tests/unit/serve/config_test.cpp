@@ -131,6 +131,10 @@ TEST(ServeConfigTest, EmptyTextAndEmptyObjectAreAllDefaults) {
   EXPECT_EQ(d.limits.drain_timeout, 30s);
   EXPECT_EQ(d.limits.max_connections, 256u);
   EXPECT_EQ(d.limits.idempotency_ttl, 24h);
+  EXPECT_EQ(d.limits.header_timeout, 10s);
+  EXPECT_EQ(d.limits.body_timeout, 60s);
+  EXPECT_EQ(d.limits.max_connections_per_client, 32u);
+  EXPECT_EQ(d.limits.max_unsent_bytes, 64u << 20);
   const WebhookTrigger w;
   EXPECT_EQ(w.window, 5min);
   EXPECT_EQ(w.max_body_bytes, 256u << 10);
@@ -196,15 +200,19 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
        }},
       {R"({"listen": {"allow_non_loopback": false}})", [](ServeConfig&) {}},
       {R"({"limits": {"max_workers": 1, "max_activations_per_worker": 1, "queue_max": 1, "max_body_bytes": 1024,
-                      "wait_max": "0s", "drain_timeout": "0s", "max_connections": 1, "idempotency_ttl": "1s"}})",
+                      "wait_max": "0s", "drain_timeout": "0s", "max_connections": 1, "idempotency_ttl": "1s",
+                      "header_timeout": "1s", "body_timeout": "1s", "max_connections_per_client": 1,
+                      "max_unsent_bytes": 4194304}})",
        [](ServeConfig& c) {
-         c.limits = LimitsConfig{1, 1, 1, 1024, 0ms, 0ms, 1, 1s};
+         c.limits = LimitsConfig{1, 1, 1, 1024, 0ms, 0ms, 1, 1s, 1s, 1s, 1, 4u << 20};
        }},
       {R"({"limits": {"max_workers": 1024, "max_activations_per_worker": 1000000, "queue_max": 1000000,
                       "max_body_bytes": 67108864, "wait_max": "1h", "drain_timeout": "60m",
-                      "max_connections": 65536, "idempotency_ttl": "30d"}})",
+                      "max_connections": 65536, "idempotency_ttl": "30d", "header_timeout": "10m",
+                      "body_timeout": "1h", "max_connections_per_client": 65536, "max_unsent_bytes": 4294967296}})",
        [](ServeConfig& c) {
-         c.limits = LimitsConfig{1024, 1'000'000, 1'000'000, 64u << 20, 1h, 1h, 65536, 30 * 24h};
+         c.limits = LimitsConfig{1024, 1'000'000, 1'000'000, 64u << 20, 1h, 1h, 65536, 30 * 24h, 10min, 1h, 65536,
+                                 size_t{4} << 30};
        }},
       {R"({"triggers": []})", [](ServeConfig&) {}},
       {R"({"triggers": [{"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook"}}]})",
@@ -329,10 +337,12 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        "serve.json: listen.port: unknown key; known keys: socket, allowed_groups, tcp, allow_non_loopback"},
       {R"({"limits": {"workers": 8}})",
        "serve.json: limits.workers: unknown key; known keys: max_workers, max_activations_per_worker, queue_max, "
-       "max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl"},
+       "max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, body_timeout, "
+       "max_connections_per_client, max_unsent_bytes"},
       {R"({"limits": {"max workers": 8}})",
        R"(serve.json: limits["max workers"]: unknown key; known keys: max_workers, max_activations_per_worker, )"
-       "queue_max, max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl"},
+       "queue_max, max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, "
+       "body_timeout, max_connections_per_client, max_unsent_bytes"},
       {R"({"triggers": [{"name": "a", "cron": "* * * * *"}]})",
        "serve.json: triggers[0].cron: unknown key; known keys: name, webhook, schedule"},
       {R"({"triggers": [{"name": "a", )" + hook + R"(}}, {"name": "b", "schedule": {"flow": "f", "cron": "* * * * *"}},
@@ -423,6 +433,11 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        "(64 MiB)"},
       {R"({"limits": {"max_connections": 65537}})",
        "serve.json: limits.max_connections: 65537 is out of range: use an integer from 1 to 65536"},
+      {R"({"limits": {"max_unsent_bytes": 4194303}})",
+       "serve.json: limits.max_unsent_bytes: 4194303 is out of range: use an integer from 4194304 (4 MiB) to "
+       "4294967296 (4 GiB)"},
+      {R"({"limits": {"max_connections_per_client": 0}})",
+       "serve.json: limits.max_connections_per_client: 0 is out of range: use an integer from 1 to 65536"},
       // Durations.
       {R"({"limits": {"drain_timeout": "30x"}})", R"(serve.json: limits.drain_timeout: "30x" is not a duration: )" + duration_form},
       {R"({"limits": {"drain_timeout": 30}})",
@@ -430,6 +445,10 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"limits": {"drain_timeout": "61m"}})",
        R"(serve.json: limits.drain_timeout: "61m" is out of range: use a duration from 0s to 1h)"},
       {R"({"limits": {"wait_max": "2h"}})", R"(serve.json: limits.wait_max: "2h" is out of range: use a duration from 0s to 1h)"},
+      {R"({"limits": {"header_timeout": "0s"}})",
+       R"(serve.json: limits.header_timeout: "0s" is out of range: use a duration from 1s to 10m)"},
+      {R"({"limits": {"body_timeout": "2h"}})",
+       R"(serve.json: limits.body_timeout: "2h" is out of range: use a duration from 1s to 1h)"},
       {R"({"limits": {"idempotency_ttl": "500ms"}})",
        R"(serve.json: limits.idempotency_ttl: "500ms" is out of range: use a duration from 1s to 30d)"},
       {R"({"limits": {"idempotency_ttl": "31d"}})",
@@ -746,7 +765,9 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "listen": {"socket": "/run/basal/basal.sock", "allowed_groups": ["basal-ops"], "tcp": "127.0.0.1:8470",
                "allow_non_loopback": false},
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
-               "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d"},
+               "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
+               "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
+               "max_unsent_bytes": 67108864},
     "triggers": [
       {"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook", "window": "5m",
                                      "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s"}},
@@ -759,7 +780,9 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
   EXPECT_EQ(ToJson(ServeConfig{}), nlohmann::json::parse(R"({
     "listen": {"allowed_groups": [], "allow_non_loopback": false},
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
-               "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d"},
+               "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
+               "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
+               "max_unsent_bytes": 67108864},
     "triggers": []})"));
 }
 

@@ -341,6 +341,38 @@ TEST_F(RunQueueTest, AnIdempotencyKeyGivesTheSameRunUntilItExpires) {
   Drive([&] { return Queue().in_flight() == 0; });
 }
 
+TEST_F(RunQueueTest, QueueMaxHoldsOnEveryRequestButAKeyNamingARunThere) {
+  limits_.queue_max = 1;
+  const int64_t running = Enqueue(Request("held", 1))->run.id;
+  auto queued = Enqueue(Request("echo", 2, "k-queued"));
+  ASSERT_TRUE(queued) << queued.error().message;
+  EXPECT_EQ(Queue().queued(), 1u);
+  // Full: a new run is refused, keyed or not, held or not, and nothing is journaled.
+  RunRequest held = Request("echo", 3);
+  held.hold = true;
+  for (RunRequest r : {Request("echo", 3), Request("echo", 3, "k-new"), held}) {
+    auto refused = Enqueue(r);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable);
+    EXPECT_NE(refused.error().message.find("limits.queue_max"), std::string::npos) << refused.error().message;
+  }
+  // A key that names a run already there adds nothing: the run.
+  auto again = Enqueue(Request("echo", 2, "k-queued"));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE(again->existing);
+  EXPECT_EQ(again->run.id, queued->run.id);
+  EXPECT_EQ(Queue().queued(), 1u);
+  auto rows = module_->host().runs().CountRuns(RunState::kQueued);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(*rows, 1u);
+  // Once there is room, the refused key is accepted.
+  Release(running);
+  Drive([&] { return Row(queued->run.id).state == RunState::kEnded; });
+  auto now = Enqueue(Request("echo", 3, "k-new"));
+  ASSERT_TRUE(now) << now.error().message;
+  EXPECT_FALSE(now->existing);
+}
+
 TEST_F(RunQueueTest, AHeldRunStartsOnlyWhenReleased) {
   RunRequest held = Request("echo", "later");
   held.hold = true;
