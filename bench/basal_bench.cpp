@@ -108,11 +108,16 @@ int main(int argc, char** argv) {
       PrintSamples("basal mcp: ping", m.ping);
       PrintSamples("basal mcp: run_script", m.run_script);
     } else if (only == "serve") {
+      basal::bench::WarmResult w = basal::bench::WarmActivation(o);
       basal::bench::ServeSamples sv = basal::bench::ServeRoundTrip(o, BASAL_CLI_PATH);
-      PrintSamples("basal serve: GET /healthz", sv.healthz);
+      PrintSamples("warm activation (reference)", w.activation);
+      PrintSamples("basal serve: GET /healthz (reference)", sv.healthz);
       PrintSamples("basal serve: POST a run with ?wait", sv.run);
       std::printf("  %-44s %.0f /s (%d clients)\n", "basal serve: runs with ?wait, concurrent", sv.concurrent_runs_per_second,
                   sv.concurrent_clients);
+      const double ref = sv.healthz.Median() + w.activation.Median();
+      std::printf("  run with ?wait p50 / (healthz p50 + warm activation p50) = %.2fx (target 1.5x)\n",
+                  sv.run.Median() / ref);
     } else if (only == "durable") {
       basal::bench::DurableSamples d = basal::bench::DurableResume(o);
       PrintSamples("durable: resume of a 1,000-call run", d.resume);

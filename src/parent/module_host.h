@@ -123,6 +123,8 @@ class ModuleHost {
 
   virtual size_t queued_runs() const = 0;   // queued for a worker (not held)
   virtual size_t running_runs() const = 0;  // with an activation running
+  // Whether `run` waits (queued or held) or runs in this module: its stop callback is still to come.
+  virtual bool RunLive(RunId run) const = 0;
 
   // Workers alive at once from now on (basal serve's reload of limits.max_workers).
   virtual void SetMaxWorkers(size_t max_workers) = 0;

@@ -175,6 +175,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   Result<void> CancelRun(RunId run, std::string why) override;
   size_t queued_runs() const override;
   size_t running_runs() const override { return running_runs_.size(); }
+  bool RunLive(RunId run) const override { return waiting_runs.count(run) || running_runs_.count(run); }
   void SetMaxWorkers(size_t max_workers) override { pool->SetMaxWorkers(max_workers); }
   void StopStartingRuns() override;
 };

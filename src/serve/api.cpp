@@ -232,13 +232,7 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
     if (run.idempotency_key.empty() || run.idempotency_key.size() > 255)
       return respond(JsonError(400, "bad_idempotency_key", "Idempotency-Key must be 1-255 characters"));
   }
-  auto f = o_.host.CurrentFlow(flow);
-  if (!f) {
-    const auto code = f.error().code;
-    if (code == ErrorCode::kNotFound) return respond(JsonError(404, "flow_not_found", f.error().message));
-    if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", f.error().message));
-    return respond(JsonError(500, "flow_unavailable", f.error().message));
-  }
+  // The flow is looked up once, by the queue (a missing or revoked flow: 404, 409).
   Accept(std::move(run), *wait, std::move(respond), std::nullopt);
 }
 
@@ -260,7 +254,16 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
       return respond(std::move(r));
     }
     if (!a) {
-      const bool conflict = a.error().code == ErrorCode::kConflict;
+      const auto code = a.error().code;
+      if (code == ErrorCode::kNotFound || code == ErrorCode::kRefused) {
+        if (webhook) o_.triggers.DeliveryRefused(*webhook, "flow_unavailable");
+        if (webhook) return respond(JsonError(code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
+                                              "webhook " + *webhook + ": " + a.error().message));
+        return respond(code == ErrorCode::kNotFound ? JsonError(404, "flow_not_found", a.error().message)
+                                                    : JsonError(409, "flow_revoked", a.error().message));
+      }
+      if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_input", a.error().message));
+      const bool conflict = code == ErrorCode::kConflict;
       if (conflict && !webhook) return respond(JsonError(409, "idempotency_key_reused", a.error().message));
       return respond(JsonError(conflict ? 409 : 500, "journal", a.error().message));
     }
@@ -273,19 +276,20 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
         respond(std::move(r));
       }, wait);
     }
-    if (webhook) return AnswerWithRun(id, respond, wait);
+    if (webhook) return AnswerWithRun(id, respond, wait, &a->run);
     AnswerWithRun(id, [respond, id](HttpResponse r) {
       r.headers.emplace_back("Location", "/v1/runs/" + std::to_string(id));
       respond(std::move(r));
-    }, wait);
+    }, wait, &a->run);
   });
 }
 
-void Api::AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait) {
+void Api::AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait,
+                        const RunRow* known) {
   o_.queue.Wait(run_id, wait, [this, respond](Result<RunRow> run) {
     if (!run) return respond(JsonError(500, "internal", run.error().message));
     respond(JsonResponse(run->state == RunState::kEnded ? 200 : 202, RunJson(*run)));
-  });
+  }, known);
 }
 
 void Api::GetRun(const HttpRequest& req, const std::string& id_text, Respond respond) {

@@ -107,7 +107,8 @@ class Api {
   void Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
               std::optional<std::string> webhook);
   // Answers with the run now if it ended or no wait was asked; else when it ends or the wait passes.
-  void AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait);
+  void AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait,
+                     const RunRow* known = nullptr);
   nlohmann::json RunJson(const RunRow& run);
   Result<std::optional<std::chrono::milliseconds>> WaitOf(const HttpRequest& req);
 

@@ -239,12 +239,17 @@ void RunQueue::OnRunEnded(std::function<void(int64_t run_id)> observer) {
 }
 
 void RunQueue::Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wait,
-                    std::function<void(Result<RunRow>)> then) {
-  auto run = o_.host.runs().GetRun(run_id);
-  if (!run || !*run) return then(!run ? run.error() : NotReadBack(run_id));
-  const RunState state = (*run)->state;
-  const bool stopped = state == RunState::kEnded || state == RunState::kNeedsReconciliation;
-  if (stopped || !wait || wait->count() == 0 || draining_) return then(std::move(**run));
+                    std::function<void(Result<RunRow>)> then, const RunRow* known) {
+  const bool waits = wait && wait->count() > 0 && !draining_;
+  // One read-back per run: a run the caller has just queued and that is still live is read when it
+  // stops (its stop callback comes later in the loop, so no end slips past this waiter).
+  if (!(waits && known && known->id == run_id && o_.host.RunLive(run_id))) {
+    auto run = o_.host.runs().GetRun(run_id);
+    if (!run || !*run) return then(!run ? run.error() : NotReadBack(run_id));
+    const RunState state = (*run)->state;
+    const bool stopped = state == RunState::kEnded || state == RunState::kNeedsReconciliation;
+    if (stopped || !waits) return then(std::move(**run));
+  }
   const uint64_t id = next_waiter_++;
   Waiter& w = waiters_[run_id][id];
   w.then = std::move(then);

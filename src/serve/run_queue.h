@@ -110,8 +110,10 @@ class RunQueue {
   // The run's row as it stands; nullopt when there is none.
   Result<std::optional<RunRow>> Get(int64_t run_id);
   // Calls `then` with the run once it has ended or `wait` has passed, whichever is first; at once
-  // when it has ended, when no wait (or 0) is asked, or while draining.
-  void Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wait, std::function<void(Result<RunRow>)> then);
+  // when it has ended, when no wait (or 0) is asked, or while draining. `known` is the row as the
+  // caller has it (Enqueue's): a run still live in the module is then not read back until it stops.
+  void Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wait, std::function<void(Result<RunRow>)> then,
+            const RunRow* known = nullptr);
   // `observer` hears of each run's end (from the loop, when the end is written, before its commit).
   void OnRunEnded(std::function<void(int64_t run_id)> observer);
 
