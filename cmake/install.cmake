@@ -17,6 +17,11 @@
 #   PREFIX/lib/sysusers.d/basal.conf, PREFIX/lib/tmpfiles.d/basal.conf
 #   /lib/systemd/system/basal.service, /etc/basal/serve.json      (PREFIX /usr; else under PREFIX)
 
+# What running a flow needs, as one target (scripts/setup.sh --quick): one build schedules both
+# binaries' trees together, where `--target basal ck-basal-worker` builds one after the other.
+add_custom_target(basal_binaries)
+add_dependencies(basal_binaries basal ck-basal-worker)
+
 # Installing (and CPack) takes what was built and builds nothing: the package needs only basal,
 # ck-basal-worker and basal_reference, not every test and benchmark of the build tree.
 set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY TRUE)
@@ -66,6 +71,8 @@ install(FILES "${_reference}/completions/basal" DESTINATION "${CMAKE_INSTALL_DAT
 install(FILES "${_reference}/completions/_basal" DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/zsh/vendor-completions")
 install(FILES "${_reference}/completions/basal.fish" DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/fish/vendor_completions.d")
 install(DIRECTORY "${_reference}/doc/" DESTINATION "${CMAKE_INSTALL_DOCDIR}")
+install(FILES "${PROJECT_SOURCE_DIR}/packaging/debian/lintian-overrides" DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides"
+        RENAME basal)
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/examples/" DESTINATION "${CMAKE_INSTALL_DOCDIR}/examples"
         PATTERN embedding EXCLUDE)
 # systemd reads sysusers.d and tmpfiles.d only under /usr/lib (and /etc, /run): from another

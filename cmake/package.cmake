@@ -26,12 +26,14 @@ set(CPACK_PACKAGE_NAME basal)
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_CONTACT "basal maintainers <maintainers@basal.invalid>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "run untrusted JavaScript flows confined, every host call checked and journaled")
+# Debian's extended description: lines of at most 79 characters.
 string(CONCAT CPACK_PACKAGE_DESCRIPTION
-    "basal runs untrusted JavaScript flows in a confined worker process (ck-basal-worker: QuickJS\n"
-    "under seccomp and Landlock); its parent checks every host call a flow makes against the flow's\n"
-    "manifest and journals it in SQLite before answering. basal serve runs approved flows for an HTTP\n"
-    "API, signed webhooks and cron schedules (basal.service, installed but not enabled); basal mcp\n"
-    "serves codemode for AI agents over MCP.")
+    "basal runs untrusted JavaScript flows in a confined worker process\n"
+    "(ck-basal-worker: QuickJS under seccomp and Landlock); its parent checks every\n"
+    "host call a flow makes against the flow's manifest and journals it in SQLite\n"
+    "before answering. basal serve runs approved flows for an HTTP API, signed\n"
+    "webhooks and cron schedules (basal.service, installed but not enabled);\n"
+    "basal mcp serves codemode for AI agents over MCP.")
 # The install rules write /etc and /lib/systemd/system for the prefix /usr: CPack installs with
 # DESTDIR into its staging tree, keeping the absolute paths.
 set(CPACK_SET_DESTDIR ON)

@@ -75,7 +75,7 @@ if ((quick)); then
     cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DBASAL_BUILD_TESTS=OFF -DBASAL_BUILD_BENCH=OFF
   fi
   echo "setup: building basal and ck-basal-worker in build/release"
-  cmake --build build/release -j"$jobs" --target basal ck-basal-worker
+  cmake --build build/release -j"$jobs" --target basal_binaries
   exit 0
 fi
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include <CLI/CLI.hpp>
+
 namespace basal::cli {
 namespace {
 

@@ -14,7 +14,11 @@
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+// CLI11 is a large header: only what reads the App (reference.cpp) includes it, so the man page
+// and completion writers compile without it.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace basal::cli {
 
