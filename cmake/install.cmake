@@ -64,6 +64,14 @@ add_custom_command(
   VERBATIM)
 add_custom_target(basal_reference ALL DEPENDS "${_reference}/stamp")
 
+# Installing builds nothing: say what to build when it was not.
+install(CODE "
+  foreach(_made IN ITEMS \"$<TARGET_FILE:basal>\" \"$<TARGET_FILE:ck-basal-worker>\" \"${_reference}/stamp\")
+    if(NOT EXISTS \"\${_made}\")
+      message(FATAL_ERROR \"basal: \${_made} is not built; first: cmake --build ${CMAKE_BINARY_DIR} --target basal ck-basal-worker basal_reference\")
+    endif()
+  endforeach()
+")
 install(TARGETS basal RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 install(TARGETS ck-basal-worker RUNTIME DESTINATION "${CMAKE_INSTALL_LIBEXECDIR}/basal")
 install(DIRECTORY "${_reference}/man/" DESTINATION "${CMAKE_INSTALL_MANDIR}")
