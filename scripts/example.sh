@@ -2,7 +2,7 @@
 # Quick start: installs what is missing (apt-get, only for missing packages; QuickJS with npm pack),
 # builds only what running a flow needs (basal and ck-basal-worker, Release), then runs
 # examples/hello.js once with a throw-away journal and shows what the journal recorded. About
-# 3 minutes on 2 cores from a fresh clone with the packages present (README.md says what we measured).
+# 3 minutes on 2 idle cores from a fresh clone with the packages present (README.md: what we measured).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
