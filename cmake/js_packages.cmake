@@ -52,6 +52,8 @@ function(basal_js_package name version integrity)
     file(ARCHIVE_EXTRACT INPUT "${tgz}" DESTINATION "${out}")
   endif()
   set(BASAL_JS_PACKAGE_DIR_${name} "${out}/package" PARENT_SCOPE)
+  # For the Debian copyright file (cmake/install.cmake): what is built into the worker.
+  set_property(GLOBAL APPEND PROPERTY BASAL_JS_PACKAGES "${name}@${version}=${out}/package")
 endfunction()
 
 # The WHATWG URL Standard's reference implementation (jsdom's) and what it requires, at the versions

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Quick start, part two: set up and build, then run every test: the release build's suites, the
 # confinement probe suite in the test-hooks build, the Windows cross build's tests under Wine, the
-# unit and integration suites again in the asan build (ASan and UBSan in the parent, the CLI and
-# the tests), and a short run of each fuzz target (docs/fuzzing.md). Exits non-zero if anything
-# failed.
+# Debian package built, installed, used and removed (scripts/package-test.sh, as root), the unit and integration suites again in the asan
+# build (ASan and UBSan in the parent, the CLI and the tests), and a short run of each fuzz target
+# (docs/fuzzing.md). Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,6 +18,15 @@ ctest --test-dir build/hooks -L confinement --output-on-failure || status=1
 
 echo "test: Windows cross build under Wine (labels unit and wine)"
 ctest --test-dir build/mingw --output-on-failure || status=1
+
+echo "test: the Debian package (build, install, use, remove: scripts/package-test.sh)"
+if [[ "$(id -u)" != 0 ]]; then
+  echo "test: package: skipped: installing a package needs root (CI runs as root; or: sudo scripts/package-test.sh)"
+elif [[ "$(dpkg-query -W -f='${Status}' basal 2>/dev/null || true)" == *installed* ]]; then
+  echo "test: package: skipped: basal is installed on this machine, and the test would replace it"
+else
+  scripts/package-test.sh build/release || status=1
+fi
 
 echo "test: fuzz targets, a short run of each (libFuzzer, ASan, UBSan)"
 scripts/fuzz.sh --smoke || status=1

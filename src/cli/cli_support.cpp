@@ -9,11 +9,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "parent/secrets/secret_store.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "protocol/messages.h"
+
+#include "basal_revision.h"  // generated: cmake/revision.cmake
 
 namespace basal::cli {
 namespace {
@@ -198,7 +201,7 @@ Result<void> WriteFile(const std::string& path, std::string_view data, std::stri
   return Ok();
 }
 
-Result<std::string> DefaultJournalPath() {
+Result<std::string> DefaultJournalLocation() {
   std::string state;
   // The XDG base-directory rules ignore a relative XDG_STATE_HOME.
   if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && xdg[0] == '/') {
@@ -215,9 +218,14 @@ Result<std::string> DefaultJournalPath() {
     }
     state = home + "/.local/state";
   }
-  const std::string dir = state + "/basal";
-  if (auto made = EnsurePrivateDirectory(dir); !made) return made.error();
-  return dir + "/journal.db";
+  return state + "/basal/journal.db";
+}
+
+Result<std::string> DefaultJournalPath() {
+  auto path = DefaultJournalLocation();
+  if (!path) return path.error();
+  if (auto made = EnsurePrivateDirectory(path->substr(0, path->rfind('/'))); !made) return made.error();
+  return path;
 }
 
 Result<void> CheckWorker(const std::string& path) {
@@ -239,9 +247,21 @@ Result<std::string> DefaultWorkerPath() {
   std::string self(buf, static_cast<size_t>(n));
   const size_t slash = self.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : self.substr(0, slash);
-  std::string worker = dir + "/ck-basal-worker";
-  if (auto ok = CheckWorker(worker); !ok) return ok.error();
-  return worker;
+  // Beside basal (a build tree, or both binaries copied to one directory), else where
+  // `cmake --install` and the package put it: BASAL_WORKER_INSTALL_PATH is relative to basal's
+  // directory (src/cli/CMakeLists.txt), "../libexec/basal/ck-basal-worker" for /usr/bin/basal.
+  const std::string beside = dir + "/ck-basal-worker";
+  const std::string installed = std::filesystem::path(dir + "/" + BASAL_WORKER_INSTALL_PATH).lexically_normal();
+  struct stat st {};
+  if (::stat(beside.c_str(), &st) != 0 && ::stat(installed.c_str(), &st) == 0) {
+    if (auto ok = CheckWorker(installed); !ok) return ok.error();
+    return installed;
+  }
+  if (auto ok = CheckWorker(beside); !ok) {
+    return MakeError(ok.error().code, ok.error().message + "; nor is there one at " + installed +
+                                          ", where basal's installation puts it");
+  }
+  return beside;
 }
 
 Result<FlowFiles> ReadFlowFiles(const std::string& flow_path, const std::string& manifest_path) {
@@ -307,8 +327,10 @@ Result<ModuleOptions> ModuleOptionsFor(const std::string& worker_option, const s
 std::string VersionText() {
   // BASAL_VERSION and BASAL_QUICKJS_VERSION come from CMake (src/cli/CMakeLists.txt): the project's
   // version, and the QuickJS release that cmake/quickjs.cmake verified and built into the worker.
-  return std::string("basal ") + BASAL_VERSION + "\nworker engine: QuickJS " + BASAL_QUICKJS_VERSION +
-         " (npm qjsc@" + BASAL_QJSC_VERSION + "), worker protocol " +
+  // BASAL_REVISION (basal_revision.h, written by cmake/revision.cmake at each build): "git 93f3991",
+  // "git 93f3991+dirty", or why there is none (a source tree without git).
+  return std::string("basal ") + BASAL_VERSION + " (" + BASAL_REVISION + ")\nworker engine: QuickJS " +
+         BASAL_QUICKJS_VERSION + " (npm qjsc@" + BASAL_QJSC_VERSION + "), worker protocol " +
          std::to_string(protocol::kProtocolVersion) + "\n";
 }
 

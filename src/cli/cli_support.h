@@ -83,7 +83,10 @@ Result<void> WriteFile(const std::string& path, std::string_view data, std::stri
 
 // ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db; creates missing directories 0700.
 Result<std::string> DefaultJournalPath();
-// The ck-basal-worker beside this binary (readlink /proc/self/exe); must be executable.
+// The same path, creating nothing (for what only reads, if the journal is there: completions).
+Result<std::string> DefaultJournalLocation();
+// The ck-basal-worker beside this binary (readlink /proc/self/exe), else the installed one
+// (../libexec/basal/ck-basal-worker from basal's directory); must be executable.
 Result<std::string> DefaultWorkerPath();
 // `path` must name an executable regular file.
 Result<void> CheckWorker(const std::string& path);
@@ -121,7 +124,7 @@ Result<ModuleOptions> ModuleOptionsFor(const std::string& worker_option, const s
 
 std::string Basename(const std::string& path);
 
-// "basal <version>" and what the worker embeds (`basal --version`).
+// "basal <version> (git <revision>)" and what the worker embeds (`basal --version`).
 std::string VersionText();
 
 // A private temporary directory (mkdtemp under $TMPDIR or /tmp) for a throw-away journal, removed

@@ -16,6 +16,7 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/daemon_client.h"
+#include "cli/generate_command.h"
 
 namespace basal::cli {
 namespace {
@@ -25,7 +26,9 @@ constexpr const char* kHiddenGroup = "";  // CLI11: options in the empty group a
 constexpr const char* kDbHelp =
     "SQLite journal (WAL). Default: ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db, "
     "its directory created 0700";
-constexpr const char* kWorkerHelp = "ck-basal-worker binary. Default: ck-basal-worker beside the basal binary";
+constexpr const char* kWorkerHelp =
+    "ck-basal-worker binary. Default: ck-basal-worker beside the basal binary, else the installed one in "
+    "../libexec/basal/ from it";
 constexpr const char* kWorkerUserHelp =
     "When basal runs as root: the unprivileged user its workers run as (with every capability dropped). "
     "Default: basal-worker if that user exists, else nobody. Refused for a user with uid or gid 0, and when "
@@ -56,10 +59,11 @@ constexpr const char* kHealthText =
     "Without an address `basal health` runs nothing. An embedder reads the same JSON from\n"
     "Module::HealthReport() (see docs/cli.md).\n";
 
-// The names of the commands, in the order they were added: "run, check, journal, ...".
+// The names of the commands, in the order they were added: "run, check, journal, ...". Hidden
+// ones (the empty group: __generate) are not listed.
 std::string CommandList(const CLI::App& app) {
   std::string list;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
     if (!list.empty()) list += ", ";
     list += sub->get_name();
   }
@@ -586,6 +590,7 @@ int Dispatch(int argc, char** argv) {
   AddToken(app, exit_code);
   AddReplay(app, exit_code);
   AddHelp(app, exit_code);
+  AddGenerate(app, exit_code);  // hidden: man pages and completion scripts from the commands above
   app.footer(
       "Exit codes: 0 ok; 1 the flow failed (an activation's outcome, a flow that does not load; doctor: the\n"
       "worker is refused); 2 usage; 3 basal itself failed (io, manifest, journal, setup); 128+N a signal\n"
@@ -599,6 +604,8 @@ int Dispatch(int argc, char** argv) {
   }
   // CLI11 would call a word it does not know an extra argument; name it as the command it meant to be.
   const std::string first = argv[1];
+  // Hidden: a shell's completion asks for candidates; its words are not basal's to parse.
+  if (first == kCompleteCommand) return CompleteCommand(app, std::vector<std::string>(argv + 2, argv + argc));
   const bool command_first = !first.empty() && first[0] != '-';
   if (command_first && FindCommand(app, first) == nullptr) return UnknownCommand(app, first);
   try {
