@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Quick start, part two: set up and build, then run every test: the release build's suites, the
 # confinement probe suite in the test-hooks build, the Windows cross build's tests under Wine, the
-# Debian package built, installed, used and removed (scripts/package-test.sh, as root), the unit and integration suites again in the asan
-# build (ASan and UBSan in the parent, the CLI and the tests), and a short run of each fuzz target
-# (docs/fuzzing.md). Exits non-zero if anything failed.
+# Debian package built, installed, used and removed (scripts/package-test.sh, as root), the unit and
+# integration suites again in the asan build (ASan and UBSan in the parent, the CLI and the tests),
+# and a short run of each fuzz target (docs/fuzzing.md). Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
