@@ -125,9 +125,9 @@ struct Rooms {
     a.approver = {0, "fuzzer"};
     if (auto row = store.catalog().Approve(a); !row) Die("cannot approve the flow: " + row.error().message);
     token = NewApiToken();
-    if (auto t = store.runs().AddToken("fuzz", ApiTokenHash(token), R"(["all"])", {0, "fuzzer"}, 1); !t)
+    if (auto t = store.serve().AddToken("fuzz", ApiTokenHash(token), R"(["all"])", {0, "fuzzer"}, 1); !t)
       Die("cannot add the token: " + t.error().message);
-    if (auto c = store.journal().Commit(); !c) Die("commit: " + c.error().message);
+    if (auto c = store.Commit(); !c) Die("commit: " + c.error().message);
 
     config.limits.max_workers = 0;  // nothing ever starts
     config.limits.queue_max = 8;
@@ -154,7 +154,7 @@ struct Rooms {
     });
     triggers = std::make_unique<Triggers>(Triggers::Options{
         .queue = *queue,
-        .marks = store.runs(),
+        .marks = store.serve(),
         .loop = loop,
         .flows = *flows,
         .metrics = metrics,
@@ -168,7 +168,7 @@ struct Rooms {
     mcp = std::make_unique<McpEndpoint>(std::nullopt, [](const std::string&) {});
     if (auto m = mcp->Start(*module, loop, dir + "/secrets"); !m) Die("mcp: " + m.error().message);
     admission = std::make_unique<Admission>(
-        std::vector<gid_t>{}, [&runs = store.runs()](std::string_view hash) { return runs.FindToken(hash); });
+        std::vector<gid_t>{}, [&tables = store.serve()](std::string_view hash) { return tables.FindToken(hash); });
     api = std::make_unique<Api>(Api::Options{
         .module = *module,
         .reader = store.reader(),

@@ -373,6 +373,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckAnswer(op, grant, args, answer, model);
     CheckJournalViews(op, args, answer);
   }
-  if (!store.journal().Rollback()) std::abort();
+  if (!store.Rollback()) std::abort();
   return 0;
 }

@@ -46,7 +46,9 @@ namespace basal {
 class ModuleHost;
 
 struct ModuleOptions {
-  std::string journal_path;                       // required; created 0600 if new (its directory must exist)
+  // Required: the store's locator. A file path is an SQLite journal, created 0600 if new (its
+  // directory must exist); postgresql://... (or postgres://) a PostgreSQL database (docs/postgres.md).
+  std::string journal_path;
   Durability durability = Durability::kNormal;
   std::string worker_path;                        // required: the ck-basal-worker binary
   // Test-hooks switches for the worker. Open refuses any in a build without BASAL_TEST_HOOKS: a

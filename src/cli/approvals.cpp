@@ -23,7 +23,7 @@
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
 #include "parent/store/owner.h"
-#include "parent/store/sqlite/sqlite_store.h"
+#include "parent/store/open.h"
 
 namespace basal::cli {
 namespace {
@@ -70,8 +70,8 @@ void Out(const std::string& text) { WriteStdout(text); }
 
 // The journal and a registry of the built-in host calls (whose specs parse and compare grants).
 // approve and revoke write (the store, which creates the journal if it is missing); list, show and
-// diff only read (OpenSqliteReader: never created or changed, so an auditor who may only read the
-// file can inspect what was approved).
+// diff only read (OpenReader: never created or changed, so an auditor who may only read the
+// file, or a PostgreSQL role that may only read, can inspect what was approved).
 struct Opened {
   std::unique_ptr<Store> store;               // approve, revoke
   std::unique_ptr<JournalReader> read_only;   // list, show, diff
@@ -88,15 +88,15 @@ Result<std::unique_ptr<Opened>> Open(const ApprovalOptions& o, bool writes) {
   }
   auto opened = std::make_unique<Opened>();
   if (writes) {
-    auto store = OpenSqliteStore({.path = path});
+    auto store = OpenStore({.locator = path});
     if (!store) return store.error();
     opened->store = std::move(*store);
     opened->reader = &opened->store->reader();
   } else {
-    auto reader = OpenSqliteReader(path);
+    auto reader = OpenReader(path);
     if (!reader) {
       if (reader.error().code == ErrorCode::kNotFound) {
-        return MakeError(ErrorCode::kNotFound, "no journal at " + path +
+        return MakeError(ErrorCode::kNotFound, "no journal at " + RedactLocator(path) +
                                                    " (nothing was approved there yet; approve with basal " +
                                                    Noun(o.kind) + " approve, or pass --db FILE)");
       }
@@ -513,7 +513,8 @@ int Revoke(Opened& opened, const ApprovalOptions& o) {
   return kExitOk;
 }
 
-constexpr const char* kDbHelp = "The journal (SQLite). Default: ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db";
+constexpr const char* kDbHelp =
+    "The store: an SQLite journal file, or postgresql://... Default: ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db";
 
 }  // namespace
 

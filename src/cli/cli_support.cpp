@@ -14,6 +14,7 @@
 
 #include "parent/secrets/secret_store.h"
 #include "parent/store/sqlite/sqlite_store.h"
+#include "parent/store/locator.h"
 #include "protocol/messages.h"
 
 #include "basal_revision.h"  // generated: cmake/revision.cmake
@@ -228,6 +229,16 @@ Result<std::string> DefaultJournalPath() {
   return path;
 }
 
+std::string SecretsDirFor(const std::string& db) {
+  auto locator = ParseLocator(db);
+  if (locator && locator->kind == StoreKind::kPostgres) {
+    auto beside = DefaultJournalLocation();
+    // No home at all: a relative "secrets", which the secret store refuses with its own message.
+    return beside ? SecretsDirForJournal(*beside) : std::string("secrets");
+  }
+  return SecretsDirForJournal(db);
+}
+
 Result<void> CheckWorker(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
@@ -320,7 +331,7 @@ Result<ModuleOptions> ModuleOptionsFor(const std::string& worker_option, const s
     if (!db) return db.error();
     mo.journal_path = *db;
   }
-  mo.secrets_dir = SecretsDirForJournal(mo.journal_path);
+  mo.secrets_dir = SecretsDirFor(mo.journal_path);
   return mo;
 }
 

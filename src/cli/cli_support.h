@@ -85,6 +85,10 @@ Result<void> WriteFile(const std::string& path, std::string_view data, std::stri
 Result<std::string> DefaultJournalPath();
 // The same path, creating nothing (for what only reads, if the journal is there: completions).
 Result<std::string> DefaultJournalLocation();
+// The secrets directory of a store (--db): `secrets/` beside an SQLite journal; for a PostgreSQL
+// locator, which has no directory, `secrets/` in the default journal's directory
+// (${XDG_STATE_HOME:-$HOME/.local/state}/basal/secrets; docs/postgres.md).
+std::string SecretsDirFor(const std::string& db);
 // The ck-basal-worker beside this binary (readlink /proc/self/exe), else the installed one
 // (../libexec/basal/ck-basal-worker from basal's directory); must be executable.
 Result<std::string> DefaultWorkerPath();

@@ -13,7 +13,7 @@
 #include "parent/journal_value.h"
 #include "parent/module_host.h"
 #include "parent/replay.h"
-#include "parent/store/sqlite/sqlite_store.h"
+#include "parent/store/open.h"
 #include "protocol/messages.h"
 
 namespace basal::cli {
@@ -217,7 +217,7 @@ int CancelRunCommand(const CancelRunOptions& o) {
 
 Result<size_t> ReplayRecentRuns(const std::string& db_path, const std::string& worker_path, const std::string& name,
                                 const std::string& source, const std::string& manifest_text, size_t last) {
-  auto reader = OpenSqliteReader(db_path);
+  auto reader = OpenReader(db_path);
   if (!reader) return reader.error();
   std::vector<RunRow> runs;
   int64_t before = 0;
@@ -265,7 +265,7 @@ int ReplayCommand(const ReplayOptions& o) {
     // Against an approved version: the check before approving (or after, of a version kept).
     if (o.flow.empty() || o.version <= 0 || o.last == 0)
       return Fail(kKindUsage, "give a run (basal replay RUN), or --flow NAME --version N --last K");
-    auto reader = OpenSqliteReader(db);
+    auto reader = OpenReader(db);
     if (!reader) return Fail(kKindJournal, reader.error().message);
     auto versions = (*reader)->Versions(ApprovalKind::kFlow, o.flow);
     if (!versions) return Fail(kKindJournal, versions.error().message);
@@ -283,11 +283,11 @@ int ReplayCommand(const ReplayOptions& o) {
     if (!diverged) return Fail(kKindSetup, diverged.error().message);
     return *diverged > 0 ? kExitFlowFailed : kExitOk;
   }
-  auto reader = OpenSqliteReader(db);
+  auto reader = OpenReader(db);
   if (!reader) return Fail(kKindJournal, reader.error().message);
   auto row = (*reader)->GetRun(o.run);
   if (!row) return Fail(kKindJournal, row.error().message);
-  if (!*row) return Fail(kKindUsage, "no run " + std::to_string(o.run) + " in " + db);
+  if (!*row) return Fail(kKindUsage, "no run " + std::to_string(o.run) + " in " + RedactLocator(db));
   const RunRow& recorded = **row;
   if (!recorded.durable || recorded.binding.seed.empty())
     return Fail(kKindUsage, "run " + std::to_string(o.run) + " is not a durable run that started: only those keep "

@@ -30,7 +30,7 @@ class StoreNames : public NameSource {
       journal = *location;
     }
     if (kind == ValueKind::kSecret) {
-      auto store = SecretStore::Open(secrets_dir.empty() ? SecretsDirForJournal(journal) : ExpandHome(secrets_dir),
+      auto store = SecretStore::Open(secrets_dir.empty() ? SecretsDirFor(journal) : ExpandHome(secrets_dir),
                                      /*create=*/false);
       if (!store) return names;
       auto listed = store->List();

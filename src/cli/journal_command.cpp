@@ -1,5 +1,5 @@
 // `basal journal`: the journal read back, readable or as JSON lines. It only reads: the journal
-// is opened read-only and never created, initialized or migrated (OpenSqliteReader). Everything
+// is opened read-only and never created, initialized or migrated (OpenReader). Everything
 // in it may have come from a script: text fields are shown through EscapeForTerminal, JSON
 // through JsonForTerminal.
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "cli/daemon_client.h"
 #include "cli/commands.h"
 #include "parent/store/owner.h"
-#include "parent/store/sqlite/sqlite_store.h"
+#include "parent/store/open.h"
 #include "parent/store/store.h"
 #include "protocol/messages.h"
 
@@ -269,17 +269,17 @@ int JournalCommand(const JournalOptions& o) {
     if (!db) return Fail(kKindIo, db.error().message);
     path = *db;
   }
-  // Reading never creates, initializes or migrates a journal (OpenSqliteReader only reads).
-  auto journal = OpenSqliteReader(path);
+  // Reading never creates, initializes or migrates a journal (OpenReader only reads).
+  auto journal = OpenReader(path);
   if (!journal) {
     const Error& e = journal.error();
-    if (e.code == ErrorCode::kNotFound) return Fail(kKindIo, "no journal at " + path + " (run a flow first, or pass --db FILE)");
+    if (e.code == ErrorCode::kNotFound) return Fail(kKindIo, "no journal at " + RedactLocator(path) + " (run a flow first, or pass --db FILE)");
     return Fail(KindForOpenError(e), e.message);
   }
   const size_t limit = o.limit == 0 ? static_cast<size_t>(std::numeric_limits<int64_t>::max()) : o.limit;
   auto rows = o.run ? (*journal)->RunActivations(*o.run) : (*journal)->Activations(o.activation, limit);
   if (!rows) return Fail(kKindJournal, rows.error().message);
-  if (o.run && rows->empty()) return Fail(kKindUsage, "no run " + std::to_string(*o.run) + " with an activation in " + path);
+  if (o.run && rows->empty()) return Fail(kKindUsage, "no run " + std::to_string(*o.run) + " with an activation in " + RedactLocator(path));
   if (o.source) {  // the source that ran, exactly as kept (escaped only where a terminal would act on it)
     const ActivationRow& a = rows->front();
     auto text = (*journal)->Text(a.source_hash);

@@ -24,8 +24,8 @@ namespace {
 constexpr const char* kHiddenGroup = "";  // CLI11: options in the empty group are not listed
 
 constexpr const char* kDbHelp =
-    "SQLite journal (WAL). Default: ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db, "
-    "its directory created 0700";
+    "The store: an SQLite journal file (WAL), or postgresql://... (docs/postgres.md). Default: "
+    "${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db, its directory created 0700";
 constexpr const char* kWorkerHelp =
     "ck-basal-worker binary. Default: ck-basal-worker beside the basal binary, else the installed one in "
     "../libexec/basal/ from it";

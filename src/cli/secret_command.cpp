@@ -42,10 +42,10 @@ int FailWith(const Error& error) {
 
 Result<std::string> SecretsDir(const SecretOptions& o) {
   if (!o.secrets_dir.empty()) return o.secrets_dir;
-  if (!o.db_path.empty()) return SecretsDirForJournal(o.db_path);
+  if (!o.db_path.empty()) return SecretsDirFor(o.db_path);
   auto journal = DefaultJournalPath();
   if (!journal) return journal.error();
-  return SecretsDirForJournal(*journal);
+  return SecretsDirFor(*journal);
 }
 
 // A value and one line ending at most: what `echo` and a terminal add. More is refused, so a

@@ -9,7 +9,7 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "parent/secrets/secret_store.h"
-#include "parent/store/sqlite/sqlite_store.h"
+#include "parent/store/open.h"
 #include "serve/config.h"
 #include "serve/daemon.h"
 #include "serve/signature.h"
@@ -50,7 +50,7 @@ int ServeCommand(const ServeOptions& o) {
   d.config_path = o.config_path;
   d.journal_path = *journal;
   d.worker_path = *worker;
-  d.secrets_dir = config.secrets_dir.empty() ? SecretsDirForJournal(*journal) : config.secrets_dir;
+  d.secrets_dir = config.secrets_dir.empty() ? SecretsDirFor(*journal) : config.secrets_dir;
   d.socket_path = *socket;
   d.log = [](const std::string& line) { WriteStderr("basal serve: " + EscapeForTerminal(line) + "\n"); };
   return serve::RunDaemon(std::move(d));
@@ -59,9 +59,9 @@ int ServeCommand(const ServeOptions& o) {
 int TokenCommand(const TokenOptions& o) {
   auto journal = JournalFor(o.db_path);
   if (!journal) return Fail(kKindIo, journal.error().message);
-  auto store = OpenSqliteStore({.path = *journal});
+  auto store = OpenStore({.locator = *journal});
   if (!store) return Fail(kKindJournal, store.error().message);
-  RunStore& runs = (*store)->runs();
+  ServeTables& tables = (*store)->serve();
   if (o.action == "create") {
     nlohmann::json scopes = nlohmann::json::array();
     for (const std::string& s : o.scopes) {
@@ -71,15 +71,15 @@ int TokenCommand(const TokenOptions& o) {
     }
     if (scopes.empty()) return Fail(kKindUsage, "give at least one --scope (run, read, metrics or all)");
     const std::string token = serve::NewApiToken();
-    auto id = runs.AddToken(o.name, serve::ApiTokenHash(token), scopes.dump(), CurrentActor(), NowUs());
+    auto id = tables.AddToken(o.name, serve::ApiTokenHash(token), scopes.dump(), CurrentActor(), NowUs());
     if (!id) return Fail(id.error().code == ErrorCode::kConflict ? kKindUsage : kKindJournal, id.error().message);
-    if (auto c = (*store)->journal().Commit(); !c) return Fail(kKindJournal, c.error().message);
+    if (auto c = (*store)->Commit(); !c) return Fail(kKindJournal, c.error().message);
     // The token is printed once, here; only its hash is stored.
     WriteStdout(token + "\n");
     return kExitOk;
   }
   if (o.action == "list") {
-    auto rows = runs.ListTokens();
+    auto rows = (*store)->reader().ListTokens();
     if (!rows) return Fail(kKindJournal, rows.error().message);
     for (const TokenRow& t : *rows) {
       nlohmann::json j{{"name", t.name},
@@ -97,9 +97,9 @@ int TokenCommand(const TokenOptions& o) {
     return kExitOk;
   }
   if (o.action == "revoke") {
-    auto r = runs.RevokeToken(o.name, CurrentActor(), NowUs());
+    auto r = tables.RevokeToken(o.name, CurrentActor(), NowUs());
     if (!r) return Fail(r.error().code == ErrorCode::kNotFound ? kKindUsage : kKindJournal, r.error().message);
-    if (auto c = (*store)->journal().Commit(); !c) return Fail(kKindJournal, c.error().message);
+    if (auto c = (*store)->Commit(); !c) return Fail(kKindJournal, c.error().message);
     WriteStdout("revoked token " + EscapeForTerminal(o.name) + "\n");
     return kExitOk;
   }

@@ -322,9 +322,10 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   awaiting_commit_.push_back(key);
 }
 
-void CallGate::RunStarted() {
-  auto waiting = std::move(awaiting_commit_);
-  awaiting_commit_.clear();
+void CallGate::RunStarted(size_t count) {
+  count = std::min(count, awaiting_commit_.size());
+  std::vector<Key> waiting(awaiting_commit_.begin(), awaiting_commit_.begin() + static_cast<std::ptrdiff_t>(count));
+  awaiting_commit_.erase(awaiting_commit_.begin(), awaiting_commit_.begin() + static_cast<std::ptrdiff_t>(count));
   for (const Key& key : waiting) {
     auto it = calls_.find(key);
     if (it == calls_.end() || it->second.stage != Stage::kAwaitingCommit) continue;

@@ -102,9 +102,12 @@ class CallGate {
 
   // A call frame of a running activation (already checked to belong to it).
   void OnCall(ActivationId activation, const FlowRef& flow, protocol::Call call);
-  // After the loop's commit: runs the handlers whose `started` record is now durable.
-  void RunStarted();
+  // After the loop's commit: runs the handlers whose `started` record is now durable, the first
+  // `count` waiting (a commit in flight holds the records of the calls waiting when it started;
+  // later ones are in the next batch).
+  void RunStarted(size_t count);
   bool has_started_waiting() const { return !awaiting_commit_.empty(); }
+  size_t started_waiting() const { return awaiting_commit_.size(); }
   // The commit failed: nothing waiting for it may run. Returns their activations (to fail).
   std::vector<ActivationId> DropStartedWaiting();
   // The activation ended: its calls in flight become abandoned. Returns what its calls used.

@@ -5,6 +5,7 @@
 #include "basal/module.h"
 
 #include <sched.h>
+#include <sys/epoll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,7 +20,7 @@
 #include "parent/module_impl.h"
 #include "parent/secrets/secret_store.h"
 #include "parent/store/owner.h"
-#include "parent/store/sqlite/sqlite_store.h"
+#include "parent/store/open.h"
 
 namespace basal {
 
@@ -68,7 +69,9 @@ Module::Impl::~Impl() {
     for (RunId id : waiting) EndRunWithout(id, "cancelled", "the module was closed before the run started", nullptr);
     finished.clear();
     sends.clear();
-    (void)store->journal().Commit();
+    flight.reset();  // Commit waits for it
+    if (watched_store_fd >= 0) loop_->Unwatch(watched_store_fd);
+    (void)store->Commit();
   }
   gate.reset();  // replies held elsewhere now answer into nothing
   pool.reset();
@@ -393,42 +396,79 @@ void Module::Impl::Dispatch() {
 
 // ---- the end of every loop pass ----
 
-// Runs the AfterCommit callbacks with what happened to the batch they wrote into.
-void Module::Impl::TellCommitWaiters(const Result<void>& outcome) {
-  if (commit_waiters.empty()) return;
-  auto waiters = std::move(commit_waiters);
+// A batch's commit: Launch sends it (taking what waits for it into `flight`), Land hears how it
+// ended. SQLite commits inside StartCommit, so a pass lands its batch before it ends, as a
+// synchronous commit would; PostgreSQL's commit lands in a later pass, when its answer arrives on
+// the store's descriptor, and the loop handles other workers' frames meanwhile (docs/postgres.md).
+void Module::Impl::Launch() {
+  Flight f;
+  f.sends = std::move(sends);
+  sends.clear();
+  f.finished = std::move(finished);
+  finished.clear();
+  f.waiters = std::move(commit_waiters);
   commit_waiters.clear();
-  for (auto& fn : waiters) fn(outcome);
+  f.begun = std::move(begun_in_batch);
+  begun_in_batch.clear();
+  f.runs = std::move(runs_in_batch);
+  runs_in_batch.clear();
+  f.started = gate->started_waiting();
+  if (!journal_failure.empty()) {
+    const std::string why = std::move(journal_failure);
+    journal_failure.clear();
+    return Land(std::move(f), MakeError(ErrorCode::kDatabase, why));
+  }
+  if (!store->HasPendingBatch()) return Land(std::move(f), Ok());
+  std::optional<Result<void>> outcome = store->StartCommit();
+  if (outcome) return Land(std::move(f), *outcome);
+  flight = std::move(f);
+  WatchStore();
 }
 
-void Module::Impl::CommitOrFail() {
-  if (!store->journal().HasPendingBatch() && journal_failure.empty()) {
-    begun_in_batch.clear();
-    runs_in_batch.clear();
-    TellCommitWaiters(Ok());
-    return;
+void Module::Impl::Land(Flight f, const Result<void>& outcome) {
+  if (!outcome) return FailPending(std::move(f), outcome.error().message);
+  for (auto& fn : f.waiters) fn(Ok());
+  for (auto& [id, payload] : f.sends) {
+    auto it = live.find(id);
+    if (it == live.end() || !it->second->worker) continue;
+    pool->Send(*it->second->worker, payload);
   }
-  auto c = journal_failure.empty() ? store->journal().Commit() : Result<void>(MakeError(ErrorCode::kDatabase, journal_failure));
-  if (c) {
-    begun_in_batch.clear();
-    runs_in_batch.clear();
-    TellCommitWaiters(Ok());
-    return;
+  for (Finished& done : f.finished) landed.push_back(std::move(done));
+  // Handlers of idempotent and external calls run only now that their `started` record is durable.
+  if (f.started > 0) {
+    gate->RunStarted(f.started);
+    EndOverBudget();
   }
-  const std::string why = c.error().message;
+}
+
+// A failed commit fails everything that waits for a commit: the flight's batch and the one opened
+// since, which was built on it (rolled back here).
+void Module::Impl::FailPending(Flight f, const std::string& why) {
   journal_failure.clear();
-  (void)store->journal().Rollback();
-  TellCommitWaiters(c);
+  (void)store->Rollback();
+  std::vector<std::function<void(const Result<void>&)>> waiters = std::move(f.waiters);
+  for (auto& fn : commit_waiters) waiters.push_back(std::move(fn));
+  commit_waiters.clear();
+  const Result<void> failed = MakeError(ErrorCode::kDatabase, why);
+  for (auto& fn : waiters) fn(failed);
   ++health.journal_failures;
   OnEvent({ModuleEvent::Kind::kJournalFailure, "journal commit failed: " + why, 0, 0});
   std::vector<ActivationId> victims = gate->DropStartedWaiting();
+  for (auto& [id, payload] : f.sends) victims.push_back(id);
   for (auto& [id, payload] : sends) victims.push_back(id);
   sends.clear();
-  // Activations whose start was in the lost batch do not run on; runs journaled in it were never
+  // Activations whose start was in a lost batch do not run on; runs journaled in one were never
   // accepted (whoever asked for them hears the failure from AfterCommit), so they are not queued.
+  victims.insert(victims.end(), f.begun.begin(), f.begun.end());
   victims.insert(victims.end(), begun_in_batch.begin(), begun_in_batch.end());
   begun_in_batch.clear();
-  for (RunId run : runs_in_batch) {
+  std::vector<RunId> lost_runs = std::move(f.runs);
+  lost_runs.insert(lost_runs.end(), runs_in_batch.begin(), runs_in_batch.end());
+  runs_in_batch.clear();
+  std::vector<Finished> pending = std::move(f.finished);
+  for (Finished& done : finished) pending.push_back(std::move(done));
+  finished = std::move(pending);
+  for (RunId run : lost_runs) {
     auto it = waiting_runs.find(run);
     if (it == waiting_runs.end()) continue;
     if (it->second.held) {
@@ -441,44 +481,55 @@ void Module::Impl::CommitOrFail() {
     finished.push_back({r, nullptr, true, std::move(it->second.done), RunStop{run, RunState::kEnded, OutcomeName(r.outcome), r}});
     waiting_runs.erase(it);
   }
-  runs_in_batch.clear();
   for (ActivationId id : victims) {
     auto it = live.find(id);
     if (it == live.end()) continue;
     if (it->second->worker) pool->Kill(*it->second->worker);
     Finish(*it->second, Failure(Outcome::kJournalError, "journal commit failed, nothing was answered: " + why));
   }
-  for (auto& f : finished) {
-    if (f.journaled && f.result.outcome != Outcome::kJournalError) {
-      f.result.outcome = Outcome::kJournalError;
-      f.result.message = "journal commit failed, the outcome was not recorded: " + why;
+  for (auto& done : finished) {
+    if (done.journaled && done.result.outcome != Outcome::kJournalError) {
+      done.result.outcome = Outcome::kJournalError;
+      done.result.message = "journal commit failed, the outcome was not recorded: " + why;
     }
-    if (f.run_done) {
-      f.stop.result = f.result;
-      f.stop.outcome = OutcomeName(Outcome::kJournalError);
+    if (done.run_done) {
+      done.stop.result = done.result;
+      done.stop.outcome = OutcomeName(Outcome::kJournalError);
     }
   }
-  // What the lost batch said of the activations that ended in it is written again as journal_error
-  // (with their runs' ends), with the victims' ends, in a batch of their own. Best effort: the
-  // store may still be failing, and an activation whose start was lost too has nothing to end.
+  // What the lost batches said of the activations that ended in them is written again as
+  // journal_error (with their runs' ends), with the victims' ends, in a batch of their own. Best
+  // effort: the store may still be failing, and an activation whose start was lost too has nothing
+  // to end.
   const int64_t now = NowUnixUs();
-  for (const Finished& f : finished) {
-    if (!f.journaled || f.result.activation_id <= 0) continue;
-    if (store->journal().EndActivation(EndRecord(f.result.activation_id, f.result, now, options.journal_value_max_bytes)) &&
-        f.result.run_id != 0)
-      (void)store->runs().MarkRunEnded(f.result.run_id, OutcomeName(Outcome::kJournalError), "", now);
+  for (const Finished& done : finished) {
+    if (!done.journaled || done.result.activation_id <= 0) continue;
+    if (store->journal().EndActivation(EndRecord(done.result.activation_id, done.result, now, options.journal_value_max_bytes)) &&
+        done.result.run_id != 0)
+      (void)store->runs().MarkRunEnded(done.result.run_id, OutcomeName(Outcome::kJournalError), "", now);
   }
-  (void)store->journal().Commit();
+  if (!store->Commit()) (void)store->Rollback();
   journal_failure.clear();
+  for (Finished& done : finished) landed.push_back(std::move(done));
+  finished.clear();
 }
 
-void Module::Impl::SendAnswers() {
-  for (auto& [id, payload] : sends) {
-    auto it = live.find(id);
-    if (it == live.end() || !it->second->worker) continue;
-    pool->Send(*it->second->worker, payload);
+// The store's descriptor is on the loop while a commit is in flight, so the pass that hears of it
+// lands it; it is off the loop otherwise (the store reads its answers itself when it waits).
+void Module::Impl::WatchStore() {
+  const StoreIo io = flight ? store->io() : StoreIo{};
+  if (io.fd != watched_store_fd && watched_store_fd >= 0) {
+    loop_->Unwatch(watched_store_fd);
+    watched_store_fd = -1;
   }
-  sends.clear();
+  if (io.fd < 0) return;
+  const uint32_t events = EPOLLIN | (io.want_write ? EPOLLOUT : 0u);
+  if (watched_store_fd == io.fd) {
+    loop_->Modify(io.fd, events);
+    return;
+  }
+  // Nothing to do in the callback: the pass's end polls the commit.
+  if (loop_->Watch(io.fd, events, [](uint32_t) {})) watched_store_fd = io.fd;
 }
 
 void Module::Impl::EndOfPass() {
@@ -486,18 +537,24 @@ void Module::Impl::EndOfPass() {
   in_pass = true;
   EndOverBudget();  // from answers that arrived since the last pass
   Dispatch();
-  CommitOrFail();
-  SendAnswers();
-  // Handlers of idempotent and external calls run only now that their `started` record is durable.
-  if (gate->has_started_waiting()) {
-    gate->RunStarted();
-    EndOverBudget();
-    CommitOrFail();
-    SendAnswers();
+  if (flight) {
+    if (std::optional<Result<void>> outcome = store->PollCommit()) {
+      Flight f = std::move(*flight);
+      flight.reset();
+      Land(std::move(f), *outcome);
+    }
   }
+  if (!flight) {
+    const bool started = gate->has_started_waiting();
+    Launch();
+    // A backend that committed at once ran the started handlers in Land: what they wrote commits
+    // now, in a second round, as it would after a synchronous commit.
+    if (started && !flight) Launch();
+  }
+  WatchStore();
   pool->Sweep();
-  auto done = std::move(finished);
-  finished.clear();
+  auto done = std::move(landed);
+  landed.clear();
   in_pass = false;
   // Every callback runs even if one throws; the first exception then goes to the caller of Run*.
   std::exception_ptr first;
@@ -580,7 +637,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   auto loop = EventLoop::Create();
   if (!loop) return loop.error();
   m.loop_ = std::move(*loop);
-  auto store = OpenSqliteStore({options.journal_path, options.durability});
+  auto store = OpenStore({options.journal_path, options.durability});
   if (!store) return store.error();
   m.store = std::move(*store);
   m.owner = ThisProcessOwner();
@@ -657,9 +714,9 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.RenewLeases();
   // Nothing of Open may keep the journal's write lock until the embedder first runs the loop:
   // another process (`basal flow revoke`, a second parent) must be able to write meanwhile.
-  if (m.store->journal().HasPendingBatch()) {
-    if (auto c = m.store->journal().Commit(); !c) {
-      (void)m.store->journal().Rollback();
+  if (m.store->HasPendingBatch()) {
+    if (auto c = m.store->Commit(); !c) {
+      (void)m.store->Rollback();
       return c.error();
     }
   }
@@ -695,12 +752,12 @@ Result<FlowRef> Module::Impl::MakeFlow(std::string name, std::string source, std
   // The journal keeps what ran: each text once, by its hash. Committed now unless a batch is
   // open (then it commits with that batch, before any answer of it goes out): an open batch holds
   // the journal's write lock, which must not wait for the embedder's next loop pass.
-  const bool batch_was_open = store->journal().HasPendingBatch();
+  const bool batch_was_open = store->HasPendingBatch();
   auto kept = store->catalog().KeepText(f->source_hash, f->source);
   if (kept) kept = store->catalog().KeepText(f->manifest_text_hash, manifest_text);
-  if (kept && !batch_was_open) kept = store->journal().Commit();
+  if (kept && !batch_was_open) kept = store->Commit();
   if (!kept) {
-    if (!batch_was_open) (void)store->journal().Rollback();
+    if (!batch_was_open) (void)store->Rollback();
     return kept.error();
   }
   flows[f->id] = f;

@@ -80,9 +80,15 @@ class ModuleHost {
   virtual EventLoop& loop() = 0;
   // Reads on the module's connection: they see the open batch.
   virtual JournalReader& reader() = 0;
-  // basal serve's tables (runs, tokens, schedule marks). Writes join the module's open batch: they
-  // commit with it, or are lost with it. Report a write that failed with FailBatch.
+  // Runs, and basal serve's extension of the store (tokens, schedule marks). Writes join the
+  // module's open batch: they commit with it, or are lost with it. Report a write that failed with
+  // FailBatch.
   virtual RunStore& runs() = 0;
+  virtual ServeTables& serve() = 0;
+  // Whether the store can take writes now (Store::Check: a daemon's readiness).
+  virtual Result<void> CheckStore() = 0;
+  // Where the store is, for an operator (a path, or a locator without its password).
+  virtual std::string store_location() const = 0;
   // A write into the open batch failed: at the end of this pass the batch is rolled back with all
   // it holds (answers unsent, activations failed as journal_error, AfterCommit callbacks told).
   virtual void FailBatch(std::string why) = 0;

@@ -1,7 +1,9 @@
 // The module's inside (include/basal/module.h is its face): it wires the rooms together (loop, pool,
 // call gate, store) and owns the activations and the runs. module.cpp holds the activations and the
 // loop pass; module_runs.cpp the runs (ModuleHost). Each loop pass ends in EndOfPass(): commit the
-// journal batch, and only then answer workers and call `done` callbacks (group commit).
+// journal batch, and only then answer workers and call `done` callbacks (group commit). A backend
+// that commits without waiting (PostgreSQL) keeps one batch in flight while the loop goes on: its
+// answers go out in the pass that hears of its commit (Land).
 // docs/architecture.md draws the rooms; docs/durable.md the runs.
 #pragma once
 
@@ -83,12 +85,25 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   std::map<int64_t, FlowRef> resumed_flows;             // resumes under a run's own version, by approval id
   std::vector<std::pair<ActivationId, std::string>> sends;  // answers waiting for the commit
   std::vector<Finished> finished;                           // callbacks waiting for the commit
+  std::vector<Finished> landed;                             // their commit ended: called at the pass's end
   std::string journal_failure;
   // Begun or journaled in the open batch: if it fails, their records are lost with it, so an
   // activation among them must not run on and a run among them is not queued.
   std::vector<ActivationId> begun_in_batch;
   std::vector<RunId> runs_in_batch;
   std::vector<std::function<void(const Result<void>&)>> commit_waiters;  // AfterCommit
+  // A batch whose commit is in flight (StartCommit), with what waits for it: taken from the lists
+  // above when it was sent, which gather the next batch meanwhile.
+  struct Flight {
+    std::vector<std::pair<ActivationId, std::string>> sends;
+    std::vector<Finished> finished;
+    std::vector<std::function<void(const Result<void>&)>> waiters;
+    std::vector<ActivationId> begun;
+    std::vector<RunId> runs;
+    size_t started = 0;  // the gate's calls waiting for their `started` record then
+  };
+  std::optional<Flight> flight;
+  int watched_store_fd = -1;  // the store's descriptor on the loop while a commit is in flight
   struct OverBudget {
     ActivationId id;
     Budget budget;
@@ -122,11 +137,17 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void Place(Activation& a, PooledWorker* idle);
   std::optional<std::string> RevokedWhy(const Flow& f);
   void Dispatch();
-  void TellCommitWaiters(const Result<void>& outcome);
-  void CommitOrFail();
-  void SendAnswers();
+  // Sends the open batch's commit; what waits for it moves to `flight` (or lands at once).
+  void Launch();
+  // The commit of `f` ended: its answers go out and its started handlers run, or everything
+  // pending fails with it.
+  void Land(Flight f, const Result<void>& outcome);
+  void FailPending(Flight f, const std::string& why);
+  void WatchStore();
   void EndOfPass();
-  bool Busy() const { return !live.empty() || !finished.empty() || !waiting_runs.empty(); }
+  bool Busy() const {
+    return !live.empty() || !finished.empty() || !waiting_runs.empty() || flight.has_value();
+  }
   void RenewLeases();
   void OnEvent(ModuleEvent event) override;
 
@@ -159,6 +180,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   EventLoop& loop() override { return *loop_; }
   JournalReader& reader() override { return store->reader(); }
   RunStore& runs() override { return store->runs(); }
+  ServeTables& serve() override { return store->serve(); }
+  Result<void> CheckStore() override { return store->Check(); }
+  std::string store_location() const override { return store->location(); }
   void FailBatch(std::string why) override {
     if (journal_failure.empty()) journal_failure = std::move(why);
   }

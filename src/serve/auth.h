@@ -50,7 +50,7 @@ bool PeerMayUse(const PeerCred& peer, uid_t daemon_uid, const std::vector<gid_t>
 
 class Admission {
  public:
-  // The unrevoked token with this hash (RunStore::FindToken).
+  // The unrevoked token with this hash (ServeTables::FindToken).
   using FindToken = std::function<Result<std::optional<TokenRow>>(std::string_view token_hash)>;
   Admission(std::vector<gid_t> allowed_gids, FindToken find_token);
 

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "parent/secrets/secret_store.h"
+#include "parent/store/locator.h"
 #include "text/strict_json.h"
 
 namespace basal::serve {
@@ -212,6 +213,23 @@ class Parser {
     return text;
   }
 
+  // The store: an absolute path (SQLite), or a postgresql:// locator, which is never shown with its
+  // password.
+  Result<std::string> Db(const Json& value, const std::string& path) const {
+    constexpr const char* kFile = "\"/var/lib/basal/journal.db\"";
+    auto text = String(value, path, "\"/var/lib/basal/journal.db\" or \"postgresql://basal@db.internal/basal\"");
+    if (!text) return text;
+    auto locator = ParseLocator(*text);
+    if (text->empty() || (locator && locator->kind == StoreKind::kSqlite)) return Path(value, path, kFile);
+    if (!locator) return Fail(path, locator.error().message);
+    if (HasControlByte(*text)) return Fail(path, Shown(RedactLocator(*text)) + " has a control character");
+    if (text->size() > kMaxPathBytes) {
+      return Fail(path, Shown(RedactLocator(*text)) + " is " + std::to_string(text->size()) + " bytes; the limit is " +
+                            std::to_string(kMaxPathBytes) + " bytes");
+    }
+    return text;
+  }
+
   Result<std::string> FlowName(const Json& value, const std::string& path) const {
     auto text = String(value, path, "the flow's name, e.g. \"on_push\"");
     if (!text) return text;
@@ -294,7 +312,7 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
   for (const auto& [key, value] : root.items()) {
     Result<void> ok;
     if (key == "db") {
-      ok = Assign(Path(value, key, "\"/var/lib/basal/journal.db\""), config.db);
+      ok = Assign(Db(value, key), config.db);
     } else if (key == "worker") {
       ok = Assign(Path(value, key, "\"/usr/libexec/basal/ck-basal-worker\""), config.worker);
     } else if (key == "secrets_dir") {
@@ -824,7 +842,7 @@ Result<ServeConfig> LoadServeConfig(const std::string& path) {
 
 nlohmann::json ToJson(const ServeConfig& config) {
   Json root = Json::object();
-  if (!config.db.empty()) root["db"] = config.db;
+  if (!config.db.empty()) root["db"] = RedactLocator(config.db);
   if (!config.worker.empty()) root["worker"] = config.worker;
   if (!config.secrets_dir.empty()) root["secrets_dir"] = config.secrets_dir;
 

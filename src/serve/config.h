@@ -110,9 +110,9 @@ struct McpConfig {
 };
 
 struct ServeConfig {
-  std::string db;           // the store (journal) path; "" = the CLI's default
+  std::string db;           // the store: a path or a postgresql:// locator; "" = the CLI's default
   std::string worker;       // the worker binary; "" = the CLI's default
-  std::string secrets_dir;  // "" = secrets/ beside the db
+  std::string secrets_dir;  // "" = secrets/ beside the db (PostgreSQL: the CLI's default state directory's)
   ListenConfig listen;
   LimitsConfig limits;
   std::vector<WebhookTrigger> webhooks;    // in file order

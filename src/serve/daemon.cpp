@@ -145,7 +145,7 @@ void Daemon::BuildRooms() {
   });
   triggers_ = std::make_unique<Triggers>(Triggers::Options{
       .queue = *queue_,
-      .marks = host.runs(),
+      .marks = host.serve(),
       .loop = loop,
       .host = host,
       .metrics = metrics_,
@@ -155,7 +155,7 @@ void Daemon::BuildRooms() {
       .log = o_.log,
   });
   admission_ = std::make_unique<Admission>(
-      allowed_gids_, [&runs = host.runs()](std::string_view hash) { return runs.FindToken(hash); });
+      allowed_gids_, [&tables = host.serve()](std::string_view hash) { return tables.FindToken(hash); });
   api_ = std::make_unique<Api>(Api::Options{
       .module = *module_,
       .reader = host.reader(),
@@ -223,8 +223,8 @@ bool Daemon::Ready(std::string* why) {
     *why = "the last journal commit failed: " + journal_why;
     return false;
   }
-  if (access(o_.journal_path.c_str(), W_OK) != 0) {
-    *why = "the journal " + o_.journal_path + " is not writable: " + std::strerror(errno);
+  if (auto writable = module_->host().CheckStore(); !writable) {
+    *why = "the store cannot take writes: " + writable.error().message;
     return false;
   }
   return true;
@@ -271,7 +271,7 @@ Result<void> Daemon::Start() {
   // compares with what they meant. Secrets appear as their names only.
   Log("configuration " + ToJson(config_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   Log("serving " + o_.socket_path + (config_.listen.tcp.empty() ? "" : " and " + config_.listen.tcp) + ", journal " +
-      o_.journal_path + (mcp_.enabled() ? "; MCP at /mcp" : ""));
+      module_->host().store_location() + (mcp_.enabled() ? "; MCP at /mcp" : ""));
   lifecycle_->Serving();
   // Durable runs resolved by an operator (basal run resolve) resume within a second.
   queue_->ResumeInterruptedEvery(std::chrono::seconds(1), o_.log);

@@ -19,7 +19,7 @@ int64_t SystemNowUs();
 struct DaemonOptions {
   ServeConfig config;
   std::string config_path;  // "" when none: SIGHUP then reloads nothing
-  std::string journal_path;
+  std::string journal_path;  // the store's locator: a path or postgresql://... (docs/postgres.md)
   std::string worker_path;
   std::string secrets_dir;
   std::string socket_path;  // resolved

@@ -42,7 +42,7 @@ class Triggers {
  public:
   struct Options {
     RunQueue& queue;
-    RunStore& marks;  // the schedule marks (ScheduleMark, SetScheduleMark) only
+    ServeTables& marks;  // the schedule marks (ScheduleMark, SetScheduleMark)
     EventLoop& loop;
     ModuleHost& host;  // CurrentFlow: the newest approved version of a flow
     MetricsRegistry& metrics;

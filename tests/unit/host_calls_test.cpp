@@ -202,7 +202,7 @@ class KvTest : public ::testing::Test {
   }
   // Runs SQL on a second connection, as an operator with sqlite3 would.
   void RawSql(const std::string& sql) {
-    ASSERT_TRUE(store_->journal().Commit());
+    ASSERT_TRUE(store_->Commit());
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(dir_.File("journal.db").c_str(), &db), SQLITE_OK);
     char* err = nullptr;
@@ -260,7 +260,7 @@ TEST_F(KvTest, PutGetDeleteRoundTrip) {
 
 TEST_F(KvTest, ValuesSurviveCommitAndReopen) {
   ASSERT_TRUE(Serve(KvOp::kPut, {{"namespace", "n"}, {"key", "k"}, {"value", {{"x", 1}}}}).ok);
-  ASSERT_TRUE(store_->journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   store_.reset();
   auto reopened = OpenSqliteStore({.path = dir_.File("journal.db")});
   ASSERT_TRUE(reopened);
@@ -343,7 +343,7 @@ TEST_F(KvTest, JournalFailureIsAHostErrorWithoutThePath) {
     EXPECT_EQ(a.error_name, "HostError") << KvOpName(op);
     EXPECT_EQ(a.error_message.rfind(std::string(KvOpName(op)) + " failed: ", 0), 0u) << a.error_message;
     EXPECT_EQ(a.error_message.find(dir_.File("journal.db")), std::string::npos) << a.error_message;
-    (void)store_->journal().Rollback();
+    (void)store_->Rollback();
   }
 }
 
@@ -654,7 +654,7 @@ TEST_F(KvTest, CasAndIncrStoreFailuresAreHostErrorsWithoutThePath) {
     EXPECT_EQ(a.error_message, std::string(KvOpName(op)) +
                                    " failed: the store refused it: a kv value in namespace n is not JSON (was the "
                                    "database changed by hand?); put a JSON value under that key or delete it");
-    (void)store_->journal().Rollback();
+    (void)store_->Rollback();
   }
   RawSql("DROP TABLE kv");
   for (const auto& [op, args] : {std::pair{KvOp::kCas, cas}, std::pair{KvOp::kIncr, incr}}) {
@@ -662,7 +662,7 @@ TEST_F(KvTest, CasAndIncrStoreFailuresAreHostErrorsWithoutThePath) {
     EXPECT_EQ(a.error_name, "HostError") << KvOpName(op);
     EXPECT_EQ(a.error_message.rfind(std::string(KvOpName(op)) + " failed: ", 0), 0u) << a.error_message;
     EXPECT_EQ(a.error_message.find(dir_.File("journal.db")), std::string::npos) << a.error_message;
-    (void)store_->journal().Rollback();
+    (void)store_->Rollback();
   }
 }
 

@@ -164,9 +164,9 @@ TEST(SqliteStoreTest, ManyCommitsAreCheckpointedAndTheWalStaysBounded) {
     for (int i = 0; i < kCommits; ++i) {
       auto a = j.BeginActivation(Start("a.js"));
       ASSERT_TRUE(a);
-      ASSERT_TRUE(j.Commit());
+      ASSERT_TRUE(store->Commit());
       ASSERT_TRUE(j.EndActivation(End(*a)));
-      ASSERT_TRUE(j.Commit());
+      ASSERT_TRUE(store->Commit());
       if (i % 1000 == 999) {
         EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), i + 1);
       }
@@ -191,7 +191,7 @@ TEST(SqliteStoreTest, EmptyIsStoredAsNull) {
   auto a = store->journal().BeginActivation(Start());
   ASSERT_TRUE(a);
   ASSERT_TRUE(store->journal().RecordCall(Call(*a, 1)));
-  ASSERT_TRUE(store->journal().Commit());
+  ASSERT_TRUE(store->Commit());
   RawDb raw(db);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM calls WHERE error IS NULL"), 1);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE end_us IS NULL AND outcome IS NULL"), 1);
@@ -274,7 +274,7 @@ TEST(SqliteOpenTest, EmptyExistingFileBecomesAJournal) {
   auto store = MustOpen(db);
   ASSERT_TRUE(store);
   EXPECT_TRUE(store->journal().BeginActivation(Start()));
-  EXPECT_TRUE(store->journal().Commit());
+  EXPECT_TRUE(store->Commit());
 }
 
 TEST(SqliteOpenTest, MissingDirectoryIsAClearError) {
@@ -411,7 +411,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
     c.state = CallState::kStarted;
     c.end_unix_us = std::nullopt;
     ASSERT_TRUE(store->journal().RecordCall(c));
-    ASSERT_TRUE(store->journal().Commit());
+    ASSERT_TRUE(store->Commit());
   }
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
@@ -491,7 +491,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
     id = store->journal_id();
     auto a = store->journal().BeginActivation(Start("old.js", 1000, {"h", 1, 2}));
     ASSERT_TRUE(a);
-    ASSERT_TRUE(store->journal().Commit());
+    ASSERT_TRUE(store->Commit());
   }
   {
     RawDb raw(db);
@@ -543,7 +543,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
     ASSERT_TRUE(store->kv().Put("b", "x", "null"));
     auto a = store->journal().BeginActivation(Start("old.js", 1000, {"h", 1, 2}));
     ASSERT_TRUE(a);
-    ASSERT_TRUE(store->journal().Commit());
+    ASSERT_TRUE(store->Commit());
   }
   {
     RawDb raw(db);
@@ -608,7 +608,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
     ASSERT_TRUE(store->journal().RecordCall(Call(activation, 1)));
     ASSERT_TRUE(store->journal().EndActivation(End(activation)));
     ASSERT_TRUE(store->kv().Put("orders", "o-1", R"({"qty":3})"));
-    ASSERT_TRUE(store->journal().Commit());
+    ASSERT_TRUE(store->Commit());
   }
   std::string fresh_schema;
   {
@@ -668,9 +668,9 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
   auto next = store->journal().BeginActivation(Start("orders", 2000, {"h", 1, 2}));
   ASSERT_TRUE(next);
   ASSERT_TRUE(store->runs().MarkRunStarted(run->run.id, *next, 2000));
-  ASSERT_TRUE(store->runs().AddToken("ci", "sha256:t", "[]", {0, "root"}, 2000));
-  ASSERT_TRUE(store->runs().SetScheduleMark("nightly", 2000));
-  ASSERT_TRUE(store->journal().Commit());
+  ASSERT_TRUE(store->serve().AddToken("ci", "sha256:t", "[]", {0, "root"}, 2000));
+  ASSERT_TRUE(store->serve().SetScheduleMark("nightly", 2000));
+  ASSERT_TRUE(store->Commit());
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
@@ -707,7 +707,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
     activation = *a;
     ASSERT_TRUE(store->runs().MarkRunStarted(running, activation, 1000));
     ASSERT_TRUE(store->runs().MarkRunEnded(ended, "cancelled", R"({"kind":"cancelled","message":"m"})", 1100));
-    ASSERT_TRUE(store->journal().Commit());
+    ASSERT_TRUE(store->Commit());
   }
   std::string fresh_schema;
   {
@@ -770,7 +770,7 @@ TEST(SqliteStoreTest, ARunCannotStartWithAnUnknownActivation) {
   auto zero = store->runs().MarkRunStarted(run->run.id, 0, 2000);
   ASSERT_FALSE(zero);
   EXPECT_EQ(zero.error().code, ErrorCode::kInvalidArgument);
-  ASSERT_TRUE(store->journal().Commit());
+  ASSERT_TRUE(store->Commit());
   auto row = store->reader().GetRun(run->run.id);
   ASSERT_TRUE(row && row->has_value());
   EXPECT_EQ((*row)->state, RunState::kQueued);
@@ -802,7 +802,7 @@ TEST(SqliteFilesTest, NewJournalAndItsWalAndShmAreOwnerOnlyWhateverTheUmask) {
   ::umask(old_umask);
   ASSERT_TRUE(store);
   ASSERT_TRUE(store->journal().BeginActivation(Start()));
-  ASSERT_TRUE(store->journal().Commit());
+  ASSERT_TRUE(store->Commit());
   EXPECT_EQ(ModeOf(db), 0600u);
   ASSERT_TRUE(fs::exists(db + "-wal"));
   ASSERT_TRUE(fs::exists(db + "-shm"));
@@ -872,7 +872,7 @@ std::vector<std::string> CreateAtOnce(const std::string& db, int processes) {
           if (auto e = j.EndActivation(End(*id)); !e) failure = e.error().message;
         }
         if (failure.empty()) {
-          if (auto c = j.Commit(); !c) failure = c.error().message;
+          if (auto c = (*store)->Commit(); !c) failure = c.error().message;
         }
       }
       if (!failure.empty()) {
@@ -948,7 +948,7 @@ TEST(SqliteReaderTest, SeesOnlyCommittedBatchesAndWritesNothing) {
   auto store = MustOpen(db);
   ASSERT_TRUE(store);
   ASSERT_TRUE(store->journal().BeginActivation(Start("one.js")));
-  ASSERT_TRUE(store->journal().Commit());
+  ASSERT_TRUE(store->Commit());
   ASSERT_TRUE(store->journal().BeginActivation(Start("two.js")));  // uncommitted
   auto reader = OpenSqliteReader(db);
   ASSERT_TRUE(reader) << reader.error().message;
@@ -956,7 +956,7 @@ TEST(SqliteReaderTest, SeesOnlyCommittedBatchesAndWritesNothing) {
   ASSERT_TRUE(rows) << rows.error().message;
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].flow, "one.js");
-  ASSERT_TRUE(store->journal().Commit());  // a reader never holds the writer up
+  ASSERT_TRUE(store->Commit());  // a reader never holds the writer up
   rows = (*reader)->Activations(std::nullopt, 10);
   ASSERT_TRUE(rows);
   EXPECT_EQ(rows->size(), 2u);
@@ -1016,7 +1016,7 @@ TEST_F(ReadOnlyUserTest, ReadsAClosedJournal) {
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->journal().BeginActivation(Start("a.js")));
     ASSERT_TRUE(store->journal().BeginActivation(Start("b.js")));
-    ASSERT_TRUE(store->journal().Commit());
+    ASSERT_TRUE(store->Commit());
   }
   ASSERT_FALSE(fs::exists(db + "-wal"));
   ASSERT_EQ(::chmod(db.c_str(), 0644), 0);
@@ -1034,11 +1034,11 @@ TEST_F(ReadOnlyUserTest, ReadsAJournalBeingWritten) {
   auto store = MustOpen(db);
   ASSERT_TRUE(store);
   ASSERT_TRUE(store->journal().BeginActivation(Start("a.js")));
-  ASSERT_TRUE(store->journal().Commit());
+  ASSERT_TRUE(store->Commit());
   for (const std::string& f : {db, db + "-wal", db + "-shm"}) ASSERT_EQ(::chmod(f.c_str(), 0644), 0) << f;
   EXPECT_EQ(ReadAsNobody(db), "a.js;");
   ASSERT_TRUE(store->journal().BeginActivation(Start("b.js")));
-  ASSERT_TRUE(store->journal().Commit());
+  ASSERT_TRUE(store->Commit());
   EXPECT_EQ(ReadAsNobody(db), "a.js;b.js;");
 }
 
@@ -1132,13 +1132,13 @@ TEST(SqliteStoreTest, FailedCommitIsRecoverableByRollback) {
     auto first = j.BeginActivation(Start("kept.js"));
     ASSERT_TRUE(first);
     kept = *first;
-    ASSERT_TRUE(j.Commit());
+    ASSERT_TRUE(store->Commit());
 
     auto lost = j.BeginActivation(Start("lost.js"));
     ASSERT_TRUE(lost);
     ASSERT_TRUE(kv.Put("orders", "lost", "1"));
     g_fail_wal_writes = true;
-    auto c = j.Commit();
+    auto c = store->Commit();
     g_fail_wal_writes = false;
     ASSERT_FALSE(c) << "the injected WAL write failure did not reach Commit()";
     EXPECT_EQ(c.error().code, ErrorCode::kDatabase);
@@ -1158,8 +1158,8 @@ TEST(SqliteStoreTest, FailedCommitIsRecoverableByRollback) {
       EXPECT_EQ(raw.Int("SELECT count(*) FROM kv"), 0);
     }
 
-    ASSERT_TRUE(j.Rollback());
-    EXPECT_FALSE(j.HasPendingBatch());
+    ASSERT_TRUE(store->Rollback());
+    EXPECT_FALSE(store->HasPendingBatch());
     auto gone = kv.Get("orders", "lost");
     ASSERT_TRUE(gone) << gone.error().message;
     EXPECT_FALSE(gone->has_value());
@@ -1167,7 +1167,7 @@ TEST(SqliteStoreTest, FailedCommitIsRecoverableByRollback) {
     auto next = j.BeginActivation(Start("next.js"));
     ASSERT_TRUE(next) << next.error().message;
     ASSERT_TRUE(kv.Put("orders", "next", "2"));
-    ASSERT_TRUE(j.Commit());
+    ASSERT_TRUE(store->Commit());
   }
   auto store = MustOpen(db);
   ASSERT_TRUE(store);

@@ -2,7 +2,9 @@
 // rollback, duplicates, the call-record lifecycle, leases, recovery of abandoned activations, the
 // kv store with its atomic operations (also across processes), approvals, and basal serve's runs
 // (idempotency keys, states, settling after recovery), API tokens and schedule marks. A new backend adds one
-// INSTANTIATE_TEST_SUITE_P line at the bottom and passes.
+// INSTANTIATE_TEST_SUITE_P line at the bottom and passes. Built twice: store_test runs it on
+// SQLite, store_pg_test (BASAL_STORE_CONTRACT_POSTGRES) on a private PostgreSQL cluster
+// (tests/support/pg_cluster.py), one new database per test.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,10 +19,14 @@
 #include <nlohmann/json.hpp>
 
 #include "basal/manifest.h"
+#include "parent/store/open.h"
 #include "parent/store/owner.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "parent/store/store.h"
 #include "unit/store_test_support.h"
+#ifdef BASAL_STORE_CONTRACT_POSTGRES
+#include "unit/pg_test_support.h"
+#endif
 
 namespace basal {
 namespace {
@@ -57,9 +63,24 @@ class SqliteInstance final : public BackendInstance {
   std::string path_ = dir_.File("journal.db");
 };
 
+#ifdef BASAL_STORE_CONTRACT_POSTGRES
+class PostgresInstance final : public BackendInstance {
+ public:
+  Result<std::unique_ptr<Store>> Open() override { return OpenStore({.locator = db_.locator()}); }
+  Result<std::unique_ptr<JournalReader>> OpenReader() override { return basal::OpenReader(db_.locator()); }
+  std::string location() const override { return RedactLocator(db_.locator()); }
+
+ private:
+  testing_support::PgTestDatabase db_;
+};
+#endif
+
 class StoreContract : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
+#ifdef BASAL_STORE_CONTRACT_POSTGRES
+    if (!testing_support::PgTestDatabase::Available()) GTEST_SKIP() << testing_support::PgTestDatabase::kWhySkipped;
+#endif
     instance_ = GetParam().make();
     store_ = MustOpen();
     ASSERT_TRUE(store_);
@@ -104,8 +125,8 @@ TEST_P(StoreContract, RoundTripAcrossReopen) {
   end.result_json = R"({"answer":42})";
   end.cpu_us = 321;
   ASSERT_TRUE(journal().EndActivation(end));
-  ASSERT_TRUE(journal().Commit());
-  EXPECT_FALSE(journal().HasPendingBatch());
+  ASSERT_TRUE(store_->Commit());
+  EXPECT_FALSE(store_->HasPendingBatch());
   store_.reset();
 
   store_ = MustOpen();
@@ -183,7 +204,7 @@ TEST_P(StoreContract, EveryVerdictEffectAndStateRoundTrips) {
       }
     }
   }
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto reader = MustRead();
   ASSERT_TRUE(reader);
   auto calls = reader->Calls(*id);
@@ -207,7 +228,7 @@ TEST_P(StoreContract, EveryVerdictEffectAndStateRoundTrips) {
 TEST_P(StoreContract, UnfinishedActivationReadsAsUnfinished) {
   auto id = journal().BeginActivation(Start());
   ASSERT_TRUE(id);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto rows = store_->reader().Activations(*id, 1);
   ASSERT_TRUE(rows);
   ASSERT_EQ(rows->size(), 1u);
@@ -223,7 +244,7 @@ TEST_P(StoreContract, ActivationsNewestLastWithLimit) {
     ASSERT_TRUE(id);
     ids.push_back(*id);
   }
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   JournalReader& r = store_->reader();
   auto last2 = r.Activations(std::nullopt, 2);
   ASSERT_TRUE(last2);
@@ -244,10 +265,10 @@ TEST_P(StoreContract, ActivationsNewestLastWithLimit) {
 }
 
 TEST_P(StoreContract, UncommittedBatchIsInvisibleAndRolledBackOnDestruction) {
-  EXPECT_FALSE(journal().HasPendingBatch());
+  EXPECT_FALSE(store_->HasPendingBatch());
   auto id = journal().BeginActivation(Start());
   ASSERT_TRUE(id);
-  EXPECT_TRUE(journal().HasPendingBatch());
+  EXPECT_TRUE(store_->HasPendingBatch());
   ASSERT_TRUE(journal().RecordCall(Call(*id, 1)));
   ASSERT_TRUE(kv().Put("orders", "o-1", "1"));
   // The store's own reader sees its batch...
@@ -270,15 +291,15 @@ TEST_P(StoreContract, UncommittedBatchIsInvisibleAndRolledBackOnDestruction) {
 }
 
 TEST_P(StoreContract, CommittedBatchIsVisibleToAnotherReader) {
-  EXPECT_TRUE(journal().Commit());  // no batch: a no-op
+  EXPECT_TRUE(store_->Commit());  // no batch: a no-op
   auto a = journal().BeginActivation(Start("a.js"));
   auto b = journal().BeginActivation(Start("b.js"));
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(journal().RecordCall(Call(*a, 1)));
   ASSERT_TRUE(kv().Put("orders", "o-1", R"({"qty":3})"));
   ASSERT_TRUE(journal().EndActivation(End(*a)));
-  ASSERT_TRUE(journal().Commit());
-  EXPECT_FALSE(journal().HasPendingBatch());
+  ASSERT_TRUE(store_->Commit());
+  EXPECT_FALSE(store_->HasPendingBatch());
   auto other = MustRead();
   ASSERT_TRUE(other);
   auto rows = other->Activations(std::nullopt, 10);
@@ -310,7 +331,7 @@ TEST_P(StoreContract, FailedWritesLeaveTheBatchUsable) {
   auto twice = journal().EndActivation(End(*id, Outcome::kOk, 2));
   ASSERT_FALSE(twice);
   EXPECT_EQ(twice.error().code, ErrorCode::kNotFound);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto other = MustRead();
   ASSERT_TRUE(other);
   auto rows = other->Activations(*id, 1);
@@ -325,17 +346,17 @@ TEST_P(StoreContract, FailedWritesLeaveTheBatchUsable) {
 TEST_P(StoreContract, RollbackDropsTheWholeBatchKvIncluded) {
   auto id = journal().BeginActivation(Start());
   ASSERT_TRUE(id);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   ASSERT_TRUE(kv().Put("orders", "o-9", "9"));
   ASSERT_TRUE(journal().RecordCall(Call(*id, 1)));
-  ASSERT_TRUE(journal().Rollback());
-  EXPECT_FALSE(journal().HasPendingBatch());
+  ASSERT_TRUE(store_->Rollback());
+  EXPECT_FALSE(store_->HasPendingBatch());
   auto gone = kv().Get("orders", "o-9");
   ASSERT_TRUE(gone);
   EXPECT_FALSE(gone->has_value());
   ASSERT_TRUE(kv().Put("orders", "o-9", "10"));
   ASSERT_TRUE(journal().RecordCall(Call(*id, 2)));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto other = MustRead();
   ASSERT_TRUE(other);
   auto calls = other->Calls(*id);
@@ -359,7 +380,7 @@ TEST_P(StoreContract, CallLifecycle) {
   c.end_unix_us = std::nullopt;
   ASSERT_TRUE(journal().RecordCall(c));
   ASSERT_TRUE(journal().UpdateCall({*id, 1, CallState::kStarted, "", "", std::nullopt}));
-  ASSERT_TRUE(journal().Commit());  // intent before effect
+  ASSERT_TRUE(store_->Commit());  // intent before effect
   {
     auto other = MustRead();
     ASSERT_TRUE(other);
@@ -379,7 +400,7 @@ TEST_P(StoreContract, CallLifecycle) {
   auto missing = journal().UpdateCall({*id, 99, CallState::kAnswered, "1", "", 1500});
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
-  ASSERT_TRUE(journal().Commit());  // the failed updates changed nothing and broke no batch
+  ASSERT_TRUE(store_->Commit());  // the failed updates changed nothing and broke no batch
   auto calls = store_->reader().Calls(*id);
   ASSERT_TRUE(calls);
   ASSERT_EQ(calls->size(), 1u);
@@ -400,9 +421,9 @@ TEST_P(StoreContract, LateAnswerIsWrittenIntoAnAbandonedRecord) {
   ASSERT_TRUE(journal().RecordCall(c));
   ASSERT_TRUE(journal().UpdateCall({*id, 1, CallState::kAbandoned, "", "", 2000}));
   ASSERT_TRUE(journal().EndActivation(End(*id, Outcome::kDeadline, 2000)));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   ASSERT_TRUE(journal().UpdateCall({*id, 1, CallState::kAbandoned, "\"late\"", "", 2500}));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto calls = store_->reader().Calls(*id);
   ASSERT_TRUE(calls);
   EXPECT_EQ((*calls)[0].state, CallState::kAbandoned);
@@ -410,7 +431,7 @@ TEST_P(StoreContract, LateAnswerIsWrittenIntoAnAbandonedRecord) {
   EXPECT_EQ((*calls)[0].end_unix_us, std::optional<int64_t>(2500));  // when the answer came
   auto answered = journal().UpdateCall({*id, 1, CallState::kAnswered, "1", "", 3000});
   EXPECT_FALSE(answered);  // abandoned never becomes answered
-  (void)journal().Rollback();
+  (void)store_->Rollback();
 }
 
 // A pid that no process has: a child that has exited and been reaped.
@@ -467,11 +488,11 @@ TEST_P(StoreContract, RecoverAbandonedClosesOnlyActivationsWhoseOwnerIsGone) {
   call(reused, 1, CallState::kStarted);
   call(alive, 1, CallState::kStarted);
   // Left open on purpose: RecoverAbandoned commits it first.
-  ASSERT_TRUE(journal().HasPendingBatch());
+  ASSERT_TRUE(store_->HasPendingBatch());
 
   auto report = journal().RecoverAbandoned(self, now);
   ASSERT_TRUE(report) << report.error().message;
-  EXPECT_FALSE(journal().HasPendingBatch());
+  EXPECT_FALSE(store_->HasPendingBatch());
   std::vector<int64_t> closed = report->abandoned_activations;
   std::sort(closed.begin(), closed.end());
   EXPECT_EQ(closed, (std::vector<int64_t>{dead, reused, far_expired}));
@@ -532,7 +553,7 @@ TEST_P(StoreContract, RenewLeasesExtendsOnlyTheOwnersUnfinishedActivations) {
   ASSERT_TRUE(a1 && a2 && b1);
   ASSERT_TRUE(journal().EndActivation(End(*a2)));
   ASSERT_TRUE(journal().RenewLeases(a, 99'000'000));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto rows = store_->reader().Activations(std::nullopt, 10);
   ASSERT_TRUE(rows);
   ASSERT_EQ(rows->size(), 3u);
@@ -572,9 +593,9 @@ TEST_P(StoreContract, KvGetPutDelete) {
   auto missing = kv().Get("orders", "o-1");
   ASSERT_TRUE(missing);
   EXPECT_FALSE(missing->has_value());
-  EXPECT_FALSE(journal().HasPendingBatch());  // reads do not open a batch
+  EXPECT_FALSE(store_->HasPendingBatch());  // reads do not open a batch
   ASSERT_TRUE(kv().Put("orders", "o-1", R"({"qty":1})"));
-  EXPECT_TRUE(journal().HasPendingBatch());
+  EXPECT_TRUE(store_->HasPendingBatch());
   auto got = kv().Get("orders", "o-1");  // the batch's own uncommitted write
   ASSERT_TRUE(got && got->has_value());
   EXPECT_EQ(**got, R"({"qty":1})");
@@ -585,7 +606,7 @@ TEST_P(StoreContract, KvGetPutDelete) {
   auto other_ns = kv().Get("users", "o-1");  // namespaces are separate
   ASSERT_TRUE(other_ns);
   EXPECT_FALSE(other_ns->has_value());
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
 
   auto deleted = kv().Delete("orders", "o-1");
   ASSERT_TRUE(deleted);
@@ -596,11 +617,11 @@ TEST_P(StoreContract, KvGetPutDelete) {
   got = kv().Get("orders", "o-1");
   ASSERT_TRUE(got);
   EXPECT_FALSE(got->has_value());
-  ASSERT_TRUE(journal().Rollback());  // the delete was in the batch: undone
+  ASSERT_TRUE(store_->Rollback());  // the delete was in the batch: undone
   got = kv().Get("orders", "o-1");
   ASSERT_TRUE(got && got->has_value());
   ASSERT_TRUE(kv().Delete("orders", "o-1"));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   store_.reset();
   store_ = MustOpen();
   ASSERT_TRUE(store_);
@@ -701,7 +722,7 @@ TEST_P(StoreContract, KvUsageFollowsPutsOverwritesAndDeletes) {
   ASSERT_TRUE(kv().Put("u", "ab", "\"\""));  // overwritten: 2 + 2
   EXPECT_EQ(usage("u").bytes, 6u);
   EXPECT_EQ(usage("u").keys, 2u);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   ASSERT_TRUE(kv().Put("other", "k", "\"\xc3\xa9\""));  // bytes, not characters: 1 + 4
   EXPECT_EQ(usage("other").bytes, 5u);
   ASSERT_TRUE(kv().Delete("u", "c"));
@@ -713,7 +734,7 @@ TEST_P(StoreContract, KvUsageFollowsPutsOverwritesAndDeletes) {
   auto none = kv().ValueBytes("u", "c");
   ASSERT_TRUE(none);
   EXPECT_FALSE(none->has_value());
-  ASSERT_TRUE(journal().Rollback());  // the delete was in the open batch
+  ASSERT_TRUE(store_->Rollback());  // the delete was in the open batch
   EXPECT_EQ(usage("u").keys, 2u);
   EXPECT_EQ(usage("other").keys, 0u);
 }
@@ -738,7 +759,7 @@ TEST_P(StoreContract, KvCompareAndSwapOnAbsentPresentAndMismatch) {
   auto first = kv().CompareAndSwap("c", "k", std::nullopt, "1", {});  // absent, as expected
   ASSERT_EQ(StatusOf(first), S::kWritten);
   EXPECT_EQ(first->current_json, Text("1"));
-  EXPECT_TRUE(journal().HasPendingBatch());  // the write joined the batch like a Put
+  EXPECT_TRUE(store_->HasPendingBatch());  // the write joined the batch like a Put
   auto again = kv().CompareAndSwap("c", "k", std::nullopt, "2", {});  // no longer absent
   ASSERT_EQ(StatusOf(again), S::kMismatch);
   EXPECT_EQ(again->current_json, Text("1")) << "a mismatch says what the key holds";
@@ -751,7 +772,7 @@ TEST_P(StoreContract, KvCompareAndSwapOnAbsentPresentAndMismatch) {
   auto wrong = kv().CompareAndSwap("c", "k", "7", "3", {});
   ASSERT_EQ(StatusOf(wrong), S::kMismatch);
   EXPECT_EQ(Stored(kv(), "c", "k"), Text("2"));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   store_.reset();
   store_ = MustOpen();
   ASSERT_TRUE(store_);
@@ -769,7 +790,7 @@ TEST_P(StoreContract, KvCompareAndSwapOnAbsentPresentAndMismatch) {
 
   auto rolled = kv().CompareAndSwap("c", "gone", std::nullopt, "1", {});
   ASSERT_EQ(StatusOf(rolled), S::kWritten);
-  ASSERT_TRUE(journal().Rollback());  // a swap is undone with its batch
+  ASSERT_TRUE(store_->Rollback());  // a swap is undone with its batch
   EXPECT_EQ(Stored(kv(), "c", "gone"), std::nullopt);
   EXPECT_EQ(Stored(kv(), "c", "n"), std::nullopt);
 
@@ -864,13 +885,13 @@ TEST_P(StoreContract, KvIncrementCountsInIntegers) {
   auto first = kv().Increment("i", "n", 5, {});  // absent counts as 0
   ASSERT_EQ(StatusOf(first), S::kWritten);
   EXPECT_EQ(first->current_json, Text("5"));
-  EXPECT_TRUE(journal().HasPendingBatch());
+  EXPECT_TRUE(store_->HasPendingBatch());
   auto down = kv().Increment("i", "n", -7, {});
   ASSERT_EQ(StatusOf(down), S::kWritten);
   EXPECT_EQ(down->current_json, Text("-2"));
   EXPECT_EQ(StatusOf(kv().Increment("i", "n", 0, {})), S::kWritten);
   EXPECT_EQ(Stored(kv(), "i", "n"), Text("-2"));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
 
   struct Case {
     const char* stored;
@@ -915,7 +936,7 @@ TEST_P(StoreContract, KvIncrementCountsInIntegers) {
   auto bad_by = kv().Increment("i", "n", kKvMaxSafeInteger + 1, {});
   ASSERT_FALSE(bad_by);
   EXPECT_EQ(bad_by.error().code, ErrorCode::kInvalidArgument);
-  ASSERT_TRUE(journal().Rollback());  // every increment since the commit is undone
+  ASSERT_TRUE(store_->Rollback());  // every increment since the commit is undone
   EXPECT_EQ(Stored(kv(), "i", "n"), Text("-2"));
   EXPECT_EQ(Stored(kv(), "i", "k0"), std::nullopt);
 }
@@ -963,7 +984,7 @@ int AddInChild(BackendInstance& instance, Way way, int n) {
     if (way == Way::kIncrement) {
       auto r = store.kv().Increment("race", "count", 1, {});
       if (!r || r->status != KvUpdate::Status::kWritten) {
-        (void)store.journal().Rollback();
+        (void)store.Rollback();
         continue;
       }
       written = true;
@@ -971,14 +992,14 @@ int AddInChild(BackendInstance& instance, Way way, int n) {
       const int64_t now = expected ? std::stoll(*expected) : 0;
       auto r = store.kv().CompareAndSwap("race", "count", expected, std::to_string(now + 1), {});
       if (!r) {
-        (void)store.journal().Rollback();
+        (void)store.Rollback();
         continue;
       }
       written = r->status == KvUpdate::Status::kWritten;
       expected = r->current_json;  // what the key holds: the retry's expectation, or our own value
     }
-    if (!store.journal().Commit()) {
-      (void)store.journal().Rollback();
+    if (!store.Commit()) {
+      (void)store.Rollback();
       expected.reset();  // unknown again: the next swap tells
       continue;
     }
@@ -1010,7 +1031,7 @@ TEST_P(StoreContract, KvIncrementAndCompareAndSwapAreAtomicAcrossProcesses) {
     ASSERT_TRUE(store_);
     EXPECT_EQ(Stored(kv(), "race", "count"), Text(std::to_string(kProcesses * kEach))) << name;
     ASSERT_TRUE(kv().Delete("race", "count"));
-    ASSERT_TRUE(journal().Commit());
+    ASSERT_TRUE(store_->Commit());
     store_.reset();
   }
   store_ = MustOpen();
@@ -1055,8 +1076,8 @@ TEST_P(StoreContract, KvPutWithinHoldsAQuotaAcrossProcesses) {
       for (int k = 0; k < kQuota; ++k) {  // each tries to fill the whole quota alone
         auto r = store.kv().PutWithin("quota", "p" + std::to_string(i) + "-" + std::to_string(k), "true",
                                       {.quota_keys = kQuota});
-        if (!r || !store.journal().Commit()) {
-          (void)store.journal().Rollback();
+        if (!r || !store.Commit()) {
+          (void)store.Rollback();
           continue;
         }
       }
@@ -1104,7 +1125,7 @@ TEST_P(StoreContract, ApprovedVersionsAreNumberedBoundToTheirTextsAndJournaled) 
   EXPECT_EQ(v1->approver.uid, 1000);
   EXPECT_EQ(v1->note, "first review");
   EXPECT_FALSE(v1->revoked_unix_us);
-  EXPECT_FALSE(journal().HasPendingBatch()) << "an approval commits on its own";
+  EXPECT_FALSE(store_->HasPendingBatch()) << "an approval commits on its own";
 
   auto v2 = store_->catalog().Approve(FlowApproval("orders", "export default () => 2;\n", 1, 6000));
   ASSERT_TRUE(v2) << v2.error().message;
@@ -1240,7 +1261,7 @@ TEST_P(StoreContract, ActivationsRecordTheirOriginAndApprovedVersion) {
   ASSERT_TRUE(store_->catalog().KeepText(Sha256Hex("dev source"), "dev source")) << "keeping a text twice is a no-op";
   auto id2 = journal().BeginActivation(adhoc);
   ASSERT_TRUE(id2);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto bad = store_->catalog().KeepText("md5:x", "x");
   ASSERT_FALSE(bad);
   std::unique_ptr<JournalReader> other = MustRead();
@@ -1258,7 +1279,7 @@ TEST_P(StoreContract, ActivationsRecordTheirOriginAndApprovedVersion) {
   EXPECT_EQ(*text, std::optional<std::string>("dev source"));
 }
 
-// ---- basal serve: runs, API tokens, schedule marks (RunStore, and JournalReader's reads) -----
+// ---- runs (RunStore), basal serve's API tokens and schedule marks (ServeTables), and JournalReader's reads ----
 
 // The run as every reader of it must see it.
 void ExpectRun(const RunRow& row, const RunRow& want) {
@@ -1291,7 +1312,7 @@ TEST_P(StoreContract, EnqueuedRunRoundTripsThroughEveryReader) {
   ASSERT_TRUE(e) << e.error().message;
   EXPECT_FALSE(e->existing);
   EXPECT_GT(e->run.id, 0);
-  EXPECT_TRUE(journal().HasPendingBatch()) << "the run joins the open batch";
+  EXPECT_TRUE(store_->HasPendingBatch()) << "the run joins the open batch";
   RunRow want;
   want.id = e->run.id;
   want.flow = "nightly";
@@ -1300,7 +1321,7 @@ TEST_P(StoreContract, EnqueuedRunRoundTripsThroughEveryReader) {
   want.created_unix_us = 2000;
   want.state_detail = R"({"scheduled_for_us":1999})";
   ExpectRun(e->run, want);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   store_.reset();  // and across a reopen
 
   store_ = MustOpen();
@@ -1385,7 +1406,7 @@ TEST_P(StoreContract, AnIdempotencyKeyGivesTheSameRunUntilItExpires) {
   EXPECT_FALSE(expired->existing);
   EXPECT_NE(expired->run.id, first->run.id);
   EXPECT_EQ(expired->run.idempotency_key, "key-1");
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto old = store_->reader().GetRun(first->run.id);
   ASSERT_TRUE(old && old->has_value());
   EXPECT_EQ((*old)->idempotency_key, "") << "the old run keeps its row; its key is cleared";
@@ -1396,7 +1417,7 @@ TEST_P(StoreContract, AnIdempotencyKeyGivesTheSameRunUntilItExpires) {
   ASSERT_TRUE(repeat);
   EXPECT_TRUE(repeat->existing);
   EXPECT_EQ(repeat->run.id, expired->run.id);
-  (void)journal().Rollback();
+  (void)store_->Rollback();
 }
 
 TEST_P(StoreContract, RunStatesMoveOnlyForward) {
@@ -1445,7 +1466,7 @@ TEST_P(StoreContract, RunStatesMoveOnlyForward) {
   ASSERT_FALSE(unknown_end);
   EXPECT_EQ(unknown_end.error().code, ErrorCode::kNotFound);
 
-  ASSERT_TRUE(journal().Commit()) << "the refused moves changed nothing and broke no batch";
+  ASSERT_TRUE(store_->Commit()) << "the refused moves changed nothing and broke no batch";
   auto other = MustRead();
   ASSERT_TRUE(other);
   auto ra = other->GetRun(a->run.id);
@@ -1481,7 +1502,7 @@ TEST_P(StoreContract, ListRunsIsNewestFirstAndFilters) {
   ASSERT_TRUE(activation);
   ASSERT_TRUE(runs.MarkRunStarted(ids[2], *activation, 1100));
   ASSERT_TRUE(runs.MarkRunEnded(ids[4], "skipped", "", 1100));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto other = MustRead();
   ASSERT_TRUE(other);
   struct Case {
@@ -1518,12 +1539,12 @@ TEST_P(StoreContract, ListRunsIsNewestFirstAndFilters) {
 TEST_P(StoreContract, ABatchRolledBackLosesTheRun) {
   auto committed = store_->runs().EnqueueRun(testing_support::Run("orders", "0"));
   ASSERT_TRUE(committed);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
 
   auto lost = store_->runs().EnqueueRun(testing_support::Run("orders", "1", "k"));
   ASSERT_TRUE(lost);
-  ASSERT_TRUE(store_->runs().AddToken("ci", "hash-ci", "[]", {0, "root"}, 1000));
-  ASSERT_TRUE(store_->runs().SetScheduleMark("nightly", 5000));
+  ASSERT_TRUE(store_->serve().AddToken("ci", "hash-ci", "[]", {0, "root"}, 1000));
+  ASSERT_TRUE(store_->serve().SetScheduleMark("nightly", 5000));
   ASSERT_TRUE(store_->runs().MarkRunEnded(committed->run.id, "cancelled", "", 1000));
   {
     auto other = MustRead();  // another connection sees none of the open batch
@@ -1535,14 +1556,14 @@ TEST_P(StoreContract, ABatchRolledBackLosesTheRun) {
     ASSERT_TRUE(tokens);
     EXPECT_TRUE(tokens->empty());
   }
-  ASSERT_TRUE(journal().Rollback());
+  ASSERT_TRUE(store_->Rollback());
   auto gone = store_->runs().GetRun(lost->run.id);
   ASSERT_TRUE(gone);
   EXPECT_FALSE(gone->has_value());
-  auto token = store_->runs().FindToken("hash-ci");
+  auto token = store_->serve().FindToken("hash-ci");
   ASSERT_TRUE(token);
   EXPECT_FALSE(token->has_value());
-  auto mark = store_->runs().ScheduleMark("nightly");
+  auto mark = store_->serve().ScheduleMark("nightly");
   ASSERT_TRUE(mark);
   EXPECT_FALSE(mark->has_value());
   auto kept = store_->runs().GetRun(committed->run.id);
@@ -1587,7 +1608,7 @@ TEST_P(StoreContract, SettleEndsRunsWhoseActivationRecoveryClosed) {
   ASSERT_TRUE(journal().EndActivation(End(finished_activation, Outcome::kOk, 1500)));
   auto queued = runs.EnqueueRun(testing_support::Run("orders", "4"));
   ASSERT_TRUE(queued);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
 
   auto report = journal().RecoverAbandoned(self, now);
   ASSERT_TRUE(report) << report.error().message;
@@ -1595,7 +1616,7 @@ TEST_P(StoreContract, SettleEndsRunsWhoseActivationRecoveryClosed) {
   auto settled = runs.SettleRunsOfEndedActivations(now + 5);
   ASSERT_TRUE(settled) << settled.error().message;
   EXPECT_EQ(*settled, 2u);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
 
   auto other = MustRead();
   ASSERT_TRUE(other);
@@ -1622,7 +1643,7 @@ TEST_P(StoreContract, SettleEndsRunsWhoseActivationRecoveryClosed) {
   auto again = runs.SettleRunsOfEndedActivations(now + 6);
   ASSERT_TRUE(again);
   EXPECT_EQ(*again, 0u);
-  (void)journal().Rollback();
+  (void)store_->Rollback();
 }
 
 // A durable run (docs/durable.md): bound at its first start and never rebound; its calls keep what a
@@ -1664,7 +1685,7 @@ TEST_P(StoreContract, DurableRunsAreInterruptedResumedAndResolved) {
   external.end_unix_us = std::nullopt;
   external.args_digest = "sha256:d2";
   ASSERT_TRUE(journal().RecordCall(external));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
 
   // Its activation keeps no input: the run's is read.
   auto rows = store_->reader().RunActivations(run->run.id);
@@ -1679,7 +1700,7 @@ TEST_P(StoreContract, DurableRunsAreInterruptedResumedAndResolved) {
   auto settled = runs.SettleRunsOfEndedActivations(now + 5);
   ASSERT_TRUE(settled) << settled.error().message;
   EXPECT_EQ(*settled, 2u);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto other = MustRead();
   ASSERT_TRUE(other);
   auto interrupted = other->GetRun(run->run.id);
@@ -1745,7 +1766,7 @@ TEST_P(StoreContract, DurableRunsAreInterruptedResumedAndResolved) {
   auto released = runs.MoveRun({run->run.id, RunState::kNeedsReconciliation, RunState::kInterrupted, "", false});
   ASSERT_TRUE(released) << released.error().message;
   ASSERT_TRUE(runs.MarkRunEnded(run->run.id, "cancelled", R"({"kind":"cancelled","message":"by alice"})", now + 20));
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   auto resolutions = MustRead()->Resolutions(run->run.id);
   ASSERT_TRUE(resolutions) << resolutions.error().message;
   ASSERT_EQ(resolutions->size(), 1u);
@@ -1762,14 +1783,14 @@ TEST_P(StoreContract, DurableRunsAreInterruptedResumedAndResolved) {
 }
 
 TEST_P(StoreContract, ApiTokensAreKeptByHashAndRevokedByName) {
-  RunStore& runs = store_->runs();
-  auto ci = runs.AddToken("ci", "sha256:ci", R"(["runs:write"])", {1000, "alice"}, 5000);
+  ServeTables& tables = store_->serve();
+  auto ci = tables.AddToken("ci", "sha256:ci", R"(["runs:write"])", {1000, "alice"}, 5000);
   ASSERT_TRUE(ci) << ci.error().message;
-  auto ops = runs.AddToken("ops", "sha256:ops", R"(["runs:read"])", {0, "root"}, 5100);
+  auto ops = tables.AddToken("ops", "sha256:ops", R"(["runs:read"])", {0, "root"}, 5100);
   ASSERT_TRUE(ops);
   EXPECT_NE(*ci, *ops);
 
-  auto found = runs.FindToken("sha256:ci");
+  auto found = tables.FindToken("sha256:ci");
   ASSERT_TRUE(found) << found.error().message;
   ASSERT_TRUE(found->has_value());
   EXPECT_EQ((*found)->id, *ci);
@@ -1780,40 +1801,40 @@ TEST_P(StoreContract, ApiTokensAreKeptByHashAndRevokedByName) {
   EXPECT_EQ((*found)->created_by.name, "alice");
   EXPECT_EQ((*found)->created_unix_us, 5000);
   EXPECT_FALSE((*found)->revoked_unix_us.has_value());
-  auto unknown = runs.FindToken("sha256:nobody");
+  auto unknown = tables.FindToken("sha256:nobody");
   ASSERT_TRUE(unknown);
   EXPECT_FALSE(unknown->has_value());
 
-  auto same_name = runs.AddToken("ci", "sha256:ci2", "[]", {0, "root"}, 5200);
+  auto same_name = tables.AddToken("ci", "sha256:ci2", "[]", {0, "root"}, 5200);
   ASSERT_FALSE(same_name);
   EXPECT_EQ(same_name.error().code, ErrorCode::kConflict);
   EXPECT_NE(same_name.error().message.find("ci"), std::string::npos) << same_name.error().message;
-  auto same_hash = runs.AddToken("ci2", "sha256:ci", "[]", {0, "root"}, 5200);
+  auto same_hash = tables.AddToken("ci2", "sha256:ci", "[]", {0, "root"}, 5200);
   ASSERT_FALSE(same_hash);
   EXPECT_EQ(same_hash.error().code, ErrorCode::kConflict);
   for (auto [name, hash] : {std::pair<const char*, const char*>{"", "sha256:x"}, {"x", ""}}) {
-    auto empty = runs.AddToken(name, hash, "[]", {0, "root"}, 5200);
+    auto empty = tables.AddToken(name, hash, "[]", {0, "root"}, 5200);
     ASSERT_FALSE(empty);
     EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
   }
 
-  ASSERT_TRUE(runs.RevokeToken("ci", {0, "root"}, 6000));
-  auto revoked = runs.FindToken("sha256:ci");
+  ASSERT_TRUE(tables.RevokeToken("ci", {0, "root"}, 6000));
+  auto revoked = tables.FindToken("sha256:ci");
   ASSERT_TRUE(revoked);
   EXPECT_FALSE(revoked->has_value()) << "a revoked token is not found";
-  auto twice = runs.RevokeToken("ci", {0, "root"}, 6100);
+  auto twice = tables.RevokeToken("ci", {0, "root"}, 6100);
   ASSERT_FALSE(twice);
   EXPECT_EQ(twice.error().code, ErrorCode::kNotFound);
-  auto nobody = runs.RevokeToken("nobody", {0, "root"}, 6100);
+  auto nobody = tables.RevokeToken("nobody", {0, "root"}, 6100);
   ASSERT_FALSE(nobody);
   EXPECT_EQ(nobody.error().code, ErrorCode::kNotFound);
   // The name is free again once revoked; the revoked token's hash is not.
-  auto reissued = runs.AddToken("ci", "sha256:ci-new", "[]", {1000, "alice"}, 7000);
+  auto reissued = tables.AddToken("ci", "sha256:ci-new", "[]", {1000, "alice"}, 7000);
   ASSERT_TRUE(reissued) << reissued.error().message;
-  auto old_hash = runs.AddToken("ci-old", "sha256:ci", "[]", {1000, "alice"}, 7000);
+  auto old_hash = tables.AddToken("ci-old", "sha256:ci", "[]", {1000, "alice"}, 7000);
   ASSERT_FALSE(old_hash);
   EXPECT_EQ(old_hash.error().code, ErrorCode::kConflict);
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
 
   auto other = MustRead();
   ASSERT_TRUE(other);
@@ -1829,30 +1850,30 @@ TEST_P(StoreContract, ApiTokensAreKeptByHashAndRevokedByName) {
     EXPECT_EQ((*tokens)[2].id, *reissued);
     EXPECT_EQ((*tokens)[2].token_hash, "sha256:ci-new");
   }
-  auto from_runs = runs.ListTokens();
-  ASSERT_TRUE(from_runs);
-  EXPECT_EQ(from_runs->size(), 3u);
+  auto from_store = store_->reader().ListTokens();
+  ASSERT_TRUE(from_store);
+  EXPECT_EQ(from_store->size(), 3u);
 }
 
 TEST_P(StoreContract, ScheduleMarksAreKeptPerTrigger) {
-  RunStore& runs = store_->runs();
-  auto none = runs.ScheduleMark("nightly");
+  ServeTables& tables = store_->serve();
+  auto none = tables.ScheduleMark("nightly");
   ASSERT_TRUE(none) << none.error().message;
   EXPECT_FALSE(none->has_value());
-  ASSERT_TRUE(runs.SetScheduleMark("nightly", 1'000'000));
-  ASSERT_TRUE(runs.SetScheduleMark("hourly", 2'000'000));
-  ASSERT_TRUE(runs.SetScheduleMark("nightly", 3'000'000));
-  auto mark = runs.ScheduleMark("nightly");
+  ASSERT_TRUE(tables.SetScheduleMark("nightly", 1'000'000));
+  ASSERT_TRUE(tables.SetScheduleMark("hourly", 2'000'000));
+  ASSERT_TRUE(tables.SetScheduleMark("nightly", 3'000'000));
+  auto mark = tables.ScheduleMark("nightly");
   ASSERT_TRUE(mark);
   EXPECT_EQ(*mark, std::optional<int64_t>(3'000'000)) << "the batch's own write is read back";
-  ASSERT_TRUE(journal().Commit());
+  ASSERT_TRUE(store_->Commit());
   store_.reset();
   store_ = MustOpen();
   ASSERT_TRUE(store_);
   for (auto [trigger, want] : {std::pair<const char*, std::optional<int64_t>>{"nightly", 3'000'000},
                                {"hourly", 2'000'000},
                                {"Nightly", std::nullopt}}) {
-    auto got = store_->runs().ScheduleMark(trigger);
+    auto got = store_->serve().ScheduleMark(trigger);
     ASSERT_TRUE(got);
     EXPECT_EQ(*got, want) << trigger;
   }
@@ -1875,7 +1896,7 @@ TEST_P(StoreContract, AnIdempotencyKeyNamesOneRunAcrossProcesses) {
       for (int k = 0; k < kKeys; ++k) {
         auto e = store.runs().EnqueueRun(testing_support::Run("orders", "{}", "key-" + std::to_string(k), 1000));
         if (!e) _exit(11);
-        if (!store.journal().Commit()) _exit(12);
+        if (!store.Commit()) _exit(12);
       }
       _exit(0);
     }
@@ -1893,9 +1914,15 @@ TEST_P(StoreContract, AnIdempotencyKeyNamesOneRunAcrossProcesses) {
   EXPECT_EQ(*count, static_cast<size_t>(kKeys));
 }
 
+#ifdef BASAL_STORE_CONTRACT_POSTGRES
+INSTANTIATE_TEST_SUITE_P(Postgres, StoreContract,
+                         ::testing::Values(Backend{"postgres", [] { return std::make_unique<PostgresInstance>(); }}),
+                         [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
+#else
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreContract,
                          ::testing::Values(Backend{"sqlite", [] { return std::make_unique<SqliteInstance>(); }}),
                          [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
+#endif
 
 }  // namespace
 }  // namespace basal

@@ -1,20 +1,22 @@
 // The parent's store, behind interfaces: the journal a running parent writes (JournalStore), the
 // reader `basal journal` and a daemon use (JournalReader), the kv store flows use (KvStore), the
-// operator's approvals (Catalog), and what `basal serve` keeps (RunStore: runs, API tokens,
-// schedule marks). SQLite implements them all today (store/sqlite/); PostgreSQL later, behind the
-// same interfaces and the same contract tests (tests/unit/store_contract_test.cpp).
+// operator's approvals (Catalog), runs (RunStore: the module's, in `basal run` and `basal serve`
+// alike) and what only `basal serve` keeps (ServeTables: API tokens and schedule marks). Two
+// backends implement them all: SQLite (store/sqlite/, the embedded default) and PostgreSQL
+// (store/postgres/), opened from a locator (store/open.h), with the same contract tests
+// (tests/unit/store_contract_test.cpp).
 //
 // Batches: every write joins the open batch (one transaction, opened by the first write) and
-// Commit() ends it. The parent's loop commits once per turn and only then answers (group commit).
-// A KvStore or RunStore made by the same backend as a JournalStore shares its batch, so a kv.put
-// and the record of the host call that made it commit together or not at all, and a run's row
-// commits with the pass that accepted it, before its 202 goes out.
+// Store::Commit() ends it. The parent's loop commits once per turn and only then answers (group
+// commit). Every part of one Store shares its batch, so a kv.put and the record of the host call
+// that made it commit together or not at all, and a run's row commits with the pass that accepted
+// it, before its 202 goes out.
 //
-//   auto store = OpenSqliteStore({.path = "journal.db"});        // Result<std::unique_ptr<Store>>
+//   auto store = OpenStore({.locator = "journal.db"});        // Result<std::unique_ptr<Store>>
 //   JournalStore& journal = (*store)->journal();
 //   Result<int64_t> id = journal.BeginActivation({...});
 //   journal.RecordCall({...});  (*store)->kv().Put("orders", "o-1", "{\"n\":1}");
-//   if (!journal.Commit()) { (void)journal.Rollback(); /* answer nothing from this batch */ }
+//   if (!(*store)->Commit()) { (void)(*store)->Rollback(); /* answer nothing from this batch */ }
 //
 // Not thread-safe: each object has one owner thread (the parent's loop thread).
 #pragma once
@@ -419,9 +421,6 @@ class JournalStore {
   // when its lease ended before `now_unix_us`. Its calls in `started` become `unknown`, in
   // `decided` become `abandoned`. Never touches `self`'s activations. Commits any open batch first.
   virtual Result<RecoveryReport> RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) = 0;
-  virtual Result<void> Commit() = 0;  // a no-op when no batch is open
-  virtual bool HasPendingBatch() const = 0;
-  virtual Result<void> Rollback() = 0;  // after a failed commit: the batch is gone
 };
 
 class KvStore {
@@ -470,9 +469,10 @@ class KvStore {
                                      const KvLimits& limits) = 0;
 };
 
-// What `basal serve` keeps beside the journal. Every write joins the open batch of the journal
-// (Commit() ends it), so the daemon commits a run's row in the pass that accepted it and only then
-// answers 202; a batch rolled back loses the run, and no client was told of it.
+// Runs (docs/durable.md): the module's, whoever asked for them (`basal run`, `basal serve`, an
+// embedder). Every write joins the store's open batch (Store::Commit() ends it), so a run's row
+// commits in the pass that accepted it and only then is anybody told; a batch rolled back loses
+// the run, and no client was told of it.
 //
 // Run states and the moves between them (anything else is refused and writes nothing: kConflict
 // for a run that is not in the state the move needs, kInvalidArgument for an outcome its state
@@ -518,8 +518,15 @@ class RunStore {
   // which becomes interrupted (it waits to be resumed). Returns how many runs moved. Joins the open
   // batch (commit it). The module calls it after Open's recovery.
   virtual Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) = 0;
+};
 
-  // Tokens: only the hash is stored.
+// What only `basal serve` keeps, as its extension of the store: API tokens (only their hash) and
+// schedule marks. The same backend implements it on the same connection, so its writes share the
+// store's batch like every other write (a token or a mark commits with the pass that wrote it).
+// Reads of every token: JournalReader::ListTokens.
+class ServeTables {
+ public:
+  virtual ~ServeTables() = default;
   // kConflict on a duplicate name among unrevoked tokens, or a hash already stored; kInvalidArgument
   // for an empty name or hash. Returns the new token's id.
   virtual Result<int64_t> AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
@@ -527,7 +534,6 @@ class RunStore {
   virtual Result<std::optional<TokenRow>> FindToken(std::string_view token_hash) = 0;  // unrevoked only
   // Revokes the unrevoked token of that name; kNotFound if there is none.
   virtual Result<void> RevokeToken(std::string_view name, const Actor& by, int64_t at_unix_us) = 0;
-  virtual Result<std::vector<TokenRow>> ListTokens() = 0;  // every token, revoked ones too, by id
 
   // Schedule marks: per schedule trigger, the last scheduled fire time handled, so that after
   // downtime the daemon knows which fires it missed. nullopt: never set.
@@ -582,7 +588,14 @@ class Catalog {
   virtual Result<void> KeepText(const std::string& hash, std::string_view text) = 0;
 };
 
-// One backend's writable store: journal, kv and runs share a connection and a batch.
+// A descriptor the owner's loop watches for a backend that talks to a server (PostgreSQL): readable
+// (and writable when `want_write`) means Store::PollCommit may have news. fd -1: nothing to watch.
+struct StoreIo {
+  int fd = -1;
+  bool want_write = false;
+};
+
+// One backend's writable store: journal, kv, runs and serve's tables share a connection and a batch.
 class Store {
  public:
   virtual ~Store() = default;
@@ -590,10 +603,44 @@ class Store {
   virtual KvStore& kv() = 0;
   virtual JournalReader& reader() = 0;  // reads on the writer's connection (sees the open batch)
   virtual Catalog& catalog() = 0;
-  virtual RunStore& runs() = 0;          // shares the journal's connection and batch
+  virtual RunStore& runs() = 0;
+  virtual ServeTables& serve() = 0;     // basal serve's extension
+
+  // ---- the batch ----
+  // Commits the open batch and returns when it is durable; a no-op when no batch is open. If a
+  // commit started by StartCommit is still in flight, waits for it first (and fails if it failed).
+  virtual Result<void> Commit() = 0;
+  virtual bool HasPendingBatch() const = 0;
+  // Drops the open batch (after a failed commit, or to abandon it). A commit in flight is not
+  // touched: it ends as it ends (PollCommit).
+  virtual Result<void> Rollback() = 0;
+
+  // The loop's commit, which never waits for the disk or the server (docs/postgres.md): the open
+  // batch is sent to be committed, and writes from now on join the next batch. Returns its outcome
+  // when the backend knows it at once (SQLite commits here), else nullopt; PollCommit then returns
+  // it, once, when it is known (call it when io() is ready, or at any time). One commit is in
+  // flight at a time: StartCommit while one is returns kInternal (a bug in the caller).
+  //
+  // While a commit is in flight a backend may accept a write without hearing the server's answer
+  // first (PostgreSQL: JournalStore's writes, which answer nothing but success): such a write's
+  // refusal then fails its batch at that batch's commit instead of failing the call. A write that
+  // answers something (an id the backend has not reserved, a kv value, a run's state) and every
+  // read wait for the commit in flight.
+  virtual std::optional<Result<void>> StartCommit() = 0;
+  virtual std::optional<Result<void>> PollCommit() = 0;
+  virtual bool CommitInFlight() const = 0;
+  virtual StoreIo io() const = 0;
+
+  // Whether the store can take writes now (a daemon's readiness): the file is writable, or the
+  // server is reachable and not read only (a standby). The error says what is wrong and what to do.
+  // Never touches the open batch or a commit in flight.
+  virtual Result<void> Check() = 0;
+
   // This journal's identity: 32 hex digits drawn at random when the journal was created (or
   // migrated from schema 1), never changed. Idempotency keys are "<journal id>:<activation>:<call>".
   virtual std::string journal_id() const = 0;
+  // Where the store is, for an operator: the file's path, or the locator without its password.
+  virtual std::string location() const = 0;
   // Strips the backend's own location from an error message meant for a flow (it must not learn
   // where the parent keeps its data).
   virtual std::string ForFlow(const Error& error) const = 0;

@@ -1,8 +1,12 @@
-// The SQLite store: journal, kv, reader, catalog and runs on one connection and one batch (see
-// sqlite_store.h).
+// The SQLite store: journal, kv, reader, catalog, runs and serve's tables on one connection and one
+// batch (see sqlite_store.h).
 #include "parent/store/sqlite/sqlite_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string_view>
@@ -55,7 +59,8 @@ class SqliteStore final : public Store,
                           public KvStore,
                           public JournalReader,
                           public Catalog,
-                          public RunStore {
+                          public RunStore,
+                          public ServeTables {
  public:
   explicit SqliteStore(std::string path) : path_(std::move(path)) {}
   ~SqliteStore() override {
@@ -77,7 +82,19 @@ class SqliteStore final : public Store,
   JournalReader& reader() override { return *this; }
   Catalog& catalog() override { return *this; }
   RunStore& runs() override { return *this; }
+  ServeTables& serve() override { return *this; }
+  Result<void> Commit() override;
+  bool HasPendingBatch() const override { return batch_open_; }
+  Result<void> Rollback() override;
+  // SQLite commits in the caller's thread, and fast (docs/journal.md): the loop's commit is the
+  // synchronous one, its outcome known at once.
+  std::optional<Result<void>> StartCommit() override { return Commit(); }
+  std::optional<Result<void>> PollCommit() override { return std::nullopt; }
+  bool CommitInFlight() const override { return false; }
+  StoreIo io() const override { return {}; }
+  Result<void> Check() override;
   std::string journal_id() const override { return journal_id_; }
+  std::string location() const override { return path_; }
   std::string ForFlow(const Error& error) const override;
 
   // JournalStore
@@ -87,9 +104,6 @@ class SqliteStore final : public Store,
   Result<void> EndActivation(const ActivationEnd& end) override;
   Result<void> RenewLeases(const ActivationOwner& owner, int64_t until_unix_us) override;
   Result<RecoveryReport> RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) override;
-  Result<void> Commit() override;
-  bool HasPendingBatch() const override { return batch_open_; }
-  Result<void> Rollback() override;
 
   // KvStore
   Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) override;
@@ -169,6 +183,8 @@ class SqliteStore final : public Store,
   Result<std::vector<RunRow>> RunsInState(RunState state, size_t limit) override;
   Result<size_t> CountRuns(RunState state) override;
   Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) override;
+
+  // ServeTables
   Result<int64_t> AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
                            const Actor& by, int64_t at_unix_us) override;
   Result<std::optional<TokenRow>> FindToken(std::string_view token_hash) override;
@@ -392,6 +408,14 @@ std::string SqliteStore::ForFlow(const Error& error) const {
     message.replace(at, path_.size(), "the journal");
   }
   return message;
+}
+
+Result<void> SqliteStore::Check() {
+  if (access(path_.c_str(), W_OK) != 0) {
+    return JournalError(ErrorCode::kIo, path_, std::string("is not writable: ") + std::strerror(errno) +
+                                                   "; give the daemon's user write access to it and its directory");
+  }
+  return CheckBatchUsable();
 }
 
 Result<void> SqliteStore::CheckBatchUsable() {
@@ -887,7 +911,7 @@ Result<ApprovalRow> SqliteStore::Revoke(ApprovalKind kind, const std::string& na
 }
 
 
-// ---- RunStore: basal serve's runs, API tokens and schedule marks ----
+// ---- RunStore: runs; ServeTables: basal serve's API tokens and schedule marks ----
 
 Result<std::optional<RunState>> SqliteStore::RunStateOf(int64_t run_id) {
   Use use(stmts_->run_state);

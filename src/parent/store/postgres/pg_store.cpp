@@ -1,0 +1,1305 @@
+// The PostgreSQL store: journal, kv, reader, catalog, runs and serve's tables on one connection in
+// pipeline mode and one batch (see pg_store.h, docs/postgres.md).
+#include "parent/store/postgres/pg_store.h"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <utility>
+
+#include "basal/manifest.h"
+#include "basal/outcome.h"
+#include "parent/store/locator.h"
+#include "parent/store/owner.h"
+#include "parent/store/postgres/pg_support.h"
+#include "parent/store/postgres/read_queries.h"
+#include "parent/store/postgres/schema.h"
+
+namespace basal {
+namespace {
+
+using pg::Failure;
+using pg::Params;
+using pg::Rows;
+
+// Activation ids are drawn from the sequence this many at a time, so that beginning an activation
+// needs no round trip (while a commit is in flight it would wait for it).
+constexpr int kReservedIds = 32;
+
+// The states a call record may move to `to` from (store.h: CallState), as in the SQLite backend.
+std::vector<const char*> AllowedFrom(CallState to) {
+  switch (to) {
+    case CallState::kDecided: return {};
+    case CallState::kStarted: return {"decided"};
+    case CallState::kAnswered: return {"decided", "started"};
+    case CallState::kAbandoned: return {"decided", "started", "abandoned"};
+    case CallState::kUnknown: return {"started"};
+  }
+  return {};
+}
+
+// The moves of RunState's diagram (store.h) that do not end a run.
+bool RunMoveAllowed(RunState from, RunState to) {
+  switch (to) {
+    case RunState::kInterrupted: return from == RunState::kRunning || from == RunState::kNeedsReconciliation;
+    case RunState::kQueued: return from == RunState::kInterrupted;
+    case RunState::kNeedsReconciliation: return from == RunState::kQueued || from == RunState::kRunning;
+    case RunState::kRunning:
+    case RunState::kEnded: return false;
+  }
+  return false;
+}
+
+// A limit as the kv functions take it (numeric: UINT64_MAX fits).
+std::string LimitText(uint64_t v) { return std::to_string(v); }
+
+// Every statement of the store. Those ending in "_behind" are what a write sends while a commit is
+// in flight: they raise instead of changing nothing, so that their refusal aborts their batch.
+std::vector<pg::StatementDef> Statements() {
+  const std::string activations = pg::kActivationSelect;
+  std::vector<pg::StatementDef> defs = {
+      // ---- journal ----
+      {"reserve_ids", "SELECT nextval('activations_id_seq') FROM generate_series(1, $1::int)"},
+      {"insert_activation",
+       "INSERT INTO activations(id, flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id) "
+       "SELECT $1::bigint, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text, $8::bigint, $9::bigint, "
+       "$10::bigint, $11::text, $12::bigint, $13::text, $14::bigint "
+       "WHERE $12::bigint IS NULL OR EXISTS (SELECT 1 FROM approvals WHERE id = $12::bigint)"},
+      {"insert_activation_behind",
+       "INSERT INTO activations(id, flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id) "
+       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"},
+      {"insert_call",
+       "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
+       "start_us, end_us, args_digest, answer_seq, replay) "
+       "SELECT $1::bigint, $2::bigint, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, "
+       "$10::text, $11::text, $12::bigint, $13::bigint, $14::text, $15::bigint, $16::text "
+       "WHERE EXISTS (SELECT 1 FROM activations WHERE id = $1::bigint) "
+       "ON CONFLICT (activation_id, call_id) DO NOTHING"},
+      {"insert_call_behind",
+       "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
+       "start_us, end_us, args_digest, answer_seq, replay) "
+       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"},
+      {"update_call",
+       "UPDATE calls SET state = $1::text, result = coalesce($2::text, result), error = coalesce($3::text, error), "
+       "end_us = coalesce($4::bigint, end_us), answer_seq = coalesce($5::bigint, answer_seq), "
+       "replay = coalesce($6::text, replay) "
+       "WHERE activation_id = $7::bigint AND call_id = $8::bigint AND state IN ($9::text, $10::text, $11::text)"},
+      {"update_call_behind",
+       "WITH u AS (UPDATE calls SET state = $1::text, result = coalesce($2::text, result), "
+       "error = coalesce($3::text, error), end_us = coalesce($4::bigint, end_us), "
+       "answer_seq = coalesce($5::bigint, answer_seq), replay = coalesce($6::text, replay) "
+       "WHERE activation_id = $7::bigint AND call_id = $8::bigint AND state IN ($9::text, $10::text, $11::text) "
+       "RETURNING 1) SELECT basal.expect_one((SELECT count(*) FROM u), $12::text)"},
+      {"call_state", "SELECT state FROM calls WHERE activation_id = $1::bigint AND call_id = $2::bigint"},
+      {"end_activation",
+       "UPDATE activations SET end_us = $1::bigint, outcome = $2::text, result = $3::text, error = $4::text, "
+       "cpu_us = $5::bigint, logs_dropped = $6::bigint WHERE id = $7::bigint AND outcome IS NULL"},
+      {"end_activation_behind",
+       "WITH u AS (UPDATE activations SET end_us = $1::bigint, outcome = $2::text, result = $3::text, "
+       "error = $4::text, cpu_us = $5::bigint, logs_dropped = $6::bigint WHERE id = $7::bigint AND outcome IS NULL "
+       "RETURNING 1) SELECT basal.expect_one((SELECT count(*) FROM u), $8::text)"},
+      {"renew_leases",
+       "UPDATE activations SET lease_until_us = $1::bigint "
+       "WHERE outcome IS NULL AND owner_host = $2::text AND owner_pid = $3::bigint AND owner_start_ticks = $4::bigint"},
+      {"unfinished", activations + " WHERE outcome IS NULL ORDER BY id"},
+      {"close_activation",
+       "UPDATE activations SET end_us = $1::bigint, outcome = 'abandoned', result = NULL, error = $2::text, "
+       "cpu_us = 0 WHERE id = $3::bigint AND outcome IS NULL"},
+      {"calls_to_state",
+       "UPDATE calls SET state = $1::text, error = coalesce(error, $2::text), end_us = coalesce(end_us, $3::bigint) "
+       "WHERE activation_id = $4::bigint AND state = $5::text"},
+      // ---- kv ----
+      {"kv_get", "SELECT value FROM kv WHERE namespace = $1::bytea AND key = $2::bytea"},
+      {"kv_usage", "SELECT bytes, keys FROM kv_usage WHERE namespace = $1::bytea"},
+      {"kv_value_bytes", "SELECT octet_length(value) FROM kv WHERE namespace = $1::bytea AND key = $2::bytea"},
+      {"kv_put", "SELECT basal.kv_put($1::bytea, $2::bytea, $3::text)"},
+      {"kv_delete", "SELECT basal.kv_delete($1::bytea, $2::bytea)"},
+      // The running byte total goes with each entry, so only what fits (and the entry past it) is sent.
+      {"kv_list",
+       "SELECT key, value, running FROM (SELECT key, value, sum(octet_length(key) + octet_length(value)) "
+       "OVER (ORDER BY key ROWS UNBOUNDED PRECEDING) AS running FROM kv "
+       "WHERE namespace = $1::bytea AND key >= $2::bytea AND ($3::bytea IS NULL OR key < $3::bytea) "
+       "ORDER BY key LIMIT $4::bigint) s "
+       "WHERE running - octet_length(key) - octet_length(value) <= $5::numeric ORDER BY key"},
+      {"kv_write",
+       "SELECT status, current, value_bytes, usage_bytes, usage_keys FROM basal.kv_write($1::text, $2::bytea, "
+       "$3::bytea, $4::text, $5::text, $6::bigint, $7::numeric, $8::numeric, $9::numeric)"},
+      // ---- catalog ----
+      {"keep_text", "INSERT INTO texts(hash, body) VALUES($1::text, $2::bytea) ON CONFLICT (hash) DO NOTHING"},
+      {"lock_approvals", "LOCK TABLE approvals IN SHARE ROW EXCLUSIVE MODE"},
+      {"insert_approval",
+       "INSERT INTO approvals(kind, name, version, source_hash, manifest_text_hash, manifest_hash, approver_uid, "
+       "approver_name, approved_us, note) VALUES($1::text, $2::text, "
+       "(SELECT coalesce(max(version), 0) + 1 FROM approvals WHERE kind = $1::text AND name = $2::text), "
+       "$3::text, $4::text, $5::text, $6::bigint, $7::text, $8::bigint, $9::text) RETURNING id"},
+      {"revoke_approval",
+       "UPDATE approvals SET revoked_us = $1::bigint, revoker_uid = $2::bigint, revoker_name = $3::text, "
+       "revoke_note = $4::text WHERE id = $5::bigint AND revoked_us IS NULL"},
+      {"insert_event",
+       "INSERT INTO approval_events(at_us, kind, approval_id, actor_uid, actor_name, detail) "
+       "VALUES($1::bigint, $2::text, $3::bigint, $4::bigint, $5::text, $6::text)"},
+      {"is_revoked", "SELECT revoked_us IS NOT NULL FROM approvals WHERE id = $1::bigint"},
+      // ---- runs ----
+      {"insert_run",
+       "INSERT INTO runs(flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, state_detail, "
+       "durable) VALUES($1::text, $2::text, $3::text, $4::text, $5::bigint, 'queued', $6::bigint, $7::text, "
+       "$8::smallint) ON CONFLICT (flow, idempotency_key) WHERE idempotency_key <> '' DO NOTHING RETURNING id"},
+      {"run_by_key",
+       "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow = $1::text AND idempotency_key = $2::text "
+       "FOR UPDATE"},
+      {"clear_run_key", "UPDATE runs SET idempotency_key = '', key_expires_us = NULL WHERE id = $1::bigint"},
+      // The binding is set once, by the first start: a resume keeps it.
+      {"start_run",
+       "UPDATE runs SET state = 'running', activation_id = $1::bigint, started_us = coalesce(started_us, $2::bigint), "
+       "approval_id = CASE WHEN source_hash IS NULL THEN $3::bigint ELSE approval_id END, "
+       "manifest_hash = coalesce(manifest_hash, $4::text), manifest_text_hash = coalesce(manifest_text_hash, $5::text), "
+       "seed = coalesce(seed, $6::text), clock_us = coalesce(clock_us, $7::bigint), "
+       "source_hash = coalesce(source_hash, $8::text) WHERE id = $9::bigint AND state = 'queued'"},
+      {"run_state", "SELECT state FROM runs WHERE id = $1::bigint FOR UPDATE"},
+      {"end_run",
+       "UPDATE runs SET state = 'ended', outcome = $1::text, error = $2::text, ended_us = $3::bigint "
+       "WHERE id = $4::bigint AND state = $5::text"},
+      // MarkRunEnded's rules (which outcome each state may end with) in the statement itself.
+      {"end_run_behind",
+       "WITH u AS (UPDATE runs SET state = 'ended', outcome = $1::text, error = $2::text, ended_us = $3::bigint "
+       "WHERE id = $4::bigint AND ((state = 'running' AND $5::boolean) "
+       "OR (state = 'queued' AND $1::text IN ('cancelled', 'missed', 'skipped')) "
+       "OR (state IN ('interrupted', 'needs_reconciliation') AND ($1::text IN ('cancelled', 'resume_exhausted') "
+       "OR $5::boolean))) RETURNING 1) SELECT basal.expect_one((SELECT count(*) FROM u), $6::text)"},
+      {"runs_in_state", std::string(pg::kRunSelect) + " WHERE state = $1::text ORDER BY id LIMIT $2::bigint"},
+      {"count_runs", "SELECT count(*) FROM runs WHERE state = $1::text"},
+      // A durable run whose activation was abandoned waits to be resumed; every other one ends with
+      // its activation. The detail is written as the SQLite backend writes it.
+      {"interrupt_runs",
+       "UPDATE runs SET state = 'interrupted', state_detail = '{\"interrupted_us\":' || $1::bigint || "
+       "',\"activation\":' || a.id || '}' FROM activations a WHERE a.id = runs.activation_id "
+       "AND runs.state = 'running' AND runs.durable = 1 AND a.outcome = 'abandoned'"},
+      {"settle_runs",
+       "UPDATE runs SET state = 'ended', outcome = a.outcome, error = a.error, ended_us = coalesce(a.end_us, $1::bigint) "
+       "FROM activations a WHERE a.id = runs.activation_id AND runs.state = 'running' AND a.outcome IS NOT NULL"},
+      {"move_run",
+       "UPDATE runs SET state = $1::text, state_detail = coalesce($2::text, state_detail), resumes = resumes + $3::bigint "
+       "WHERE id = $4::bigint AND state = $5::text"},
+      {"insert_resolution",
+       "INSERT INTO call_resolutions(run_id, activation_id, call_id, kind, value, actor_uid, actor_name, at_us, note) "
+       "VALUES($1::bigint, $2::bigint, $3::bigint, $4::text, $5::text, $6::bigint, $7::text, $8::bigint, $9::text) "
+       "RETURNING seq"},
+      // ---- serve's tables ----
+      {"insert_token",
+       "INSERT INTO tokens(name, hash, scopes, creator_uid, creator_name, created_us) "
+       "VALUES($1::text, $2::text, $3::text, $4::bigint, $5::text, $6::bigint) ON CONFLICT DO NOTHING RETURNING id"},
+      {"token_name_unrevoked", "SELECT id FROM tokens WHERE name = $1::text AND revoked_us IS NULL"},
+      {"token_hash_known", "SELECT name FROM tokens WHERE hash = $1::text"},
+      {"find_token", std::string(pg::kTokenSelect) + " WHERE hash = $1::text AND revoked_us IS NULL"},
+      {"revoke_token",
+       "UPDATE tokens SET revoked_us = $1::bigint, revoker_uid = $2::bigint, revoker_name = $3::text "
+       "WHERE name = $4::text AND revoked_us IS NULL"},
+      {"schedule_mark", "SELECT fire_us FROM schedule_marks WHERE trigger_name = $1::text"},
+      {"set_schedule_mark",
+       "INSERT INTO schedule_marks(trigger_name, fire_us) VALUES($1::text, $2::bigint) "
+       "ON CONFLICT (trigger_name) DO UPDATE SET fire_us = excluded.fire_us"},
+      // ---- health ----
+      {"writable", "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'"},
+  };
+  for (pg::StatementDef& d : pg::ReadStatements()) defs.push_back(std::move(d));
+  return defs;
+}
+
+std::vector<std::string> Session(Durability durability, bool read_only) {
+  std::vector<std::string> session = {"SET search_path = basal", "SET bytea_output = 'hex'",
+                                      // READ COMMITTED whatever the role's default: every statement
+                                      // sees what committed before it, as the batch's reads expect.
+                                      "SET default_transaction_isolation = 'read committed'"};
+  if (durability == Durability::kFull) session.push_back("SET synchronous_commit = on");
+  if (read_only) session.push_back("SET default_transaction_read_only = on");
+  return session;
+}
+
+// Opens a connection whose database holds a current basal schema (creating it unless read only);
+// `journal_id`, when given, receives the store's id (at every connect: a reset's too).
+Result<std::unique_ptr<pg::Connection>> Connect(const std::string& uri, Durability durability, bool read_only,
+                                                std::vector<pg::StatementDef> statements,
+                                                std::shared_ptr<std::string> journal_id = nullptr) {
+  const std::string shown = RedactLocator(uri);
+  auto setup = [shown, read_only, journal_id](PGconn* conn) -> Result<void> {
+    if (auto made = pg::PrepareSchema(conn, shown, read_only); !made) return made;
+    if (!journal_id) return Ok();
+    auto id = pg::ReadJournalId(conn, shown);
+    if (!id) return id.error();
+    *journal_id = std::move(*id);
+    return Ok();
+  };
+  return pg::Connection::Open(uri, shown, Session(durability, read_only), setup, std::move(statements));
+}
+
+class PgStore final : public Store,
+                      public JournalStore,
+                      public KvStore,
+                      public pg::JournalReads,
+                      public Catalog,
+                      public RunStore,
+                      public ServeTables {
+ public:
+  PgStore(std::unique_ptr<pg::Connection> conn, std::string journal_id)
+      : conn_(std::move(conn)), journal_id_(std::move(journal_id)) {}
+  ~PgStore() override {
+    // Never commits: an open batch is rolled back with the connection; a commit in flight ends as
+    // the server ends it (the connection closes once its answer is read).
+    if (flight_) conn_->Drain();
+  }
+  PgStore(const PgStore&) = delete;
+  PgStore& operator=(const PgStore&) = delete;
+
+  // Store
+  JournalStore& journal() override { return *this; }
+  KvStore& kv() override { return *this; }
+  JournalReader& reader() override { return *this; }
+  Catalog& catalog() override { return *this; }
+  RunStore& runs() override { return *this; }
+  ServeTables& serve() override { return *this; }
+  Result<void> Commit() override;
+  bool HasPendingBatch() const override { return batch_open_; }
+  Result<void> Rollback() override;
+  std::optional<Result<void>> StartCommit() override;
+  std::optional<Result<void>> PollCommit() override;
+  bool CommitInFlight() const override { return flight_.has_value(); }
+  StoreIo io() const override { return {conn_->fd(), conn_->want_write()}; }
+  Result<void> Check() override;
+  std::string journal_id() const override { return journal_id_; }
+  std::string location() const override { return conn_->shown(); }
+  std::string ForFlow(const Error& error) const override;
+
+  // JournalStore
+  Result<int64_t> BeginActivation(const ActivationStart& start) override;
+  Result<void> RecordCall(const CallRecord& call) override;
+  Result<void> UpdateCall(const CallUpdate& update) override;
+  Result<void> EndActivation(const ActivationEnd& end) override;
+  Result<void> RenewLeases(const ActivationOwner& owner, int64_t until_unix_us) override;
+  Result<RecoveryReport> RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) override;
+
+  // KvStore
+  Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) override;
+  Result<void> Put(const std::string& ns, const std::string& key, const std::string& value_json) override;
+  Result<bool> Delete(const std::string& ns, const std::string& key) override;
+  Result<KvList> List(const std::string& ns, const std::string& prefix, size_t limit, size_t max_bytes) override;
+  Result<KvUsage> Usage(const std::string& ns) override;
+  Result<std::optional<uint64_t>> ValueBytes(const std::string& ns, const std::string& key) override;
+  Result<KvUpdate> CompareAndSwap(const std::string& ns, const std::string& key,
+                                  const std::optional<std::string>& expected_json, const std::string& value_json,
+                                  const KvLimits& limits) override;
+  Result<KvUpdate> Increment(const std::string& ns, const std::string& key, int64_t by,
+                             const KvLimits& limits) override;
+  Result<KvUpdate> PutWithin(const std::string& ns, const std::string& key, const std::string& value_json,
+                             const KvLimits& limits) override;
+
+  // Catalog
+  Result<ApprovalRow> Approve(const NewApproval& approval) override;
+  Result<ApprovalRow> Revoke(ApprovalKind kind, const std::string& name, int64_t version, const Actor& by,
+                             int64_t at_unix_us, const std::string& note) override;
+  Result<bool> IsRevoked(int64_t approval_id) override;
+  Result<void> KeepText(const std::string& hash, std::string_view text) override;
+
+  // RunStore (JournalReader's GetRun and Resolutions answer for both)
+  Result<EnqueueResult> EnqueueRun(const NewRun& run) override;
+  Result<void> MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us,
+                              const RunBinding& binding = {}) override;
+  Result<RunRow> MoveRun(const RunMove& move) override;
+  Result<int64_t> AddResolution(const CallResolution& resolution) override;
+  Result<std::vector<CallResolution>> Resolutions(int64_t run_id) override {
+    return pg::JournalReads::Resolutions(run_id);
+  }
+  Result<void> MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
+                            int64_t at_unix_us) override;
+  Result<std::optional<RunRow>> GetRun(int64_t run_id) override { return pg::JournalReads::GetRun(run_id); }
+  Result<std::vector<RunRow>> RunsInState(RunState state, size_t limit) override;
+  Result<size_t> CountRuns(RunState state) override;
+  Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) override;
+
+  // ServeTables
+  Result<int64_t> AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
+                           const Actor& by, int64_t at_unix_us) override;
+  Result<std::optional<TokenRow>> FindToken(std::string_view token_hash) override;
+  Result<void> RevokeToken(std::string_view name, const Actor& by, int64_t at_unix_us) override;
+  Result<std::optional<int64_t>> ScheduleMark(std::string_view trigger) override;
+  Result<void> SetScheduleMark(std::string_view trigger, int64_t fire_unix_us) override;
+
+ protected:
+  // JournalReads
+  Result<Rows> Read(const std::string& name, const Params& params, const std::string& what) override {
+    return Run(name, params, false, what);
+  }
+  Error NotFound(const std::string& message) const override { return StoreError(ErrorCode::kNotFound, message); }
+
+ private:
+  Error StoreError(ErrorCode code, const std::string& message) const {
+    return MakeError(code, "store " + conn_->shown() + ": " + message);
+  }
+  Error Refused(const std::string& what, const pg::Outcome& o) const;
+  Result<void> CheckBatchUsable() const;
+  Result<void> BeginBatchIfNone();
+  // A commit's outcome as the store reports it.
+  Result<void> CommitOutcome(const pg::Outcome& o) const;
+  // Waits for the commit in flight and keeps its outcome for PollCommit; returns it.
+  Result<void> WaitForFlight();
+  // Whether a write may go without waiting: a commit is in flight (its answer not yet read).
+  bool Behind() {
+    if (!flight_) return false;
+    conn_->Pump();
+    return !conn_->Done(*flight_);
+  }
+  // A write sent without waiting for its answer, in the open batch (see Behind).
+  Result<void> SendBehind(const std::string& name, const Params& params, const std::string& what);
+  // One statement, waited for: a write joins the batch (opening it), a read runs in the batch when
+  // one is open (it sees the batch's writes) or in a transaction of its own.
+  Result<Rows> Run(const std::string& name, const Params& params, bool write, const std::string& what);
+  Result<KvUpdate> KvWrite(const char* op, const std::string& ns, const std::string& key,
+                           const std::optional<std::string>& expected, const std::string& value, int64_t by,
+                           const KvLimits& limits);
+  Result<std::optional<RunState>> RunStateOf(int64_t run_id);
+  Result<ApprovalRow> InOwnTransaction(const char* what, const std::function<Result<ApprovalRow>()>& body);
+
+  std::unique_ptr<pg::Connection> conn_;
+  const std::string journal_id_;
+  bool batch_open_ = false;                 // BEGIN went out for the open batch
+  std::optional<std::string> batch_lost_;   // a statement of the open batch failed: it can only roll back
+  bool needs_rollback_ = false;             // the server may hold a failed transaction of ours
+  std::optional<uint64_t> flight_;          // the COMMIT in flight
+  std::optional<Result<void>> flight_outcome_;  // its outcome, heard by a wait before PollCommit asked
+  std::deque<int64_t> reserved_ids_;
+};
+
+Error PgStore::Refused(const std::string& what, const pg::Outcome& o) const {
+  std::string advice;
+  switch (o.failure) {
+    case Failure::kConnection:
+      advice = "; the store reconnects at the next Rollback() or readiness check (docs/postgres.md)";
+      break;
+    case Failure::kAborted:
+      advice = "; an earlier statement of the batch failed: call Rollback() and fail every answer of the batch";
+      break;
+    default:
+      break;
+  }
+  return StoreError(ErrorCode::kDatabase, what + ": " + o.error + advice);
+}
+
+std::string PgStore::ForFlow(const Error& error) const {
+  std::string message = error.message;
+  const std::string prefix = "store " + conn_->shown() + ": ";
+  if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+  const std::string& shown = conn_->shown();
+  for (size_t at = message.find(shown); at != std::string::npos; at = message.find(shown, at)) {
+    message.replace(at, shown.size(), "the store");
+  }
+  return message;
+}
+
+Result<void> PgStore::CheckBatchUsable() const {
+  if (batch_lost_) {
+    return StoreError(ErrorCode::kDatabase, "the open batch failed (" + *batch_lost_ +
+                                                "); call Rollback() and fail every answer that depended on the batch");
+  }
+  return Ok();
+}
+
+Result<void> PgStore::BeginBatchIfNone() {
+  if (auto r = CheckBatchUsable(); !r) return r;
+  if (batch_open_) return Ok();
+  // Not waited for: a BEGIN that fails makes the batch's first statement fail.
+  conn_->Forget(conn_->SendSql("BEGIN"));
+  batch_open_ = true;
+  return Ok();
+}
+
+Result<Rows> PgStore::Run(const std::string& name, const Params& params, bool write, const std::string& what) {
+  if (params.problem()) return StoreError(ErrorCode::kInvalidArgument, what + ": " + *params.problem());
+  if (write) {
+    if (auto r = BeginBatchIfNone(); !r) return r.error();
+  } else if (auto r = CheckBatchUsable(); !r) {
+    return r.error();
+  }
+  const uint64_t ticket = conn_->Send(name, params);
+  // Inside the batch the server sends the answer when asked; alone, the statement is a
+  // transaction of its own, which the sync point ends.
+  if (batch_open_) {
+    conn_->FlushRequest();
+  } else {
+    conn_->Sync();
+  }
+  pg::Outcome o = conn_->Wait(ticket);
+  if (o.failure != Failure::kNone) {
+    if (batch_open_) {
+      batch_lost_ = o.error;
+      needs_rollback_ = true;
+    }
+    return Refused(what, o);
+  }
+  return std::move(o.rows);
+}
+
+Result<void> PgStore::SendBehind(const std::string& name, const Params& params, const std::string& what) {
+  if (params.problem()) return StoreError(ErrorCode::kInvalidArgument, what + ": " + *params.problem());
+  if (auto r = BeginBatchIfNone(); !r) return r;
+  conn_->Forget(conn_->Send(name, params));
+  conn_->Flush();
+  return Ok();
+}
+
+// ---- the batch ----
+
+Result<void> PgStore::CommitOutcome(const pg::Outcome& o) const {
+  // A COMMIT of a transaction that failed answers ROLLBACK, without an error.
+  if (o.failure == Failure::kNone && o.command == "COMMIT") return Ok();
+  const std::string why = o.failure == Failure::kNone ? "the server rolled the batch back" : o.error;
+  return StoreError(ErrorCode::kDatabase,
+                    "cannot commit the batch: " + why + "; call Rollback() and answer nothing from this batch");
+}
+
+Result<void> PgStore::WaitForFlight() {
+  if (!flight_) return flight_outcome_ ? *flight_outcome_ : Ok();
+  const Result<void> outcome = CommitOutcome(conn_->Wait(*flight_));
+  flight_.reset();
+  if (!outcome) needs_rollback_ = true;
+  flight_outcome_ = outcome;
+  return outcome;
+}
+
+Result<void> PgStore::Commit() {
+  if (auto r = CheckBatchUsable(); !r) return r;
+  if (auto flown = WaitForFlight(); !flown) return flown;
+  if (!batch_open_) return Ok();
+  const uint64_t ticket = conn_->SendSql("COMMIT");
+  conn_->Sync();
+  batch_open_ = false;
+  Result<void> outcome = CommitOutcome(conn_->Wait(ticket));
+  if (!outcome) {
+    batch_lost_ = outcome.error().message;
+    needs_rollback_ = true;
+  }
+  return outcome;
+}
+
+std::optional<Result<void>> PgStore::StartCommit() {
+  if (flight_ || flight_outcome_) {
+    return StoreError(ErrorCode::kInternal, "a commit is in flight already (a bug in the caller: poll it first)");
+  }
+  if (auto r = CheckBatchUsable(); !r) return r;
+  if (!batch_open_) return Ok();
+  flight_ = conn_->SendSql("COMMIT");
+  conn_->Sync();
+  batch_open_ = false;
+  return std::nullopt;
+}
+
+std::optional<Result<void>> PgStore::PollCommit() {
+  if (flight_outcome_) {
+    std::optional<Result<void>> outcome = std::move(flight_outcome_);
+    flight_outcome_.reset();
+    return outcome;
+  }
+  if (!flight_) return std::nullopt;
+  conn_->Pump();
+  if (!conn_->Done(*flight_)) return std::nullopt;
+  const Result<void> outcome = CommitOutcome(conn_->Take(*flight_));
+  flight_.reset();
+  if (!outcome) needs_rollback_ = true;
+  return outcome;
+}
+
+Result<void> PgStore::Rollback() {
+  const bool was_open = batch_open_ || needs_rollback_;
+  batch_open_ = false;
+  batch_lost_.reset();
+  needs_rollback_ = false;
+  if (conn_->broken()) {
+    flight_.reset();
+    flight_outcome_.reset();
+    reserved_ids_.clear();
+    if (auto r = conn_->Reset(); !r) return r;
+    return Ok();
+  }
+  if (!was_open) return Ok();
+  // The first sync point ends a segment an error aborted; ROLLBACK then ends the transaction,
+  // failed or not (with none open it only warns).
+  conn_->Sync();
+  const uint64_t ticket = conn_->SendSql("ROLLBACK");
+  conn_->Sync();
+  pg::Outcome o = conn_->Wait(ticket);
+  if (o.failure != Failure::kNone) {
+    needs_rollback_ = true;
+    return Refused("cannot roll back the batch", o);
+  }
+  return Ok();
+}
+
+Result<void> PgStore::Check() {
+  // An open batch or a commit in flight will tell how the server is; a check never waits on them.
+  if (batch_open_ || flight_) {
+    if (conn_->broken()) return StoreError(ErrorCode::kIo, "the connection to the server is broken");
+    return Ok();
+  }
+  Result<Rows> rows = MakeError(ErrorCode::kIo, "not asked");
+  // A connection the server dropped (a restart, a failover, pg_terminate_backend) is made again:
+  // what it held is failed already, and nothing of ours is pending on it.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (conn_->broken()) {
+      reserved_ids_.clear();
+      if (auto r = conn_->Reset(); !r) return r;
+    }
+    rows = Run("writable", Params(), false, "cannot ask the server whether it takes writes");
+    if (rows || !conn_->broken()) break;
+  }
+  if (!rows) return rows.error();
+  if (rows->Bool(0, 0)) {
+    return StoreError(ErrorCode::kUnavailable, "the server is a standby (in recovery): it takes no writes; point the "
+                                               "locator at the primary (target_session_attrs=read-write)");
+  }
+  if (rows->Bool(0, 1)) {
+    return StoreError(ErrorCode::kUnavailable,
+                      "the session is read only (default_transaction_read_only): it takes no writes");
+  }
+  return Ok();
+}
+
+// ---- JournalStore ----
+
+Result<int64_t> PgStore::BeginActivation(const ActivationStart& a) {
+  if (reserved_ids_.empty()) {
+    auto rows = Run("reserve_ids", Params().Int(kReservedIds), false, "cannot draw activation ids");
+    if (!rows) return rows.error();
+    for (int i = 0; i < rows->rows(); ++i) reserved_ids_.push_back(rows->Int(i, 0));
+    if (reserved_ids_.empty()) return StoreError(ErrorCode::kDatabase, "the activation id sequence gave nothing");
+  }
+  const int64_t id = reserved_ids_.front();
+  Params p;
+  p.Int(id).Text(a.flow).Text(a.source_hash).Text(a.manifest_hash).Text(a.run_id > 0 ? std::string() : a.input_json);
+  p.Int(a.start_unix_us).Text(a.owner.host).Int(a.owner.pid).Int(a.owner.start_ticks).Int(a.lease_until_unix_us);
+  p.Text(OriginName(a.origin));
+  p.IntOrNull(a.approval_id > 0 ? std::optional<int64_t>(a.approval_id) : std::nullopt);
+  p.TextOrNull(a.manifest_text_hash);
+  p.IntOrNull(a.run_id > 0 ? std::optional<int64_t>(a.run_id) : std::nullopt);
+  const std::string what = "cannot record the start of an activation of flow " + a.flow;
+  if (Behind()) {
+    if (auto r = SendBehind("insert_activation_behind", p, what); !r) return r.error();
+  } else {
+    auto rows = Run("insert_activation", p, true, what);
+    if (!rows) return rows.error();
+    if (rows->changed() != 1) {
+      return StoreError(ErrorCode::kDatabase, what + ": it names approved version " + std::to_string(a.approval_id) +
+                                                  ", which the store does not have");
+    }
+  }
+  reserved_ids_.pop_front();
+  return id;
+}
+
+Result<void> PgStore::RecordCall(const CallRecord& c) {
+  const std::string what = "cannot record host call " + c.name + " (call id " + std::to_string(c.call_id) +
+                           ") of activation " + std::to_string(c.activation_id);
+  if (c.decision.reason.empty()) {
+    return StoreError(ErrorCode::kDatabase, what + ": its decision has no reason (a bug in the caller)");
+  }
+  Params p;
+  p.Int(c.activation_id).Int(c.call_id).Text(c.name).Text(c.args_json).Text(VerdictName(c.decision.verdict));
+  p.Text(c.decision.rule).Text(c.decision.reason).Text(EffectName(c.effect)).Text(CallStateName(c.state));
+  p.TextOrNull(c.result_json).TextOrNull(c.error_json).Int(c.start_unix_us).IntOrNull(c.end_unix_us);
+  p.TextOrNull(c.args_digest).IntOrNull(c.answer_seq).TextOrNull(c.replay_json);
+  if (Behind()) return SendBehind("insert_call_behind", p, what);
+  auto rows = Run("insert_call", p, true, what);
+  if (!rows) return rows.error();
+  if (rows->changed() != 1) {
+    return StoreError(ErrorCode::kDatabase,
+                      what + ": it is recorded already, or the activation was never begun (a bug in the caller)");
+  }
+  return Ok();
+}
+
+Result<void> PgStore::UpdateCall(const CallUpdate& u) {
+  const std::vector<const char*> from = AllowedFrom(u.state);
+  auto from_at = [&](size_t i) { return from.empty() ? "" : from[std::min(i, from.size() - 1)]; };
+  const std::string what = "cannot move host call " + std::to_string(u.call_id) + " of activation " +
+                           std::to_string(u.activation_id) + " to " + CallStateName(u.state);
+  Params p;
+  p.Text(CallStateName(u.state)).TextOrNull(u.result_json).TextOrNull(u.error_json).IntOrNull(u.end_unix_us);
+  p.IntOrNull(u.answer_seq).TextOrNull(u.replay_json).Int(u.activation_id).Int(u.call_id);
+  p.Text(from_at(0)).Text(from_at(1)).Text(from_at(2));
+  if (Behind()) {
+    p.Text(what + ": no such record in a state that may become " + CallStateName(u.state));
+    return SendBehind("update_call_behind", p, what);
+  }
+  auto rows = Run("update_call", p, true, what);
+  if (!rows) return rows.error();
+  if (rows->changed() == 1) return Ok();
+  auto state = Run("call_state", Params().Int(u.activation_id).Int(u.call_id), false, what);
+  if (!state) return state.error();
+  if (state->rows() == 1) {
+    return StoreError(ErrorCode::kInternal, "host call " + std::to_string(u.call_id) + " of activation " +
+                                                std::to_string(u.activation_id) + " is " + state->Text(0, 0) +
+                                                " and cannot become " + CallStateName(u.state) + " (a bug in the caller)");
+  }
+  return StoreError(ErrorCode::kNotFound, "has no record of host call " + std::to_string(u.call_id) +
+                                              " of activation " + std::to_string(u.activation_id) +
+                                              " (a bug in the caller)");
+}
+
+Result<void> PgStore::EndActivation(const ActivationEnd& e) {
+  const std::string what = "cannot record the end of activation " + std::to_string(e.activation_id);
+  Params p;
+  p.Int(e.end_unix_us).Text(OutcomeName(e.outcome)).TextOrNull(e.result_json).TextOrNull(e.error_json);
+  p.Int(e.cpu_us).Int(e.logs_dropped).Int(e.activation_id);
+  if (Behind()) {
+    p.Text(what + ": no unfinished activation " + std::to_string(e.activation_id));
+    return SendBehind("end_activation_behind", p, what);
+  }
+  auto rows = Run("end_activation", p, true, what);
+  if (!rows) return rows.error();
+  if (rows->changed() != 1) {
+    return StoreError(ErrorCode::kNotFound, "no unfinished activation " + std::to_string(e.activation_id) +
+                                                " to end (unknown id, or already ended); a bug in the caller");
+  }
+  return Ok();
+}
+
+Result<void> PgStore::RenewLeases(const ActivationOwner& o, int64_t until_unix_us) {
+  Params p;
+  p.Int(until_unix_us).Text(o.host).Int(o.pid).Int(o.start_ticks);
+  const std::string what = "cannot renew the leases of pid " + std::to_string(o.pid);
+  if (Behind()) return SendBehind("renew_leases", p, what);
+  auto rows = Run("renew_leases", p, true, what);
+  if (!rows) return rows.error();
+  return Ok();
+}
+
+Result<RecoveryReport> PgStore::RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) {
+  if (auto r = Commit(); !r) return r.error();
+  auto unfinished = Run("unfinished", Params(), false, "cannot read the unfinished activations");
+  if (!unfinished) return unfinished.error();
+  std::vector<ActivationRow> gone;
+  for (int i = 0; i < unfinished->rows(); ++i) {
+    ActivationRow row = pg::ReadActivationRow(*unfinished, i);
+    if (OwnerIsGone(row.owner, row.lease_until_unix_us, self, now_unix_us)) gone.push_back(std::move(row));
+  }
+  RecoveryReport report;
+  const std::string unknown_error = UnknownCallErrorJson();
+  const std::string abandoned_error = AbandonedCallErrorJson();
+  // Each activation closes once, whoever else recovers at the same time: only an unfinished one is
+  // closed, and only the process that closed it moves its calls.
+  for (const ActivationRow& a : gone) {
+    const std::string id = std::to_string(a.id);
+    auto closed = Run("close_activation",
+                      Params().Int(now_unix_us).Text(AbandonedActivationErrorJson(a.owner, self, now_unix_us)).Int(a.id),
+                      true, "cannot close abandoned activation " + id);
+    if (!closed) {
+      (void)Rollback();
+      return closed.error();
+    }
+    if (closed->changed() != 1) continue;
+    auto unknown = Run("calls_to_state", Params().Text("unknown").Text(unknown_error).Int(now_unix_us).Int(a.id).Text("started"),
+                       true, "cannot close the calls of activation " + id);
+    auto abandoned = unknown ? Run("calls_to_state",
+                                   Params().Text("abandoned").Text(abandoned_error).Int(now_unix_us).Int(a.id).Text("decided"),
+                                   true, "cannot close the calls of activation " + id)
+                             : Result<Rows>(unknown.error());
+    if (!abandoned) {
+      (void)Rollback();
+      return abandoned.error();
+    }
+    report.abandoned_activations.push_back(a.id);
+    report.unknown_calls += static_cast<size_t>(unknown->changed());
+    report.abandoned_calls += static_cast<size_t>(abandoned->changed());
+  }
+  if (auto r = Commit(); !r) {
+    (void)Rollback();
+    return r.error();
+  }
+  return report;
+}
+
+// ---- KvStore ----
+
+Result<std::optional<std::string>> PgStore::Get(const std::string& ns, const std::string& key) {
+  auto rows = Run("kv_get", Params().Bytes(ns).Bytes(key), false, "cannot read kv key in namespace " + ns);
+  if (!rows) return rows.error();
+  if (rows->rows() == 0) return std::optional<std::string>();
+  return std::optional<std::string>(rows->Text(0, 0));
+}
+
+Result<void> PgStore::Put(const std::string& ns, const std::string& key, const std::string& value_json) {
+  auto rows = Run("kv_put", Params().Bytes(ns).Bytes(key).Text(value_json), true, "cannot write kv key in namespace " + ns);
+  if (!rows) return rows.error();
+  return Ok();
+}
+
+Result<bool> PgStore::Delete(const std::string& ns, const std::string& key) {
+  auto rows = Run("kv_delete", Params().Bytes(ns).Bytes(key), true, "cannot delete kv key in namespace " + ns);
+  if (!rows) return rows.error();
+  return rows->Bool(0, 0);
+}
+
+Result<KvList> PgStore::List(const std::string& ns, const std::string& prefix, size_t limit, size_t max_bytes) {
+  KvList out;
+  if (limit == 0) return out;
+  // A byte range, not LIKE: no wildcard in a key can widen the match, and the index serves it.
+  std::optional<std::string> upper;
+  for (std::string s = prefix; !s.empty(); s.pop_back()) {
+    if (static_cast<unsigned char>(s.back()) != 0xFF) {
+      s.back() = static_cast<char>(static_cast<unsigned char>(s.back()) + 1);
+      upper = s;
+      break;
+    }
+  }
+  Params p;
+  p.Bytes(ns).Bytes(prefix);
+  if (upper) {
+    p.Bytes(*upper);
+  } else {
+    p.Null();
+  }
+  p.IntOrNull(pg::LimitParam(limit)).Text(std::to_string(max_bytes));
+  auto rows = Run("kv_list", p, false, "cannot list kv keys in namespace " + ns);
+  if (!rows) return rows.error();
+  for (int i = 0; i < rows->rows(); ++i) {
+    if (static_cast<uint64_t>(rows->Int(i, 2)) > max_bytes) {
+      out.stopped_at_bytes = true;
+      break;
+    }
+    out.entries.push_back(KvEntry{rows->Bytes(i, 0), rows->Text(i, 1)});
+  }
+  return out;
+}
+
+Result<KvUsage> PgStore::Usage(const std::string& ns) {
+  auto rows = Run("kv_usage", Params().Bytes(ns), false, "cannot read the usage of kv namespace " + ns);
+  if (!rows) return rows.error();
+  KvUsage usage;
+  if (rows->rows() == 1) {
+    usage.bytes = static_cast<uint64_t>(rows->Int(0, 0));
+    usage.keys = static_cast<uint64_t>(rows->Int(0, 1));
+  }
+  return usage;
+}
+
+Result<std::optional<uint64_t>> PgStore::ValueBytes(const std::string& ns, const std::string& key) {
+  auto rows = Run("kv_value_bytes", Params().Bytes(ns).Bytes(key), false, "cannot read kv key in namespace " + ns);
+  if (!rows) return rows.error();
+  if (rows->rows() == 0) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(static_cast<uint64_t>(rows->Int(0, 0)));
+}
+
+Result<KvUpdate> PgStore::KvWrite(const char* op, const std::string& ns, const std::string& key,
+                                  const std::optional<std::string>& expected, const std::string& value, int64_t by,
+                                  const KvLimits& limits) {
+  Params p;
+  p.Text(op).Bytes(ns).Bytes(key);
+  if (expected) {
+    p.Text(*expected);
+  } else {
+    p.Null();
+  }
+  p.Text(value).Int(by).Text(LimitText(limits.max_value_bytes)).Text(LimitText(limits.quota_bytes));
+  p.Text(LimitText(limits.quota_keys));
+  auto rows = Run("kv_write", p, true, std::string("cannot write kv key in namespace ") + ns);
+  if (!rows) return rows.error();
+  const std::string status = rows->Text(0, 0);
+  if (status == "not_json") {
+    return StoreError(ErrorCode::kDatabase, "a kv value in namespace " + ns +
+                                                " is not JSON (was the database changed by hand?); put a JSON value "
+                                                "under that key or delete it");
+  }
+  KvUpdate update;
+  using S = KvUpdate::Status;
+  if (status == "written") {
+    update.status = S::kWritten;
+  } else if (status == "mismatch") {
+    update.status = S::kMismatch;
+  } else if (status == "not_an_integer") {
+    update.status = S::kNotAnInteger;
+  } else if (status == "out_of_range") {
+    update.status = S::kOutOfRange;
+  } else if (status == "value_too_large") {
+    update.status = S::kValueTooLarge;
+  } else if (status == "over_quota") {
+    update.status = S::kOverQuota;
+  } else {
+    return StoreError(ErrorCode::kInternal, "basal.kv_write answered \"" + status + "\"");
+  }
+  if (!rows->IsNull(0, 1)) update.current_json = rows->Text(0, 1);
+  update.value_bytes = static_cast<uint64_t>(rows->Int(0, 2));
+  update.usage_after.bytes = static_cast<uint64_t>(rows->Int(0, 3));
+  update.usage_after.keys = static_cast<uint64_t>(rows->Int(0, 4));
+  return update;
+}
+
+Result<KvUpdate> PgStore::PutWithin(const std::string& ns, const std::string& key, const std::string& value_json,
+                                    const KvLimits& limits) {
+  KvUpdate update;
+  if (value_json.size() > limits.max_value_bytes) {
+    update.status = KvUpdate::Status::kValueTooLarge;
+    update.value_bytes = value_json.size();
+    return update;
+  }
+  auto written = KvWrite("put", ns, key, std::nullopt, value_json, 0, limits);
+  if (written) written->current_json.reset();
+  return written;
+}
+
+Result<KvUpdate> PgStore::CompareAndSwap(const std::string& ns, const std::string& key,
+                                         const std::optional<std::string>& expected_json, const std::string& value_json,
+                                         const KvLimits& limits) {
+  const Json expected = expected_json ? Json::parse(*expected_json, nullptr, /*allow_exceptions=*/false) : Json();
+  if (expected.is_discarded() || Json::parse(value_json, nullptr, false).is_discarded()) {
+    return MakeError(ErrorCode::kInvalidArgument, "CompareAndSwap of kv key in namespace " + ns +
+                                                      ": the expected value or the new value is not JSON (a bug in "
+                                                      "the caller, which must validate both)");
+  }
+  if (value_json.size() > limits.max_value_bytes) {
+    KvUpdate update;
+    update.status = KvUpdate::Status::kValueTooLarge;
+    update.value_bytes = value_json.size();
+    return update;
+  }
+  return KvWrite("cas", ns, key, expected_json, value_json, 0, limits);
+}
+
+Result<KvUpdate> PgStore::Increment(const std::string& ns, const std::string& key, int64_t by, const KvLimits& limits) {
+  if (by > kKvMaxSafeInteger || by < -kKvMaxSafeInteger) {
+    return MakeError(ErrorCode::kInvalidArgument, "Increment of kv key in namespace " + ns + " by " +
+                                                      std::to_string(by) + ": outside +-" +
+                                                      std::to_string(kKvMaxSafeInteger) + " (a bug in the caller)");
+  }
+  return KvWrite("incr", ns, key, std::nullopt, "", by, limits);
+}
+
+// ---- Catalog ----
+
+Result<void> PgStore::KeepText(const std::string& hash, std::string_view text) {
+  if (hash.rfind("sha256:", 0) != 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "a kept text's hash must be \"sha256:<hex>\" (got " + hash + ")");
+  }
+  Params p;
+  p.Text(hash).Bytes(text);
+  const std::string what = "cannot keep the text " + hash;
+  if (Behind()) return SendBehind("keep_text", p, what);
+  auto rows = Run("keep_text", p, true, what);
+  if (!rows) return rows.error();
+  return Ok();
+}
+
+Result<bool> PgStore::IsRevoked(int64_t approval_id) {
+  auto rows = Run("is_revoked", Params().Int(approval_id), false,
+                  "cannot read whether approval " + std::to_string(approval_id) + " is revoked");
+  if (!rows) return rows.error();
+  if (rows->rows() == 0) {
+    return StoreError(ErrorCode::kNotFound, "has no approved version with id " + std::to_string(approval_id));
+  }
+  return rows->Bool(0, 0);
+}
+
+Result<ApprovalRow> PgStore::InOwnTransaction(const char* what, const std::function<Result<ApprovalRow>()>& body) {
+  if (batch_open_) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(what) + ": a batch is open; commit it first (approvals commit on their own)");
+  }
+  if (auto flown = WaitForFlight(); !flown) return flown.error();
+  // The table lock makes one approval or revocation at a time, across processes: what is read
+  // below is what the write replaces.
+  auto locked = Run("lock_approvals", Params(), true, std::string(what) + ": cannot lock the approvals");
+  Result<ApprovalRow> done = locked ? body() : Result<ApprovalRow>(locked.error());
+  if (done) {
+    if (auto c = Commit(); !c) done = c.error();
+  }
+  if (!done) (void)Rollback();
+  return done;
+}
+
+Result<ApprovalRow> PgStore::Approve(const NewApproval& a) {
+  const bool flow = a.kind == ApprovalKind::kFlow;
+  if (flow != a.source.has_value()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     flow ? "approve: a flow needs its source" : "approve: a codemode policy has no source");
+  }
+  return InOwnTransaction("approve", [&]() -> Result<ApprovalRow> {
+    auto versions = Versions(a.kind, a.name);
+    if (!versions) return versions.error();
+    const int64_t newest = versions->empty() ? 0 : versions->back().version;
+    const bool newest_revoked = !versions->empty() && versions->back().revoked_unix_us.has_value();
+    if (newest != a.reviewed_version || (newest > 0 && newest_revoked != a.reviewed_revoked)) {
+      return MakeError(ErrorCode::kConflict,
+                       std::string(ApprovalKindName(a.kind)) + " " + a.name + " changed while it was reviewed (its newest " +
+                           "version is now " + std::to_string(newest) + (newest_revoked ? ", revoked" : "") +
+                           "; the review was of version " + std::to_string(a.reviewed_version) +
+                           "): nothing was stored; review and approve again");
+    }
+    const std::string manifest_text_hash = Sha256Hex(a.manifest_text);
+    std::string source_hash;
+    if (flow) {
+      source_hash = Sha256Hex(*a.source);
+      if (auto r = KeepText(source_hash, *a.source); !r) return r.error();
+    }
+    if (auto r = KeepText(manifest_text_hash, a.manifest_text); !r) return r.error();
+    Params p;
+    p.Text(ApprovalKindName(a.kind)).Text(a.name).TextOrNull(source_hash).Text(manifest_text_hash).Text(a.manifest_hash);
+    p.Int(a.approver.uid).Text(a.approver.name).Int(a.at_unix_us).Text(a.note);
+    auto inserted = Run("insert_approval", p, true, "cannot store the approval of " + a.name);
+    if (!inserted) return inserted.error();
+    const int64_t id = inserted->Int(0, 0);
+    Json detail = {{"note", a.note}, {"manifest_text_hash", manifest_text_hash}, {"manifest_hash", a.manifest_hash}};
+    if (flow) detail["source_hash"] = source_hash;
+    if (!a.review_json.empty()) {
+      Json review = Json::parse(a.review_json, nullptr, false);
+      detail["review"] = review.is_discarded() ? Json(a.review_json) : review;
+    }
+    Params e;
+    e.Int(a.at_unix_us).Text("approved").Int(id).Int(a.approver.uid).Text(a.approver.name);
+    e.Text(detail.dump(-1, ' ', false, Json::error_handler_t::replace));
+    if (auto r = Run("insert_event", e, true, "cannot record the approval event of " + a.name); !r) return r.error();
+    auto row = Approval(id);
+    if (!row) return row.error();
+    if (!*row) return MakeError(ErrorCode::kInternal, "approve: the stored version cannot be read back");
+    return **row;
+  });
+}
+
+Result<ApprovalRow> PgStore::Revoke(ApprovalKind kind, const std::string& name, int64_t version, const Actor& by,
+                                    int64_t at_unix_us, const std::string& note) {
+  return InOwnTransaction("revoke", [&]() -> Result<ApprovalRow> {
+    auto versions = Versions(kind, name);
+    if (!versions) return versions.error();
+    const ApprovalRow* found = nullptr;
+    for (const ApprovalRow& v : *versions) {
+      if (v.version == version) found = &v;
+    }
+    const std::string what = std::string(ApprovalKindName(kind)) + " " + name;
+    if (versions->empty()) {
+      return MakeError(ErrorCode::kNotFound, what + " has no approved version; `basal " + ApprovalKindName(kind) +
+                                                 " list` shows what is approved");
+    }
+    if (!found) {
+      return MakeError(ErrorCode::kNotFound, what + " has no version " + std::to_string(version) + " (versions 1 to " +
+                                                 std::to_string(versions->back().version) + ")");
+    }
+    if (found->revoked_unix_us) {
+      return MakeError(ErrorCode::kConflict, what + " version " + std::to_string(version) +
+                                                 " is already revoked (by " + found->revoker.name + "); nothing changed");
+    }
+    const int64_t id = found->id;
+    auto changed = Run("revoke_approval", Params().Int(at_unix_us).Int(by.uid).Text(by.name).Text(note).Int(id), true,
+                       "cannot revoke " + what);
+    if (!changed) return changed.error();
+    Json detail = {{"note", note}};
+    Params e;
+    e.Int(at_unix_us).Text("revoked").Int(id).Int(by.uid).Text(by.name);
+    e.Text(detail.dump(-1, ' ', false, Json::error_handler_t::replace));
+    if (auto r = Run("insert_event", e, true, "cannot record the revocation event of " + name); !r) return r.error();
+    auto row = Approval(id);
+    if (!row) return row.error();
+    if (!*row) return MakeError(ErrorCode::kInternal, "revoke: the version cannot be read back");
+    return **row;
+  });
+}
+
+// ---- RunStore ----
+
+Result<std::optional<RunState>> PgStore::RunStateOf(int64_t run_id) {
+  // FOR UPDATE: the state read is the one the following write replaces.
+  auto rows = Run("run_state", Params().Int(run_id), true, "cannot read the state of run " + std::to_string(run_id));
+  if (!rows) return rows.error();
+  if (rows->rows() == 0) return std::optional<RunState>();
+  return std::optional<RunState>(ParseRunState(rows->Text(0, 0)).value_or(RunState::kEnded));
+}
+
+Result<EnqueueResult> PgStore::EnqueueRun(const NewRun& run) {
+  const bool keyed = !run.idempotency_key.empty();
+  // A key another process inserts between our read and our insert makes the insert do nothing
+  // (ON CONFLICT, after waiting for that process's batch): the key is read again.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (keyed) {
+      auto earlier = Run("run_by_key", Params().Text(run.flow).Text(run.idempotency_key), true,
+                         "cannot read the idempotency key of a run of flow " + run.flow);
+      if (!earlier) return earlier.error();
+      if (earlier->rows() == 1) {
+        const int64_t id = earlier->Int(0, 0);
+        if (earlier->Int(0, 2) > run.created_unix_us) {
+          if (earlier->Text(0, 1) != run.input_json) {
+            return MakeError(ErrorCode::kConflict,
+                             "idempotency key \"" + run.idempotency_key + "\" of flow " + run.flow + " was used for run " +
+                                 std::to_string(id) + " with another input; send a new key for a new request, or the "
+                                 "same input to get run " + std::to_string(id));
+          }
+          auto row = GetRun(id);
+          if (!row) return row.error();
+          if (!*row) return MakeError(ErrorCode::kInternal, "run " + std::to_string(id) + " cannot be read back");
+          return EnqueueResult{std::move(**row), true};
+        }
+        // Expired: forgotten, so the unique index admits the new run.
+        if (auto cleared = Run("clear_run_key", Params().Int(id), true,
+                               "cannot clear the expired key of run " + std::to_string(id));
+            !cleared)
+          return cleared.error();
+      }
+    }
+    Params p;
+    p.Text(run.flow).Text(run.input_json).Text(run.trigger).Text(run.idempotency_key);
+    p.IntOrNull(keyed ? std::optional<int64_t>(run.key_expires_unix_us) : std::nullopt);
+    p.Int(run.created_unix_us).TextOrNull(run.state_detail).Int(run.durable ? 1 : 0);
+    auto inserted = Run("insert_run", p, true, "cannot record a run of flow " + run.flow);
+    if (!inserted) return inserted.error();
+    if (inserted->rows() == 0) continue;
+    EnqueueResult result;
+    RunRow& row = result.run;
+    row.id = inserted->Int(0, 0);
+    row.flow = run.flow;
+    row.input_json = run.input_json;
+    row.trigger = run.trigger;
+    row.idempotency_key = run.idempotency_key;
+    row.state = RunState::kQueued;
+    row.created_unix_us = run.created_unix_us;
+    row.state_detail = run.state_detail;
+    row.durable = run.durable;
+    return result;
+  }
+  return MakeError(ErrorCode::kConflict, "idempotency key \"" + run.idempotency_key + "\" of flow " + run.flow +
+                                             " is being taken by another process; send the request again");
+}
+
+Result<void> PgStore::MarkRunStarted(int64_t run_id, int64_t activation_id, int64_t at_unix_us,
+                                     const RunBinding& binding) {
+  const std::string id = std::to_string(run_id);
+  if (activation_id <= 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "run " + id + " cannot start without an activation (got activation id " +
+                                                      std::to_string(activation_id) + "; a bug in the caller)");
+  }
+  const bool bound = !binding.source_hash.empty();
+  auto text = [bound](Params& p, const std::string& v) -> Params& { return bound ? p.TextOrNull(v) : p.Null(); };
+  Params p;
+  p.Int(activation_id).Int(at_unix_us);
+  p.IntOrNull(bound && binding.approval_id > 0 ? std::optional<int64_t>(binding.approval_id) : std::nullopt);
+  text(p, binding.manifest_hash);
+  text(p, binding.manifest_text_hash);
+  text(p, binding.seed);
+  p.IntOrNull(bound && !binding.seed.empty() ? std::optional<int64_t>(binding.clock_us) : std::nullopt);
+  text(p, binding.source_hash);
+  p.Int(run_id);
+  auto changed = Run("start_run", p, true, "cannot record the start of run " + id);
+  if (!changed) return changed.error();
+  if (changed->changed() == 1) return Ok();
+  auto state = RunStateOf(run_id);
+  if (!state) return state.error();
+  if (!*state) return StoreError(ErrorCode::kNotFound, "has no run " + id + " to start");
+  return MakeError(ErrorCode::kConflict, "run " + id + " is " + RunStateName(**state) + ", not queued: it cannot start");
+}
+
+Result<void> PgStore::MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
+                                   int64_t at_unix_us) {
+  const std::string id = std::to_string(run_id);
+  const std::string name(outcome);
+  if (Behind()) {
+    // The state's rules are in the statement; it fails the batch if the run is not in a state that
+    // may end with this outcome.
+    Params p;
+    p.Text(name).TextOrNull(error_json).Int(at_unix_us).Int(run_id);
+    p.Text(ParseOutcome(name) ? "true" : "false");
+    p.Text("cannot record the end of run " + id + " as " + name + ": no such run in a state that may end so");
+    return SendBehind("end_run_behind", p, "cannot record the end of run " + id);
+  }
+  auto state = RunStateOf(run_id);
+  if (!state) return state.error();
+  if (!*state) return StoreError(ErrorCode::kNotFound, "has no run " + id + " to end");
+  switch (**state) {
+    case RunState::kEnded:
+      return MakeError(ErrorCode::kConflict, "run " + id + " has already ended; it cannot end again as " + name);
+    case RunState::kQueued:
+      if (name != "cancelled" && name != "missed" && name != "skipped") {
+        return MakeError(ErrorCode::kInvalidArgument, "run " + id + " is queued: it ends as cancelled, missed or " +
+                                                          "skipped, not as \"" + name + "\" (a bug in the caller)");
+      }
+      break;
+    case RunState::kRunning:
+      if (!ParseOutcome(name)) {
+        return MakeError(ErrorCode::kInvalidArgument, "run " + id + " is running: it ends with its activation's " +
+                                                          "outcome, and \"" + name +
+                                                          "\" is not an outcome name (a bug in the caller)");
+      }
+      break;
+    case RunState::kInterrupted:
+    case RunState::kNeedsReconciliation:
+      if (name != "cancelled" && name != "resume_exhausted" && !ParseOutcome(name)) {
+        return MakeError(ErrorCode::kInvalidArgument, "run " + id + " is " + RunStateName(**state) +
+                                                          ": it ends as cancelled, resume_exhausted or an outcome, "
+                                                          "not as \"" + name + "\" (a bug in the caller)");
+      }
+      break;
+  }
+  auto changed = Run("end_run", Params().Text(name).TextOrNull(error_json).Int(at_unix_us).Int(run_id).Text(RunStateName(**state)),
+                     true, "cannot record the end of run " + id);
+  if (!changed) return changed.error();
+  if (changed->changed() != 1) return MakeError(ErrorCode::kInternal, "run " + id + " changed under its row lock");
+  return Ok();
+}
+
+Result<std::vector<RunRow>> PgStore::RunsInState(RunState state, size_t limit) {
+  std::vector<RunRow> rows;
+  if (limit == 0) return rows;
+  auto got = Run("runs_in_state", Params().Text(RunStateName(state)).IntOrNull(pg::LimitParam(limit)), false,
+                 std::string("cannot read the ") + RunStateName(state) + " runs");
+  if (!got) return got.error();
+  for (int i = 0; i < got->rows(); ++i) rows.push_back(pg::ReadRunRow(*got, i));
+  return rows;
+}
+
+Result<size_t> PgStore::CountRuns(RunState state) {
+  auto rows = Run("count_runs", Params().Text(RunStateName(state)), false,
+                  std::string("cannot count the ") + RunStateName(state) + " runs");
+  if (!rows) return rows.error();
+  return static_cast<size_t>(rows->Int(0, 0));
+}
+
+Result<size_t> PgStore::SettleRunsOfEndedActivations(int64_t at_unix_us) {
+  auto interrupted = Run("interrupt_runs", Params().Int(at_unix_us), true,
+                         "cannot interrupt the durable runs of abandoned activations");
+  if (!interrupted) return interrupted.error();
+  auto settled = Run("settle_runs", Params().Int(at_unix_us), true, "cannot end the runs of ended activations");
+  if (!settled) return settled.error();
+  return static_cast<size_t>(interrupted->changed() + settled->changed());
+}
+
+Result<RunRow> PgStore::MoveRun(const RunMove& move) {
+  const std::string id = std::to_string(move.run_id);
+  if (!RunMoveAllowed(move.from, move.to)) {
+    return MakeError(ErrorCode::kInvalidArgument, "run " + id + ": no move from " + RunStateName(move.from) + " to " +
+                                                      RunStateName(move.to) + " (a bug in the caller)");
+  }
+  Params p;
+  p.Text(RunStateName(move.to)).TextOrNull(move.detail_json).Int(move.count_resume ? 1 : 0).Int(move.run_id);
+  p.Text(RunStateName(move.from));
+  auto changed = Run("move_run", p, true, "cannot move run " + id + " to " + RunStateName(move.to));
+  if (!changed) return changed.error();
+  auto row = GetRun(move.run_id);
+  if (!row) return row.error();
+  if (!*row) return StoreError(ErrorCode::kNotFound, "has no run " + id);
+  if (changed->changed() != 1) {
+    return MakeError(ErrorCode::kConflict, "run " + id + " is " + RunStateName((*row)->state) + ", not " +
+                                               RunStateName(move.from) + ": it was not moved to " + RunStateName(move.to));
+  }
+  return std::move(**row);
+}
+
+Result<int64_t> PgStore::AddResolution(const CallResolution& r) {
+  Params p;
+  p.Int(r.run_id).Int(r.activation_id).Int(r.call_id).Text(ResolutionKindName(r.kind)).TextOrNull(r.value_json);
+  p.Int(r.actor.uid).Text(r.actor.name).Int(r.at_unix_us).Text(r.note);
+  auto rows = Run("insert_resolution", p, true,
+                  "cannot record the resolution of call " + std::to_string(r.call_id) + " of run " + std::to_string(r.run_id));
+  if (!rows) return rows.error();
+  return rows->Int(0, 0);
+}
+
+// ---- ServeTables ----
+
+Result<int64_t> PgStore::AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
+                                  const Actor& by, int64_t at_unix_us) {
+  const std::string n(name);
+  if (name.empty() || token_hash.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "an API token needs a name and a hash (a bug in the caller)");
+  }
+  Params p;
+  p.Text(name).Text(token_hash).Text(scopes_json).Int(by.uid).Text(by.name).Int(at_unix_us);
+  auto inserted = Run("insert_token", p, true, "cannot store API token " + n);
+  if (!inserted) return inserted.error();
+  if (inserted->rows() == 1) return inserted->Int(0, 0);
+  // A unique index refused it (after any other process's batch holding the same name committed).
+  auto same_name = Run("token_name_unrevoked", Params().Text(name), true, "cannot read the API tokens named " + n);
+  if (!same_name) return same_name.error();
+  if (same_name->rows() > 0) {
+    return MakeError(ErrorCode::kConflict, "an API token named " + n + " exists; revoke it first (`basal token revoke " +
+                                               n + "`) or choose another name");
+  }
+  auto same_hash = Run("token_hash_known", Params().Text(token_hash), true, "cannot read the API token hashes");
+  if (!same_hash) return same_hash.error();
+  return MakeError(ErrorCode::kConflict, "API token " + n + " has the hash of token " +
+                                             (same_hash->rows() > 0 ? same_hash->Text(0, 0) : std::string("?")) +
+                                             " (the same token twice: draw a new one at random)");
+}
+
+Result<std::optional<TokenRow>> PgStore::FindToken(std::string_view token_hash) {
+  auto rows = Run("find_token", Params().Text(token_hash), false, "cannot look up an API token");
+  if (!rows) return rows.error();
+  if (rows->rows() == 0) return std::optional<TokenRow>();
+  return std::optional<TokenRow>(pg::ReadTokenRow(*rows, 0));
+}
+
+Result<void> PgStore::RevokeToken(std::string_view name, const Actor& by, int64_t at_unix_us) {
+  const std::string n(name);
+  auto rows = Run("revoke_token", Params().Int(at_unix_us).Int(by.uid).Text(by.name).Text(name), true,
+                  "cannot revoke API token " + n);
+  if (!rows) return rows.error();
+  if (rows->changed() == 0) {
+    return StoreError(ErrorCode::kNotFound, "has no unrevoked API token named " + n +
+                                                "; `basal token list` shows the tokens");
+  }
+  return Ok();
+}
+
+Result<std::optional<int64_t>> PgStore::ScheduleMark(std::string_view trigger) {
+  auto rows = Run("schedule_mark", Params().Text(trigger), false,
+                  "cannot read the mark of schedule " + std::string(trigger));
+  if (!rows) return rows.error();
+  if (rows->rows() == 0) return std::optional<int64_t>();
+  return std::optional<int64_t>(rows->Int(0, 0));
+}
+
+Result<void> PgStore::SetScheduleMark(std::string_view trigger, int64_t fire_unix_us) {
+  Params p;
+  p.Text(trigger).Int(fire_unix_us);
+  const std::string what = "cannot record the mark of schedule " + std::string(trigger);
+  if (Behind()) return SendBehind("set_schedule_mark", p, what);
+  auto rows = Run("set_schedule_mark", p, true, what);
+  if (!rows) return rows.error();
+  return Ok();
+}
+
+// A read-only session: JournalReader's reads, nothing else.
+class PgReader final : public pg::JournalReads {
+ public:
+  explicit PgReader(std::unique_ptr<pg::Connection> conn) : conn_(std::move(conn)) {}
+
+ protected:
+  Result<Rows> Read(const std::string& name, const Params& params, const std::string& what) override {
+    if (params.problem()) {
+      return MakeError(ErrorCode::kInvalidArgument, "store " + conn_->shown() + ": " + what + ": " + *params.problem());
+    }
+    const uint64_t ticket = conn_->Send(name, params);
+    conn_->Sync();
+    pg::Outcome o = conn_->Wait(ticket);
+    if (o.failure != Failure::kNone) {
+      return MakeError(ErrorCode::kDatabase, "store " + conn_->shown() + ": " + what + ": " + o.error);
+    }
+    return std::move(o.rows);
+  }
+  Error NotFound(const std::string& message) const override {
+    return MakeError(ErrorCode::kNotFound, "store " + conn_->shown() + ": " + message);
+  }
+
+ private:
+  std::unique_ptr<pg::Connection> conn_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenPostgresStore(const PostgresStoreOptions& options) {
+  auto journal_id = std::make_shared<std::string>();
+  auto conn = Connect(options.uri, options.durability, false, Statements(), journal_id);
+  if (!conn) return conn.error();
+  std::string id = *journal_id;
+  return std::unique_ptr<Store>(new PgStore(std::move(*conn), std::move(id)));
+}
+
+Result<std::unique_ptr<JournalReader>> OpenPostgresReader(const std::string& uri) {
+  auto conn = Connect(uri, Durability::kNormal, true, pg::ReadStatements());
+  if (!conn) return conn.error();
+  return std::unique_ptr<JournalReader>(new PgReader(std::move(*conn)));
+}
+
+}  // namespace basal
