@@ -22,6 +22,10 @@ BIN = None
 HELLO = "export default async (input, host) => { console.log('hi ' + JSON.stringify(input)); return {hello: input && input.name}; };\n"
 SLOW = "export default async (input) => { const t = Date.now(); while (Date.now() - t < (input && input.ms || 1500)) {} return 'slept'; };\n"
 MANIFEST = {"grants": {"log": {}}, "budgets": {"deadline_ms": 20000, "cpu_ms": 15000}}
+# Where a Daemon keeps its store: None, a journal.db in its directory; else a function called with
+# the Daemon (its directory made) that sets its db (a locator), env (for every basal it runs) and
+# query (SQL on its store). postgres_test.py sets it.
+STORE = None
 
 
 def children_of(pid):
@@ -57,6 +61,9 @@ class Daemon:
         self.dir = tempfile.mkdtemp(prefix="basal-serve-test-")
         test.addCleanup(self.cleanup)
         self.db = os.path.join(self.dir, "journal.db")
+        self.env = {}
+        if STORE:
+            STORE(self)
         self.socket = os.path.join(self.dir, "basal.sock")
         self.port = free_port() if tcp else None
         self.config = dict(config or {})
@@ -68,7 +75,7 @@ class Daemon:
 
     def cli(self, *args, input=None, check=True):
         r = subprocess.run([os.path.join(BIN, "basal"), *args, "--db", self.db], input=input,
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, **self.env))
         if check and r.returncode != 0:
             raise AssertionError("basal %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr))
         return r
@@ -117,7 +124,7 @@ class Daemon:
         # The child keeps its own copy of the descriptor; ours is closed at once.
         with open(self.stderr_path, "a") as err:
             self.proc = subprocess.Popen(args, stderr=err, stdout=subprocess.DEVNULL,
-                                         env=dict(os.environ, **(env or {})))
+                                         env=dict(os.environ, **self.env, **(env or {})))
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:

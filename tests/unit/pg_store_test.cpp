@@ -1,0 +1,377 @@
+// What is the PostgreSQL store's own, beyond the contract every backend passes
+// (store_contract_test.cpp): the schema it creates, versions and refuses, the reader that never
+// writes, the commit that does not wait and the writes sent behind it, passwords never shown, text
+// PostgreSQL cannot hold, and the health check.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parent/store/open.h"
+#include "parent/store/owner.h"
+#include "unit/pg_test_support.h"
+#include "unit/store_test_support.h"
+
+namespace basal {
+namespace {
+
+using testing_support::Call;
+using testing_support::End;
+using testing_support::PgTestDatabase;
+using testing_support::Start;
+
+class PgStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!PgTestDatabase::Available()) GTEST_SKIP() << PgTestDatabase::kWhySkipped;
+    db_ = std::make_unique<PgTestDatabase>();
+  }
+  std::unique_ptr<Store> MustOpen(Durability durability = Durability::kNormal) {
+    auto s = OpenStore({.locator = db_->locator(), .durability = durability});
+    if (!s) {
+      ADD_FAILURE() << s.error().message;
+      return nullptr;
+    }
+    return std::move(*s);
+  }
+  // A commit of a batch that began an activation waits, inside the server, until the test
+  // releases advisory lock 4242 (a deferred constraint trigger takes it at COMMIT): a commit that
+  // is provably in flight while the test goes on.
+  void HoldCommits() {
+    db_->Query(
+        "CREATE FUNCTION basal.test_hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242); RETURN NULL; END $$; "
+        "CREATE CONSTRAINT TRIGGER test_hold AFTER INSERT ON basal.activations DEFERRABLE INITIALLY DEFERRED "
+        "FOR EACH ROW EXECUTE FUNCTION basal.test_hold()");
+    holder_ = PQconnectdb(db_->locator().c_str());
+    ASSERT_EQ(PQstatus(holder_), CONNECTION_OK);
+    PQclear(PQexec(holder_, "SELECT pg_advisory_lock(4242)"));
+  }
+  void ReleaseCommits() {
+    if (!holder_) return;
+    PQfinish(holder_);  // its session lock goes with it
+    holder_ = nullptr;
+  }
+  // Polls the store's commit as the module's loop would: on its descriptor, then PollCommit.
+  Result<void> LandCommit(Store& store) {
+    for (int i = 0; i < 3000; ++i) {
+      if (auto outcome = store.PollCommit()) return *outcome;
+      pollfd p{store.io().fd, POLLIN, 0};
+      ::poll(&p, 1, 10);
+    }
+    return MakeError(ErrorCode::kInternal, "the commit never landed");
+  }
+  void TearDown() override { ReleaseCommits(); }
+
+  std::unique_ptr<PgTestDatabase> db_;
+  PGconn* holder_ = nullptr;
+};
+
+TEST_F(PgStoreTest, TheSchemaIsBasalsOwnAndVersioned) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'application'"), "basal");
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'journal_id'"), store->journal_id());
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_tables WHERE schemaname = 'basal'"), "12");
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), "0") << "nothing outside basal";
+  store.reset();
+  // Opened again: found current, nothing created twice.
+  auto again = MustOpen();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->journal_id(), db_->Query("SELECT value FROM basal.meta WHERE key = 'journal_id'"));
+}
+
+TEST_F(PgStoreTest, ANewerSchemaIsRefusedAndLeftAsItIs) {
+  ASSERT_TRUE(MustOpen());
+  db_->Query("UPDATE basal.meta SET value = '7' WHERE key = 'schema_version'");
+  auto refused = OpenStore({.locator = db_->locator()});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kDatabase);
+  EXPECT_NE(refused.error().message.find("written by a newer basal (schema version 7"), std::string::npos)
+      << refused.error().message;
+  auto reader = OpenReader(db_->locator());
+  ASSERT_FALSE(reader);
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
+}
+
+TEST_F(PgStoreTest, ABasalSchemaThatIsNotBasalsIsRefusedAndLeftAsItIs) {
+  db_->Query("CREATE SCHEMA basal; CREATE TABLE basal.mine(x int)");
+  auto refused = OpenStore({.locator = db_->locator()});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("without basal's tables"), std::string::npos) << refused.error().message;
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_tables WHERE schemaname = 'basal'"), "1");
+  db_->Query("CREATE TABLE basal.meta(key text PRIMARY KEY, value text NOT NULL); "
+             "INSERT INTO basal.meta VALUES ('application', 'other')");
+  refused = OpenStore({.locator = db_->locator()});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("belongs to something else"), std::string::npos) << refused.error().message;
+}
+
+TEST_F(PgStoreTest, AReaderNeverCreatesAnything) {
+  auto none = OpenReader(db_->locator());
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::kNotFound) << none.error().message;
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_namespace WHERE nspname = 'basal'"), "0");
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  auto id = store->journal().BeginActivation(Start());
+  ASSERT_TRUE(id);
+  ASSERT_TRUE(store->Commit());
+  auto reader = OpenReader(db_->locator());
+  ASSERT_TRUE(reader) << reader.error().message;
+  auto rows = (*reader)->Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows) << rows.error().message;
+  EXPECT_EQ(rows->size(), 1u);
+}
+
+// Twelve processes open one new database at the same moment: every one succeeds, one creates.
+TEST_F(PgStoreTest, ManyProcessesOpeningOneNewDatabaseAllSucceed) {
+  constexpr int kProcesses = 12;
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(go[1]);
+      char c;
+      (void)!::read(go[0], &c, 1);  // released together when the parent closes its end
+      auto store = OpenStore({.locator = db_->locator()});
+      _exit(store ? 0 : 1);
+    }
+    children.push_back(child);
+  }
+  ::close(go[0]);
+  ::close(go[1]);
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM basal.meta WHERE key = 'journal_id'"), "1");
+}
+
+// The loop's commit: StartCommit returns while the server still holds the commit; writes made
+// meanwhile go out without waiting and join the next batch; PollCommit hears the outcome once.
+TEST_F(PgStoreTest, ACommitInFlightBlocksNothingAndTheNextBatchGathersBehindIt) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  ASSERT_NO_FATAL_FAILURE(HoldCommits());
+  auto first = store->journal().BeginActivation(Start("first.js"));
+  ASSERT_TRUE(first) << first.error().message;
+  CallRecord started = Call(*first, 1);
+  started.state = CallState::kStarted;
+  started.effect = Effect::kExternal;
+  started.result_json.clear();
+  started.end_unix_us = std::nullopt;
+  ASSERT_TRUE(store->journal().RecordCall(started));
+  EXPECT_EQ(store->StartCommit(), std::nullopt) << "the commit waits in the server: it is in flight";
+  EXPECT_TRUE(store->CommitInFlight());
+  EXPECT_FALSE(store->HasPendingBatch());
+  EXPECT_GE(store->io().fd, 0);
+  EXPECT_EQ(store->PollCommit(), std::nullopt);
+  // Writes of the next batch, while the commit is held: each returns without waiting for it.
+  auto second = store->journal().BeginActivation(Start("second.js"));
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(store->journal().RecordCall(Call(*second, 1)));
+  ASSERT_TRUE(store->journal().UpdateCall({*first, 1, CallState::kAnswered, "2", "", 1300}));
+  ASSERT_TRUE(store->journal().EndActivation(End(*first)));
+  EXPECT_TRUE(store->HasPendingBatch());
+  EXPECT_EQ(store->PollCommit(), std::nullopt) << "still held: nothing above waited for it";
+  {
+    auto other = OpenReader(db_->locator());
+    ASSERT_TRUE(other);
+    auto rows = (*other)->Activations(std::nullopt, 10);
+    ASSERT_TRUE(rows);
+    EXPECT_TRUE(rows->empty()) << "nothing is visible before the commit ends";
+  }
+  ReleaseCommits();
+  ASSERT_TRUE(LandCommit(*store));
+  EXPECT_FALSE(store->CommitInFlight());
+  EXPECT_EQ(store->PollCommit(), std::nullopt) << "an outcome is heard once";
+  auto second_commit = store->Commit();
+  ASSERT_TRUE(second_commit) << second_commit.error().message;
+  auto other = OpenReader(db_->locator());
+  ASSERT_TRUE(other);
+  auto rows = (*other)->Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].outcome, "ok");
+  auto calls = (*other)->Calls(*first);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 1u);
+  EXPECT_EQ((*calls)[0].result_json, "2");
+}
+
+// A write sent behind a commit in flight that the server refuses fails its own batch at that
+// batch's commit (whose answers are then never sent), and only that batch.
+TEST_F(PgStoreTest, ARefusedWriteBehindACommitFailsItsOwnBatch) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  ASSERT_NO_FATAL_FAILURE(HoldCommits());
+  auto first = store->journal().BeginActivation(Start("first.js"));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(store->StartCommit(), std::nullopt);
+  // Behind the held commit: a call of the first activation, and the end of one that never began.
+  ASSERT_TRUE(store->journal().RecordCall(Call(*first, 5)));
+  ASSERT_TRUE(store->journal().EndActivation(End(*first + 1000))) << "sent without waiting for the answer";
+  ReleaseCommits();
+  ASSERT_TRUE(LandCommit(*store)) << "the first batch is not touched by the second's refusal";
+  auto refused = store->Commit();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kDatabase);
+  EXPECT_NE(refused.error().message.find("no unfinished activation " + std::to_string(*first + 1000)), std::string::npos)
+      << refused.error().message;
+  ASSERT_TRUE(store->Rollback());
+  auto other = OpenReader(db_->locator());
+  ASSERT_TRUE(other);
+  auto calls = (*other)->Calls(*first);
+  ASSERT_TRUE(calls);
+  EXPECT_TRUE(calls->empty()) << "the refused batch left nothing";
+  // The store goes on.
+  ASSERT_TRUE(store->journal().RecordCall(Call(*first, 6)));
+  ASSERT_TRUE(store->Commit());
+  calls = (*other)->Calls(*first);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 1u);
+  EXPECT_EQ((*calls)[0].call_id, 6);
+}
+
+// A commit that fails in flight (here a deferred check refuses it at COMMIT) is heard as failed,
+// and the batch written behind it fails too: it was built on the lost one.
+TEST_F(PgStoreTest, AFailedCommitInFlightFailsTheBatchBehindIt) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  db_->Query(
+      "CREATE FUNCTION basal.test_doom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "IF NEW.flow = 'doomed.js' THEN RAISE EXCEPTION 'doomed by the test'; END IF; RETURN NULL; END $$; "
+      "CREATE CONSTRAINT TRIGGER test_doom AFTER INSERT ON basal.activations DEFERRABLE INITIALLY DEFERRED "
+      "FOR EACH ROW EXECUTE FUNCTION basal.test_doom()");
+  auto doomed = store->journal().BeginActivation(Start("doomed.js"));
+  ASSERT_TRUE(doomed);
+  auto started = store->StartCommit();
+  if (started) {
+    ASSERT_FALSE(*started);
+  }
+  (void)store->journal().RecordCall(Call(*doomed, 1));  // behind it, or refused at once: either way lost
+  auto landed = LandCommit(*store);
+  ASSERT_FALSE(landed);
+  EXPECT_NE(landed.error().message.find("doomed by the test"), std::string::npos) << landed.error().message;
+  EXPECT_NE(landed.error().message.find("Rollback()"), std::string::npos) << landed.error().message;
+  EXPECT_FALSE(store->Commit()) << "the batch behind a failed commit cannot commit";
+  ASSERT_TRUE(store->Rollback());
+  auto fine = store->journal().BeginActivation(Start("fine.js"));
+  ASSERT_TRUE(fine) << fine.error().message;
+  ASSERT_TRUE(store->Commit());
+  auto other = OpenReader(db_->locator());
+  ASSERT_TRUE(other);
+  auto rows = (*other)->Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].flow, "fine.js");
+}
+
+// Readiness: the store says whether the server takes writes, and reconnects a broken connection.
+TEST_F(PgStoreTest, CheckSaysWhetherTheServerTakesWritesAndReconnects) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->Check());
+  // Its backend killed (a restart, a failover, an operator): the next check connects again.
+  db_->Query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+             "AND application_name = 'basal'");
+  auto checked = store->Check();
+  ASSERT_TRUE(checked) << checked.error().message;
+  auto id = store->journal().BeginActivation(Start());
+  ASSERT_TRUE(id) << id.error().message;
+  ASSERT_TRUE(store->Commit());
+  // A database whose sessions are read only takes no writes: not ready, and it says why.
+  db_->Query("ALTER DATABASE " + db_->name() + " SET default_transaction_read_only = on");
+  auto read_only = MustOpen();
+  ASSERT_TRUE(read_only);
+  auto no = read_only->Check();
+  ASSERT_FALSE(no);
+  EXPECT_EQ(no.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(no.error().message.find("read only"), std::string::npos) << no.error().message;
+}
+
+// PostgreSQL's text holds UTF-8 only: other bytes are refused before anything is sent, so the
+// batch goes on; kv keys and namespaces are bytes (bytea) and take anything.
+TEST_F(PgStoreTest, TextThatIsNotUtf8IsRefusedWithoutBreakingTheBatch) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  auto kept = store->journal().BeginActivation(Start("kept.js"));
+  ASSERT_TRUE(kept);
+  auto bad = store->journal().BeginActivation(Start("caf\xe9.js"));
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message.find("not UTF-8"), std::string::npos) << bad.error().message;
+  ASSERT_TRUE(store->kv().Put(std::string("n\0\xff", 3), std::string("\xfe\0", 2), "1"));
+  ASSERT_TRUE(store->Commit());
+  auto value = store->kv().Get(std::string("n\0\xff", 3), std::string("\xfe\0", 2));
+  ASSERT_TRUE(value && value->has_value());
+  EXPECT_EQ(**value, "1");
+}
+
+// JSON that jsonb cannot hold (a \u0000 in a string) is kept as written and compared as text; a
+// value changed by hand into something that is not JSON is reported, and breaks no batch.
+TEST_F(PgStoreTest, KvValuesJsonbCannotHoldAndValuesThatAreNotJson) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  KvStore& kv = store->kv();
+  const std::string nul = R"("a\u0000b")";
+  ASSERT_TRUE(kv.Put("j", "nul", nul));
+  auto got = kv.Get("j", "nul");
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ(**got, nul);
+  auto other = kv.CompareAndSwap("j", "nul", std::string(R"("ab")"), "1", {});
+  ASSERT_TRUE(other) << other.error().message;
+  EXPECT_EQ(other->status, KvUpdate::Status::kMismatch);
+  auto incr = kv.Increment("j", "nul", 1, {});
+  ASSERT_TRUE(incr) << incr.error().message;
+  EXPECT_EQ(incr->status, KvUpdate::Status::kNotAnInteger);
+  auto same = kv.CompareAndSwap("j", "nul", nul, "2", {});
+  ASSERT_TRUE(same) << same.error().message;
+  EXPECT_EQ(same->status, KvUpdate::Status::kWritten);
+  ASSERT_TRUE(kv.Put("j", "hand", "1"));
+  ASSERT_TRUE(store->Commit());
+  db_->Query("UPDATE basal.kv SET value = '{not json' WHERE key = 'hand'::bytea");
+  auto cas = kv.CompareAndSwap("j", "hand", std::string("1"), "2", {});
+  ASSERT_FALSE(cas);
+  EXPECT_EQ(cas.error().code, ErrorCode::kDatabase);
+  EXPECT_NE(cas.error().message.find("not JSON"), std::string::npos) << cas.error().message;
+  auto add = kv.Increment("j", "hand", 1, {});
+  ASSERT_FALSE(add);
+  EXPECT_EQ(add.error().code, ErrorCode::kDatabase);
+  ASSERT_TRUE(kv.Put("j", "after", "3"));
+  ASSERT_TRUE(store->Commit()) << "the refusals broke no batch";
+}
+
+// A locator's password is never in a message or in the store's location.
+TEST_F(PgStoreTest, APasswordIsNeverShown) {
+  // The test cluster trusts its socket, so the password is ignored there but still given.
+  const std::string with_password = db_->locator() + "&password=s3cret";
+  auto store = OpenStore({.locator = with_password});
+  ASSERT_TRUE(store) << store.error().message;
+  EXPECT_EQ((*store)->location().find("s3cret"), std::string::npos) << (*store)->location();
+  EXPECT_NE((*store)->location().find("password=***"), std::string::npos) << (*store)->location();
+  auto error = (*store)->journal().EndActivation(End(12345));
+  ASSERT_FALSE(error);
+  EXPECT_EQ(error.error().message.find("s3cret"), std::string::npos) << error.error().message;
+  std::string userinfo = PgTestDatabase::LocatorOf("no_such_database");
+  userinfo.replace(userinfo.find("basal@"), 6, "basal:s3cret@");
+  auto refused = OpenStore({.locator = userinfo});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kIo);
+  EXPECT_EQ(refused.error().message.find("s3cret"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("basal:***@"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("no_such_database"), std::string::npos) << refused.error().message;
+}
+
+}  // namespace
+}  // namespace basal
