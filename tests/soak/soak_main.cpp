@@ -30,6 +30,7 @@
 #include "parent/host_calls/kv.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "protocol/frame.h"
+#include "protocol/messages.h"
 #include "soak/soak_flows.h"
 #include "soak/soak_proc.h"
 
