@@ -144,8 +144,14 @@ TEST_F(BoundsTest, AnswersCompletingTogetherPastTheBudgetReachAWorkerThatReads) 
     held_.clear();
   };
   ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  // The four calls leave at once (their 80 KB pass the worker's 64 KiB write threshold); the
+  // answers come while the script computes, and are read when it awaits them.
   FlowRef f = Add(R"(export default async (i, host) => {
-      const got = await Promise.all([0, 1, 2, 3].map(() => host.call('gather', {})));
+      const pad = 'p'.repeat(20000);
+      const all = [0, 1, 2, 3].map(() => host.call('gather', {pad}));
+      const until = Date.now() + 500;
+      while (Date.now() < until) {}
+      const got = await Promise.all(all);
       return got.reduce((n, v) => n + v.length, 0);
     })",
                   R"({"grants": {"gather": {}}, "budgets": {"heap_mb": 256}})");
