@@ -80,7 +80,15 @@ struct ModuleOptions {
   // "Limits"). The manifest's budgets (calls_in_flight, journal_kb, log_kb) bound each activation.
   size_t journal_value_max_bytes = 64u << 10;      // per journaled value; above: prefix, size, SHA-256
   uint64_t calls_in_flight_max_bytes = 32ull << 20; // argument bytes of one activation's calls in flight
-  uint64_t worker_output_max_bytes = 32ull << 20;  // answers queued to a worker that does not read
+  // Answers on their way to one worker (docs/sandbox.md, "Answers to a worker: flow control"): the
+  // parent runs a call's handler and hands answers to the worker only while less than the budget
+  // waits for it; the rest waits (calls unrun, answers held in order) until the worker reads. A
+  // worker that has read none of its answers while more than the max wait for it is killed.
+  uint64_t worker_output_budget_bytes = 16ull << 20;
+  uint64_t worker_output_max_bytes = 64ull << 20;
+  // How long a worker with more than worker_output_max_bytes waiting for it may read none of it
+  // before it is killed (a worker that reads is never killed for what waits for it).
+  std::chrono::milliseconds worker_output_stall{2000};
   // CPU is measured by the parent from the kernel: a worker past its activation's budget plus this
   // grace is killed (budget_exhausted, cpu).
   std::chrono::milliseconds cpu_grace{100};

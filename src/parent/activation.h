@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -40,6 +41,21 @@ struct Activation {
   bool load_only = false;
   std::function<void(const LoadCheck&)> checked;      // load_only: called instead of `done`
   std::optional<protocol::ScriptError> load_error;  // the worker's failed `loaded`, as it sent it
+  // Its answers on their way to the worker (the module's flow control, docs/sandbox.md): bytes
+  // journaled in the open batch, then answers held, oldest first, until the worker has read
+  // enough of what was sent before them.
+  uint64_t answers_in_batch_bytes = 0;
+  std::deque<std::string> held_answers;
+  uint64_t held_bytes = 0;
+  bool room_posted = false;  // the calls that wait for room are to run in the next pass
+  // While more than worker_output_max_bytes waits: what the worker had read, and since when it
+  // has read nothing more; and the timer that looks again.
+  struct Stall {
+    uint64_t read = 0;
+    EventLoop::Clock::time_point since;
+  };
+  std::optional<Stall> stall;
+  std::optional<EventLoop::TimerId> stall_timer;
 };
 
 // What a worker's `done` (or failed `loaded`) means. `retire` is set when the worker's engine state

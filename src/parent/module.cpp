@@ -80,6 +80,7 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
   const ActivationId id = a.id;
   if (a.deadline_timer) loop_->Cancel(*a.deadline_timer);
   if (a.cpu_timer) loop_->Cancel(*a.cpu_timer);
+  if (a.stall_timer) loop_->Cancel(*a.stall_timer);
   if (a.load_only) return FinishLoadCheck(a, std::move(r));
   const CallUsage usage = gate->EndCalls(id);
   r.logs_dropped = static_cast<int64_t>(usage.logs_dropped);
@@ -472,14 +473,92 @@ void Module::Impl::CommitOrFail() {
   journal_failure.clear();
 }
 
+// Answers leave for a worker in the order they were journaled, and only while less than
+// worker_output_budget_bytes waits for it; the rest are held until it reads (OnWorkerDrained).
 void Module::Impl::SendAnswers() {
+  std::vector<ActivationId> touched;
   for (auto& [id, payload] : sends) {
     auto it = live.find(id);
-    if (it == live.end() || !it->second->worker) continue;
-    pool->Send(*it->second->worker, payload);
+    if (it == live.end()) continue;
+    Activation& a = *it->second;
+    a.answers_in_batch_bytes -= std::min<uint64_t>(a.answers_in_batch_bytes, payload.size());
+    if (!a.worker) continue;
+    a.held_bytes += payload.size();
+    a.held_answers.push_back(std::move(payload));
+    if (touched.empty() || touched.back() != id) touched.push_back(id);
   }
   sends.clear();
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (ActivationId id : touched) {
+    auto it = live.find(id);  // an earlier one's kill cannot end this one, but look again anyway
+    if (it != live.end()) FlushAnswers(*it->second);
+  }
 }
+
+uint64_t Module::Impl::OutgoingBytes(const Activation& a) const {
+  const uint64_t sent = a.worker ? pool->PendingOutput(*a.worker) : 0;
+  return a.answers_in_batch_bytes + a.held_bytes + sent;
+}
+
+bool Module::Impl::WorkerHasRoom(ActivationId id) const {
+  auto it = live.find(id);
+  if (it == live.end() || !it->second->worker) return true;  // ending: nothing will be sent
+  return OutgoingBytes(*it->second) < options.worker_output_budget_bytes;
+}
+
+void Module::Impl::FlushAnswers(Activation& a) {
+  while (!a.held_answers.empty() && a.worker &&
+         pool->PendingOutput(*a.worker) < options.worker_output_budget_bytes) {
+    std::string payload = std::move(a.held_answers.front());
+    a.held_answers.pop_front();
+    a.held_bytes -= payload.size();
+    pool->Send(*a.worker, payload);
+  }
+  if (!a.worker) return;
+  const uint64_t outgoing = OutgoingBytes(a);
+  if (outgoing <= options.worker_output_max_bytes) a.stall.reset();
+  if (outgoing < options.worker_output_budget_bytes) {
+    // Calls that waited for room run in a pass of their own (their answers need its commit), not
+    // here: this may be the end of a pass, after its commit.
+    if (gate->has_waiting_for_worker(a.id) && !a.room_posted) {
+      a.room_posted = true;
+      loop_->Post([this, id = a.id] {
+        auto it = live.find(id);
+        if (it == live.end()) return;
+        it->second->room_posted = false;
+        gate->WorkerDrained(id);
+        EndOverBudget();
+      });
+    }
+    return;
+  }
+  if (outgoing <= options.worker_output_max_bytes) return;
+  // More than the max waits (answers of handlers that were already running). A worker that reads
+  // goes on; one that reads none of it for worker_output_stall is not reading at all.
+  const uint64_t read = pool->WrittenBytes(*a.worker);
+  const auto now = Clock::now();
+  if (!a.stall || a.stall->read != read) a.stall = Activation::Stall{read, now};
+  if (now - a.stall->since >= options.worker_output_stall) {
+    ++health.output_overflows;
+    return pool->Violation(*a.worker, "it does not read its answers: " + std::to_string(outgoing) +
+                                          " bytes wait for it, past the " +
+                                          std::to_string(options.worker_output_max_bytes) +
+                                          " the parent holds for one worker (worker_output_max_bytes), and it read "
+                                          "none of them for " + std::to_string(options.worker_output_stall.count()) +
+                                          " ms (worker_output_stall)");
+  }
+  if (!a.stall_timer) {
+    a.stall_timer = loop_->At(a.stall->since + options.worker_output_stall, [this, id = a.id] {
+      auto it = live.find(id);
+      if (it == live.end()) return;
+      it->second->stall_timer.reset();
+      FlushAnswers(*it->second);
+    });
+  }
+}
+
+void Module::Impl::OnWorkerDrained(PooledWorker& w) { FlushAnswers(*w.activation); }
 
 void Module::Impl::EndOfPass() {
   if (in_pass) return;
@@ -559,10 +638,14 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     return MakeError(ErrorCode::kInvalidArgument, "module: journal_value_max_bytes must be at least 1024");
   if (options.calls_in_flight_max_bytes < (1u << 20))
     return MakeError(ErrorCode::kInvalidArgument, "module: calls_in_flight_max_bytes must be at least 1 MiB");
-  if (options.worker_output_max_bytes < protocol::kDefaultMaxFrameBytes + 16)
+  if (options.worker_output_budget_bytes < (1u << 20))
+    return MakeError(ErrorCode::kInvalidArgument, "module: worker_output_budget_bytes must be at least 1 MiB");
+  if (options.worker_output_max_bytes < options.worker_output_budget_bytes + protocol::kDefaultMaxFrameBytes + 16)
     return MakeError(ErrorCode::kInvalidArgument,
-                     "module: worker_output_max_bytes must hold one frame of the largest size (" +
-                         std::to_string(protocol::kDefaultMaxFrameBytes + 16) + " bytes)");
+                     "module: worker_output_max_bytes must hold worker_output_budget_bytes and one frame of the "
+                     "largest size (" + std::to_string(protocol::kDefaultMaxFrameBytes + 16) + " bytes) beyond it");
+  if (options.worker_output_stall.count() < 1)
+    return MakeError(ErrorCode::kInvalidArgument, "module: worker_output_stall must be at least 1 ms");
   if (options.cpu_grace.count() < 0 || options.idle_cpu_max.count() < 0)
     return MakeError(ErrorCode::kInvalidArgument, "module: cpu_grace and idle_cpu_max must not be negative");
 #ifndef BASAL_TEST_HOOKS
@@ -614,11 +697,22 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   if (auto r = RegisterMcpHostCalls(m.registry); !r) return r.error();
 
   CallGateHooks hooks;
-  hooks.send = [&m](ActivationId id, std::string payload) { m.sends.emplace_back(id, std::move(payload)); };
+  hooks.send = [&m](ActivationId id, std::string payload) {
+    if (auto it = m.live.find(id); it != m.live.end()) it->second->answers_in_batch_bytes += payload.size();
+    m.sends.emplace_back(id, std::move(payload));
+  };
+  hooks.worker_has_room = [&m](ActivationId id) { return m.WorkerHasRoom(id); };
   hooks.journal_failed = [&m](std::string why) { m.FailBatch(std::move(why)); };
   hooks.event = [&m](ModuleEvent e) { m.OnEvent(std::move(e)); };
   hooks.count_denied = [&m] { ++m.health.denied_calls; };
-  hooks.count_call = [&m](const std::string& name, Verdict verdict) { ++m.health.host_calls[name][VerdictName(verdict)]; };
+  hooks.count_call = [&m](const std::string& name, Verdict verdict, bool member) {
+    auto& counts = m.health.host_calls;
+    if (member && !counts.count(name)) {
+      if (m.members_counted >= kMaxHostCallNamesCounted) return void(++counts["other"][VerdictName(verdict)]);
+      ++m.members_counted;
+    }
+    ++counts[name][VerdictName(verdict)];
+  };
   hooks.count_log_dropped = [&m] { ++m.health.logs_dropped; };
   hooks.over_budget = [&m](ActivationId id, Budget budget, std::string message) {
     m.over_budget.push_back({id, budget, std::move(message)});
@@ -644,7 +738,6 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   po.idle_retire = m.options.idle_retire;
   po.flow_memory_headroom_bytes = m.options.flow_memory_headroom_bytes;
   po.codemode_memory_headroom_bytes = m.options.codemode_memory_headroom_bytes;
-  po.output_max_bytes = m.options.worker_output_max_bytes;
   po.cpu_grace = m.options.cpu_grace;
   po.idle_cpu_max = m.options.idle_cpu_max;
   m.pool = std::make_unique<Pool>(std::move(po), *m.loop_, *m.launcher, m.health, m);

@@ -64,6 +64,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   std::unique_ptr<Store> store;
   HostCallRegistry registry;
   HealthSnapshot health;
+  size_t members_counted = 0;  // family members counted by name in health.host_calls (at most the cap)
   std::unique_ptr<CallGate> gate;
   std::unique_ptr<Pool> pool;
   ActivationOwner owner;
@@ -125,6 +126,12 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void TellCommitWaiters(const Result<void>& outcome);
   void CommitOrFail();
   void SendAnswers();
+  // Flow control of one activation's answers: what waits for its worker (in the batch, held, sent
+  // and unread), handing held answers on while under the budget, and the kill of a worker that
+  // reads none of them.
+  uint64_t OutgoingBytes(const Activation& a) const;
+  bool WorkerHasRoom(ActivationId id) const;
+  void FlushAnswers(Activation& a);
   void EndOfPass();
   bool Busy() const { return !live.empty() || !finished.empty() || !waiting_runs.empty(); }
   void RenewLeases();
@@ -134,6 +141,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void OnWorkerReady(PooledWorker& w) override;
   void OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg) override;
   void OnWorkerLost(PooledWorker& w, ActivationResult r) override;
+  void OnWorkerDrained(PooledWorker& w) override;
 
   // ---- flows (module.cpp) ----
   Result<FlowRef> MakeFlow(std::string name, std::string source, std::string_view manifest_text, Profile profile,
