@@ -31,8 +31,9 @@ enum class RetireReason {
   kFlowRemoved,      // its flow was removed
   kShutdown,         // the module shut down
   kCpuLimit,         // its RLIMIT_CPU, which this parent cannot move, leaves less than one more activation's budget
+  kParked,           // its durable run parked (sleep, waitForEvent): the run goes on in a new worker later
 };
-inline constexpr int kRetireReasonCount = 9;
+inline constexpr int kRetireReasonCount = 10;
 const char* RetireReasonName(RetireReason reason);  // "activation_count", "idle", ...
 
 struct WorkerCounts {
@@ -46,6 +47,7 @@ struct HealthSnapshot {
   uint64_t queue_length = 0;
   // Since the module opened.
   uint64_t activations_ok = 0;
+  uint64_t activations_parked = 0;  // a durable run parked (sleep, waitForEvent): neither ok nor failed
   std::map<Outcome, uint64_t> activations_failed;  // by outcome
   uint64_t retirements[kRetireReasonCount] = {};
   std::map<std::string, uint64_t> crashes;         // "signal SIGSEGV", "exit 1"

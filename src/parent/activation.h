@@ -18,6 +18,18 @@ namespace basal {
 
 struct PooledWorker;
 
+// Where a durable run's activation parked (docs/durable.md): the call whose answer is written when
+// the run wakes, and where that answer falls in the order the worker gets answers.
+struct ParkedCall {
+  bool wait = false;          // waitForEvent (else sleep)
+  int64_t call_id = 0;
+  int64_t wake_unix_us = 0;   // the sleep's end, or the wait's timeout
+  std::string name, key;      // wait: the event's name and key
+  int64_t timeout_ms = 0;     // wait
+  int64_t answer_seq = 0;     // the answer's place in the order
+  int64_t clock_us = 0;       // the run's clock when it parked
+};
+
 struct Activation {
   ActivationId id = 0;
   FlowRef flow;
@@ -29,6 +41,8 @@ struct Activation {
   RunId run_id = 0;
   RunCallback run_done;
   std::optional<protocol::DurableStart> durable;
+  int64_t attempt = 1;  // a durable run's retry attempt (docs/durable.md#retries)
+  std::optional<ParkedCall> parked;  // set when it ends parked
   PooledWorker* worker = nullptr;  // set once it is on a worker
   std::optional<EventLoop::TimerId> deadline_timer;
   std::optional<EventLoop::TimerId> cpu_timer;  // the parent's own check of its CPU budget

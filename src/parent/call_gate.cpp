@@ -508,6 +508,28 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
                              : protocol::BuildResultError(activation, call_id, name, message, stamp.clock_us));
 }
 
+uint32_t CallGate::InFlightOf(ActivationId activation) const {
+  auto u = usage_.find(activation);
+  return u == usage_.end() ? 0 : u->second.in_flight;
+}
+
+bool CallGate::Park(ActivationId activation, int64_t call_id) {
+  auto it = calls_.find({activation, call_id});
+  if (it == calls_.end() || it->second.stage != Stage::kRunning) return false;
+  if (auto u = usage_.find(activation); u != usage_.end()) {
+    --u->second.in_flight;
+    u->second.in_flight_bytes -= it->second.args_bytes;
+  }
+  calls_.erase(it);  // its reply now answers into nothing; the record stays `started`
+  return true;
+}
+
+std::optional<CallGate::AnswerPosition> CallGate::NextAnswer(ActivationId activation) const {
+  auto it = durable_.find(activation);
+  if (it == durable_.end()) return std::nullopt;
+  return AnswerPosition{it->second.delivered + 1, it->second.clock_us};
+}
+
 CallUsage CallGate::EndCalls(ActivationId activation) {
   CallUsage usage;
   if (auto u = usage_.find(activation); u != usage_.end()) {

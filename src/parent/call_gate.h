@@ -126,6 +126,20 @@ class CallGate {
   void OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json value, std::string name, std::string message);
 
   size_t in_flight() const { return calls_.size(); }
+  // Calls of the activation waiting for an answer (its budget's count).
+  uint32_t InFlightOf(ActivationId activation) const;
+
+  // A durable run parks on this call (docs/durable.md: sleep, waitForEvent): it leaves the calls in
+  // flight without an answer, and its record stays `started` until the run wakes and its answer is
+  // written (the activation ends parked meanwhile). False if the call is not in flight.
+  bool Park(ActivationId activation, int64_t call_id);
+  // Where the next answer of a durable activation falls in the order the worker receives them, and
+  // the clock it would carry now: a parked call's answer, written when the run wakes, takes them.
+  struct AnswerPosition {
+    int64_t seq = 0;
+    int64_t clock_us = 0;
+  };
+  std::optional<AnswerPosition> NextAnswer(ActivationId activation) const;
 
  private:
   // kWaitingForWorker: admitted (and, if idempotent or external, its `started` record committed),

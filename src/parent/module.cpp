@@ -91,15 +91,32 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
   if (auto e = store->journal().EndActivation(EndRecord(id, f.result, now, options.journal_value_max_bytes)); !e) {
     if (e.error().code != ErrorCode::kNotFound) FailBatch(e.error().message);
   } else if (a.run_id != 0) {
-    // The run ends in the batch that ends its activation: one commit for both. Its error stays
-    // with the activation's end (written once).
+    // The run ends (or parks, or waits for its next attempt) in the batch that ends its activation:
+    // one commit for both. Its error stays with the activation's end (written once).
     const std::string outcome = OutcomeName(f.result.outcome);
-    if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, "", now); !ended) FailBatch(ended.error().message);
-    f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us};
+    if (auto move = ParkMove(a, f.result, now)) {
+      if (auto moved = store->runs().MoveRun(*move); !moved) FailBatch(moved.error().message);
+      f.stop = RunStop{a.run_id, move->to, "", f.result, a.start_unix_us};
+    } else {
+      if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, "", now); !ended) FailBatch(ended.error().message);
+      f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us};
+    }
+  }
+  if (auto p = parking.find(id); p != parking.end()) {
+    // It ended before it could park (its script returned, a deadline): the call never parked.
+    if (auto u = store->journal().UpdateCall(CallUpdate{id, p->second.call_id, CallState::kAbandoned, "",
+                                                        protocol::DumpJson(Json{{"name", "ActivationEnded"},
+                                                                                {"message", "the activation ended before the run parked"}}),
+                                                        now});
+        !u && u.error().code != ErrorCode::kNotFound)
+      FailBatch(u.error().message);
+    parking.erase(p);
   }
   if (a.run_id != 0) running_runs_.erase(a.run_id);
   if (f.result.ok()) {
     ++health.activations_ok;
+  } else if (f.result.outcome == Outcome::kParked) {
+    ++health.activations_parked;
   } else {
     ++health.activations_failed[f.result.outcome];
   }
@@ -229,6 +246,7 @@ void Module::Impl::EndOverBudget() {
     if (a.worker) r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(pool->CpuOf(*a.worker) - a.cpu_base).count();
     Finish(a, std::move(r));
   }
+  if (!parking.empty()) EndParked();
   auto gone = std::move(diverged);
   diverged.clear();
   for (Diverged& d : gone) {
@@ -695,6 +713,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   if (auto r = RegisterHttpFetch(m.registry, *m.loop_, m.HttpFetchOptionsFor()); !r) return r.error();
   if (auto r = RegisterTimerHostCall(m.registry, std::make_shared<TimerSleeps>(*m.loop_)); !r) return r.error();
   if (auto r = RegisterMcpHostCalls(m.registry); !r) return r.error();
+  if (auto r = m.RegisterRunHostCalls(); !r) return r.error();
 
   CallGateHooks hooks;
   hooks.send = [&m](ActivationId id, std::string payload) {
@@ -944,7 +963,17 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   if (flow && flow->manifest.durable() && m.flows.count(flow->id)) {
     // A durable flow's activation belongs to a run, which outlives this process.
     auto accepted = m.StartRun(flow, std::move(input), RunOptions{}, [done = std::move(done)](const RunStop& stop) {
-      if (done) done(stop.result);
+      if (!done) return;
+      if (RunParked(stop.state) && stop.result.outcome != Outcome::kParked) {
+        // A failed attempt whose run retries later (docs/durable.md#retries): the run goes on.
+        ActivationResult r = stop.result;
+        r.message = "attempt failed (" + std::string(OutcomeName(r.outcome)) + ": " + r.message + "); run " +
+                    std::to_string(stop.run_id) + " retries later (basal serve retries it at its time, or: basal run "
+                    "--resume " + std::to_string(stop.run_id) + ")";
+        r.outcome = Outcome::kParked;
+        return done(r);
+      }
+      done(stop.result);
     });
     if (!accepted) return accepted.error();
     return accepted->run.id;
