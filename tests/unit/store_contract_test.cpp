@@ -1,10 +1,11 @@
 // The store's contract (store.h), run against every backend: batches and what a reader sees,
 // rollback, duplicates, the call-record lifecycle, leases, recovery of abandoned activations, the
-// kv store with its atomic operations (also across processes), approvals, and basal serve's runs
-// (idempotency keys, states, settling after recovery), API tokens and schedule marks. A new backend adds one
-// INSTANTIATE_TEST_SUITE_P line at the bottom and passes. Built twice: store_test runs it on
-// SQLite, store_pg_test (BASAL_STORE_CONTRACT_POSTGRES) on a private PostgreSQL cluster
-// (tests/support/pg_cluster.py), one new database per test.
+// kv store with its atomic operations (also across processes), approvals, runs (idempotency keys,
+// states, settling after recovery, parked runs, their events, retries), and basal serve's API
+// tokens and schedule marks. A new backend adds one INSTANTIATE_TEST_SUITE_P line at the bottom
+// and passes. Built twice: store_test runs it on SQLite, store_pg_test
+// (BASAL_STORE_CONTRACT_POSTGRES) on a private PostgreSQL cluster (tests/support/pg_cluster.py),
+// one new database per test.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1780,6 +1781,235 @@ TEST_P(StoreContract, DurableRunsAreInterruptedResumedAndResolved) {
   auto activations = MustRead()->RunActivations(run->run.id);
   ASSERT_TRUE(activations);
   EXPECT_EQ(activations->size(), 2u);
+}
+
+// A durable run of `flow`, started (running) in an activation of its own; its id.
+int64_t StartDurableRun(Store& store, const std::string& flow) {
+  NewRun run = testing_support::Run(flow, R"({"n":1})");
+  run.durable = true;
+  auto queued = store.runs().EnqueueRun(run);
+  EXPECT_TRUE(queued) << (queued ? "" : queued.error().message);
+  if (!queued) return 0;
+  ActivationStart start = Start(flow, 1000, ThisProcessOwner());
+  start.run_id = queued->run.id;
+  auto activation = store.journal().BeginActivation(start);
+  EXPECT_TRUE(activation) << (activation ? "" : activation.error().message);
+  if (!activation) return 0;
+  auto started = store.runs().MarkRunStarted(queued->run.id, *activation, 1100);
+  EXPECT_TRUE(started) << (started ? "" : started.error().message);
+  return queued->run.id;
+}
+
+RunMove Park(int64_t run, RunState to, int64_t wake, std::string waiting_for = "", std::string key = "") {
+  RunMove m{run, RunState::kRunning, to, "", false};
+  m.wake_unix_us = wake;
+  m.waiting_for = std::move(waiting_for);
+  m.waiting_key = std::move(key);
+  return m;
+}
+
+TEST_P(StoreContract, ParkedRunsKeepWhenTheyWakeAndWhatTheyWaitFor) {
+  RunStore& runs = store_->runs();
+  const int64_t sleeper = StartDurableRun(*store_, "orders");
+  const int64_t waiter = StartDurableRun(*store_, "orders");
+  const int64_t retrier = StartDurableRun(*store_, "orders");
+  const int64_t other = StartDurableRun(*store_, "invoices");
+  ASSERT_TRUE(sleeper && waiter && retrier && other);
+
+  // A parked state needs a wake time; only a waiting run names an event.
+  RunMove no_wake{sleeper, RunState::kRunning, RunState::kSleeping, "", false};
+  EXPECT_EQ(runs.MoveRun(no_wake).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(runs.MoveRun(Park(sleeper, RunState::kWaiting, 5000)).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(runs.MoveRun(Park(sleeper, RunState::kSleeping, 5000, "approved")).error().code,
+            ErrorCode::kInvalidArgument);
+
+  auto slept = runs.MoveRun(Park(sleeper, RunState::kSleeping, 5000));
+  ASSERT_TRUE(slept) << slept.error().message;
+  EXPECT_EQ(slept->state, RunState::kSleeping);
+  EXPECT_EQ(slept->wake_unix_us, std::optional<int64_t>(5000));
+  ASSERT_TRUE(runs.MoveRun(Park(waiter, RunState::kWaiting, 9000, "approved", "k1")));
+  RunMove retry = Park(retrier, RunState::kRetrying, 3000);
+  retry.detail_json = R"({"attempt":1})";
+  ASSERT_TRUE(runs.MoveRun(retry));
+  ASSERT_TRUE(runs.MoveRun(Park(other, RunState::kSleeping, 7000)));
+  // Only a running run parks.
+  EXPECT_EQ(runs.MoveRun({sleeper, RunState::kQueued, RunState::kSleeping, "", false}).error().code,
+            ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(store_->Commit());
+
+  auto reader = MustRead();
+  ASSERT_TRUE(reader);
+  auto w = reader->GetRun(waiter);
+  ASSERT_TRUE(w && w->has_value());
+  EXPECT_EQ((*w)->state, RunState::kWaiting);
+  EXPECT_EQ((*w)->waiting_for, "approved");
+  EXPECT_EQ((*w)->waiting_key, "k1");
+  EXPECT_EQ((*w)->wake_unix_us, std::optional<int64_t>(9000));
+  EXPECT_EQ((*w)->attempt, 1);
+
+  auto ids = [](const Result<std::vector<RunRow>>& rows) {
+    std::vector<int64_t> out;
+    EXPECT_TRUE(rows) << (rows ? "" : rows.error().message);
+    if (rows)
+      for (const RunRow& r : *rows) out.push_back(r.id);
+    return out;
+  };
+  EXPECT_EQ(ids(runs.RunsDue(2999, 10)), std::vector<int64_t>{});
+  EXPECT_EQ(ids(runs.RunsDue(3000, 10)), std::vector<int64_t>{retrier});
+  EXPECT_EQ(ids(runs.RunsDue(9000, 10)), (std::vector<int64_t>{retrier, sleeper, other, waiter})) << "earliest first";
+  EXPECT_EQ(ids(runs.RunsDue(9000, 2)), (std::vector<int64_t>{retrier, sleeper}));
+  EXPECT_EQ(ids(runs.RunsDue(9000, 0)), std::vector<int64_t>{});
+  auto next = runs.NextWake();
+  ASSERT_TRUE(next) << next.error().message;
+  EXPECT_EQ(*next, std::optional<int64_t>(3000));
+  EXPECT_EQ(*runs.CountParked(""), 4u);
+  EXPECT_EQ(*runs.CountParked("orders"), 3u);
+  EXPECT_EQ(*runs.CountParked("invoices"), 1u);
+  EXPECT_EQ(*runs.CountParked("nobody"), 0u);
+  EXPECT_EQ(ids(runs.RunsWaitingFor("orders", "approved", "k1", 10)), std::vector<int64_t>{waiter});
+  EXPECT_EQ(ids(runs.RunsWaitingFor("orders", "approved", "", 10)), std::vector<int64_t>{}) << "the key must match";
+  EXPECT_EQ(ids(runs.RunsWaitingFor("invoices", "approved", "k1", 10)), std::vector<int64_t>{});
+  auto counts = runs.CountRunsByFlow({RunState::kSleeping, RunState::kWaiting, RunState::kRetrying}, 100);
+  ASSERT_TRUE(counts) << counts.error().message;
+  std::vector<std::string> shown;
+  for (const RunCount& c : *counts) shown.push_back(c.flow + "/" + RunStateName(c.state) + "=" + std::to_string(c.count));
+  EXPECT_EQ(shown, (std::vector<std::string>{"invoices/sleeping=1", "orders/retrying=1", "orders/sleeping=1",
+                                             "orders/waiting=1"}));
+  auto limited = runs.CountRunsByFlow({RunState::kSleeping}, 1);
+  ASSERT_TRUE(limited);
+  EXPECT_EQ(limited->size(), 1u);
+  EXPECT_TRUE(runs.CountRunsByFlow({}, 100)->empty());
+
+  // A retry's wake counts the attempt and clears the wake time; the wait's move clears what it
+  // waited for; a parked run ends only as cancelled.
+  RunMove again{retrier, RunState::kRetrying, RunState::kQueued, "", false};
+  again.count_attempt = true;
+  auto woken = runs.MoveRun(again);
+  ASSERT_TRUE(woken) << woken.error().message;
+  EXPECT_EQ(woken->attempt, 2);
+  EXPECT_EQ(woken->resumes, 0);
+  EXPECT_FALSE(woken->wake_unix_us.has_value());
+  auto signalled = runs.MoveRun({waiter, RunState::kWaiting, RunState::kInterrupted, "", false});
+  ASSERT_TRUE(signalled) << signalled.error().message;
+  EXPECT_EQ(signalled->waiting_for, "");
+  EXPECT_EQ(signalled->waiting_key, "");
+  EXPECT_FALSE(signalled->wake_unix_us.has_value());
+  auto wrong = runs.MarkRunEnded(sleeper, "ok", "", 4000);
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(runs.MarkRunEnded(sleeper, "cancelled", R"({"kind":"cancelled"})", 4000));
+  auto twice = runs.MoveRun(Park(sleeper, RunState::kSleeping, 1));
+  EXPECT_EQ(twice.error().code, ErrorCode::kConflict) << "an ended run does not park";
+  ASSERT_TRUE(store_->Commit());
+  auto cancelled = MustRead()->GetRun(sleeper);
+  ASSERT_TRUE(cancelled && cancelled->has_value());
+  EXPECT_EQ((*cancelled)->state, RunState::kEnded);
+  EXPECT_EQ((*cancelled)->outcome, "cancelled");
+  EXPECT_FALSE((*cancelled)->wake_unix_us.has_value());
+  EXPECT_EQ(*runs.NextWake(), std::optional<int64_t>(7000));
+  EXPECT_EQ(*runs.CountParked(""), 1u);
+  EXPECT_EQ(*runs.CountParked("orders"), 0u);
+}
+
+NewRunEvent Event(int64_t run, const std::string& name, const std::string& key, const std::string& payload,
+                  int64_t expires) {
+  NewRunEvent e;
+  e.run_id = run;
+  e.flow = "orders";
+  e.name = name;
+  e.event_key = key;
+  e.payload_json = payload;
+  e.sender = "alice";
+  e.received_unix_us = 100;
+  e.expires_unix_us = expires;
+  return e;
+}
+
+TEST_P(StoreContract, RunEventsAreKeptDeliveredOnceAndDropWhenExpired) {
+  RunStore& runs = store_->runs();
+  const int64_t run = StartDurableRun(*store_, "orders");
+  ASSERT_TRUE(run);
+  ASSERT_TRUE(store_->Commit());
+
+  auto nowhere = runs.AddRunEvent(Event(0, "approved", "", "{}", 10000));
+  ASSERT_FALSE(nowhere);
+  EXPECT_EQ(nowhere.error().code, ErrorCode::kInvalidArgument) << "an event names its run or carries a key";
+  // An event of a batch rolled back is gone.
+  ASSERT_TRUE(runs.AddRunEvent(Event(run, "approved", "", R"({"lost":true})", 10000)));
+  ASSERT_TRUE(store_->Rollback());
+  EXPECT_EQ(*runs.CountPendingEvents(run), 0u);
+
+  auto to_run = runs.AddRunEvent(Event(run, "approved", "", R"({"by":"bob"})", 10000));
+  auto keyed = runs.AddRunEvent(Event(0, "approved", "k1", R"({"by":"hook"})", 10000));
+  auto other_name = runs.AddRunEvent(Event(run, "shipped", "", "1", 10000));
+  auto late = runs.AddRunEvent(Event(run, "approved", "", "2", 300));
+  ASSERT_TRUE(to_run && keyed && other_name && late) << (to_run ? "" : to_run.error().message);
+  ASSERT_TRUE(store_->Commit());
+  EXPECT_EQ(*runs.CountPendingEvents(run), 3u) << "the keyed one is not the run's yet";
+  EXPECT_EQ(*runs.CountPendingKeyedEvents("orders"), 1u);
+  EXPECT_EQ(*runs.CountPendingKeyedEvents("invoices"), 0u);
+
+  // The oldest event sent to the run goes first; each is delivered once.
+  auto first = runs.TakeRunEvent(run, "orders", "approved", "", 200, 77, 5);
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE(first->has_value());
+  EXPECT_EQ((*first)->id, *to_run);
+  EXPECT_EQ((*first)->payload_json, R"({"by":"bob"})");
+  EXPECT_EQ((*first)->sender, "alice");
+  EXPECT_EQ((*first)->delivered_activation, 77);
+  EXPECT_EQ((*first)->delivered_call, 5);
+  EXPECT_EQ((*first)->delivered_unix_us, std::optional<int64_t>(200));
+  // Past its expiry the late one is not delivered; without the key the keyed one is not either.
+  auto none = runs.TakeRunEvent(run, "orders", "approved", "", 400, 77, 6);
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_FALSE(none->has_value());
+  // With the key, the flow's keyed event becomes the run's.
+  auto by_key = runs.TakeRunEvent(run, "orders", "approved", "k1", 400, 77, 7);
+  ASSERT_TRUE(by_key && by_key->has_value());
+  EXPECT_EQ((*by_key)->id, *keyed);
+  EXPECT_EQ((*by_key)->run_id, run);
+  auto taken_twice = runs.TakeRunEvent(run, "orders", "approved", "k1", 400, 77, 8);
+  ASSERT_TRUE(taken_twice);
+  EXPECT_FALSE(taken_twice->has_value());
+  EXPECT_EQ(*runs.CountPendingKeyedEvents("orders"), 0u);
+
+  auto dropped = runs.DropExpiredEvents(400, 10);
+  ASSERT_TRUE(dropped) << dropped.error().message;
+  EXPECT_EQ(*dropped, 1u) << "only the undelivered, expired one";
+  EXPECT_EQ(*runs.DropExpiredEvents(400, 10), 0u);
+  ASSERT_TRUE(store_->Commit());
+
+  auto listed = runs.RunEvents(run, 10);
+  ASSERT_TRUE(listed) << listed.error().message;
+  ASSERT_EQ(listed->size(), 3u);
+  EXPECT_EQ((*listed)[0].id, *to_run);
+  EXPECT_EQ((*listed)[0].delivered_call, 5);
+  EXPECT_EQ((*listed)[1].id, *keyed);
+  EXPECT_EQ((*listed)[1].event_key, "k1");
+  EXPECT_EQ((*listed)[1].delivered_call, 7);
+  EXPECT_EQ((*listed)[2].id, *other_name);
+  EXPECT_EQ((*listed)[2].name, "shipped");
+  EXPECT_FALSE((*listed)[2].delivered_unix_us.has_value());
+  EXPECT_EQ(*runs.CountPendingEvents(run), 1u);
+  EXPECT_EQ(runs.RunEvents(run, 1)->size(), 1u);
+  EXPECT_TRUE(runs.RunEvents(run, 0)->empty());
+}
+
+TEST_P(StoreContract, AnActivationOfARetryKeepsWhereTheRetryStarts) {
+  const int64_t run = StartDurableRun(*store_, "orders");
+  ASSERT_TRUE(run);
+  ActivationStart start = Start("orders", 2000, ThisProcessOwner());
+  start.run_id = run;
+  start.retry_from_call = 3;
+  auto retry = journal().BeginActivation(start);
+  ASSERT_TRUE(retry) << retry.error().message;
+  ASSERT_TRUE(store_->Commit());
+  auto rows = MustRead()->RunActivations(run);
+  ASSERT_TRUE(rows) << rows.error().message;
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].retry_from_call, 0);
+  EXPECT_EQ((*rows)[1].id, *retry);
+  EXPECT_EQ((*rows)[1].retry_from_call, 3);
 }
 
 TEST_P(StoreContract, ApiTokensAreKeptByHashAndRevokedByName) {

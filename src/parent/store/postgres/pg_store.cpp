@@ -41,8 +41,12 @@ std::vector<const char*> AllowedFrom(CallState to) {
 // The moves of RunState's diagram (store.h) that do not end a run.
 bool RunMoveAllowed(RunState from, RunState to) {
   switch (to) {
-    case RunState::kInterrupted: return from == RunState::kRunning || from == RunState::kNeedsReconciliation;
-    case RunState::kQueued: return from == RunState::kInterrupted;
+    case RunState::kInterrupted:
+      return from == RunState::kRunning || from == RunState::kNeedsReconciliation || RunParked(from);
+    case RunState::kQueued: return from == RunState::kInterrupted || RunParked(from);
+    case RunState::kSleeping:
+    case RunState::kWaiting:
+    case RunState::kRetrying: return from == RunState::kRunning;
     case RunState::kNeedsReconciliation: return from == RunState::kQueued || from == RunState::kRunning;
     case RunState::kRunning:
     case RunState::kEnded: return false;
@@ -62,14 +66,14 @@ std::vector<pg::StatementDef> Statements() {
       {"reserve_ids", "SELECT nextval('activations_id_seq') FROM generate_series(1, $1::int)"},
       {"insert_activation",
        "INSERT INTO activations(id, flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
-       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id) "
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from) "
        "SELECT $1::bigint, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text, $8::bigint, $9::bigint, "
-       "$10::bigint, $11::text, $12::bigint, $13::text, $14::bigint "
+       "$10::bigint, $11::text, $12::bigint, $13::text, $14::bigint, $15::bigint "
        "WHERE $12::bigint IS NULL OR EXISTS (SELECT 1 FROM approvals WHERE id = $12::bigint)"},
       {"insert_activation_behind",
        "INSERT INTO activations(id, flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
-       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id) "
-       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"},
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from) "
+       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"},
       {"insert_call",
        "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
        "start_us, end_us, args_digest, answer_seq, replay) "
@@ -159,13 +163,15 @@ std::vector<pg::StatementDef> Statements() {
        "source_hash = coalesce(source_hash, $8::text) WHERE id = $9::bigint AND state = 'queued'"},
       {"run_state", "SELECT state FROM runs WHERE id = $1::bigint FOR UPDATE"},
       {"end_run",
-       "UPDATE runs SET state = 'ended', outcome = $1::text, error = $2::text, ended_us = $3::bigint "
-       "WHERE id = $4::bigint AND state = $5::text"},
+       "UPDATE runs SET state = 'ended', outcome = $1::text, error = $2::text, ended_us = $3::bigint, "
+       "wake_us = NULL, waiting_for = NULL, waiting_key = NULL WHERE id = $4::bigint AND state = $5::text"},
       // MarkRunEnded's rules (which outcome each state may end with) in the statement itself.
       {"end_run_behind",
-       "WITH u AS (UPDATE runs SET state = 'ended', outcome = $1::text, error = $2::text, ended_us = $3::bigint "
+       "WITH u AS (UPDATE runs SET state = 'ended', outcome = $1::text, error = $2::text, ended_us = $3::bigint, "
+       "wake_us = NULL, waiting_for = NULL, waiting_key = NULL "
        "WHERE id = $4::bigint AND ((state = 'running' AND $5::boolean) "
        "OR (state = 'queued' AND $1::text IN ('cancelled', 'missed', 'skipped')) "
+       "OR (state IN ('sleeping', 'waiting', 'retrying') AND $1::text = 'cancelled') "
        "OR (state IN ('interrupted', 'needs_reconciliation') AND ($1::text IN ('cancelled', 'resume_exhausted') "
        "OR $5::boolean))) RETURNING 1) SELECT basal.expect_one((SELECT count(*) FROM u), $6::text)"},
       {"runs_in_state", std::string(pg::kRunSelect) + " WHERE state = $1::text ORDER BY id LIMIT $2::bigint"},
@@ -180,8 +186,49 @@ std::vector<pg::StatementDef> Statements() {
        "UPDATE runs SET state = 'ended', outcome = a.outcome, error = a.error, ended_us = coalesce(a.end_us, $1::bigint) "
        "FROM activations a WHERE a.id = runs.activation_id AND runs.state = 'running' AND a.outcome IS NOT NULL"},
       {"move_run",
-       "UPDATE runs SET state = $1::text, state_detail = coalesce($2::text, state_detail), resumes = resumes + $3::bigint "
-       "WHERE id = $4::bigint AND state = $5::text"},
+       "UPDATE runs SET state = $1::text, state_detail = coalesce($2::text, state_detail), resumes = resumes + $3::bigint, "
+       "attempt = attempt + $4::bigint, wake_us = $5::bigint, waiting_for = $6::text, waiting_key = $7::text "
+       "WHERE id = $8::bigint AND state = $9::text"},
+      // ---- parked runs and their events (docs/durable.md) ----
+      {"runs_due",
+       std::string(pg::kRunSelect) +
+           " WHERE wake_us IS NOT NULL AND wake_us <= $1::bigint AND state IN ('sleeping', 'waiting', 'retrying') "
+           "ORDER BY wake_us, id LIMIT $2::bigint"},
+      {"next_wake",
+       "SELECT min(wake_us) FROM runs WHERE wake_us IS NOT NULL AND state IN ('sleeping', 'waiting', 'retrying')"},
+      {"count_parked", "SELECT count(*) FROM runs WHERE state IN ('sleeping', 'waiting', 'retrying')"},
+      {"count_parked_flow",
+       "SELECT count(*) FROM runs WHERE state IN ('sleeping', 'waiting', 'retrying') AND flow = $1::text"},
+      {"runs_waiting_for",
+       std::string(pg::kRunSelect) +
+           " WHERE flow = $1::text AND waiting_for = $2::text AND coalesce(waiting_key, '') = $3::text "
+           "AND state = 'waiting' ORDER BY id LIMIT $4::bigint"},
+      {"count_runs_by_flow",
+       "SELECT flow, state, count(*) FROM runs WHERE state = ANY($1::text[]) GROUP BY flow, state "
+       "ORDER BY flow, state LIMIT $2::bigint"},
+      {"insert_run_event",
+       "INSERT INTO run_events(run_id, flow, name, event_key, payload, sender, received_us, expires_us) "
+       "VALUES($1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $8::bigint) RETURNING id"},
+      // The oldest undelivered event for the wait, sent to the run or keyed for its flow, taken in one
+      // statement: its row lock makes one event go to one wait across processes.
+      {"take_run_event",
+       "UPDATE run_events SET run_id = $1::bigint, delivered_activation = $6::bigint, delivered_call = $7::bigint, "
+       "delivered_us = $5::bigint WHERE delivered_us IS NULL AND id = (SELECT id FROM run_events "
+       "WHERE delivered_us IS NULL AND name = $2::text AND expires_us > $5::bigint AND "
+       "(run_id = $1::bigint OR ($4::text <> '' AND run_id IS NULL AND flow = $3::text AND event_key = $4::text)) "
+       "ORDER BY id LIMIT 1 FOR UPDATE) "
+       "RETURNING id, coalesce(run_id, 0), flow, name, event_key, payload, sender, received_us, expires_us, "
+       "coalesce(delivered_activation, 0), coalesce(delivered_call, 0), delivered_us"},
+      {"count_pending_events", "SELECT count(*) FROM run_events WHERE run_id = $1::bigint AND delivered_us IS NULL"},
+      {"count_pending_keyed",
+       "SELECT count(*) FROM run_events WHERE run_id IS NULL AND flow = $1::text AND delivered_us IS NULL"},
+      {"run_events",
+       "SELECT id, coalesce(run_id, 0), flow, name, event_key, payload, sender, received_us, expires_us, "
+       "coalesce(delivered_activation, 0), coalesce(delivered_call, 0), delivered_us FROM run_events "
+       "WHERE run_id = $1::bigint ORDER BY id LIMIT $2::bigint"},
+      {"drop_expired_events",
+       "DELETE FROM run_events WHERE id IN (SELECT id FROM run_events WHERE delivered_us IS NULL "
+       "AND expires_us <= $1::bigint ORDER BY expires_us LIMIT $2::bigint)"},
       {"insert_resolution",
        "INSERT INTO call_resolutions(run_id, activation_id, call_id, kind, value, actor_uid, actor_name, at_us, note) "
        "VALUES($1::bigint, $2::bigint, $3::bigint, $4::text, $5::text, $6::bigint, $7::text, $8::bigint, $9::text) "
@@ -316,6 +363,20 @@ class PgStore final : public Store,
   Result<std::vector<RunRow>> RunsInState(RunState state, size_t limit) override;
   Result<size_t> CountRuns(RunState state) override;
   Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) override;
+  Result<std::vector<RunRow>> RunsDue(int64_t now_unix_us, size_t limit) override;
+  Result<std::optional<int64_t>> NextWake() override;
+  Result<size_t> CountParked(std::string_view flow) override;
+  Result<std::vector<RunRow>> RunsWaitingFor(std::string_view flow, std::string_view name, std::string_view key,
+                                             size_t limit) override;
+  Result<std::vector<RunCount>> CountRunsByFlow(const std::vector<RunState>& states, size_t limit) override;
+  Result<int64_t> AddRunEvent(const NewRunEvent& event) override;
+  Result<std::optional<RunEvent>> TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,
+                                               std::string_view key, int64_t now_unix_us, int64_t activation_id,
+                                               int64_t call_id) override;
+  Result<size_t> CountPendingEvents(int64_t run_id) override;
+  Result<size_t> CountPendingKeyedEvents(std::string_view flow) override;
+  Result<std::vector<RunEvent>> RunEvents(int64_t run_id, size_t limit) override;
+  Result<size_t> DropExpiredEvents(int64_t now_unix_us, size_t limit) override;
 
   // ServeTables
   Result<int64_t> AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
@@ -580,6 +641,7 @@ Result<int64_t> PgStore::BeginActivation(const ActivationStart& a) {
   p.IntOrNull(a.approval_id > 0 ? std::optional<int64_t>(a.approval_id) : std::nullopt);
   p.TextOrNull(a.manifest_text_hash);
   p.IntOrNull(a.run_id > 0 ? std::optional<int64_t>(a.run_id) : std::nullopt);
+  p.IntOrNull(a.retry_from_call > 0 ? std::optional<int64_t>(a.retry_from_call) : std::nullopt);
   const std::string what = "cannot record the start of an activation of flow " + a.flow;
   if (Behind()) {
     if (auto r = SendBehind("insert_activation_behind", p, what); !r) return r.error();
@@ -1123,6 +1185,16 @@ Result<void> PgStore::MarkRunEnded(int64_t run_id, std::string_view outcome, std
                                                           "\" is not an outcome name (a bug in the caller)");
       }
       break;
+    case RunState::kSleeping:
+    case RunState::kWaiting:
+    case RunState::kRetrying:
+      // Parked: the operator cancels it (a wake or an event resumes it; it never ends parked).
+      if (name != "cancelled") {
+        return MakeError(ErrorCode::kInvalidArgument, "run " + id + " is " + RunStateName(**state) +
+                                                          ": it ends only as cancelled, not as \"" + name +
+                                                          "\" (a bug in the caller)");
+      }
+      break;
     case RunState::kInterrupted:
     case RunState::kNeedsReconciliation:
       if (name != "cancelled" && name != "resume_exhausted" && !ParseOutcome(name)) {
@@ -1171,9 +1243,19 @@ Result<RunRow> PgStore::MoveRun(const RunMove& move) {
     return MakeError(ErrorCode::kInvalidArgument, "run " + id + ": no move from " + RunStateName(move.from) + " to " +
                                                       RunStateName(move.to) + " (a bug in the caller)");
   }
+  const bool parks = RunParked(move.to);
+  if (parks && !move.wake_unix_us) {
+    return MakeError(ErrorCode::kInvalidArgument, "run " + id + ": a move to " + RunStateName(move.to) +
+                                                      " needs a wake time (a bug in the caller)");
+  }
+  if ((move.to == RunState::kWaiting) != !move.waiting_for.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "run " + id + ": only a waiting run names the event it waits for " +
+                                                      "(a bug in the caller)");
+  }
   Params p;
-  p.Text(RunStateName(move.to)).TextOrNull(move.detail_json).Int(move.count_resume ? 1 : 0).Int(move.run_id);
-  p.Text(RunStateName(move.from));
+  p.Text(RunStateName(move.to)).TextOrNull(move.detail_json).Int(move.count_resume ? 1 : 0);
+  p.Int(move.count_attempt ? 1 : 0).IntOrNull(parks ? move.wake_unix_us : std::nullopt);
+  p.TextOrNull(move.waiting_for).TextOrNull(move.waiting_key).Int(move.run_id).Text(RunStateName(move.from));
   auto changed = Run("move_run", p, true, "cannot move run " + id + " to " + RunStateName(move.to));
   if (!changed) return changed.error();
   auto row = GetRun(move.run_id);
@@ -1184,6 +1266,142 @@ Result<RunRow> PgStore::MoveRun(const RunMove& move) {
                                                RunStateName(move.from) + ": it was not moved to " + RunStateName(move.to));
   }
   return std::move(**row);
+}
+
+// ---- parked runs and their events ----
+
+namespace {
+
+RunEvent ReadRunEvent(const Rows& r, int i) {
+  RunEvent e;
+  e.id = r.Int(i, 0);
+  e.run_id = r.Int(i, 1);
+  e.flow = r.Text(i, 2);
+  e.name = r.Text(i, 3);
+  e.event_key = r.Text(i, 4);
+  e.payload_json = r.Text(i, 5);
+  e.sender = r.Text(i, 6);
+  e.received_unix_us = r.Int(i, 7);
+  e.expires_unix_us = r.Int(i, 8);
+  e.delivered_activation = r.Int(i, 9);
+  e.delivered_call = r.Int(i, 10);
+  e.delivered_unix_us = r.IntOrNull(i, 11);
+  return e;
+}
+
+}  // namespace
+
+Result<std::vector<RunRow>> PgStore::RunsDue(int64_t now_unix_us, size_t limit) {
+  std::vector<RunRow> rows;
+  if (limit == 0) return rows;
+  auto got = Run("runs_due", Params().Int(now_unix_us).IntOrNull(pg::LimitParam(limit)), false,
+                 "cannot read the parked runs that are due");
+  if (!got) return got.error();
+  for (int i = 0; i < got->rows(); ++i) rows.push_back(pg::ReadRunRow(*got, i));
+  return rows;
+}
+
+Result<std::optional<int64_t>> PgStore::NextWake() {
+  auto got = Run("next_wake", Params(), false, "cannot read the next wake time of the parked runs");
+  if (!got) return got.error();
+  return got->IntOrNull(0, 0);
+}
+
+Result<size_t> PgStore::CountParked(std::string_view flow) {
+  auto got = flow.empty() ? Run("count_parked", Params(), false, "cannot count the parked runs")
+                          : Run("count_parked_flow", Params().Text(flow), false, "cannot count the parked runs");
+  if (!got) return got.error();
+  return static_cast<size_t>(got->Int(0, 0));
+}
+
+Result<std::vector<RunRow>> PgStore::RunsWaitingFor(std::string_view flow, std::string_view name,
+                                                    std::string_view key, size_t limit) {
+  std::vector<RunRow> rows;
+  if (limit == 0) return rows;
+  auto got = Run("runs_waiting_for", Params().Text(flow).Text(name).Text(key).IntOrNull(pg::LimitParam(limit)), false,
+                 "cannot read the runs waiting for an event");
+  if (!got) return got.error();
+  for (int i = 0; i < got->rows(); ++i) rows.push_back(pg::ReadRunRow(*got, i));
+  return rows;
+}
+
+Result<std::vector<RunCount>> PgStore::CountRunsByFlow(const std::vector<RunState>& states, size_t limit) {
+  std::vector<RunCount> out;
+  if (states.empty() || limit == 0) return out;
+  // An array literal of state names (fixed words: nothing to quote).
+  std::string names = "{";
+  for (size_t i = 0; i < states.size(); ++i) names += std::string(i ? "," : "") + RunStateName(states[i]);
+  names += "}";
+  auto got = Run("count_runs_by_flow", Params().Text(names).IntOrNull(pg::LimitParam(limit)), false,
+                 "cannot count the runs by flow");
+  if (!got) return got.error();
+  for (int i = 0; i < got->rows(); ++i) {
+    RunCount c;
+    c.flow = got->Text(i, 0);
+    c.state = ParseRunState(got->Text(i, 1)).value_or(RunState::kEnded);
+    c.count = static_cast<size_t>(got->Int(i, 2));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<int64_t> PgStore::AddRunEvent(const NewRunEvent& e) {
+  if (e.run_id <= 0 && e.event_key.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "an event names its run or carries a key (a bug in the caller)");
+  }
+  Params p;
+  p.IntOrNull(e.run_id > 0 ? std::optional<int64_t>(e.run_id) : std::nullopt).Text(e.flow).Text(e.name);
+  p.Text(e.event_key).Text(e.payload_json).Text(e.sender).Int(e.received_unix_us).Int(e.expires_unix_us);
+  auto rows = Run("insert_run_event", p, true, "cannot record event " + e.name + " of flow " + e.flow);
+  if (!rows) return rows.error();
+  return rows->Int(0, 0);
+}
+
+Result<std::optional<RunEvent>> PgStore::TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,
+                                                      std::string_view key, int64_t now_unix_us,
+                                                      int64_t activation_id, int64_t call_id) {
+  Params p;
+  p.Int(run_id).Text(name).Text(flow).Text(key).Int(now_unix_us).Int(activation_id).Int(call_id);
+  // Twice at most: when another process took the event this statement found first (it waited for
+  // that process's row lock, then saw the event delivered), the second look finds the next one.
+  for (int look = 0; look < 2; ++look) {
+    auto rows = Run("take_run_event", p, true, "cannot take an event of run " + std::to_string(run_id));
+    if (!rows) return rows.error();
+    if (rows->rows() == 1) return std::optional<RunEvent>(ReadRunEvent(*rows, 0));
+  }
+  return std::optional<RunEvent>();
+}
+
+Result<size_t> PgStore::CountPendingEvents(int64_t run_id) {
+  auto got = Run("count_pending_events", Params().Int(run_id), false,
+                 "cannot count the events of run " + std::to_string(run_id));
+  if (!got) return got.error();
+  return static_cast<size_t>(got->Int(0, 0));
+}
+
+Result<size_t> PgStore::CountPendingKeyedEvents(std::string_view flow) {
+  auto got = Run("count_pending_keyed", Params().Text(flow), false,
+                 "cannot count the keyed events of flow " + std::string(flow));
+  if (!got) return got.error();
+  return static_cast<size_t>(got->Int(0, 0));
+}
+
+Result<std::vector<RunEvent>> PgStore::RunEvents(int64_t run_id, size_t limit) {
+  std::vector<RunEvent> out;
+  if (limit == 0) return out;
+  auto got = Run("run_events", Params().Int(run_id).IntOrNull(pg::LimitParam(limit)), false,
+                 "cannot read the events of run " + std::to_string(run_id));
+  if (!got) return got.error();
+  for (int i = 0; i < got->rows(); ++i) out.push_back(ReadRunEvent(*got, i));
+  return out;
+}
+
+Result<size_t> PgStore::DropExpiredEvents(int64_t now_unix_us, size_t limit) {
+  if (limit == 0) return size_t{0};
+  auto got = Run("drop_expired_events", Params().Int(now_unix_us).IntOrNull(pg::LimitParam(limit)), true,
+                 "cannot drop the expired events");
+  if (!got) return got.error();
+  return static_cast<size_t>(got->changed());
 }
 
 Result<int64_t> PgStore::AddResolution(const CallResolution& r) {

@@ -11,7 +11,7 @@ const char* const kActivationSelect =
     "CASE WHEN run_id IS NULL THEN input ELSE coalesce((SELECT r.input FROM runs r WHERE r.id = activations.run_id), '') END, "
     "start_us, end_us, outcome, result, error, coalesce(cpu_us, 0), owner_host, owner_pid, owner_start_ticks, "
     "lease_until_us, logs_dropped, origin, coalesce(approval_id, 0), coalesce(manifest_text_hash, ''), "
-    "coalesce(run_id, 0) FROM activations";
+    "coalesce(run_id, 0), coalesce(retry_from, 0) FROM activations";
 
 const char* const kCallSelect =
     "SELECT activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, start_us, end_us, "
@@ -20,8 +20,8 @@ const char* const kCallSelect =
 const char* const kRunSelect =
     "SELECT id, flow, input, triggered_by, idempotency_key, state, coalesce(activation_id, 0), created_us, started_us, "
     "ended_us, outcome, error, state_detail, durable, coalesce(approval_id, 0), coalesce(source_hash, ''), "
-    "coalesce(manifest_hash, ''), coalesce(manifest_text_hash, ''), coalesce(seed, ''), coalesce(clock_us, 0), resumes "
-    "FROM runs";
+    "coalesce(manifest_hash, ''), coalesce(manifest_text_hash, ''), coalesce(seed, ''), coalesce(clock_us, 0), resumes, "
+    "attempt, wake_us, coalesce(waiting_for, ''), coalesce(waiting_key, '') FROM runs";
 
 const char* const kTokenSelect =
     "SELECT id, name, hash, scopes, creator_uid, creator_name, created_us, revoked_us, coalesce(revoker_uid, 0), "
@@ -105,6 +105,7 @@ ActivationRow ReadActivationRow(const Rows& r, int i) {
   row.approval_id = r.Int(i, 17);
   row.manifest_text_hash = r.Text(i, 18);
   row.run_id = r.Int(i, 19);
+  row.retry_from_call = r.Int(i, 20);
   return row;
 }
 
@@ -153,6 +154,10 @@ RunRow ReadRunRow(const Rows& r, int i) {
   row.binding.seed = r.Text(i, 18);
   row.binding.clock_us = r.Int(i, 19);
   row.resumes = r.Int(i, 20);
+  row.attempt = r.Int(i, 21);
+  row.wake_unix_us = r.IntOrNull(i, 22);
+  row.waiting_for = r.Text(i, 23);
+  row.waiting_key = r.Text(i, 24);
   return row;
 }
 

@@ -13,9 +13,9 @@
 
 namespace basal::pg {
 
-// "SELECT <20 columns> FROM activations" (an activation of a run reads the run's input).
+// "SELECT <21 columns> FROM activations" (an activation of a run reads the run's input).
 extern const char* const kActivationSelect;
-// "SELECT <16 columns> FROM calls", "SELECT <21 columns> FROM runs", and the others.
+// "SELECT <16 columns> FROM calls", "SELECT <25 columns> FROM runs", and the others.
 extern const char* const kCallSelect;
 extern const char* const kRunSelect;
 extern const char* const kTokenSelect;

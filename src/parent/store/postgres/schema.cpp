@@ -78,7 +78,8 @@ CREATE TABLE basal.activations(
                      CHECK (origin IN ('unrecorded', 'adhoc', 'approved', 'codemode')),
   approval_id        bigint REFERENCES basal.approvals(id),
   manifest_text_hash text,
-  run_id             bigint
+  run_id             bigint,
+  retry_from         bigint
 );
 CREATE INDEX activations_unfinished ON basal.activations(owner_host, owner_pid, owner_start_ticks)
   WHERE outcome IS NULL;
@@ -123,7 +124,8 @@ CREATE TABLE basal.runs(
   idempotency_key    text NOT NULL DEFAULT '',
   key_expires_us     bigint,
   state              text NOT NULL
-                     CHECK (state IN ('queued', 'running', 'ended', 'interrupted', 'needs_reconciliation')),
+                     CHECK (state IN ('queued', 'running', 'ended', 'interrupted', 'needs_reconciliation',
+                                      'sleeping', 'waiting', 'retrying')),
   activation_id      bigint REFERENCES basal.activations(id),
   created_us         bigint NOT NULL,
   started_us         bigint,
@@ -139,13 +141,21 @@ CREATE TABLE basal.runs(
   seed               text,
   clock_us           bigint,
   resumes            bigint NOT NULL DEFAULT 0,
+  attempt            bigint NOT NULL DEFAULT 1,
+  wake_us            bigint,
+  waiting_for        text,
+  waiting_key        text,
   CHECK ((state = 'ended') = (outcome IS NOT NULL)),
+  CHECK (state NOT IN ('sleeping', 'retrying') OR wake_us IS NOT NULL),
+  CHECK ((state = 'waiting') = (waiting_for IS NOT NULL)),
   CHECK (state <> 'queued' OR activation_id IS NULL OR durable = 1),
   CHECK (state <> 'running' OR activation_id IS NOT NULL)
 );
 CREATE INDEX runs_by_state ON basal.runs(state, id);
 CREATE INDEX runs_by_flow ON basal.runs(flow, id);
 CREATE UNIQUE INDEX runs_idempotency ON basal.runs(flow, idempotency_key) WHERE idempotency_key <> '';
+CREATE INDEX runs_by_wake ON basal.runs(wake_us) WHERE wake_us IS NOT NULL;
+CREATE INDEX runs_waiting ON basal.runs(flow, waiting_for, waiting_key) WHERE waiting_for IS NOT NULL;
 CREATE TABLE basal.call_resolutions(
   seq           bigserial PRIMARY KEY,
   run_id        bigint NOT NULL REFERENCES basal.runs(id),
@@ -159,6 +169,25 @@ CREATE TABLE basal.call_resolutions(
   note          text NOT NULL DEFAULT ''
 );
 CREATE INDEX call_resolutions_by_run ON basal.call_resolutions(run_id, seq);
+CREATE TABLE basal.run_events(
+  id                   bigserial PRIMARY KEY,
+  run_id               bigint REFERENCES basal.runs(id),
+  flow                 text NOT NULL,
+  name                 text NOT NULL,
+  event_key            text NOT NULL DEFAULT '',
+  payload              text NOT NULL,
+  sender               text NOT NULL,
+  received_us          bigint NOT NULL,
+  expires_us           bigint NOT NULL,
+  delivered_activation bigint,
+  delivered_call       bigint,
+  delivered_us         bigint,
+  CHECK (run_id IS NOT NULL OR event_key <> '')
+);
+CREATE INDEX run_events_pending ON basal.run_events(run_id, name, id) WHERE delivered_us IS NULL;
+CREATE INDEX run_events_by_key ON basal.run_events(flow, name, event_key, id)
+  WHERE delivered_us IS NULL AND run_id IS NULL;
+CREATE INDEX run_events_expiry ON basal.run_events(expires_us) WHERE delivered_us IS NULL;
 CREATE TABLE basal.tokens(
   id           bigserial PRIMARY KEY,
   name         text NOT NULL CHECK (name <> ''),
