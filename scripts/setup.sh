@@ -29,9 +29,11 @@ jobs="${BASAL_JOBS:-$(nproc)}"
 # What building basal and ck-basal-worker needs. libcurl4-openssl-dev and libidn2-dev: the
 # http.fetch policy (src/parent/http/) checks URLs with libcurl's URL API and writes IDN host names
 # in punycode with libidn2. basal serve (src/serve/): libcctz-dev and tzdata for cron schedules in
-# IANA zones, libmicrohttpd-dev for its HTTP listener, libsystemd-dev for sd_notify.
+# IANA zones, libmicrohttpd-dev for its HTTP listener, libsystemd-dev for sd_notify. The store on
+# PostgreSQL (docs/postgres.md): libpq-dev.
 packages=(build-essential cmake pkg-config libseccomp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
-          libssl-dev libcurl4-openssl-dev libidn2-dev libcctz-dev tzdata libmicrohttpd-dev libsystemd-dev)
+          libssl-dev libcurl4-openssl-dev libidn2-dev libcctz-dev tzdata libmicrohttpd-dev libsystemd-dev
+          libpq-dev)
 if ((!quick)); then
   # The tests and benchmarks (GoogleTest, Google Benchmark, strace, python3; curl drives basal
   # serve's end-to-end test); clang-14 and libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes)
@@ -39,9 +41,11 @@ if ((!quick)); then
   # package's tests (tests/package/, scripts/package-test.sh): man-db and groff-base render the man
   # pages, bash, zsh and fish run the completions, git names the revision, procps has pgrep.
   # g++-mingw-w64-x86-64-posix cross-builds the Windows worker and launcher; wine64 runs them and
-  # their tests (headless, in a prefix under build/mingw).
+  # their tests (headless, in a prefix under build/mingw). postgresql-15: the server the store's
+  # PostgreSQL tests start privately (tests/support/pg_cluster.py: initdb + pg_ctl in a temporary
+  # directory); util-linux's runuser runs it unprivileged when the tests run as root.
   packages+=(libgtest-dev libgmock-dev googletest libbenchmark-dev strace clang-14 libclang-rt-14-dev curl python3
-             git man-db groff-base zsh fish procps g++-mingw-w64-x86-64-posix wine64)
+             git man-db groff-base zsh fish procps g++-mingw-w64-x86-64-posix wine64 postgresql-15)
 fi
 
 missing=()
@@ -65,6 +69,12 @@ if ((${#missing[@]} > 0)); then
       echo "setup: need root (or sudo) to install: ${missing[*]}" >&2
       exit 1
     fi
+  fi
+  # The tests start clusters of their own: Debian's package must not create and start a system-wide
+  # "main" cluster on port 5432 (postgresql-common reads createcluster.d before it would).
+  if [[ " ${missing[*]} " == *" postgresql-15 "* && ! -e /etc/postgresql-common/createcluster.d/basal-tests.conf ]]; then
+    "${sudo[@]}" mkdir -p /etc/postgresql-common/createcluster.d
+    echo "create_main_cluster = false" | "${sudo[@]}" tee /etc/postgresql-common/createcluster.d/basal-tests.conf >/dev/null
   fi
   "${sudo[@]}" apt-get update
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"

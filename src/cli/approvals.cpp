@@ -543,7 +543,7 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
            : "Approve, inspect and revoke codemode policies: the grants and budgets agents' scripts run under "
              "(docs/approvals.md)");
   top->require_subcommand(1);
-  auto db = [&](CLI::App* c) { c->add_option("--db", o.db_path, kDbHelp)->type_name("FILE"); };
+  auto db = [&](CLI::App* c) { c->add_option("--db", o.db_path, kDbHelp)->type_name("FILE|URL"); };
 
   CLI::App* approve = top->add_subcommand(
       "approve", flow ? "Store a new version of flow NAME after showing what it is granted, or what changed"

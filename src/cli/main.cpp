@@ -146,7 +146,7 @@ void AddRun(CLI::App& app, int& exit_code) {
   run->add_flag("--logs", o->logs,
                 "Print every console.* line on stderr as it happens, as `[activation ID] LEVEL: text` (escaped); "
                 "lines past the log budget are dropped, not printed. Every line is journaled either way");
-  run->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  run->add_option("--db", o->db_path, kDbHelp)->type_name("FILE|URL");
   run->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
   run->add_option("--worker-user", o->worker_user, kWorkerUserHelp)->type_name("NAME");
   run->add_option("--durability", o->durability,
@@ -200,7 +200,7 @@ void AddRunSubcommands(CLI::App& run, int& exit_code) {
   error->excludes(retry);
   resolve->add_option("--note", r->note, "Why, kept with the decision")->type_name("TEXT");
   resolve->add_flag("--no-resume", r->no_resume, "Record the decision only; do not resume the run here");
-  resolve->add_option("--db", r->db_path, kDbHelp)->type_name("FILE");
+  resolve->add_option("--db", r->db_path, kDbHelp)->type_name("FILE|URL");
   resolve->add_option("--worker", r->worker_path, kWorkerHelp)->type_name("PATH");
   resolve->add_option("--worker-user", r->worker_user, kWorkerUserHelp)->type_name("NAME");
   resolve->add_flag("--allow-without-landlock", r->allow_without_landlock,
@@ -224,7 +224,7 @@ void AddRunSubcommands(CLI::App& run, int& exit_code) {
       "cancel", "End a run that is queued, interrupted or waits for an operator, as cancelled (journaled with who did it)");
   cancel->add_option("run", c->run, "The run (its id)")->required()->type_name("RUN");
   cancel->add_option("--note", c->note, "Why, kept in the run's error")->type_name("TEXT");
-  cancel->add_option("--db", c->db_path, kDbHelp)->type_name("FILE");
+  cancel->add_option("--db", c->db_path, kDbHelp)->type_name("FILE|URL");
   cancel->add_option("--worker", c->worker_path, kWorkerHelp)->type_name("PATH");
   cancel->footer("Exit: 0 cancelled; 2 usage (no such run, already ended, running in another process); 3 basal failed\n\n" +
                  Examples({"  basal run cancel 7 --note 'superseded'\n"}));
@@ -237,7 +237,7 @@ void AddRunSubcommands(CLI::App& run, int& exit_code) {
   signal->add_option("run", g->run, "The run (its id)")->required()->type_name("RUN");
   signal->add_option("name", g->name, "The event's name (what waitForEvent names)")->required()->type_name("NAME");
   signal->add_option("--data", g->data, "The event's payload (JSON; default null)")->type_name("JSON");
-  signal->add_option("--db", g->db_path, kDbHelp)->type_name("FILE");
+  signal->add_option("--db", g->db_path, kDbHelp)->type_name("FILE|URL");
   signal->add_option("--worker", g->worker_path, kWorkerHelp)->type_name("PATH");
   signal->footer(
       "A run of basal serve's is resumed by the daemon within a second; any other: basal run --resume RUN.\n"
@@ -263,7 +263,7 @@ void AddReplay(CLI::App& app, int& exit_code) {
   replay->add_option("--last", o->last, "How many of the flow's newest durable runs to replay")
       ->type_name("K")
       ->check(CLI::Range(size_t{1}, size_t{1000}));
-  replay->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  replay->add_option("--db", o->db_path, kDbHelp)->type_name("FILE|URL");
   replay->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
   replay->add_option("--worker-user", o->worker_user, kWorkerUserHelp)->type_name("NAME");
   replay->add_flag("--allow-without-landlock", o->allow_without_landlock,
@@ -316,7 +316,7 @@ void AddJournal(CLI::App& app, int& exit_code) {
   auto o = Keep<JournalOptions>();
   auto activation = std::make_shared<int64_t>(0);
   CLI::App* journal = app.add_subcommand("journal", "Print the journal: activations and their host calls");
-  journal->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  journal->add_option("--db", o->db_path, kDbHelp)->type_name("FILE|URL");
   CLI::Option* id = journal->add_option("--activation", *activation, "Only this activation (its id)")
                         ->type_name("ID")
                         ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
@@ -413,7 +413,7 @@ void AddServe(CLI::App& app, int& exit_code) {
                 "The Unix socket to serve (created 0600). Default: listen.socket of the config, else "
                 "$RUNTIME_DIRECTORY/basal.sock, $XDG_RUNTIME_DIR/basal/basal.sock or, as root, /run/basal/basal.sock")
       ->type_name("PATH");
-  c->add_option("--db", o->db_path, std::string("Overrides the config's db. ") + kDbHelp)->type_name("FILE");
+  c->add_option("--db", o->db_path, std::string("Overrides the config's db. ") + kDbHelp)->type_name("FILE|URL");
   c->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
   c->footer(
       "Only approved flows run (basal flow approve). SIGTERM or SIGINT drains: not ready, nothing new accepted,\n"
@@ -432,7 +432,7 @@ void AddMcp(CLI::App& app, int& exit_code) {
   c->add_option("--policy", o->policy, "The codemode policy scripts run under (basal policy approve)")
       ->required()
       ->type_name("NAME");
-  c->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  c->add_option("--db", o->db_path, kDbHelp)->type_name("FILE|URL");
   c->add_option("--worker", o->worker_path, kWorkerHelp)->type_name("PATH");
   c->add_option("--worker-user", o->worker_user, "When run as root: the user workers run as (default basal-worker, else nobody)")
       ->type_name("NAME");
@@ -462,7 +462,7 @@ void AddToken(CLI::App& app, int& exit_code) {
   auto o = Keep<TokenOptions>();
   CLI::App* top = app.add_subcommand("token", "Create, list and revoke the bearer tokens of basal serve's TCP listener");
   top->require_subcommand(1);
-  auto db = [&](CLI::App* c) { c->add_option("--db", o->db_path, kDbHelp)->type_name("FILE"); };
+  auto db = [&](CLI::App* c) { c->add_option("--db", o->db_path, kDbHelp)->type_name("FILE|URL"); };
   CLI::App* create = top->add_subcommand("create", "Create a token and print it once (only its SHA-256 is stored)");
   create->add_option("--name", o->name, "A name to list and revoke it by")->required()->type_name("NAME");
   create->add_option("--scope", o->scopes, "What it may do: run (start runs), read (runs, calls, flows, journal), "
