@@ -9,7 +9,8 @@ socket, no TCP), a database of its own for each daemon or command. What runs her
   read-only database is not ready, and says why), a daemon killed with queued work, the webhook
   secrets' refusal at start (docs/postgres.md, "Secrets on several hosts").
 - durable runs killed with SIGKILL in a held host call and resumed (durable_test.py's own tests,
-  on this store), and one resolved through the CLI with --db naming the database.
+  on this store), and one resolved through the CLI with --db naming the database; a durable run
+  that waits for an event (sent by basal run signal --db naming the database) and sleeps.
 
 Run by ctest: postgres_test.py --bin-dir DIR."""
 import argparse
@@ -159,11 +160,47 @@ class ServeOnPostgresTest(unittest.TestCase):
         self.assertEqual(d.stop(), 0)
 
 
+# A durable run that parks twice: waiting for an event, then sleeping past a second.
+PARKED = """export default async (input) => {
+  const e = await waitForEvent("go");
+  await sleep(1200);
+  return {got: e.data, from: e.name};
+};
+"""
+
+
+class ParkedRunsOnPostgresTest(unittest.TestCase):
+    def test_a_run_waits_for_a_signal_sleeps_and_ends_on_postgres(self):
+        d = serve_test.Daemon(self, flows={})
+        d.approve("parked", PARKED, {"durable": True, "grants": {"log": {}},
+                                     "budgets": {"deadline_ms": 60000, "cpu_ms": 10000}})
+        d.start()
+        code, run, _ = d.curl("POST", "/v1/flows/parked/runs", {"input": None})
+        self.assertEqual(code, 202, run)
+        run_id = run["id"]
+        serve_test.wait_until(lambda: d.query("SELECT state FROM runs WHERE id=?", run_id) == [("waiting",)])
+        self.assertEqual(d.query("SELECT waiting_for, coalesce(waiting_key, '') FROM runs WHERE id=?", run_id),
+                         [("go", "")])
+        d.cli("run", "signal", str(run_id), "go", "--data", '{"ok": 1}',
+              "--worker", os.path.join(serve_test.BIN, "ck-basal-worker"))
+        self.assertEqual(d.query("SELECT name, payload, delivered_us IS NOT NULL FROM run_events WHERE run_id=?",
+                                 run_id), [("go", '{"ok":1}', True)])
+        # Resumed, it parks again (sleeping) and the daemon wakes it at its time.
+        serve_test.wait_until(lambda: d.query("SELECT state FROM runs WHERE id=?", run_id) == [("ended",)], timeout=60)
+        code, ended, _ = d.curl("GET", "/v1/runs/%d" % run_id)
+        self.assertEqual(code, 200, ended)
+        self.assertEqual(ended["result"], {"got": {"ok": 1}, "from": "go"}, ended)
+        self.assertEqual(d.query("SELECT state, wake_us, waiting_for FROM runs WHERE id=?", run_id),
+                         [("ended", None, None)])
+        self.assertEqual(d.stop(), 0)
+
+
 def suite():
     s = unittest.TestSuite()
     loader = unittest.defaultTestLoader
     s.addTests(loader.loadTestsFromTestCase(RunOnPostgresTest))
     s.addTests(loader.loadTestsFromTestCase(ServeOnPostgresTest))
+    s.addTests(loader.loadTestsFromTestCase(ParkedRunsOnPostgresTest))
     for cls, names in [
         (serve_test.ApiTest, ["test_run_sync_and_async_and_read_back", "test_idempotency_key_gives_the_same_run",
                               "test_a_trigger_that_could_never_run_is_refused_at_start"]),
