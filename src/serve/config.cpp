@@ -121,6 +121,9 @@ constexpr NumberRule kMaxConnections{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kMaxConnectionsPerClient{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kUnsentBytes{4u << 20, 4ull << 30, "from 4194304 (4 MiB) to 4294967296 (4 GiB)"};
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
+constexpr NumberRule kMaxParkedRuns{1, 100'000'000, "from 1 to 100000000"};
+constexpr NumberRule kEventBytes{1, 16u << 20, "from 1 to 16777216 (16 MiB)"};
+constexpr NumberRule kPendingEvents{1, 100'000, "from 1 to 100000"};
 
 struct DurationRule {
   milliseconds min, max;
@@ -134,6 +137,7 @@ constexpr DurationRule kIdempotencyTtl{std::chrono::seconds(1), std::chrono::hou
 constexpr DurationRule kWindow{std::chrono::seconds(1), std::chrono::hours(24), "from 1s to 24h"};
 constexpr DurationRule kWebhookWait{milliseconds(1), std::chrono::minutes(10), "from 1ms to 10m"};
 constexpr DurationRule kCatchUp{milliseconds(0), std::chrono::hours(24 * 7), "from 0s to 7d"};
+constexpr DurationRule kEventRetention{std::chrono::seconds(1), std::chrono::hours(24 * 366), "from 1s to 366d"};
 
 // One parse: knows the origin for messages; each method checks one kind of value at `path`.
 class Parser {
@@ -383,7 +387,8 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
   if (auto ok = KnownKeys(value, "limits",
                           {"max_workers", "max_activations_per_worker", "queue_max", "max_body_bytes", "wait_max",
                            "drain_timeout", "max_connections", "idempotency_ttl", "header_timeout", "body_timeout",
-                           "max_connections_per_client", "max_unsent_bytes"});
+                           "max_connections_per_client", "max_unsent_bytes", "max_parked_runs", "max_parked_runs_per_flow",
+                           "max_event_bytes", "max_pending_events_per_run", "event_retention"});
       !ok)
     return ok;
   for (const auto& [key, item] : value.items()) {
@@ -413,6 +418,16 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kMaxConnectionsPerClient), out.max_connections_per_client);
     } else if (key == "max_unsent_bytes") {
       ok = Assign(Number(item, path, kUnsentBytes), out.max_unsent_bytes);
+    } else if (key == "max_parked_runs") {
+      ok = Assign(Number(item, path, kMaxParkedRuns), out.max_parked_runs);
+    } else if (key == "max_parked_runs_per_flow") {
+      ok = Assign(Number(item, path, kMaxParkedRuns), out.max_parked_runs_per_flow);
+    } else if (key == "max_event_bytes") {
+      ok = Assign(Number(item, path, kEventBytes), out.max_event_bytes);
+    } else if (key == "max_pending_events_per_run") {
+      ok = Assign(Number(item, path, kPendingEvents), out.max_pending_events_per_run);
+    } else if (key == "event_retention") {
+      ok = Assign(Duration(item, path, kEventRetention), out.event_retention);
     }
     if (!ok) return ok;
   }
@@ -849,6 +864,11 @@ nlohmann::json ToJson(const ServeConfig& config) {
       {"body_timeout", FormatDuration(l.body_timeout)},
       {"max_connections_per_client", l.max_connections_per_client},
       {"max_unsent_bytes", l.max_unsent_bytes},
+      {"max_parked_runs", l.max_parked_runs},
+      {"max_parked_runs_per_flow", l.max_parked_runs_per_flow},
+      {"max_event_bytes", l.max_event_bytes},
+      {"max_pending_events_per_run", l.max_pending_events_per_run},
+      {"event_retention", FormatDuration(l.event_retention)},
   };
 
   Json triggers = Json::array();
