@@ -190,6 +190,8 @@ class ParkedRunTest(unittest.TestCase):
         # A run waiting an hour for its next attempt is cancelled there.
         slow = self.start_run(d, "slow")
         self.wait_state(d, slow, "retrying")
+        journal = d.cli("journal", "--run", str(slow)).stdout
+        self.assertRegex(journal, r"parked    attempt 2 at \d{4}-\d\d-\d\d", journal)
         code, run, _ = d.curl("POST", "/v1/runs/%d/cancel" % slow)
         self.assertEqual(code, 200, run)
         self.assertEqual((run["state"], run["outcome"]), ("ended", "cancelled"), run)
@@ -213,6 +215,8 @@ class ParkedRunTest(unittest.TestCase):
         run = self.wait_state(d, run_id, "sleeping")
         wakes = run["wakes"]
         self.assertEqual(pids_of_workers(d.proc.pid), [], "a sleeping run holds no worker")
+        journal = d.cli("journal", "--run", str(run_id)).stdout
+        self.assertRegex(journal, r"parked    sleeping until \d{4}-\d\d-\d\d", journal)
         d.stop(signal.SIGKILL)
         self.assertEqual(d.query("SELECT state FROM runs WHERE id=?", run_id), [("sleeping",)])
         d.start()
@@ -241,6 +245,8 @@ class ParkedRunTest(unittest.TestCase):
         self.assertIn("wakes", run)
         # Visible: the gauge by flow and state, and basal journal.
         self.assertEqual(d.metric('basal_runs{flow="deploy",state="waiting"}'), 1)
+        journal = d.cli("journal", "--run", str(run_id)).stdout
+        self.assertRegex(journal, r"parked    waiting for event approved, at most until \d{4}-\d\d-\d\d", journal)
         self.assertEqual(d.stop(), 0)
         d.start()
         # An event of another name is kept; the wait goes on.
