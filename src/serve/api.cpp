@@ -99,6 +99,10 @@ void Api::AddRoutes() {
   Add({"POST"}, "/v1/runs/{id}/resume", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
     ResumeRun(req, std::string(p.Get("id")), std::move(r));
   });
+  Add({"POST"}, "/v1/runs/{id}/events/{name}", run,
+      [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+        SendEvent(req, std::string(p.Get("id")), std::string(p.Get("name")), std::move(r));
+      });
   Add({"GET"}, "/v1/journal", read, [this](const HttpRequest& req, auto&, Respond r, auto) { Journal(req, std::move(r)); });
   Add({"GET"}, "/v1/health", read, [this](auto&, auto&, Respond r, auto) { Health(std::move(r)); });
 }
@@ -188,6 +192,22 @@ HttpResponse Api::Metrics() {
       if (static_cast<double>(n) > seen) o_.metrics.Add("basal_host_calls_total", {name, verdict}, static_cast<double>(n) - seen);
       calls_seen_[key] = static_cast<double>(n);
     }
+  // Runs between activations by flow and state, counted in the store at the scrape (so runs
+  // another process parked count too); a series seen before and gone now reads 0.
+  if (auto counts = o_.host.runs().CountRunsByFlow({RunState::kQueued, RunState::kInterrupted,
+                                                    RunState::kNeedsReconciliation, RunState::kSleeping,
+                                                    RunState::kWaiting, RunState::kRetrying},
+                                                   MetricsRegistry::kDefaultMaxSeriesPerFamily);
+      counts) {
+    std::set<std::pair<std::string, std::string>> now;
+    for (const RunCount& c : *counts) {
+      now.insert({c.flow, RunStateName(c.state)});
+      o_.metrics.Set("basal_runs", {c.flow, RunStateName(c.state)}, static_cast<double>(c.count));
+    }
+    for (const auto& key : runs_seen_)
+      if (!now.count(key)) o_.metrics.Set("basal_runs", {key.first, key.second}, 0);
+    runs_seen_.insert(now.begin(), now.end());
+  }
   o_.metrics.Set("basal_queue_length", {}, static_cast<double>(o_.queue.queued()));
   o_.metrics.Set("basal_runs_in_flight", {}, static_cast<double>(o_.queue.in_flight()));
   std::string why;
@@ -240,21 +260,60 @@ void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond re
   auto verdict = o_.triggers.VerifyDelivery(req, trigger);
   if (auto* refusal = std::get_if<HttpResponse>(&verdict)) return respond(std::move(*refusal));
   auto& delivery = std::get<Triggers::Delivery>(verdict);
+  if (delivery.event) return WebhookEvent(trigger, std::move(delivery), std::move(respond));
   Accept(std::move(delivery.run), delivery.wait, std::move(respond), trigger);
+}
+
+// A delivery to a trigger with "event" (docs/durable.md#events): 202 once the event is journaled,
+// delivered to the run that waits for it, or kept for the run that will. The same delivery again
+// answers with the event it already made.
+void Api::WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, Respond respond) {
+  if (auto before = o_.triggers.EventDeliveredBefore(delivery.delivery_id)) {
+    o_.triggers.DeliveryRefused(trigger, "replayed");
+    return respond(JsonResponse(202, Json{{"event_id", *before}, {"replayed", true}}));
+  }
+  auto sent = o_.queue.SendEvent(std::move(*delivery.event));
+  if (!sent) {
+    const auto code = sent.error().code;
+    const std::string message = "webhook " + trigger + ": " + sent.error().message;
+    if (code == ErrorCode::kInvalidArgument) {
+      o_.triggers.DeliveryRefused(trigger, "bad_event");
+      return respond(JsonError(400, "bad_event", message));
+    }
+    if (code == ErrorCode::kUnavailable) {
+      // The flow holds as many unclaimed keyed events as it may: the sender retries later.
+      o_.triggers.DeliveryRefused(trigger, "too_many_events");
+      HttpResponse r = JsonError(429, "too_many_events", message);
+      r.headers.emplace_back("Retry-After", "60");
+      return respond(std::move(r));
+    }
+    o_.triggers.DeliveryRefused(trigger, "journal");
+    return respond(JsonError(500, "journal", message));
+  }
+  o_.host.AfterCommit([this, trigger, id = delivery.delivery_id, respond, sent = std::move(*sent)](
+                          const Result<void>& committed) {
+    if (!committed) return respond(JsonError(500, "journal", committed.error().message));
+    o_.triggers.EventDelivered(trigger, id, sent.event_id);
+    Json answer{{"event_id", sent.event_id}, {"delivered", sent.delivered_to != 0}};
+    // The sender learns which run took it, not the run itself (its input and result are the operator's).
+    if (sent.delivered_to != 0) answer["run_id"] = sent.delivered_to;
+    respond(JsonResponse(202, answer));
+  });
 }
 
 void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
                  std::optional<std::string> webhook) {
-  o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook](Result<AcceptedRun> a) {
-    if (!a && a.error().code == ErrorCode::kUnavailable) {
-      // The queue is full (limits.queue_max): a client, or a webhook's sender, retries later.
-      if (webhook) o_.triggers.DeliveryRefused(*webhook, "queue_full");
-      HttpResponse r = JsonError(429, "queue_full", a.error().message);
-      r.headers.emplace_back("Retry-After", "1");
-      return respond(std::move(r));
-    }
+  o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook](const Result<AcceptedRun>& a) {
     if (!a) {
-      const auto code = a.error().code;
+      const Error error = a.error();
+      const ErrorCode code = error.code;
+      if (code == ErrorCode::kUnavailable) {
+        // The queue is full (limits.queue_max): a client, or a webhook's sender, retries later.
+        if (webhook) o_.triggers.DeliveryRefused(*webhook, "queue_full");
+        HttpResponse r = JsonError(429, "queue_full", error.message);
+        r.headers.emplace_back("Retry-After", "1");
+        return respond(std::move(r));
+      }
       if (code == ErrorCode::kNotFound || code == ErrorCode::kRefused) {
         if (webhook) o_.triggers.DeliveryRefused(*webhook, "flow_unavailable");
         if (webhook) return respond(JsonError(code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
@@ -320,10 +379,19 @@ Json Api::RunJson(const RunRow& run) {
   if (run.durable) {
     j["durable"] = true;
     j["resumes"] = run.resumes;
+    j["attempt"] = run.attempt;
+  }
+  // A parked run (docs/durable.md): when it wakes, and what it waits for.
+  if (RunParked(run.state) && run.wake_unix_us) j["wakes"] = UtcText(*run.wake_unix_us);
+  if (run.state == RunState::kWaiting) {
+    j["waiting_for"] = Json{{"event", run.waiting_for}};
+    if (!run.waiting_key.empty()) j["waiting_for"]["key"] = run.waiting_key;
   }
   // Why it waits (interrupted, needs_reconciliation: the calls in doubt) or what it was scheduled for.
   if (!run.state_detail.empty()) j["detail"] = ParseOrText(run.state_detail);
-  if (run.activation_id > 0) {
+  // A parked run has not ended: its last activation's end (parked, or a failed attempt) is in its
+  // detail, not shown as the run's outcome.
+  if (run.activation_id > 0 && !RunParked(run.state)) {
     auto rows = o_.reader.Activations(run.activation_id, 1);
     if (rows && !rows->empty()) {
       const ActivationRow& a = rows->front();
@@ -498,6 +566,42 @@ void Api::ResumeRun(const HttpRequest& req, const std::string& id_text, Respond 
   o_.host.AfterCommit([this, respond, id = *id](const Result<void>& committed) {
     if (!committed) return respond(JsonError(500, "journal", committed.error().message));
     AnswerWithRun(id, respond, std::nullopt);
+  });
+}
+
+// An event for a durable run's waitForEvent (docs/durable.md#events): the body is its payload (any
+// JSON). Journaled with who sent it; delivered to the run's wait now (the run resumes) or kept.
+void Api::SendEvent(const HttpRequest& req, const std::string& id_text, const std::string& name, Respond respond) {
+  auto id = ParseId(id_text);
+  if (!id) return respond(JsonError(400, "bad_run_id", "\"" + id_text + "\" is not a run id (a positive integer)"));
+  if (req.body.size() > o_.limits.max_event_bytes)
+    return respond(JsonError(413, "event_too_large", "the event's payload is " + std::to_string(req.body.size()) +
+                                                         " bytes; an event carries at most " +
+                                                         std::to_string(o_.limits.max_event_bytes) +
+                                                         " (limits.max_event_bytes)"));
+  NewRunEvent e;
+  e.run_id = *id;
+  e.name = name;
+  e.payload_json = req.body.empty() ? "null" : req.body;
+  e.sender = o_.admission.Who(req).name;
+  auto sent = o_.queue.SendEvent(std::move(e));
+  if (!sent) {
+    const auto code = sent.error().code;
+    if (code == ErrorCode::kNotFound) return respond(JsonError(404, "run_not_found", sent.error().message));
+    if (code == ErrorCode::kConflict) return respond(JsonError(409, "run_not_waiting", sent.error().message));
+    if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_event", sent.error().message));
+    if (code == ErrorCode::kUnavailable) {
+      HttpResponse r = JsonError(429, "too_many_events", sent.error().message);
+      r.headers.emplace_back("Retry-After", "60");
+      return respond(std::move(r));
+    }
+    return respond(JsonError(500, "journal", sent.error().message));
+  }
+  o_.host.AfterCommit([this, respond, sent = std::move(*sent)](const Result<void>& committed) {
+    if (!committed) return respond(JsonError(500, "journal", committed.error().message));
+    respond(JsonResponse(202, Json{{"event_id", sent.event_id},
+                                   {"delivered", sent.delivered_to != 0},
+                                   {"run", RunJson(sent.run)}}));
   });
 }
 

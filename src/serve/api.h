@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -91,6 +92,7 @@ class Api {
   void Health(Respond respond);
   void StartRun(const HttpRequest& req, const std::string& flow, Respond respond);
   void Webhook(const HttpRequest& req, const std::string& trigger, Respond respond);
+  void WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, Respond respond);
   void GetRun(const HttpRequest& req, const std::string& id, Respond respond);
   void Journal(const HttpRequest& req, Respond respond);
   HttpResponse Flows();
@@ -100,6 +102,7 @@ class Api {
   void ResolveRun(const HttpRequest& req, const std::string& id, Respond respond);
   void CancelRun(const HttpRequest& req, const std::string& id, Respond respond);
   void ResumeRun(const HttpRequest& req, const std::string& id, Respond respond);
+  void SendEvent(const HttpRequest& req, const std::string& id, const std::string& name, Respond respond);
   HttpResponse Metrics();
 
   // Enqueues `run` and answers with it once committed: at once, or when it ends within `wait`.
@@ -119,6 +122,7 @@ class Api {
   std::map<std::string, double> retire_seen_;
   std::map<std::string, double> calls_seen_;
   double confinement_seen_ = 0;
+  std::set<std::pair<std::string, std::string>> runs_seen_;  // (flow, state) series of basal_runs set so far
 };
 
 }  // namespace basal::serve

@@ -122,6 +122,9 @@ constexpr NumberRule kMaxConnections{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kMaxConnectionsPerClient{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kUnsentBytes{4u << 20, 4ull << 30, "from 4194304 (4 MiB) to 4294967296 (4 GiB)"};
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
+constexpr NumberRule kMaxParkedRuns{1, 100'000'000, "from 1 to 100000000"};
+constexpr NumberRule kEventBytes{1, 16u << 20, "from 1 to 16777216 (16 MiB)"};
+constexpr NumberRule kPendingEvents{1, 100'000, "from 1 to 100000"};
 
 struct DurationRule {
   milliseconds min, max;
@@ -135,6 +138,7 @@ constexpr DurationRule kIdempotencyTtl{std::chrono::seconds(1), std::chrono::hou
 constexpr DurationRule kWindow{std::chrono::seconds(1), std::chrono::hours(24), "from 1s to 24h"};
 constexpr DurationRule kWebhookWait{milliseconds(1), std::chrono::minutes(10), "from 1ms to 10m"};
 constexpr DurationRule kCatchUp{milliseconds(0), std::chrono::hours(24 * 7), "from 0s to 7d"};
+constexpr DurationRule kEventRetention{std::chrono::seconds(1), std::chrono::hours(24 * 366), "from 1s to 366d"};
 
 // One parse: knows the origin for messages; each method checks one kind of value at `path`.
 class Parser {
@@ -251,6 +255,7 @@ class Parser {
   // Appends the trigger to out.webhooks or out.schedules and returns its name.
   Result<std::string> ParseTrigger(const Json& value, const std::string& path, ServeConfig& out) const;
   Result<WebhookTrigger> ParseWebhook(const Json& value, const std::string& path) const;
+  Result<void> ParseWebhookEvent(const Json& value, const std::string& path, WebhookTrigger& out) const;
   Result<ScheduleTrigger> ParseSchedule(const Json& value, const std::string& path) const;
 
   std::string prefix_;
@@ -401,7 +406,8 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
   if (auto ok = KnownKeys(value, "limits",
                           {"max_workers", "max_activations_per_worker", "queue_max", "max_body_bytes", "wait_max",
                            "drain_timeout", "max_connections", "idempotency_ttl", "header_timeout", "body_timeout",
-                           "max_connections_per_client", "max_unsent_bytes"});
+                           "max_connections_per_client", "max_unsent_bytes", "max_parked_runs", "max_parked_runs_per_flow",
+                           "max_event_bytes", "max_pending_events_per_run", "event_retention"});
       !ok)
     return ok;
   for (const auto& [key, item] : value.items()) {
@@ -431,6 +437,16 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kMaxConnectionsPerClient), out.max_connections_per_client);
     } else if (key == "max_unsent_bytes") {
       ok = Assign(Number(item, path, kUnsentBytes), out.max_unsent_bytes);
+    } else if (key == "max_parked_runs") {
+      ok = Assign(Number(item, path, kMaxParkedRuns), out.max_parked_runs);
+    } else if (key == "max_parked_runs_per_flow") {
+      ok = Assign(Number(item, path, kMaxParkedRuns), out.max_parked_runs_per_flow);
+    } else if (key == "max_event_bytes") {
+      ok = Assign(Number(item, path, kEventBytes), out.max_event_bytes);
+    } else if (key == "max_pending_events_per_run") {
+      ok = Assign(Number(item, path, kPendingEvents), out.max_pending_events_per_run);
+    } else if (key == "event_retention") {
+      ok = Assign(Duration(item, path, kEventRetention), out.event_retention);
     }
     if (!ok) return ok;
   }
@@ -501,10 +517,36 @@ Result<std::string> Parser::ParseTrigger(const Json& value, const std::string& p
   return name;
 }
 
+// "event": {"name": "paid", "key": "/data/order_id"}.
+Result<void> Parser::ParseWebhookEvent(const Json& value, const std::string& path, WebhookTrigger& out) const {
+  if (auto ok = Object(value, path, "{\"name\": \"paid\", \"key\": \"/data/order_id\"}"); !ok) return ok.error();
+  if (auto ok = KnownKeys(value, path, {"name", "key"}); !ok) return ok.error();
+  if (!value.contains("name") || !value.contains("key"))
+    return Fail(path, "needs \"name\" (the event waitForEvent names) and \"key\" (a JSON pointer to the payload's "
+                      "value that picks the run, e.g. \"/data/order_id\")");
+  auto name = String(value["name"], path + ".name", "an event name, e.g. \"paid\"");
+  if (!name) return name.error();
+  const bool name_ok = !name->empty() && name->size() <= 128 && std::all_of(name->begin(), name->end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == ':';
+  });
+  if (!name_ok)
+    return Fail(path + ".name", Shown(value["name"]) + " is not an event name: 1 to 128 letters, digits, '.', '_', '-' "
+                                                       "and ':'");
+  auto key = String(value["key"], path + ".key", "a JSON pointer, e.g. \"/data/order_id\"");
+  if (!key) return key.error();
+  if (key->empty() || key->front() != '/' || key->size() > 256 || !ParseJsonPointer(*key))
+    return Fail(path + ".key", Shown(value["key"]) + " is not a JSON pointer (RFC 6901) to a value of the payload: "
+                                                      "write e.g. \"/data/order_id\" (\"~1\" for a '/' in a name, "
+                                                      "\"~0\" for '~')");
+  out.event_name = std::move(*name);
+  out.event_key = std::move(*key);
+  return {};
+}
+
 Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string& path) const {
   WebhookTrigger out;
   if (auto ok = Object(value, path, "{\"flow\": \"on_push\", \"secret\": \"github_hook\"}"); !ok) return ok.error();
-  if (auto ok = KnownKeys(value, path, {"flow", "secret", "window", "max_body_bytes", "respond", "wait"}); !ok)
+  if (auto ok = KnownKeys(value, path, {"flow", "secret", "window", "max_body_bytes", "respond", "wait", "event"}); !ok)
     return ok.error();
   if (!value.contains("flow")) {
     return Fail(path + ".flow", "missing: name the flow each delivery runs, e.g. \"flow\": \"on_push\"");
@@ -545,8 +587,14 @@ Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string
       }
     } else if (key == "wait") {
       ok = Assign(Duration(item, at, kWebhookWait), out.wait);
+    } else if (key == "event") {
+      ok = ParseWebhookEvent(item, at, out);
     }
     if (!ok) return ok.error();
+  }
+  if (!out.event_name.empty() && value.contains("respond") && out.respond != WebhookTrigger::Respond::kAck) {
+    return Fail(path + ".respond", "a trigger that delivers events starts no run, so it has no result to wait for: "
+                                   "remove respond (the sender gets 202 once the event is journaled)");
   }
   // A wait that would never apply is a misreading of the config; say so instead of ignoring it.
   if (value.contains("wait") && out.respond != WebhookTrigger::Respond::kWait) {
@@ -867,6 +915,11 @@ nlohmann::json ToJson(const ServeConfig& config) {
       {"body_timeout", FormatDuration(l.body_timeout)},
       {"max_connections_per_client", l.max_connections_per_client},
       {"max_unsent_bytes", l.max_unsent_bytes},
+      {"max_parked_runs", l.max_parked_runs},
+      {"max_parked_runs_per_flow", l.max_parked_runs_per_flow},
+      {"max_event_bytes", l.max_event_bytes},
+      {"max_pending_events_per_run", l.max_pending_events_per_run},
+      {"event_retention", FormatDuration(l.event_retention)},
   };
 
   Json triggers = Json::array();
@@ -879,6 +932,7 @@ nlohmann::json ToJson(const ServeConfig& config) {
         {"respond", w.respond == WebhookTrigger::Respond::kWait ? "wait" : "ack"},
     };
     if (w.respond == WebhookTrigger::Respond::kWait) webhook["wait"] = FormatDuration(w.wait);
+    if (!w.event_name.empty()) webhook["event"] = {{"name", w.event_name}, {"key", w.event_key}};
     triggers.push_back({{"name", w.name}, {"webhook", std::move(webhook)}});
   }
   for (const ScheduleTrigger& s : config.schedules) {
@@ -896,6 +950,55 @@ nlohmann::json ToJson(const ServeConfig& config) {
   root["triggers"] = std::move(triggers);
   if (config.mcp) root["mcp"] = {{"policy", config.mcp->policy}, {"max_scripts", config.mcp->max_scripts}};
   return root;
+}
+
+// RFC 6901: "" is the whole document, else "/" before each reference token, "~1" for '/', "~0"
+// for '~' (and no other '~').
+std::optional<std::vector<std::string>> ParseJsonPointer(std::string_view pointer) {
+  std::vector<std::string> tokens;
+  if (pointer.empty()) return tokens;
+  if (pointer.front() != '/') return std::nullopt;
+  size_t at = 1;
+  while (true) {
+    const size_t end = pointer.find('/', at);
+    const std::string_view raw = pointer.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    std::string token;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] != '~') {
+        token += raw[i];
+      } else if (i + 1 < raw.size() && (raw[i + 1] == '0' || raw[i + 1] == '1')) {
+        token += raw[++i] == '0' ? '~' : '/';
+      } else {
+        return std::nullopt;
+      }
+    }
+    tokens.push_back(std::move(token));
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  return tokens;
+}
+
+const nlohmann::json* FindByPointer(const nlohmann::json& document, const std::vector<std::string>& tokens) {
+  const nlohmann::json* at = &document;
+  for (const std::string& token : tokens) {
+    if (at->is_object()) {
+      auto it = at->find(token);
+      if (it == at->end()) return nullptr;
+      at = &*it;
+    } else if (at->is_array()) {
+      // An index: decimal digits, no leading zero (RFC 6901 section 4); "-" names no element.
+      if (token.empty() || token.size() > 9 || (token.size() > 1 && token[0] == '0') ||
+          !std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return nullptr;
+      const size_t index = std::stoul(token);
+      if (index >= at->size()) return nullptr;
+      at = &(*at)[index];
+    } else {
+      return nullptr;
+    }
+  }
+  return at;
 }
 
 }  // namespace basal::serve

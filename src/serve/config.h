@@ -67,6 +67,12 @@ struct LimitsConfig {
   std::chrono::milliseconds body_timeout{60'000};
   size_t max_connections_per_client = 32;            // TCP connections at once from one address
   size_t max_unsent_bytes = 64u << 20;               // answers not yet sent, all clients together; past it: 503
+  // Durable runs that park (docs/durable.md): rows, not workers, bounded all the same.
+  size_t max_parked_runs = 100'000;                  // parked runs in the store; past it a park fails (LimitError)
+  size_t max_parked_runs_per_flow = 10'000;          // of one flow
+  size_t max_event_bytes = 64u << 10;                // an event's payload; past it: 413
+  size_t max_pending_events_per_run = 100;           // events a run has not waited for yet; past it: 429
+  std::chrono::milliseconds event_retention{7LL * 24 * 3600 * 1000};  // an undelivered event is dropped after
 
   bool operator==(const LimitsConfig&) const = default;
 };
@@ -82,6 +88,11 @@ struct WebhookTrigger {
   // kAck: answered once the run is queued. kWait: the answer waits for the run's result, up to `wait`.
   enum class Respond { kAck, kWait } respond = Respond::kAck;
   std::chrono::milliseconds wait{std::chrono::seconds(30)};
+  // "event": {"name", "key"}: a delivery starts no run; it is the event `name` for the flow's
+  // durable run that waits for it with the key found in the payload at the JSON pointer `key`
+  // (docs/durable.md#events), kept for the run that will wait for it when none does yet.
+  std::string event_name;  // "": a delivery starts a run
+  std::string event_key;   // a JSON pointer (RFC 6901) into the payload, e.g. "/data/order_id"
 
   bool operator==(const WebhookTrigger&) const = default;
 };
@@ -169,5 +180,10 @@ Result<TcpListen> ParseTcpListen(std::string_view text);
 // which is the same IPv4 loopback). True when there is no tcp listener (nothing non-loopback is
 // bound); false for an address that does not parse.
 bool IsLoopbackListen(const ListenConfig& listen);
+
+// A JSON pointer (RFC 6901) as its reference tokens, unescaped; nullopt if it is not one.
+std::optional<std::vector<std::string>> ParseJsonPointer(std::string_view pointer);
+// The value `tokens` point at in `document`, or null.
+const nlohmann::json* FindByPointer(const nlohmann::json& document, const std::vector<std::string>& tokens);
 
 }  // namespace basal::serve

@@ -338,11 +338,13 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"limits": {"workers": 8}})",
        "serve.json: limits.workers: unknown key; known keys: max_workers, max_activations_per_worker, queue_max, "
        "max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, body_timeout, "
-       "max_connections_per_client, max_unsent_bytes"},
+       "max_connections_per_client, max_unsent_bytes, max_parked_runs, max_parked_runs_per_flow, max_event_bytes, "
+       "max_pending_events_per_run, event_retention"},
       {R"({"limits": {"max workers": 8}})",
        R"(serve.json: limits["max workers"]: unknown key; known keys: max_workers, max_activations_per_worker, )"
        "queue_max, max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, "
-       "body_timeout, max_connections_per_client, max_unsent_bytes"},
+       "body_timeout, max_connections_per_client, max_unsent_bytes, max_parked_runs, max_parked_runs_per_flow, "
+       "max_event_bytes, max_pending_events_per_run, event_retention"},
       {R"({"triggers": [{"name": "a", "cron": "* * * * *"}]})",
        "serve.json: triggers[0].cron: unknown key; known keys: name, webhook, schedule"},
       {R"({"triggers": [{"name": "a", )" + hook + R"(}}, {"name": "b", "schedule": {"flow": "f", "cron": "* * * * *"}},
@@ -351,7 +353,26 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        "catch_up"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "hmac": "sha1"}}]})",
        "serve.json: triggers[0].webhook.hmac: unknown key; known keys: flow, secret, window, max_body_bytes, respond, "
-       "wait"},
+       "wait, event"},
+      // A webhook that delivers events (issue 26).
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "paid"}}}]})",
+       R"(serve.json: triggers[0].webhook.event: needs "name" (the event waitForEvent names) and "key" (a JSON pointer )"
+       R"(to the payload's value that picks the run, e.g. "/data/order_id"))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "paid", "key": "order"}}}]})",
+       R"(serve.json: triggers[0].webhook.event.key: "order" is not a JSON pointer (RFC 6901) to a value of the )"
+       R"(payload: write e.g. "/data/order_id" ("~1" for a '/' in a name, "~0" for '~'))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "paid", "key": "/a~2"}}}]})",
+       R"(serve.json: triggers[0].webhook.event.key: "/a~2" is not a JSON pointer (RFC 6901) to a value of the )"
+       R"(payload: write e.g. "/data/order_id" ("~1" for a '/' in a name, "~0" for '~'))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "pa id", "key": "/a"}}}]})",
+       R"(serve.json: triggers[0].webhook.event.name: "pa id" is not an event name: 1 to 128 letters, digits, '.', '_', )"
+       R"('-' and ':')"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "p", "key": "/a", "x": 1}}}]})",
+       "serve.json: triggers[0].webhook.event.x: unknown key; known keys: name, key"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "wait",
+                                                   "event": {"name": "p", "key": "/a"}}}]})",
+       "serve.json: triggers[0].webhook.respond: a trigger that delivers events starts no run, so it has no result to "
+       "wait for: remove respond (the sender gets 202 once the event is journaled)"},
       // Types.
       {R"({"listen": "/run/basal.sock"})",
        R"(serve.json: listen: "/run/basal.sock" is not an object: write {"socket": "/run/basal/basal.sock", "tcp": "127.0.0.1:8470"})"},
@@ -439,6 +460,12 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"limits": {"max_unsent_bytes": 4194303}})",
        "serve.json: limits.max_unsent_bytes: 4194303 is out of range: use an integer from 4194304 (4 MiB) to "
        "4294967296 (4 GiB)"},
+      {R"({"limits": {"max_parked_runs": 0}})",
+       "serve.json: limits.max_parked_runs: 0 is out of range: use an integer from 1 to 100000000"},
+      {R"({"limits": {"max_event_bytes": 16777217}})",
+       "serve.json: limits.max_event_bytes: 16777217 is out of range: use an integer from 1 to 16777216 (16 MiB)"},
+      {R"({"limits": {"max_pending_events_per_run": 100001}})",
+       "serve.json: limits.max_pending_events_per_run: 100001 is out of range: use an integer from 1 to 100000"},
       {R"({"limits": {"max_connections_per_client": 0}})",
        "serve.json: limits.max_connections_per_client: 0 is out of range: use an integer from 1 to 65536"},
       // Durations.
@@ -770,7 +797,8 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
-               "max_unsent_bytes": 67108864},
+               "max_unsent_bytes": 67108864, "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000,
+               "max_event_bytes": 65536, "max_pending_events_per_run": 100, "event_retention": "7d"},
     "triggers": [
       {"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook", "window": "5m",
                                      "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s"}},
@@ -785,7 +813,8 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
-               "max_unsent_bytes": 67108864},
+               "max_unsent_bytes": 67108864, "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000,
+               "max_event_bytes": 65536, "max_pending_events_per_run": 100, "event_retention": "7d"},
     "triggers": []})"));
 }
 
@@ -914,4 +943,25 @@ TEST(ServeConfigDocsTest, EveryExampleOnThePageParses) {
 }
 
 }  // namespace
+TEST(JsonPointerTest, TokensAndLookups) {
+  EXPECT_EQ(ParseJsonPointer(""), std::vector<std::string>{});
+  EXPECT_EQ(ParseJsonPointer("/a~1b/~0c/0"), (std::vector<std::string>{"a/b", "~c", "0"}));
+  EXPECT_EQ(ParseJsonPointer("/"), std::vector<std::string>{""});
+  EXPECT_FALSE(ParseJsonPointer("a").has_value());
+  EXPECT_FALSE(ParseJsonPointer("/a~").has_value());
+  EXPECT_FALSE(ParseJsonPointer("/a~2").has_value());
+  const auto doc = nlohmann::json::parse(R"({"order": {"id": "A-1", "lines": [{"sku": 7}]}, "a/b": 1, "": 2})");
+  const auto at = [&](const char* p) { return FindByPointer(doc, *ParseJsonPointer(p)); };
+  ASSERT_NE(at("/order/id"), nullptr);
+  EXPECT_EQ(*at("/order/id"), "A-1");
+  EXPECT_EQ(*at("/order/lines/0/sku"), 7);
+  EXPECT_EQ(*at("/a~1b"), 1);
+  EXPECT_EQ(*at("/"), 2);
+  EXPECT_EQ(at("/order/lines/1"), nullptr);
+  EXPECT_EQ(at("/order/lines/01"), nullptr);
+  EXPECT_EQ(at("/order/lines/-"), nullptr);
+  EXPECT_EQ(at("/order/id/x"), nullptr);
+  EXPECT_EQ(at("/missing"), nullptr);
+}
+
 }  // namespace basal::serve
