@@ -10,7 +10,9 @@ socket, no TCP), a database of its own for each daemon or command. What runs her
   secrets' refusal at start (docs/postgres.md, "Secrets on several hosts").
 - durable runs killed with SIGKILL in a held host call and resumed (durable_test.py's own tests,
   on this store), and one resolved through the CLI with --db naming the database; a durable run
-  that waits for an event (sent by basal run signal --db naming the database) and sleeps.
+  that waits for an event (sent by basal run signal --db naming the database) and sleeps;
+  parked_test.py's long-lived runs (retries, sleeps across SIGKILL, events by the API, the CLI and a
+  keyed webhook, timeouts, cancels, bounds) on this store.
 
 Run by ctest: postgres_test.py --bin-dir DIR."""
 import argparse
@@ -26,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import pg_cluster  # noqa: E402
 import serve_test  # noqa: E402
 import durable_test  # noqa: E402
+import parked_test  # noqa: E402
 
 CLUSTER = None
 NEXT_DB = [0]
@@ -201,6 +204,10 @@ def suite():
     s.addTests(loader.loadTestsFromTestCase(RunOnPostgresTest))
     s.addTests(loader.loadTestsFromTestCase(ServeOnPostgresTest))
     s.addTests(loader.loadTestsFromTestCase(ParkedRunsOnPostgresTest))
+    # Long-lived runs (parked_test.py) on this store, all but the 10,000-run scale test.
+    for name in loader.getTestCaseNames(parked_test.ParkedRunTest):
+        if "ten_thousand" not in name:
+            s.addTest(parked_test.ParkedRunTest(name))
     for cls, names in [
         (serve_test.ApiTest, ["test_run_sync_and_async_and_read_back", "test_idempotency_key_gives_the_same_run",
                               "test_a_trigger_that_could_never_run_is_refused_at_start"]),
