@@ -131,6 +131,37 @@ TEST(ReplayAnalysis, WhatNeverStartedRunsAndALateAnswerIsKnown) {
   EXPECT_EQ(a.needs_operator[0].call_id, 3);
 }
 
+// An external call that answered an error after its activation ended (a POST the deadline cut
+// mid-transfer: "aborted") may have reached its server: in doubt, on a resume and on a retry
+// alike, never replayed as an error nor sent again by a retry. An idempotent one runs again.
+TEST(ReplayAnalysis, ALateErrorOfAnExternalCallIsInDoubtNotAFailureToRetry) {
+  CallRow kv = Answered(10, 1, "kv.incr", "1", 1, 200);
+  CallRow post = Unknown(10, 2, "http.fetch", Effect::kExternal);
+  post.state = CallState::kAbandoned;
+  post.end_unix_us = 300;
+  post.error_json = R"({"name":"TypeError","message":"fetch https://pay.example/charge aborted: the activation ended"})";
+  post.replay_json = R"({"error":{"name":"TypeError","message":"aborted"}})";
+  for (bool retry : {false, true}) {
+    const RunAnalysis a = AnalyzeRun({Activation(10)}, {kv, post}, {}, KvIsLocal, retry);
+    ASSERT_EQ(a.needs_operator.size(), 1u) << "retry " << retry;
+    EXPECT_EQ(a.needs_operator[0].call_id, 2);
+    EXPECT_TRUE(a.plan.reruns.empty());
+  }
+  CallRow get = post;
+  get.effect = Effect::kIdempotent;
+  const RunAnalysis again = AnalyzeRun({Activation(10)}, {kv, get}, {}, KvIsLocal, /*retry=*/true);
+  EXPECT_TRUE(again.needs_operator.empty());
+  EXPECT_EQ(again.retry_from_call, 2) << "its failure is where the next attempt starts, sending it again";
+  EXPECT_EQ(Order(again.plan), (std::vector<int64_t>{1}));
+  // An operator's decision settles it as for any call in doubt.
+  CallResolution failed;
+  failed.call_id = 2;
+  failed.kind = ResolutionKind::kError;
+  failed.value_json = R"({"name":"TypeError","message":"the charge did not happen"})";
+  const RunAnalysis decided = AnalyzeRun({Activation(10)}, {kv, post}, {failed}, KvIsLocal, /*retry=*/true);
+  EXPECT_TRUE(decided.needs_operator.empty());
+}
+
 TEST(ReplayAnalysis, TheAnswerKeptForReplayWinsOverTheJournalsView) {
   CallRow capped = Answered(10, 1, "kv.get", R"({"basal_digest":{"bytes":70000}})", 1, 100);
   capped.replay_json = R"({"ok":{"big":"value"}})";
