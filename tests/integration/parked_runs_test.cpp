@@ -138,6 +138,19 @@ TEST_F(ParkedRunsTest, ASleepPastParkAfterParksItsRunLetsItsWorkerGoAndWakesAtIt
   EXPECT_EQ(activations->size(), 2u) << "the first parked, the second resumed by replay";
 }
 
+// park_after is the longest sleep that stays in its activation: one millisecond more parks.
+TEST_F(ParkedRunsTest, ParkAfterIsTheLongestSleepThatDoesNotPark) {
+  ModuleOptions o;
+  o.park_after = std::chrono::milliseconds(100);
+  Open(o);
+  const int64_t stays = Start(Add(Sleeper(100), kDurable, "stays.js"));
+  ASSERT_TRUE(first_[stays].ok()) << first_[stays].message;
+  EXPECT_EQ(Row(stays).outcome, "ok");
+  const int64_t parks = Start(Add(Sleeper(101), kDurable, "parks.js"));
+  EXPECT_EQ(first_[parks].outcome, Outcome::kParked) << first_[parks].message;
+  EXPECT_EQ(Row(parks).state, RunState::kSleeping);
+}
+
 TEST_F(ParkedRunsTest, ASleepPast365DaysIsRefusedByTheScriptAndByTheParent) {
   Open();
   const FlowRef flow = Add(R"(export default async (input, host) => {
@@ -650,6 +663,23 @@ TEST_F(ParkedRunsTest, ARunRetriesAtItsBackoffUntilItsAttemptsAreSpent) {
   ASSERT_TRUE(activations);
   EXPECT_EQ(activations->size(), 3u) << "one activation per attempt";
   EXPECT_EQ(WakeAt(*row.wake_unix_us + 100'000'000), 0u) << "nothing more";
+}
+
+// "on": ["deadline"]: an attempt past its deadline is retried like a script error.
+TEST_F(ParkedRunsTest, AnAttemptPastItsDeadlineIsRetriedWhenTheRetryNamesIt) {
+  Open();
+  const FlowRef flow = Add("export default async () => { await new Promise((r) => setTimeout(r, 30000)); };",
+                           R"({"durable": true, "budgets": {"deadline_ms": 200},
+                               "retry": {"max_attempts": 2, "on": ["deadline"], "backoff": {"initial_ms": 0}}})");
+  const int64_t run = Start(flow);
+  EXPECT_EQ(first_[run].outcome, Outcome::kParked);
+  EXPECT_NE(first_[run].message.find("attempt failed (deadline"), std::string::npos) << first_[run].message;
+  RunRow row = Row(run);
+  ASSERT_EQ(row.state, RunState::kRetrying);
+  EXPECT_EQ(WakeAt(*row.wake_unix_us), 1u) << "initial_ms 0: due at once";
+  row = Row(run);
+  EXPECT_EQ(row.outcome, "deadline");
+  EXPECT_EQ(row.attempt, 2);
 }
 
 TEST_F(ParkedRunsTest, AnOutcomeTheRetryDoesNotNameEndsTheRun) {
