@@ -385,6 +385,10 @@ Result<ModuleHost::EventSent> Module::Impl::SendEvent(NewRunEvent e, std::option
   if (std::string why; !protocol::ParseJsonValue(e.payload_json, payload, why))
     return MakeError(ErrorCode::kInvalidArgument, "the event's payload is not JSON: " + why);
   e.payload_json = protocol::DumpJson(payload);  // one canonical text, as the script will get it
+  if (e.payload_json.size() > options.max_event_bytes)  // the canonical form can be longer (1E2 is 100.0)
+    return MakeError(ErrorCode::kInvalidArgument, "the event's payload is " + std::to_string(e.payload_json.size()) +
+                                                      " bytes as JSON is kept; an event carries at most " +
+                                                      std::to_string(options.max_event_bytes) + " (max_event_bytes)");
   const int64_t now = NowUnixUs();
   if (e.received_unix_us == 0) e.received_unix_us = now;
   e.expires_unix_us = e.received_unix_us + options.event_retention.count() * 1000;

@@ -535,6 +535,15 @@ TEST_F(ParkedRunsTest, AnEventsPayloadIsBounded) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(refused.error().message, "the event's payload is 101 bytes; an event carries at most 100 (max_event_bytes)");
+  // 97 bytes as sent, 145 as kept (1E2 is kept as 100.0): the kept size is the bounded one.
+  std::string exponents = "[1E2";
+  for (int i = 1; i < 24; ++i) exponents += ",1E2";
+  exponents += "]";
+  ASSERT_EQ(exponents.size(), 97u);
+  auto longer = Send(run, "note", exponents);
+  ASSERT_FALSE(longer);
+  EXPECT_EQ(longer.error().message,
+            "the event's payload is 145 bytes as JSON is kept; an event carries at most 100 (max_event_bytes)");
   auto bad = Send(run, "note", "{not json");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
