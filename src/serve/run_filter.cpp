@@ -99,7 +99,9 @@ RunFilterParse Refuse(std::string code, std::string message) {
 const std::vector<std::string>& RunOutcomeNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (int i = 0; i <= static_cast<int>(kLastOutcome); ++i) out.push_back(OutcomeName(static_cast<Outcome>(i)));
+    // An activation that parks leaves its run going (sleeping, waiting): no run ends "parked".
+    for (int i = 0; i <= static_cast<int>(kLastOutcome); ++i)
+      if (static_cast<Outcome>(i) != Outcome::kParked) out.push_back(OutcomeName(static_cast<Outcome>(i)));
     for (const char* n : {"missed", "skipped", "resume_exhausted"}) out.push_back(n);
     return out;
   }();
@@ -142,7 +144,7 @@ RunFilterParse ParseRunFilter(const RunFilterText& t, int64_t now_unix_us, RunFi
     if (!s)
       return Refuse("bad_state", "state: \"" + t.state->substr(0, 64) +
                                      "\" is no run state; use one of queued, running, ended, interrupted, "
-                                     "needs_reconciliation");
+                                     "needs_reconciliation, sleeping, waiting, retrying");
     q.state = *s;
   }
   if (t.trigger) {
@@ -213,10 +215,19 @@ nlohmann::json RunJson(const RunRow& run, JournalReader& reader) {
   if (run.durable) {
     j["durable"] = true;
     j["resumes"] = run.resumes;
+    j["attempt"] = run.attempt;
+  }
+  // A parked run (docs/durable.md): when it wakes, and what it waits for.
+  if (RunParked(run.state) && run.wake_unix_us) j["wakes"] = UtcText(*run.wake_unix_us);
+  if (run.state == RunState::kWaiting) {
+    j["waiting_for"] = nlohmann::json{{"event", run.waiting_for}};
+    if (!run.waiting_key.empty()) j["waiting_for"]["key"] = run.waiting_key;
   }
   // Why it waits (interrupted, needs_reconciliation: the calls in doubt) or what it was scheduled for.
   if (!run.state_detail.empty()) j["detail"] = ParseOrText(run.state_detail);
-  if (run.activation_id > 0) {
+  // A parked run has not ended: its last activation's end (parked, or a failed attempt) is in its
+  // detail, not shown as the run's outcome.
+  if (run.activation_id > 0 && !RunParked(run.state)) {
     auto rows = reader.Activations(run.activation_id, 1);
     if (rows && !rows->empty()) {
       const ActivationRow& a = rows->front();
