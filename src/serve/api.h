@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -115,6 +116,7 @@ class Api {
   void ResolveRun(const HttpRequest& req, const std::string& id, Respond respond);
   void CancelRun(const HttpRequest& req, const std::string& id, Respond respond);
   void ResumeRun(const HttpRequest& req, const std::string& id, Respond respond);
+  void SendEvent(const HttpRequest& req, const std::string& id, const std::string& name, Respond respond);
   HttpResponse Metrics();
 
   // A verified webhook delivery (Webhook): its run, or a new one past a failed one (attempt > 1).
@@ -142,6 +144,7 @@ class Api {
   std::map<std::string, double> retire_seen_;
   std::map<std::string, double> calls_seen_;
   double confinement_seen_ = 0;
+  std::set<std::pair<std::string, std::string>> runs_seen_;  // (flow, state) series of basal_runs set so far
 };
 
 }  // namespace basal::serve
