@@ -304,6 +304,13 @@ void AddCheck(CLI::App& app, int& exit_code) {
   check->add_option("--profile", o->profile, kProfileHelp)->check(CLI::IsMember({"flow", "codemode"}));
   check->add_flag("--allow-without-landlock", o->allow_without_landlock,
                   "Accept workers without Landlock, and then only if this kernel lacks Landlock");
+  check->add_option("--db", o->db_path,
+                    "The journal whose secrets/ holds the secrets the manifest names (checked: a warning for each "
+                    "one not stored). Default: $BASAL_DB, else the default journal")
+      ->type_name("FILE");
+  check->add_option("--secrets", o->secrets_dir, "Look for the secrets in this directory instead (as basal secret)")
+      ->type_name("DIR")
+      ->excludes("--db");
 #ifdef BASAL_TEST_HOOKS
   check->add_option("--worker-arg", o->worker_args, "Test-hooks worker switch (tests only)")
       ->group(kHiddenGroup)
@@ -366,7 +373,8 @@ void AddRuns(CLI::App& app, int& exit_code) {
                    "abandoned, missed, skipped, ... (docs/api.md)")
       ->type_name("OUTCOME");
   runs->add_option("--state", o->state, "Only runs in this state")
-      ->check(CLI::IsMember({"queued", "running", "ended", "interrupted", "needs_reconciliation"}));
+      ->check(CLI::IsMember(
+          {"queued", "running", "ended", "interrupted", "needs_reconciliation", "sleeping", "waiting", "retrying"}));
   runs->add_option("--trigger", o->trigger,
                    "Only runs of this trigger: a kind (api, webhook, schedule, mcp, cli, embedder) or one trigger "
                    "(webhook:github, schedule:nightly)")
