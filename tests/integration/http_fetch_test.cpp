@@ -301,6 +301,14 @@ TEST_F(HttpFetchTest, NamesThatResolveToLoopbackOrMetadataAreRefusedAtConnect) {
   ASSERT_TRUE(r.contains("error")) << r.dump();
   EXPECT_NE(r["error"]["message"].get<std::string>().find("169.254.169.254"), std::string::npos) << r.dump();
   EXPECT_NE(r["error"]["message"].get<std::string>().find("link-local"), std::string::npos) << r.dump();
+  // The hint (allow_networks, with the CIDR to write) is given once, not repeated.
+  {
+    const std::string message = r["error"]["message"].get<std::string>();
+    const size_t first = message.find("allow_networks");
+    ASSERT_NE(first, std::string::npos) << message;
+    EXPECT_EQ(message.find("allow_networks", first + 1), std::string::npos) << message;
+    EXPECT_NE(message.find("169.254.169.254/32"), std::string::npos) << message;
+  }
   EXPECT_EQ(server_.requests().size(), 0u);
   // Allowed: the rule that names the network.
   r = Fetch(flow, {{"url", Url("api.test", "/hello")}});

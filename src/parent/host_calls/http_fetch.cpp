@@ -304,7 +304,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       const auto address = AddressOf(sa);
       if (!address) return "is not an IPv4 or IPv6 address";
       if (auto why = http::ConnectRefusal(*address, networks)) {
-        return "is refused by the SSRF guard: " + *why + " (a grant rule may name it in \"allow_networks\")";
+        return "is refused by the SSRF guard: " + *why;  // which names allow_networks, once
       }
       return std::nullopt;
     };
