@@ -507,6 +507,12 @@ TEST_F(HttpFetchTest, ASecretReachesTheServerButNeverTheWorkerNorTheJournal) {
   EXPECT_NE(body.find("Bearer [secret example_token]"), std::string::npos) << body;
   EXPECT_EQ(r.dump().find(secret), std::string::npos);
   EXPECT_EQ(r["basal"]["secrets"], Json::array({"example_token"}));
+  // The redaction changed the body's length; Content-Length says the length the flow got.
+  std::string length;
+  for (const Json& h : r["headers"])
+    if (h[0].get<std::string>() == "Content-Length" || h[0].get<std::string>() == "content-length") length = h[1];
+  ASSERT_FALSE(length.empty()) << "the test server sends Content-Length: " << r["headers"].dump();
+  EXPECT_EQ(length, std::to_string(body.size())) << r["headers"].dump();
   // Nothing in the journal's files holds the value.
   module_.reset();
   for (const char* suffix : {"/journal.db", "/journal.db-wal"}) {
