@@ -27,6 +27,8 @@
 #include "parent/store/store.h"
 #include "serve/auth.h"
 #include "serve/config.h"
+#include "serve/console.h"
+#include "serve/health_history.h"
 #include "parent/module_host.h"
 #include "serve/http_message.h"
 #include "serve/mcp_endpoint.h"
@@ -50,6 +52,7 @@ class Api {
     ModuleHost& host;  // CurrentFlow: the newest approved version of a flow
     Triggers& triggers;
     McpEndpoint& mcp;
+    Console& console;  // /console/: the web console's files and sign-in
     const Admission& admission;
     MetricsRegistry& metrics;
     EventLoop& loop;              // the journal's long-poll
@@ -59,6 +62,7 @@ class Api {
     int64_t started_us = 0;
   };
   explicit Api(Options options);
+  ~Api();
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
 
@@ -95,6 +99,10 @@ class Api {
   void Journal(const HttpRequest& req, Respond respond);
   HttpResponse Flows();
   HttpResponse FlowDetail(const std::string& name);
+  // One approved version: its manifest and approval; ?against=V adds the review from version V.
+  HttpResponse FlowVersion(const HttpRequest& req, const std::string& name, const std::string& version);
+  // The main numbers over the last hour (health_history.h), sampled every kHealthSampleInterval.
+  void SampleHealth();
   HttpResponse Calls(const HttpRequest& req, const std::string& id);
   // A durable run's operator actions (docs/durable.md): decide a call in doubt, cancel, resume.
   void ResolveRun(const HttpRequest& req, const std::string& id, Respond respond);
@@ -119,6 +127,8 @@ class Api {
   std::map<std::string, double> retire_seen_;
   std::map<std::string, double> calls_seen_;
   double confinement_seen_ = 0;
+  HealthHistory history_;
+  EventLoop::TimerId sample_timer_{};
 };
 
 }  // namespace basal::serve

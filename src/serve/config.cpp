@@ -121,6 +121,8 @@ constexpr NumberRule kMaxConnections{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kMaxConnectionsPerClient{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kUnsentBytes{4u << 20, 4ull << 30, "from 4194304 (4 MiB) to 4294967296 (4 GiB)"};
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
+constexpr NumberRule kMaxSessions{1, 4096, "from 1 to 4096"};
+constexpr NumberRule kMaxStreamsPerSession{1, 64, "from 1 to 64"};
 
 struct DurationRule {
   milliseconds min, max;
@@ -134,6 +136,8 @@ constexpr DurationRule kIdempotencyTtl{std::chrono::seconds(1), std::chrono::hou
 constexpr DurationRule kWindow{std::chrono::seconds(1), std::chrono::hours(24), "from 1s to 24h"};
 constexpr DurationRule kWebhookWait{milliseconds(1), std::chrono::minutes(10), "from 1ms to 10m"};
 constexpr DurationRule kCatchUp{milliseconds(0), std::chrono::hours(24 * 7), "from 0s to 7d"};
+constexpr DurationRule kSessionIdle{std::chrono::minutes(1), std::chrono::hours(24), "from 1m to 24h"};
+constexpr DurationRule kSessionMaxAge{std::chrono::minutes(1), std::chrono::hours(24 * 30), "from 1m to 30d"};
 
 // One parse: knows the origin for messages; each method checks one kind of value at `path`.
 class Parser {
@@ -227,6 +231,7 @@ class Parser {
   Result<ServeConfig> Parse(const Json& root) const;
 
  private:
+  Result<void> ParseConsole(const Json& value, ConsoleConfig& out) const;
   Result<McpConfig> ParseMcp(const Json& value) const;
   Result<void> ParseListen(const Json& value, ListenConfig& out) const;
   Result<void> ParseLimits(const Json& value, LimitsConfig& out) const;
@@ -289,7 +294,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
   ServeConfig config;
   if (auto ok = Object(root, "the configuration", "an object, e.g. {\"listen\": {\"tcp\": \"127.0.0.1:8470\"}}"); !ok)
     return ok.error();
-  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers", "mcp"}); !ok)
+  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers", "mcp", "console"});
+      !ok)
     return ok.error();
   for (const auto& [key, value] : root.items()) {
     Result<void> ok;
@@ -303,6 +309,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
       ok = ParseListen(value, config.listen);
     } else if (key == "limits") {
       ok = ParseLimits(value, config.limits);
+    } else if (key == "console") {
+      ok = ParseConsole(value, config.console);
     } else if (key == "mcp") {
       auto mcp = ParseMcp(value);
       if (!mcp) return mcp.error();
@@ -413,6 +421,34 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kMaxConnectionsPerClient), out.max_connections_per_client);
     } else if (key == "max_unsent_bytes") {
       ok = Assign(Number(item, path, kUnsentBytes), out.max_unsent_bytes);
+    }
+    if (!ok) return ok;
+  }
+  return Ok();
+}
+
+Result<void> Parser::ParseConsole(const Json& value, ConsoleConfig& out) const {
+  if (auto ok = Object(value, "console", "{\"enabled\": true, \"session_idle\": \"1h\"}"); !ok) return ok;
+  if (auto ok = KnownKeys(value, "console",
+                          {"enabled", "max_sessions", "session_idle", "session_max_age", "max_streams_per_session",
+                           "secure_cookie"});
+      !ok)
+    return ok;
+  for (const auto& [key, item] : value.items()) {
+    const std::string path = "console." + key;
+    Result<void> ok;
+    if (key == "enabled") {
+      ok = Assign(Bool(item, path), out.enabled);
+    } else if (key == "max_sessions") {
+      ok = Assign(Number(item, path, kMaxSessions), out.max_sessions);
+    } else if (key == "session_idle") {
+      ok = Assign(Duration(item, path, kSessionIdle), out.session_idle);
+    } else if (key == "session_max_age") {
+      ok = Assign(Duration(item, path, kSessionMaxAge), out.session_max_age);
+    } else if (key == "max_streams_per_session") {
+      ok = Assign(Number(item, path, kMaxStreamsPerSession), out.max_streams_per_session);
+    } else if (key == "secure_cookie") {
+      ok = Assign(Bool(item, path), out.secure_cookie);
     }
     if (!ok) return ok;
   }
@@ -877,6 +913,15 @@ nlohmann::json ToJson(const ServeConfig& config) {
   }
   root["triggers"] = std::move(triggers);
   if (config.mcp) root["mcp"] = {{"policy", config.mcp->policy}, {"max_scripts", config.mcp->max_scripts}};
+  const ConsoleConfig& c = config.console;
+  root["console"] = {
+      {"enabled", c.enabled},
+      {"max_sessions", c.max_sessions},
+      {"session_idle", FormatDuration(c.session_idle)},
+      {"session_max_age", FormatDuration(c.session_max_age)},
+      {"max_streams_per_session", c.max_streams_per_session},
+      {"secure_cookie", c.secure_cookie},
+  };
   return root;
 }
 
