@@ -1,0 +1,448 @@
+// basal serve's web console (docs/console.md) in a real browser: Debian's headless Chromium driven
+// by playwright-core (pinned in package-lock.json, installed beside this file by
+// cmake/npm_test_packages.cmake) against a real daemon this test starts in a temporary directory,
+// with a store of 10,000 runs and more. It signs in, filters runs and pages through them, opens a
+// run and finds its denied call, sends cross-site POSTs that must change nothing, runs a schedule
+// now, compares two versions of a flow, watches runs appear live, and hits the bound on a
+// session's streams; along the way it saves screenshots (the ones docs/console.md shows:
+// scripts/console-screenshots.sh copies them there). The ctest test `console_browser_test`:
+//
+//   BASAL_BIN=build/release/bin/basal BASAL_WORKER=build/release/bin/ck-basal-worker \
+//     node --test build/release/console-test/console_test.mjs
+//
+// BASAL_CHROMIUM names the browser (default /usr/bin/chromium), BASAL_SCREENSHOTS where the
+// screenshots go (default: the test's temporary directory), BASAL_PYTHON a python3.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, request } from 'node:http';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { chromium } from 'playwright-core';
+
+const run = promisify(execFile);
+const BASAL = process.env.BASAL_BIN;
+if (!BASAL || !existsSync(BASAL)) {
+  throw new Error(`BASAL_BIN must name the basal binary under test (got ${JSON.stringify(BASAL)})`);
+}
+const WORKER_ARGS = process.env.BASAL_WORKER ? ['--worker', process.env.BASAL_WORKER] : [];
+const CHROMIUM = process.env.BASAL_CHROMIUM || '/usr/bin/chromium';
+if (!existsSync(CHROMIUM)) {
+  throw new Error(`no Chromium at ${CHROMIUM}: install Debian's (apt-get install chromium; scripts/setup.sh does) ` +
+                  'or name one with BASAL_CHROMIUM');
+}
+const PYTHON = process.env.BASAL_PYTHON || 'python3';
+// How many runs the store holds before the daemon starts: the console must page through them.
+const BULK_RUNS = 10_000;
+const PAGE_SIZE = 50;  // runs.js
+const MAX_STREAMS = 2;  // console.max_streams_per_session below
+// Bounds on hangs, not timing assertions.
+const WAIT_MS = 30_000;
+
+const HELLO = `export default async (input) => {
+  console.log('greeting ' + (input && input.name) + ' <img src=x onerror="window.__pwned = 1">');
+  return {hello: input && input.name};
+};
+`;
+const DENY = `export default async (input, host) => {
+  console.log('about to write');
+  try {
+    await host.call('kv.put', {namespace: 'orders', key: 'o-1', value: {total: 12}});
+  } catch (e) {
+    console.error('refused: ' + e.message);
+  }
+  return 'done';
+};
+`;
+const BUDGETS = { deadline_ms: 20_000, cpu_ms: 10_000 };
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(what, check, timeoutMs = WAIT_MS) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+async function basal(args) {
+  try {
+    return await run(BASAL, args, { maxBuffer: 16 * 1024 * 1024 });
+  } catch (e) {
+    throw new Error(`basal ${args.join(' ')} failed (${e.code}):\n${e.stdout}\n${e.stderr}`);
+  }
+}
+
+// The API over the daemon's Unix socket (the operator's door: no token): {status, body}.
+function socketApi(socketPath, method, path, body) {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath, method, path, headers: { 'Content-Type': 'application/json' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => { text += chunk; });
+      res.on('end', () => {
+        let parsed = text;
+        try { parsed = JSON.parse(text); } catch { /* not JSON */ }
+        resolve({ status: res.statusCode, body: parsed });
+      });
+    });
+    req.on('error', reject);
+    if (body !== undefined) req.write(JSON.stringify(body));
+    req.end();
+  });
+}
+
+// 10,000 ended runs in the store, as skipped fires of a schedule "bulk" (a run without an
+// activation, as the daemon journals one), written before the daemon opens it: starting that many
+// activations would be most of this test's time.
+async function seedRuns(db, count) {
+  const script = `
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+t = 1_700_000_000_000_000
+db.executemany(
+    "INSERT INTO runs(flow, input, triggered_by, state, created_us, ended_us, outcome, error) "
+    "VALUES ('bulk', 'null', 'schedule:bulk', 'ended', ?, ?, 'skipped', ?)",
+    [(t + i * 60_000_000, t + i * 60_000_000,
+      '{"kind":"skipped","message":"bulk fire %d was skipped: the previous run had not ended"}' % i)
+     for i in range(int(sys.argv[2]))])
+db.commit()
+`;
+  await run(PYTHON, ['-c', script, db, String(count)]);
+}
+
+async function startDaemon() {
+  const root = realpathSync(mkdtempSync(join(tmpdir(), 'basal-console-')));
+  const db = join(root, 'journal.db');
+  const write = (name, text) => { writeFileSync(join(root, name), text); return join(root, name); };
+  write('hello.js', HELLO);
+  write('deny.js', DENY);
+  const approve = (name, source, manifest) =>
+    basal(['flow', 'approve', name, join(root, source), '--manifest', write(name + '.json', JSON.stringify(manifest)),
+           '--yes', '--db', db]);
+  await approve('hello', 'hello.js', { grants: { log: {} }, budgets: BUDGETS });
+  await approve('hello', 'hello.js', { grants: { log: {}, 'kv.get': { namespaces: ['greetings'] } },
+                                       budgets: { ...BUDGETS, deadline_ms: 30_000 } });
+  await approve('deny', 'deny.js', { grants: { log: {} }, budgets: BUDGETS });
+  await seedRuns(db, BULK_RUNS);
+  const token = (await basal(['token', 'create', '--name', 'operator', '--scope', 'read', '--scope', 'run',
+                              '--db', db])).stdout.trim();
+  const port = await freePort();
+  write('serve.json', JSON.stringify({
+    listen: { tcp: `127.0.0.1:${port}` },
+    limits: { drain_timeout: '0s' },
+    console: { max_streams_per_session: MAX_STREAMS },
+    // A schedule that fires on 1 January only: during the test, only "Run now" starts it.
+    triggers: [{ name: 'nightly', schedule: { flow: 'hello', cron: '0 0 1 1 *', timezone: 'Europe/Berlin',
+                                              input: { name: 'nightly' } } }],
+  }));
+  const socket = join(root, 'basal.sock');
+  const child = spawn(BASAL, ['serve', '--config', join(root, 'serve.json'), '--socket', socket, '--db', db,
+                              ...WORKER_ARGS], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const daemon = { root, db, port, token, socket, child, stderr: '', base: `http://127.0.0.1:${port}` };
+  child.stderr.on('data', (chunk) => { daemon.stderr = (daemon.stderr + chunk).slice(-16384); });
+  daemon.api = (method, path, body) => socketApi(socket, method, path, body);
+  await waitFor('basal serve ready', async () => {
+    if (child.exitCode !== null) throw new Error(`basal serve exited ${child.exitCode}: ${daemon.stderr}`);
+    try {
+      return (await daemon.api('GET', '/readyz')).status === 200;
+    } catch {
+      return false;
+    }
+  });
+  return daemon;
+}
+
+// A run of `flow` with `input`, through the socket, waited for: its id.
+async function startRun(daemon, flow, input) {
+  const r = await daemon.api('POST', `/v1/flows/${flow}/runs?wait=30s`, { input });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body.id;
+}
+
+// A page of another origin, served by this test: what a hostile site would make the browser send.
+function startAttacker(html) {
+  return new Promise((resolve) => {
+    const server = createHttpServer((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+      res.end(html(req));
+    });
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
+
+describe('the web console in Chromium', () => {
+  let daemon;
+  let browser;
+  let page;
+  let shots;
+  const problems = [];  // CSP violations, script errors and dialogs: none may happen
+  const ids = {};
+
+  before(async () => {
+    daemon = await startDaemon();
+    shots = process.env.BASAL_SCREENSHOTS || join(daemon.root, 'screenshots');
+    mkdirSync(shots, { recursive: true });
+    ids.hello = await startRun(daemon, 'hello', { name: 'operator' });
+    ids.deny = await startRun(daemon, 'deny', null);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: 'light' });
+    page = await context.newPage();
+    page.setDefaultTimeout(WAIT_MS);
+    page.on('console', (m) => {
+      if (m.type() === 'error' && /Content.Security.Policy|Refused to/i.test(m.text())) problems.push('CSP: ' + m.text());
+    });
+    page.on('pageerror', (e) => problems.push('script error: ' + e.message));
+    page.on('dialog', (d) => {
+      problems.push('a dialog opened: ' + d.message());
+      d.dismiss();
+    });
+  });
+
+  after(async () => {
+    if (browser) await browser.close();
+    if (daemon) {
+      daemon.child.kill('SIGTERM');
+      await new Promise((resolve) => (daemon.child.exitCode !== null ? resolve() : daemon.child.on('exit', resolve)));
+      rmSync(daemon.root, { recursive: true, force: true });
+    }
+  });
+
+  const shot = (name) => page.screenshot({ path: join(shots, name + '.png'), fullPage: true });
+  const rows = (selector) => page.locator(selector + ' > tr');
+
+  it('refuses a wrong token and signs in with a right one; the cookie is HttpOnly and SameSite=Strict', async () => {
+    await page.goto(daemon.base + '/console/');
+    await page.waitForSelector('#sign-in');
+    await shot('sign-in');
+    await page.fill('#token', 'bsl_' + 'A'.repeat(43));
+    await page.click('#sign-in button[type=submit]');
+    await page.waitForSelector('#sign-in .error');
+    assert.match(await page.textContent('#sign-in .error'), /not known or was revoked/);
+    await page.fill('#token', daemon.token);
+    await page.click('#sign-in button[type=submit]');
+    await page.waitForSelector('#nav:not([hidden])');
+    assert.match(await page.textContent('#who'), /operator/);
+    const [cookie] = (await page.context().cookies()).filter((c) => c.name === 'basal_session');
+    assert.ok(cookie, 'a session cookie is set');
+    assert.equal(cookie.httpOnly, true);
+    assert.equal(cookie.sameSite, 'Strict');
+    assert.equal(cookie.path, '/');
+    assert.notEqual(cookie.value, daemon.token, 'the cookie is a session id, not the token');
+    assert.ok(!(await page.evaluate(() => document.cookie)).includes('basal_session'), 'scripts cannot read it');
+  });
+
+  it(`pages through ${BULK_RUNS} runs ${PAGE_SIZE} at a time`, async () => {
+    await page.goto(daemon.base + '/console/#/runs?flow=bulk');
+    await page.waitForSelector('#runs > tr[data-run]');
+    assert.equal(await rows('#runs').count(), PAGE_SIZE);
+    assert.equal(await rows('#runs').first().getAttribute('data-run'), String(BULK_RUNS));
+    await page.click('#older');
+    await page.waitForSelector(`#runs > tr[data-run="${BULK_RUNS - PAGE_SIZE}"]`);
+    assert.equal(await rows('#runs').count(), PAGE_SIZE);
+    assert.equal(await rows('#runs').last().getAttribute('data-run'), String(BULK_RUNS - 2 * PAGE_SIZE + 1));
+    assert.match(await page.textContent('#page-number'), /page 2/);
+    await page.click('#newer');
+    await page.waitForSelector(`#runs > tr[data-run="${BULK_RUNS}"]`);
+    assert.match(await page.textContent('#page-number'), /page 1/);
+  });
+
+  it('filters runs by flow and outcome', async () => {
+    await page.goto(daemon.base + '/console/#/runs');
+    await page.waitForSelector('#runs > tr[data-run]');
+    await page.waitForSelector('#filter-flow option[value="deny"]', { state: 'attached' });
+    await page.selectOption('#filter-flow', 'deny');
+    await page.click('#run-filters button[type=submit]');
+    await page.waitForFunction(() => location.hash === '#/runs?flow=deny');
+    await page.waitForSelector(`#runs > tr[data-run="${ids.deny}"]`);
+    assert.equal(await rows('#runs').count(), 1);
+    await page.goto(daemon.base + '/console/#/runs?flow=hello&outcome=ok');
+    await page.waitForSelector(`#runs > tr[data-run="${ids.hello}"]`);
+    assert.equal(await rows('#runs').count(), 1);
+    await page.goto(daemon.base + '/console/#/runs?flow=hello&outcome=script_error');
+    await page.waitForSelector('.status:text("No runs match.")');
+    assert.equal(await rows('#runs').count(), 0);
+    await page.goto(daemon.base + '/console/#/runs');
+    await page.waitForSelector(`#runs > tr[data-run="${ids.deny}"]`);
+    await shot('runs');
+  });
+
+  it('opens a run and shows its denied call and its logs, as text', async () => {
+    await page.click(`#runs > tr[data-run="${ids.deny}"] a[href="#/runs/${ids.deny}"]`);
+    await page.waitForSelector('#calls > tr[data-call]');
+    const denied = page.locator('#calls > tr[data-decision="deny"]');
+    assert.equal(await denied.count(), 1);
+    assert.match(await denied.textContent(), /kv\.put/);
+    assert.match(await denied.textContent(), /not granted/);
+    await denied.locator('summary').click();
+    assert.match(await denied.locator('pre.json').first().textContent(), /"namespace": "orders"/);
+    assert.match(await page.textContent('#logs'), /refused: .*kv\.put/);
+    await shot('run');
+    // What a flow logged is shown as text: its markup does nothing.
+    await page.goto(daemon.base + `/console/#/runs/${ids.hello}`);
+    await page.waitForSelector('#logs .log');
+    assert.match(await page.textContent('#logs'), /<img src=x onerror="window.__pwned = 1">/);
+    assert.equal(await page.locator('#logs img').count(), 0);
+    assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  });
+
+  it('refuses cross-site POSTs with the session cookie: nothing starts', async () => {
+    const before = (await daemon.api('GET', '/metrics')).body;
+    const accepted = (text) => (text.match(/^basal_runs_accepted_total\{[^}]*\} (\d+)/gm) || [])
+      .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+    // A form of a page on another port of this host: same site (the cookie goes along), another
+    // origin (it cannot know the CSRF token). Its text/plain body is valid JSON for the API.
+    const form = (action) => `<!doctype html><form id="f" method="POST" enctype="text/plain" action="${action}">` +
+      `<input name='{"input": {"name": "forged", "x": "' value='"}}'></form>` +
+      `<script>document.getElementById('f').submit()</script>`;
+    const attacker = await startAttacker((req) => form(daemon.base + decodeURIComponent(req.url.slice(1))));
+    const { port } = attacker.address();
+    try {
+      const tab = await page.context().newPage();
+      for (const target of ['/v1/flows/hello/runs', '/v1/schedules/nightly/run', `/v1/runs/${ids.deny}/cancel`]) {
+        await tab.goto(`http://127.0.0.1:${port}/${encodeURIComponent(target)}`);
+        await tab.waitForURL(daemon.base + target);
+        const body = JSON.parse(await tab.textContent('body'));
+        assert.equal(body.error.code, 'bad_csrf_token', target + ': ' + JSON.stringify(body));
+      }
+      // From another site (localhost is not 127.0.0.1) the browser does not even send the cookie.
+      await tab.goto(`http://localhost:${port}/${encodeURIComponent('/v1/flows/hello/runs')}`);
+      await tab.waitForURL(daemon.base + '/v1/flows/hello/runs');
+      assert.equal(JSON.parse(await tab.textContent('body')).error.code, 'unauthorized');
+      // A script of the other origin may send a request, but not read the session's CSRF token:
+      // with a guessed one the browser asks first (CORS), and nothing answers yes.
+      const outcome = await tab.evaluate(async (base) => {
+        try {
+          await fetch(base + '/console/session', { credentials: 'include' });
+          return 'read the session';
+        } catch {
+          try {
+            await fetch(base + '/v1/flows/hello/runs', { method: 'POST', credentials: 'include',
+              headers: { 'X-CSRF-Token': 'guess', 'Content-Type': 'application/json' }, body: '{"input": null}' });
+            return 'sent a run';
+          } catch {
+            return 'blocked';
+          }
+        }
+      }, daemon.base);
+      assert.equal(outcome, 'blocked');
+      await tab.close();
+    } finally {
+      attacker.close();
+    }
+    const after = (await daemon.api('GET', '/metrics')).body;
+    assert.equal(accepted(after), accepted(before), 'no run was accepted');
+    const run = (await daemon.api('GET', `/v1/runs/${ids.deny}`)).body;
+    assert.equal(run.outcome, 'ok', 'the run was not cancelled');
+  });
+
+  it('runs a schedule now', async () => {
+    await page.goto(daemon.base + '/console/#/schedules');
+    const row = page.locator('#schedules > tr[data-schedule="nightly"]');
+    await row.waitFor();
+    assert.match(await row.textContent(), /0 0 1 1 \*/);
+    assert.match(await row.textContent(), /Europe\/Berlin/);
+    assert.match(await row.textContent(), /in \d+ (d|h|min)/, 'the next fire time, ahead');
+    await shot('schedules');
+    await row.locator('button.run-now').click();
+    await row.locator('[data-confirm=yes]').click();
+    const link = page.locator('#started-run');
+    await link.waitFor();
+    const id = (await link.textContent()).replace(/\D/g, '');
+    const ended = await waitFor('the scheduled run ended', async () => {
+      const r = (await daemon.api('GET', `/v1/runs/${id}`)).body;
+      return r.state === 'ended' ? r : null;
+    });
+    assert.equal(ended.outcome, 'ok');
+    assert.deepEqual(ended.result, { hello: 'nightly' });
+    await link.click();
+    await page.waitForSelector('#run-result');
+    assert.match(await page.textContent('#run-head'), /schedule:nightly/);
+  });
+
+  it('shows a flow\'s versions and the grant diff between two of them', async () => {
+    await page.goto(daemon.base + '/console/#/flows/hello');
+    await page.waitForSelector('#grant-diff');
+    assert.equal(await rows('#versions').count(), 2);
+    const grant = page.locator('#grant-diff tr[data-grant="kv.get"]');
+    assert.equal(await grant.getAttribute('data-kind'), 'added');
+    assert.match(await grant.textContent(), /greetings/);
+    assert.match(await page.textContent('#diff-summary'), /grants more/);
+    assert.match(await page.textContent('#diff'), /deadline_ms/);
+    await shot('flow');
+  });
+
+  it('shows health and the last hour as charts', async () => {
+    await page.goto(daemon.base + '/console/#/health');
+    await page.waitForSelector('#chart-activations svg');
+    assert.equal(await page.locator('figure.chart').count(), 4);
+    assert.equal(await page.textContent('#n-denied .value'), '1', 'the denied kv.put');
+    await shot('health');
+  });
+
+  it('shows a new run on the newest page as it happens, without a reload', async () => {
+    await page.goto(daemon.base + '/console/#/runs?flow=hello');
+    await page.waitForSelector('#live-status .dot.live');
+    const id = await startRun(daemon, 'hello', { name: 'live' });
+    await page.waitForSelector(`#runs > tr[data-run="${id}"]`);
+  });
+
+  it(`holds at most ${MAX_STREAMS} live streams per session`, async () => {
+    await page.goto(daemon.base + '/console/#/flows');  // a page without a stream of its own
+    await page.waitForSelector('#flows > tr');
+    const statuses = await page.evaluate(async (n) => {
+      const open = [];
+      const statuses = [];
+      for (let i = 0; i < n + 1; i++) {
+        const controller = new AbortController();
+        const response = await fetch('/v1/tail', { signal: controller.signal });
+        statuses.push(response.status);
+        open.push(controller);
+      }
+      for (const c of open) c.abort();
+      return statuses;
+    }, MAX_STREAMS);
+    assert.deepEqual(statuses, [...Array(MAX_STREAMS).fill(200), 429]);
+    // The daemon notices the streams that ended: the session may open one again.
+    await waitFor('a stream after the others ended', () => page.evaluate(async () => {
+      const controller = new AbortController();
+      const response = await fetch('/v1/tail', { signal: controller.signal });
+      controller.abort();
+      return response.status === 200;
+    }));
+  });
+
+  it('signs out; the old cookie is refused', async () => {
+    const [cookie] = (await page.context().cookies()).filter((c) => c.name === 'basal_session');
+    await page.goto(daemon.base + '/console/#/runs');
+    await page.click('#sign-out');
+    await page.waitForSelector('#sign-in');
+    const status = await new Promise((resolve, reject) => {
+      request(daemon.base + '/v1/flows', { headers: { Cookie: `basal_session=${cookie.value}` } }, (res) => {
+        res.resume();
+        resolve(res.statusCode);
+      }).on('error', reject).end();
+    });
+    assert.equal(status, 401);
+  });
+
+  it('broke no rule of its Content-Security-Policy and ran nothing it was sent', () => {
+    assert.deepEqual(problems, []);
+  });
+});
