@@ -58,6 +58,13 @@ const DENY = `export default async (input, host) => {
   return 'done';
 };
 `;
+// A durable flow whose charge the test holds until the daemon is killed under it: at the restart
+// its run needs reconciliation, an operator's decision (docs/durable.md).
+const PAY = `export default async (input, host) => {
+  const r = await fetch('http://127.0.0.1:' + input.port + '/charge', {method: 'POST', body: JSON.stringify(input)});
+  return {charged: await r.json()};
+};
+`;
 const BUDGETS = { deadline_ms: 20_000, cpu_ms: 10_000 };
 
 function freePort() {
@@ -127,7 +134,41 @@ db.commit()
   await run(PYTHON, ['-c', script, db, String(count)]);
 }
 
-async function startDaemon() {
+// An HTTP server that holds the first request it gets until released, and answers the others.
+function startHoldServer() {
+  return new Promise((resolve) => {
+    const hold = { requests: 0, release: null };
+    const released = new Promise((r) => { hold.release = r; });
+    hold.server = createHttpServer(async (req, res) => {
+      req.resume();
+      hold.requests += 1;
+      if (hold.requests === 1) await released;
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ ok: true, attempt: hold.requests }));
+    });
+    hold.server.listen(0, '127.0.0.1', () => {
+      hold.port = hold.server.address().port;
+      resolve(hold);
+    });
+  });
+}
+
+function launch(daemon) {
+  const child = spawn(BASAL, ['serve', '--config', join(daemon.root, 'serve.json'), '--socket', daemon.socket,
+                              '--db', daemon.db, ...WORKER_ARGS], { stdio: ['ignore', 'ignore', 'pipe'] });
+  daemon.child = child;
+  child.stderr.on('data', (chunk) => { daemon.stderr = (daemon.stderr + chunk).slice(-16384); });
+  return waitFor('basal serve ready', async () => {
+    if (child.exitCode !== null) throw new Error(`basal serve exited ${child.exitCode}: ${daemon.stderr}`);
+    try {
+      return (await daemon.api('GET', '/readyz')).status === 200;
+    } catch {
+      return false;
+    }
+  });
+}
+
+async function startDaemon(hold) {
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'basal-console-')));
   const db = join(root, 'journal.db');
   const write = (name, text) => { writeFileSync(join(root, name), text); return join(root, name); };
@@ -140,6 +181,9 @@ async function startDaemon() {
   await approve('hello', 'hello.js', { grants: { log: {}, 'kv.get': { namespaces: ['greetings'] } },
                                        budgets: { ...BUDGETS, deadline_ms: 30_000 } });
   await approve('deny', 'deny.js', { grants: { log: {} }, budgets: BUDGETS });
+  write('pay.js', PAY);
+  await approve('pay', 'pay.js', { durable: true, budgets: BUDGETS, grants: { 'http.fetch': { rules: [{
+    url: `http://127.0.0.1:${hold.port}/`, methods: ['POST'], allow_networks: ['127.0.0.0/8'], allow_plain_http: true }] } } });
   await seedRuns(db, BULK_RUNS);
   const token = (await basal(['token', 'create', '--name', 'operator', '--scope', 'read', '--scope', 'run',
                               '--db', db])).stdout.trim();
@@ -153,19 +197,9 @@ async function startDaemon() {
                                               input: { name: 'nightly' } } }],
   }));
   const socket = join(root, 'basal.sock');
-  const child = spawn(BASAL, ['serve', '--config', join(root, 'serve.json'), '--socket', socket, '--db', db,
-                              ...WORKER_ARGS], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const daemon = { root, db, port, token, socket, child, stderr: '', base: `http://127.0.0.1:${port}` };
-  child.stderr.on('data', (chunk) => { daemon.stderr = (daemon.stderr + chunk).slice(-16384); });
+  const daemon = { root, db, port, token, socket, stderr: '', base: `http://127.0.0.1:${port}` };
   daemon.api = (method, path, body) => socketApi(socket, method, path, body);
-  await waitFor('basal serve ready', async () => {
-    if (child.exitCode !== null) throw new Error(`basal serve exited ${child.exitCode}: ${daemon.stderr}`);
-    try {
-      return (await daemon.api('GET', '/readyz')).status === 200;
-    } catch {
-      return false;
-    }
-  });
+  await launch(daemon);
   return daemon;
 }
 
@@ -189,6 +223,7 @@ function startAttacker(html) {
 
 describe('the web console in Chromium', () => {
   let daemon;
+  let hold;
   let browser;
   let page;
   let shots;
@@ -196,11 +231,22 @@ describe('the web console in Chromium', () => {
   const ids = {};
 
   before(async () => {
-    daemon = await startDaemon();
+    hold = await startHoldServer();
+    daemon = await startDaemon(hold);
     shots = process.env.BASAL_SCREENSHOTS || join(daemon.root, 'screenshots');
     mkdirSync(shots, { recursive: true });
     ids.hello = await startRun(daemon, 'hello', { name: 'operator' });
     ids.deny = await startRun(daemon, 'deny', null);
+    // The durable run: its charge held, the daemon killed under it, started again.
+    const pay = await daemon.api('POST', '/v1/flows/pay/runs', { input: { port: hold.port, amount: 12 } });
+    assert.equal(pay.status, 202, JSON.stringify(pay.body));
+    ids.pay = pay.body.id;
+    await waitFor('the charge held', () => hold.requests === 1);
+    daemon.child.kill('SIGKILL');
+    await new Promise((resolve) => (daemon.child.exitCode !== null || daemon.child.signalCode ? resolve() : daemon.child.on('exit', resolve)));
+    await launch(daemon);
+    await waitFor('the run needs reconciliation', async () =>
+      (await daemon.api('GET', `/v1/runs/${ids.pay}`)).body.state === 'needs_reconciliation');
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
     const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: 'light' });
     page = await context.newPage();
@@ -217,9 +263,13 @@ describe('the web console in Chromium', () => {
 
   after(async () => {
     if (browser) await browser.close();
+    if (hold) {
+      hold.release();
+      hold.server.close();
+    }
     if (daemon) {
       daemon.child.kill('SIGTERM');
-      await new Promise((resolve) => (daemon.child.exitCode !== null ? resolve() : daemon.child.on('exit', resolve)));
+      await new Promise((resolve) => (daemon.child.exitCode !== null || daemon.child.signalCode ? resolve() : daemon.child.on('exit', resolve)));
       rmSync(daemon.root, { recursive: true, force: true });
     }
   });
@@ -394,6 +444,29 @@ describe('the web console in Chromium', () => {
     assert.equal(await page.locator('figure.chart').count(), 4);
     assert.equal(await page.textContent('#n-denied .value'), '1', 'the denied kv.put');
     await shot('health');
+  });
+
+  it('resolves a durable run that waits for an operator: the call did not happen, run it again', async () => {
+    await page.goto(daemon.base + `/console/#/runs/${ids.pay}`);
+    const call = page.locator('#run-actions .resolve[data-call="1"]');
+    await call.waitFor();
+    assert.match(await page.textContent('#run-head'), /needs_reconciliation/);
+    assert.match(await call.textContent(), /http\.fetch/);
+    assert.match(await call.textContent(), /\/charge/);
+    await shot('run-durable');
+    assert.equal(hold.requests, 1, 'nothing was sent again without the operator');
+    hold.release();
+    await call.locator('button', { hasText: 'Run it again' }).click();
+    await call.locator('[data-confirm=yes]').click();
+    const ended = await waitFor('the run resumed and ended', async () => {
+      const r = (await daemon.api('GET', `/v1/runs/${ids.pay}`)).body;
+      return r.state === 'ended' ? r : null;
+    });
+    assert.equal(ended.outcome, 'ok', JSON.stringify(ended));
+    assert.deepEqual(ended.result, { charged: { ok: true, attempt: 2 } });
+    await page.reload();
+    await page.waitForSelector('#run-result');
+    assert.equal(await page.locator('#run-actions').isHidden(), true, 'an ended run has no actions');
   });
 
   it('shows a new run on the newest page as it happens, without a reload', async () => {

@@ -66,7 +66,8 @@ export function runPage(main, id, session) {
     replace(head, h('dl', {class: 'facts'},
       field('Flow', h('a', {href: '#/flows/' + encodeURIComponent(run.flow)}, run.flow)),
       field('Trigger', run.trigger),
-      field('State', runBadge(run), run.durable ? [' ', h('span', {class: 'tag'}, 'durable'), ' resumed ' + run.resumes + ' times'] : null),
+      field('State', runBadge(run), run.durable ? [' ', h('span', {class: 'tag'}, 'durable'),
+        run.resumes ? ' resumed ' + (run.resumes === 1 ? 'once' : run.resumes + ' times') : ''] : null),
       field('Created', utc(run.created), ' (', when(run.created), ')'),
       run.started ? field('Started', utc(run.started)) : null,
       run.ended ? field('Ended', utc(run.ended)) : null,
@@ -74,7 +75,7 @@ export function runPage(main, id, session) {
       run.activation_id ? field('Activation', String(run.activation_id)) : null,
       run.idempotency_key ? field('Idempotency key', run.idempotency_key) : null,
       error ? field('Error', h('span', {class: 'error', id: 'run-error'}, error)) : null,
-      run.detail ? field('Why it waits', pre(run.detail)) : null,
+      run.detail ? field(run.state === 'ended' ? 'Detail' : 'Why it waits', why(run.detail)) : null,
       field('Input', pre(run.input, {id: 'run-input'})),
       'result' in run ? field('Result', pre(run.result, {id: 'run-result'})) : null));
   }
@@ -223,6 +224,17 @@ export function runPage(main, id, session) {
     clearTimeout(reloadTimer);
     if (source) source.close();
   };
+}
+
+// A durable run's state detail: the calls in doubt are shown with their actions below, so only
+// the message here; an interruption as a time.
+function why(detail) {
+  if (detail && Array.isArray(detail.in_doubt)) return detail.message || detail.in_doubt.length + ' calls in doubt';
+  if (detail && detail.interrupted_us) {
+    return 'interrupted at ' + utc(new Date(detail.interrupted_us / 1000).toISOString()) +
+      (detail.activation ? ' (activation ' + detail.activation + ')' : '');
+  }
+  return pre(detail);
 }
 
 function summary(args) {
