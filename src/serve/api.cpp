@@ -9,6 +9,7 @@
 #include "basal/manifest.h"
 #include "basal/review.h"
 #include "parent/store/owner.h"
+#include "serve/run_filter.h"
 
 namespace basal::serve {
 
@@ -24,6 +25,9 @@ Json ParseOrText(const std::string& text) {
 
 // A page of /v1/runs/{id}/calls stops after the call that brings it past this many bytes.
 constexpr size_t kCallsPageBytes = 1 << 20;
+// A page of /v1/runs stops before the run that comes after this many bytes (about: its input,
+// result and error counted).
+constexpr size_t kRunsPageBytes = 4 << 20;
 
 std::optional<int64_t> ParseId(std::string_view text) {
   if (text.empty() || text.size() > 18) return std::nullopt;
@@ -95,6 +99,16 @@ void Api::AddRoutes() {
   Add({"POST"}, "/v1/flows/{name}/runs", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
     StartRun(req, std::string(p.Get("name")), std::move(r));
   });
+  Add({"GET"}, "/v1/flows/{name}/runs", read, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    r(ListRuns(req, std::string(p.Get("name"))));
+  });
+  Add({"GET"}, "/v1/runs", read,
+      [this](const HttpRequest& req, auto&, Respond r, auto) { r(ListRuns(req, std::nullopt)); });
+  Add({"GET"}, "/v1/tail", read, [this](const HttpRequest& req, auto&, Respond r, auto) { r(TailStream(req)); });
+  Add({"GET"}, "/v1/schedules", read, [this](auto&, auto&, Respond r, auto) { r(Schedules()); });
+  Add({"POST"}, "/v1/schedules/{name}/run", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    RunSchedule(req, std::string(p.Get("name")), std::move(r));
+  });
   Add({"GET"}, "/v1/runs/{id}", read, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
     GetRun(req, std::string(p.Get("id")), std::move(r));
   });
@@ -130,7 +144,9 @@ void Api::AddRoutes() {
 
 std::optional<HttpResponse> Api::Admit(const HttpRequest& head, size_t* max_body) {
   const auto match = routes_.Find(head.method, head.path);
-  const Route* route = match.path_value;
+  // The row of this method when there is one (a path's methods may need different scopes: GET
+  // /v1/flows/{name}/runs reads, POST starts a run), else the path's first row.
+  const Route* route = match.value ? match.value : match.path_value;
   // The limit as configured now: SIGHUP may have changed it since the listener started.
   *max_body = o_.limits.max_body_bytes;
   if (route && route->max_body)
@@ -276,8 +292,8 @@ void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond re
 }
 
 void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
-                 std::optional<std::string> webhook) {
-  o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook](Result<AcceptedRun> a) {
+                 std::optional<std::string> webhook, std::function<void(int64_t run_id)> accepted) {
+  o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook, accepted](Result<AcceptedRun> a) {
     if (!a && a.error().code == ErrorCode::kUnavailable) {
       // The queue is full (limits.queue_max): a client, or a webhook's sender, retries later.
       if (webhook) o_.triggers.DeliveryRefused(*webhook, "queue_full");
@@ -301,6 +317,7 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
     }
     if (webhook) o_.triggers.DeliveryAccepted(*webhook, a->existing);
     const int64_t id = a->run.id;
+    if (accepted && !a->existing) accepted(id);
     if (a->existing) {
       // The same request again: the same run, as it stands (or when it ends, with a wait).
       return AnswerWithRun(id, [respond](HttpResponse r) {
@@ -333,6 +350,117 @@ void Api::GetRun(const HttpRequest& req, const std::string& id_text, Respond res
   auto wait = WaitOf(req);
   if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
   AnswerWithRun(*id, std::move(respond), *wait);
+}
+
+// A page of runs, newest first: the filters of run_filter.h, `next` the cursor of the page after
+// (null at the end). A page stops early past kRunsPageBytes (a run's input and result are in it).
+HttpResponse Api::ListRuns(const HttpRequest& req, std::optional<std::string> fixed_flow) {
+  auto q = [&req](std::string_view name) -> std::optional<std::string> {
+    if (auto v = req.Query(name)) return std::string(*v);
+    return std::nullopt;
+  };
+  RunFilterText text{.flow = q("flow"), .outcome = q("outcome"), .state = q("state"), .trigger = q("trigger"),
+                     .since = q("since"), .cursor = q("cursor"), .limit = q("limit")};
+  if (fixed_flow) {
+    if (text.flow && *text.flow != *fixed_flow)
+      return JsonError(400, "bad_flow", "?flow= names another flow than the path; leave it out");
+    text.flow = fixed_flow;
+  }
+  RunFilterParse parsed = ParseRunFilter(text, o_.now_us(), {.default_limit = 50, .max_limit = 500});
+  if (!parsed.ok()) return JsonError(400, parsed.code, parsed.message);
+  RunQuery query = parsed.query;
+  if (!query.flow.empty()) {
+    // A flow this store knows: approved once, or with runs (a codemode script's).
+    auto versions = o_.reader.Versions(ApprovalKind::kFlow, query.flow);
+    if (!versions) return JsonError(500, "journal", versions.error().message);
+    if (versions->empty()) {
+      auto any = o_.reader.ListRuns({.flow = query.flow, .limit = 1});
+      if (!any) return JsonError(500, "journal", any.error().message);
+      if (any->empty()) {
+        const std::string message = "no flow named " + query.flow + " in this store (GET /v1/flows lists them)";
+        return fixed_flow ? JsonError(404, "flow_not_found", message) : JsonError(400, "bad_flow", message);
+      }
+    }
+  }
+  const size_t limit = query.limit;
+  query.limit = limit + 1;  // one more tells whether a next page exists
+  auto rows = o_.reader.ListRuns(query);
+  if (!rows) return JsonError(500, "journal", rows.error().message);
+  bool more = rows->size() > limit;
+  if (more) rows->resize(limit);
+  Json runs = Json::array();
+  size_t bytes = 0;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    if (bytes >= kRunsPageBytes) {
+      rows->resize(i);
+      more = true;
+      break;
+    }
+    const RunRow& r = (*rows)[i];
+    Json j = RunJson(r);
+    bytes += r.input_json.size() + r.error_json.size() + r.state_detail.size() + 400;
+    if (j.contains("result")) bytes += j["result"].dump(-1, ' ', false, Json::error_handler_t::replace).size();
+    runs.push_back(std::move(j));
+  }
+  const auto next = NextRunCursor(*rows, more);
+  return JsonResponse(200, Json{{"runs", std::move(runs)}, {"next", next ? Json(*next) : Json(nullptr)}});
+}
+
+// The live tail as server-sent events (tail.h): of every flow, or of ?flow=NAME.
+HttpResponse Api::TailStream(const HttpRequest& req) {
+  std::optional<std::string> flow;
+  if (auto f = req.Query("flow")) {
+    RunFilterParse parsed = ParseRunFilter({.flow = std::string(*f)}, 0);
+    if (!parsed.ok()) return JsonError(400, parsed.code, parsed.message);
+    flow = std::string(*f);
+  }
+  // A console session holds a few streams (console.max_streams_per_session), a bound of its own
+  // inside the tail's.
+  std::function<void()> session_stream_closed;
+  if (auto refusal = o_.console.OpenStream(req, &session_stream_closed)) return std::move(*refusal);
+  auto subscribed = o_.tail.Subscribe(std::move(flow));
+  if (auto* refusal = std::get_if<HttpResponse>(&subscribed)) {
+    session_stream_closed();
+    return std::move(*refusal);
+  }
+  HttpResponse r;
+  r.status = 200;
+  r.content_type = "text/event-stream";
+  r.headers.emplace_back("Cache-Control", "no-store");
+  r.stream = std::get<std::shared_ptr<HttpStream>>(std::move(subscribed));
+  r.stream->OnClosed(std::move(session_stream_closed));
+  return r;
+}
+
+HttpResponse Api::Schedules() {
+  Json list = Json::array();
+  for (const Triggers::ScheduleView& v : o_.triggers.Schedules()) {
+    list.push_back(Json{{"name", v.name},
+                        {"flow", v.flow},
+                        {"cron", v.cron},
+                        {"timezone", v.timezone},
+                        {"overlap", v.overlap},
+                        {"next_fire", v.next_fire_us ? Json(UtcText(*v.next_fire_us)) : Json(nullptr)},
+                        {"last_fire", v.last_fire_us ? Json(UtcText(*v.last_fire_us)) : Json(nullptr)},
+                        {"last_run_id", v.last_run_id ? Json(*v.last_run_id) : Json(nullptr)},
+                        {"open_runs", v.open_runs}});
+  }
+  return JsonResponse(200, Json{{"schedules", std::move(list)}});
+}
+
+void Api::RunSchedule(const HttpRequest& req, const std::string& name, Respond respond) {
+  if (draining_) return respond(JsonError(503, "draining", "basal serve is draining; it starts no new runs. Retry later"));
+  auto wait = WaitOf(req);
+  if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
+  if (!req.body.empty()) {
+    Json body = Json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.empty())
+      return respond(JsonError(400, "bad_body", "a schedule runs with the input of its config: send no body (or {})"));
+  }
+  auto run = o_.triggers.ManualRun(name, o_.admission.Who(req));
+  if (auto* refusal = std::get_if<HttpResponse>(&run)) return respond(std::move(*refusal));
+  Accept(std::move(std::get<RunRequest>(run)), *wait, std::move(respond), std::nullopt,
+         [this, name](int64_t id) { o_.triggers.ManualRunAccepted(name, id); });
 }
 
 Json Api::RunJson(const RunRow& run) {

@@ -35,6 +35,7 @@
 #include "serve/metrics.h"
 #include "serve/routes.h"
 #include "serve/run_queue.h"
+#include "serve/tail.h"
 #include "serve/triggers.h"
 
 namespace basal::serve {
@@ -52,6 +53,7 @@ class Api {
     ModuleHost& host;  // CurrentFlow: the newest approved version of a flow
     Triggers& triggers;
     McpEndpoint& mcp;
+    Tail& tail;  // GET /v1/tail
     Console& console;  // /console/: the web console's files and sign-in
     const Admission& admission;
     MetricsRegistry& metrics;
@@ -60,6 +62,7 @@ class Api {
     // Whether the daemon would run a flow now, and if not why (/readyz, /v1/health, basal_ready).
     std::function<bool(std::string* why)> ready;
     int64_t started_us = 0;
+    std::function<int64_t()> now_us;  // the daemon's wall clock (a run listing's ?since=2h)
   };
   explicit Api(Options options);
   ~Api();
@@ -73,8 +76,11 @@ class Api {
   void Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone);
   // HttpListener's `on_response`: counts the answer.
   void Answered(const HttpRequest& req, int status);
-  // New runs are refused (503), waits and long-polls answer at once.
-  void Drain() { draining_ = true; }
+  // New runs are refused (503), waits and long-polls answer at once, tails end.
+  void Drain() {
+    draining_ = true;
+    o_.tail.Drain();
+  }
 
  private:
   using Handler = std::function<void(const HttpRequest&, const RouteParams&, Respond, OnClientGone)>;
@@ -97,6 +103,11 @@ class Api {
   void Webhook(const HttpRequest& req, const std::string& trigger, Respond respond);
   void GetRun(const HttpRequest& req, const std::string& id, Respond respond);
   void Journal(const HttpRequest& req, Respond respond);
+  // GET /v1/runs (every flow) and GET /v1/flows/{name}/runs (`fixed_flow`).
+  HttpResponse ListRuns(const HttpRequest& req, std::optional<std::string> fixed_flow);
+  HttpResponse Schedules();
+  HttpResponse TailStream(const HttpRequest& req);
+  void RunSchedule(const HttpRequest& req, const std::string& name, Respond respond);
   HttpResponse Flows();
   HttpResponse FlowDetail(const std::string& name);
   // One approved version: its manifest and approval; ?against=V adds the review from version V.
@@ -111,9 +122,9 @@ class Api {
   HttpResponse Metrics();
 
   // Enqueues `run` and answers with it once committed: at once, or when it ends within `wait`.
-  // `webhook`: the trigger whose delivery it is.
+  // `webhook`: the trigger whose delivery it is. `accepted`: told of a new run once its row committed.
   void Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
-              std::optional<std::string> webhook);
+              std::optional<std::string> webhook, std::function<void(int64_t run_id)> accepted = nullptr);
   // Answers with the run now if it ended or no wait was asked; else when it ends or the wait passes.
   void AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait,
                      const RunRow* known = nullptr);

@@ -120,6 +120,8 @@ constexpr NumberRule kBodyBytes{1 << 10, 64 << 20, "from 1024 (1 KiB) to 6710886
 constexpr NumberRule kMaxConnections{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kMaxConnectionsPerClient{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kUnsentBytes{4u << 20, 4ull << 30, "from 4194304 (4 MiB) to 4294967296 (4 GiB)"};
+constexpr NumberRule kTailSubscribers{1, 1024, "from 1 to 1024"};
+constexpr NumberRule kTailBufferBytes{64u << 10, 64u << 20, "from 65536 (64 KiB) to 67108864 (64 MiB)"};
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
 constexpr NumberRule kMaxSessions{1, 4096, "from 1 to 4096"};
 constexpr NumberRule kMaxStreamsPerSession{1, 64, "from 1 to 64"};
@@ -391,7 +393,7 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
   if (auto ok = KnownKeys(value, "limits",
                           {"max_workers", "max_activations_per_worker", "queue_max", "max_body_bytes", "wait_max",
                            "drain_timeout", "max_connections", "idempotency_ttl", "header_timeout", "body_timeout",
-                           "max_connections_per_client", "max_unsent_bytes"});
+                           "max_connections_per_client", "max_unsent_bytes", "tail_subscribers", "tail_buffer_bytes"});
       !ok)
     return ok;
   for (const auto& [key, item] : value.items()) {
@@ -421,6 +423,10 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kMaxConnectionsPerClient), out.max_connections_per_client);
     } else if (key == "max_unsent_bytes") {
       ok = Assign(Number(item, path, kUnsentBytes), out.max_unsent_bytes);
+    } else if (key == "tail_subscribers") {
+      ok = Assign(Number(item, path, kTailSubscribers), out.tail_subscribers);
+    } else if (key == "tail_buffer_bytes") {
+      ok = Assign(Number(item, path, kTailBufferBytes), out.tail_buffer_bytes);
     }
     if (!ok) return ok;
   }
@@ -885,6 +891,8 @@ nlohmann::json ToJson(const ServeConfig& config) {
       {"body_timeout", FormatDuration(l.body_timeout)},
       {"max_connections_per_client", l.max_connections_per_client},
       {"max_unsent_bytes", l.max_unsent_bytes},
+      {"tail_subscribers", l.tail_subscribers},
+      {"tail_buffer_bytes", l.tail_buffer_bytes},
   };
 
   Json triggers = Json::array();

@@ -67,6 +67,8 @@ struct LimitsConfig {
   std::chrono::milliseconds body_timeout{60'000};
   size_t max_connections_per_client = 32;            // TCP connections at once from one address
   size_t max_unsent_bytes = 64u << 20;               // answers not yet sent, all clients together; past it: 503
+  size_t tail_subscribers = 32;                      // GET /v1/tail streams at once; past it: 503
+  size_t tail_buffer_bytes = 1u << 20;               // what one tail stream may hold unread; past it: dropped
 
   bool operator==(const LimitsConfig&) const = default;
 };

@@ -34,6 +34,7 @@
 #include "serve/mcp_endpoint.h"
 #include "serve/metrics.h"
 #include "serve/run_queue.h"
+#include "serve/tail.h"
 #include "serve/triggers.h"
 
 namespace basal::serve {
@@ -100,10 +101,22 @@ class Daemon final : public ModuleObserver {
     if (!o_.now_us) o_.now_us = SystemNowUs;
   }
 
+  // The rooms go before the module (members end in reverse order): it must not tell them anything then.
+  ~Daemon() override {
+    if (!module_) return;
+    module_->SetObserver(nullptr);
+    module_->SetLogSink(mcp_.LogSink());
+  }
+
   int Run();
   void OnEvent(const ModuleEvent& e) override {
     metrics_.Add("basal_module_events_total", {ModuleEventKindName(e.kind)});
     Log(std::string(ModuleEventKindName(e.kind)) + ": " + EscapeForLog(e.message));
+  }
+  // The module's activity goes to the live tail, and only while somebody tails.
+  bool WantsActivity() const override { return tail_ && tail_->wanted(); }
+  void OnActivity(const ActivityEvent& e) override {
+    if (tail_) tail_->OnActivity(e);
   }
 
  private:
@@ -126,6 +139,7 @@ class Daemon final : public ModuleObserver {
   std::string doctor_why_;
   int64_t started_us_ = 0;
   // The rooms, built once the module is open, in the order they use each other.
+  std::unique_ptr<Tail> tail_;
   std::unique_ptr<RunQueue> queue_;
   std::unique_ptr<Triggers> triggers_;
   std::unique_ptr<Console> console_;
@@ -146,7 +160,11 @@ Result<void> Daemon::OpenModule() {
   mo.max_activations_per_worker = config_.limits.max_activations_per_worker;
   mo.require_approval = true;
   mo.observer = std::shared_ptr<ModuleObserver>(this, [](ModuleObserver*) {});
-  mo.log_sink = mcp_.LogSink();
+  // Console lines go to /mcp's scripts (their `logs`) and to the live tail.
+  mo.log_sink = [this, mcp = mcp_.LogSink()](const HostCallContext& ctx, std::string_view level, std::string_view message) {
+    if (mcp) mcp(ctx, level, message);
+    if (tail_) tail_->OnLog(ctx, level, message);
+  };
   auto module = Module::Open(std::move(mo));
   if (!module) return module.error();
   module_ = std::move(*module);
@@ -157,12 +175,22 @@ Result<void> Daemon::OpenModule() {
 void Daemon::BuildRooms() {
   ModuleHost& host = module_->host();
   EventLoop& loop = host.loop();
+  tail_ = std::make_unique<Tail>(Tail::Options{
+      .loop = loop,
+      .limits = config_.limits,
+      .run_of =
+          [&host](int64_t activation) -> int64_t {
+            auto rows = host.reader().Activations(activation, 1);
+            return rows && !rows->empty() ? rows->front().run_id : 0;
+          },
+  });
   queue_ = std::make_unique<RunQueue>(RunQueue::Options{
       .host = host,
       .metrics = metrics_,
       .limits = config_.limits,
       .now_us = o_.now_us,
       .flow_for = [&host](const std::string& name) { return host.CurrentFlow(name); },
+      .log = o_.log,
   });
   triggers_ = std::make_unique<Triggers>(Triggers::Options{
       .queue = *queue_,
@@ -191,6 +219,7 @@ void Daemon::BuildRooms() {
       .host = host,
       .triggers = *triggers_,
       .mcp = mcp_,
+      .tail = *tail_,
       .console = *console_,
       .admission = *admission_,
       .metrics = metrics_,
@@ -198,6 +227,7 @@ void Daemon::BuildRooms() {
       .limits = config_.limits,
       .ready = [this](std::string* why) { return Ready(why); },
       .started_us = started_us_,
+      .now_us = o_.now_us,
   });
   lifecycle_ = std::make_unique<Lifecycle>(Lifecycle::Options{
       .loop = loop,

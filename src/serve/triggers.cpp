@@ -6,6 +6,7 @@
 
 #include "parent/secrets/secret_store.h"
 #include "parent/store/owner.h"
+#include "serve/run_filter.h"
 #include "serve/schedule.h"
 #include "serve/signature.h"
 
@@ -176,14 +177,78 @@ void Triggers::CatchUp(Schedule& s, bool at_start) {
   HandleDue(s, at_start ? s.config.catch_up.count() * 1000 : std::max<int64_t>(s.config.catch_up.count() * 1000, kTimerSlackUs));
 }
 
-// A run of the schedule; one that never starts (missed, skipped) also says which fire it was.
-RunRequest Triggers::ScheduleRun(const Schedule& s, std::optional<int64_t> unrun_fire_us) const {
+// A run of the schedule, saying which fire it is for (nullopt: none, a run by hand).
+RunRequest Triggers::ScheduleRun(const Schedule& s, std::optional<int64_t> fire_us) const {
   RunRequest r;
   r.flow = s.config.flow;
   r.input = s.config.input;
   r.trigger = "schedule:" + s.config.name;
-  if (unrun_fire_us) r.state_detail = Json{{"scheduled_for", UtcText(*unrun_fire_us)}}.dump();
+  if (fire_us) r.state_detail = Json{{"scheduled_for", UtcText(*fire_us)}}.dump();
   return r;
+}
+
+// ---------------------------------------------------------------- schedules, seen and run by hand
+
+namespace {
+
+// The fire a schedule's run was for: its detail's "scheduled_for" (a skipped or missed fire), else
+// its creation (a fire runs when it is due); nullopt for a run by hand, which is no fire.
+std::optional<int64_t> FireOfRun(const RunRow& run) {
+  if (!run.state_detail.empty()) {
+    Json detail = Json::parse(run.state_detail, nullptr, false);
+    if (detail.is_object() && detail.value("by_hand", false)) return std::nullopt;
+    if (detail.is_object() && detail.contains("scheduled_for") && detail["scheduled_for"].is_string())
+      if (auto t = ParseSinceText(detail["scheduled_for"].get<std::string>(), 0)) return *t;
+  }
+  return run.created_unix_us;
+}
+
+}  // namespace
+
+std::vector<Triggers::ScheduleView> Triggers::Schedules() {
+  std::vector<ScheduleView> out;
+  for (const auto& [name, s] : schedules_) {
+    ScheduleView v;
+    v.name = name;
+    v.flow = s->config.flow;
+    v.cron = s->config.cron;
+    v.timezone = s->config.timezone;
+    v.overlap = s->config.overlap == ScheduleTrigger::Overlap::kBufferOne ? "buffer_one" : "skip";
+    if (s->timer && !draining_) v.next_fire_us = s->next_fire_us;
+    v.open_runs = s->open_runs.size();
+    // Its newest runs, from the journal: they outlive the daemon. A few by hand may come first.
+    RunQuery q;
+    q.trigger = "schedule:" + name;
+    q.limit = 20;
+    if (auto rows = o_.host.reader().ListRuns(q); rows && !rows->empty()) {
+      v.last_run_id = rows->front().id;
+      for (const RunRow& r : *rows)
+        if (auto fire = FireOfRun(r)) {
+          v.last_fire_us = *fire;
+          break;
+        }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::variant<RunRequest, HttpResponse> Triggers::ManualRun(const std::string& name, const Actor& who) {
+  auto it = schedules_.find(name);
+  if (it == schedules_.end())
+    return JsonError(404, "schedule_not_found", "no schedule named " + name + " in the config (GET /v1/schedules lists them)");
+  if (draining_) return JsonError(503, "draining", "basal serve is draining; it starts no new runs. Retry later");
+  RunRequest r = ScheduleRun(*it->second, std::nullopt);
+  r.state_detail = Json{{"by_hand", true}, {"by", who.name}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return r;
+}
+
+void Triggers::ManualRunAccepted(const std::string& name, int64_t run_id) {
+  auto row = o_.queue.Get(run_id);
+  if (!row || !*row || (*row)->state == RunState::kEnded) return;  // ended already: nothing open
+  open_run_schedule_[run_id] = name;
+  if (auto s = schedules_.find(name); s != schedules_.end()) s->second->open_runs.insert(run_id);
+  o_.metrics.Add("basal_schedule_events_total", {name, "by_hand"});
 }
 
 // Handles the fires in (mark, now] as PlanCatchUp decides: each missed one is journaled as a run
@@ -269,7 +334,7 @@ void Triggers::Fire(Schedule& s, int64_t fire_us) {
   // kRun: may start now. kBuffer: journaled as queued now (so it survives a restart) but held back
   // until the open run ends (ReleaseBuffered).
   const bool hold = d == OverlapDecision::kBuffer;
-  RunRequest run = ScheduleRun(s, std::nullopt);
+  RunRequest run = ScheduleRun(s, fire_us);
   run.hold = hold;
   o_.queue.Enqueue(std::move(run), [this, name, hold, fire_us](Result<AcceptedRun> a) {
     if (!a && a.error().code == ErrorCode::kUnavailable) {

@@ -86,6 +86,22 @@ class Triggers {
   // A verified delivery got no run (`verdict`: why, e.g. "queue_full").
   void DeliveryRefused(const std::string& trigger, const std::string& verdict);
 
+  // The schedules as the daemon runs them now (GET /v1/schedules, `basal schedule list`).
+  struct ScheduleView {
+    std::string name, flow, cron, timezone, overlap;  // overlap: "skip" or "buffer_one"
+    std::optional<int64_t> next_fire_us;  // the fire the timer is armed for (none while draining)
+    std::optional<int64_t> last_fire_us;  // the newest fire among the schedule's runs (ran, skipped or missed)
+    std::optional<int64_t> last_run_id;   // its newest run, by hand or fired
+    size_t open_runs = 0;                 // its runs queued, running or buffered now
+  };
+  std::vector<ScheduleView> Schedules();
+  // A run of schedule `name`'s flow now, by hand (POST /v1/schedules/{name}/run): trigger
+  // "schedule:NAME", its detail {"by_hand": true, "by": WHO}. It starts whatever the overlap policy
+  // says; once accepted (ManualRunAccepted) it counts as the schedule's open run, so fires meanwhile
+  // meet the policy. 404 no such schedule, 503 draining.
+  std::variant<RunRequest, HttpResponse> ManualRun(const std::string& name, const Actor& who);
+  void ManualRunAccepted(const std::string& name, int64_t run_id);
+
  private:
   struct Schedule;
 
@@ -95,7 +111,7 @@ class Triggers {
   void Fire(Schedule& s, int64_t fire_us);
   void ReleaseBuffered(Schedule& s);
   void RunEnded(int64_t run_id);
-  RunRequest ScheduleRun(const Schedule& s, std::optional<int64_t> unrun_fire_us) const;
+  RunRequest ScheduleRun(const Schedule& s, std::optional<int64_t> fire_us) const;
   void CancelTimers();
 
   Options o_;

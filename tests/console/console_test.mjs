@@ -120,15 +120,16 @@ function socketApi(socketPath, method, path, body) {
 // activations would be most of this test's time.
 async function seedRuns(db, count) {
   const script = `
-import sqlite3, sys
+import sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1])
-t = 1_700_000_000_000_000
+n = int(sys.argv[2])
+t = int(time.time() * 1e6) - n * 60_000_000  # one a minute, the newest a minute ago
 db.executemany(
     "INSERT INTO runs(flow, input, triggered_by, state, created_us, ended_us, outcome, error) "
     "VALUES ('bulk', 'null', 'schedule:bulk', 'ended', ?, ?, 'skipped', ?)",
     [(t + i * 60_000_000, t + i * 60_000_000,
       '{"kind":"skipped","message":"bulk fire %d was skipped: the previous run had not ended"}' % i)
-     for i in range(int(sys.argv[2]))])
+     for i in range(n)])
 db.commit()
 `;
   await run(PYTHON, ['-c', script, db, String(count)]);
@@ -235,8 +236,6 @@ describe('the web console in Chromium', () => {
     daemon = await startDaemon(hold);
     shots = process.env.BASAL_SCREENSHOTS || join(daemon.root, 'screenshots');
     mkdirSync(shots, { recursive: true });
-    ids.hello = await startRun(daemon, 'hello', { name: 'operator' });
-    ids.deny = await startRun(daemon, 'deny', null);
     // The durable run: its charge held, the daemon killed under it, started again.
     const pay = await daemon.api('POST', '/v1/flows/pay/runs', { input: { port: hold.port, amount: 12 } });
     assert.equal(pay.status, 202, JSON.stringify(pay.body));
@@ -247,6 +246,9 @@ describe('the web console in Chromium', () => {
     await launch(daemon);
     await waitFor('the run needs reconciliation', async () =>
       (await daemon.api('GET', `/v1/runs/${ids.pay}`)).body.state === 'needs_reconciliation');
+    // Runs of this daemon (its health counts them since it started).
+    ids.hello = await startRun(daemon, 'hello', { name: 'operator' });
+    ids.deny = await startRun(daemon, 'deny', null);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
     const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: 'light' });
     page = await context.newPage();
@@ -274,7 +276,8 @@ describe('the web console in Chromium', () => {
     }
   });
 
-  const shot = (name) => page.screenshot({ path: join(shots, name + '.png'), fullPage: true });
+  // The whole page, or (fullPage false) what a browser window shows of it.
+  const shot = (name, fullPage = true) => page.screenshot({ path: join(shots, name + '.png'), fullPage });
   const rows = (selector) => page.locator(selector + ' > tr');
 
   it('refuses a wrong token and signs in with a right one; the cookie is HttpOnly and SameSite=Strict', async () => {
@@ -330,7 +333,7 @@ describe('the web console in Chromium', () => {
     assert.equal(await rows('#runs').count(), 0);
     await page.goto(daemon.base + '/console/#/runs');
     await page.waitForSelector(`#runs > tr[data-run="${ids.deny}"]`);
-    await shot('runs');
+    await shot('runs', false);
   });
 
   it('opens a run and shows its denied call and its logs, as text', async () => {

@@ -201,7 +201,7 @@ export function runPage(main, id, session) {
       const data = mine(event);
       if (!data) return;
       if (logs.querySelector('p.muted')) replace(logs);
-      logs.appendChild(logLine(data.level, data.message, data.at || data.time));
+      logs.appendChild(logLine(data.level, data.message, new Date().toISOString()));  // as it arrives
     });
     const reload = (event) => {
       if (!mine(event)) return;

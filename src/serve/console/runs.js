@@ -9,15 +9,13 @@ import {duration, runBadge, when} from './format.js';
 
 export const PAGE_SIZE = 50;
 
-const STATES = ['', 'queued', 'running', 'ended', 'interrupted', 'needs_reconciliation', 'sleeping', 'waiting'];
-const OUTCOMES = ['ok', 'script_error', 'budget_exhausted', 'deadline', 'worker_crashed', 'protocol_violation',
-  'cancelled', 'abandoned', 'skipped', 'missed', 'resume_exhausted'];
-const AGES = [['', 'any time'], ['1h', 'the last hour'], ['24h', 'the last day'], ['168h', 'the last week']];
-
-function sinceOf(age) {
-  const hours = parseInt(age, 10);
-  return hours ? new Date(Date.now() - hours * 3600e3).toISOString() : '';
-}
+// What GET /v1/runs filters by (docs/api.md); a value it does not know is its 400, shown as such.
+const STATES = ['', 'queued', 'running', 'ended', 'interrupted', 'needs_reconciliation'];
+const OUTCOMES = ['ok', 'script_error', 'budget_exhausted', 'deadline', 'protocol_violation', 'worker_crashed',
+  'worker_confinement', 'worker_refused', 'spawn_failed', 'journal_error', 'invalid_input', 'cancelled', 'abandoned',
+  'diverged', 'missed', 'skipped', 'resume_exhausted'];
+// ?since= takes a duration back from now.
+const AGES = [['', 'any time'], ['1h', 'the last hour'], ['1d', 'the last day'], ['7d', 'the last week']];
 
 export function runsPage(main, params) {
   const filter = {
@@ -51,7 +49,7 @@ export function runsPage(main, params) {
   h('label', {}, 'State ', h('select', {name: 'state', id: 'filter-state'},
     STATES.map((s) => h('option', {value: s, selected: s === filter.state}, s || 'any')))),
   h('label', {}, 'Trigger ', h('input', {name: 'trigger', id: 'filter-trigger', value: filter.trigger, size: 16,
-    placeholder: 'api, schedule:NAME, …'})),
+    placeholder: 'api, webhook, schedule:NAME'})),
   h('label', {}, 'Since ', h('select', {name: 'age', id: 'filter-age'},
     AGES.map(([v, label]) => h('option', {value: v, selected: v === filter.age}, label)))),
   h('button', {type: 'submit'}, 'Filter'),
@@ -71,7 +69,10 @@ export function runsPage(main, params) {
     pager);
 
   api.get('/v1/flows').then((f) => {
-    for (const flow of f.flows) flowSelect.appendChild(h('option', {value: flow.name, selected: flow.name === filter.flow}, flow.name));
+    const names = f.flows.map((flow) => flow.name);
+    // A flow with runs and no approval (an agent's codemode scripts) can be in the address too.
+    if (filter.flow && !names.includes(filter.flow)) names.push(filter.flow);
+    for (const name of names) flowSelect.appendChild(h('option', {value: name, selected: name === filter.flow}, name));
   }).catch(() => {});
 
   async function load() {
@@ -79,7 +80,7 @@ export function runsPage(main, params) {
     try {
       const page = await api.get('/v1/runs' + api.query({
         flow: filter.flow, outcome: filter.outcome, state: filter.state, trigger: filter.trigger,
-        since: sinceOf(filter.age), cursor, limit: PAGE_SIZE,
+        since: filter.age, cursor, limit: PAGE_SIZE,
       }));
       if (stopped) return;
       next = page.next;

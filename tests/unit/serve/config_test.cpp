@@ -135,6 +135,8 @@ TEST(ServeConfigTest, EmptyTextAndEmptyObjectAreAllDefaults) {
   EXPECT_EQ(d.limits.body_timeout, 60s);
   EXPECT_EQ(d.limits.max_connections_per_client, 32u);
   EXPECT_EQ(d.limits.max_unsent_bytes, 64u << 20);
+  EXPECT_EQ(d.limits.tail_subscribers, 32u);
+  EXPECT_EQ(d.limits.tail_buffer_bytes, 1u << 20);
   const WebhookTrigger w;
   EXPECT_EQ(w.window, 5min);
   EXPECT_EQ(w.max_body_bytes, 256u << 10);
@@ -218,17 +220,18 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
       {R"({"limits": {"max_workers": 1, "max_activations_per_worker": 1, "queue_max": 1, "max_body_bytes": 1024,
                       "wait_max": "0s", "drain_timeout": "0s", "max_connections": 1, "idempotency_ttl": "1s",
                       "header_timeout": "1s", "body_timeout": "1s", "max_connections_per_client": 1,
-                      "max_unsent_bytes": 4194304}})",
+                      "max_unsent_bytes": 4194304, "tail_subscribers": 1, "tail_buffer_bytes": 65536}})",
        [](ServeConfig& c) {
-         c.limits = LimitsConfig{1, 1, 1, 1024, 0ms, 0ms, 1, 1s, 1s, 1s, 1, 4u << 20};
+         c.limits = LimitsConfig{1, 1, 1, 1024, 0ms, 0ms, 1, 1s, 1s, 1s, 1, 4u << 20, 1, 64u << 10};
        }},
       {R"({"limits": {"max_workers": 1024, "max_activations_per_worker": 1000000, "queue_max": 1000000,
                       "max_body_bytes": 67108864, "wait_max": "1h", "drain_timeout": "60m",
                       "max_connections": 65536, "idempotency_ttl": "30d", "header_timeout": "10m",
-                      "body_timeout": "1h", "max_connections_per_client": 65536, "max_unsent_bytes": 4294967296}})",
+                      "body_timeout": "1h", "max_connections_per_client": 65536, "max_unsent_bytes": 4294967296,
+                      "tail_subscribers": 1024, "tail_buffer_bytes": 67108864}})",
        [](ServeConfig& c) {
          c.limits = LimitsConfig{1024, 1'000'000, 1'000'000, 64u << 20, 1h, 1h, 65536, 30 * 24h, 10min, 1h, 65536,
-                                 size_t{4} << 30};
+                                 size_t{4} << 30, 1024, 64u << 20};
        }},
       {R"({"triggers": []})", [](ServeConfig&) {}},
       {R"({"triggers": [{"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook"}}]})",
@@ -354,11 +357,11 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"limits": {"workers": 8}})",
        "serve.json: limits.workers: unknown key; known keys: max_workers, max_activations_per_worker, queue_max, "
        "max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, body_timeout, "
-       "max_connections_per_client, max_unsent_bytes"},
+       "max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes"},
       {R"({"limits": {"max workers": 8}})",
        R"(serve.json: limits["max workers"]: unknown key; known keys: max_workers, max_activations_per_worker, )"
        "queue_max, max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, "
-       "body_timeout, max_connections_per_client, max_unsent_bytes"},
+       "body_timeout, max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes"},
       {R"({"triggers": [{"name": "a", "cron": "* * * * *"}]})",
        "serve.json: triggers[0].cron: unknown key; known keys: name, webhook, schedule"},
       {R"({"triggers": [{"name": "a", )" + hook + R"(}}, {"name": "b", "schedule": {"flow": "f", "cron": "* * * * *"}},
@@ -795,7 +798,7 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
-               "max_unsent_bytes": 67108864},
+               "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576},
     "triggers": [
       {"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook", "window": "5m",
                                      "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s"}},
@@ -812,7 +815,7 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
-               "max_unsent_bytes": 67108864},
+               "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576},
     "triggers": [],
     "console": {"enabled": true, "max_sessions": 64, "session_idle": "1h", "session_max_age": "12h",
                 "max_streams_per_session": 4, "secure_cookie": false}})"));
