@@ -144,17 +144,17 @@ std::optional<HttpResponse> Admission::AdmitSession(const HttpRequest& head, con
   auto hash = PresentedTokenHash(head, &session);
   if (!hash || !session)
     return JsonError(401, "unauthorized", "the console session is not known or has expired: sign in again (/console/)");
-  // The browser sends the cookie with whatever request a page makes of this origin; only the
-  // console's own pages know the session's CSRF token (GET /console/session answers it to them).
-  if (head.method != "GET" && head.method != "HEAD") {
-    auto sent = head.Header(kCsrfHeader);
-    if (!sent || !ConstantTimeEquals(*sent, session->csrf_token))
-      return JsonError(403, "bad_csrf_token",
-                       std::string(sent ? "X-CSRF-Token is not this console session's" : "no X-CSRF-Token") +
-                           ": a request of a console session that can change something carries the session's CSRF "
-                           "token, which only the console's own pages know; a form or script of another page is "
-                           "refused (cross-site request forgery)");
-  }
+  // Every request of a session carries its CSRF token, which only the console's own page holds.
+  // Not only those that change something: a browser sends the cookie with any request a page
+  // makes of this host, and to every port of it (cookies do not keep to a port), so a page or a
+  // server elsewhere on the host may hold the cookie; without the token it reads nothing either.
+  auto sent = head.Header(kCsrfHeader);
+  if (!sent || !ConstantTimeEquals(*sent, session->csrf_token))
+    return JsonError(403, "bad_csrf_token",
+                     std::string(sent ? "X-CSRF-Token is not this console session's" : "no X-CSRF-Token") +
+                         ": every request of a console session carries the session's CSRF token, which only the "
+                         "console's own page holds; a form, script or server of another page or port that has the "
+                         "cookie is refused (cross-site request forgery)");
   auto row = find_token_(*hash);
   if (!row || !*row)
     return JsonError(401, "unauthorized",

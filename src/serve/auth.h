@@ -5,11 +5,12 @@
 // probes; webhooks, whose signature triggers.h checks) and may refuse browsers' foreign pages
 // (/mcp: the Origin check against DNS rebinding). On TCP a web console session (sessions.h) is
 // the other credential: its cookie stands for the token it was opened with, whose scopes are
-// looked up as a bearer token's are, and a request of it that could change something (any method
-// but GET and HEAD) must carry the session's CSRF token in X-CSRF-Token.
+// looked up as a bearer token's are, and every request of it must carry the session's CSRF token
+// in X-CSRF-Token (the cookie alone is what any page of this site, or any server on another port
+// of this host, may be sent).
 //
 // Invariant: a request this refuses is answered with the refusal and nothing else of it is read;
-// a session cookie never admits what its token would not.
+// a session cookie never admits what its token would not, and never admits anything alone.
 //
 //   Admission admission(allowed_gids, [&runs](std::string_view hash) { return runs.FindToken(hash); },
 //                       [&console](std::string_view id) { return console.FindSession(id); });

@@ -147,6 +147,10 @@ HttpResponse Console::Session(const HttpRequest& req) {
   if (auto no = NotServed(req)) return *no;
   const ConsoleSession* s = SessionOf(req);
   if (!s) return JsonError(401, "unauthorized", "not signed in, or the session has expired: sign in with a token");
+  // The cookie alone does not say who: it reaches any port of this host (auth.h).
+  auto sent = req.Header(kCsrfHeader);
+  if (!sent || !ConstantTimeEquals(*sent, s->csrf_token))
+    return JsonError(403, "bad_csrf_token", "a console session's requests carry its X-CSRF-Token (the sign-in gave it)");
   auto row = o_.find_token(s->token_hash);
   if (!row) return JsonError(500, "journal", row.error().message);
   if (!*row) {
@@ -157,7 +161,6 @@ HttpResponse Console::Session(const HttpRequest& req) {
   HttpResponse r = JsonResponse(
       200, Json{{"token", s->token_name},
                 {"scopes", Json::parse((*row)->scopes_json, nullptr, false)},
-                {"csrf_token", s->csrf_token},
                 {"signed_in", UtcText(s->created_us)},
                 {"expires", UtcText(s->created_us + limits.max_age.count() * 1000)},
                 {"idle_timeout_ms", limits.idle.count()}});

@@ -6,7 +6,7 @@
 // show or do goes through the API's routes and their authorization; nothing here reads the store.
 //
 // Invariant: a session gives what its token gives, no more (admission looks the token up at every
-// request); a request of a session that can change something carries its CSRF token.
+// request); every request of a session carries its CSRF token, which only the sign-in answers.
 //
 //   Console console({.config = config.console, .find_token = ..., .now_us = SystemNowUs, .random = RandomBytes});
 //   Admission admission(gids, find_token, [&](std::string_view id) { return console.FindSession(id); });
@@ -50,9 +50,10 @@ class Console {
 
   // GET /console, /console/{file}: the page and its files. "" is the page (index.html).
   HttpResponse File(const HttpRequest& req, std::string_view file) const;
-  // POST /console/session {"token": TOKEN}: sign in; the answer sets the session's cookie.
+  // POST /console/session {"token": TOKEN}: sign in; the answer sets the session's cookie and
+  // holds its CSRF token (the only answer that does).
   HttpResponse SignIn(const HttpRequest& req);
-  // GET /console/session: the signed-in session: its token's name and scopes, its CSRF token.
+  // GET /console/session (with the CSRF token): the signed-in session: its token's name and scopes.
   HttpResponse Session(const HttpRequest& req);
   // DELETE /console/session (with the CSRF token): sign out; the answer clears the cookie.
   HttpResponse SignOut(const HttpRequest& req);

@@ -1,7 +1,7 @@
 // The web console's sign-in sessions (docs/console.md). Signing in with an API token opens a
 // session: a random id, kept by the browser in an HttpOnly cookie, that stands for the token's
-// hash (the token itself is never kept) and carries a CSRF token that every state-changing
-// request of the session must send back in a header. Sessions live in memory only, and are
+// hash (the token itself is never kept) and carries a CSRF token that every request of the
+// session must send back in a header (only the console's page has it: the sign-in's answer). Sessions live in memory only, and are
 // bounded: at most max_sessions (signing in past it ends the session used longest ago), each ends
 // `idle` after its last request or `max_age` after sign-in, whichever comes first, and holds at
 // most max_streams event streams at once. A restart ends them all.

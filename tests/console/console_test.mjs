@@ -212,13 +212,28 @@ async function startRun(daemon, flow, input) {
 }
 
 // A page of another origin, served by this test: what a hostile site would make the browser send.
+// It keeps the cookies the browser sends it: cookies do not keep to a port, so a server on another
+// port of this host is sent the console's.
 function startAttacker(html) {
   return new Promise((resolve) => {
     const server = createHttpServer((req, res) => {
+      if (req.headers.cookie) server.cookies.push(req.headers.cookie);
       res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
       res.end(html(req));
     });
+    server.cookies = [];
     server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
+
+// GET `path` of the daemon's TCP listener with these headers: {status, body}.
+function tcpGet(daemon, path, headers) {
+  return new Promise((resolve, reject) => {
+    request(daemon.base + path, { headers }, (res) => {
+      let text = '';
+      res.on('data', (chunk) => { text += chunk; });
+      res.on('end', () => resolve({ status: res.statusCode, body: text }));
+    }).on('error', reject).end();
   });
 }
 
@@ -355,7 +370,7 @@ describe('the web console in Chromium', () => {
     assert.equal(await page.evaluate(() => window.__pwned), undefined);
   });
 
-  it('refuses cross-site POSTs with the session cookie: nothing starts', async () => {
+  it('refuses cross-site POSTs with the session cookie, and the cookie alone: nothing starts, nothing is read', async () => {
     const before = (await daemon.api('GET', '/metrics')).body;
     const accepted = (text) => (text.match(/^basal_runs_accepted_total\{[^}]*\} (\d+)/gm) || [])
       .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
@@ -396,6 +411,14 @@ describe('the web console in Chromium', () => {
       }, daemon.base);
       assert.equal(outcome, 'blocked');
       await tab.close();
+      // The server on the other port was sent the session's cookie; with it alone, it reads nothing.
+      const leaked = attacker.cookies.map((c) => c.match(/basal_session=([^;]+)/)).find(Boolean);
+      assert.ok(leaked, 'the browser sends the cookie to another port of the host: ' + JSON.stringify(attacker.cookies));
+      for (const path of ['/v1/runs', '/v1/flows', '/console/session']) {
+        const r = await tcpGet(daemon, path, { Cookie: `basal_session=${leaked[1]}` });
+        assert.equal(r.status, 403, path);
+        assert.equal(JSON.parse(r.body).error.code, 'bad_csrf_token', path);
+      }
     } finally {
       attacker.close();
     }
@@ -482,40 +505,46 @@ describe('the web console in Chromium', () => {
   it(`holds at most ${MAX_STREAMS} live streams per session`, async () => {
     await page.goto(daemon.base + '/console/#/flows');  // a page without a stream of its own
     await page.waitForSelector('#flows > tr');
-    const statuses = await page.evaluate(async (n) => {
+    // The session's token, as the console's own page keeps it.
+    const headers = await page.evaluate(() =>
+      ({ 'X-CSRF-Token': JSON.parse(localStorage.getItem('basal.console.session')).csrf_token }));
+    const statuses = await page.evaluate(async ({ n, headers }) => {
       const open = [];
       const statuses = [];
       for (let i = 0; i < n + 1; i++) {
         const controller = new AbortController();
-        const response = await fetch('/v1/tail', { signal: controller.signal });
+        const response = await fetch('/v1/tail', { headers, signal: controller.signal });
         statuses.push(response.status);
         open.push(controller);
       }
       for (const c of open) c.abort();
       return statuses;
-    }, MAX_STREAMS);
+    }, { n: MAX_STREAMS, headers });
     assert.deepEqual(statuses, [...Array(MAX_STREAMS).fill(200), 429]);
     // The daemon notices the streams that ended: the session may open one again.
-    await waitFor('a stream after the others ended', () => page.evaluate(async () => {
+    await waitFor('a stream after the others ended', () => page.evaluate(async (headers) => {
       const controller = new AbortController();
-      const response = await fetch('/v1/tail', { signal: controller.signal });
+      const response = await fetch('/v1/tail', { headers, signal: controller.signal });
       controller.abort();
       return response.status === 200;
-    }));
+    }, headers));
   });
 
-  it('signs out; the old cookie is refused', async () => {
+  it('keeps the session across a reload and in a new tab, and signs out of both', async () => {
     const [cookie] = (await page.context().cookies()).filter((c) => c.name === 'basal_session');
+    const { csrf_token: csrf } = await page.evaluate(() => JSON.parse(localStorage.getItem('basal.console.session')));
     await page.goto(daemon.base + '/console/#/runs');
+    await page.reload();
+    await page.waitForSelector('#sign-out');
+    const other = await page.context().newPage();
+    await other.goto(daemon.base + '/console/#/flows');
+    await other.waitForSelector('#flows > tr');
     await page.click('#sign-out');
     await page.waitForSelector('#sign-in');
-    const status = await new Promise((resolve, reject) => {
-      request(daemon.base + '/v1/flows', { headers: { Cookie: `basal_session=${cookie.value}` } }, (res) => {
-        res.resume();
-        resolve(res.statusCode);
-      }).on('error', reject).end();
-    });
-    assert.equal(status, 401);
+    await other.waitForSelector('#sign-in');  // told by the storage both tabs share
+    await other.close();
+    const r = await tcpGet(daemon, '/v1/flows', { Cookie: `basal_session=${cookie.value}`, 'X-CSRF-Token': csrf });
+    assert.equal(r.status, 401, 'the session ended: its cookie and token are worth nothing');
   });
 
   it('broke no rule of its Content-Security-Policy and ran nothing it was sent', () => {

@@ -793,10 +793,16 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual((session["token"], sorted(session["scopes"])), ("op", ["read", "run"]))
         self.assertRegex(set_cookie, r"^basal_session=[A-Za-z0-9_-]{43}; Path=/; Max-Age=43200; HttpOnly; SameSite=Strict$")
         self.assertNotIn(op, set_cookie)
-        cookie = {"Cookie": self.cookie_of(set_cookie)}
         csrf = session["csrf_token"]
+        cookie = {"Cookie": self.cookie_of(set_cookie), "X-CSRF-Token": csrf}
         code, _, body = self.http(d, "GET", "/console/session", headers=cookie)
-        self.assertEqual((code, json.loads(body)["csrf_token"]), (200, csrf))
+        self.assertEqual((code, json.loads(body)["token"]), (200, "op"))
+        self.assertNotIn("csrf_token", json.loads(body), "only the sign-in's answer holds it")
+        # The cookie alone reads nothing: a browser sends it to every port of this host.
+        cookie_alone = {"Cookie": self.cookie_of(set_cookie)}
+        for path in ("/console/session", "/v1/flows", "/v1/runs"):
+            code, _, body = self.http(d, "GET", path, headers=cookie_alone)
+            self.assertEqual((code, json.loads(body)["error"]["code"]), (403, "bad_csrf_token"), path)
         # Behind a TLS proxy the cookie is sent over HTTPS only.
         _, secure_cookie, _ = self.sign_in(d, op, {"X-Forwarded-Proto": "https"})
         self.assertTrue(secure_cookie.endswith("; Secure"), secure_cookie)
@@ -804,13 +810,13 @@ class ConsoleTest(unittest.TestCase):
         # The cookie admits what the token admits.
         code, _, _ = self.http(d, "GET", "/v1/flows", headers=cookie)
         self.assertEqual(code, 200)
-        code, _, _ = self.http(d, "GET", "/v1/flows", headers={"Cookie": "basal_session=" + "A" * 43})
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers={"Cookie": "basal_session=" + "A" * 43, "X-CSRF-Token": csrf})
         self.assertEqual(code, 401)
         code, _, _ = self.http(d, "GET", "/metrics", headers=cookie)
         self.assertEqual(code, 403)
         # A change without the session's CSRF token is refused before anything runs; with it, it runs.
         start = json.dumps({"input": {"name": "console"}})
-        json_cookie = dict(cookie, **{"Content-Type": "application/json"})
+        json_cookie = dict(cookie_alone, **{"Content-Type": "application/json"})
         for headers in (json_cookie, dict(json_cookie, **{"X-CSRF-Token": csrf[:-1] + "x"})):
             code, _, body = self.http(d, "POST", "/v1/flows/hello/runs?wait=30s", start, headers)
             self.assertEqual((code, json.loads(body)["error"]["code"]), (403, "bad_csrf_token"))
@@ -827,27 +833,29 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual((code, json.loads(body)["error"]["code"]), (403, "forbidden"))
 
         # Signing out takes the CSRF token too, then the cookie is worth nothing.
-        code, _, body = self.http(d, "DELETE", "/console/session", headers=cookie)
+        code, _, body = self.http(d, "DELETE", "/console/session", headers=cookie_alone)
         self.assertEqual((code, json.loads(body)["error"]["code"]), (403, "bad_csrf_token"))
-        code, hdrs, _ = self.http(d, "DELETE", "/console/session", headers=dict(cookie, **{"X-CSRF-Token": csrf}))
+        code, hdrs, _ = self.http(d, "DELETE", "/console/session", headers=cookie)
         self.assertEqual(code, 200)
         self.assertIn("Max-Age=0", dict(hdrs)["set-cookie"])
         code, _, _ = self.http(d, "GET", "/v1/flows", headers=cookie)
         self.assertEqual(code, 401)
         # Revoking the token ends its sessions at their next request.
-        _, again, _ = self.sign_in(d, op)
-        code, _, _ = self.http(d, "GET", "/v1/flows", headers={"Cookie": self.cookie_of(again)})
+        _, again, again_session = self.sign_in(d, op)
+        again = {"Cookie": self.cookie_of(again), "X-CSRF-Token": again_session["csrf_token"]}
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers=again)
         self.assertEqual(code, 200)
         d.cli("token", "revoke", "op")
-        code, _, _ = self.http(d, "GET", "/v1/flows", headers={"Cookie": self.cookie_of(again)})
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers=again)
         self.assertEqual(code, 401)
 
     def test_sessions_are_bounded_and_the_console_can_be_turned_off(self):
         d = Daemon(self, tcp=True, config={"console": {"max_sessions": 2}})
         op = d.cli("token", "create", "--name", "op", "--scope", "read").stdout.strip()
         d.start()
-        cookies = [self.cookie_of(self.sign_in(d, op)[1]) for _ in range(3)]
-        codes = [self.http(d, "GET", "/v1/flows", headers={"Cookie": c})[0] for c in cookies]
+        signed = [self.sign_in(d, op) for _ in range(3)]
+        codes = [self.http(d, "GET", "/v1/flows", headers={"Cookie": self.cookie_of(c), "X-CSRF-Token": s["csrf_token"]})[0]
+                 for _, c, s in signed]
         self.assertEqual(codes, [401, 200, 200], "the session used longest ago ended for the third")
         d.stop()
         off = Daemon(self, tcp=True, config={"console": {"enabled": False}})

@@ -98,12 +98,25 @@ api.onSignedOut(() => {
 });
 
 window.addEventListener('hashchange', route);
+// Another tab of the console signed in or out.
+window.addEventListener('storage', () => {
+  const stored = api.storedSession();
+  if (!stored && session) showSignIn('Signed out in another tab.');
+  else if (stored && !session) start();
+});
 
-(async () => {
+// The session this origin keeps (another tab's sign-in, or this tab's before a reload), if the
+// daemon still knows it; else the sign-in.
+async function start() {
+  const stored = api.storedSession();
+  if (!stored) return showSignIn('');
+  api.setSession(stored);
   try {
-    showSignedIn(await api.get('/console/session'));
+    showSignedIn({...stored, ...(await api.get('/console/session'))});
   } catch (e) {
-    if (e.status === 401) showSignIn('');
+    if (e.status === 401 || e.status === 403) showSignIn('');
     else replace(main, h('p', {class: 'error'}, 'The console could not start: ', e.message));
   }
-})();
+}
+
+start();

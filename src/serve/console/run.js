@@ -24,7 +24,7 @@ function pre(value, attrs = {}) {
 export function runPage(main, id, session) {
   const canRun = session && session.scopes.some((s) => s === 'run' || s === 'all');
   let stopped = false;
-  let source = null;
+  let stopStream = null;
   let reloadTimer = null;
   const head = h('div', {id: 'run-head'});
   const actions = h('section', {id: 'run-actions', class: 'actions', hidden: true});
@@ -187,42 +187,35 @@ export function runPage(main, id, session) {
   }
 
   function follow() {
-    if (source || !WAITING.has(run.state)) return;
-    source = new EventSource('/v1/tail' + api.query({flow: run.flow}));
-    const mine = (event) => {
-      try {
-        const data = JSON.parse(event.data);
-        return String(data.run_id) === String(id) ? data : null;
-      } catch {
-        return null;
-      }
-    };
-    source.addEventListener('log', (event) => {
-      const data = mine(event);
-      if (!data) return;
-      if (logs.querySelector('p.muted')) replace(logs);
-      logs.appendChild(logLine(data.level, data.message, new Date().toISOString()));  // as it arrives
-    });
-    const reload = (event) => {
-      if (!mine(event)) return;
+    if (stopStream || !WAITING.has(run.state)) return;
+    const mine = (data) => String(data.run_id) === String(id);
+    const reload = (data) => {
+      if (!mine(data)) return;
       clearTimeout(reloadTimer);
-      reloadTimer = setTimeout(load, 300);
+      reloadTimer = setTimeout(load, 500);
     };
-    source.addEventListener('call', reload);
-    source.addEventListener('activation_start', reload);
-    source.addEventListener('activation_end', (event) => {
-      if (!mine(event)) return;
-      source.close();
-      source = null;
-      reload(event);
-    });
+    stopStream = api.stream('/v1/tail' + api.query({flow: run.flow}), {
+      log: (data) => {
+        if (!mine(data)) return;
+        if (logs.querySelector('p.muted')) replace(logs);
+        logs.appendChild(logLine(data.level, data.message, new Date().toISOString()));  // as it arrives
+      },
+      call: reload,
+      activation_start: reload,
+      activation_end: (data) => {
+        if (!mine(data)) return;
+        stopStream();
+        stopStream = null;
+        reload(data);
+      },
+    }, () => {});
   }
 
   load();
   return () => {
     stopped = true;
     clearTimeout(reloadTimer);
-    if (source) source.close();
+    if (stopStream) stopStream();
   };
 }
 

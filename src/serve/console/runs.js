@@ -119,7 +119,6 @@ export function runsPage(main, params) {
   }
 
   // Live: each activation that starts or ends (of the flow filtered for, if any).
-  const source = new EventSource('/v1/tail' + api.query({flow: filter.flow}));
   const onEvent = () => {
     if (cursors.length > 0) {
       fresh += 1;
@@ -133,16 +132,20 @@ export function runsPage(main, params) {
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(load, 300);
   };
-  source.addEventListener('activation_start', onEvent);
-  source.addEventListener('activation_end', onEvent);
-  source.onopen = () => replace(live, h('span', {class: 'dot live'}), ' live');
-  source.onerror = () => replace(live, h('span', {class: 'dot'}),
-    source.readyState === EventSource.CLOSED ? ' live updates off (reload the page)' : ' reconnecting…');
+  let connections = 0;
+  const stopStream = api.stream('/v1/tail' + api.query({flow: filter.flow}), {
+    activation_start: onEvent,
+    activation_end: onEvent,
+    // What happened while the stream was down is not told again: the page is read anew.
+    open: () => {
+      if (connections++ > 0) onEvent();
+    },
+  }, (isLive, text) => replace(live, h('span', {class: ['dot', isLive ? 'live' : null]}), ' ' + text));
 
   load();
   return () => {
     stopped = true;
-    source.close();
+    stopStream();
     clearTimeout(refreshTimer);
   };
 }
