@@ -11,7 +11,7 @@ cmake --build "$build" -j"${BASAL_JOBS:-2}" --target basal ck-basal-worker
 rm -rf "$build/console-screenshots"
 ctest --test-dir "$build" -R '^console_browser_test$' --output-on-failure
 mkdir -p docs/console
-for shot in sign-in runs run flow schedules health; do
+for shot in sign-in runs run run-durable flow schedules health; do
   cp "$build/console-screenshots/$shot.png" docs/console/
 done
 echo "console-screenshots: docs/console/ updated from $build/console-screenshots/"

@@ -31,7 +31,7 @@ export function schedulesPage(main, session) {
       h('td', {}, s.name),
       h('td', {}, h('a', {href: '#/flows/' + encodeURIComponent(s.flow)}, s.flow)),
       h('td', {}, h('code', {}, s.cron), ' ', h('span', {class: 'muted'}, s.timezone)),
-      h('td', {}, s.overlap),
+      h('td', {}, s.overlap, s.open_runs ? h('div', {class: 'muted'}, s.open_runs + ' open') : null),
       h('td', {}, s.next_fire ? [utc(s.next_fire), h('div', {class: 'muted'}, when(s.next_fire))] : '—'),
       h('td', {}, s.last_fire ? when(s.last_fire) : '—'),
       h('td', {}, s.last_run_id ? h('a', {href: '#/runs/' + s.last_run_id}, '#' + s.last_run_id) : '—'),
