@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -513,7 +514,7 @@ int Revoke(Opened& opened, const ApprovalOptions& o) {
   return kExitOk;
 }
 
-constexpr const char* kDbHelp = "The journal (SQLite). Default: ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db";
+constexpr const char* kDbHelp = "The journal (SQLite). Default: $BASAL_DB, else ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db";
 
 }  // namespace
 
@@ -573,7 +574,7 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
 
   CLI::App* show = top->add_subcommand("show", "Show one version: who approved it, its manifest, grants, history");
   show->add_option("name", o.name, "The name")->required()->type_name("NAME");
-  show->add_option("--version", o.version, "This version (default: the newest)")->type_name("N")->check(CLI::PositiveNumber);
+  show->add_option("--version", o.version, "This version (default: the newest)")->type_name("N")->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   if (flow) show->add_flag("--source", o.show_source, "Print the approved source too");
   show->add_flag("--json", o.json, "One JSON object");
   db(show);
@@ -583,7 +584,7 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
   CLI::App* diff = top->add_subcommand(
       "diff", "Compare two versions: A and B, A and the newest, or (no version) the newest and the one before");
   diff->add_option("name", o.name, "The name")->required()->type_name("NAME");
-  diff->add_option("versions", o.versions, "Versions A [B]")->expected(0, 2)->type_name("A [B]")->check(CLI::PositiveNumber);
+  diff->add_option("versions", o.versions, "Versions A [B]")->expected(0, 2)->type_name("A [B]")->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   if (flow) diff->add_flag("--source-diff", o.source_diff, "Print the source's whole line diff");
   diff->add_flag("--json", o.json, "One JSON object");
   db(diff);
@@ -593,7 +594,7 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
   CLI::App* revoke = top->add_subcommand(
       "revoke", "Revoke a version (default: the newest): it never starts again; running activations finish");
   revoke->add_option("name", o.name, "The name")->required()->type_name("NAME");
-  revoke->add_option("--version", o.version, "This version (default: the newest)")->type_name("N")->check(CLI::PositiveNumber);
+  revoke->add_option("--version", o.version, "This version (default: the newest)")->type_name("N")->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   revoke->add_option("--note", o.note, "Why: kept with the revocation")->type_name("TEXT");
   db(revoke);
   revoke->footer(std::string("Examples:\n  basal ") + (flow ? "flow revoke orders --note \"leaked token\"\n"

@@ -204,7 +204,9 @@ namespace {
 // until interrupted. The cursor (`next`) stays below an activation that still runs, so it comes
 // again when it ends; an id printed is never printed twice.
 int FollowJournal(const JournalOptions& o) {
-  DaemonAddress address{o.socket, o.url};
+  auto resolved = ResolveDaemonAddress(o.socket, o.url, o.token_file);
+  if (!resolved) return Fail(kKindUsage, resolved.error().message);
+  const DaemonAddress address = *resolved;
   // Start from now: what ended before is `basal journal --db`'s to print. Scan what the journal
   // holds: an ended activation is marked printed (never shown), and the cursor starts below the
   // oldest one still running, so that one is printed when it ends.
@@ -245,9 +247,18 @@ int FollowJournal(const JournalOptions& o) {
       if (o.json) {
         WriteStdout(JsonForTerminal(a) + "\n");
       } else {
+        // A failed activation says why on its line: the error's message (the script's text, escaped).
+        std::string why;
+        if (a.contains("error") && a["error"].is_object()) {
+          const auto& e = a["error"];
+          why = e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : e.dump();
+        } else if (a.contains("error") && a["error"].is_string()) {
+          why = a["error"].get<std::string>();
+        }
         WriteStdout("activation " + std::to_string(id) + "  " + EscapeForTerminal(a.value("flow", "")) + "  " +
                     EscapeForTerminal(a["outcome"].is_string() ? a["outcome"].get<std::string>() : "") + "  ended " +
-                    EscapeForTerminal(a.value("ended", "")) + "\n");
+                    EscapeForTerminal(a.value("ended", "")) + (why.empty() ? "" : "  error: " + EscapeForTerminal(why)) +
+                    "\n");
       }
       FlushStdout();
     }

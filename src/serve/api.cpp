@@ -463,43 +463,7 @@ void Api::RunSchedule(const HttpRequest& req, const std::string& name, Respond r
          [this, name](int64_t id) { o_.triggers.ManualRunAccepted(name, id); });
 }
 
-Json Api::RunJson(const RunRow& run) {
-  Json j{{"id", run.id},
-         {"url", "/v1/runs/" + std::to_string(run.id)},
-         {"flow", run.flow},
-         {"trigger", run.trigger},
-         {"state", RunStateName(run.state)},
-         {"created", UtcText(run.created_unix_us)}};
-  if (!run.idempotency_key.empty()) j["idempotency_key"] = run.idempotency_key;
-  j["input"] = ParseOrText(run.input_json);
-  if (run.started_unix_us) j["started"] = UtcText(*run.started_unix_us);
-  if (run.ended_unix_us) j["ended"] = UtcText(*run.ended_unix_us);
-  if (run.activation_id > 0) j["activation_id"] = run.activation_id;
-  if (run.state == RunState::kEnded) j["outcome"] = run.outcome;
-  if (!run.error_json.empty()) j["error"] = ParseOrText(run.error_json);
-  if (run.durable) {
-    j["durable"] = true;
-    j["resumes"] = run.resumes;
-  }
-  // Why it waits (interrupted, needs_reconciliation: the calls in doubt) or what it was scheduled for.
-  if (!run.state_detail.empty()) j["detail"] = ParseOrText(run.state_detail);
-  if (run.activation_id > 0) {
-    auto rows = o_.reader.Activations(run.activation_id, 1);
-    if (rows && !rows->empty()) {
-      const ActivationRow& a = rows->front();
-      if (a.end_unix_us) {
-        // The run's own end wins where it has one (a durable run that ran out of resumes ended
-        // after its last activation was abandoned).
-        j["outcome"] = run.state == RunState::kEnded ? run.outcome : a.outcome;
-        if (!a.result_json.empty() && a.outcome == "ok") j["result"] = ParseOrText(a.result_json);
-        if (!a.error_json.empty() && run.error_json.empty()) j["error"] = ParseOrText(a.error_json);
-        j["duration_ms"] = static_cast<double>(*a.end_unix_us - a.start_unix_us) / 1000.0;
-        j["cpu_ms"] = static_cast<double>(a.cpu_us) / 1000.0;
-      }
-    }
-  }
-  return j;
-}
+Json Api::RunJson(const RunRow& run) { return serve::RunJson(run, o_.reader); }
 
 // A page of the calls of the run's activation, after the call `?after=` (0: from the first), at
 // most `?limit=` of them (default 100, 1-1000) and about kCallsPageBytes: the call that passes that

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "basal/result.h"
 #include "parent/store/store.h"
 
@@ -52,6 +54,10 @@ const std::vector<std::string>& RunTriggerKinds();
 Result<int64_t> ParseSinceText(std::string_view text, int64_t now_unix_us);
 
 RunFilterParse ParseRunFilter(const RunFilterText& text, int64_t now_unix_us, RunFilterBounds bounds = {});
+
+// A run as the API shows it (GET /v1/runs/{id}, docs/api.md) and `basal runs --json` prints it:
+// its row, and from its last activation (read through `reader`) the result, error and timings.
+nlohmann::json RunJson(const RunRow& run, JournalReader& reader);
 
 // The cursor of the page after `rows` when there are more (`more`): opaque to clients (today the
 // last run's id, below which the next page continues); nullopt when the listing is complete.

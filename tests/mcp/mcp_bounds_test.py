@@ -155,7 +155,8 @@ class Bounds(unittest.TestCase):
         self.assertEqual(result["logs"][200], "... [100 more log lines cut]")
         self.assertEqual(result["logs_cut"], 100)
         # Every line is journaled all the same.
-        journal = json.loads(s.cli("journal", "--activation", str(result["run_id"]), "--json").stdout.splitlines()[0])
+        journal = json.loads(s.cli("journal", "--run", str(result["run_id"]), "--json").stdout.splitlines()[0])
+        self.assertEqual((journal["run"], journal["id"]), (result["run_id"], result["activation_id"]))
         logs = [c for c in journal["calls"] if c["name"] == "log"]
         self.assertEqual(len(logs), 300)
 

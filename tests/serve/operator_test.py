@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import socket
+import subprocess
 import sqlite3
 import sys
 import threading
@@ -374,6 +375,156 @@ class RunEndLogTest(unittest.TestCase):
                                    r"error=\"TypeError: no such thing: line1\?line2\?\[31m\"$" % bad["id"])
         for line in lines:
             self.assertFalse(any(ord(c) < 0x20 for c in line), line)
+
+
+def basal(*args, env=None, input=None):
+    return subprocess.run([os.path.join(serve_test.BIN, "basal"), *args], capture_output=True, text=True, timeout=120,
+                          input=input, env=dict(os.environ, **(env or {})))
+
+
+class Lines:
+    """A command's stdout read line by line on a thread (a follower that never ends on its own)."""
+
+    def __init__(self, test, *args, env=None):
+        self.proc = subprocess.Popen([os.path.join(serve_test.BIN, "basal"), *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=dict(os.environ, **(env or {})))
+        test.addCleanup(lambda: self.proc.poll() is None and self.proc.kill())
+        self.lines = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, pattern, timeout=30):
+        import re
+        wait_until(lambda: any(re.search(pattern, l) for l in list(self.lines)), timeout)
+        return [l for l in self.lines if re.search(pattern, l)]
+
+
+SHOUTS = ("export default async (input, host) => { console.warn('red \\x1b[31m alert'); "
+          "if (input && input.fail) throw new TypeError('bad\\nline'); return 1; };\n")
+
+
+class OperatorCliTest(unittest.TestCase):
+    def test_runs_lists_filters_and_reads_basal_db(self):
+        d = Daemon(self, flows={"hello": HELLO, "fails": FAILS}).start()
+        ok = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "a"}})[1]
+        bad = d.curl("POST", "/v1/flows/fails/runs?wait=30s", {"input": {"n": 3}})[1]
+        # BASAL_DB stands for --db; the flag wins over it.
+        r = basal("runs", env={"BASAL_DB": d.db})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[0], r"^RUN +FLOW +TRIGGER +STATE +OUTCOME +CREATED +MS +ERROR$")
+        self.assertRegex(lines[1], r"^%d +fails +api +ended +script_error +\S+Z +[0-9.]+ +TypeError: no such thing: 3$" % bad["id"])
+        self.assertRegex(lines[2], r"^%d +hello +api +ended +ok +\S+Z +[0-9.]+$" % ok["id"])
+        r = basal("runs", "--db", d.db, env={"BASAL_DB": "/nonexistent/journal.db"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = basal("runs", env={"BASAL_DB": "/nonexistent/journal.db"})
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("no journal at /nonexistent/journal.db", r.stderr)
+        # --json: the runs as the API gives them.
+        r = basal("runs", "--db", d.db, "--outcome", "script_error", "--json")
+        [line] = r.stdout.splitlines()
+        code, api_run, _ = d.curl("GET", "/v1/runs/%d" % bad["id"])
+        self.assertEqual(json.loads(line), api_run)
+        self.assertEqual(basal("runs", "--db", d.db, "--flow", "hello", "--since", "1h", "--json").stdout.count("\n"), 1)
+        self.assertIn("no runs in", basal("runs", "--db", d.db, "--trigger", "schedule").stdout)
+        r = basal("runs", "--db", d.db, "--limit", "1")
+        self.assertIn("(the newest 1; older ones: --before %d)" % bad["id"], r.stdout)
+        r = basal("runs", "--db", d.db, "--limit", "1", "--before", str(bad["id"]))
+        self.assertIn("\n%d " % ok["id"], r.stdout)
+        for args, words in [(("--since", "yesterday"), "--since"), (("--flow", "nope"), "--flow nope"),
+                            (("--outcome", "fine"), "--outcome"), (("--trigger", "cron"), "--trigger")]:
+            r = basal("runs", "--db", d.db, *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertTrue(r.stderr.startswith("basal: usage: " + words), r.stderr)
+
+    def test_tail_prints_each_event_escaped_and_ends_with_the_daemon(self):
+        d = Daemon(self, flows={"shouts": SHOUTS}).start()
+        tail = Lines(self, "tail", env={"BASAL_SOCKET": d.socket})  # the socket from the environment
+        for _ in range(300):  # until the tail is subscribed (it prints nothing before a first event)
+            d.curl("POST", "/v1/flows/shouts/runs?wait=30s", {"input": {}})
+            if tail.lines:
+                break
+            time.sleep(0.1)
+        code, run, _ = d.curl("POST", "/v1/flows/shouts/runs?wait=30s", {"input": {"fail": True}})
+        self.assertEqual(run["outcome"], "script_error")
+        [end] = tail.wait_for(r"shouts run %d ended" % run["id"])
+        self.assertRegex(end, r"^\d\d:\d\d:\d\dZ shouts run %d ended script_error in [0-9.]+ ms: TypeError: bad\\nline$" % run["id"])
+        [warn] = tail.wait_for(r"shouts run %d warn:" % run["id"])
+        self.assertTrue(warn.endswith("warn: red \\x1b[31m alert"), warn)
+        self.assertFalse(any("\x1b" in l for l in tail.lines))
+        tail.wait_for(r"shouts run %d started \(activation %d\)" % (run["id"], run["activation_id"]))
+        self.assertEqual(d.stop(), 0)
+        out, err = tail.proc.communicate(timeout=30)
+        self.assertEqual(tail.proc.returncode, 0, err)
+        self.assertIn("ended the stream (it is stopping)", err)
+
+    def test_tail_over_tcp_with_a_token_file_and_its_refusals(self):
+        d = Daemon(self, tcp=True)
+        token = d.cli("token", "create", "--name", "viewer", "--scope", "read").stdout.strip()
+        token_file = os.path.join(d.dir, "token")
+        with open(token_file, "w") as f:
+            f.write(token + "\n")
+        d.start()
+        url = "http://127.0.0.1:%d" % d.port
+        tail = Lines(self, "tail", "--url", url, "--token-file", token_file, "--flow", "hello", "--json")
+        code, run = 0, None
+        for _ in range(300):  # until the tail is subscribed: its run's events then reach it
+            code, run, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "t"}})
+            if any('"activation_end"' in l for l in tail.lines):
+                break
+            time.sleep(0.1)
+        event = json.loads(tail.wait_for(r'"event":"activation_end"')[0])
+        self.assertEqual((event["data"]["flow"], event["data"]["outcome"]), ("hello", "ok"))
+        r = basal("tail", "--url", url, env={"BASAL_TOKEN": ""})
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("401 unauthorized", r.stderr)
+        r = basal("tail", "--url", url, "--socket", d.socket)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        r = basal("tail", "--token-file", token_file)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--token-file requires --url", r.stderr)
+
+    def test_schedule_list_and_run_from_the_command_line(self):
+        d = Daemon(self, flows={"hello": HELLO, "fails": FAILS}, config={"triggers": [
+            {"name": "nightly", "schedule": {"flow": "hello", "cron": "0 3 * * *", "input": {"name": "n"}}},
+            {"name": "broken", "schedule": {"flow": "fails", "cron": "0 4 * * *", "input": {"n": 9}}}]}).start()
+        r = basal("schedule", "list", "--socket", d.socket)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[0], r"^NAME +FLOW +CRON +TIMEZONE +OVERLAP +NEXT FIRE +LAST FIRE +LAST RUN$")
+        self.assertRegex(lines[1], r"^broken +fails ")  # by name
+        self.assertRegex(lines[2], r"^nightly +hello +0 3 \* \* \* +UTC +skip +\S+T03:00:00.000Z +- +-$")
+        r = basal("schedule", "run", "nightly", "--wait", "30s", "--socket", d.socket)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^run (\d+) of schedule nightly \(flow hello\): ended, ok\n$")
+        r = basal("schedule", "run", "broken", "--wait", "30s", "--json", "--socket", d.socket)
+        self.assertEqual(r.returncode, 1, r.stderr)  # the flow failed
+        self.assertEqual(json.loads(r.stdout)["outcome"], "script_error")
+        r = basal("schedule", "list", "--json", "--socket", d.socket)
+        listed = {j["name"]: j for j in map(json.loads, r.stdout.splitlines())}
+        self.assertIsNotNone(listed["broken"]["last_run_id"])
+        r = basal("schedule", "run", "nope", "--socket", d.socket)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("schedule_not_found", r.stderr)
+        d.stop()
+        r = basal("schedule", "list", "--socket", d.socket)
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("cannot reach basal serve at " + d.socket, r.stderr)
+
+    def test_journal_follow_prints_the_error_of_a_failed_activation(self):
+        d = Daemon(self, flows={"fails": FAILS}).start()
+        follow = Lines(self, "journal", "--follow", "--socket", d.socket)
+        for _ in range(300):  # until it follows: then a run's end reaches it
+            code, run, _ = d.curl("POST", "/v1/flows/fails/runs?wait=30s", {"input": {"n": 5}})
+            if follow.lines:
+                break
+            time.sleep(0.1)
+        line = follow.wait_for(r"fails +script_error")[0]
+        self.assertRegex(line, r"^activation \d+ +fails +script_error +ended \S+ +error: TypeError: no such thing: 5$")
 
 
 def main():

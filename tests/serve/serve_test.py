@@ -1570,8 +1570,14 @@ class McpTest(unittest.TestCase):
         self.assertEqual([(c["name"], c["decision"]) for c in sc["calls"]], [("kv.get", "allow")])
         self.assertIn("ok", result["content"][0]["text"])
         # A codemode activation in the store's journal, under the policy.
-        activation = json.loads(d.cli("journal", "--activation", str(sc["run_id"]), "--json").stdout)
+        # One id everywhere: the run_id is the run /v1/runs knows and `basal journal --run` shows.
+        activation = json.loads(d.cli("journal", "--run", str(sc["run_id"]), "--json").stdout)
+        self.assertEqual((activation["run"], activation["id"]), (sc["run_id"], sc["activation_id"]))
         self.assertEqual((activation["origin"], activation["outcome"]), ("codemode", "ok"), activation)
+        code, run, _ = d.curl("GET", "/v1/runs/%d" % sc["run_id"])
+        self.assertEqual((code, run["trigger"], run["flow"], run["activation_id"], run["outcome"]),
+                         (200, "mcp", "run_script.js", sc["activation_id"], "ok"), run)
+        d.wait_for_log("run %d ended: flow=run_script.js outcome=ok ms=" % sc["run_id"])
         self.assertEqual(activation["approval"]["name"], "agents")
         # A denied call fails the script, named so.
         code, data, _ = self.run_script(d, 'return await tools.kv.get({namespace: "users", key: "x"});')
