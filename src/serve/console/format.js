@@ -46,7 +46,7 @@ export function runBadge(run) {
 
 export function badgeClass(label) {
   if (label === 'ok' || label === 'allow' || label === 'answered' || label === 'ready') return 'good';
-  if (label === 'queued' || label === 'running' || label === 'sleeping' || label === 'waiting') return 'live';
+  if (label === 'queued' || label === 'running' || label === 'sleeping' || label === 'waiting' || label === 'retrying') return 'live';
   if (label === 'skipped' || label === 'missed' || label === 'cancelled' || label === 'interrupted' ||
       label === 'needs_approval' || label === 'started' || label === 'decided') return 'warn';
   if (label === 'needs_reconciliation') return 'alert';

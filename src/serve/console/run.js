@@ -11,7 +11,8 @@ import {badge, duration, runBadge, utc, when} from './format.js';
 const CALLS_PAGE = 200;
 // Pages of calls loaded at once; past them a button loads more (a run may hold a great many).
 const CALL_PAGES_AT_ONCE = 5;
-const WAITING = new Set(['queued', 'running', 'interrupted', 'needs_reconciliation', 'sleeping', 'waiting']);
+// A run not ended: followed live, and cancellable. (sleeping, waiting, retrying: durable runs parked, issue 26.)
+const WAITING = new Set(['queued', 'running', 'interrupted', 'needs_reconciliation', 'sleeping', 'waiting', 'retrying']);
 
 function field(label, ...value) {
   return [h('dt', {}, label), h('dd', {}, ...value)];
