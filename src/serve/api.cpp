@@ -416,11 +416,11 @@ HttpResponse Api::TailStream(const HttpRequest& req) {
   }
   // A console session holds a few streams (console.max_streams_per_session), a bound of its own
   // inside the tail's.
-  std::function<void()> session_stream_closed;
-  if (auto refusal = o_.console.OpenStream(req, &session_stream_closed)) return std::move(*refusal);
+  Console::AttachStream attach;
+  if (auto refusal = o_.console.OpenStream(req, &attach)) return std::move(*refusal);
   auto subscribed = o_.tail.Subscribe(std::move(flow));
   if (auto* refusal = std::get_if<HttpResponse>(&subscribed)) {
-    session_stream_closed();
+    attach(nullptr);
     return std::move(*refusal);
   }
   HttpResponse r;
@@ -428,7 +428,7 @@ HttpResponse Api::TailStream(const HttpRequest& req) {
   r.content_type = "text/event-stream";
   r.headers.emplace_back("Cache-Control", "no-store");
   r.stream = std::get<std::shared_ptr<HttpStream>>(std::move(subscribed));
-  r.stream->OnClosed(std::move(session_stream_closed));
+  attach(r.stream);
   return r;
 }
 

@@ -51,8 +51,28 @@ void AddBrowserHeaders(HttpResponse& r, bool page) {
   }
 }
 
-Console::Console(Options options)
-    : o_(std::move(options)), sessions_(o_.random, o_.now_us) {}
+Console::Console(Options options) : o_(std::move(options)), sessions_(o_.random, o_.now_us) {
+  sessions_.set_on_end([this](const std::string& id) { Ended(id); });
+  SweepEvery(std::chrono::minutes(1));
+}
+
+Console::~Console() { o_.loop.Cancel(sweep_timer_); }
+
+void Console::SweepEvery(std::chrono::milliseconds period) {
+  sessions_.Sweep(Limits());
+  sweep_timer_ = o_.loop.At(EventLoop::Clock::now() + period, [this, period] { SweepEvery(period); });
+}
+
+void Console::Ended(const std::string& id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  // Taken out first: a stream's OnClosed (run when the transport lets it go) edits streams_.
+  std::vector<std::weak_ptr<HttpStream>> streams = std::move(it->second);
+  streams_.erase(it);
+  // Closed, the answer ends after what is buffered; the tail's writes to it stop there too.
+  for (const auto& weak : streams)
+    if (auto stream = weak.lock()) stream->Close();
+}
 
 SessionLimits Console::Limits() const {
   return SessionLimits{.max_sessions = o_.config.max_sessions,
@@ -186,12 +206,16 @@ std::optional<SessionCredential> Console::FindSession(std::string_view id) {
   if (!o_.config.enabled) return std::nullopt;
   const ConsoleSession* s = sessions_.Find(id, Limits());
   if (!s) return std::nullopt;
-  return SessionCredential{s->token_hash, s->csrf_token};
+  SessionCredential credential{s->token_hash, s->csrf_token};
+  // A revoked token's session ends here, and its live streams with it (admission then refuses the
+  // request, naming the revocation): what it had open stops at its next request, not an hour later.
+  if (auto row = o_.find_token(credential.token_hash); row && !*row) sessions_.End(id);
+  return credential;
 }
 
-std::optional<HttpResponse> Console::OpenStream(const HttpRequest& req, std::function<void()>* close) {
-  *close = [] {};
-  // A bearer token's stream is bounded by the listener's connections, as any request is.
+std::optional<HttpResponse> Console::OpenStream(const HttpRequest& req, AttachStream* attach) {
+  *attach = [](const std::shared_ptr<HttpStream>&) {};
+  // A bearer token's stream is bounded by the tail's and the listener's bounds, as any request is.
   if (req.Header("authorization") || req.unix_socket) return std::nullopt;
   const ConsoleSession* s = SessionOf(req);
   if (!s) return std::nullopt;
@@ -204,7 +228,19 @@ std::optional<HttpResponse> Console::OpenStream(const HttpRequest& req, std::fun
     r.headers.emplace_back("Retry-After", "5");
     return r;
   }
-  *close = [this, id = s->id] { sessions_.CloseStream(id); };
+  *attach = [this, id = s->id](const std::shared_ptr<HttpStream>& stream) {
+    if (!stream) return sessions_.CloseStream(id);
+    streams_[id].push_back(stream);
+    stream->OnClosed([this, id, weak = std::weak_ptr<HttpStream>(stream)] {
+      sessions_.CloseStream(id);
+      auto it = streams_.find(id);
+      if (it == streams_.end()) return;
+      std::erase_if(it->second, [&](const std::weak_ptr<HttpStream>& w) {
+        return w.expired() || (!w.owner_before(weak) && !weak.owner_before(w));  // gone, or this one
+      });
+      if (it->second.empty()) streams_.erase(it);
+    });
+  };
   return std::nullopt;
 }
 

@@ -8,17 +8,23 @@
 // Invariant: a session gives what its token gives, no more (admission looks the token up at every
 // request); every request of a session carries its CSRF token, which only the sign-in answers.
 //
-//   Console console({.config = config.console, .find_token = ..., .now_us = SystemNowUs, .random = RandomBytes});
+//   Console console({.config = config.console, .find_token = ..., .now_us = SystemNowUs, .random = RandomBytes,
+//                    .loop = loop});
 //   Admission admission(gids, find_token, [&](std::string_view id) { return console.FindSession(id); });
 //   // routes: GET /console, /console/{file}: console.File(...); /console/session: SignIn, Session, SignOut
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "parent/loop/event_loop.h"
 #include "serve/auth.h"
 #include "serve/config.h"
 #include "serve/http_message.h"
@@ -43,8 +49,10 @@ class Console {
     Admission::FindToken find_token;
     std::function<int64_t()> now_us;
     ConsoleSessions::Random random;
+    EventLoop& loop;  // a sweep of expired sessions every minute (their streams end with them)
   };
   explicit Console(Options options);
+  ~Console();
   Console(const Console&) = delete;
   Console& operator=(const Console&) = delete;
 
@@ -58,17 +66,25 @@ class Console {
   // DELETE /console/session (with the CSRF token): sign out; the answer clears the cookie.
   HttpResponse SignOut(const HttpRequest& req);
 
-  // Admission's: the live session with this id, when the console is enabled.
+  // Admission's: the live session with this id, when the console is enabled. A session whose
+  // token was revoked ends here (its streams close), its credential returned for admission to refuse.
   std::optional<SessionCredential> FindSession(std::string_view id);
 
   // An event stream (GET /v1/tail) a request opens: a session holds at most
-  // console.max_streams_per_session of them. nullopt: counted, and `*close` (to call once, when the
-  // stream ends) gives it back; else the refusal (429). A request without a session is not counted.
-  std::optional<HttpResponse> OpenStream(const HttpRequest& req, std::function<void()>* close);
+  // console.max_streams_per_session of them. nullopt: counted, and `*attach` must be called once:
+  // with the stream answered (the session's count is given back when it ends, and it ends with
+  // the session), or with nullptr when none was (the count given back now). Else the refusal
+  // (429). A request without a session is not counted.
+  using AttachStream = std::function<void(const std::shared_ptr<HttpStream>& stream)>;
+  std::optional<HttpResponse> OpenStream(const HttpRequest& req, AttachStream* attach);
 
   size_t sessions() const { return sessions_.size(); }
 
  private:
+  // A session ended (signed out, expired, or ended for room): its streams end too.
+  void Ended(const std::string& id);
+  void SweepEvery(std::chrono::milliseconds period);
+
   SessionLimits Limits() const;
   // The request's session (by its cookie), or nullptr.
   const ConsoleSession* SessionOf(const HttpRequest& req);
@@ -77,6 +93,9 @@ class Console {
 
   Options o_;
   ConsoleSessions sessions_;
+  // The live streams of each session, by session id (entries go when a stream ends).
+  std::map<std::string, std::vector<std::weak_ptr<HttpStream>>> streams_;
+  EventLoop::TimerId sweep_timer_{};
 };
 
 }  // namespace basal::serve

@@ -209,6 +209,7 @@ void Daemon::BuildRooms() {
       .find_token = find_token,
       .now_us = o_.now_us,
       .random = RandomBytes,
+      .loop = loop,
   });
   admission_ = std::make_unique<Admission>(allowed_gids_, find_token,
                                            [this](std::string_view id) { return console_->FindSession(id); });

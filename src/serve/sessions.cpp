@@ -25,16 +25,30 @@ bool ConsoleSessions::Expired(const ConsoleSession& s, const SessionLimits& limi
   return now_us - s.last_used_us >= idle_us || now_us - s.created_us >= max_age_us;
 }
 
+void ConsoleSessions::Erase(std::map<std::string, ConsoleSession>::iterator it) {
+  const std::string id = it->second.id;
+  sessions_.erase(it);
+  if (on_end_) on_end_(id);
+}
+
+void ConsoleSessions::Sweep(const SessionLimits& limits) {
+  const int64_t now = now_us_();
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    auto here = it++;
+    if (Expired(here->second, limits, now)) Erase(here);
+  }
+}
+
 const ConsoleSession& ConsoleSessions::Open(std::string token_hash, std::string token_name,
                                             const SessionLimits& limits) {
-  const int64_t now = now_us_();
-  std::erase_if(sessions_, [&](const auto& entry) { return Expired(entry.second, limits, now); });
+  Sweep(limits);
   while (!sessions_.empty() && sessions_.size() >= std::max<size_t>(limits.max_sessions, 1)) {
     auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
       return a.second.last_used_us < b.second.last_used_us;
     });
-    sessions_.erase(oldest);
+    Erase(oldest);
   }
+  const int64_t now = now_us_();
   ConsoleSession s;
   s.id = Base64Url(random_(kRandomBytes));
   s.csrf_token = Base64Url(random_(kRandomBytes));
@@ -51,14 +65,19 @@ const ConsoleSession* ConsoleSessions::Find(std::string_view id, const SessionLi
   if (it == sessions_.end()) return nullptr;
   const int64_t now = now_us_();
   if (Expired(it->second, limits, now)) {
-    sessions_.erase(it);
+    Erase(it);
     return nullptr;
   }
   it->second.last_used_us = now;
   return &it->second;
 }
 
-bool ConsoleSessions::End(std::string_view id) { return sessions_.erase(Key(id)) > 0; }
+bool ConsoleSessions::End(std::string_view id) {
+  auto it = sessions_.find(Key(id));
+  if (it == sessions_.end()) return false;
+  Erase(it);
+  return true;
+}
 
 bool ConsoleSessions::OpenStream(std::string_view id, const SessionLimits& limits) {
   auto it = sessions_.find(Key(id));

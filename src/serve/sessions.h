@@ -69,10 +69,17 @@ class ConsoleSessions {
   // limits.max_streams open already or the session is gone. CloseStream undoes one.
   bool OpenStream(std::string_view id, const SessionLimits& limits);
   void CloseStream(std::string_view id);
+  // Drops every expired session (Open and Find drop those they meet; this finds the rest).
+  void Sweep(const SessionLimits& limits);
+  // Told the id of every session that ends, however: signed out, expired, or ended for room.
+  void set_on_end(std::function<void(const std::string& id)> on_end) { on_end_ = std::move(on_end); }
 
   size_t size() const { return sessions_.size(); }
 
  private:
+  // Erases the session at `it`, telling on_end_.
+  void Erase(std::map<std::string, ConsoleSession>::iterator it);
+
   bool Expired(const ConsoleSession& s, const SessionLimits& limits, int64_t now_us) const;
   std::string Key(std::string_view id) const;
 
@@ -81,6 +88,7 @@ class ConsoleSessions {
   // Keyed by the SHA-256 of the id: a lookup's timing then depends on a hash the client cannot
   // steer, never on how much of a guessed id is right.
   std::map<std::string, ConsoleSession> sessions_;
+  std::function<void(const std::string& id)> on_end_;
 };
 
 // `bytes` as base64url without padding (RFC 4648, section 5).

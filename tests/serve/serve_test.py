@@ -849,6 +849,66 @@ class ConsoleTest(unittest.TestCase):
         code, _, _ = self.http(d, "GET", "/v1/flows", headers=again)
         self.assertEqual(code, 401)
 
+    def test_signing_out_ends_the_sessions_live_streams(self):
+        d = Daemon(self, tcp=True)
+        op = d.cli("token", "create", "--name", "op", "--scope", "read").stdout.strip()
+        d.start()
+        _, set_cookie, session = self.sign_in(d, op)
+        auth = {"Cookie": self.cookie_of(set_cookie), "X-CSRF-Token": session["csrf_token"]}
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        self.addCleanup(c.close)
+        c.request("GET", "/v1/tail", headers=auth)
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.read(len(b": basal tail\n")), b": basal tail\n")
+        code, _, _ = self.http(d, "DELETE", "/console/session", headers=auth)
+        self.assertEqual(code, 200)
+        # The stream ends (the chunked answer's last chunk), rather than going on for a signed-out
+        # session. Read until its end or 20 s (a keepalive comes every 15 s, so a stream left open
+        # would keep a plain read waiting for ever).
+        deadline = time.monotonic() + 20
+        rest = b""
+        while not r.isclosed() and time.monotonic() < deadline:
+            c.sock.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                chunk = r.read1(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            rest += chunk
+        self.assertTrue(r.isclosed(), "the signed-out session's stream still open after 20 s: %r" % rest)
+        self.assertNotIn(b"event:", rest)
+
+    def test_revoking_the_token_ends_its_sessions_live_streams(self):
+        d = Daemon(self, tcp=True)
+        op = d.cli("token", "create", "--name", "op", "--scope", "read").stdout.strip()
+        d.start()
+        _, set_cookie, session = self.sign_in(d, op)
+        auth = {"Cookie": self.cookie_of(set_cookie), "X-CSRF-Token": session["csrf_token"]}
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        self.addCleanup(c.close)
+        c.request("GET", "/v1/tail", headers=auth)
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.read(len(b": basal tail\n")), b": basal tail\n")
+        d.cli("token", "revoke", "op")
+        # The session's next request is refused, naming the revocation, and ends the stream it had open.
+        code, _, body = self.http(d, "GET", "/v1/flows", headers=auth)
+        self.assertEqual(code, 401)
+        self.assertIn("revoked", json.loads(body)["error"]["message"])
+        deadline = time.monotonic() + 20
+        while not r.isclosed() and time.monotonic() < deadline:
+            c.sock.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                if not r.read1(65536):
+                    break
+            except TimeoutError:
+                break
+        self.assertTrue(r.isclosed(), "the revoked token's stream still open after 20 s")
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers=auth)
+        self.assertEqual(code, 401)
+
     def test_sessions_are_bounded_and_the_console_can_be_turned_off(self):
         d = Daemon(self, tcp=True, config={"console": {"max_sessions": 2}})
         op = d.cli("token", "create", "--name", "op", "--scope", "read").stdout.strip()

@@ -3,9 +3,10 @@
 // and every request of it needs its CSRF token. Each refusal beside the allowed request.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
-#include <set>
 #include <string>
+#include <vector>
 
 #include "serve/auth.h"
 #include "serve/sessions.h"
@@ -105,6 +106,32 @@ TEST_F(SessionsTest, ASessionHoldsAtMostMaxStreams) {
   // Another session has streams of its own.
   const std::string other = sessions_.Open("sha256:aa", "ci", limits_).id;
   EXPECT_TRUE(sessions_.OpenStream(other, limits_));
+}
+
+TEST_F(SessionsTest, EveryEndIsToldSignOutExpiryRoomAndSweep) {
+  std::vector<std::string> ended;
+  sessions_.set_on_end([&](const std::string& id) { ended.push_back(id); });
+  const std::string out = sessions_.Open("sha256:aa", "a", limits_).id;
+  EXPECT_TRUE(sessions_.End(out));
+  EXPECT_EQ(ended, std::vector<std::string>{out});
+
+  const std::string a = sessions_.Open("sha256:aa", "a", limits_).id;
+  Advance(minutes(1));
+  const std::string b = sessions_.Open("sha256:bb", "b", limits_).id;
+  Advance(minutes(1));
+  const std::string c = sessions_.Open("sha256:cc", "c", limits_).id;
+  Advance(minutes(1));
+  sessions_.Open("sha256:dd", "d", limits_);  // past max_sessions 3: a, used longest ago, ends
+  EXPECT_EQ(ended.back(), a);
+  Advance(minutes(9));
+  EXPECT_EQ(sessions_.Find(b, limits_), nullptr);  // idle for 10 minutes: found expired
+  EXPECT_EQ(ended.back(), b);
+  Advance(minutes(1));
+  const size_t before = ended.size();
+  sessions_.Sweep(limits_);  // c and d, unused since, are found by the sweep
+  EXPECT_EQ(ended.size(), before + 2);
+  EXPECT_EQ(sessions_.size(), 0u);
+  EXPECT_NE(std::find(ended.begin(), ended.end(), c), ended.end());
 }
 
 TEST(CookieTest, TheSessionCookieIsHttpOnlyStrictAndSecureWhenAsked) {
