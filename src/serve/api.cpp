@@ -2,6 +2,8 @@
 #include "serve/api.h"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 #include <cstdlib>
 #include <memory>
 #include <utility>
@@ -248,6 +250,67 @@ HttpResponse Api::Metrics() {
 
 // ---------------------------------------------------------------- runs
 
+// A webhook trigger's "respond": "flow": the flow's result {status, headers, body} is the answer.
+// status: 200-599 (default 200); headers: names as RFC 9110 tokens, values without control
+// characters but TAB; those that belong to a connection, not an answer, are dropped (hop-by-hop
+// ones, Content-Length, Date, Server), and Set-Cookie unless allowed; body: a string is sent as it
+// is (text/plain unless a Content-Type says otherwise), any other JSON value as JSON. Anything
+// else is 502 bad_flow_response, naming what is wrong.
+HttpResponse FlowAnswer(const Json& result, bool allow_set_cookie) {
+  const char* shape = " (respond \"flow\": return {status: 200-599, headers: {NAME: \"VALUE\"}, body: STRING or JSON})";
+  auto bad = [&](const std::string& why) { return JsonError(502, "bad_flow_response", "the flow's answer " + why + shape); };
+  if (!result.is_object()) return bad("is not an object");
+  for (const auto& [k, v] : result.items())
+    if (k != "status" && k != "headers" && k != "body") return bad("has the unknown key \"" + k.substr(0, 64) + "\"");
+  HttpResponse r;
+  r.status = 200;
+  if (auto st = result.find("status"); st != result.end()) {
+    if (!st->is_number_integer() || st->get<int64_t>() < 200 || st->get<int64_t>() > 599)
+      return bad("has a status that is not an integer from 200 to 599");
+    r.status = static_cast<int>(st->get<int64_t>());
+  }
+  std::optional<std::string> content_type;
+  if (auto hs = result.find("headers"); hs != result.end() && !hs->is_null()) {
+    if (!hs->is_object()) return bad("has headers that are not an object");
+    if (hs->size() > 64) return bad("has more than 64 headers");
+    for (const auto& [name, value] : hs->items()) {
+      if (name.empty() || name.size() > 256) return bad("has a header name of " + std::to_string(name.size()) + " bytes");
+      for (char c : name) {
+        const bool tchar = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+        if (!tchar) return bad("has the header name \"" + name.substr(0, 64) + "\", which is not a token");
+      }
+      if (!value.is_string()) return bad("has a header " + name + " whose value is not a string");
+      const std::string& text = value.get_ref<const std::string&>();
+      if (text.size() > 8192) return bad("has a header " + name + " longer than 8192 bytes");
+      for (unsigned char c : text)
+        if ((c < 0x20 && c != '\t') || c == 0x7f) return bad("has a header " + name + " with a control character");
+      std::string lower = name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      static const std::set<std::string, std::less<>> kDropped = {
+          "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
+          "trailer",    "transfer-encoding", "upgrade", "content-length", "date", "server"};
+      if (kDropped.count(lower) || (lower == "set-cookie" && !allow_set_cookie)) continue;
+      if (lower == "content-type") {
+        content_type = text;
+        continue;
+      }
+      r.headers.emplace_back(name, text);
+    }
+  }
+  const auto body = result.find("body");
+  if (body == result.end() || body->is_null()) {
+    r.content_type = content_type.value_or("");
+  } else if (body->is_string()) {
+    r.body = body->get<std::string>();
+    r.content_type = content_type.value_or("text/plain; charset=utf-8");
+  } else {
+    r.body = JsonBody(*body);
+    r.content_type = content_type.value_or("application/json");
+  }
+  return r;
+}
+
 Result<std::optional<std::chrono::milliseconds>> Api::WaitOf(const HttpRequest& req) {
   auto w = req.Query("wait");
   if (!w) return std::optional<std::chrono::milliseconds>();
@@ -281,41 +344,91 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
       return respond(JsonError(400, "bad_idempotency_key", "Idempotency-Key must be 1-255 characters"));
   }
   // The flow is looked up once, by the queue (a missing or revoked flow: 404, 409).
-  Accept(std::move(run), *wait, std::move(respond), std::nullopt);
+  Accept(std::move(run), *wait, std::move(respond));
 }
 
 void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond respond) {
   auto verdict = o_.triggers.VerifyDelivery(req, trigger);
-  if (auto* refusal = std::get_if<HttpResponse>(&verdict)) return respond(std::move(*refusal));
-  auto& delivery = std::get<Triggers::Delivery>(verdict);
-  Accept(std::move(delivery.run), delivery.wait, std::move(respond), trigger);
+  if (auto* answer = std::get_if<HttpResponse>(&verdict)) return respond(std::move(*answer));
+  auto delivery = std::make_shared<const Triggers::Delivery>(std::move(std::get<Triggers::Delivery>(verdict)));
+  Deliver(std::move(delivery), trigger, std::move(respond), 1);
 }
 
-void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
-                 std::optional<std::string> webhook, std::function<void(int64_t run_id)> accepted) {
-  o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook, accepted](Result<AcceptedRun> a) {
-    if (!a && a.error().code == ErrorCode::kUnavailable) {
-      // The queue is full (limits.queue_max): a client, or a webhook's sender, retries later.
-      if (webhook) o_.triggers.DeliveryRefused(*webhook, "queue_full");
-      HttpResponse r = JsonError(429, "queue_full", a.error().message);
-      r.headers.emplace_back("Retry-After", "1");
-      return respond(std::move(r));
+// A verified delivery's run: new, or the one its key names. A delivery sent again after its run
+// failed is a sender's retry (a 5xx told it to): when the trigger answers with the run's end, it
+// starts a new run, the delivery's `attempt`th, up to kMaxDeliveryRuns (each with its own key:
+// "KEY#2", "KEY#3", ...); once one ended ok, every later copy gets that one.
+void Api::Deliver(std::shared_ptr<const Triggers::Delivery> d, std::string trigger, Respond respond, int attempt) {
+  RunRequest run = d->run;
+  if (attempt > 1) run.idempotency_key += "#" + std::to_string(attempt);
+  const std::string key = run.idempotency_key;
+  o_.queue.Enqueue(std::move(run), [this, d, trigger, respond, attempt, key](Result<AcceptedRun> a) {
+    if (!a && a.error().code == ErrorCode::kConflict) {
+      // The same delivery with another unsigned part (a Content-Type): its key names its run.
+      auto found = o_.reader.ListRuns({.flow = d->run.flow, .limit = 1, .idempotency_key = key});
+      if (found && !found->empty()) return Delivered(d, trigger, respond, attempt, AcceptedRun{found->front(), true});
     }
     if (!a) {
       const auto code = a.error().code;
-      if (code == ErrorCode::kNotFound || code == ErrorCode::kRefused) {
-        if (webhook) o_.triggers.DeliveryRefused(*webhook, "flow_unavailable");
-        if (webhook) return respond(JsonError(code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
-                                              "webhook " + *webhook + ": " + a.error().message));
-        return respond(code == ErrorCode::kNotFound ? JsonError(404, "flow_not_found", a.error().message)
-                                                    : JsonError(409, "flow_revoked", a.error().message));
+      if (code == ErrorCode::kUnavailable) {
+        o_.triggers.DeliveryRefused(trigger, "queue_full");
+        HttpResponse r = JsonError(429, "queue_full", a.error().message);
+        r.headers.emplace_back("Retry-After", "1");
+        return respond(std::move(r));
       }
-      if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_input", a.error().message));
-      const bool conflict = code == ErrorCode::kConflict;
-      if (conflict && !webhook) return respond(JsonError(409, "idempotency_key_reused", a.error().message));
-      return respond(JsonError(conflict ? 409 : 500, "journal", a.error().message));
+      if (code == ErrorCode::kNotFound || code == ErrorCode::kRefused) {
+        o_.triggers.DeliveryRefused(trigger, "flow_unavailable");
+        return respond(JsonError(code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
+                                 "webhook " + trigger + ": " + a.error().message));
+      }
+      return respond(JsonError(500, "journal", a.error().message));
     }
-    if (webhook) o_.triggers.DeliveryAccepted(*webhook, a->existing);
+    Delivered(d, trigger, respond, attempt, *a);
+  });
+}
+
+void Api::Delivered(std::shared_ptr<const Triggers::Delivery> d, const std::string& trigger, Respond respond,
+                    int attempt, const AcceptedRun& a) {
+  const bool failed = a.existing && a.run.state == RunState::kEnded && a.run.outcome != "ok";
+  if (failed && d->respond != WebhookTrigger::Respond::kAck && attempt < kMaxDeliveryRuns)
+    return Deliver(std::move(d), trigger, std::move(respond), attempt + 1);
+  o_.triggers.DeliveryAccepted(trigger, a.existing);
+  const bool existing = a.existing;
+  o_.queue.Wait(a.run.id, d->wait, [this, d, respond, existing](Result<RunRow> run) {
+    if (!run) return respond(JsonError(500, "internal", run.error().message));
+    HttpResponse r = DeliveryAnswer(*d, *run);
+    if (existing) r.headers.emplace_back("Idempotent-Replayed", "true");
+    respond(std::move(r));
+  }, existing ? nullptr : &a.run);
+}
+
+HttpResponse Api::DeliveryAnswer(const Triggers::Delivery& d, const RunRow& run) {
+  Json j = RunJson(run);
+  const bool ended = run.state == RunState::kEnded;
+  const bool ok = ended && j.value("outcome", std::string()) == "ok";
+  if (!ended || d.respond == WebhookTrigger::Respond::kAck) return JsonResponse(ended ? 200 : 202, j);
+  if (!ok) return JsonResponse(d.failure_status, j);
+  if (d.respond == WebhookTrigger::Respond::kFlow) return FlowAnswer(j.value("result", Json()), d.allow_set_cookie);
+  return JsonResponse(200, j);
+}
+
+void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
+                 std::function<void(int64_t run_id)> accepted) {
+  o_.queue.Enqueue(std::move(run), [this, wait, respond, accepted](Result<AcceptedRun> a) {
+    if (!a) {
+      const auto code = a.error().code;
+      if (code == ErrorCode::kUnavailable) {
+        // The queue is full (limits.queue_max): the client retries later.
+        HttpResponse r = JsonError(429, "queue_full", a.error().message);
+        r.headers.emplace_back("Retry-After", "1");
+        return respond(std::move(r));
+      }
+      if (code == ErrorCode::kNotFound) return respond(JsonError(404, "flow_not_found", a.error().message));
+      if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", a.error().message));
+      if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_input", a.error().message));
+      if (code == ErrorCode::kConflict) return respond(JsonError(409, "idempotency_key_reused", a.error().message));
+      return respond(JsonError(500, "journal", a.error().message));
+    }
     const int64_t id = a->run.id;
     if (accepted && !a->existing) accepted(id);
     if (a->existing) {
@@ -325,7 +438,6 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
         respond(std::move(r));
       }, wait);
     }
-    if (webhook) return AnswerWithRun(id, respond, wait, &a->run);
     AnswerWithRun(id, [respond, id](HttpResponse r) {
       r.headers.emplace_back("Location", "/v1/runs/" + std::to_string(id));
       respond(std::move(r));
@@ -459,7 +571,7 @@ void Api::RunSchedule(const HttpRequest& req, const std::string& name, Respond r
   }
   auto run = o_.triggers.ManualRun(name, o_.admission.Who(req));
   if (auto* refusal = std::get_if<HttpResponse>(&run)) return respond(std::move(*refusal));
-  Accept(std::move(std::get<RunRequest>(run)), *wait, std::move(respond), std::nullopt,
+  Accept(std::move(std::get<RunRequest>(run)), *wait, std::move(respond),
          [this, name](int64_t id) { o_.triggers.ManualRunAccepted(name, id); });
 }
 

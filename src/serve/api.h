@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -39,6 +40,9 @@
 #include "serve/triggers.h"
 
 namespace basal::serve {
+
+// A webhook's answer with "respond": "flow": the flow's result {status, headers, body} (docs/serve.md).
+HttpResponse FlowAnswer(const nlohmann::json& result, bool allow_set_cookie);
 
 // The metrics' route label of a path: its first segment among a fixed few ("/v1", "/hooks",
 // "/healthz", "/readyz", "/metrics", "/mcp"), else "other" (bounded series).
@@ -121,10 +125,18 @@ class Api {
   void ResumeRun(const HttpRequest& req, const std::string& id, Respond respond);
   HttpResponse Metrics();
 
+  // A verified webhook delivery (Webhook): its run, or a new one past a failed one (attempt > 1).
+  void Deliver(std::shared_ptr<const Triggers::Delivery> delivery, std::string trigger, Respond respond, int attempt);
+  void Delivered(std::shared_ptr<const Triggers::Delivery> delivery, const std::string& trigger, Respond respond,
+                 int attempt, const AcceptedRun& accepted);
+  HttpResponse DeliveryAnswer(const Triggers::Delivery& delivery, const RunRow& run);
+  // Runs one delivery may start when each before it failed (a sender retrying after a 5xx).
+  static constexpr int kMaxDeliveryRuns = 10;
+
   // Enqueues `run` and answers with it once committed: at once, or when it ends within `wait`.
-  // `webhook`: the trigger whose delivery it is. `accepted`: told of a new run once its row committed.
+  // `accepted`: told of a new run once its row committed.
   void Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
-              std::optional<std::string> webhook, std::function<void(int64_t run_id)> accepted = nullptr);
+              std::function<void(int64_t run_id)> accepted = nullptr);
   // Answers with the run now if it ended or no wait was asked; else when it ends or the wait passes.
   void AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait,
                      const RunRow* known = nullptr);

@@ -137,6 +137,7 @@ constexpr DurationRule kBodyTimeout{std::chrono::seconds(1), std::chrono::hours(
 constexpr DurationRule kIdempotencyTtl{std::chrono::seconds(1), std::chrono::hours(24 * 30), "from 1s to 30d"};
 constexpr DurationRule kWindow{std::chrono::seconds(1), std::chrono::hours(24), "from 1s to 24h"};
 constexpr DurationRule kWebhookWait{milliseconds(1), std::chrono::minutes(10), "from 1ms to 10m"};
+constexpr NumberRule kFailureStatus{200, 599, "from 200 to 599 (500 to 599 makes senders retry; 200 does not)"};
 constexpr DurationRule kCatchUp{milliseconds(0), std::chrono::hours(24 * 7), "from 0s to 7d"};
 constexpr DurationRule kSessionIdle{std::chrono::minutes(1), std::chrono::hours(24), "from 1m to 24h"};
 constexpr DurationRule kSessionMaxAge{std::chrono::minutes(1), std::chrono::hours(24 * 30), "from 1m to 30d"};
@@ -528,7 +529,10 @@ Result<std::string> Parser::ParseTrigger(const Json& value, const std::string& p
 Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string& path) const {
   WebhookTrigger out;
   if (auto ok = Object(value, path, "{\"flow\": \"on_push\", \"secret\": \"github_hook\"}"); !ok) return ok.error();
-  if (auto ok = KnownKeys(value, path, {"flow", "secret", "window", "max_body_bytes", "respond", "wait"}); !ok)
+  if (auto ok = KnownKeys(value, path,
+                          {"flow", "secret", "scheme", "window", "max_body_bytes", "respond", "wait", "failure_status",
+                           "allow_set_cookie"});
+      !ok)
     return ok.error();
   if (!value.contains("flow")) {
     return Fail(path + ".flow", "missing: name the flow each delivery runs, e.g. \"flow\": \"on_push\"");
@@ -563,18 +567,44 @@ Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string
         out.respond = WebhookTrigger::Respond::kAck;
       } else if (text == "wait") {
         out.respond = WebhookTrigger::Respond::kWait;
+      } else if (text == "flow") {
+        out.respond = WebhookTrigger::Respond::kFlow;
       } else {
-        return Fail(at, Shown(item) + " is not a way to respond: write \"ack\" (answer once the run is queued) or "
-                                      "\"wait\" (answer with its result)");
+        return Fail(at, Shown(item) + " is not a way to respond: write \"ack\" (answer once the run is queued), "
+                                      "\"wait\" (answer with its result) or \"flow\" (answer with the status, "
+                                      "headers and body the flow returns)");
       }
     } else if (key == "wait") {
       ok = Assign(Duration(item, at, kWebhookWait), out.wait);
+    } else if (key == "scheme") {
+      const std::string text = item.is_string() ? item.get<std::string>() : "";
+      auto scheme = ParseWebhookScheme(text);
+      if (!scheme) {
+        return Fail(at, Shown(item) + " is not a signing scheme: write \"basal\" (X-Basal-Signature, the default), "
+                                      "\"github\", \"stripe\" or \"slack\" (the sender's own)");
+      }
+      out.scheme = *scheme;
+    } else if (key == "failure_status") {
+      ok = Assign(Number(item, at, kFailureStatus), out.failure_status);
+    } else if (key == "allow_set_cookie") {
+      ok = Assign(Bool(item, at), out.allow_set_cookie);
     }
     if (!ok) return ok.error();
   }
-  // A wait that would never apply is a misreading of the config; say so instead of ignoring it.
-  if (value.contains("wait") && out.respond != WebhookTrigger::Respond::kWait) {
-    return Fail(path + ".wait", "applies only with \"respond\": \"wait\"; remove it, or set respond to \"wait\"");
+  // A setting that would never apply is a misreading of the config; say so instead of ignoring it.
+  const bool waits = out.respond != WebhookTrigger::Respond::kAck;
+  if (value.contains("wait") && !waits) {
+    return Fail(path + ".wait", "applies only with \"respond\": \"wait\" or \"flow\"; remove it, or set respond");
+  }
+  if (value.contains("failure_status") && !waits) {
+    return Fail(path + ".failure_status", "applies only with \"respond\": \"wait\" or \"flow\" (an ack is sent "
+                                          "before the run ends); remove it, or set respond");
+  }
+  if (value.contains("allow_set_cookie") && out.respond != WebhookTrigger::Respond::kFlow) {
+    return Fail(path + ".allow_set_cookie", "applies only with \"respond\": \"flow\"; remove it, or set respond");
+  }
+  if (value.contains("window") && out.scheme == WebhookScheme::kGithub) {
+    return Fail(path + ".window", "GitHub signs no time, so there is no window to check; remove it (scheme github)");
   }
   return out;
 }
@@ -902,9 +932,17 @@ nlohmann::json ToJson(const ServeConfig& config) {
         {"secret", w.secret},
         {"window", FormatDuration(w.window)},
         {"max_body_bytes", w.max_body_bytes},
-        {"respond", w.respond == WebhookTrigger::Respond::kWait ? "wait" : "ack"},
+        {"respond", w.respond == WebhookTrigger::Respond::kWait   ? "wait"
+                    : w.respond == WebhookTrigger::Respond::kFlow ? "flow"
+                                                                  : "ack"},
+        {"scheme", WebhookSchemeName(w.scheme)},
     };
-    if (w.respond == WebhookTrigger::Respond::kWait) webhook["wait"] = FormatDuration(w.wait);
+    if (w.scheme == WebhookScheme::kGithub) webhook.erase("window");
+    if (w.respond != WebhookTrigger::Respond::kAck) {
+      webhook["wait"] = FormatDuration(w.wait);
+      webhook["failure_status"] = w.failure_status;
+    }
+    if (w.respond == WebhookTrigger::Respond::kFlow) webhook["allow_set_cookie"] = w.allow_set_cookie;
     triggers.push_back({{"name", w.name}, {"webhook", std::move(webhook)}});
   }
   for (const ScheduleTrigger& s : config.schedules) {

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "basal/result.h"
+#include "serve/signature.h"
 
 namespace basal::serve {
 
@@ -82,8 +83,17 @@ struct WebhookTrigger {
   std::chrono::milliseconds window{std::chrono::minutes(5)};
   size_t max_body_bytes = 256 << 10;
   // kAck: answered once the run is queued. kWait: the answer waits for the run's result, up to `wait`.
-  enum class Respond { kAck, kWait } respond = Respond::kAck;
+  // kFlow: as kWait, and an ok run's result {status, headers, body} is the answer itself.
+  enum class Respond { kAck, kWait, kFlow } respond = Respond::kAck;
   std::chrono::milliseconds wait{std::chrono::seconds(30)};
+  // How deliveries are signed: basal's own, or the sender's (signature.h). `window` is the
+  // tolerance of the schemes that sign a time (basal, stripe, slack); github signs none.
+  WebhookScheme scheme = WebhookScheme::kBasal;
+  // kWait and kFlow: the status of the answer when the run ended other than ok (a 5xx makes senders
+  // retry; a delivery sent again after a failure starts a new run). 200 answers failures as any run.
+  int failure_status = 500;
+  // kFlow: a Set-Cookie header the flow returns is passed on only if this is true.
+  bool allow_set_cookie = false;
 
   bool operator==(const WebhookTrigger&) const = default;
 };

@@ -120,34 +120,43 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
     return JsonError(500, "secret_unavailable",
                      "the trigger's secret cannot be read; the operator must set it (basal secret set " + w.secret + ")");
   }
-  const auto ts = req.Header("x-basal-timestamp");
-  const auto sig = req.Header("x-basal-signature");
   const int64_t now_s = o_.now_us() / 1'000'000;
-  SignatureVerdict v = VerifyWebhookSignature(*secret, ts ? *ts : "", sig ? *sig : "", req.body, now_s,
-                                              std::chrono::duration_cast<std::chrono::seconds>(w.window).count());
-  if (!v.ok) {
-    o_.metrics.Add("basal_webhooks_total", {trigger, v.reason});
-    return JsonError(401, v.reason, v.message);
+  const DeliveryVerdict v = serve::VerifyDelivery(
+      w.scheme, *secret, [&req](std::string_view name) { return req.Header(name); }, req.body, now_s,
+      std::chrono::duration_cast<std::chrono::seconds>(w.window).count());
+  if (!v.verdict.ok) {
+    o_.metrics.Add("basal_webhooks_total", {trigger, v.verdict.reason});
+    return JsonError(401, v.verdict.reason, v.verdict.message);
+  }
+  // Slack checks a new endpoint with a signed url_verification: answered its challenge, no run.
+  if (v.challenge) {
+    o_.metrics.Add("basal_webhooks_total", {trigger, "url_verification"});
+    return JsonResponse(200, Json{{"challenge", *v.challenge}});
   }
   Json body = Json::parse(req.body, nullptr, false);
-  // Everything in the input comes from the signed delivery, so a delivery sent again (a sender's
-  // retry, or a replay of a captured one inside the window) is the same input: with the key below
-  // it gets the run it already has, never a second one.
-  int64_t signed_s = 0;
-  for (char c : *ts) signed_s = signed_s * 10 + (c - '0');  // digits only: the check parsed it
   Delivery d;
   d.run.flow = w.flow;
   d.run.trigger = "webhook:" + trigger;
   d.run.input = Json{{"trigger", trigger},
+                     {"scheme", WebhookSchemeName(w.scheme)},
                      {"body", body.is_discarded() ? Json(req.body) : body},
-                     {"content_type", std::string(req.Header("content-type").value_or(""))},
-                     {"signed_at", UtcText(signed_s * 1'000'000)}};
-  // The key is the delivery itself: the signed timestamp and body, which nobody without the secret
-  // can vary. Nothing unsigned is part of it: not an Idempotency-Key header (whoever captured one
-  // delivery could send it again inside the window with a new key each time, and start a run each
-  // time), nor the signature header (other values beside the good one make a different string).
-  d.run.idempotency_key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
-  if (w.respond == WebhookTrigger::Respond::kWait) d.wait = std::min(w.wait, o_.limits.wait_max);
+                     {"content_type", std::string(req.Header("content-type").value_or(""))}};
+  if (v.signed_at_s) d.run.input["signed_at"] = UtcText(*v.signed_at_s * 1'000'000);
+  if (w.scheme == WebhookScheme::kGithub) {
+    d.run.input["event"] = std::string(req.Header("x-github-event").value_or(""));
+    d.run.input["delivery"] = std::string(req.Header("x-github-delivery").value_or(""));
+  }
+  // The key names the delivery by what the scheme signs, or by the sender's own id for it
+  // (signature.h): a delivery sent again, by the sender or by whoever captured it, gets the run it
+  // has, never a second one. Nothing else unsigned is part of it: not an Idempotency-Key header,
+  // nor the signature header (other values beside the good one make a different string). What
+  // the input holds besides (the Content-Type) may differ in a delivery sent again: it still gets
+  // the first one's run (Api::AcceptDelivery).
+  d.run.idempotency_key = "delivery:" + trigger + ":" + v.key;  // keys are per flow
+  if (w.respond != WebhookTrigger::Respond::kAck) d.wait = std::min(w.wait, o_.limits.wait_max);
+  d.respond = w.respond;
+  d.failure_status = w.failure_status;
+  d.allow_set_cookie = w.allow_set_cookie;
   return d;  // the queue looks the flow up (a revoked one: 409 flow_unavailable)
 }
 

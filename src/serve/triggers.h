@@ -77,9 +77,13 @@ class Triggers {
   struct Delivery {
     RunRequest run;
     std::optional<std::chrono::milliseconds> wait;
+    WebhookTrigger::Respond respond = WebhookTrigger::Respond::kAck;
+    int failure_status = 500;       // wait, flow: the answer's status for a run that did not end ok
+    bool allow_set_cookie = false;  // flow
   };
   // The delivery `req` to webhook `trigger`: a run to start, or the answer refusing it (404 no such
-  // trigger, 500 its secret unreadable, 401 a failed signature check, 409/500 its flow unavailable).
+  // trigger, 500 its secret unreadable, 401 a failed signature check under the trigger's scheme),
+  // or the answer that needs no run (200 a Slack url_verification's challenge).
   std::variant<Delivery, HttpResponse> VerifyDelivery(const HttpRequest& req, const std::string& trigger);
   // The run of a verified delivery was accepted: new, or the one the delivery already had.
   void DeliveryAccepted(const std::string& trigger, bool existing);

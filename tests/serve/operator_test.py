@@ -5,6 +5,8 @@
 log line per run end. Run by ctest: operator_test.py --bin-dir DIR. The daemon harness is
 serve_test.py's."""
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import socket
@@ -375,6 +377,165 @@ class RunEndLogTest(unittest.TestCase):
                                    r"error=\"TypeError: no such thing: line1\?line2\?\[31m\"$" % bad["id"])
         for line in lines:
             self.assertFalse(any(ord(c) < 0x20 for c in line), line)
+
+
+def post(d, path, body, headers):
+    """POST raw bytes over the daemon's socket with exactly these headers: (status, headers, body)."""
+    conn = serve_test.UnixHttp(d.socket)
+    try:
+        conn.request("POST", path, body=body.encode() if isinstance(body, str) else body, headers=headers)
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        conn.close()
+
+
+def as_json(data):
+    return json.loads(data or b"null")
+
+
+GITHUB_SECRET = "It's a Secret to Everybody"
+# GitHub's documented test values ("Validating webhook deliveries", "Testing the webhook payload
+# validation": docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries).
+GITHUB_BODY = "Hello, World!"
+GITHUB_SIGNATURE = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+ECHO = "export default async (input) => input;\n"
+FLAKY = ("export default async (input, host) => { const n = await host.call('kv.incr', {namespace: 'tries', key: 'k'}); "
+         "if (n < 2) throw new Error('attempt ' + n + ' fails'); return {attempt: n}; };\n")
+FLAKY_MANIFEST = {"grants": {"kv.incr": {"namespaces": ["tries"]}}, "budgets": {"deadline_ms": 20000}}
+RESPONDS = ("export default async (input) => { const b = input.body; if (b && b.bad) return {status: 200, headers: "
+            "{'X-Bad': 'a\\r\\nInjected: 1'}}; return {status: 201, headers: {'Content-Type': 'application/json', "
+            "'X-Custom': 'yes', 'Set-Cookie': 'session=1', 'Connection': 'close', 'Content-Length': '1'}, "
+            "body: {text: 'hi ' + (typeof b === 'string' ? b.length : 'json')}}; };\n")
+
+
+def stripe_header(secret, body, t=None):
+    t = int(time.time()) if t is None else t
+    mac = hmac.new(secret.encode(), ("%d." % t).encode() + body.encode(), hashlib.sha256).hexdigest()
+    return "t=%d,v1=%s" % (t, mac)
+
+
+def slack_headers(secret, body, t=None):
+    t = int(time.time()) if t is None else t
+    mac = hmac.new(secret.encode(), ("v0:%d:" % t).encode() + body.encode(), hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": str(t), "X-Slack-Signature": "v0=" + mac}
+
+
+class WebhookSchemesTest(unittest.TestCase):
+    def daemon(self, triggers, flows, secrets):
+        d = Daemon(self, flows={}, config={"triggers": triggers})
+        for name, source in flows.items():
+            d.approve(name, *source) if isinstance(source, tuple) else d.approve(name, source)
+        for name, value in secrets.items():
+            d.cli("secret", "set", name, input=value)
+        return d.start()
+
+    def test_github_delivers_with_its_documented_signature_and_a_redelivery_gets_its_run(self):
+        d = self.daemon([{"name": "gh", "webhook": {"flow": "echo", "secret": "gh", "scheme": "github"}}],
+                        {"echo": ECHO}, {"gh": GITHUB_SECRET})
+        headers = {"X-Hub-Signature-256": GITHUB_SIGNATURE, "X-GitHub-Event": "ping",
+                   "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958", "Content-Type": "text/plain"}
+        status, _, data = post(d, "/hooks/gh", GITHUB_BODY, headers)
+        self.assertEqual(status, 202, data)
+        run = as_json(data)
+        code, ended, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % run["id"])
+        self.assertEqual(ended["result"], {"body": "Hello, World!", "content_type": "text/plain", "delivery":
+                                           "72d3162e-cc78-11e3-81ab-4c9367dc0958", "event": "ping", "scheme": "github",
+                                           "trigger": "gh"})
+        status, hdrs, data = post(d, "/hooks/gh", GITHUB_BODY, headers)  # GitHub's "Redeliver"
+        self.assertEqual((status, as_json(data)["id"], hdrs.get("idempotent-replayed")), (200, run["id"], "true"))
+        for changed, reason in [({"X-Hub-Signature-256": "sha256=" + "0" * 64}, "bad_signature"),
+                                ({"X-GitHub-Delivery": ""}, "missing_delivery_id")]:
+            status, _, data = post(d, "/hooks/gh", GITHUB_BODY, dict(headers, **changed))
+            self.assertEqual((status, as_json(data)["error"]["code"]), (401, reason))
+        # basal's own headers are not GitHub's: a trigger takes its scheme only.
+        status, _, data = post(d, "/hooks/gh", GITHUB_BODY, d.sign(GITHUB_SECRET, GITHUB_BODY))
+        self.assertEqual((status, as_json(data)["error"]["code"]), (401, "missing_signature"))
+        self.assertEqual(d.metric('basal_webhooks_total{trigger="gh",verdict="bad_signature"}'), 1)
+
+    def test_stripe_checks_its_tolerance_and_a_retried_event_gets_its_run(self):
+        d = self.daemon([{"name": "pay", "webhook": {"flow": "echo", "secret": "stripe_hook", "scheme": "stripe",
+                                                      "window": "10m", "respond": "wait"}}],
+                        {"echo": ECHO}, {"stripe_hook": "whsec_test_secret"})
+        body = json.dumps({"id": "evt_1", "object": "event", "type": "payment_intent.succeeded"})
+        now = int(time.time())
+        status, _, data = post(d, "/hooks/pay", body, {"Stripe-Signature": stripe_header("whsec_test_secret", body, now - 500),
+                                                        "Content-Type": "application/json"})
+        self.assertEqual(status, 200, data)  # within 10 minutes
+        run = as_json(data)
+        self.assertEqual(run["result"]["body"]["id"], "evt_1")
+        self.assertEqual(run["result"]["signed_at"][:16], time.strftime("%Y-%m-%dT%H:%M", time.gmtime(now - 500)))
+        # Stripe retries an event with a new timestamp: the same run.
+        status, hdrs, data = post(d, "/hooks/pay", body, {"Stripe-Signature": stripe_header("whsec_test_secret", body),
+                                                          "Content-Type": "application/json"})
+        self.assertEqual((status, as_json(data)["id"], hdrs.get("idempotent-replayed")), (200, run["id"], "true"))
+        status, _, data = post(d, "/hooks/pay", body, {"Stripe-Signature": stripe_header("whsec_test_secret", body, now - 700)})
+        self.assertEqual((status, as_json(data)["error"]["code"]), (401, "stale_timestamp"))
+        status, _, data = post(d, "/hooks/pay", body, {"Stripe-Signature": stripe_header("whsec_other", body)})
+        self.assertEqual((status, as_json(data)["error"]["code"]), (401, "bad_signature"))
+
+    def test_slack_url_verification_and_a_flow_that_answers_for_itself(self):
+        d = self.daemon([{"name": "cmd", "webhook": {"flow": "responds", "secret": "slack_signing", "scheme": "slack",
+                                                      "respond": "flow", "wait": "20s"}}],
+                        {"responds": RESPONDS}, {"slack_signing": "8f742231b10e8888abcd99yyyzzz85a5"})
+        check = json.dumps({"token": "x", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+                            "type": "url_verification"})
+        status, _, data = post(d, "/hooks/cmd", check, dict(slack_headers("8f742231b10e8888abcd99yyyzzz85a5", check),
+                                                           **{"Content-Type": "application/json"}))
+        self.assertEqual((status, as_json(data)), (200, {"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}))
+        self.assertEqual(d.query("SELECT count(*) FROM runs"), [(0,)])  # no run for it
+        status, _, data = post(d, "/hooks/cmd", check, {"Content-Type": "application/json"})  # unsigned: no challenge
+        self.assertEqual((status, as_json(data)["error"]["code"]), (401, "missing_timestamp"))
+        # A slash command (a form body): the flow's {status, headers, body} is the answer, filtered.
+        form = "command=%2Fhello&text=there&trigger_id=1.2.3"
+        status, hdrs, data = post(d, "/hooks/cmd", form, dict(slack_headers("8f742231b10e8888abcd99yyyzzz85a5", form),
+                                                              **{"Content-Type": "application/x-www-form-urlencoded"}))
+        self.assertEqual(status, 201, data)
+        self.assertEqual(as_json(data), {"text": "hi %d" % len(form)})
+        self.assertEqual(hdrs.get("content-type"), "application/json")
+        self.assertEqual(hdrs.get("x-custom"), "yes")
+        self.assertNotIn("set-cookie", hdrs)
+        self.assertNotEqual(hdrs.get("connection"), "close")
+        self.assertEqual(hdrs.get("content-length"), str(len(data)))
+        # A header that would smuggle another is refused, whole.
+        bad = json.dumps({"bad": True})
+        status, hdrs, data = post(d, "/hooks/cmd", bad, slack_headers("8f742231b10e8888abcd99yyyzzz85a5", bad))
+        self.assertEqual((status, as_json(data)["error"]["code"]), (502, "bad_flow_response"), data)
+        self.assertNotIn("injected", hdrs)
+
+    def test_a_failed_run_answers_5xx_and_the_senders_retry_runs_again(self):
+        d = self.daemon([{"name": "job", "webhook": {"flow": "flaky", "secret": "job_hook", "respond": "wait"}}],
+                        {"flaky": (FLAKY, FLAKY_MANIFEST)}, {"job_hook": "s3cret"})
+        body = json.dumps({"job": 1})
+        headers = dict(d.sign("s3cret", body), **{"Content-Type": "application/json"})
+        status, _, data = post(d, "/hooks/job", body, headers)
+        first = as_json(data)
+        self.assertEqual((status, first["outcome"]), (500, "script_error"), data)
+        self.assertEqual(first["error"]["message"], "Error: attempt 1 fails")
+        status, hdrs, data = post(d, "/hooks/job", body, headers)  # the sender retries: a new run
+        second = as_json(data)
+        self.assertEqual((status, second["outcome"], second["result"]), (200, "ok", {"attempt": 2}), data)
+        self.assertNotEqual(second["id"], first["id"])
+        self.assertIsNone(hdrs.get("idempotent-replayed"))
+        status, hdrs, data = post(d, "/hooks/job", body, headers)  # and once it worked, that run
+        self.assertEqual((status, as_json(data)["id"], hdrs.get("idempotent-replayed")), (200, second["id"], "true"))
+        keys = [k for (k,) in d.query("SELECT idempotency_key FROM runs ORDER BY id")]
+        self.assertEqual(keys[1], keys[0] + "#2")
+
+    def test_a_delivery_sent_again_with_another_content_type_gets_the_same_run(self):
+        # docs/serve.md once showed an openssl example that sent no Content-Type, and a sender that
+        # then added one got 409 journal: the same signed body is the same delivery.
+        d = self.daemon([{"name": "hook", "webhook": {"flow": "echo", "secret": "hook", "respond": "wait"}}],
+                        {"echo": ECHO}, {"hook": "s3cret"})
+        body = json.dumps({"n": 1})
+        signed = d.sign("s3cret", body)
+        status, _, data = post(d, "/hooks/hook", body, signed)  # no Content-Type at all
+        first = as_json(data)
+        self.assertEqual(status, 200, data)
+        self.assertEqual(first["result"]["content_type"], "")
+        status, hdrs, data = post(d, "/hooks/hook", body, dict(signed, **{"Content-Type": "application/json"}))
+        self.assertEqual((status, as_json(data)["id"], hdrs.get("idempotent-replayed")), (200, first["id"], "true"), data)
 
 
 def basal(*args, env=None, input=None):

@@ -254,6 +254,33 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
        }},
       {R"({"triggers": [{"name": "w", "webhook": {"flow": "f", "secret": "s", "respond": "ack"}}]})",
        [](ServeConfig& c) { c.webhooks = {Webhook("w", "f", "s")}; }},
+      {R"({"triggers": [{"name": "gh", "webhook": {"flow": "f", "secret": "s", "scheme": "github"}}]})",
+       [](ServeConfig& c) {
+         WebhookTrigger w = Webhook("gh", "f", "s");
+         w.scheme = WebhookScheme::kGithub;
+         c.webhooks = {w};
+       }},
+      {R"({"triggers": [{"name": "pay", "webhook": {"flow": "f", "secret": "s", "scheme": "stripe", "window": "10m",
+                          "respond": "wait", "failure_status": 503}}]})",
+       [](ServeConfig& c) {
+         WebhookTrigger w = Webhook("pay", "f", "s");
+         w.scheme = WebhookScheme::kStripe;
+         w.window = 10min;
+         w.respond = WebhookTrigger::Respond::kWait;
+         w.failure_status = 503;
+         c.webhooks = {w};
+       }},
+      {R"({"triggers": [{"name": "cmd", "webhook": {"flow": "f", "secret": "s", "scheme": "slack", "respond": "flow",
+                          "wait": "2s", "failure_status": 200, "allow_set_cookie": true}}]})",
+       [](ServeConfig& c) {
+         WebhookTrigger w = Webhook("cmd", "f", "s");
+         w.scheme = WebhookScheme::kSlack;
+         w.respond = WebhookTrigger::Respond::kFlow;
+         w.wait = 2s;
+         w.failure_status = 200;
+         w.allow_set_cookie = true;
+         c.webhooks = {w};
+       }},
       {R"({"triggers": [{"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *"}}]})",
        [](ServeConfig& c) { c.schedules = {Schedule("nightly", "report", "0 3 * * *")}; }},
       {R"({"triggers": [{"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *",
@@ -369,8 +396,8 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        "serve.json: triggers[2].schedule.cron_expr: unknown key; known keys: flow, cron, timezone, input, overlap, "
        "catch_up"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "hmac": "sha1"}}]})",
-       "serve.json: triggers[0].webhook.hmac: unknown key; known keys: flow, secret, window, max_body_bytes, respond, "
-       "wait"},
+       "serve.json: triggers[0].webhook.hmac: unknown key; known keys: flow, secret, scheme, window, max_body_bytes, "
+       "respond, wait, failure_status, allow_set_cookie"},
       // Types.
       {R"({"listen": "/run/basal.sock"})",
        R"(serve.json: listen: "/run/basal.sock" is not an object: write {"socket": "/run/basal/basal.sock", "tcp": "127.0.0.1:8470"})"},
@@ -516,11 +543,21 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": ""}}]})",
        R"(serve.json: triggers[0].webhook.secret: the secret's name is empty; a secret's name is a letter or _, then letters, digits or _, at most 64 bytes)"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "sync"}}]})",
-       R"(serve.json: triggers[0].webhook.respond: "sync" is not a way to respond: write "ack" (answer once the run is queued) or "wait" (answer with its result))"},
+       R"(serve.json: triggers[0].webhook.respond: "sync" is not a way to respond: write "ack" (answer once the run is queued), "wait" (answer with its result) or "flow" (answer with the status, headers and body the flow returns))"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "wait": "5s"}}]})",
-       R"(serve.json: triggers[0].webhook.wait: applies only with "respond": "wait"; remove it, or set respond to "wait")"},
+       R"(serve.json: triggers[0].webhook.wait: applies only with "respond": "wait" or "flow"; remove it, or set respond)"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "ack", "wait": "5s"}}]})",
-       R"(serve.json: triggers[0].webhook.wait: applies only with "respond": "wait"; remove it, or set respond to "wait")"},
+       R"(serve.json: triggers[0].webhook.wait: applies only with "respond": "wait" or "flow"; remove it, or set respond)"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "scheme": "gitlab"}}]})",
+       R"(serve.json: triggers[0].webhook.scheme: "gitlab" is not a signing scheme: write "basal" (X-Basal-Signature, the default), "github", "stripe" or "slack" (the sender's own))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "scheme": "github", "window": "5m"}}]})",
+       R"(serve.json: triggers[0].webhook.window: GitHub signs no time, so there is no window to check; remove it (scheme github))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "failure_status": 503}}]})",
+       R"(serve.json: triggers[0].webhook.failure_status: applies only with "respond": "wait" or "flow" (an ack is sent before the run ends); remove it, or set respond)"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "wait", "failure_status": 199}}]})",
+       R"(serve.json: triggers[0].webhook.failure_status: 199 is out of range: use an integer from 200 to 599 (500 to 599 makes senders retry; 200 does not))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "wait", "allow_set_cookie": true}}]})",
+       R"(serve.json: triggers[0].webhook.allow_set_cookie: applies only with "respond": "flow"; remove it, or set respond)"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "wait", "wait": "0s"}}]})",
        R"(serve.json: triggers[0].webhook.wait: "0s" is out of range: use a duration from 1ms to 10m)"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "window": "2d"}}]})",
@@ -801,7 +838,8 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
                "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576},
     "triggers": [
       {"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook", "window": "5m",
-                                     "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s"}},
+                                     "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s", "scheme": "basal",
+                                     "failure_status": 500}},
       {"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
                                        "overlap": "buffer_one", "catch_up": "1h", "input": {"full": true}}}
     ],
