@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [--smoke] [TARGET...] [-- LIBFUZZER_ARGS...]
 #
 #   TARGET    frame, worker_message, parent_message, manifest, kv, proc_status, terminal_text, review,
-#             http_policy, mcp_message, json_schema, http_request
+#             http_policy, mcp_message, mcp_downstream, json_schema, http_request
 #             (or with _fuzzer); default: all
 #   --smoke   a short run of each (BASAL_FUZZ_SMOKE_SECONDS, default 5 s): the CI check
 #   default   each runs for BASAL_FUZZ_SECONDS (default 600 s); pass -- -max_total_time=0 to run

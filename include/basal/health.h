@@ -16,6 +16,10 @@
 
 namespace basal {
 
+// Granted members of host-call families counted by name in HealthSnapshot::host_calls (and so in
+// basal serve's metrics); more count as "other" (docs/health.md).
+inline constexpr size_t kMaxHostCallNamesCounted = 256;
+
 // Why the parent ended a worker's process.
 enum class RetireReason {
   kActivationCount,  // ran its last allowed activation
@@ -27,8 +31,9 @@ enum class RetireReason {
   kFlowRemoved,      // its flow was removed
   kShutdown,         // the module shut down
   kCpuLimit,         // its RLIMIT_CPU, which this parent cannot move, leaves less than one more activation's budget
+  kParked,           // its durable run parked (sleep, waitForEvent): the run goes on in a new worker later
 };
-inline constexpr int kRetireReasonCount = 9;
+inline constexpr int kRetireReasonCount = 10;
 const char* RetireReasonName(RetireReason reason);  // "activation_count", "idle", ...
 
 struct WorkerCounts {
@@ -42,6 +47,7 @@ struct HealthSnapshot {
   uint64_t queue_length = 0;
   // Since the module opened.
   uint64_t activations_ok = 0;
+  uint64_t activations_parked = 0;  // a durable run parked (sleep, waitForEvent): neither ok nor failed
   std::map<Outcome, uint64_t> activations_failed;  // by outcome
   uint64_t retirements[kRetireReasonCount] = {};
   std::map<std::string, uint64_t> crashes;         // "signal SIGSEGV", "exit 1"
@@ -68,8 +74,11 @@ struct HealthSnapshot {
   // network, by kind (timeout, connect, tls, protocol, other).
   std::map<std::string, uint64_t> http_refusals;
   std::map<std::string, uint64_t> http_failures;
-  // Host calls by name (registered names only; any other name counts as "unknown") and verdict
-  // ("allow", "deny", "needs_approval", "quota_exceeded").
+  // Host calls by name and verdict ("allow", "deny", "needs_approval", "quota_exceeded"). A name
+  // a flow chose cannot grow this map: a registered host call counts under its own name; a member
+  // of a family ("mcp.fs.read_file" of "mcp.*") under its own name only when the manifest granted
+  // it, else under the family's ("mcp.*"), and past kMaxHostCallNamesCounted members by name under
+  // "other"; any other name counts as "unknown".
   std::map<std::string, std::map<std::string, uint64_t>> host_calls;
 
   uint64_t activations_failed_total() const;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "basal/host_call.h"
 #include "basal/result.h"
@@ -74,6 +75,19 @@ class Manifest {
   // "durable": true: a run of this flow is resumed from the journal after its host died, and its
   // script sees journaled clocks and seeded randomness (docs/durable.md). Flows only.
   bool durable() const { return durable_; }
+  // "retry" (durable flows only; docs/durable.md#retries): a failed attempt of a run whose outcome
+  // is in `on` is retried after a backoff, up to max_attempts attempts in all. nullopt: no retry.
+  struct RetryPolicy {
+    int max_attempts = 1;                       // 1..100, the first attempt included
+    std::chrono::milliseconds initial{1000};    // the wait before the second attempt
+    double factor = 2.0;                        // each further wait is this many times the last (1..10)
+    std::chrono::milliseconds max{3'600'000};   // no wait is longer (<= 365 days)
+    std::vector<std::string> on;                // outcome names ("script_error", "deadline", ...)
+    // The wait before attempt `next` (2, 3, ...).
+    std::chrono::milliseconds Backoff(int64_t next) const;
+    bool RetriesOn(std::string_view outcome) const;
+  };
+  const std::optional<RetryPolicy>& retry() const { return retry_; }
   const Budgets& budgets() const { return budgets_; }
   const std::map<std::string, Json>& grants() const { return grants_; }
   // "sha256:<hex>" of the canonical form (sorted keys, defaults filled in).
@@ -85,6 +99,7 @@ class Manifest {
   std::map<std::string, Json> mcp_servers_;
   Budgets budgets_;
   bool durable_ = false;
+  std::optional<RetryPolicy> retry_;
   std::string hash_;
 };
 

@@ -76,11 +76,31 @@ struct ModuleOptions {
   // attempt instead of starting again: a run whose script brings its worker or host down each time
   // cannot loop for ever.
   uint32_t max_resumes = 10;
+  // Parked durable runs (docs/durable.md: sleep, waitForEvent, retries) cost rows, not workers;
+  // these bound the rows. A park past a bound fails its call with a LimitError the script can catch.
+  size_t max_parked_runs = 100'000;          // in the store, all flows
+  size_t max_parked_runs_per_flow = 10'000;  // of one flow
+  // A sleep of at most this long stays inside its activation (a timer); longer ones park the run.
+  std::chrono::milliseconds park_after{1'000};
+  // Events (docs/durable.md#events): payload bytes; undelivered events per run, and keyed ones
+  // (a webhook's, matched to a waiting run by a key) per flow; how long an undelivered one is kept.
+  size_t max_event_bytes = 64u << 10;
+  size_t max_pending_events_per_run = 100;
+  size_t max_pending_keyed_events_per_flow = 10'000;
+  std::chrono::milliseconds event_retention{7LL * 24 * 3600 * 1000};
   // Bounds on what a hostile flow or worker can make the parent hold or write (docs/sandbox.md,
   // "Limits"). The manifest's budgets (calls_in_flight, journal_kb, log_kb) bound each activation.
   size_t journal_value_max_bytes = 64u << 10;      // per journaled value; above: prefix, size, SHA-256
   uint64_t calls_in_flight_max_bytes = 32ull << 20; // argument bytes of one activation's calls in flight
-  uint64_t worker_output_max_bytes = 32ull << 20;  // answers queued to a worker that does not read
+  // Answers on their way to one worker (docs/sandbox.md, "Answers to a worker: flow control"): the
+  // parent runs a call's handler and hands answers to the worker only while less than the budget
+  // waits for it; the rest waits (calls unrun, answers held in order) until the worker reads. A
+  // worker that has read none of its answers while more than the max wait for it is killed.
+  uint64_t worker_output_budget_bytes = 16ull << 20;
+  uint64_t worker_output_max_bytes = 64ull << 20;
+  // How long a worker with more than worker_output_max_bytes waiting for it may read none of it
+  // before it is killed (a worker that reads is never killed for what waits for it).
+  std::chrono::milliseconds worker_output_stall{2000};
   // CPU is measured by the parent from the kernel: a worker past its activation's budget plus this
   // grace is killed (budget_exhausted, cpu).
   std::chrono::milliseconds cpu_grace{100};

@@ -26,8 +26,9 @@ enum class Outcome {
   kCancelled,           // Cancel(), Shutdown() or the Module's end stopped it first
   kAbandoned,           // its parent died while it ran: closed by the next parent to open the journal
   kDiverged,            // a durable run's replay: the script issued a call other than the one recorded
+  kParked,              // a durable run parked (sleep, waitForEvent): its worker was let go; the run goes on later
 };
-inline constexpr Outcome kLastOutcome = Outcome::kDiverged;
+inline constexpr Outcome kLastOutcome = Outcome::kParked;
 
 // The wire/CLI name: "ok", "script_error", "budget_exhausted", "deadline", ...
 const char* OutcomeName(Outcome outcome);

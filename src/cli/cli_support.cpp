@@ -29,6 +29,8 @@ int ExitCodeFor(Outcome outcome) {
   switch (outcome) {
     case Outcome::kOk:
       return kExitOk;
+    case Outcome::kParked:  // the run goes on later (docs/durable.md)
+      return kExitWaiting;
     case Outcome::kJournalError:
     case Outcome::kSpawnFailed:
     case Outcome::kWorkerRefused:
@@ -39,7 +41,9 @@ int ExitCodeFor(Outcome outcome) {
 }
 
 int WorseExit(int a, int b) {
-  auto rank = [](int code) { return code == kExitBasalFailed ? 2 : code == kExitFlowFailed ? 1 : 0; };
+  auto rank = [](int code) {
+    return code == kExitBasalFailed ? 3 : code == kExitFlowFailed ? 2 : code == kExitWaiting ? 1 : 0;
+  };
   return rank(b) > rank(a) ? b : a;
 }
 

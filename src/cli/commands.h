@@ -160,6 +160,12 @@ struct CancelRunOptions {
   std::string note;
   std::string db_path, worker_path;
 };
+struct SignalOptions {
+  int64_t run = 0;
+  std::string name;                 // the event's name
+  std::optional<std::string> data;  // --data JSON (default null)
+  std::string db_path, worker_path;
+};
 struct ReplayOptions {
   int64_t run = 0;                    // a run; 0 with --flow NAME --version N --last K
   std::string flow;                   // FILE.js (with RUN and --manifest) or NAME (with --version and --last)
@@ -172,6 +178,7 @@ struct ReplayOptions {
 };
 int ResolveCommand(const ResolveOptions& options);
 int CancelRunCommand(const CancelRunOptions& options);
+int SignalCommand(const SignalOptions& options);
 int ReplayCommand(const ReplayOptions& options);
 // Replays the last `last` durable runs of flow `name` in the journal `db_path` against the given
 // source and manifest (basal replay --flow NAME --version N --last K, basal flow approve --replay K):

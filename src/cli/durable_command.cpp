@@ -42,6 +42,17 @@ int ExitForRunError(const Error& e) {
 }
 
 int PrintStop(const RunStop& stop) {
+  if (RunParked(stop.state)) {
+    // It goes on later (docs/durable.md): a parked activation says when and how; a failed attempt
+    // says when the next one comes.
+    const ActivationResult& p = stop.result;
+    ReportError("parked", p.outcome == Outcome::kParked
+                              ? p.message
+                              : "attempt failed (" + std::string(OutcomeName(p.outcome)) + ": " + p.message + "); run " +
+                                    std::to_string(stop.run_id) + " is retrying (basal serve retries it at its time, or: "
+                                    "basal run --resume " + std::to_string(stop.run_id) + ")");
+    return kExitWaiting;
+  }
   const ActivationResult& r = stop.result;
   if (stop.state == RunState::kNeedsReconciliation) {
     ReportError("needs_reconciliation", r.message);
@@ -212,6 +223,48 @@ int CancelRunCommand(const CancelRunOptions& o) {
   if (auto c = (*module)->host().CancelRun(o.run, why); !c) return ExitForRunError(c.error());
   (*module)->RunUntilIdle();
   WriteStderr("basal: run " + std::to_string(o.run) + " cancelled\n");
+  return kExitOk;
+}
+
+int SignalCommand(const SignalOptions& o) {
+  std::string payload = "null";
+  if (o.data) {
+    Json value;
+    if (std::string why; !protocol::ParseJsonValue(*o.data, value, why))
+      return Fail(kKindUsage, "--data is not JSON: " + why + " (quote it for the shell: --data '{\"approved\": true}')");
+    payload = protocol::DumpJson(value);
+  }
+  auto base = ModuleOptionsFor(o.worker_path, o.db_path);
+  if (!base) return Fail(kKindIo, base.error().message);
+  auto module = Module::Open(std::move(*base));
+  if (!module) return Fail(KindForOpenError(module.error()), module.error().message);
+  NewRunEvent e;
+  e.run_id = o.run;
+  e.name = o.name;
+  e.payload_json = std::move(payload);
+  e.sender = CurrentActor().name;
+  // Delivered here, the run is left interrupted for whoever resumes it: basal serve for its runs,
+  // else `basal run --resume` (this command returns at once; a wait may be days long).
+  auto sent = (*module)->host().SendEvent(std::move(e), std::nullopt);
+  if (!sent) {
+    if (sent.error().code == ErrorCode::kUnavailable) return Fail(kKindUsage, sent.error().message);
+    return ExitForRunError(sent.error());
+  }
+  (*module)->RunUntilIdle();  // commits the event (and the answer of the wait it ends)
+  const std::string run = std::to_string(o.run);
+  if (sent->delivered_to == 0) {
+    WriteStderr("basal: event " + EscapeForTerminal(o.name, TerminalText::kOneLine) + " (id " +
+                std::to_string(sent->event_id) + ") is kept for run " + run +
+                ", which does not wait for it now: its next waitForEvent of that name takes it\n");
+    return kExitOk;
+  }
+  if (DaemonTrigger(sent->run.trigger)) {
+    WriteStderr("basal: event " + EscapeForTerminal(o.name, TerminalText::kOneLine) + " delivered to run " + run +
+                "; basal serve resumes it (within a second when it runs)\n");
+  } else {
+    WriteStderr("basal: event " + EscapeForTerminal(o.name, TerminalText::kOneLine) + " delivered to run " + run +
+                "; resume it: basal run --resume " + run + "\n");
+  }
   return kExitOk;
 }
 

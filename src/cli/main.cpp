@@ -178,7 +178,7 @@ void AddRun(CLI::App& app, int& exit_code) {
       Examples({kRunExample, kInputsExample}));
   AddRunSubcommands(*run, exit_code);
   run->callback([run, o, &exit_code] {
-    if (!run->get_subcommands().empty()) return;  // resolve, cancel: their own callbacks ran
+    if (!run->get_subcommands().empty()) return;  // resolve, cancel, signal: their own callbacks ran
     if (o->flow_path.empty() && o->resume == 0) {
       exit_code = Fail(kKindUsage, "give the flow to run (NAME, or FLOW.js with --manifest), or --resume RUN");
       return;
@@ -235,6 +235,22 @@ void AddRunSubcommands(CLI::App& run, int& exit_code) {
   cancel->footer("Exit: 0 cancelled; 2 usage (no such run, already ended, running in another process); 3 basal failed\n\n" +
                  Examples({"  basal run cancel 7 --note 'superseded'\n"}));
   cancel->callback([c, &exit_code] { exit_code = CancelRunCommand(*c); });
+
+  auto g = Keep<SignalOptions>();
+  CLI::App* signal = run.add_subcommand(
+      "signal", "Send an event to a durable run: the waitForEvent that waits for its name returns it, now or at "
+                "its next wait (journaled with who sent it; docs/durable.md#events)");
+  signal->add_option("run", g->run, "The run (its id)")->required()->type_name("RUN");
+  signal->add_option("name", g->name, "The event's name (what waitForEvent names)")->required()->type_name("NAME");
+  signal->add_option("--data", g->data, "The event's payload (JSON; default null)")->type_name("JSON");
+  signal->add_option("--db", g->db_path, kDbHelp)->type_name("FILE");
+  signal->add_option("--worker", g->worker_path, kWorkerHelp)->type_name("PATH");
+  signal->footer(
+      "A run of basal serve's is resumed by the daemon within a second; any other: basal run --resume RUN.\n"
+      "Exit: 0 sent (delivered, or kept for the run's next wait); 2 usage (no such run, ended, not durable, bad\n"
+      "JSON, too many events waiting); 3 basal failed\n\n" +
+      Examples({"  basal run signal 7 approved --data '{\"by\": \"ops\"}'\n"}));
+  signal->callback([g, &exit_code] { exit_code = SignalCommand(*g); });
 }
 
 void AddReplay(CLI::App& app, int& exit_code) {
@@ -349,8 +365,12 @@ void AddRuns(CLI::App& app, int& exit_code) {
                    "Only ended runs with this outcome: ok, script_error, budget_exhausted, deadline, cancelled, "
                    "abandoned, missed, skipped, ... (docs/api.md)")
       ->type_name("OUTCOME");
-  runs->add_option("--state", o->state, "Only runs in this state")
-      ->check(CLI::IsMember({"queued", "running", "ended", "interrupted", "needs_reconciliation"}));
+  // The states as help text, not a CLI::IsMember: the man page cannot break one list of eight
+  // (the run filter refuses any other, naming them).
+  runs->add_option("--state", o->state,
+                   "Only runs in this state: queued, running, ended, interrupted, needs_reconciliation, sleeping, "
+                   "waiting, retrying")
+      ->type_name("STATE");
   runs->add_option("--trigger", o->trigger,
                    "Only runs of this trigger: a kind (api, webhook, schedule, mcp, cli, embedder) or one trigger "
                    "(webhook:github, schedule:nightly)")

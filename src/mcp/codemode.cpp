@@ -301,7 +301,9 @@ void DownstreamHub::StartAll(const std::map<std::string, Json>& servers, const s
       failed_[name] = failure;
       continue;
     }
-    auto downstream = std::make_unique<Downstream>(loop_, std::move(config));
+    DownstreamLimits limits;
+    limits.shared_tools = shared_tools_;
+    auto downstream = std::make_unique<Downstream>(loop_, std::move(config), limits);
     Downstream* raw = downstream.get();
     servers_.emplace(name, std::move(downstream));
     ++pending;
@@ -420,13 +422,16 @@ std::vector<ScriptTool> Codemode::ScriptTools(const Manifest& manifest) {
     if (name == "log" || name == "timer.sleep" || name.starts_with("mcp.") || name.find('.') == std::string::npos) continue;
     const protocol::ToolBinding binding = protocol::BindingFor(name);
     ScriptTool tool{name, binding.group, binding.member, "", nullptr, nullptr};
+    const auto text = [](const Json& schema) {
+      return schema.is_null() ? SchemaText() : std::make_shared<const std::string>(Dump(schema));
+    };
     if (const HostCallSpec* spec = module_.registry().Find(name); spec && !spec->description.empty()) {
       tool.description = spec->description;
-      tool.input_schema = spec->input_schema;
+      tool.input_schema = text(spec->input_schema);
     } else if (const Builtin* builtin = FindBuiltin(name)) {
       tool.description = builtin->description;
-      tool.input_schema = builtin->input;
-      tool.result_schema = builtin->result;
+      tool.input_schema = text(builtin->input);
+      tool.result_schema = text(builtin->result);
     }
     out.push_back(std::move(tool));
   }
@@ -438,8 +443,8 @@ std::vector<ScriptTool> Codemode::ScriptTools(const Manifest& manifest) {
       const std::string name = "mcp." + server + "." + t.name;
       if (name.size() > kMaxHostCallNameBytes || manifest.GrantKeyFor(name).empty()) continue;
       // A tool without an output schema answers its text (a string); with one, its structured content.
-      Json result = t.output_schema.is_null() ? Json{{"type", "string"}} : t.output_schema;
-      out.push_back({name, server, t.name, t.description, t.input_schema, std::move(result)});
+      static const SchemaText kString = std::make_shared<const std::string>(R"({"type":"string"})");
+      out.push_back({name, server, t.name, t.description, t.input_schema, t.output_schema ? t.output_schema : kString});
     }
   }
   // The worker takes at most this many tools (the load message's bound); list_tools says so.
@@ -542,7 +547,8 @@ Json Codemode::ListToolsResult() {
   Json tools = Json::array();
   std::string text;
   for (const ScriptTool& t : ScriptTools()) {
-    const std::string line = SummaryLine({t.group, t.member, t.description, t.input_schema, t.result_schema});
+    // One tool's schema parsed at a time, for its line only.
+    const std::string line = SummaryLine({t.group, t.member, t.description, ParseSchema(t.input_schema), Json()});
     tools.push_back(Json{{"name", t.group + "." + t.member}, {"host_call", t.host_call}, {"summary", line}});
     text += "tools." + line + "\n";
   }
@@ -573,6 +579,13 @@ Json Codemode::DescribeToolsResult(const Json& arguments) {
   const std::vector<ScriptTool> all = ScriptTools();
   std::vector<ToolDeclaration> chosen;
   Json unknown = Json::array();
+  // The schemas of the chosen tools are parsed together (the declaration groups them): at most
+  // max_describe_values values of them in one answer.
+  size_t values = 0;
+  std::vector<std::string> not_described;
+  const auto values_of = [](const SchemaText& text) {
+    return text ? protocol::CountJsonValues(*text) : size_t{0};
+  };
   for (const Json& n : *names) {
     if (!n.is_string()) return ToolError("invalid", "describe_tools: every name must be a string (got " + CutText(Dump(n), 60) + ")");
     const std::string wanted = n.get<std::string>();
@@ -582,7 +595,13 @@ Json Codemode::DescribeToolsResult(const Json& arguments) {
       if (wanted == dotted || wanted == "tools." + dotted || wanted == t.host_call || wanted == t.group) {
         bool seen = false;
         for (const ToolDeclaration& c : chosen) seen = seen || (c.group == t.group && c.member == t.member);
-        if (!seen) chosen.push_back({t.group, t.member, t.description, t.input_schema, t.result_schema});
+        const size_t more = seen ? 0 : values_of(t.input_schema) + values_of(t.result_schema);
+        if (!seen && values + more > limits_.max_describe_values) {
+          not_described.push_back(dotted);
+        } else if (!seen) {
+          values += more;
+          chosen.push_back({t.group, t.member, t.description, ParseSchema(t.input_schema), ParseSchema(t.result_schema)});
+        }
         found = true;
       }
     }
@@ -590,6 +609,10 @@ Json Codemode::DescribeToolsResult(const Json& arguments) {
   }
   std::string text = DeclareTools(chosen, limits_.max_declaration_bytes);
   if (!unknown.empty()) text += "\n// not tools of this policy: " + CutText(Dump(unknown), 1000) + " (list_tools lists them)\n";
+  if (!not_described.empty())
+    text += "\n// not described: " + std::to_string(not_described.size()) + " tool(s) whose schemas pass the " +
+            std::to_string(limits_.max_describe_values) + " JSON values one answer parses (" +
+            CutText(Dump(not_described), 1000) + "): ask describe_tools for fewer tools at once\n";
   return Json{{"content", TextContent(text)},
               {"structuredContent", Json{{"declarations", text}, {"unknown", std::move(unknown)}}}};
 }
@@ -765,7 +788,7 @@ void Codemode::ServeDownstream(const HostCallContext& context, const Json& args,
                                         "\" (list_tools shows the tools)");
   }
   if (!args.is_object()) return reply.Error("TypeError", name + ": the arguments must be an object");
-  if (auto problem = CheckAgainstSchema(tool->input_schema, args, "args"))
+  if (auto problem = CheckAgainstSchema(ParseSchema(tool->input_schema), args, "args"))
     return reply.Error("TypeError", name + ": " + *problem + " (describe_tools gives the tool's declaration)");
   auto shared = std::make_shared<HostCallReply>(std::move(reply));
   const int64_t activation = context.activation_id;

@@ -41,6 +41,9 @@ struct CodemodeLimits {
   size_t max_calls_listed = 200;             // calls[] entries; the rest are counted
   size_t max_describe_names = 100;           // describe_tools' names
   size_t max_declaration_bytes = 64u << 10;  // describe_tools' text
+  // JSON values of the schemas describe_tools parses for one answer (each tool's at most
+  // DownstreamLimits::max_tool_values): tools past it are named as not described.
+  size_t max_describe_values = 256u << 10;
 };
 
 // A tool of the script: tools.<group>.<member>(args) is host call `host_call`.
@@ -49,8 +52,10 @@ struct ScriptTool {
   std::string group;      // "kv", "fs"
   std::string member;     // "get", "read_text_file"
   std::string description;
-  Json input_schema;      // null: unknown
-  Json result_schema;     // null: unknown
+  // As JSON text, parsed for one use at a time (ParseSchema): a downstream server's schemas are
+  // kept as text (downstream.h). Null: unknown.
+  SchemaText input_schema;
+  SchemaText result_schema;
 };
 
 // A policy's downstream servers, started from its mcp_servers when `basal mcp` starts.
@@ -77,6 +82,8 @@ class DownstreamHub {
   std::map<std::string, std::unique_ptr<Downstream>, std::less<>> servers_;
   std::map<std::string, std::string> failed_;  // could not even be configured (a secret missing)
   std::map<std::string, std::string> start_errors_;
+  // What all servers' tool lists keep together (DownstreamLimits::shared_tools): 64 MiB of text.
+  std::shared_ptr<SharedToolBudget> shared_tools_ = std::make_shared<SharedToolBudget>();
 };
 
 class Codemode : public ToolHost {

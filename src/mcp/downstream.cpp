@@ -321,6 +321,26 @@ Downstream::~Downstream() {
   };
   if (process_) stop_now(*process_, true);
   for (auto& [pid, p] : retired_) stop_now(*p, false);
+  ReleaseListing();
+  ReleaseTools();
+}
+
+Json ParseSchema(const SchemaText& text) {
+  if (!text) return nullptr;
+  Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? Json() : j;
+}
+
+void Downstream::ReleaseListing() {
+  if (limits_.shared_tools) limits_.shared_tools->used_bytes -= std::min(limits_.shared_tools->used_bytes, listing_bytes_);
+  listing_bytes_ = 0;
+  listing_.clear();
+}
+
+void Downstream::ReleaseTools() {
+  if (limits_.shared_tools) limits_.shared_tools->used_bytes -= std::min(limits_.shared_tools->used_bytes, tools_bytes_);
+  tools_bytes_ = 0;
+  tools_.clear();
 }
 
 const DownstreamTool* Downstream::FindTool(std::string_view name) const {
@@ -349,7 +369,7 @@ void Downstream::Start(std::function<void(const Result<void>&)> ready) {
   }
   stopped_by_caller_ = false;
   ever_ready_ = false;  // until this start lists tools, calls have nothing to restart
-  tools_.clear();
+  ReleaseTools();
   tools_dropped_ = 0;
   tools_list_incomplete_ = false;
   ready_ = std::move(ready);
@@ -365,10 +385,9 @@ void Downstream::Launch(bool list_tools) {
   state_ = State::kStarting;
   listing_tools_ = list_tools;
   list_pages_ = 0;
-  listing_.clear();
+  ReleaseListing();
   listing_names_.clear();
   listing_dropped_ = 0;
-  listing_bytes_ = 0;
   listing_incomplete_ = false;
   initialize_answered_ = false;
 
@@ -571,8 +590,11 @@ void Downstream::OnToolsListAnswer(const Json& result) {
     ProtocolProblem("tools/list still had more pages after " + std::to_string(list_pages_) +
                     " (max_list_pages); the tools listed so far are kept");
   }
+  ReleaseTools();
   tools_ = std::move(listing_);
   listing_.clear();
+  tools_bytes_ = listing_bytes_;  // charged while listed
+  listing_bytes_ = 0;
   tools_dropped_ = listing_dropped_;
   tools_list_incomplete_ = listing_incomplete_;
   StartFinished(Ok());
@@ -592,30 +614,40 @@ void Downstream::AddListedTool(const Json& t) {
   if (listing_names_.count(n)) return drop("tools/list listed tool " + n + " twice; the first is kept");
   if (listing_.size() >= limits_.max_tools)
     return drop("tools/list listed more than " + std::to_string(limits_.max_tools) + " tools (max_tools)");
-  const size_t bytes = Dump(t).size();
+  const std::string text = Dump(t);
+  const size_t bytes = text.size();
   if (bytes > limits_.max_tool_bytes)
     return drop("tool " + n + "'s definition has " + std::to_string(bytes) + " bytes, more than max_tool_bytes (" +
                 std::to_string(limits_.max_tool_bytes) + ")");
+  if (protocol::CountJsonValues(text, limits_.max_tool_values) > limits_.max_tool_values)
+    return drop("tool " + n + "'s definition has more than " + std::to_string(limits_.max_tool_values) +
+                " JSON values (max_tool_values)");
   if (listing_bytes_ + bytes > limits_.max_tools_total_bytes)
     return drop("the tools' definitions pass max_tools_total_bytes (" + std::to_string(limits_.max_tools_total_bytes) +
                 ") at tool " + n);
+  const std::shared_ptr<SharedToolBudget>& shared = limits_.shared_tools;
+  if (shared && shared->used_bytes + bytes > shared->max_bytes)
+    return drop("the tool lists of basal mcp's servers together pass their shared bound (" +
+                std::to_string(shared->max_bytes) + " bytes) at tool " + n);
   DownstreamTool tool;
   tool.name = n;
   const auto input = t.find("inputSchema");
-  if (input == t.end() || input->is_null()) tool.input_schema = {{"type", "object"}};
-  else if (input->is_object()) tool.input_schema = *input;
+  if (input == t.end() || input->is_null()) tool.input_schema = std::make_shared<const std::string>(R"({"type":"object"})");
+  else if (input->is_object()) tool.input_schema = std::make_shared<const std::string>(Dump(*input));
   else return drop("tool " + n + "'s inputSchema is not an object");
   const auto output = t.find("outputSchema");
-  if (output != t.end() && output->is_object()) tool.output_schema = *output;
+  if (output != t.end() && output->is_object()) tool.output_schema = std::make_shared<const std::string>(Dump(*output));
   const auto annotations = t.find("annotations");
-  if (annotations != t.end() && annotations->is_object()) tool.annotations = *annotations;
+  const bool has_annotations = annotations != t.end() && annotations->is_object();
+  if (has_annotations) tool.annotations = std::make_shared<const std::string>(Dump(*annotations));
   const auto title = t.find("title");
   if (title != t.end() && title->is_string()) tool.title = title->get<std::string>();
-  else if (tool.annotations.is_object() && tool.annotations.contains("title") && tool.annotations["title"].is_string())
-    tool.title = tool.annotations["title"].get<std::string>();
+  else if (has_annotations && annotations->contains("title") && (*annotations)["title"].is_string())
+    tool.title = (*annotations)["title"].get<std::string>();
   const auto description = t.find("description");
   if (description != t.end() && description->is_string()) tool.description = description->get<std::string>();
   listing_bytes_ += bytes;
+  if (shared) shared->used_bytes += bytes;
   listing_names_.insert(n);
   listing_.push_back(std::move(tool));
 }
@@ -982,6 +1014,8 @@ void Downstream::HandleLine(std::string_view line) {
   if (NestedDeeperThan(line, limits_.max_json_depth))
     return ProtocolProblem("a message nested deeper than " + std::to_string(limits_.max_json_depth) +
                            " levels (max_json_depth): " + Excerpt(line));
+  if (protocol::CountJsonValues(line, limits_.max_message_values) > limits_.max_message_values)
+    return HandleTooManyValues(line);
   Json message = Json::parse(line.begin(), line.end(), nullptr, false);
   if (message.is_discarded()) return ProtocolProblem("a line that is not JSON: " + Excerpt(line));
   if (message.is_array()) return ProtocolProblem("a JSON-RPC batch (MCP has had none since 2025-06-18): " + Excerpt(line));
@@ -1015,7 +1049,85 @@ void Downstream::HandleServerRequest(const Json& message) {
   if (auto sent = Send(answer); !sent) ProtocolProblem("a request basal could not answer: " + sent.error().message);
 }
 
-void Downstream::HandleResponse(const Json& message) {
+namespace {
+
+// Finds a message's top-level "id" (an integer) without building anything: the line may hold more
+// values than a tree of them may cost. Bounded like the parse it replaces (depth checked first).
+class TopLevelId : public nlohmann::json_sax<Json> {
+ public:
+  std::optional<int64_t> id;
+
+  bool null() override { return Scalar(); }
+  bool boolean(bool) override { return Scalar(); }
+  bool number_integer(number_integer_t v) override {
+    if (at_id_) id = v;
+    return Scalar();
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (at_id_ && v <= static_cast<uint64_t>(INT64_MAX)) id = static_cast<int64_t>(v);
+    return Scalar();
+  }
+  bool number_float(number_float_t, const string_t&) override { return Scalar(); }
+  bool string(string_t&) override { return Scalar(); }
+  bool binary(binary_t&) override { return Scalar(); }
+  bool start_object(std::size_t) override { return Open(); }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& k) override {
+    at_id_ = depth_ == 1 && k == "id";
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool Scalar() {
+    at_id_ = false;
+    return true;
+  }
+  bool Open() {
+    at_id_ = false;
+    ++depth_;
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    return true;
+  }
+  size_t depth_ = 0;
+  bool at_id_ = false;
+};
+
+}  // namespace
+
+void Downstream::HandleTooManyValues(std::string_view line) {
+  const std::string what = "a message of more than " + std::to_string(limits_.max_message_values) +
+                           " JSON values (max_message_values)";
+  TopLevelId scan;
+  Json::sax_parse(line.begin(), line.end(), &scan, nlohmann::detail::input_format_t::json, /*strict=*/true);
+  auto it = scan.id ? requests_.find(*scan.id) : requests_.end();
+  if (it == requests_.end()) return ProtocolProblem(what + ", not parsed: " + Excerpt(line));
+  const Request request = it->second;
+  requests_.erase(it);
+  const std::string refused = what + ", which basal does not parse (an answer that large could not reach a script)";
+  switch (request.kind) {
+    case RequestKind::kInitialize:
+    case RequestKind::kToolsList:
+      fail_server_ = Failure{ErrorCode::kIo,
+                             std::string("answered ") + (request.kind == RequestKind::kInitialize ? "initialize" : "tools/list") +
+                                 " with " + refused,
+                             true};
+      return;
+    case RequestKind::kToolsCall: {
+      auto call = calls_.find(request.token);
+      const std::string tool = call != calls_.end() ? call->second.tool : std::string("?");
+      OnCallAnswer(request.token, MakeServerError(ErrorCode::kIo, "answered tools/call " + tool + " with " + refused, false));
+      return;
+    }
+  }
+}
+
+void Downstream::HandleResponse(Json& message) {
   const Json& id = message["id"];
   const bool ours = id.is_number_integer() && !(id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX);
   const int64_t rid = ours ? id.get<int64_t>() : 0;
@@ -1056,7 +1168,7 @@ void Downstream::HandleResponse(const Json& message) {
                                false);
     }
   } else {
-    answer = message["result"];
+    answer = std::move(message["result"]);  // moved, not copied: an answer's tree can be large
   }
   switch (request.kind) {
     case RequestKind::kInitialize:

@@ -49,8 +49,17 @@
 #include "basal/host_call.h"
 #include "basal/result.h"
 #include "parent/loop/event_loop.h"
+#include "protocol/messages.h"
 
 namespace basal::mcp {
+
+// What the tool lists of several servers keep together (the servers of one basal mcp share one):
+// each Downstream charges the bytes its list keeps, and gives them back when the list is replaced
+// or the Downstream is destroyed. Loop thread only, like the Downstreams.
+struct SharedToolBudget {
+  size_t max_bytes = 64u << 20;
+  size_t used_bytes = 0;
+};
 
 struct DownstreamConfig {
   std::string name;     // the server's name in the policy ("fs"): used in every error message
@@ -70,6 +79,12 @@ struct DownstreamLimits {
   // larger than that could not reach the script anyway. A longer line kills the server (its
   // framing can no longer be trusted) and fails its calls.
   size_t max_message_bytes = 16u << 20;
+  // JSON values in one line (objects, arrays, strings, numbers, literals), counted in its text
+  // before anything is parsed: a tree of tiny values costs up to about 80 bytes a value beside the
+  // text (a 15 MiB answer of them once peaked at 1.0 GB). The worker protocol's bound
+  // (protocol::kMaxMessageValues): an answer with more could not reach the script in one frame.
+  // An answer past it fails its call, naming the bound; another message past it is dropped.
+  size_t max_message_values = protocol::kMaxMessageValues;
   // Nesting of [ and { in one message. nlohmann's parser is iterative, but dumping, destroying and
   // every consumer downstream of us recurse; 256 levels is far beyond any real schema or result.
   size_t max_json_depth = 256;
@@ -79,8 +94,16 @@ struct DownstreamLimits {
   // One tool's definition (its JSON as listed). Real ones are a few KiB; 1 MiB admits a generous
   // schema. Larger ones are dropped and counted.
   size_t max_tool_bytes = 1u << 20;
-  // All kept tool definitions together: 32 MiB, so max_tools * max_tool_bytes cannot be reached.
+  // One tool's definition in JSON values. Schemas are kept as text and parsed for each use (a
+  // call's arguments checked, a declaration written), one tool at a time: this bounds that tree
+  // (about 5 MiB). Real schemas have tens to hundreds. More: dropped and counted.
+  size_t max_tool_values = 64u << 10;
+  // All kept tool definitions together: 32 MiB of text, so max_tools * max_tool_bytes cannot be
+  // reached.
   size_t max_tools_total_bytes = 32u << 20;
+  // Shared with other servers (null: this server's own bounds only): their lists together keep at
+  // most its max_bytes. A tool past it is dropped and counted, as past max_tools_total_bytes.
+  std::shared_ptr<SharedToolBudget> shared_tools;
   // tools/list pages followed. A server whose cursor never ends (a bug) stops here; the tools
   // listed so far are kept and tools_list_incomplete() says so.
   size_t max_list_pages = 100;
@@ -101,12 +124,21 @@ struct DownstreamLimits {
   std::chrono::milliseconds stop_grace{2000};
 };
 
+// A schema kept as compact JSON text, shared by the tool and whoever lists it (no copy per list).
+using SchemaText = std::shared_ptr<const std::string>;
+
 struct DownstreamTool {
   std::string name, title, description;
-  Json input_schema;   // the tool's inputSchema ({"type":"object"} when absent)
-  Json output_schema;  // null when absent
-  Json annotations;    // null when absent
+  // As compact JSON text: a server's schemas parsed into trees could cost twenty times their text
+  // for the life of basal mcp. ParseSchema gives the tree for one use.
+  SchemaText input_schema;   // the tool's inputSchema ({"type":"object"} when absent)
+  SchemaText output_schema;  // null when absent
+  SchemaText annotations;    // null when absent
 };
+
+// The tree of a kept schema (null for a null pointer). Kept texts were parsed once and written by
+// basal within the bounds above, so this never fails.
+Json ParseSchema(const SchemaText& text);
 
 // Error codes of Start's and Call's errors:
 //   kUnavailable     the server is not running (never started, stopped, died, restart backoff),
@@ -214,12 +246,18 @@ class Downstream {
   ReadStatus ReadStdout(size_t max_bytes);
   void DrainStderr(size_t max_bytes);
   void HandleLine(std::string_view line);
-  void HandleResponse(const Json& message);
+  // A line of more than max_message_values values: not parsed; the call it answers (found by a
+  // scan that builds nothing) fails, naming the bound.
+  void HandleTooManyValues(std::string_view line);
+  void HandleResponse(Json& message);
   void HandleServerRequest(const Json& message);
   void OnInitializeAnswer(const Json& result);
   void OnToolsListAnswer(const Json& result);
   void AddListedTool(const Json& tool);
   void OnCallAnswer(uint64_t token, Result<Json> answer);
+  // Gives back what the tool list being listed, or the kept one, charged to shared_tools.
+  void ReleaseListing();
+  void ReleaseTools();
   void StartFinished(Result<void> outcome);
   void SendToolsList(const std::string& cursor);
   void SendCall(uint64_t token);
@@ -265,6 +303,7 @@ class Downstream {
   bool listing_incomplete_ = false;
 
   std::vector<DownstreamTool> tools_;
+  size_t tools_bytes_ = 0;  // what tools_ keeps (charged to shared_tools)
   size_t tools_dropped_ = 0;
   bool tools_list_incomplete_ = false;
   std::string protocol_version_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -17,6 +18,18 @@ namespace basal {
 
 struct PooledWorker;
 
+// Where a durable run's activation parked (docs/durable.md): the call whose answer is written when
+// the run wakes, and where that answer falls in the order the worker gets answers.
+struct ParkedCall {
+  bool wait = false;          // waitForEvent (else sleep)
+  int64_t call_id = 0;
+  int64_t wake_unix_us = 0;   // the sleep's end, or the wait's timeout
+  std::string name, key;      // wait: the event's name and key
+  int64_t timeout_ms = 0;     // wait
+  int64_t answer_seq = 0;     // the answer's place in the order
+  int64_t clock_us = 0;       // the run's clock when it parked
+};
+
 struct Activation {
   ActivationId id = 0;
   FlowRef flow;
@@ -28,6 +41,8 @@ struct Activation {
   RunId run_id = 0;
   RunCallback run_done;
   std::optional<protocol::DurableStart> durable;
+  int64_t attempt = 1;  // a durable run's retry attempt (docs/durable.md#retries)
+  std::optional<ParkedCall> parked;  // set when it ends parked
   PooledWorker* worker = nullptr;  // set once it is on a worker
   std::optional<EventLoop::TimerId> deadline_timer;
   std::optional<EventLoop::TimerId> cpu_timer;  // the parent's own check of its CPU budget
@@ -40,6 +55,21 @@ struct Activation {
   bool load_only = false;
   std::function<void(const LoadCheck&)> checked;      // load_only: called instead of `done`
   std::optional<protocol::ScriptError> load_error;  // the worker's failed `loaded`, as it sent it
+  // Its answers on their way to the worker (the module's flow control, docs/sandbox.md): bytes
+  // journaled in the open batch, then answers held, oldest first, until the worker has read
+  // enough of what was sent before them.
+  uint64_t answers_in_batch_bytes = 0;
+  std::deque<std::string> held_answers;
+  uint64_t held_bytes = 0;
+  bool room_posted = false;  // the calls that wait for room are to run in the next pass
+  // While more than worker_output_max_bytes waits: what the worker had read, and since when it
+  // has read nothing more; and the timer that looks again.
+  struct Stall {
+    uint64_t read = 0;
+    EventLoop::Clock::time_point since;
+  };
+  std::optional<Stall> stall;
+  std::optional<EventLoop::TimerId> stall_timer;
 };
 
 // What a worker's `done` (or failed `loaded`) means. `retire` is set when the worker's engine state

@@ -90,9 +90,18 @@ CallGate::~CallGate() {
 
 void CallGate::Record(const CallRecord& record, const Flow& flow) {
   if (auto r = journal_.RecordCall(record); !r) hooks_.journal_failed(r.error().message);
-  // A flow may call any name: only registered names are counted by name (the count stays bounded).
-  if (hooks_.count_call)
-    hooks_.count_call(registry_.Find(record.name) ? record.name : std::string("unknown"), record.decision.verdict);
+  // A flow may call any name: only names the registry or the manifest bounds are counted by name.
+  if (hooks_.count_call) {
+    const HostCallSpec* spec = registry_.Find(record.name);
+    const bool member = spec && spec->name != record.name;  // below a family ("mcp.*")
+    if (!spec) {
+      hooks_.count_call("unknown", record.decision.verdict, false);
+    } else if (member && !record.decision.allowed()) {
+      hooks_.count_call(spec->name, record.decision.verdict, false);
+    } else {
+      hooks_.count_call(record.name, record.decision.verdict, member);
+    }
+  }
   if (hooks_.recorded) hooks_.recorded(record.activation_id, flow, record.call_id, record.name, record.decision, record.state);
 }
 void CallGate::Update(const CallUpdate& update, const InFlight& call) {
@@ -314,7 +323,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   // answer (HostCallSpec::effect_in_store): neither waits for a `started` commit.
   if (f.effect == Effect::kPure || spec->effect_in_store) {
     f.args_journal = std::move(args_journal);
-    Dispatch(key, f);
+    DispatchOrWait(key, f);
     return;
   }
   Record({activation, call.id, call.name, std::move(args_journal), f.decision, f.effect, CallState::kStarted, "", "",
@@ -331,8 +340,37 @@ void CallGate::RunStarted() {
   for (const Key& key : waiting) {
     auto it = calls_.find(key);
     if (it == calls_.end() || it->second.stage != Stage::kAwaitingCommit) continue;
+    DispatchOrWait(key, it->second);
+  }
+}
+
+void CallGate::DispatchOrWait(const Key& key, InFlight& f) {
+  // Calls that already wait go first: answers leave in the order the handlers give them.
+  auto waiting = waiting_for_worker_.find(key.first);
+  if ((waiting == waiting_for_worker_.end() || waiting->second.empty()) &&
+      (!hooks_.worker_has_room || hooks_.worker_has_room(key.first))) {
+    f.stage = Stage::kRunning;
+    return Dispatch(key, f);
+  }
+  f.stage = Stage::kWaitingForWorker;
+  waiting_for_worker_[key.first].push_back(key.second);
+}
+
+void CallGate::WorkerDrained(ActivationId activation) {
+  for (;;) {
+    auto waiting = waiting_for_worker_.find(activation);
+    if (waiting == waiting_for_worker_.end()) return;
+    if (waiting->second.empty()) {
+      waiting_for_worker_.erase(waiting);
+      return;
+    }
+    if (hooks_.worker_has_room && !hooks_.worker_has_room(activation)) return;
+    const Key key{activation, waiting->second.front()};
+    waiting->second.pop_front();
+    auto it = calls_.find(key);
+    if (it == calls_.end() || it->second.stage != Stage::kWaitingForWorker) continue;
     it->second.stage = Stage::kRunning;
-    Dispatch(key, it->second);
+    Dispatch(key, it->second);  // may end the activation's calls (EndCalls): looked up again above
   }
 }
 
@@ -474,6 +512,28 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
                              : protocol::BuildResultError(activation, call_id, name, message, stamp.clock_us));
 }
 
+uint32_t CallGate::InFlightOf(ActivationId activation) const {
+  auto u = usage_.find(activation);
+  return u == usage_.end() ? 0 : u->second.in_flight;
+}
+
+bool CallGate::Park(ActivationId activation, int64_t call_id) {
+  auto it = calls_.find({activation, call_id});
+  if (it == calls_.end() || it->second.stage != Stage::kRunning) return false;
+  if (auto u = usage_.find(activation); u != usage_.end()) {
+    --u->second.in_flight;
+    u->second.in_flight_bytes -= it->second.args_bytes;
+  }
+  calls_.erase(it);  // its reply now answers into nothing; the record stays `started`
+  return true;
+}
+
+std::optional<CallGate::AnswerPosition> CallGate::NextAnswer(ActivationId activation) const {
+  auto it = durable_.find(activation);
+  if (it == durable_.end()) return std::nullopt;
+  return AnswerPosition{it->second.delivered + 1, it->second.clock_us};
+}
+
 CallUsage CallGate::EndCalls(ActivationId activation) {
   CallUsage usage;
   if (auto u = usage_.find(activation); u != usage_.end()) {
@@ -484,9 +544,15 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
   for (auto it = calls_.lower_bound({activation, INT64_MIN}); it != calls_.end() && it->first.first == activation;) {
     InFlight& f = it->second;
     const int64_t call_id = it->first.second;
-    if (f.stage == Stage::kAwaitingCommit) {
+    if (f.stage == Stage::kAwaitingCommit || f.stage == Stage::kWaitingForWorker) {
       // Its handler never ran and never will: the record ends abandoned, nothing waits for it.
-      Update({activation, call_id, CallState::kAbandoned, "", ended, NowUnixUs()}, f);
+      if (f.recorded) {
+        Update({activation, call_id, CallState::kAbandoned, "", ended, NowUnixUs()}, f);
+      } else if (f.journaled) {
+        Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect, CallState::kAbandoned,
+                "", ended, f.start_unix_us, NowUnixUs(), f.args_digest},
+               *f.flow);
+      }
       it = calls_.erase(it);
       continue;
     }
@@ -505,6 +571,7 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
     ++it;
   }
   durable_.erase(activation);
+  waiting_for_worker_.erase(activation);
   registry_.ActivationEnded(activation);  // handlers drop what they keep for it (timers, transfers)
   return usage;
 }

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,14 +52,21 @@ struct ReplyLink {
 };
 
 struct CallGateHooks {
-  // Queue an answer frame for the activation's worker; sent after the batch commits.
+  // Queue an answer frame for the activation's worker; sent after the batch commits, in the order
+  // of these calls (the order the answers were journaled in).
   std::function<void(ActivationId, std::string payload)> send;
+  // Whether the activation's worker has room for more answers (flow control: the module holds
+  // what waits for it under ModuleOptions::worker_output_budget_bytes). A call admitted while it
+  // has none waits, its handler not run, until WorkerDrained says so. Absent: always room.
+  std::function<bool(ActivationId)> worker_has_room;
   // A journal write failed: the batch must not commit (the loop rolls it back and fails its work).
   std::function<void(std::string why)> journal_failed;
   std::function<void(ModuleEvent)> event;
   std::function<void()> count_denied;
-  // Every call's first record: its name ("unknown" for a name no host call has) and verdict.
-  std::function<void(const std::string& name, Verdict verdict)> count_call;
+  // Every call's first record: the name it counts under and its verdict. `member`: the name is a
+  // granted member of a family ("mcp.fs.read_file"), which the counter may fold past its cap. An
+  // ungranted member counts under its family's name ("mcp.*"), a name no host call has as "unknown".
+  std::function<void(const std::string& name, Verdict verdict, bool member)> count_call;
   std::function<void()> count_log_dropped;
   // A call's record reached `state` (journaled in the open batch): for the module's live activity.
   std::function<void(ActivationId, const Flow& flow, int64_t call_id, const std::string& name, const Decision&,
@@ -106,9 +114,14 @@ class CallGate {
 
   // A call frame of a running activation (already checked to belong to it).
   void OnCall(ActivationId activation, const FlowRef& flow, protocol::Call call);
-  // After the loop's commit: runs the handlers whose `started` record is now durable.
+  // After the loop's commit: runs the handlers whose `started` record is now durable (or, when the
+  // worker has no room for answers, leaves them waiting for it).
   void RunStarted();
+  // The activation's worker read some of its answers: runs the handlers of its calls that wait for
+  // room, oldest first, while worker_has_room says there is room.
+  void WorkerDrained(ActivationId activation);
   bool has_started_waiting() const { return !awaiting_commit_.empty(); }
+  bool has_waiting_for_worker(ActivationId activation) const { return waiting_for_worker_.count(activation) != 0; }
   // The commit failed: nothing waiting for it may run. Returns their activations (to fail).
   std::vector<ActivationId> DropStartedWaiting();
   // The activation ended: its calls in flight become abandoned. Returns what its calls used.
@@ -117,9 +130,25 @@ class CallGate {
   void OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json value, std::string name, std::string message);
 
   size_t in_flight() const { return calls_.size(); }
+  // Calls of the activation waiting for an answer (its budget's count).
+  uint32_t InFlightOf(ActivationId activation) const;
+
+  // A durable run parks on this call (docs/durable.md: sleep, waitForEvent): it leaves the calls in
+  // flight without an answer, and its record stays `started` until the run wakes and its answer is
+  // written (the activation ends parked meanwhile). False if the call is not in flight.
+  bool Park(ActivationId activation, int64_t call_id);
+  // Where the next answer of a durable activation falls in the order the worker receives them, and
+  // the clock it would carry now: a parked call's answer, written when the run wakes, takes them.
+  struct AnswerPosition {
+    int64_t seq = 0;
+    int64_t clock_us = 0;
+  };
+  std::optional<AnswerPosition> NextAnswer(ActivationId activation) const;
 
  private:
-  enum class Stage { kAwaitingCommit, kRunning, kAbandoned };
+  // kWaitingForWorker: admitted (and, if idempotent or external, its `started` record committed),
+  // its handler not run while the worker has no room for more answers.
+  enum class Stage { kAwaitingCommit, kWaitingForWorker, kRunning, kAbandoned };
   // A durable activation's clock, answer order and replay.
   struct Durable {
     RunId run = 0;
@@ -159,6 +188,8 @@ class CallGate {
   void DeliverReplayed(ActivationId activation, Durable& durable);
   std::string IdempotencyKey(ActivationId activation, int64_t call_id);
   void Dispatch(const Key& key, InFlight& call);
+  // Dispatch now, or wait for the worker to read (flow control).
+  void DispatchOrWait(const Key& key, InFlight& call);
   void Record(const CallRecord& record, const Flow& flow);
   void Update(const CallUpdate& update, const InFlight& call);
   std::string ResultForJournal(const HostCallSpec& spec, const Json& value);
@@ -176,6 +207,7 @@ class CallGate {
   std::shared_ptr<ReplyLink> link_;
   std::map<Key, InFlight> calls_;  // freed when answered (or abandoned and never started)
   std::vector<Key> awaiting_commit_;
+  std::map<ActivationId, std::deque<int64_t>> waiting_for_worker_;  // call ids, oldest first
   std::map<ActivationId, Durable> durable_;  // durable activations that have not ended
 };
 

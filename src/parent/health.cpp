@@ -13,6 +13,7 @@ const char* RetireReasonName(RetireReason reason) {
     case RetireReason::kFlowRemoved: return "flow_removed";
     case RetireReason::kShutdown: return "shutdown";
     case RetireReason::kCpuLimit: return "cpu_limit";
+    case RetireReason::kParked: return "parked";
   }
   return "unknown";
 }
@@ -37,7 +38,7 @@ nlohmann::json HealthSnapshot::ToJson() const {
   w["per_flow"] = per_flow;
   return {
       {"workers", w},
-      {"activations", {{"ok", activations_ok}, {"failed", activations_failed_total()}, {"failed_by_kind", failed}}},
+      {"activations", {{"ok", activations_ok}, {"parked", activations_parked}, {"failed", activations_failed_total()}, {"failed_by_kind", failed}}},
       {"retirements", retired},
       {"deadline_kills", deadline_kills},
       {"worker_confinement", worker_confinement},

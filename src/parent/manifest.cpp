@@ -384,6 +384,66 @@ Budgets DefaultBudgets(Profile profile) {
   return b;
 }
 
+namespace {
+
+// The outcomes a retry may name: those of a failed attempt that a new attempt can cure. Not
+// cancelled (someone stopped it), diverged (the script changed), protocol_violation or
+// worker_confinement (a subverted worker), invalid_input, journal_error.
+constexpr std::string_view kRetryableOutcomes[] = {"script_error", "deadline", "worker_crashed", "budget_exhausted",
+                                                   "spawn_failed"};
+constexpr int64_t kMaxRetryWaitMs = 365LL * 24 * 3600 * 1000;
+
+Result<Manifest::RetryPolicy> ParseRetry(const Json& value) {
+  if (!value.is_object()) return Invalid("retry", "must be an object such as {\"max_attempts\": 3} (got " + Shown(value) + ")");
+  Manifest::RetryPolicy p;
+  p.on = {"script_error", "deadline", "worker_crashed"};
+  bool has_attempts = false;
+  for (const auto& [key, v] : value.items()) {
+    if (key == "max_attempts") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 100)
+        return Invalid("retry.max_attempts", "must be an integer from 1 to 100, the first attempt included (got " + Shown(v) + ")");
+      p.max_attempts = static_cast<int>(v.get<int64_t>());
+      has_attempts = true;
+    } else if (key == "backoff") {
+      if (!v.is_object()) return Invalid("retry.backoff", "must be an object {\"initial_ms\", \"factor\", \"max_ms\"} (got " + Shown(v) + ")");
+      for (const auto& [bk, bv] : v.items()) {
+        if (bk == "initial_ms" || bk == "max_ms") {
+          if (!bv.is_number_integer() || bv.get<int64_t>() < 0 || bv.get<int64_t>() > kMaxRetryWaitMs)
+            return Invalid("retry.backoff." + bk, "must be an integer of milliseconds from 0 to 31536000000 (365 days) (got " + Shown(bv) + ")");
+          (bk == "initial_ms" ? p.initial : p.max) = std::chrono::milliseconds(bv.get<int64_t>());
+        } else if (bk == "factor") {
+          if (!bv.is_number() || bv.get<double>() < 1.0 || bv.get<double>() > 10.0)
+            return Invalid("retry.backoff.factor", "must be a number from 1 to 10 (got " + Shown(bv) + ")");
+          p.factor = bv.get<double>();
+        } else {
+          return Invalid("retry.backoff", "unknown key " + Quoted(bk) + " (expected \"initial_ms\", \"factor\" or \"max_ms\")");
+        }
+      }
+    } else if (key == "on") {
+      if (!v.is_array() || v.empty())
+        return Invalid("retry.on", "must be a non-empty list of outcomes such as [\"script_error\", \"deadline\"] (got " + Shown(v) + ")");
+      p.on.clear();
+      for (const Json& o : v) {
+        const bool known = o.is_string() && std::find(std::begin(kRetryableOutcomes), std::end(kRetryableOutcomes),
+                                                      o.get<std::string>()) != std::end(kRetryableOutcomes);
+        if (!known)
+          return Invalid("retry.on", Shown(o) + " is not an outcome a retry can cure (script_error, deadline, "
+                                                "worker_crashed, budget_exhausted, spawn_failed)");
+        if (std::find(p.on.begin(), p.on.end(), o.get<std::string>()) == p.on.end()) p.on.push_back(o.get<std::string>());
+      }
+      std::sort(p.on.begin(), p.on.end());
+    } else {
+      return Invalid("retry", "unknown key " + Quoted(key) + " (expected \"max_attempts\", \"backoff\" or \"on\")");
+    }
+  }
+  if (!has_attempts) return Invalid("retry.max_attempts", "is required (1 to 100, the first attempt included)");
+  if (p.max < p.initial) return Invalid("retry.backoff.max_ms", "is shorter than initial_ms");
+  std::sort(p.on.begin(), p.on.end());
+  return p;
+}
+
+}  // namespace
+
 Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& registry, Profile profile) {
   StrictJsonWatch watch(kMaxManifestDepth);
   Json root = Json::parse(
@@ -414,6 +474,14 @@ Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& 
       manifest.durable_ = value.get<bool>();
       continue;
     }
+    if (key == "retry") {
+      if (profile == Profile::kCodemode)
+        return Invalid("retry", "only a durable flow's runs are retried; a codemode policy's scripts are not");
+      auto retry = ParseRetry(value);
+      if (!retry) return retry.error();
+      manifest.retry_ = std::move(*retry);
+      continue;
+    }
     if (key == "grants") {
       auto grants = ParseGrants(value, registry);
       if (!grants) return grants.error();
@@ -425,9 +493,12 @@ Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& 
     } else {
       return Invalid("manifest", "unknown key " + Quoted(key) +
                                      (profile == Profile::kCodemode ? " (expected \"grants\", \"budgets\" or \"mcp_servers\")"
-                                                                    : " (expected \"grants\", \"budgets\" or \"durable\")"));
+                                                                    : " (expected \"grants\", \"budgets\", \"durable\" or \"retry\")"));
     }
   }
+  if (manifest.retry_ && !manifest.durable_)
+    return Invalid("retry", "only a durable flow's runs are retried (each attempt resumes from the journal): add "
+                            "\"durable\": true");
   if (auto ok = CheckMcpGrants(manifest.grants_, manifest.mcp_servers_); !ok) return ok.error();
   manifest.hash_ = Sha256Hex(manifest.Canonical());
   return manifest;
@@ -480,6 +551,13 @@ std::string Manifest::Canonical() const {
   // without servers reads as it did before they existed (its hash is unchanged).
   Json canonical = {{"grants", std::move(grants)}, {"budgets", std::move(budgets)}};
   if (durable_) canonical["durable"] = true;  // absent when false: older manifests keep their hash
+  if (retry_) {
+    canonical["retry"] = {{"max_attempts", retry_->max_attempts},
+                          {"backoff", {{"initial_ms", retry_->initial.count()},
+                                       {"factor", retry_->factor},
+                                       {"max_ms", retry_->max.count()}}},
+                          {"on", retry_->on}};
+  }
   if (!mcp_servers_.empty()) {
     Json servers = Json::object();
     for (const auto& [name, server] : mcp_servers_) servers[name] = server;
@@ -491,5 +569,19 @@ std::string Manifest::Canonical() const {
 
 // ---- SHA-256, from OpenSSL's libcrypto ------------------------------------------------------
 
+
+}  // namespace basal
+
+namespace basal {
+
+std::chrono::milliseconds Manifest::RetryPolicy::Backoff(int64_t next) const {
+  double wait = static_cast<double>(initial.count());
+  for (int64_t i = 2; i < next && wait < static_cast<double>(max.count()); ++i) wait *= factor;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::min(wait, static_cast<double>(max.count()))));
+}
+
+bool Manifest::RetryPolicy::RetriesOn(std::string_view outcome) const {
+  return std::find(on.begin(), on.end(), outcome) != on.end();
+}
 
 }  // namespace basal

@@ -80,6 +80,7 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
   const ActivationId id = a.id;
   if (a.deadline_timer) loop_->Cancel(*a.deadline_timer);
   if (a.cpu_timer) loop_->Cancel(*a.cpu_timer);
+  if (a.stall_timer) loop_->Cancel(*a.stall_timer);
   if (a.load_only) return FinishLoadCheck(a, std::move(r));
   const CallUsage usage = gate->EndCalls(id);
   r.logs_dropped = static_cast<int64_t>(usage.logs_dropped);
@@ -90,16 +91,33 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
   if (auto e = store->journal().EndActivation(EndRecord(id, f.result, now, options.journal_value_max_bytes)); !e) {
     if (e.error().code != ErrorCode::kNotFound) FailBatch(e.error().message);
   } else if (a.run_id != 0) {
-    // The run ends in the batch that ends its activation: one commit for both. Its error stays
-    // with the activation's end (written once).
+    // The run ends (or parks, or waits for its next attempt) in the batch that ends its activation:
+    // one commit for both. Its error stays with the activation's end (written once).
     const std::string outcome = OutcomeName(f.result.outcome);
-    if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, "", now); !ended) FailBatch(ended.error().message);
-    f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us};
+    if (auto move = ParkMove(a, f.result, now)) {
+      if (auto moved = store->runs().MoveRun(*move); !moved) FailBatch(moved.error().message);
+      f.stop = RunStop{a.run_id, move->to, "", f.result, a.start_unix_us};
+    } else {
+      if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, "", now); !ended) FailBatch(ended.error().message);
+      f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us};
+    }
+  }
+  if (auto p = parking.find(id); p != parking.end()) {
+    // It ended before it could park (its script returned, a deadline): the call never parked.
+    if (auto u = store->journal().UpdateCall(CallUpdate{id, p->second.call_id, CallState::kAbandoned, "",
+                                                        protocol::DumpJson(Json{{"name", "ActivationEnded"},
+                                                                                {"message", "the activation ended before the run parked"}}),
+                                                        now});
+        !u && u.error().code != ErrorCode::kNotFound)
+      FailBatch(u.error().message);
+    parking.erase(p);
   }
   if (a.run_id != 0) running_runs_.erase(a.run_id);
   if (WantsActivity()) ended_activity[id] = EndedActivity{a.flow->name, a.start_unix_us};
   if (f.result.ok()) {
     ++health.activations_ok;
+  } else if (f.result.outcome == Outcome::kParked) {
+    ++health.activations_parked;
   } else {
     ++health.activations_failed[f.result.outcome];
   }
@@ -256,6 +274,7 @@ void Module::Impl::EndOverBudget() {
     if (a.worker) r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(pool->CpuOf(*a.worker) - a.cpu_base).count();
     Finish(a, std::move(r));
   }
+  if (!parking.empty()) EndParked();
   auto gone = std::move(diverged);
   diverged.clear();
   for (Diverged& d : gone) {
@@ -501,14 +520,92 @@ void Module::Impl::CommitOrFail() {
   journal_failure.clear();
 }
 
+// Answers leave for a worker in the order they were journaled, and only while less than
+// worker_output_budget_bytes waits for it; the rest are held until it reads (OnWorkerDrained).
 void Module::Impl::SendAnswers() {
+  std::vector<ActivationId> touched;
   for (auto& [id, payload] : sends) {
     auto it = live.find(id);
-    if (it == live.end() || !it->second->worker) continue;
-    pool->Send(*it->second->worker, payload);
+    if (it == live.end()) continue;
+    Activation& a = *it->second;
+    a.answers_in_batch_bytes -= std::min<uint64_t>(a.answers_in_batch_bytes, payload.size());
+    if (!a.worker) continue;
+    a.held_bytes += payload.size();
+    a.held_answers.push_back(std::move(payload));
+    if (touched.empty() || touched.back() != id) touched.push_back(id);
   }
   sends.clear();
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (ActivationId id : touched) {
+    auto it = live.find(id);  // an earlier one's kill cannot end this one, but look again anyway
+    if (it != live.end()) FlushAnswers(*it->second);
+  }
 }
+
+uint64_t Module::Impl::OutgoingBytes(const Activation& a) const {
+  const uint64_t sent = a.worker ? pool->PendingOutput(*a.worker) : 0;
+  return a.answers_in_batch_bytes + a.held_bytes + sent;
+}
+
+bool Module::Impl::WorkerHasRoom(ActivationId id) const {
+  auto it = live.find(id);
+  if (it == live.end() || !it->second->worker) return true;  // ending: nothing will be sent
+  return OutgoingBytes(*it->second) < options.worker_output_budget_bytes;
+}
+
+void Module::Impl::FlushAnswers(Activation& a) {
+  while (!a.held_answers.empty() && a.worker &&
+         pool->PendingOutput(*a.worker) < options.worker_output_budget_bytes) {
+    std::string payload = std::move(a.held_answers.front());
+    a.held_answers.pop_front();
+    a.held_bytes -= payload.size();
+    pool->Send(*a.worker, payload);
+  }
+  if (!a.worker) return;
+  const uint64_t outgoing = OutgoingBytes(a);
+  if (outgoing <= options.worker_output_max_bytes) a.stall.reset();
+  if (outgoing < options.worker_output_budget_bytes) {
+    // Calls that waited for room run in a pass of their own (their answers need its commit), not
+    // here: this may be the end of a pass, after its commit.
+    if (gate->has_waiting_for_worker(a.id) && !a.room_posted) {
+      a.room_posted = true;
+      loop_->Post([this, id = a.id] {
+        auto it = live.find(id);
+        if (it == live.end()) return;
+        it->second->room_posted = false;
+        gate->WorkerDrained(id);
+        EndOverBudget();
+      });
+    }
+    return;
+  }
+  if (outgoing <= options.worker_output_max_bytes) return;
+  // More than the max waits (answers of handlers that were already running). A worker that reads
+  // goes on; one that reads none of it for worker_output_stall is not reading at all.
+  const uint64_t read = pool->WrittenBytes(*a.worker);
+  const auto now = Clock::now();
+  if (!a.stall || a.stall->read != read) a.stall = Activation::Stall{read, now};
+  if (now - a.stall->since >= options.worker_output_stall) {
+    ++health.output_overflows;
+    return pool->Violation(*a.worker, "it does not read its answers: " + std::to_string(outgoing) +
+                                          " bytes wait for it, past the " +
+                                          std::to_string(options.worker_output_max_bytes) +
+                                          " the parent holds for one worker (worker_output_max_bytes), and it read "
+                                          "none of them for " + std::to_string(options.worker_output_stall.count()) +
+                                          " ms (worker_output_stall)");
+  }
+  if (!a.stall_timer) {
+    a.stall_timer = loop_->At(a.stall->since + options.worker_output_stall, [this, id = a.id] {
+      auto it = live.find(id);
+      if (it == live.end()) return;
+      it->second->stall_timer.reset();
+      FlushAnswers(*it->second);
+    });
+  }
+}
+
+void Module::Impl::OnWorkerDrained(PooledWorker& w) { FlushAnswers(*w.activation); }
 
 void Module::Impl::EndOfPass() {
   if (in_pass) return;
@@ -593,10 +690,14 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     return MakeError(ErrorCode::kInvalidArgument, "module: journal_value_max_bytes must be at least 1024");
   if (options.calls_in_flight_max_bytes < (1u << 20))
     return MakeError(ErrorCode::kInvalidArgument, "module: calls_in_flight_max_bytes must be at least 1 MiB");
-  if (options.worker_output_max_bytes < protocol::kDefaultMaxFrameBytes + 16)
+  if (options.worker_output_budget_bytes < (1u << 20))
+    return MakeError(ErrorCode::kInvalidArgument, "module: worker_output_budget_bytes must be at least 1 MiB");
+  if (options.worker_output_max_bytes < options.worker_output_budget_bytes + protocol::kDefaultMaxFrameBytes + 16)
     return MakeError(ErrorCode::kInvalidArgument,
-                     "module: worker_output_max_bytes must hold one frame of the largest size (" +
-                         std::to_string(protocol::kDefaultMaxFrameBytes + 16) + " bytes)");
+                     "module: worker_output_max_bytes must hold worker_output_budget_bytes and one frame of the "
+                     "largest size (" + std::to_string(protocol::kDefaultMaxFrameBytes + 16) + " bytes) beyond it");
+  if (options.worker_output_stall.count() < 1)
+    return MakeError(ErrorCode::kInvalidArgument, "module: worker_output_stall must be at least 1 ms");
   if (options.cpu_grace.count() < 0 || options.idle_cpu_max.count() < 0)
     return MakeError(ErrorCode::kInvalidArgument, "module: cpu_grace and idle_cpu_max must not be negative");
 #ifndef BASAL_TEST_HOOKS
@@ -646,13 +747,25 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   if (auto r = RegisterHttpFetch(m.registry, *m.loop_, m.HttpFetchOptionsFor()); !r) return r.error();
   if (auto r = RegisterTimerHostCall(m.registry, std::make_shared<TimerSleeps>(*m.loop_)); !r) return r.error();
   if (auto r = RegisterMcpHostCalls(m.registry); !r) return r.error();
+  if (auto r = m.RegisterRunHostCalls(); !r) return r.error();
 
   CallGateHooks hooks;
-  hooks.send = [&m](ActivationId id, std::string payload) { m.sends.emplace_back(id, std::move(payload)); };
+  hooks.send = [&m](ActivationId id, std::string payload) {
+    if (auto it = m.live.find(id); it != m.live.end()) it->second->answers_in_batch_bytes += payload.size();
+    m.sends.emplace_back(id, std::move(payload));
+  };
+  hooks.worker_has_room = [&m](ActivationId id) { return m.WorkerHasRoom(id); };
   hooks.journal_failed = [&m](std::string why) { m.FailBatch(std::move(why)); };
   hooks.event = [&m](ModuleEvent e) { m.OnEvent(std::move(e)); };
   hooks.count_denied = [&m] { ++m.health.denied_calls; };
-  hooks.count_call = [&m](const std::string& name, Verdict verdict) { ++m.health.host_calls[name][VerdictName(verdict)]; };
+  hooks.count_call = [&m](const std::string& name, Verdict verdict, bool member) {
+    auto& counts = m.health.host_calls;
+    if (member && !counts.count(name)) {
+      if (m.members_counted >= kMaxHostCallNamesCounted) return void(++counts["other"][VerdictName(verdict)]);
+      ++m.members_counted;
+    }
+    ++counts[name][VerdictName(verdict)];
+  };
   hooks.count_log_dropped = [&m] { ++m.health.logs_dropped; };
   hooks.recorded = [&m](ActivationId id, const Flow& flow, int64_t call_id, const std::string& name,
                         const Decision& decision, CallState state) {
@@ -696,7 +809,6 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   po.idle_retire = m.options.idle_retire;
   po.flow_memory_headroom_bytes = m.options.flow_memory_headroom_bytes;
   po.codemode_memory_headroom_bytes = m.options.codemode_memory_headroom_bytes;
-  po.output_max_bytes = m.options.worker_output_max_bytes;
   po.cpu_grace = m.options.cpu_grace;
   po.idle_cpu_max = m.options.idle_cpu_max;
   m.pool = std::make_unique<Pool>(std::move(po), *m.loop_, *m.launcher, m.health, m);
@@ -903,7 +1015,17 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   if (flow && flow->manifest.durable() && m.flows.count(flow->id)) {
     // A durable flow's activation belongs to a run, which outlives this process.
     auto accepted = m.StartRun(flow, std::move(input), RunOptions{}, [done = std::move(done)](const RunStop& stop) {
-      if (done) done(stop.result);
+      if (!done) return;
+      if (RunParked(stop.state) && stop.result.outcome != Outcome::kParked) {
+        // A failed attempt whose run retries later (docs/durable.md#retries): the run goes on.
+        ActivationResult r = stop.result;
+        r.message = "attempt failed (" + std::string(OutcomeName(r.outcome)) + ": " + r.message + "); run " +
+                    std::to_string(stop.run_id) + " retries later (basal serve retries it at its time, or: basal run "
+                    "--resume " + std::to_string(stop.run_id) + ")";
+        r.outcome = Outcome::kParked;
+        return done(r);
+      }
+      done(stop.result);
     });
     if (!accepted) return accepted.error();
     return accepted->run.id;

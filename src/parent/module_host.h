@@ -55,7 +55,8 @@ struct RunOptions {
 struct RunStop {
   RunId run_id = 0;
   RunState state = RunState::kEnded;  // kEnded, or kNeedsReconciliation, or kInterrupted (a journal
-                                      // failure left it to be resumed)
+                                      // failure left it to be resumed), or parked (sleeping, waiting,
+                                      // retrying: it goes on later, in a new activation)
   std::string outcome;                // the run's outcome when ended (an Outcome name, "cancelled", ...)
   ActivationResult result;            // of the activation that ended it; synthetic when none ran
   int64_t started_unix_us = 0;        // that activation's start (0: none ran)
@@ -118,6 +119,27 @@ class ModuleHost {
   // who decided, and the run becomes interrupted (to be resumed). kConflict: the run does not need
   // reconciliation, or that call is not in doubt.
   virtual Result<RunRow> ResolveCall(const CallResolution& resolution) = 0;
+
+  // Parked runs (docs/durable.md). Wakes the runs whose time has come (at most `limit`): a sleep's
+  // call is answered, a wait's times out (its call throws TimeoutError), a retry's attempt begins;
+  // each is queued to resume by replay, told to `done_for(run)`. Returns how many woke. A run that
+  // cannot resume (its version revoked) ends cancelled, naming why.
+  virtual Result<size_t> WakeDueRuns(int64_t now_unix_us, size_t limit,
+                                     const std::function<RunCallback(const RunRow&)>& done_for) = 0;
+  // The earliest wake time of a parked run in the store (nullopt: none parked).
+  virtual Result<std::optional<int64_t>> NextWake() = 0;
+  // Sends an event to a durable run (or, with run_id 0 and a key, to the run of event.flow that
+  // waits for it). If the run waits for it, the event is delivered now: with `resume` set the run is
+  // queued here (told to *resume); without, it becomes interrupted for whoever resumes runs (basal
+  // serve within a second, or basal run --resume). Otherwise it is kept for the run's next wait,
+  // until event_retention. kNotFound (no such run), kConflict (the run has ended, or is not
+  // durable), kInvalidArgument (name, payload), kUnavailable (a bound: events per run or per flow).
+  struct EventSent {
+    int64_t event_id = 0;
+    int64_t delivered_to = 0;  // the run it was delivered to now (0: kept)
+    RunRow run;                // that run as it stands after (or the addressed run)
+  };
+  virtual Result<EventSent> SendEvent(NewRunEvent event, std::optional<RunCallback> resume) = 0;
   // Ends a run that is held, queued, running, interrupted or waiting for an operator, as cancelled.
   virtual Result<void> CancelRun(RunId run, std::string why) = 0;
 

@@ -49,6 +49,19 @@ struct Module::Impl final : PoolOwner, ModuleHost {
     RunBinding binding;                // a resumed run's (empty for a first start)
     std::optional<ReplayPlan> replay;  // a resumed run's record
     bool strict = false;               // ReplayRecord: every effect disabled
+    int64_t attempt = 1;               // its retry attempt
+    int64_t retry_from_call = 0;       // a retry: the record's calls from this id on run again
+  };
+
+  // A call a durable run parks on (module_park.cpp): its reply is kept until the activation ends
+  // parked, then dropped (the answer is written into the call's record when the run wakes).
+  struct Parking {
+    enum class Kind { kSleep, kWait } kind = Kind::kSleep;
+    int64_t call_id = 0;
+    int64_t wake_unix_us = 0;
+    std::string name, key;   // kWait
+    int64_t timeout_ms = 0;  // kWait
+    std::optional<HostCallReply> reply;
   };
 
   // The one queue: bare activations (journaled at Submit) and runs (whose activation is journaled
@@ -64,6 +77,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   std::unique_ptr<Store> store;
   HostCallRegistry registry;
   HealthSnapshot health;
+  size_t members_counted = 0;  // family members counted by name in health.host_calls (at most the cap)
   std::unique_ptr<CallGate> gate;
   std::unique_ptr<Pool> pool;
   ActivationOwner owner;
@@ -108,6 +122,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
     int64_t started_unix_us = 0;
   };
   std::unordered_map<ActivationId, EndedActivity> ended_activity;
+  std::map<ActivationId, Parking> parking;  // activations parking their run; ended by EndParked
   bool shutting_down = false;
   bool stop_starting_runs = false;  // StopStartingRuns
   bool in_pass = false;
@@ -132,6 +147,12 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void TellCommitWaiters(const Result<void>& outcome);
   void CommitOrFail();
   void SendAnswers();
+  // Flow control of one activation's answers: what waits for its worker (in the batch, held, sent
+  // and unread), handing held answers on while under the budget, and the kill of a worker that
+  // reads none of them.
+  uint64_t OutgoingBytes(const Activation& a) const;
+  bool WorkerHasRoom(ActivationId id) const;
+  void FlushAnswers(Activation& a);
   void EndOfPass();
   bool Busy() const { return !live.empty() || !finished.empty() || !waiting_runs.empty(); }
   void RenewLeases();
@@ -145,6 +166,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void OnWorkerReady(PooledWorker& w) override;
   void OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg) override;
   void OnWorkerLost(PooledWorker& w, ActivationResult r) override;
+  void OnWorkerDrained(PooledWorker& w) override;
 
   // ---- flows (module.cpp) ----
   Result<FlowRef> MakeFlow(std::string name, std::string source, std::string_view manifest_text, Profile profile,
@@ -164,7 +186,22 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   // open batch; its callback hears of it after the commit.
   void EndRunWithout(RunId run, const std::string& outcome, const std::string& message, RunCallback done);
   Result<FlowRef> FlowForRun(const RunRow& run, const ResumeOptions& options);
-  Result<RunAccepted> QueueResume(RunRow run, const FlowRef& flow, RunCallback done);
+  // `retry`: a retry attempt (docs/durable.md#retries): the record is replayed up to its retry
+  // point and the rest runs again.
+  Result<RunAccepted> QueueResume(RunRow run, const FlowRef& flow, RunCallback done, bool retry = false);
+
+  // ---- parked runs (module_park.cpp) ----
+  Result<void> RegisterRunHostCalls();
+  void ParkCall(const HostCallContext& ctx, Parking p);
+  // Ends the activations whose run parks once nothing else of theirs waits for an answer.
+  void EndParked();
+  // The move of a durable run whose activation ended with `r`: parked, or retrying (its retry
+  // policy names the outcome and attempts are left); nullopt: the run ends.
+  std::optional<RunMove> ParkMove(const Activation& a, const ActivationResult& r, int64_t now);
+  // Wakes a parked run: writes its parked call's answer (`event_answer` for a wait an event ends;
+  // null: a sleep's null, a wait's TimeoutError) and queues it here (resume_here) or leaves it
+  // interrupted for whoever resumes runs.
+  Result<RunRow> WakeRun(const RunRow& row, int64_t now, const Json* event_answer, bool resume_here, RunCallback done);
 
   // ModuleHost
   EventLoop& loop() override { return *loop_; }
@@ -181,6 +218,10 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   Result<RunAccepted> ResumeRun(RunId run, ResumeOptions options, RunCallback done) override;
   Result<void> RequeueRun(const RunRow& run, RunCallback done) override;
   Result<RunRow> ResolveCall(const CallResolution& resolution) override;
+  Result<size_t> WakeDueRuns(int64_t now_unix_us, size_t limit,
+                             const std::function<RunCallback(const RunRow&)>& done_for) override;
+  Result<std::optional<int64_t>> NextWake() override;
+  Result<EventSent> SendEvent(NewRunEvent event, std::optional<RunCallback> resume) override;
   Result<RunAccepted> ReplayRecord(const FlowRef& flow, const RunRow& recorded, const ReplayPlan& plan,
                                    RunCallback done) override;
   Result<void> CancelRun(RunId run, std::string why) override;

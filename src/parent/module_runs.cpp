@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "parent/module_impl.h"
+#include "parent/store/owner.h"
 
 namespace basal {
 namespace {
@@ -160,10 +161,12 @@ Activation* Module::Impl::BeginRunActivation(RunId run, WaitingRun& w) {
   RunBinding binding = std::move(w.binding);
   std::optional<ReplayPlan> replay = std::move(w.replay);
   const bool strict = w.strict;
+  a->attempt = w.attempt;
+  const int64_t retry_from = w.retry_from_call;
   waiting_runs.erase(run);  // `w` is gone now
   ActivationStart start{flow->name, flow->source_hash, flow->manifest.hash(), "", now, owner,
                         now + options.lease.count() * 1000, JournalOrigin(flow->origin), flow->approval_id,
-                        flow->manifest_text_hash, run};
+                        flow->manifest_text_hash, run, retry_from};
   auto id = store->journal().BeginActivation(start);
   if (!id) {
     FailBatch(id.error().message);
@@ -235,6 +238,9 @@ Result<void> Module::Impl::CancelRun(RunId run, std::string why) {
     case RunState::kQueued:  // queued by another process: it finds the run ended when it dispatches it
     case RunState::kInterrupted:
     case RunState::kNeedsReconciliation:
+    case RunState::kSleeping:  // parked: no worker to stop, its wake finds it ended
+    case RunState::kWaiting:
+    case RunState::kRetrying:
       EndRunWithout(run, "cancelled", why, nullptr);
       return Ok();
     case RunState::kRunning:
@@ -311,6 +317,25 @@ Result<RunAccepted> Module::Impl::ResumeRun(RunId run, ResumeOptions resume, Run
   if (!row) return row.error();
   if (!*row) return MakeError(ErrorCode::kNotFound, "no run " + std::to_string(run) + " in this store");
   const RunRow& r = **row;
+  if (RunParked(r.state)) {
+    // A parked run resumes when it wakes: now, if its time has come (or it waits for its next
+    // attempt, which the operator may hurry).
+    const int64_t now = NowUnixUs();
+    if (r.state == RunState::kRetrying || (r.wake_unix_us && *r.wake_unix_us <= now)) {
+      auto woken = WakeRun(r, now, nullptr, true, std::move(done));
+      if (!woken) return woken.error();
+      return RunAccepted{std::move(*woken), false};
+    }
+    const std::string until = r.wake_unix_us ? UtcText(*r.wake_unix_us) : std::string("?");
+    if (r.state == RunState::kWaiting)
+      return MakeError(ErrorCode::kConflict, "run " + std::to_string(run) + " is waiting for event " + r.waiting_for +
+                                                 " (until " + until + "); send it (basal run signal " +
+                                                 std::to_string(run) + " " + r.waiting_for +
+                                                 " --data JSON), or cancel the run");
+    return MakeError(ErrorCode::kConflict, "run " + std::to_string(run) + " is sleeping until " + until +
+                                               "; it resumes then (basal serve wakes it, or basal run --resume " +
+                                               std::to_string(run) + " after that time), or cancel it");
+  }
   if (r.state != RunState::kInterrupted) {
     std::string hint;
     if (r.state == RunState::kNeedsReconciliation)
@@ -320,7 +345,8 @@ Result<RunAccepted> Module::Impl::ResumeRun(RunId run, ResumeOptions resume, Run
     return MakeError(ErrorCode::kConflict, "run " + std::to_string(run) + " is " + RunStateName(r.state) +
                                                "; only an interrupted run is resumed" + hint);
   }
-  if (r.resumes >= static_cast<int64_t>(options.max_resumes)) {
+  Json woke_detail = Json::parse(r.state_detail, nullptr, false);
+  if (r.resumes >= static_cast<int64_t>(options.max_resumes) && !(woke_detail.is_object() && woke_detail.contains("woke"))) {
     const std::string why = "run " + std::to_string(run) + " was resumed " + std::to_string(r.resumes) +
                             " times, the most a run may be (max_resumes " + std::to_string(options.max_resumes) +
                             "): its script or host failed each time; look at its activations (basal journal --run " +
@@ -335,22 +361,29 @@ Result<RunAccepted> Module::Impl::ResumeRun(RunId run, ResumeOptions resume, Run
   auto flow = FlowForRun(r, resume);
   if (!flow) return flow.error();
   // The claim: of two processes resuming the run at once, one moves it, the other gets kConflict.
-  auto claimed = store->runs().MoveRun({run, RunState::kInterrupted, RunState::kQueued, "", true});
+  // A run woken elsewhere (an event sent by basal run signal) was not interrupted by a failure: no
+  // resume is counted against max_resumes.
+  Json detail = Json::parse(r.state_detail, nullptr, false);
+  const bool woken = detail.is_object() && detail.contains("woke");
+  auto claimed = store->runs().MoveRun({run, RunState::kInterrupted, RunState::kQueued, "", !woken});
   if (!claimed) return claimed.error();
   return QueueResume(std::move(*claimed), *flow, std::move(done));
 }
 
-Result<RunAccepted> Module::Impl::QueueResume(RunRow run, const FlowRef& flow, RunCallback done) {
+Result<RunAccepted> Module::Impl::QueueResume(RunRow run, const FlowRef& flow, RunCallback done, bool retry) {
   auto activations = store->reader().RunActivations(run.id);
   if (!activations) return activations.error();
   auto calls = store->reader().RunCalls(run.id);
   if (!calls) return calls.error();
   auto resolutions = store->reader().Resolutions(run.id);
   if (!resolutions) return resolutions.error();
-  RunAnalysis analysis = AnalyzeRun(*activations, *calls, *resolutions, [this](std::string_view name) {
-    const HostCallSpec* spec = registry.Find(name);
-    return spec != nullptr && spec->effect_in_store;
-  });
+  RunAnalysis analysis = AnalyzeRun(
+      *activations, *calls, *resolutions,
+      [this](std::string_view name) {
+        const HostCallSpec* spec = registry.Find(name);
+        return spec != nullptr && spec->effect_in_store;
+      },
+      retry);
   if (!analysis.needs_operator.empty()) {
     // Nothing external is executed twice without an operator saying so.
     Json in_doubt = Json::array();
@@ -385,6 +418,8 @@ Result<RunAccepted> Module::Impl::QueueResume(RunRow run, const FlowRef& flow, R
   w.durable = true;
   w.binding = run.binding;
   w.replay = std::move(analysis.plan);
+  w.attempt = run.attempt;
+  w.retry_from_call = analysis.retry_from_call;
   waiting_runs.emplace(run.id, std::move(w));
   queue.push_back({0, run.id});
   ++queued;

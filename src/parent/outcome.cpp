@@ -19,6 +19,7 @@ const char* OutcomeName(Outcome o) {
     case Outcome::kCancelled: return "cancelled";
     case Outcome::kAbandoned: return "abandoned";
     case Outcome::kDiverged: return "diverged";
+    case Outcome::kParked: return "parked";
   }
   return "unknown";
 }

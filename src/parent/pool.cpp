@@ -189,18 +189,15 @@ void Pool::UpdateStdinWatch(PooledWorker& w) {
 void Pool::Send(PooledWorker& w, std::string_view payload) {
   if (w.state == PooledWorker::State::kDead) return;
   w.session->Send(payload);  // a broken pipe shows up as the worker's exit
-  if (w.session->pending_output_bytes() > options_.output_max_bytes) {
-    ++health_.output_overflows;
-    return Violation(w, "it does not read its answers: " + std::to_string(w.session->pending_output_bytes()) +
-                            " bytes are queued for it, more than the " + std::to_string(options_.output_max_bytes) +
-                            " the parent holds for one worker (worker_output_max_bytes)");
-  }
   UpdateStdinWatch(w);
 }
 
 void Pool::OnWritable(PooledWorker& w) {
+  const uint64_t before = w.session->written_bytes();
   w.session->Flush();
   UpdateStdinWatch(w);
+  if (w.session->written_bytes() != before && w.state == PooledWorker::State::kBusy && w.activation)
+    owner_.OnWorkerDrained(w);
 }
 
 void Pool::MarkDead(PooledWorker& w) {

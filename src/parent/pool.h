@@ -50,6 +50,8 @@ class PoolOwner {
   virtual void OnWorkerMessage(PooledWorker& worker, protocol::WorkerMessage& message) = 0;
   // The worker is gone (killed by the pool or dead by itself) while it had an activation.
   virtual void OnWorkerLost(PooledWorker& worker, ActivationResult result) = 0;
+  // A busy worker read some of what was sent to it (its stdin took bytes): room for more answers.
+  virtual void OnWorkerDrained(PooledWorker& worker) = 0;
   virtual void OnEvent(ModuleEvent event) = 0;
 };
 
@@ -63,7 +65,6 @@ struct PoolOptions {
   std::chrono::milliseconds idle_retire;
   uint64_t flow_memory_headroom_bytes;
   uint64_t codemode_memory_headroom_bytes;
-  uint64_t output_max_bytes;              // answers queued to a worker that does not read
   std::chrono::milliseconds cpu_grace;    // past an activation's CPU budget, before the kill
   std::chrono::milliseconds idle_cpu_max; // CPU an idle worker may use between activations
   // Whether the pool may prlimit its workers (CanChangeWorkerLimits). If not (a root parent
@@ -88,9 +89,12 @@ class Pool {
   // Starts a worker for `activation` (it gets the activation once it has loaded). Null: the
   // error says why (the caller fails the activation with spawn_failed).
   Result<PooledWorker*> Spawn(const FlowRef& flow, Activation* activation);
-  // Sends a frame; if the worker's pipe is full the rest goes out when it drains. A worker with
-  // more than output_max_bytes queued does not read its answers: killed (protocol violation).
+  // Sends a frame; if the worker's pipe is full the rest goes out when it drains (and the owner
+  // hears OnWorkerDrained). How much is sent is the owner's flow control (module.cpp).
   void Send(PooledWorker& worker, std::string_view payload);
+  // Bytes sent to the worker that it has not read yet, and bytes it has read so far.
+  size_t PendingOutput(const PooledWorker& worker) const { return worker.session->pending_output_bytes(); }
+  uint64_t WrittenBytes(const PooledWorker& worker) const { return worker.session->written_bytes(); }
   // The process has ended (its pidfd is readable); the loop reports how, on this pass.
   bool HasExited(const PooledWorker& worker) const;
   // The worker's CPU time so far, from the kernel.

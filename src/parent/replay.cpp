@@ -15,6 +15,8 @@ constexpr std::string_view kActivationEnded = "ActivationEnded";
 // The built-in log call (host_calls/log.h): the worker makes it as a notification and ignores its
 // answer, so its answer is not part of the order the script can observe.
 constexpr std::string_view kLogCallName = "log";
+// A durable run's step markers (module_park.cpp): {name, phase: "begin"|"end", ok}.
+constexpr std::string_view kStepCallName = "run.step";
 
 struct ParsedError {
   std::string name, message;
@@ -105,25 +107,101 @@ bool WasRunning(const CallRow& c) {
 
 std::string ArgsDigest(const Json& args) { return Sha256Hex(protocol::DumpJson(args)); }
 
+namespace {
+
+// A step of the record (step(name, fn)): its begin marker, and its end marker if it returned or threw.
+struct StepSpan {
+  int64_t begin = 0;
+  int64_t end = 0;  // 0: no end recorded (its activation ended inside it)
+  bool ok = false;  // it returned
+};
+
+// The step markers (run.step) of the record, paired by name in call order: an end closes the latest
+// open begin of the same name (steps may run side by side, so not a stack across names).
+std::vector<StepSpan> StepsOf(const std::map<int64_t, const CallRow*>& newest) {
+  std::vector<StepSpan> spans;
+  std::map<std::string, std::vector<size_t>> open;
+  for (const auto& [id, c] : newest) {
+    if (c->name != kStepCallName) continue;
+    Json args = Json::parse(c->args_json, nullptr, false);
+    if (!args.is_object()) continue;
+    const std::string name = args.value("name", std::string());
+    const std::string phase = args.value("phase", std::string());
+    if (phase == "begin") {
+      open[name].push_back(spans.size());
+      spans.push_back(StepSpan{id, 0, false});
+    } else if (phase == "end") {
+      auto& stack = open[name];
+      if (stack.empty()) continue;
+      StepSpan& s = spans[stack.back()];
+      stack.pop_back();
+      s.end = id;
+      s.ok = args.value("ok", false);
+    }
+  }
+  return spans;
+}
+
+// Where a retry starts over (docs/durable.md#retries): the earliest failure point after which the
+// failed attempt did nothing that cannot be repeated. A failure point is the begin of a step that
+// did not return, or a call answered with an error outside a step that returned. Calls that cannot
+// be repeated are answered external calls; those inside a failed step that begins at or after the
+// point run again (a failed step is at least once for its calls, as documented). No such point:
+// the retry replays the whole record (last_call_id + 1).
+int64_t RetryPoint(const std::map<int64_t, const CallRow*>& newest, const std::map<int64_t, RecordedAnswer>& answers,
+                   int64_t last_call_id) {
+  const std::vector<StepSpan> steps = StepsOf(newest);
+  auto inside = [&](int64_t id, auto&& pred) {
+    for (const StepSpan& s : steps)
+      if (id > s.begin && (s.end == 0 || id < s.end) && pred(s)) return true;
+    return false;
+  };
+  std::set<int64_t> points;
+  for (const StepSpan& s : steps)
+    if (!s.ok) points.insert(s.begin);
+  for (const auto& [id, a] : answers) {
+    auto c = newest.find(id);
+    if (a.ok || c == newest.end() || c->second->name == kStepCallName) continue;
+    if (inside(id, [](const StepSpan& s) { return s.ok; })) continue;  // handled inside a step that returned
+    points.insert(id);
+  }
+  for (int64_t p : points) {
+    bool repeatable = true;
+    for (auto it = newest.upper_bound(p); it != newest.end() && repeatable; ++it) {
+      const CallRow& c = *it->second;
+      if (c.effect != Effect::kExternal || !answers.count(c.call_id)) continue;
+      if (!inside(c.call_id, [p](const StepSpan& s) { return !s.ok && s.begin >= p; })) repeatable = false;
+    }
+    if (repeatable) return p;
+  }
+  return last_call_id + 1;
+}
+
+}  // namespace
+
 RunAnalysis AnalyzeRun(const std::vector<ActivationRow>& activations, const std::vector<CallRow>& calls,
                        const std::vector<CallResolution>& resolutions,
-                       const std::function<bool(std::string_view name)>& store_local) {
+                       const std::function<bool(std::string_view name)>& store_local, bool retry) {
   RunAnalysis out;
   ReplayPlan& plan = out.plan;
-  // The newest record of each call id (a resumed activation's rerun supersedes an older record).
-  std::map<int64_t, const CallRow*> newest;
   std::map<int64_t, size_t> activation_index;
   for (size_t i = 0; i < activations.size(); ++i) activation_index[activations[i].id] = i;
+  std::vector<std::vector<const CallRow*>> by_activation(activations.size());
   for (const CallRow& c : calls) {
-    auto it = newest.find(c.call_id);
-    if (it == newest.end() || activation_index[c.activation_id] >= activation_index[it->second->activation_id])
-      newest[c.call_id] = &c;
+    auto i = activation_index.find(c.activation_id);
+    if (i != activation_index.end()) by_activation[i->second].push_back(&c);
+  }
+  // The newest record of each call id (a resumed activation's rerun supersedes an older record);
+  // a retry attempt's activation first discards the calls of the record from its retry point on.
+  std::map<int64_t, const CallRow*> newest;
+  for (size_t i = 0; i < activations.size(); ++i) {
+    if (const int64_t from = activations[i].retry_from_call; from > 0) newest.erase(newest.lower_bound(from), newest.end());
+    for (const CallRow* c : by_activation[i]) newest[c->call_id] = c;
   }
   std::map<int64_t, const CallResolution*> decided;
   for (const CallResolution& r : resolutions) decided[r.call_id] = &r;
 
   std::map<int64_t, RecordedAnswer> answers;       // by call id
-  std::map<size_t, std::vector<std::pair<int64_t, int64_t>>> delivered;  // activation index -> (seq, call id)
   std::vector<int64_t> undelivered;                // answered but never delivered (late answers)
   std::vector<int64_t> resolved;                   // answers an operator gave
   for (const auto& [call_id, c] : newest) {
@@ -136,11 +214,7 @@ RunAnalysis AnalyzeRun(const std::vector<ActivationRow>& activations, const std:
         continue;
       }
       answers[call_id] = *a;
-      if (c->answer_seq) {
-        delivered[activation_index[c->activation_id]].push_back({*c->answer_seq, call_id});
-      } else {
-        undelivered.push_back(call_id);
-      }
+      if (!c->answer_seq) undelivered.push_back(call_id);
       continue;
     }
     if (!WasRunning(*c)) {  // never started: nothing happened, it runs now
@@ -178,15 +252,20 @@ RunAnalysis AnalyzeRun(const std::vector<ActivationRow>& activations, const std:
   }
 
   // The order the worker got the answers: each activation's own deliveries at the positions it
-  // recorded, the answers it replayed from the record before it (in their order) in between.
+  // recorded, the answers it replayed from the record before it (in their order) in between. A
+  // retry attempt's worker replayed only the calls before its retry point.
   std::vector<int64_t> order;
   for (size_t i = 0; i < activations.size(); ++i) {
-    auto own = delivered.find(i);
-    if (own == delivered.end()) continue;
-    std::sort(own->second.begin(), own->second.end());
+    if (const int64_t from = activations[i].retry_from_call; from > 0)
+      order.erase(std::remove_if(order.begin(), order.end(), [from](int64_t id) { return id >= from; }), order.end());
+    std::vector<std::pair<int64_t, int64_t>> own;
+    for (const CallRow* c : by_activation[i])
+      if (c->answer_seq && c->name != kLogCallName) own.push_back({*c->answer_seq, c->call_id});
+    if (own.empty()) continue;
+    std::sort(own.begin(), own.end());
     std::vector<int64_t> merged;
     size_t from_before = 0;
-    for (const auto& [seq, call_id] : own->second) {
+    for (const auto& [seq, call_id] : own) {
       while (static_cast<int64_t>(merged.size()) + 1 < seq && from_before < order.size())
         merged.push_back(order[from_before++]);
       merged.push_back(call_id);
@@ -196,9 +275,22 @@ RunAnalysis AnalyzeRun(const std::vector<ActivationRow>& activations, const std:
   }
   for (int64_t id : undelivered) order.push_back(id);
   for (int64_t id : resolved) order.push_back(id);
+
+  if (retry && out.needs_operator.empty()) {
+    // The attempt replays the record before its retry point; from there on every call runs again.
+    const int64_t from = RetryPoint(newest, answers, plan.last_call_id);
+    out.retry_from_call = from;
+    plan.calls.erase(plan.calls.lower_bound(from), plan.calls.end());
+    plan.immediate.erase(plan.immediate.lower_bound(from), plan.immediate.end());
+    plan.reruns.erase(std::remove_if(plan.reruns.begin(), plan.reruns.end(), [from](int64_t id) { return id >= from; }),
+                      plan.reruns.end());
+    order.erase(std::remove_if(order.begin(), order.end(), [from](int64_t id) { return id >= from; }), order.end());
+    plan.last_call_id = plan.calls.empty() ? 0 : plan.calls.rbegin()->first;
+  }
+
   std::set<int64_t> placed;
   for (int64_t id : order) {
-    if (!placed.insert(id).second) continue;
+    if (!answers.count(id) || !placed.insert(id).second) continue;
     RecordedAnswer& a = answers[id];
     plan.bytes += a.value_json.size() + a.error_name.size() + a.error_message.size() + 32;
     plan.answers.push_back(std::move(a));

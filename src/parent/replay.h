@@ -64,6 +64,7 @@ struct ReplayPlan {
 struct RunAnalysis {
   ReplayPlan plan;
   std::vector<InDoubtCall> needs_operator;  // external calls in doubt that no operator has decided yet
+  int64_t retry_from_call = 0;              // a retry: the calls from this id on run again (0: none)
 };
 
 // Decides every call of a durable run's record. `activations` and `calls` as
@@ -78,9 +79,16 @@ struct RunAnalysis {
 // (with the same idempotency key: it names the run and the call); external ones follow the
 // operator's resolution (result or error: replayed as that answer; retry: run again), and without
 // one stop the run. Decided but never started: run again.
+//
+// `retry` (a retry attempt, docs/durable.md#retries): the plan stops at the retry point, the
+// earliest failure (the begin of a step that did not return, or a call answered with an error
+// outside a step that returned) after which the failed attempt did nothing that cannot be repeated
+// (an answered external call outside a failed step from that point); the calls from there on run
+// again, and retry_from_call names it. An activation whose ActivationRow::retry_from_call is set
+// discarded the record's calls from that id on when it began.
 RunAnalysis AnalyzeRun(const std::vector<ActivationRow>& activations, const std::vector<CallRow>& calls,
                        const std::vector<CallResolution>& resolutions,
-                       const std::function<bool(std::string_view name)>& store_local);
+                       const std::function<bool(std::string_view name)>& store_local, bool retry = false);
 
 // The canonical digest of a call's arguments: "sha256:<hex>" of their JSON with sorted keys, as the
 // parent parsed them (so the journal's redacted view does not matter).

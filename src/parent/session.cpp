@@ -103,6 +103,7 @@ bool WorkerSession::Flush() {
     const ssize_t n = ::write(process_->stdin_fd(), out_.data() + out_pos_, out_.size() - out_pos_);
     if (n > 0) {
       out_pos_ += static_cast<size_t>(n);
+      written_ += static_cast<uint64_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

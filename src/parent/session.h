@@ -50,7 +50,9 @@ class WorkerSession {
   bool Send(std::string_view payload);
   bool Flush();
   bool has_pending_output() const { return !out_.empty(); }
-  size_t pending_output_bytes() const { return out_.size(); }
+  size_t pending_output_bytes() const { return out_.size() - out_pos_; }
+  // Bytes the worker's stdin has taken so far: it moves only when the worker reads.
+  uint64_t written_bytes() const { return written_; }
 
   void DrainStderr();
   // "; stderr: <last line>" or "".
@@ -64,6 +66,7 @@ class WorkerSession {
   protocol::FrameDecoder decoder_;
   std::string out_;
   size_t out_pos_ = 0;
+  uint64_t written_ = 0;
   std::string stderr_tail_;
   std::string broken_;
   bool stderr_open_ = true;

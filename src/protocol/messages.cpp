@@ -32,6 +32,23 @@ bool DepthWithin(std::string_view text, int max_depth) {
   return true;
 }
 
+// A character that continues a number or a literal (true, false, null) outside strings.
+bool InScalar(char c) {
+  switch (c) {
+    case '{': case '}': case '[': case ']': case ',': case ':': case '"':
+    case ' ': case '\t': case '\n': case '\r':
+      return false;
+    default:
+      return true;
+  }
+}
+
+std::string TooManyValues(size_t limit) {
+  return "JSON of more than " + std::to_string(limit) +
+         " values (objects, arrays, strings, numbers, literals; the limit is kMaxMessageValues), refused before "
+         "it is parsed: a parsed tree of tiny values costs many times its text";
+}
+
 class Fields {
  public:
   Fields(const Json& obj, std::string& error) : obj_(obj), error_(error) {}
@@ -174,6 +191,30 @@ std::optional<int64_t> IntegerIn(const Json& value, int64_t min, int64_t max) {
   return v;
 }
 
+size_t CountJsonValues(std::string_view text, size_t stop_after) {
+  size_t values = 0;
+  bool in_string = false;
+  bool escape = false;
+  bool scalar = false;  // inside a number or literal
+  for (char c : text) {
+    if (in_string) {
+      if (escape) {
+        escape = false;
+      } else if (c == '\\') {
+        escape = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    const bool starts = c == '"' || c == '{' || c == '[' || (InScalar(c) && !scalar);
+    scalar = InScalar(c);
+    in_string = c == '"';
+    if (starts && ++values > stop_after) return values;
+  }
+  return values;
+}
+
 bool FitsInMessage(std::string_view value_json, std::string& why) {
   if (!DepthWithin(value_json, kMaxJsonDepth - 1)) {
     why = "nested deeper than " + std::to_string(kMaxJsonDepth - 1) + " levels";
@@ -183,10 +224,16 @@ bool FitsInMessage(std::string_view value_json, std::string& why) {
     why = std::to_string(value_json.size()) + " bytes of JSON, above the limit of " + std::to_string(kMaxFieldBytes);
     return false;
   }
+  if (CountJsonValues(value_json, kMaxFieldValues) > kMaxFieldValues) {
+    why = "more than " + std::to_string(kMaxFieldValues) +
+          " JSON values (objects, arrays, strings, numbers, literals), the limit of one message's field "
+          "(kMaxFieldValues); send fewer, larger values (a string, say) or split it over several calls";
+    return false;
+  }
   return true;
 }
 
-bool ParseJsonValue(std::string_view text, Json& out, std::string& error) {
+bool ParseJsonValue(std::string_view text, Json& out, std::string& error, size_t max_values) {
   // nlohmann's reader takes a NUL byte for the end of its input, so "{...}<NUL>anything" would pass
   // with the rest unread. JSON has no raw NUL (a string writes \u0000): one is malformed.
   if (text.find('\0') != std::string_view::npos) {
@@ -195,6 +242,10 @@ bool ParseJsonValue(std::string_view text, Json& out, std::string& error) {
   }
   if (!DepthWithin(text, kMaxJsonDepth)) {
     error = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+    return false;
+  }
+  if (CountJsonValues(text, max_values) > max_values) {
+    error = TooManyValues(max_values);
     return false;
   }
   out = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);

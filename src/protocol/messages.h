@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,16 @@ inline constexpr int kProtocolVersion = 1;
 inline constexpr int kMaxJsonDepth = 200;
 // The largest value one message field carries: a frame's limit less room for the envelope.
 inline constexpr size_t kMaxFieldBytes = kDefaultMaxFrameBytes - 4096;
+// The most JSON values one message may hold, counted in its text before any tree is built: every
+// object, array, string (member names included), number, true, false and null is one. A parsed
+// tree costs up to about 80 bytes a value beside the text (nlohmann's: 16 for the value, the rest
+// for an object's map or a member's node), so a frame of tiny values ("{},{},...": 14 MB of them
+// once took 505 MiB) is refused before it is parsed; 512 Ki values bound the tree of the worst
+// frame near 40 MiB. Fixed, like the frame's size: both sides must agree on it.
+inline constexpr size_t kMaxMessageValues = 512u * 1024;
+// The values one message field may hold: the message less room for its envelope (a call's or a
+// done's own fields are about ten values).
+inline constexpr size_t kMaxFieldValues = kMaxMessageValues - 64;
 // Every integer field of a message is an exact JSON integer from 0 (or its own lower bound) to
 // 2^53 - 1, the largest every JSON reader holds exactly. Anything else (a fraction, an exponent,
 // a larger or a negative number) is refused, never wrapped or rounded.
@@ -32,14 +43,21 @@ inline constexpr int64_t kMaxMessageInteger = (int64_t{1} << 53) - 1;
 inline constexpr int kWorkerLandlockAbiMax = 7;
 
 // Parses `payload` as one JSON object. Never throws. On failure `error` says what was wrong.
+// Nesting past kMaxJsonDepth and more than kMaxMessageValues values are refused by a scan of the
+// text, before a tree is built.
 bool ParseJsonObject(std::string_view payload, Json& out, std::string& error);
-// Parses any JSON value (used for --input and fixtures). Never throws.
-bool ParseJsonValue(std::string_view text, Json& out, std::string& error);
+// Parses any JSON value (used for --input and fixtures), with ParseJsonObject's bounds (or
+// `max_values`). Never throws.
+bool ParseJsonValue(std::string_view text, Json& out, std::string& error, size_t max_values = kMaxMessageValues);
+// The JSON values in `text` as ParseJsonValue counts them (see kMaxMessageValues), counting stops
+// once past `stop_after`. A cheap scan: the text need not be well-formed, nothing is built.
+size_t CountJsonValues(std::string_view text, size_t stop_after = SIZE_MAX);
 // Serializes without throwing: invalid UTF-8 is replaced, never an exception.
 std::string DumpJson(const Json& value);
 // Whether a serialized value can travel as one field of a message (an activation's input, a host
-// call's result): nested at most kMaxJsonDepth - 1 levels, since the message adds one, and small
-// enough for the message to fit in one frame. On false, `why` names the limit it broke.
+// call's result): nested at most kMaxJsonDepth - 1 levels, since the message adds one, small
+// enough for the message to fit in one frame, and of at most kMaxFieldValues values. On false,
+// `why` names the limit it broke.
 bool FitsInMessage(std::string_view value_json, std::string& why);
 
 // `value` as an integer in [min, max], or nullopt if it is no JSON integer or lies outside (an

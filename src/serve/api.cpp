@@ -125,6 +125,10 @@ void Api::AddRoutes() {
   Add({"POST"}, "/v1/runs/{id}/resume", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
     ResumeRun(req, std::string(p.Get("id")), std::move(r));
   });
+  Add({"POST"}, "/v1/runs/{id}/events/{name}", run,
+      [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+        SendEvent(req, std::string(p.Get("id")), std::string(p.Get("name")), std::move(r));
+      });
   Add({"GET"}, "/v1/journal", read, [this](const HttpRequest& req, auto&, Respond r, auto) { Journal(req, std::move(r)); });
   Add({"GET"}, "/v1/health", read, [this](auto&, auto&, Respond r, auto) { Health(std::move(r)); });
   Add({"GET"}, "/v1/health/history", read,
@@ -238,6 +242,22 @@ HttpResponse Api::Metrics() {
       if (static_cast<double>(n) > seen) o_.metrics.Add("basal_host_calls_total", {name, verdict}, static_cast<double>(n) - seen);
       calls_seen_[key] = static_cast<double>(n);
     }
+  // Runs between activations by flow and state, counted in the store at the scrape (so runs
+  // another process parked count too); a series seen before and gone now reads 0.
+  if (auto counts = o_.host.runs().CountRunsByFlow({RunState::kQueued, RunState::kInterrupted,
+                                                    RunState::kNeedsReconciliation, RunState::kSleeping,
+                                                    RunState::kWaiting, RunState::kRetrying},
+                                                   MetricsRegistry::kDefaultMaxSeriesPerFamily);
+      counts) {
+    std::set<std::pair<std::string, std::string>> now;
+    for (const RunCount& c : *counts) {
+      now.insert({c.flow, RunStateName(c.state)});
+      o_.metrics.Set("basal_runs", {c.flow, RunStateName(c.state)}, static_cast<double>(c.count));
+    }
+    for (const auto& key : runs_seen_)
+      if (!now.count(key)) o_.metrics.Set("basal_runs", {key.first, key.second}, 0);
+    runs_seen_.insert(now.begin(), now.end());
+  }
   o_.metrics.Set("basal_queue_length", {}, static_cast<double>(o_.queue.queued()));
   o_.metrics.Set("basal_runs_in_flight", {}, static_cast<double>(o_.queue.in_flight()));
   std::string why;
@@ -362,26 +382,29 @@ void Api::Deliver(std::shared_ptr<const Triggers::Delivery> d, std::string trigg
   RunRequest run = d->run;
   if (attempt > 1) run.idempotency_key += "#" + std::to_string(attempt);
   const std::string key = run.idempotency_key;
-  o_.queue.Enqueue(std::move(run), [this, d, trigger, respond, attempt, key](Result<AcceptedRun> a) {
-    if (!a && a.error().code == ErrorCode::kConflict) {
-      // The same delivery with another unsigned part (a Content-Type): its key names its run.
-      auto found = o_.reader.ListRuns({.flow = d->run.flow, .limit = 1, .idempotency_key = key});
-      if (found && !found->empty()) return Delivered(d, trigger, respond, attempt, AcceptedRun{found->front(), true});
-    }
+  // The result by reference and its error copied once, as in Accept: taken by value, GCC 12 warns
+  // that the error may be uninitialized (-Wmaybe-uninitialized, a false positive under -Werror).
+  o_.queue.Enqueue(std::move(run), [this, d, trigger, respond, attempt, key](const Result<AcceptedRun>& a) {
     if (!a) {
-      const auto code = a.error().code;
+      const Error error = a.error();
+      const ErrorCode code = error.code;
+      if (code == ErrorCode::kConflict) {
+        // The same delivery with another unsigned part (a Content-Type): its key names its run.
+        auto found = o_.reader.ListRuns({.flow = d->run.flow, .limit = 1, .idempotency_key = key});
+        if (found && !found->empty()) return Delivered(d, trigger, respond, attempt, AcceptedRun{found->front(), true});
+      }
       if (code == ErrorCode::kUnavailable) {
         o_.triggers.DeliveryRefused(trigger, "queue_full");
-        HttpResponse r = JsonError(429, "queue_full", a.error().message);
+        HttpResponse r = JsonError(429, "queue_full", error.message);
         r.headers.emplace_back("Retry-After", "1");
         return respond(std::move(r));
       }
       if (code == ErrorCode::kNotFound || code == ErrorCode::kRefused) {
         o_.triggers.DeliveryRefused(trigger, "flow_unavailable");
         return respond(JsonError(code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
-                                 "webhook " + trigger + ": " + a.error().message));
+                                 "webhook " + trigger + ": " + error.message));
       }
-      return respond(JsonError(500, "journal", a.error().message));
+      return respond(JsonError(500, "journal", error.message));
     }
     Delivered(d, trigger, respond, attempt, *a);
   });
@@ -414,20 +437,21 @@ HttpResponse Api::DeliveryAnswer(const Triggers::Delivery& d, const RunRow& run)
 
 void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
                  std::function<void(int64_t run_id)> accepted) {
-  o_.queue.Enqueue(std::move(run), [this, wait, respond, accepted](Result<AcceptedRun> a) {
+  o_.queue.Enqueue(std::move(run), [this, wait, respond, accepted](const Result<AcceptedRun>& a) {
     if (!a) {
-      const auto code = a.error().code;
+      const Error error = a.error();
+      const ErrorCode code = error.code;
       if (code == ErrorCode::kUnavailable) {
         // The queue is full (limits.queue_max): the client retries later.
-        HttpResponse r = JsonError(429, "queue_full", a.error().message);
+        HttpResponse r = JsonError(429, "queue_full", error.message);
         r.headers.emplace_back("Retry-After", "1");
         return respond(std::move(r));
       }
-      if (code == ErrorCode::kNotFound) return respond(JsonError(404, "flow_not_found", a.error().message));
-      if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", a.error().message));
-      if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_input", a.error().message));
-      if (code == ErrorCode::kConflict) return respond(JsonError(409, "idempotency_key_reused", a.error().message));
-      return respond(JsonError(500, "journal", a.error().message));
+      if (code == ErrorCode::kNotFound) return respond(JsonError(404, "flow_not_found", error.message));
+      if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", error.message));
+      if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_input", error.message));
+      if (code == ErrorCode::kConflict) return respond(JsonError(409, "idempotency_key_reused", error.message));
+      return respond(JsonError(500, "journal", error.message));
     }
     const int64_t id = a->run.id;
     if (accepted && !a->existing) accepted(id);
@@ -734,6 +758,42 @@ void Api::ResumeRun(const HttpRequest& req, const std::string& id_text, Respond 
   o_.host.AfterCommit([this, respond, id = *id](const Result<void>& committed) {
     if (!committed) return respond(JsonError(500, "journal", committed.error().message));
     AnswerWithRun(id, respond, std::nullopt);
+  });
+}
+
+// An event for a durable run's waitForEvent (docs/durable.md#events): the body is its payload (any
+// JSON). Journaled with who sent it; delivered to the run's wait now (the run resumes) or kept.
+void Api::SendEvent(const HttpRequest& req, const std::string& id_text, const std::string& name, Respond respond) {
+  auto id = ParseId(id_text);
+  if (!id) return respond(JsonError(400, "bad_run_id", "\"" + id_text + "\" is not a run id (a positive integer)"));
+  if (req.body.size() > o_.limits.max_event_bytes)
+    return respond(JsonError(413, "event_too_large", "the event's payload is " + std::to_string(req.body.size()) +
+                                                         " bytes; an event carries at most " +
+                                                         std::to_string(o_.limits.max_event_bytes) +
+                                                         " (limits.max_event_bytes)"));
+  NewRunEvent e;
+  e.run_id = *id;
+  e.name = name;
+  e.payload_json = req.body.empty() ? "null" : req.body;
+  e.sender = o_.admission.Who(req).name;
+  auto sent = o_.queue.SendEvent(std::move(e));
+  if (!sent) {
+    const auto code = sent.error().code;
+    if (code == ErrorCode::kNotFound) return respond(JsonError(404, "run_not_found", sent.error().message));
+    if (code == ErrorCode::kConflict) return respond(JsonError(409, "run_not_waiting", sent.error().message));
+    if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_event", sent.error().message));
+    if (code == ErrorCode::kUnavailable) {
+      HttpResponse r = JsonError(429, "too_many_events", sent.error().message);
+      r.headers.emplace_back("Retry-After", "60");
+      return respond(std::move(r));
+    }
+    return respond(JsonError(500, "journal", sent.error().message));
+  }
+  o_.host.AfterCommit([this, respond, sent = std::move(*sent)](const Result<void>& committed) {
+    if (!committed) return respond(JsonError(500, "journal", committed.error().message));
+    respond(JsonResponse(202, Json{{"event_id", sent.event_id},
+                                   {"delivered", sent.delivered_to != 0},
+                                   {"run", RunJson(sent.run)}}));
   });
 }
 

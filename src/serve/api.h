@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +124,7 @@ class Api {
   void ResolveRun(const HttpRequest& req, const std::string& id, Respond respond);
   void CancelRun(const HttpRequest& req, const std::string& id, Respond respond);
   void ResumeRun(const HttpRequest& req, const std::string& id, Respond respond);
+  void SendEvent(const HttpRequest& req, const std::string& id, const std::string& name, Respond respond);
   HttpResponse Metrics();
 
   // A verified webhook delivery (Webhook): its run, or a new one past a failed one (attempt > 1).
@@ -152,6 +154,7 @@ class Api {
   double confinement_seen_ = 0;
   HealthHistory history_;
   EventLoop::TimerId sample_timer_{};
+  std::set<std::pair<std::string, std::string>> runs_seen_;  // (flow, state) series of basal_runs set so far
 };
 
 }  // namespace basal::serve

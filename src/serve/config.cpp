@@ -125,6 +125,9 @@ constexpr NumberRule kTailBufferBytes{64u << 10, 64u << 20, "from 65536 (64 KiB)
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
 constexpr NumberRule kMaxSessions{1, 4096, "from 1 to 4096"};
 constexpr NumberRule kMaxStreamsPerSession{1, 64, "from 1 to 64"};
+constexpr NumberRule kMaxParkedRuns{1, 100'000'000, "from 1 to 100000000"};
+constexpr NumberRule kEventBytes{1, 16u << 20, "from 1 to 16777216 (16 MiB)"};
+constexpr NumberRule kPendingEvents{1, 100'000, "from 1 to 100000"};
 
 struct DurationRule {
   milliseconds min, max;
@@ -141,6 +144,7 @@ constexpr NumberRule kFailureStatus{200, 599, "from 200 to 599 (500 to 599 makes
 constexpr DurationRule kCatchUp{milliseconds(0), std::chrono::hours(24 * 7), "from 0s to 7d"};
 constexpr DurationRule kSessionIdle{std::chrono::minutes(1), std::chrono::hours(24), "from 1m to 24h"};
 constexpr DurationRule kSessionMaxAge{std::chrono::minutes(1), std::chrono::hours(24 * 30), "from 1m to 30d"};
+constexpr DurationRule kEventRetention{std::chrono::seconds(1), std::chrono::hours(24 * 366), "from 1s to 366d"};
 
 // One parse: knows the origin for messages; each method checks one kind of value at `path`.
 class Parser {
@@ -394,7 +398,9 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
   if (auto ok = KnownKeys(value, "limits",
                           {"max_workers", "max_activations_per_worker", "queue_max", "max_body_bytes", "wait_max",
                            "drain_timeout", "max_connections", "idempotency_ttl", "header_timeout", "body_timeout",
-                           "max_connections_per_client", "max_unsent_bytes", "tail_subscribers", "tail_buffer_bytes"});
+                           "max_connections_per_client", "max_unsent_bytes", "tail_subscribers", "tail_buffer_bytes",
+                           "max_parked_runs", "max_parked_runs_per_flow", "max_event_bytes", "max_pending_events_per_run",
+                           "event_retention"});
       !ok)
     return ok;
   for (const auto& [key, item] : value.items()) {
@@ -428,6 +434,16 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kTailSubscribers), out.tail_subscribers);
     } else if (key == "tail_buffer_bytes") {
       ok = Assign(Number(item, path, kTailBufferBytes), out.tail_buffer_bytes);
+    } else if (key == "max_parked_runs") {
+      ok = Assign(Number(item, path, kMaxParkedRuns), out.max_parked_runs);
+    } else if (key == "max_parked_runs_per_flow") {
+      ok = Assign(Number(item, path, kMaxParkedRuns), out.max_parked_runs_per_flow);
+    } else if (key == "max_event_bytes") {
+      ok = Assign(Number(item, path, kEventBytes), out.max_event_bytes);
+    } else if (key == "max_pending_events_per_run") {
+      ok = Assign(Number(item, path, kPendingEvents), out.max_pending_events_per_run);
+    } else if (key == "event_retention") {
+      ok = Assign(Duration(item, path, kEventRetention), out.event_retention);
     }
     if (!ok) return ok;
   }
@@ -923,6 +939,11 @@ nlohmann::json ToJson(const ServeConfig& config) {
       {"max_unsent_bytes", l.max_unsent_bytes},
       {"tail_subscribers", l.tail_subscribers},
       {"tail_buffer_bytes", l.tail_buffer_bytes},
+      {"max_parked_runs", l.max_parked_runs},
+      {"max_parked_runs_per_flow", l.max_parked_runs_per_flow},
+      {"max_event_bytes", l.max_event_bytes},
+      {"max_pending_events_per_run", l.max_pending_events_per_run},
+      {"event_retention", FormatDuration(l.event_retention)},
   };
 
   Json triggers = Json::array();

@@ -70,6 +70,12 @@ struct LimitsConfig {
   size_t max_unsent_bytes = 64u << 20;               // answers not yet sent, all clients together; past it: 503
   size_t tail_subscribers = 32;                      // GET /v1/tail streams at once; past it: 503
   size_t tail_buffer_bytes = 1u << 20;               // what one tail stream may hold unread; past it: dropped
+  // Durable runs that park (docs/durable.md): rows, not workers, bounded all the same.
+  size_t max_parked_runs = 100'000;                  // parked runs in the store; past it a park fails (LimitError)
+  size_t max_parked_runs_per_flow = 10'000;          // of one flow
+  size_t max_event_bytes = 64u << 10;                // an event's payload; past it: 413
+  size_t max_pending_events_per_run = 100;           // events a run has not waited for yet; past it: 429
+  std::chrono::milliseconds event_retention{7LL * 24 * 3600 * 1000};  // an undelivered event is dropped after
 
   bool operator==(const LimitsConfig&) const = default;
 };

@@ -82,6 +82,9 @@ void DeclareMetrics(MetricsRegistry& metrics) {
                                "Workers killed by the seccomp filter (SIGSYS): a confinement violation.", {});
   ok &= metrics.DeclareGauge("basal_queue_length", "Runs queued and not yet started.", {});
   ok &= metrics.DeclareGauge("basal_runs_in_flight", "Runs started whose activation has not ended.", {});
+  ok &= metrics.DeclareGauge("basal_runs", "Runs that have not ended and run no activation now, by flow and state "
+                                           "(queued, interrupted, needs_reconciliation, sleeping, waiting, retrying).",
+                             {"flow", "state"});
   ok &= metrics.DeclareCounter("basal_schedule_events_total",
                                "Schedule fires, by trigger and what happened (run, buffered, skipped, missed).",
                                {"trigger", "event"});
@@ -158,6 +161,11 @@ Result<void> Daemon::OpenModule() {
   mo.secrets_dir = o_.secrets_dir;
   mo.max_workers = config_.limits.max_workers;
   mo.max_activations_per_worker = config_.limits.max_activations_per_worker;
+  mo.max_parked_runs = config_.limits.max_parked_runs;
+  mo.max_parked_runs_per_flow = config_.limits.max_parked_runs_per_flow;
+  mo.max_event_bytes = config_.limits.max_event_bytes;
+  mo.max_pending_events_per_run = config_.limits.max_pending_events_per_run;
+  mo.event_retention = config_.limits.event_retention;
   mo.require_approval = true;
   mo.observer = std::shared_ptr<ModuleObserver>(this, [](ModuleObserver*) {});
   // Console lines go to /mcp's scripts (their `logs`) and to the live tail.
@@ -337,6 +345,7 @@ Result<void> Daemon::Start() {
   lifecycle_->Serving();
   // Durable runs resolved by an operator (basal run resolve) resume within a second.
   queue_->ResumeInterruptedEvery(std::chrono::seconds(1), o_.log);
+  queue_->WakeParkedRuns(std::chrono::seconds(1));
   queue_->Dispatch();
   return Ok();
 }

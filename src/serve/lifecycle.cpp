@@ -145,7 +145,8 @@ void Lifecycle::Reload() {
   if (file_config_ && (config->listen.socket != file_config_->listen.socket ||
                        config->listen.tcp != file_config_->listen.tcp || config->db != file_config_->db ||
                        config->secrets_dir != file_config_->secrets_dir || config->worker != file_config_->worker))
-    o_.log("SIGHUP: listeners, the store, the secrets and the worker change only at a restart; the rest is reloaded");
+    o_.log("SIGHUP: listeners, the store, the secrets, the worker and the module's limits (max_activations_per_worker, "
+          "the parked-run and event limits) change only at a restart; the rest is reloaded");
   file_config_ = *config;
   o_.log("SIGHUP: reloaded " + o_.config_path + ": " + std::to_string(o_.triggers.webhooks()) + " webhooks, " +
          std::to_string(o_.triggers.schedules()) + " schedules");

@@ -142,7 +142,7 @@ RunFilterParse ParseRunFilter(const RunFilterText& t, int64_t now_unix_us, RunFi
     if (!s)
       return Refuse("bad_state", "state: \"" + t.state->substr(0, 64) +
                                      "\" is no run state; use one of queued, running, ended, interrupted, "
-                                     "needs_reconciliation");
+                                     "needs_reconciliation, sleeping, waiting, retrying");
     q.state = *s;
   }
   if (t.trigger) {
@@ -213,10 +213,19 @@ nlohmann::json RunJson(const RunRow& run, JournalReader& reader) {
   if (run.durable) {
     j["durable"] = true;
     j["resumes"] = run.resumes;
+    j["attempt"] = run.attempt;
+  }
+  // A parked run (docs/durable.md): when it wakes, and what it waits for.
+  if (RunParked(run.state) && run.wake_unix_us) j["wakes"] = UtcText(*run.wake_unix_us);
+  if (run.state == RunState::kWaiting) {
+    j["waiting_for"] = nlohmann::json{{"event", run.waiting_for}};
+    if (!run.waiting_key.empty()) j["waiting_for"]["key"] = run.waiting_key;
   }
   // Why it waits (interrupted, needs_reconciliation: the calls in doubt) or what it was scheduled for.
   if (!run.state_detail.empty()) j["detail"] = ParseOrText(run.state_detail);
-  if (run.activation_id > 0) {
+  // A parked run has not ended: its last activation's end (parked, or a failed attempt) is in its
+  // detail, not shown as the run's outcome.
+  if (run.activation_id > 0 && !RunParked(run.state)) {
     auto rows = reader.Activations(run.activation_id, 1);
     if (rows && !rows->empty()) {
       const ActivationRow& a = rows->front();

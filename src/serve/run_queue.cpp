@@ -29,6 +29,7 @@ RunQueue::RunQueue(Options options) : o_(std::move(options)) { o_.host.SetMaxWor
 
 RunQueue::~RunQueue() {
   if (resume_timer_) o_.host.loop().Cancel(*resume_timer_);
+  if (wake_timer_) o_.host.loop().Cancel(*wake_timer_);
   for (auto& [run, list] : waiters_)
     for (auto& [id, w] : list) o_.host.loop().Cancel(w.timer);
 }
@@ -158,6 +159,54 @@ void RunQueue::ResumeInterrupted() {
   resume_timer_ = o_.host.loop().At(EventLoop::Clock::now() + resume_every_, [this] { ResumeInterrupted(); });
 }
 
+void RunQueue::WakeParkedRuns(std::chrono::milliseconds floor) {
+  wake_floor_ = floor;
+  ArmWake();
+}
+
+void RunQueue::ArmWake() {
+  if (wake_floor_.count() == 0 || draining_) return;
+  const auto now = EventLoop::Clock::now();
+  auto at = now + wake_floor_;
+  if (auto next = o_.host.NextWake(); next && *next) {
+    const int64_t in_us = std::max<int64_t>(0, **next - o_.now_us());
+    at = std::min(at, now + std::chrono::microseconds(in_us));
+  }
+  if (wake_timer_) {
+    if (wake_at_ <= at) return;  // an earlier look is already due
+    o_.host.loop().Cancel(*wake_timer_);
+  }
+  wake_at_ = at;
+  wake_timer_ = o_.host.loop().At(at, [this] { WakeDue(); });
+}
+
+void RunQueue::WakeDue() {
+  wake_timer_.reset();
+  if (draining_) return;
+  const size_t queued_now = o_.host.queued_runs();
+  const size_t room = o_.limits.queue_max > queued_now ? o_.limits.queue_max - queued_now : 0;
+  if (room > 0) {
+    auto woke = o_.host.WakeDueRuns(o_.now_us(), std::min<size_t>(room, 1000),
+                                    [this](const RunRow& row) { return StopCallback(row.flow, row.trigger); });
+    if (!woke && log_) log_("parked runs could not be woken: " + woke.error().message);
+  }
+  PublishGauges();
+  ArmWake();
+}
+
+Result<ModuleHost::EventSent> RunQueue::SendEvent(NewRunEvent event) {
+  // The run resumes here whatever started it: its wait ends now.
+  const std::string flow = event.flow;
+  auto row = event.run_id > 0 ? o_.host.runs().GetRun(event.run_id) : Result<std::optional<RunRow>>(std::nullopt);
+  if (!row) return row.error();
+  const std::string run_flow = *row ? (*row)->flow : flow;
+  const std::string run_trigger = *row ? (*row)->trigger : std::string();
+  auto sent = o_.host.SendEvent(std::move(event),
+                                draining_ ? std::nullopt : std::optional<RunCallback>(StopCallback(run_flow, run_trigger)));
+  if (sent) PublishGauges();
+  return sent;
+}
+
 bool RunQueue::KeyNamesARun(const std::string& flow, const std::string& key, int64_t now_us) const {
   if (key.empty()) return false;
   auto it = known_keys_.find({flow, key});
@@ -261,6 +310,7 @@ void RunQueue::OnStop(const std::string& flow, const std::string& trigger, const
   }
   // A run that waits for an operator has not ended: a schedule's overlap policy still counts it.
   if (stop.state == RunState::kEnded) RunEnded(stop.run_id);
+  if (RunParked(stop.state)) ArmWake();  // its wake may be the earliest now
   WakeWaiters(stop.run_id);
   PublishGauges();
 }
@@ -320,6 +370,8 @@ void RunQueue::WakeWaiters(int64_t run_id) {
 
 void RunQueue::Drain() {
   draining_ = true;
+  if (wake_timer_) o_.host.loop().Cancel(*wake_timer_);
+  wake_timer_.reset();
   o_.host.StopStartingRuns();  // queued runs stay queued for the next start
 }
 

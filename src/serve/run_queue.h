@@ -113,6 +113,13 @@ class RunQueue {
   // Every `every`, resumes the runs of this daemon's triggers that are interrupted (resolved by an
   // operator through `basal run resolve`, or left by another host): each once, a refusal logged once.
   void ResumeInterruptedEvery(std::chrono::milliseconds every, std::function<void(const std::string&)> log);
+  // Wakes parked durable runs (docs/durable.md: a sleep's end, a wait's timeout, a retry's next
+  // attempt) when their time comes, and looks again at least every `floor` (runs another process
+  // parked). At most the queue's room is woken per pass.
+  void WakeParkedRuns(std::chrono::milliseconds floor);
+  // Sends an event to a durable run (POST /v1/runs/{id}/events/{name}): delivered to its wait now
+  // (the run resumes here) or kept for its next wait. Errors as ModuleHost::SendEvent.
+  Result<ModuleHost::EventSent> SendEvent(NewRunEvent event);
   // A run that never starts (a schedule's fire missed or skipped), journaled as ended with
   // `outcome` and `error` ({"kind", "message"}). Returns its id.
   Result<int64_t> RecordEnded(const RunRequest& request, const std::string& outcome, const nlohmann::json& error);
@@ -153,6 +160,9 @@ class RunQueue {
   RunCallback StopCallback(const std::string& flow, const std::string& trigger);
 
   void ResumeInterrupted();
+  void WakeDue();
+  // (Re)arms the wake timer for the earliest parked run's wake, or `wake_floor_` from now.
+  void ArmWake();
   bool KeyNamesARun(const std::string& flow, const std::string& key, int64_t now_us) const;
   void RememberKey(const std::string& flow, const std::string& key, int64_t expires_us);
 
@@ -160,6 +170,9 @@ class RunQueue {
   std::unordered_map<int64_t, std::map<uint64_t, Waiter>> waiters_;
   std::chrono::milliseconds resume_every_{0};
   std::optional<EventLoop::TimerId> resume_timer_;
+  std::chrono::milliseconds wake_floor_{0};  // 0: WakeParkedRuns not called
+  std::optional<EventLoop::TimerId> wake_timer_;
+  EventLoop::Clock::time_point wake_at_{};
   std::function<void(const std::string&)> log_;
   std::map<int64_t, std::string> refused_resumes_;  // run -> why (logged once, not retried by the scan)
   uint64_t next_waiter_ = 1;

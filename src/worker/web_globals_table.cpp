@@ -11,12 +11,14 @@ namespace {
 
 constexpr const char* kFetchNames[] = {"fetch", "Request", "Response", "Headers"};
 constexpr const char* kTimerNames[] = {"setTimeout", "clearTimeout", "setInterval", "clearInterval"};
+constexpr const char* kDurableNames[] = {"sleep", "waitForEvent", "step"};
 
 constexpr LazyGlobal kWebGlobals[] = {
     {kUrlNames, InstallUrl},
     {kCoreNames, InstallCore},
     {kFetchNames, InstallFetchGlobals},
     {kTimerNames, InstallTimerGlobals},
+    {kDurableNames, InstallDurableGlobals},
     {kPerformanceNames, InstallPerformance},
 };
 

@@ -2,6 +2,7 @@
 #include "worker/web_timers.h"
 
 #include "worker/durable.h"
+#include "worker/js/durable_js.h"
 #include "worker/js/timers_js.h"
 #include "worker/script_host.h"
 #include "worker/web_install.h"
@@ -38,7 +39,19 @@ JSValue OnActivationEnd(JSContext* ctx, JSValueConst, int argc, JSValueConst* ar
   return JS_UNDEFINED;
 }
 
+JSValue Durable(JSContext* ctx, JSValueConst, int, JSValueConst*) {
+  return JS_NewBool(ctx, TheWorkerClocks().durable_run() != nullptr);
+}
+
 }  // namespace
+
+bool InstallDurableGlobals(JSContext* ctx, JSValueConst global, std::string& error) {
+  JSValue natives = JS_NewObject(ctx);
+  if (JS_IsException(natives)) return InstallFailed(ctx, "durable", error);
+  JS_SetPropertyStr(ctx, natives, "call", NewHostCallFunction(ctx, /*background=*/false));
+  JS_SetPropertyStr(ctx, natives, "durable", JS_NewCFunction(ctx, Durable, "durable", 0));
+  return RunInstaller(ctx, js::kDurableSource, "<basal-durable>", natives, global, "durable", error);
+}
 
 bool InstallTimerGlobals(JSContext* ctx, JSValueConst global, std::string& error) {
   JSValue natives = JS_NewObject(ctx);

@@ -20,4 +20,8 @@ namespace basal::worker {
 // script could not be evaluated: out of memory, or a bug of ours.
 bool InstallTimerGlobals(JSContext* ctx, JSValueConst global, std::string& error);
 
+// Defines sleep, waitForEvent and step (js/durable.js): a durable run's waits and unit of retry,
+// which throw a TypeError in a run that is not durable (docs/durable.md).
+bool InstallDurableGlobals(JSContext* ctx, JSValueConst global, std::string& error);
+
 }  // namespace basal::worker

@@ -333,6 +333,11 @@ int main(int argc, char** argv) {
     Send(R"({"type":"done","activation":)" + std::to_string((int64_t{1} << 32) + aid) + R"(,"cpu_us":0,"ok":1})");
   } else if (fault == "hang") {
     for (;;) pause();
+  } else if (fault == "tiny_values_call") {
+    // 14 MB of "{}": within the frame limit, a tree of ~400 MiB had the parent parsed it.
+    std::string args = "[{}";
+    while (args.size() < 14'000'000) args += ",{}";
+    Send(R"({"type":"call","activation":)" + a + R"(,"id":1,"name":"log","args":)" + args + "]}");
   } else if (fault == "half_frame_then_sigsys" || fault == "half_frame_then_sigkill") {
     // Dies in the middle of writing a frame: how it died is what the parent must report.
     WriteAll(std::string("\x40\x00\x00\x00{\"type\":\"call\"", 16));

@@ -51,6 +51,10 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"close_stdout", Outcome::kProtocolViolation, "closed its stdout"},
                       FaultCase{"truncated_frame", Outcome::kProtocolViolation, "middle of a frame"},
                       FaultCase{"hang", Outcome::kDeadline, "deadline"},
+                      // Counted before it is parsed (issue 25 point 10): refused by name.
+                      FaultCase{"tiny_values_call", Outcome::kProtocolViolation,
+                                "JSON of more than 524288 values (objects, arrays, strings, numbers, literals; the "
+                                "limit is kMaxMessageValues)"},
                       FaultCase{"no_welcome", Outcome::kWorkerRefused, "no welcome within 500 ms"},
                       FaultCase{"welcome_without_seccomp", Outcome::kWorkerRefused, "seccomp"},
                       FaultCase{"refuse_confinement", Outcome::kWorkerRefused, "ruleset creation failed"},

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "integration/test_support.h"
+#include "protocol/messages.h"
 
 namespace basal::testing {
 namespace {
@@ -223,6 +224,44 @@ TEST_F(FlowTest, HostCallArgumentsAndResultsTooDeepAreCatchableErrors) {
   ASSERT_TRUE(calls);
   ASSERT_EQ(calls->size(), 2u) << "the refused arguments never left the worker";
   EXPECT_NE((*calls)[0].error_json.find("HostError"), std::string::npos) << (*calls)[0].error_json;
+  EXPECT_EQ(module_->HealthReport()["protocol_violations"], 0);
+}
+
+// Issue 25 point 10: the parent refuses a frame of more than protocol::kMaxMessageValues values
+// before it parses it; the worker refuses the same count first, so an honest flow gets an error it
+// can catch (arguments, result, its own result) instead of a killed worker.
+TEST_F(FlowTest, TooManyValuesInArgumentsOrAResultAreCatchableErrorsNotAKill) {
+  Open();
+  HostCallSpec spec;
+  spec.name = "count";
+  spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) {
+    reply.Ok(args.is_array() ? args.size() : 0);
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  const std::string over = std::to_string(protocol::kMaxFieldValues);
+  FlowRef f = Add(
+      "export default async function (i, host) {"
+      "  const out = {};"
+      "  try { await host.call('count', new Array(" + over + ").fill({})); } catch (e) { out.args = e.name + ': ' + e.message; }"
+      "  out.fits = await host.call('count', new Array(" + over + " - 1).fill(0));"
+      "  out.after = await host.call('count', [1, 2, 3]);"
+      "  return out;"
+      "}",
+      R"({"grants": {"count": {}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_NE(r.result["args"].get<std::string>().find("TypeError: host.call: arguments too large to send: more than " +
+                                                     over + " JSON values"),
+            std::string::npos)
+      << r.result;
+  EXPECT_EQ(r.result["fits"], protocol::kMaxFieldValues - 1);
+  EXPECT_EQ(r.result["after"], 3);
+  // The activation's own result, past the count: the script's error, and the worker stays usable.
+  FlowRef big = Add("export default () => new Array(" + over + ").fill(true)", "{}", "big.js");
+  ActivationResult refused = module_->Run(big, nullptr);
+  EXPECT_EQ(refused.outcome, Outcome::kScriptError);
+  EXPECT_NE(refused.message.find("the activation's result is too large to send: more than " + over), std::string::npos)
+      << refused.message;
   EXPECT_EQ(module_->HealthReport()["protocol_violations"], 0);
 }
 

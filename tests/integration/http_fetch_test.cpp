@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -504,6 +505,112 @@ TEST_F(HttpFetchTest, ASecretReachesTheServerButNeverTheWorkerNorTheJournal) {
     std::ifstream f(dir_ + suffix, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     EXPECT_EQ(bytes.find(secret), std::string::npos) << suffix;
+  }
+}
+
+// Issue 25 point 9: redaction missed the hops' URLs (a redirect to a URL holding the secret), error
+// texts naming such a URL, header names, and encoded or partial echoes (a flow that asks for byte
+// ranges gets halves it can join); the journal then held copies a read-scoped token could fetch.
+TEST_F(HttpFetchTest, NoEchoOfASecretReachesTheFlowOrTheJournalEncodedSplitOrInAUrl) {
+  const std::string secret = "s3cr3t-t0ken-value-4242";
+  {
+    auto store = SecretStore::Open(dir_ + "/secrets", /*create=*/true);
+    ASSERT_TRUE(store) << store.error().message;
+    ASSERT_TRUE(store->Set("example_token", secret));
+  }
+  const auto token_of = [](const TestRequest& q) {
+    std::string auth = q.header("authorization").value_or("");
+    return auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : std::string();
+  };
+  const auto hex = [](const std::string& bytes, bool upper) {
+    std::string out;
+    for (unsigned char c : bytes) {
+      char two[3];
+      std::snprintf(two, sizeof two, upper ? "%02X" : "%02x", c);
+      out += two;
+    }
+    return out;
+  };
+  const auto percent = [](const std::string& bytes) {  // every byte, as an encoder that takes no chances
+    std::string out;
+    for (unsigned char c : bytes) {
+      char three[4];
+      std::snprintf(three, sizeof three, "%%%02X", c);
+      out += three;
+    }
+    return out;
+  };
+  // Redirects to a URL that carries the token, twice: once to a page of this server, once to an
+  // address no rule admits (an error that names the URL).
+  server_.Handle("/to-landing", [&](const TestRequest& q) {
+    TestResponse r;
+    r.status = 302;
+    r.headers = {{"Location", "/landing?token=" + token_of(q)}};
+    return r;
+  });
+  server_.Handle("/to-elsewhere", [&](const TestRequest& q) {
+    TestResponse r;
+    r.status = 302;
+    r.headers = {{"Location", "http://192.0.2.1/?token=" + token_of(q)}};
+    return r;
+  });
+  server_.Handle("/landing", [&](const TestRequest& q) {
+    const std::string t = token_of(q);
+    TestResponse r;
+    r.status = 200;
+    r.headers = {{"X-Echo-" + t, "1"}, {"X-B64", B64(t)}, {"X-Hex", hex(t, false)}};
+    r.body = "path " + q.target + "\nhex " + hex(t, true) + "\nbasic " + B64("Bearer " + t) + "\nurl " + percent(t) +
+             "\nfirst " + t.substr(0, 11) + "\nsecond " + t.substr(11) + "\n";
+    return r;
+  });
+  OpenWith();
+  auto flow = Add(kFetchFlow, Manifest({{{"url", "http://127.0.0.1:" + port_ + "/"},
+                                         {"headers", {{"Authorization", "Bearer ${secret:example_token}"}}},
+                                         {"allow_plain_http", true},
+                                         {"allow_networks", {"127.0.0.1/32"}}}},
+                                       {{"max_redirects", 3}}));
+  const std::vector<std::string> echoes = {
+      secret, B64(secret), B64(secret).substr(0, 30), hex(secret, false), hex(secret, true),
+      percent(secret), secret.substr(0, 11), secret.substr(11), B64("Bearer " + secret).substr(12, 16)};
+  const auto leaks = [&](const std::string& text) {
+    std::string found;
+    for (const std::string& e : echoes)
+      if (text.find(e) != std::string::npos) found += " [" + e + "]";
+    return found;
+  };
+  Json r = Fetch(flow, {{"url", Url("127.0.0.1", "/to-landing")}});
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  EXPECT_EQ(r["status"], 200);
+  EXPECT_EQ(leaks(r.dump()), "") << r.dump();
+  EXPECT_EQ(leaks(UnB64(r["body_base64"])), "") << UnB64(r["body_base64"]);
+  EXPECT_NE(r["basal"]["hops"][1]["url"].get<std::string>().find("token=[secret example_token]"), std::string::npos)
+      << r["basal"]["hops"].dump();
+  EXPECT_NE(UnB64(r["body_base64"]).find("first [secret example_token]"), std::string::npos) << "a half is redacted too";
+  bool named = false;
+  for (const auto& h : r["headers"]) named |= h[0].get<std::string>().find("[secret example_token]") != std::string::npos;
+  EXPECT_TRUE(named) << r["headers"].dump();
+  // The error of a hop no rule admits names the hop's URL: redacted too.
+  Json refused = Fetch(flow, {{"url", Url("127.0.0.1", "/to-elsewhere")}});
+  ASSERT_TRUE(refused.contains("error")) << refused.dump();
+  EXPECT_EQ(leaks(refused.dump()), "") << refused.dump();
+  // A byte range of a response under a rule that sends a secret is refused: halves are what a
+  // flow would join.
+  Json ranged = Fetch(flow, {{"url", Url("127.0.0.1", "/landing")},
+                            {"headers", Json::array({Json::array({"Range", "bytes=0-10"})})}});
+  ASSERT_TRUE(ranged.contains("error")) << ranged.dump();
+  EXPECT_NE(ranged["error"]["message"].get<std::string>().find("Range"), std::string::npos) << ranged.dump();
+  EXPECT_EQ(module_->Health().http_refusals.at("range_with_secret"), 1u);
+  // Allowed: a range on a rule without a secret.
+  auto plain = Add(kFetchFlow, Manifest({{{"url", "http://127.0.0.1:" + port_ + "/"}, {"allow_networks", {"127.0.0.1/32"}}}}),
+                   "plain.js");
+  Json range_ok = Fetch(plain, {{"url", Url("127.0.0.1", "/hello")}, {"headers", Json::array({Json::array({"Range", "bytes=0-4"})})}});
+  EXPECT_FALSE(range_ok.contains("error")) << range_ok.dump();
+  // Nothing in the journal's files holds the value or an echo of it.
+  module_.reset();
+  for (const char* suffix : {"/journal.db", "/journal.db-wal"}) {
+    std::ifstream f(dir_ + suffix, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(leaks(bytes), "") << suffix;
   }
 }
 

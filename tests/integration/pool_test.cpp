@@ -471,7 +471,7 @@ TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   for (const char* key : {"activation_count", "idle", "budget", "evicted", "load_failed"}) EXPECT_EQ(h["retirements"][key], 0) << key;
   EXPECT_EQ(h["workers"]["per_flow"]["counted.js"], Json::parse(R"({"live":1,"idle":1,"busy":0})"));
   EXPECT_EQ(h["workers"]["per_flow"]["never.js"], Json::parse(R"({"live":0,"idle":0,"busy":0})"));
-  EXPECT_EQ(h["activations"], Json::parse(R"({"ok":1,"failed":0,"failed_by_kind":{}})"));
+  EXPECT_EQ(h["activations"], Json::parse(R"({"ok":1,"parked":0,"failed":0,"failed_by_kind":{}})"));
   EXPECT_TRUE(h["crashes"].is_object());
 }
 

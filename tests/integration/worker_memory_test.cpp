@@ -128,19 +128,20 @@ TEST_F(WorkerMemoryTest, UnansweredCallsPastTheLargestCallsInFlightBudgetEndOnTh
   ExpectNoWorkerDied();
 }
 
-// A result of 1.5 million empty strings is 4.5 MB of JSON; as a parsed tree it was about 100 MB,
-// twice (the message, then its copy), outside the budget. Now its text goes straight into the
-// JavaScript heap (24 MB here).
+// A result of half a million empty strings (the most values a message field holds,
+// protocol::kMaxFieldValues, is a little more) is 1.5 MB of JSON; as a parsed tree it was about
+// 35 MB, twice (the message, then its copy), outside the budget. Now its text goes straight into
+// the JavaScript heap (8 MB here).
 TEST_F(WorkerMemoryTest, ALargeHostCallResultIsParsedIntoTheBudgetedHeapOnly) {
   FlowRef f = Add(
       "export default async function (input, host) {"
-      "  const got = await host.call('make', {strings: 1500000});"
+      "  const got = await host.call('make', {strings: 500000});"
       "  return got.length;"
       "}",
-      Manifest(64));
+      Manifest(24));
   ActivationResult r = module_->Run(f, nullptr);
   ASSERT_TRUE(r.ok()) << r.message;
-  EXPECT_EQ(r.result, 1500000);
+  EXPECT_EQ(r.result, 500000);
   ExpectNoWorkerDied();
 }
 
@@ -172,18 +173,18 @@ TEST_F(WorkerMemoryTest, AConsoleLineOfManyLargeArgumentsIsCutWhileItIsBuilt) {
   ExpectNoWorkerDied();
 }
 
-// A million one-character strings are 16 MiB in the heap and 9 MiB of JSON (each is written
-// "\u0001"): the arguments and their JSON fit in the heap, but not a third copy, the call's frame
-// to the parent.
+// Half a million one-character strings (just under protocol::kMaxFieldValues) and their 4.3 MiB of
+// JSON (each is written "\u0001") take 15.2 MiB of heap: they fit in 17 MiB, but not a third copy,
+// the call's frame to the parent.
 TEST_F(WorkerMemoryTest, AHostCallWhoseMessageDoesNotFitTheBudgetEndsOnMemory) {
   FlowRef f = Add(
       "export default async function (input, host) {"
-      "  await host.call('sink', {i: 1, pad: new Array(1 << 20).fill('\\x01')});"
+      "  await host.call('sink', {i: 1, pad: new Array(500000).fill('\\x01')});"
       "  return 'sent';"
       "}",
-      Manifest(31));
+      Manifest(17));
   ActivationResult r = module_->Run(f, nullptr);
-  ExpectMemoryExhausted(r, "heap budget of 31 MiB exhausted: a host call's message to the parent of 9.0 MiB did "
+  ExpectMemoryExhausted(r, "heap budget of 17 MiB exhausted: a host call's message to the parent of 4.3 MiB did "
                            "not fit beside ");
 }
 
@@ -209,12 +210,12 @@ TEST_F(WorkerMemoryTest, AHostCallResultThatDoesNotFitTheBudgetEndsOnMemory) {
   ExpectNoWorkerDied();
 }
 
-// The same 9 MiB of JSON as an activation's result: it fits in the heap beside the value, but not
-// its copy in the `done` frame.
+// The same 4.3 MiB of JSON as an activation's result: it fits in the heap beside the value, but
+// not its copy in the `done` frame.
 TEST_F(WorkerMemoryTest, AnActivationResultThatDoesNotFitTheBudgetEndsOnMemory) {
-  FlowRef f = Add("export default function () { return new Array(1 << 20).fill('\\x01'); }", Manifest(31));
+  FlowRef f = Add("export default function () { return new Array(500000).fill('\\x01'); }", Manifest(17));
   ActivationResult r = module_->Run(f, nullptr);
-  ExpectMemoryExhausted(r, "heap budget of 31 MiB exhausted: the activation's result of 9.0 MiB did not fit beside ");
+  ExpectMemoryExhausted(r, "heap budget of 17 MiB exhausted: the activation's result of 4.3 MiB did not fit beside ");
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "parent/host_calls/kv.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "protocol/frame.h"
+#include "protocol/messages.h"
 #include "soak/soak_flows.h"
 #include "soak/soak_proc.h"
 
@@ -626,14 +627,14 @@ int Run(const Options& o) {
 
   // ---- bounds on the whole run, from the documented limits ----
   // The parent's memory (docs/sandbox.md, "Limits"): per worker, the frame being read
-  // (kDefaultMaxFrameBytes, plus one pass's 1 MiB) and its parsed message (taken as large as the
-  // frame: true of the soak's frames, which are mostly strings, but not of a frame of many tiny
-  // values: see parse_bomb), the answers queued to it (worker_output_max_bytes) and the arguments
-  // of its activation's calls in flight (calls_in_flight_max_bytes); one kv.list read
-  // (kKvListMaxBytes, text and parsed); and 32 MiB for SQLite's page caches, the allocator and the
-  // soak's own records.
+  // (kDefaultMaxFrameBytes, plus one pass's 1 MiB) and its parsed message (its text, and at most
+  // 80 bytes for each of its at most kMaxMessageValues values), the answers waiting for it
+  // (worker_output_max_bytes) and the arguments of its activation's calls in flight
+  // (calls_in_flight_max_bytes); one kv.list read (kKvListMaxBytes, text and parsed); and 32 MiB
+  // for SQLite's page caches, the allocator and the soak's own records.
   const uint64_t per_worker_bytes = 2ull * protocol::kDefaultMaxFrameBytes + (1u << 20) +
-                                    limits.worker_output_max_bytes + limits.calls_in_flight_max_bytes;
+                                    80ull * protocol::kMaxMessageValues + limits.worker_output_max_bytes +
+                                    limits.calls_in_flight_max_bytes;
   const uint64_t rss_bound_kib =
       rss_before_kib + (o.workers * per_worker_bytes + 2ull * kKvListMaxBytes + (32ull << 20)) / 1024;
   check("parent peak RSS within its bound", std::max(peak_rss_kib, hwm_kib) <= rss_bound_kib,

@@ -1,6 +1,6 @@
 // Unit tests of the http.fetch policy (src/parent/http/): addresses and the SSRF guard, URL
 // canonicalization, URL patterns and rule matching, grant validation, secrets in headers, the
-// arguments' shape, and the review's comparison. Each refusal is paired with the allowed path next
+// arguments' shape, the review's comparison, and the redaction of secrets in responses. Each refusal is paired with the allowed path next
 // to it, so a guard that refused everything would fail too.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 
 #include "parent/http/address.h"
 #include "parent/http/fetch_grant.h"
+#include "parent/http/redaction.h"
 #include "parent/http/url_rule.h"
 
 namespace basal::http {
@@ -989,6 +990,70 @@ TEST(HttpCompareTest, Directions) {
             "limits.max_response_bytes widened 100 -> 4194304 (default)\n");
   // A grant that did not pass check_grant is "changed", never guessed.
   EXPECT_EQ(Changes(base, R"({"rules": "https://a.example/"})").substr(0, 30), "rules changed cannot compare: ");
+}
+
+// Issue 25 point 9: a response echoes a secret encoded, in parts, or both; each is redacted, and
+// text that merely resembles the value is left alone.
+TEST(SecretRedactionTest, TheValueItsEncodingsAndItsPartsAreRedacted) {
+  const std::string secret = "s3cr3t/t0ken+value=4242";
+  SecretRedactor r;
+  r.Add("tok", secret);
+  r.Add("empty", "");  // ignored
+  const auto base64 = [](const std::string& s) {
+    static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    for (size_t i = 0; i < s.size(); i += 3) {
+      unsigned v = static_cast<unsigned char>(s[i]) << 16;
+      if (i + 1 < s.size()) v |= static_cast<unsigned char>(s[i + 1]) << 8;
+      if (i + 2 < s.size()) v |= static_cast<unsigned char>(s[i + 2]);
+      out += a[v >> 18];
+      out += a[(v >> 12) & 63];
+      out += i + 1 < s.size() ? a[(v >> 6) & 63] : '=';
+      out += i + 2 < s.size() ? a[v & 63] : '=';
+    }
+    return out;
+  };
+  const std::string url_safe = [&] {
+    std::string b = base64("x" + secret);
+    for (char& c : b) c = c == '+' ? '-' : c == '/' ? '_' : c;
+    return b;
+  }();
+  const std::vector<std::string> echoes = {
+      secret,
+      base64(secret),                                  // aligned
+      base64("Basic " + secret),                       // two bytes in: alignment 0 again
+      base64("user:" + secret),                        // five bytes in: alignment 2
+      base64("ab:" + secret),                          // three bytes in
+      url_safe,                                        // one byte in, URL-safe
+      "7333637233742f74306b656e2b76616c75653d34323432",  // hex (lower)
+      "7333637233742F74306B656E2B76616C75653D34323432",  // hex (upper)
+      "s3cr3t%2Ft0ken%2Bvalue%3D4242",                 // percent-encoded reserved bytes
+      "%73%33%63%72%33%74%2f%74%30%6b%65%6e%2b%76%61%6c%75%65%3d%34%32%34%32",  // every byte, lowercase
+      "s3cr3t\\/t0ken+value=4242",                     // a JSON writer that escapes '/'
+      secret.substr(0, 12), secret.substr(12),         // halves
+      secret.substr(5, 8),                             // eight bytes from the middle
+  };
+  for (const std::string& e : echoes) {
+    const std::string out = r.Redact("before " + e + " after");
+    EXPECT_EQ(out.find(e), std::string::npos) << e << " -> " << out;
+    EXPECT_TRUE(Contains(out, "[secret tok]")) << e << " -> " << out;
+    EXPECT_TRUE(out.rfind("before ", 0) == 0 && out.ends_with(" after")) << "only the echo is replaced: " << out;
+  }
+  // Seven bytes of it, or a text that differs from it in every eighth byte, are no echo.
+  for (const std::string& clean : {secret.substr(0, 7), std::string("s3cr3t/X0ken+vXlue=4X42"), std::string("nothing")})
+    EXPECT_EQ(r.Redact("a " + clean + " b"), "a " + clean + " b") << clean;
+  // Two echoes side by side are one mark; two secrets, each its own mark.
+  EXPECT_EQ(r.Redact(secret + secret), "[secret tok]");
+  SecretRedactor two;
+  two.Add("a", "first-secret-value");
+  two.Add("b", "second-secret-value");
+  EXPECT_EQ(two.Redact("x first-secret-value y second-secret-value z"), "x [secret a] y [secret b] z");
+  // A secret shorter than a fragment is redacted whole only.
+  SecretRedactor shorter;
+  shorter.Add("pin", "4711");
+  EXPECT_EQ(shorter.Redact("pin 4711, not 47"), "pin [secret pin], not 47");
+  EXPECT_TRUE(SecretRedactor().empty());
+  EXPECT_EQ(SecretRedactor().Redact("as it is"), "as it is");
 }
 
 }  // namespace

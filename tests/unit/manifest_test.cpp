@@ -154,7 +154,7 @@ TEST_F(ManifestTest, DeepNestingIsAnErrorNotACrash) {
 TEST_F(ManifestTest, TopLevel) {
   EXPECT_EQ(ErrorOf("[]"), "manifest: must be a JSON object (got [])");
   EXPECT_EQ(ErrorOf("null"), "manifest: must be a JSON object (got null)");
-  EXPECT_EQ(ErrorOf(R"({"grant": {}})"), R"(manifest: unknown key "grant" (expected "grants", "budgets" or "durable"))");
+  EXPECT_EQ(ErrorOf(R"({"grant": {}})"), R"(manifest: unknown key "grant" (expected "grants", "budgets", "durable" or "retry"))");
   EXPECT_EQ(ErrorOf(R"({"grants": {}, "grants": {"log": {}}})"),
             R"(manifest: duplicate key "grants" (each key may appear once))");
 }

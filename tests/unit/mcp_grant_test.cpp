@@ -509,7 +509,7 @@ TEST_F(McpManifestTest, OnlyACodemodePolicyListsServers) {
   const std::string grant = ErrorOf(R"({"grants": {"mcp.fs.read": {}}})", Profile::kFlow);
   EXPECT_EQ(grant.rfind("grants.mcp.fs.read: no server \"fs\" in mcp_servers (none listed)", 0), 0u) << grant;
   // A flow's unknown key still names only its own keys.
-  EXPECT_EQ(ErrorOf(R"({"servers": {}})", Profile::kFlow), R"(manifest: unknown key "servers" (expected "grants", "budgets" or "durable"))");
+  EXPECT_EQ(ErrorOf(R"({"servers": {}})", Profile::kFlow), R"(manifest: unknown key "servers" (expected "grants", "budgets", "durable" or "retry"))");
   EXPECT_EQ(ErrorOf(R"({"servers": {}})"), R"(manifest: unknown key "servers" (expected "grants", "budgets" or "mcp_servers"))");
 }
 

@@ -161,6 +161,44 @@ TEST(MessagesTest, RefusesHostileNestingWithoutRecursing) {
   EXPECT_TRUE(ParseJsonValue("\"" + std::string(1000, '[') + "\"", out, error)) << error;
 }
 
+// Issue 25 point 10: a frame of tiny values ("{},{},...") parsed into a tree of twenty to thirty
+// times its size. The values are counted in the text first, and a frame past kMaxMessageValues is
+// refused before anything is built.
+TEST(MessagesTest, AFrameOfTooManyValuesIsRefusedBeforeItIsParsed) {
+  EXPECT_EQ(CountJsonValues(R"({"a":[1,-2.5e3,true,null,"x\"y",{}],"b":{"c":false}})"), 13u)
+      << "each object, array, string (names included), number and literal is one value";
+  EXPECT_EQ(CountJsonValues(R"("[1,2,{}]")"), 1u) << "nothing inside a string counts";
+  EXPECT_EQ(CountJsonValues("[ 12345 , 6 ]"), 3u);
+  // A call whose arguments are kMaxMessageValues empty objects: about 3 MB of text, refused by name.
+  std::string args = "[";
+  for (size_t i = 0; i < kMaxMessageValues; ++i) args += i ? ",{}" : "{}";
+  args += "]";
+  const std::string frame = R"({"type":"call","activation":1,"id":1,"name":"x","args":)" + args + "}";
+  WorkerMessage m;
+  std::string error;
+  EXPECT_FALSE(ParseWorkerMessage(frame, m, error));
+  EXPECT_NE(error.find("JSON of more than " + std::to_string(kMaxMessageValues) + " values"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("kMaxMessageValues"), std::string::npos) << error;
+  EXPECT_LT(CountJsonValues(frame, 1000), 1010u) << "counting stops soon after the limit it is given";
+  // Allowed: the most a field may hold, in its message (the writer's check, FitsInMessage, is what
+  // the worker applies before it sends).
+  std::string fits = "[";
+  for (size_t i = 0; i + 1 < kMaxFieldValues; ++i) fits += i ? ",0" : "0";
+  fits += "]";
+  std::string why;
+  ASSERT_TRUE(FitsInMessage(fits, why)) << why;
+  EXPECT_TRUE(ParseWorkerMessage(R"({"type":"call","activation":1,"id":1,"name":"x","args":)" + fits + "}", m, error))
+      << error;
+  EXPECT_EQ(std::get<Call>(m).args.size(), kMaxFieldValues - 1);
+  EXPECT_FALSE(FitsInMessage(fits.substr(0, fits.size() - 1) + ",0,0]", why));
+  EXPECT_NE(why.find("more than " + std::to_string(kMaxFieldValues) + " JSON values"), std::string::npos) << why;
+  // A result the parent would send is held to the same count by the worker's reader.
+  ParentMessage pm;
+  EXPECT_FALSE(ParseParentMessage(BuildResultOk(1, 1, args), pm, error));
+  EXPECT_NE(error.find("kMaxMessageValues"), std::string::npos) << error;
+}
+
 TEST(MessagesTest, AFieldValueLeavesRoomForItsMessage) {
   auto nested = [](int n) { return std::string(n, '[') + std::string(n, ']'); };
   std::string why;

@@ -436,8 +436,10 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
 // its version 5 shape).
 constexpr const char* kDowngradeV6ToV5 = R"sql(
 DROP TABLE call_resolutions;
+DROP TABLE run_events;
 DROP INDEX activations_by_run;
 ALTER TABLE activations DROP COLUMN run_id;
+ALTER TABLE activations DROP COLUMN retry_from;
 ALTER TABLE calls DROP COLUMN args_digest;
 ALTER TABLE calls DROP COLUMN answer_seq;
 ALTER TABLE calls DROP COLUMN replay;

@@ -20,6 +20,7 @@
 #include "parent/http/address.h"
 #include "parent/http/fetch_grant.h"
 #include "parent/http/http_client.h"
+#include "parent/http/redaction.h"
 #include "parent/http/url_rule.h"
 
 namespace basal {
@@ -31,13 +32,6 @@ std::string EncodeBase64(const std::string& bytes) {
                                 reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
   out.resize(static_cast<size_t>(n));
   return out;
-}
-
-void ReplaceAll(std::string& text, const std::string& what, const std::string& with) {
-  if (what.empty()) return;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + with.size())) {
-    text.replace(at, what.size(), with);
-  }
 }
 
 bool IsRedirect(int64_t status) {
@@ -94,12 +88,16 @@ struct Fetch {
   http::RedirectMode redirect = http::RedirectMode::kFollow;
   int hops = 0;
   Json hop_log = Json::array();
-  std::map<std::string, std::string> secrets_used;  // name -> value, for redaction
+  std::set<std::string> secrets_used;  // their names, which the answer lists
+  // Every secret the request carried: whatever of the response or of its errors reaches the flow
+  // (and so the journal) goes through it.
+  http::SecretRedactor redactor;
   HostCallReply reply;
   uint64_t transfer = 0;  // the HttpClient id of the hop in flight (0: none)
   std::string idempotency_key;  // the journal's, sent in the header a rule names (idempotency_key)
   explicit Fetch(HostCallReply r) : reply(std::move(r)) {}
   std::string Shown() const { return url.Display(); }
+  std::string Redacted(std::string_view text) const { return redactor.Redact(text); }
 };
 
 class FetchService : public std::enable_shared_from_this<FetchService> {
@@ -162,7 +160,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
 
   void Refuse(Fetch& f, std::string_view reason, const std::string& message) {
     Count("refusal", reason);
-    f.reply.Error("TypeError", "fetch " + f.Shown() + " refused: " + message);
+    f.reply.Error("TypeError", f.Redacted("fetch " + f.Shown() + " refused: " + message));
   }
 
   // The fetch was answered: the activation may start one that waited.
@@ -197,6 +195,18 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       return RefuseAndEnd(f, "plain_http_secret",
                           "rule " + rule.url.text + " would send a secret over plain http; it needs \"allow_plain_http\": true");
     }
+    // Parts of a response that echoes a secret are what a flow would join (docs/http.md, threat
+    // model): no byte ranges where a rule sends one.
+    if (!http::SecretRefs(rule).empty()) {
+      for (const auto& [name, value] : f->script_headers) {
+        const std::string n = LowerAscii(name);
+        if (n == "range" || n == "if-range")
+          return RefuseAndEnd(f, "range_with_secret",
+                              "rule " + rule.url.text + " sends a secret, and a " + name +
+                                  " header is refused under such a rule (the parts of a response that echoes the "
+                                  "secret could be joined); fetch the whole resource");
+      }
+    }
     std::string why;  // the secret store's own words: not set, or unreadable
     auto headers = http::RequestHeaders(rule, f->script_headers, [&](std::string_view secret) -> std::optional<std::string> {
       if (!options_.secret) {
@@ -211,7 +221,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
         why += " (rule " + rule.url.text + " names it)";
         return std::nullopt;
       }
-      f->secrets_used[std::string(secret)] = *v;
+      if (f->secrets_used.insert(std::string(secret)).second) f->redactor.Add(secret, *v);
       return std::move(*v);
     });
     if (!headers) return RefuseAndEnd(f, "secret_missing", why.empty() ? headers.error().message : why);
@@ -251,7 +261,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
         x.resolve = {"-" + hp, hp + ":" + joined};
       }
     }
-    Json hop = {{"url", f->url.url}, {"rule", rule_index}};
+    Json hop = {{"url", f->Redacted(f->url.url)}, {"rule", rule_index}};
     std::weak_ptr<FetchService> self = weak_from_this();
     f->transfer = client_.Start(std::move(x), [self, f, hop](http::ExchangeResult r) mutable {
       if (auto s = self.lock()) s->OnHop(f, std::move(hop), std::move(r));
@@ -268,12 +278,12 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       hop["failure"] = http::FailureName(r.failure);
       f->hop_log.push_back(std::move(hop));
       if (r.failure == F::kCancelled) {
-        f->reply.Error("TypeError", "fetch " + f->Shown() + " aborted: the activation ended");
+        f->reply.Error("TypeError", f->Redacted("fetch " + f->Shown() + " aborted: the activation ended"));
         return;  // its activation is gone: nothing waits behind it
       }
       const bool refusal = r.failure == F::kAddressRefused || r.failure == F::kTooLarge;
       Count(refusal ? "refusal" : "failure", http::FailureName(r.failure));
-      f->reply.Error("TypeError", "fetch " + f->Shown() + (refusal ? " refused: " : " failed: ") + r.message);
+      f->reply.Error("TypeError", f->Redacted("fetch " + f->Shown() + (refusal ? " refused: " : " failed: ") + r.message));
       return Ended(*f);
     }
     hop["status"] = r.status;
@@ -326,25 +336,21 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
   }
 
   void Answer(Fetch& f, http::ExchangeResult r) {
-    // Secret values never leave the parent: a response that echoes one gets it replaced.
-    std::string url = f.url.url;
-    for (const auto& [name, value] : f.secrets_used) {
-      const std::string mark = "[secret " + name + "]";
-      ReplaceAll(r.body, value, mark);
-      ReplaceAll(r.status_text, value, mark);
-      ReplaceAll(url, value, mark);
-      for (auto& [n, v] : r.headers) ReplaceAll(v, value, mark);
-    }
+    // Secret values never leave the parent: whatever of the response echoes one (the body, the
+    // status text, the URL, a header's name or value) gets it replaced, encoded or in parts
+    // (parent/http/redaction.h). The hops' URLs were redacted as they were logged.
     Json headers = Json::array();
-    for (auto& [n, v] : r.headers) headers.push_back(Json::array({std::move(n), std::move(v)}));
+    for (auto& [n, v] : r.headers) headers.push_back(Json::array({f.Redacted(n), f.Redacted(v)}));
     Json secrets = Json::array();
-    for (const auto& [name, value] : f.secrets_used) secrets.push_back(name);
+    for (const std::string& name : f.secrets_used) secrets.push_back(name);
+    const std::string body = f.redactor.empty() ? std::move(r.body) : f.Redacted(r.body);
+    r.body.clear();
     f.reply.Ok({{"status", r.status},
-                {"status_text", std::move(r.status_text)},
-                {"url", std::move(url)},
+                {"status_text", f.Redacted(r.status_text)},
+                {"url", f.Redacted(f.url.url)},
                 {"redirected", f.hops > 0},
                 {"headers", std::move(headers)},
-                {"body_base64", EncodeBase64(r.body)},
+                {"body_base64", EncodeBase64(body)},
                 {"basal", {{"hops", f.hop_log}, {"secrets", std::move(secrets)}}}});
   }
 

@@ -138,13 +138,20 @@ const char* RunStateName(RunState state) {
     case RunState::kEnded: return "ended";
     case RunState::kInterrupted: return "interrupted";
     case RunState::kNeedsReconciliation: return "needs_reconciliation";
+    case RunState::kSleeping: return "sleeping";
+    case RunState::kWaiting: return "waiting";
+    case RunState::kRetrying: return "retrying";
   }
   return "ended";
 }
 
+bool RunParked(RunState state) {
+  return state == RunState::kSleeping || state == RunState::kWaiting || state == RunState::kRetrying;
+}
+
 std::optional<RunState> ParseRunState(std::string_view name) {
   for (RunState s : {RunState::kQueued, RunState::kRunning, RunState::kEnded, RunState::kInterrupted,
-                     RunState::kNeedsReconciliation}) {
+                     RunState::kNeedsReconciliation, RunState::kSleeping, RunState::kWaiting, RunState::kRetrying}) {
     if (name == RunStateName(s)) return s;
   }
   return std::nullopt;

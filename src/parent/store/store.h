@@ -65,6 +65,9 @@ struct ActivationStart {
   // The run it executes (schema 6), 0: none (a bare activation). An activation of a run keeps no
   // input of its own: the run holds it (input_json is then ignored and stored empty).
   int64_t run_id{0};
+  // A retry attempt (docs/durable.md#retries): the calls of the record from this call id on were
+  // discarded (they run again); 0: the activation continues the record as it stands.
+  int64_t retry_from_call{0};
 };
 
 struct ActivationEnd {
@@ -154,6 +157,7 @@ struct ActivationRow {
   int64_t approval_id = 0;              // 0: none
   std::string manifest_text_hash;       // "" before schema 4
   int64_t run_id = 0;                   // schema 6; 0: none
+  int64_t retry_from_call = 0;          // schema 6; see ActivationStart
 };
 
 // What an operator approves: a flow (source + manifest) or a codemode policy (manifest only).
@@ -328,7 +332,28 @@ struct RecoveryReport {
 //   queued|running -> needs_reconciliation  a resume found an external call in doubt
 //   needs_reconciliation -> interrupted     the operator resolved it (docs/durable.md)
 //   interrupted|needs_reconciliation -> ended   cancelled, resume_exhausted, or an outcome
-enum class RunState { kQueued, kRunning, kEnded, kInterrupted, kNeedsReconciliation };
+// A durable run that parks (docs/durable.md: sleep, waitForEvent, retries) leaves no worker behind:
+//   running -> sleeping      sleep(ms): wake_us holds when it wakes
+//   running -> waiting       waitForEvent(name): waiting_for/waiting_key name what it waits for,
+//                            wake_us when the wait times out
+//   running -> retrying      its activation failed with an outcome its retry policy names: wake_us
+//                            holds the next attempt's time
+//   sleeping|waiting|retrying -> queued        woken in this process (count_attempt for a retry)
+//   sleeping|waiting|retrying -> interrupted   woken by another process (an event sent by `basal
+//                            run signal`): whoever resumes interrupted runs picks it up
+//   sleeping|waiting|retrying -> ended         cancelled
+enum class RunState {
+  kQueued,
+  kRunning,
+  kEnded,
+  kInterrupted,
+  kNeedsReconciliation,
+  kSleeping,
+  kWaiting,
+  kRetrying,
+};
+// Parked: waits for a time or an event with no activation running (sleeping, waiting, retrying).
+bool RunParked(RunState state);
 const char* RunStateName(RunState state);  // "queued", "running", "ended"
 std::optional<RunState> ParseRunState(std::string_view name);
 
@@ -367,7 +392,11 @@ struct RunRow {
   std::string state_detail;
   bool durable = false;
   RunBinding binding;         // empty until its first start
-  int64_t resumes = 0;        // activations after the first that resumed it
+  int64_t resumes = 0;        // activations after the first that resumed it (after an interruption)
+  int64_t attempt = 1;        // its retry attempt (docs/durable.md#retries): 1 until it is retried
+  std::optional<int64_t> wake_unix_us;  // parked: when it wakes (a sleep's end, a wait's timeout, a retry)
+  std::string waiting_for;    // waiting: the event's name
+  std::string waiting_key;    // waiting: the event's key ("" none)
 };
 
 // A move of a run between the states before its end (RunState's diagram). count_resume: the move
@@ -378,6 +407,40 @@ struct RunMove {
   RunState to = RunState::kInterrupted;
   std::string detail_json;
   bool count_resume = false;
+  bool count_attempt = false;  // a retry's wake: attempt + 1
+  // To a parked state: when it wakes, and (waiting) what it waits for. Cleared by any other move.
+  std::optional<int64_t> wake_unix_us{};
+  std::string waiting_for{}, waiting_key{};
+};
+
+// An event sent to a durable run (docs/durable.md#events): to one run, or to whichever run of a
+// flow waits (or will wait) for that name with that key (a webhook's delivery matched by a key in
+// its payload). Kept until delivered or expired.
+struct NewRunEvent {
+  int64_t run_id = 0;           // 0: to the flow's run that waits for (name, event_key)
+  std::string flow;             // the run's flow
+  std::string name;             // what waitForEvent names
+  std::string event_key;        // "" for an event to one run
+  std::string payload_json;
+  std::string sender;           // who sent it: a peer user, "token:NAME", "webhook:NAME", a Unix user
+  int64_t received_unix_us = 0;
+  int64_t expires_unix_us = 0;  // undelivered past this: dropped
+};
+
+struct RunEvent {
+  int64_t id = 0;
+  int64_t run_id = 0;  // 0: not yet matched to a run (a keyed event)
+  std::string flow, name, event_key, payload_json, sender;
+  int64_t received_unix_us = 0, expires_unix_us = 0;
+  int64_t delivered_activation = 0, delivered_call = 0;  // 0: undelivered
+  std::optional<int64_t> delivered_unix_us;
+};
+
+// A count of runs by flow and state (the gauges of parked runs).
+struct RunCount {
+  std::string flow;
+  RunState state = RunState::kQueued;
+  size_t count = 0;
 };
 
 // existing: the key was known; `run` is the earlier run, nothing inserted.
@@ -518,6 +581,32 @@ class RunStore {
   virtual Result<std::optional<RunRow>> GetRun(int64_t run_id) = 0;
   virtual Result<std::vector<RunRow>> RunsInState(RunState state, size_t limit) = 0;  // oldest first (by id)
   virtual Result<size_t> CountRuns(RunState state) = 0;
+
+  // Parked runs (docs/durable.md): those whose wake time is at or before `now_unix_us`, earliest
+  // first; the earliest wake of any; how many are parked (of one flow, or of all for "").
+  virtual Result<std::vector<RunRow>> RunsDue(int64_t now_unix_us, size_t limit) = 0;
+  virtual Result<std::optional<int64_t>> NextWake() = 0;
+  virtual Result<size_t> CountParked(std::string_view flow) = 0;
+  // Runs of `flow` waiting for the event (name, key), oldest first.
+  virtual Result<std::vector<RunRow>> RunsWaitingFor(std::string_view flow, std::string_view name,
+                                                     std::string_view key, size_t limit) = 0;
+  // Counts by flow and state of the runs in `states` (at most `limit` rows).
+  virtual Result<std::vector<RunCount>> CountRunsByFlow(const std::vector<RunState>& states, size_t limit) = 0;
+
+  // Events (joins the open batch). AddRunEvent returns the new id.
+  virtual Result<int64_t> AddRunEvent(const NewRunEvent& event) = 0;
+  // The oldest undelivered, unexpired event named `name` for the run: sent to it, or keyed
+  // (`key` non-empty) for its flow. Marks it delivered to (activation, call) at `now_unix_us`.
+  virtual Result<std::optional<RunEvent>> TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,
+                                                       std::string_view key, int64_t now_unix_us,
+                                                       int64_t activation_id, int64_t call_id) = 0;
+  // Undelivered events sent to the run (not keyed ones), and keyed ones waiting for a run of `flow`.
+  virtual Result<size_t> CountPendingEvents(int64_t run_id) = 0;
+  virtual Result<size_t> CountPendingKeyedEvents(std::string_view flow) = 0;
+  // The run's events, oldest first (delivered or not), at most `limit`.
+  virtual Result<std::vector<RunEvent>> RunEvents(int64_t run_id, size_t limit) = 0;
+  // Deletes at most `limit` undelivered events that expired before `now_unix_us`; how many.
+  virtual Result<size_t> DropExpiredEvents(int64_t now_unix_us, size_t limit) = 0;
   // Ends every running run whose activation has ended: its outcome and error copied from the
   // activation (incl. "abandoned" set by RecoverAbandoned), ended at the activation's end (or
   // at_unix_us if the activation has none); except a durable run whose activation was abandoned,

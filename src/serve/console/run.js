@@ -68,7 +68,12 @@ export function runPage(main, id, session) {
       field('Flow', h('a', {href: '#/flows/' + encodeURIComponent(run.flow)}, run.flow)),
       field('Trigger', run.trigger),
       field('State', runBadge(run), run.durable ? [' ', h('span', {class: 'tag'}, 'durable'),
-        run.resumes ? ' resumed ' + (run.resumes === 1 ? 'once' : run.resumes + ' times') : ''] : null),
+        run.resumes ? ' resumed ' + (run.resumes === 1 ? 'once' : run.resumes + ' times') : '',
+        run.attempt > 1 ? ', attempt ' + run.attempt : ''] : null),
+      // A parked run (sleeping, waiting, retrying): when it wakes, and the event it waits for.
+      run.wakes ? field('Wakes', h('span', {id: 'run-wakes'}, utc(run.wakes))) : null,
+      run.waiting_for ? field('Waits for', h('span', {id: 'run-waiting-for'}, 'the event ' + run.waiting_for.event,
+        run.waiting_for.key ? ' with key ' + run.waiting_for.key : '')) : null,
       field('Created', utc(run.created), ' (', when(run.created), ')'),
       run.started ? field('Started', utc(run.started)) : null,
       run.ended ? field('Ended', utc(run.ended)) : null,

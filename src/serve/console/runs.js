@@ -10,7 +10,7 @@ import {duration, runBadge, when} from './format.js';
 export const PAGE_SIZE = 50;
 
 // What GET /v1/runs filters by (docs/api.md); a value it does not know is its 400, shown as such.
-const STATES = ['', 'queued', 'running', 'ended', 'interrupted', 'needs_reconciliation'];
+const STATES = ['', 'queued', 'running', 'ended', 'interrupted', 'needs_reconciliation', 'sleeping', 'waiting', 'retrying'];
 const OUTCOMES = ['ok', 'script_error', 'budget_exhausted', 'deadline', 'protocol_violation', 'worker_crashed',
   'worker_confinement', 'worker_refused', 'spawn_failed', 'journal_error', 'invalid_input', 'cancelled', 'abandoned',
   'diverged', 'missed', 'skipped', 'resume_exhausted'];

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -161,17 +162,20 @@ TEST_F(DownstreamTest, StartsAndListsToolsAcrossTwoPages) {
   ASSERT_NE(echo, nullptr);
   EXPECT_EQ(echo->title, "Echo text");
   EXPECT_EQ(echo->description, "Answers with its text.");
-  EXPECT_EQ(echo->input_schema["properties"]["text"]["type"], "string");
-  EXPECT_EQ(echo->output_schema, Json({{"type", "object"}}));
-  EXPECT_EQ(echo->annotations["readOnlyHint"], true);
+  EXPECT_EQ(ParseSchema(echo->input_schema)["properties"]["text"]["type"], "string");
+  EXPECT_EQ(*echo->input_schema, R"({"properties":{"text":{"type":"string"}},"type":"object"})")
+      << "kept as compact text";
+  EXPECT_EQ(ParseSchema(echo->output_schema), Json({{"type", "object"}}));
+  EXPECT_EQ(ParseSchema(echo->annotations)["readOnlyHint"], true);
   const DownstreamTool* fail = d.FindTool("fail");
   ASSERT_NE(fail, nullptr);
   EXPECT_EQ(fail->title, "Always fails") << "the title falls back to annotations.title";
-  EXPECT_TRUE(fail->output_schema.is_null());
+  EXPECT_EQ(fail->output_schema, nullptr);
+  EXPECT_TRUE(ParseSchema(fail->output_schema).is_null());
   const DownstreamTool* bare = d.FindTool("no_schema.v1");
   ASSERT_NE(bare, nullptr);
-  EXPECT_EQ(bare->input_schema, Json({{"type", "object"}}));
-  EXPECT_TRUE(bare->annotations.is_null());
+  EXPECT_EQ(ParseSchema(bare->input_schema), Json({{"type", "object"}}));
+  EXPECT_EQ(bare->annotations, nullptr);
   EXPECT_EQ(d.FindTool("nothing"), nullptr);
 
   // The handshake as the server saw it.
@@ -504,6 +508,112 @@ TEST_F(DownstreamTest, ToolDefinitionsPastTheByteBoundsAreDropped) {
   EXPECT_GT(t.tools().size(), 0u);
   EXPECT_LT(t.tools().size(), 100u);
   EXPECT_EQ(t.tools().size() + t.tools_dropped(), 100u);
+}
+
+// Whether this process's resident set says what the code keeps: not under AddressSanitizer, whose
+// quarantine keeps freed memory resident (hundreds of MiB) and whose redzones pad every block.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMemoryIsMeasurable = false;
+#else
+constexpr bool kMemoryIsMeasurable = true;
+#endif
+
+// The resident set of this process now, in bytes.
+uint64_t ResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// Issue 25 point 5: a tool list within the byte bounds, of schemas made of tiny values, was kept as
+// parsed trees (32 MiB of them: 1.70 GB for the life of basal mcp). Schemas are kept as text now,
+// and parsed for one use at a time.
+TEST_F(DownstreamTest, AToolListOfTinyValuesIsKeptAsTextNotAsTrees) {
+  // 100 tools of 60,000 empty objects each: 18 MB of text, about 500 MB as trees.
+  const uint64_t before = ResidentBytes();
+  Downstream d(*loop, Config({"--tiny-schemas", "100", "60000"}));
+  auto ready = StartAndWait(d);
+  ASSERT_TRUE(ready) << ready.error().message;
+  ASSERT_EQ(d.tools().size(), 100u) << d.last_protocol_problem();
+  const uint64_t after = ResidentBytes();
+  std::cout << "[ resident ] grew by " << ((after - std::min(after, before)) >> 20) << " MiB\n";
+  if (kMemoryIsMeasurable) {
+    EXPECT_LT(after - std::min(after, before), 100ull << 20) << "the list costs its text, not its trees";
+  }
+  size_t kept = 0;
+  for (const DownstreamTool& t : d.tools()) kept += t.input_schema->size();
+  EXPECT_GT(kept, 100u * 60000 * 3);
+  EXPECT_EQ(ParseSchema(d.FindTool("s7")->input_schema)["x"].size(), 60000u) << "parsed when needed, whole";
+}
+
+TEST_F(DownstreamTest, AToolPastMaxToolValuesIsDroppedAndTheServersShareABudget) {
+  DownstreamLimits limits;
+  limits.max_tool_values = 1000;
+  Downstream d(*loop, Config({"--tiny-schemas", "3", "2000"}), limits);
+  ASSERT_TRUE(StartAndWait(d));
+  EXPECT_EQ(d.tools().size(), 0u);
+  EXPECT_EQ(d.tools_dropped(), 3u);
+  EXPECT_TRUE(Contains(d.last_protocol_problem(), "more than 1000 JSON values (max_tool_values)"))
+      << d.last_protocol_problem();
+  // Allowed: within the bound.
+  Downstream small(*loop, Config({"--tiny-schemas", "3", "500"}), limits);
+  ASSERT_TRUE(StartAndWait(small));
+  EXPECT_EQ(small.tools().size(), 3u);
+
+  // Two servers sharing one budget: the second keeps what the first left room for, and gets the
+  // room back when the first is gone.
+  auto shared = std::make_shared<SharedToolBudget>();
+  shared->max_bytes = 30000;
+  DownstreamLimits with_shared;
+  with_shared.shared_tools = shared;
+  DownstreamLimits first_limits = with_shared;
+  first_limits.max_tools_total_bytes = 20000;  // about 9 KB a tool: two of its own
+  auto first = std::make_unique<Downstream>(*loop, Config({"--tiny-schemas", "5", "3000"}), first_limits);
+  ASSERT_TRUE(StartAndWait(*first));
+  EXPECT_EQ(first->tools().size(), 2u);
+  EXPECT_GT(shared->used_bytes, 18000u);
+  Downstream second(*loop, Config({"--tiny-schemas", "5", "3000"}), with_shared);
+  ASSERT_TRUE(StartAndWait(second));
+  EXPECT_EQ(second.tools().size(), 1u);
+  EXPECT_TRUE(Contains(second.last_protocol_problem(), "shared bound (30000 bytes)")) << second.last_protocol_problem();
+  first.reset();
+  EXPECT_LT(shared->used_bytes, 10000u) << "the first's share is given back";
+  second.Stop();
+  ASSERT_TRUE(StartAndWait(second));
+  EXPECT_EQ(second.tools().size(), 3u);
+}
+
+// An answer of tiny values past max_message_values fails its call, naming the bound, without
+// being parsed (a 15 MiB one peaked at 1.0 GB); the server stays usable.
+TEST_F(DownstreamTest, AnAnswerOfTooManyValuesFailsItsCallUnparsed) {
+  DownstreamLimits limits;
+  limits.max_message_values = 10000;
+  Downstream d(*loop, Config(), limits);
+  ASSERT_TRUE(StartAndWait(d));
+  auto over = CallAndWait(d, "tiny_answer", {{"values", 20000}});
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().code, ErrorCode::kIo);
+  EXPECT_TRUE(Contains(over.error().message,
+                       "MCP server fs answered tools/call tiny_answer with a message of more than 10000 JSON values "
+                       "(max_message_values)"))
+      << over.error().message;
+  EXPECT_EQ(d.state(), Downstream::State::kReady);
+  auto fits = CallAndWait(d, "tiny_answer", {{"values", 5000}});
+  ASSERT_TRUE(fits) << fits.error().message;
+  EXPECT_EQ((*fits)["content"].size(), 5000u);
+  // The default is the worker protocol's: what could reach a script in one frame.
+  EXPECT_EQ(DownstreamLimits{}.max_message_values, protocol::kMaxMessageValues);
+  Downstream whole(*loop, Config());
+  ASSERT_TRUE(StartAndWait(whole));
+  const uint64_t before = ResidentBytes();
+  auto big = CallAndWait(whole, "tiny_answer", {{"values", 5'000'000}});  // 15 MB of "{}"
+  ASSERT_FALSE(big);
+  EXPECT_TRUE(Contains(big.error().message, "max_message_values")) << big.error().message;
+  if (kMemoryIsMeasurable) {
+    EXPECT_LT(ResidentBytes() - std::min(ResidentBytes(), before), 100ull << 20);
+  }
 }
 
 TEST_F(DownstreamTest, AnEndlessToolListStopsAtMaxListPages) {

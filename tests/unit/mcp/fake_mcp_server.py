@@ -14,6 +14,7 @@ Flags:
   --bad-tools          add tools whose names or schemas MCP does not allow
   --big-tool BYTES     add a tool "big" whose description has BYTES bytes
   --endless-pages      every tools/list page has a nextCursor
+  --tiny-schemas N V   list N tools s0..s{N-1}, five a page, each with a schema of V empty objects
 Tools: see TOOLS_PAGE_1 and TOOLS_PAGE_2 and call_tool.
 """
 import json
@@ -96,6 +97,15 @@ BAD_TOOLS = [
 
 
 def tools_page(cursor):
+    if value("--tiny-schemas"):
+        count = int(value("--tiny-schemas"))
+        per_tool = int(ARGS[ARGS.index("--tiny-schemas") + 2])
+        first = int(cursor) if cursor else 0
+        schema = {"type": "object", "x": [{}] * per_tool}
+        page = {"tools": [{"name": "s%d" % i, "inputSchema": schema} for i in range(first, min(first + 5, count))]}
+        if first + 5 < count:
+            page["nextCursor"] = str(first + 5)
+        return page
     if flag("--endless-pages"):
         k = int(cursor[1:]) if cursor else 0
         return {"tools": [{"name": "p%d" % k, "inputSchema": OBJECT}], "nextCursor": "c%d" % (k + 1)}
@@ -156,6 +166,11 @@ def call_tool(msg_id, name, args):
         send({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
         send({"jsonrpc": "2.0", "id": 77, "method": "sampling/createMessage", "params": {"messages": []}})
         return None
+    if name == "tiny_answer":
+        # A result of `values` empty objects: {"content": [{...}, ...]} with one id the client can find.
+        n = int(args.get("values", 10))
+        return send_raw(b'{"jsonrpc":"2.0","id":' + str(msg_id).encode() + b',"result":{"content":[' +
+                        b",".join([b"{}"] * n) + b"]}}\n")
     if name == "garbage":
         send_raw(b"this is not json\n")
         send_raw(b'{"jsonrpc":"2.0","id":999999,"result":{}}\n')

@@ -384,11 +384,13 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"limits": {"workers": 8}})",
        "serve.json: limits.workers: unknown key; known keys: max_workers, max_activations_per_worker, queue_max, "
        "max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, body_timeout, "
-       "max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes"},
+       "max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes, "
+       "max_parked_runs, max_parked_runs_per_flow, max_event_bytes, max_pending_events_per_run, event_retention"},
       {R"({"limits": {"max workers": 8}})",
        R"(serve.json: limits["max workers"]: unknown key; known keys: max_workers, max_activations_per_worker, )"
        "queue_max, max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, "
-       "body_timeout, max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes"},
+       "body_timeout, max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes, "
+       "max_parked_runs, max_parked_runs_per_flow, max_event_bytes, max_pending_events_per_run, event_retention"},
       {R"({"triggers": [{"name": "a", "cron": "* * * * *"}]})",
        "serve.json: triggers[0].cron: unknown key; known keys: name, webhook, schedule"},
       {R"({"triggers": [{"name": "a", )" + hook + R"(}}, {"name": "b", "schedule": {"flow": "f", "cron": "* * * * *"}},
@@ -482,6 +484,12 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"limits": {"max_unsent_bytes": 4194303}})",
        "serve.json: limits.max_unsent_bytes: 4194303 is out of range: use an integer from 4194304 (4 MiB) to "
        "4294967296 (4 GiB)"},
+      {R"({"limits": {"max_parked_runs": 0}})",
+       "serve.json: limits.max_parked_runs: 0 is out of range: use an integer from 1 to 100000000"},
+      {R"({"limits": {"max_event_bytes": 16777217}})",
+       "serve.json: limits.max_event_bytes: 16777217 is out of range: use an integer from 1 to 16777216 (16 MiB)"},
+      {R"({"limits": {"max_pending_events_per_run": 100001}})",
+       "serve.json: limits.max_pending_events_per_run: 100001 is out of range: use an integer from 1 to 100000"},
       {R"({"limits": {"max_connections_per_client": 0}})",
        "serve.json: limits.max_connections_per_client: 0 is out of range: use an integer from 1 to 65536"},
       // Durations.
@@ -835,7 +843,9 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
-               "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576},
+               "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576,
+               "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000, "max_event_bytes": 65536,
+               "max_pending_events_per_run": 100, "event_retention": "7d"},
     "triggers": [
       {"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook", "window": "5m",
                                      "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s", "scheme": "basal",
@@ -853,7 +863,9 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
-               "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576},
+               "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576,
+               "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000, "max_event_bytes": 65536,
+               "max_pending_events_per_run": 100, "event_retention": "7d"},
     "triggers": [],
     "console": {"enabled": true, "max_sessions": 64, "session_idle": "1h", "session_max_age": "12h",
                 "max_streams_per_session": 4, "secure_cookie": false}})"));

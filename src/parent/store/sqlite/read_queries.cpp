@@ -29,6 +29,7 @@ ActivationRow ReadActivationRow(sqlite3_stmt* s) {
   row.approval_id = sqlite3_column_int64(s, 17);
   row.manifest_text_hash = ColumnText(s, 18);
   row.run_id = sqlite3_column_int64(s, 19);
+  row.retry_from_call = sqlite3_column_int64(s, 20);
   return row;
 }
 
@@ -76,6 +77,10 @@ RunRow ReadRunRow(sqlite3_stmt* s) {
   row.binding.seed = ColumnText(s, 18);
   row.binding.clock_us = sqlite3_column_int64(s, 19);
   row.resumes = sqlite3_column_int64(s, 20);
+  row.attempt = sqlite3_column_int64(s, 21);
+  row.wake_unix_us = ColumnIntOrNull(s, 22);
+  row.waiting_for = ColumnText(s, 23);
+  row.waiting_key = ColumnText(s, 24);
   return row;
 }
 

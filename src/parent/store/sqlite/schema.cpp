@@ -201,7 +201,8 @@ CREATE TABLE runs_v6(
   triggered_by       TEXT NOT NULL,
   idempotency_key    TEXT NOT NULL DEFAULT '',
   key_expires_us     INTEGER,
-  state              TEXT NOT NULL CHECK (state IN ('queued', 'running', 'ended', 'interrupted', 'needs_reconciliation')),
+  state              TEXT NOT NULL CHECK (state IN ('queued', 'running', 'ended', 'interrupted', 'needs_reconciliation',
+                                                   'sleeping', 'waiting', 'retrying')),
   activation_id      INTEGER REFERENCES activations(id),
   created_us         INTEGER NOT NULL,
   started_us         INTEGER,
@@ -217,7 +218,13 @@ CREATE TABLE runs_v6(
   seed               TEXT,
   clock_us           INTEGER,
   resumes            INTEGER NOT NULL DEFAULT 0,
+  attempt            INTEGER NOT NULL DEFAULT 1,
+  wake_us            INTEGER,
+  waiting_for        TEXT,
+  waiting_key        TEXT,
   CHECK ((state = 'ended') = (outcome IS NOT NULL)),
+  CHECK ((state IN ('sleeping', 'retrying')) <= (wake_us IS NOT NULL)),
+  CHECK ((state = 'waiting') = (waiting_for IS NOT NULL)),
   CHECK (state <> 'queued' OR activation_id IS NULL OR durable = 1),
   CHECK (state <> 'running' OR activation_id IS NOT NULL)
 );
@@ -230,7 +237,10 @@ ALTER TABLE runs_v6 RENAME TO runs;
 CREATE INDEX runs_by_state ON runs(state, id);
 CREATE INDEX runs_by_flow ON runs(flow, id);
 CREATE UNIQUE INDEX runs_idempotency ON runs(flow, idempotency_key) WHERE idempotency_key <> '';
+CREATE INDEX runs_by_wake ON runs(wake_us) WHERE wake_us IS NOT NULL;
+CREATE INDEX runs_waiting ON runs(flow, waiting_for, waiting_key) WHERE waiting_for IS NOT NULL;
 ALTER TABLE activations ADD COLUMN run_id INTEGER;
+ALTER TABLE activations ADD COLUMN retry_from INTEGER;
 CREATE INDEX activations_by_run ON activations(run_id) WHERE run_id IS NOT NULL;
 ALTER TABLE calls ADD COLUMN args_digest TEXT;
 ALTER TABLE calls ADD COLUMN answer_seq INTEGER;
@@ -248,6 +258,24 @@ CREATE TABLE call_resolutions(
   note          TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX call_resolutions_by_run ON call_resolutions(run_id, seq);
+CREATE TABLE run_events(
+  id                   INTEGER PRIMARY KEY,
+  run_id               INTEGER REFERENCES runs(id),
+  flow                 TEXT NOT NULL,
+  name                 TEXT NOT NULL,
+  event_key            TEXT NOT NULL DEFAULT '',
+  payload              TEXT NOT NULL,
+  sender               TEXT NOT NULL,
+  received_us          INTEGER NOT NULL,
+  expires_us           INTEGER NOT NULL,
+  delivered_activation INTEGER,
+  delivered_call       INTEGER,
+  delivered_us         INTEGER,
+  CHECK (run_id IS NOT NULL OR event_key <> '')
+);
+CREATE INDEX run_events_pending ON run_events(run_id, name, id) WHERE delivered_us IS NULL;
+CREATE INDEX run_events_by_key ON run_events(flow, name, event_key, id) WHERE delivered_us IS NULL AND run_id IS NULL;
+CREATE INDEX run_events_expiry ON run_events(expires_us) WHERE delivered_us IS NULL;
 )sql";
 
 // Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
@@ -464,7 +492,7 @@ std::string ActivationSelectSql(int64_t schema_version) {
       schema_version >= 6
           ? "CASE WHEN run_id IS NULL THEN input ELSE coalesce((SELECT r.input FROM runs r WHERE r.id = activations.run_id), '') END"
           : "input";
-  const std::string run = schema_version >= 6 ? "coalesce(run_id, 0)" : "0";
+  const std::string run = schema_version >= 6 ? "coalesce(run_id, 0), coalesce(retry_from, 0)" : "0, 0";
   return "SELECT id, flow, source_hash, manifest_hash, " + input + ", start_us, end_us, outcome, result, error, cpu_us, " +
          owner + ", " + dropped + ", " + origin + ", " + run + " FROM activations";
 }
@@ -484,8 +512,9 @@ std::string RunSelectSql(int64_t schema_version) {
   const std::string binding =
       schema_version >= 6
           ? "durable, coalesce(approval_id, 0), coalesce(source_hash, ''), coalesce(manifest_hash, ''), "
-            "coalesce(manifest_text_hash, ''), coalesce(seed, ''), coalesce(clock_us, 0), resumes"
-          : "0, 0, '', '', '', '', 0, 0";
+            "coalesce(manifest_text_hash, ''), coalesce(seed, ''), coalesce(clock_us, 0), resumes, attempt, wake_us, "
+            "coalesce(waiting_for, ''), coalesce(waiting_key, '')"
+          : "0, 0, '', '', '', '', 0, 0, 1, NULL, '', ''";
   return "SELECT id, flow, input, triggered_by, idempotency_key, state, coalesce(activation_id, 0), created_us, "
          "started_us, ended_us, outcome, error, state_detail, " + binding + " FROM runs";
 }

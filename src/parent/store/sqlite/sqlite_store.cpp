@@ -169,6 +169,20 @@ class SqliteStore final : public Store,
   Result<std::vector<RunRow>> RunsInState(RunState state, size_t limit) override;
   Result<size_t> CountRuns(RunState state) override;
   Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) override;
+  Result<std::vector<RunRow>> RunsDue(int64_t now_unix_us, size_t limit) override;
+  Result<std::optional<int64_t>> NextWake() override;
+  Result<size_t> CountParked(std::string_view flow) override;
+  Result<std::vector<RunRow>> RunsWaitingFor(std::string_view flow, std::string_view name, std::string_view key,
+                                             size_t limit) override;
+  Result<std::vector<RunCount>> CountRunsByFlow(const std::vector<RunState>& states, size_t limit) override;
+  Result<int64_t> AddRunEvent(const NewRunEvent& event) override;
+  Result<std::optional<RunEvent>> TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,
+                                               std::string_view key, int64_t now_unix_us, int64_t activation_id,
+                                               int64_t call_id) override;
+  Result<size_t> CountPendingEvents(int64_t run_id) override;
+  Result<size_t> CountPendingKeyedEvents(std::string_view flow) override;
+  Result<std::vector<RunEvent>> RunEvents(int64_t run_id, size_t limit) override;
+  Result<size_t> DropExpiredEvents(int64_t now_unix_us, size_t limit) override;
   Result<int64_t> AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
                            const Actor& by, int64_t at_unix_us) override;
   Result<std::optional<TokenRow>> FindToken(std::string_view token_hash) override;
@@ -185,6 +199,8 @@ class SqliteStore final : public Store,
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
     Stmt insert_run, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
     Stmt interrupt_runs, move_run, insert_resolution;
+    Stmt runs_due, next_wake, count_parked, count_parked_flow, runs_waiting_for, insert_run_event, next_run_event,
+        deliver_run_event, count_pending_events, count_pending_keyed, run_events, drop_expired_events;
     Stmt insert_token, token_name_unrevoked, token_hash_known, find_token, revoke_token;
     Stmt schedule_mark, set_schedule_mark;
   };
@@ -279,8 +295,8 @@ Result<void> SqliteStore::Prepare() {
       {&s->rollback, "ROLLBACK"},
       {&s->insert_activation,
        "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
-       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
       {&s->keep_text, "INSERT INTO texts(hash, body) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING"},
       {&s->insert_approval,
        "INSERT INTO approvals(kind, name, version, source_hash, manifest_text_hash, manifest_hash, approver_uid, "
@@ -331,11 +347,47 @@ Result<void> SqliteStore::Prepare() {
        "seed=coalesce(seed, ?), clock_us=coalesce(clock_us, ?), source_hash=coalesce(source_hash, ?) "
        "WHERE id=? AND state='queued'"},
       {&s->move_run,
-       "UPDATE runs SET state=?, state_detail=coalesce(?, state_detail), resumes=resumes+? WHERE id=? AND state=?"},
+       "UPDATE runs SET state=?, state_detail=coalesce(?, state_detail), resumes=resumes+?, attempt=attempt+?, "
+       "wake_us=?, waiting_for=?, waiting_key=? WHERE id=? AND state=?"},
+      {&s->runs_due,
+       sqlite::RunSelectSql(sqlite::kSchemaVersion) +
+           " WHERE wake_us IS NOT NULL AND wake_us <= ? AND state IN ('sleeping', 'waiting', 'retrying') "
+           "ORDER BY wake_us, id LIMIT ?"},
+      {&s->next_wake,
+       "SELECT min(wake_us) FROM runs WHERE wake_us IS NOT NULL AND state IN ('sleeping', 'waiting', 'retrying')"},
+      {&s->count_parked, "SELECT count(*) FROM runs WHERE state IN ('sleeping', 'waiting', 'retrying')"},
+      {&s->count_parked_flow,
+       "SELECT count(*) FROM runs WHERE state IN ('sleeping', 'waiting', 'retrying') AND flow=?"},
+      {&s->runs_waiting_for,
+       sqlite::RunSelectSql(sqlite::kSchemaVersion) +
+           " WHERE flow=? AND waiting_for=? AND coalesce(waiting_key, '')=? AND state='waiting' ORDER BY id LIMIT ?"},
+      {&s->insert_run_event,
+       "INSERT INTO run_events(run_id, flow, name, event_key, payload, sender, received_us, expires_us) "
+       "VALUES(?,?,?,?,?,?,?,?)"},
+      // Sent to the run, or keyed for its flow (only when the wait names a key): the oldest first.
+      {&s->next_run_event,
+       "SELECT id, coalesce(run_id, 0), flow, name, event_key, payload, sender, received_us, expires_us FROM run_events "
+       "WHERE delivered_us IS NULL AND name=?2 AND expires_us > ?5 AND "
+       "(run_id=?1 OR (?4 <> '' AND run_id IS NULL AND flow=?3 AND event_key=?4)) ORDER BY id LIMIT 1"},
+      {&s->deliver_run_event,
+       "UPDATE run_events SET run_id=?, delivered_activation=?, delivered_call=?, delivered_us=? "
+       "WHERE id=? AND delivered_us IS NULL"},
+      {&s->count_pending_events, "SELECT count(*) FROM run_events WHERE run_id=? AND delivered_us IS NULL"},
+      {&s->count_pending_keyed,
+       "SELECT count(*) FROM run_events WHERE run_id IS NULL AND flow=? AND delivered_us IS NULL"},
+      {&s->run_events,
+       "SELECT id, coalesce(run_id, 0), flow, name, event_key, payload, sender, received_us, expires_us, "
+       "coalesce(delivered_activation, 0), coalesce(delivered_call, 0), delivered_us FROM run_events "
+       "WHERE run_id=? ORDER BY id LIMIT ?"},
+      {&s->drop_expired_events,
+       "DELETE FROM run_events WHERE id IN (SELECT id FROM run_events WHERE delivered_us IS NULL AND expires_us <= ? "
+       "ORDER BY expires_us LIMIT ?)"},
       {&s->insert_resolution,
        "INSERT INTO call_resolutions(run_id, activation_id, call_id, kind, value, actor_uid, actor_name, at_us, note) "
        "VALUES(?,?,?,?,?,?,?,?,?)"},
-      {&s->end_run, "UPDATE runs SET state='ended', outcome=?, error=?, ended_us=? WHERE id=? AND state=?"},
+      {&s->end_run,
+       "UPDATE runs SET state='ended', outcome=?, error=?, ended_us=?, wake_us=NULL, waiting_for=NULL, waiting_key=NULL "
+       "WHERE id=? AND state=?"},
       {&s->run_state, "SELECT state FROM runs WHERE id=?"},
       {&s->runs_in_state, sqlite::RunSelectSql(sqlite::kSchemaVersion) + " WHERE state=? ORDER BY id LIMIT ?"},
       {&s->count_runs, "SELECT count(*) FROM runs WHERE state=?"},
@@ -450,7 +502,8 @@ Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
       a.source_hash, a.manifest_hash, a.run_id > 0 ? std::string() : a.input_json, a.start_unix_us, a.owner.host,
       a.owner.pid, a.owner.start_ticks, a.lease_until_unix_us, std::string(OriginName(a.origin)),
       a.approval_id > 0 ? std::optional<int64_t>(a.approval_id) : std::optional<int64_t>(),
-      OrNull{a.manifest_text_hash}, a.run_id > 0 ? std::optional<int64_t>(a.run_id) : std::optional<int64_t>());
+      OrNull{a.manifest_text_hash}, a.run_id > 0 ? std::optional<int64_t>(a.run_id) : std::optional<int64_t>(),
+      a.retry_from_call > 0 ? std::optional<int64_t>(a.retry_from_call) : std::optional<int64_t>());
   if (!written) return written.error();
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -1012,6 +1065,16 @@ Result<void> SqliteStore::MarkRunEnded(int64_t run_id, std::string_view outcome,
                                                           "\" is not an outcome name (a bug in the caller)");
       }
       break;
+    case RunState::kSleeping:
+    case RunState::kWaiting:
+    case RunState::kRetrying:
+      // Parked: the operator cancels it (a wake or an event resumes it; it never ends parked).
+      if (name != "cancelled") {
+        return MakeError(ErrorCode::kInvalidArgument, "run " + id + " is " + RunStateName(**state) +
+                                                          ": it ends only as cancelled, not as \"" + name +
+                                                          "\" (a bug in the caller)");
+      }
+      break;
     case RunState::kInterrupted:
     case RunState::kNeedsReconciliation:
       // Waiting to be resumed: the operator cancels it, it ran out of resumes, or a resume ended it
@@ -1071,9 +1134,13 @@ namespace {
 bool RunMoveAllowed(RunState from, RunState to) {
   switch (to) {
     case RunState::kInterrupted:
-      return from == RunState::kRunning || from == RunState::kNeedsReconciliation;
+      return from == RunState::kRunning || from == RunState::kNeedsReconciliation || RunParked(from);
     case RunState::kQueued:
-      return from == RunState::kInterrupted;
+      return from == RunState::kInterrupted || RunParked(from);
+    case RunState::kSleeping:
+    case RunState::kWaiting:
+    case RunState::kRetrying:
+      return from == RunState::kRunning;
     case RunState::kNeedsReconciliation:
       return from == RunState::kQueued || from == RunState::kRunning;
     case RunState::kRunning:
@@ -1092,9 +1159,19 @@ Result<RunRow> SqliteStore::MoveRun(const RunMove& move) {
                                                       RunStateName(move.from) + " to " + RunStateName(move.to) +
                                                       " (a bug in the caller)");
   }
+  const bool parks = RunParked(move.to);
+  if (parks && !move.wake_unix_us) {
+    return MakeError(ErrorCode::kInvalidArgument, "run " + id + ": a move to " + RunStateName(move.to) +
+                                                      " needs a wake time (a bug in the caller)");
+  }
+  if ((move.to == RunState::kWaiting) != !move.waiting_for.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "run " + id + ": only a waiting run names the event it waits for " +
+                                                      "(a bug in the caller)");
+  }
   auto changed = Write(stmts_->move_run, [&] { return "cannot move run " + id + " to " + RunStateName(move.to); },
                        RunStateName(move.to), OrNull{move.detail_json}, int64_t{move.count_resume ? 1 : 0},
-                       move.run_id, RunStateName(move.from));
+                       int64_t{move.count_attempt ? 1 : 0}, parks ? move.wake_unix_us : std::optional<int64_t>(),
+                       OrNull{move.waiting_for}, OrNull{move.waiting_key}, move.run_id, RunStateName(move.from));
   if (!changed) return changed.error();
   auto row = reads_.GetRun(move.run_id);
   if (!row) return row.error();
@@ -1105,6 +1182,183 @@ Result<RunRow> SqliteStore::MoveRun(const RunMove& move) {
                                                RunStateName(move.to));
   }
   return std::move(**row);
+}
+
+namespace {
+
+RunEvent ReadRunEvent(sqlite3_stmt* s, bool with_delivery) {
+  RunEvent e;
+  e.id = sqlite3_column_int64(s, 0);
+  e.run_id = sqlite3_column_int64(s, 1);
+  e.flow = sqlite::ColumnText(s, 2);
+  e.name = sqlite::ColumnText(s, 3);
+  e.event_key = sqlite::ColumnText(s, 4);
+  e.payload_json = sqlite::ColumnText(s, 5);
+  e.sender = sqlite::ColumnText(s, 6);
+  e.received_unix_us = sqlite3_column_int64(s, 7);
+  e.expires_unix_us = sqlite3_column_int64(s, 8);
+  if (with_delivery) {
+    e.delivered_activation = sqlite3_column_int64(s, 9);
+    e.delivered_call = sqlite3_column_int64(s, 10);
+    e.delivered_unix_us = sqlite::ColumnIntOrNull(s, 11);
+  }
+  return e;
+}
+
+}  // namespace
+
+Result<std::vector<RunRow>> SqliteStore::RunsDue(int64_t now_unix_us, size_t limit) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  std::vector<RunRow> rows;
+  if (limit == 0) return rows;
+  Use use(stmts_->runs_due);
+  int rc = Binder(use.get()).Int(now_unix_us).Int(sqlite::LimitParam(limit)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(sqlite::ReadRunRow(use.get()));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the parked runs that are due");
+  return rows;
+}
+
+Result<std::optional<int64_t>> SqliteStore::NextWake() {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->next_wake);
+  int rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return sqlite::ColumnIntOrNull(use.get(), 0);
+  return DbError(path_, db_, rc, "cannot read the next wake time of the parked runs");
+}
+
+Result<size_t> SqliteStore::CountParked(std::string_view flow) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(flow.empty() ? stmts_->count_parked : stmts_->count_parked_flow);
+  int rc = SQLITE_OK;
+  if (!flow.empty()) rc = Binder(use.get()).Text(flow).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return static_cast<size_t>(sqlite3_column_int64(use.get(), 0));
+  return DbError(path_, db_, rc, "cannot count the parked runs");
+}
+
+Result<std::vector<RunRow>> SqliteStore::RunsWaitingFor(std::string_view flow, std::string_view name,
+                                                        std::string_view key, size_t limit) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  std::vector<RunRow> rows;
+  if (limit == 0) return rows;
+  Use use(stmts_->runs_waiting_for);
+  int rc = Binder(use.get()).Text(flow).Text(name).Text(key).Int(sqlite::LimitParam(limit)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(sqlite::ReadRunRow(use.get()));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the runs waiting for an event");
+  return rows;
+}
+
+Result<std::vector<RunCount>> SqliteStore::CountRunsByFlow(const std::vector<RunState>& states, size_t limit) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  std::vector<RunCount> out;
+  if (states.empty() || limit == 0) return out;
+  // A handful of states: a statement made for the set (not cached; a scrape runs it, not a run).
+  std::string sql = "SELECT flow, state, count(*) FROM runs WHERE state IN (";
+  for (size_t i = 0; i < states.size(); ++i) sql += i ? ",?" : "?";
+  sql += ") GROUP BY flow, state ORDER BY flow, state LIMIT ?";
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &raw, nullptr);
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, sqlite3_finalize);
+  if (rc != SQLITE_OK) return DbError(path_, db_, rc, "cannot count the runs by flow");
+  Binder b(stmt.get());
+  for (RunState st : states) b.Text(RunStateName(st));
+  rc = b.Int(sqlite::LimitParam(limit)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+      RunCount c;
+      c.flow = sqlite::ColumnText(stmt.get(), 0);
+      c.state = ParseRunState(sqlite::ColumnText(stmt.get(), 1)).value_or(RunState::kEnded);
+      c.count = static_cast<size_t>(sqlite3_column_int64(stmt.get(), 2));
+      out.push_back(std::move(c));
+    }
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot count the runs by flow");
+  return out;
+}
+
+Result<int64_t> SqliteStore::AddRunEvent(const NewRunEvent& e) {
+  if (e.run_id <= 0 && e.event_key.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "an event names its run or carries a key (a bug in the caller)");
+  }
+  auto written = Write(
+      stmts_->insert_run_event, [&] { return "cannot record event " + e.name + " of flow " + e.flow; },
+      e.run_id > 0 ? std::optional<int64_t>(e.run_id) : std::optional<int64_t>(), e.flow, e.name, e.event_key,
+      e.payload_json, e.sender, e.received_unix_us, e.expires_unix_us);
+  if (!written) return written.error();
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Result<std::optional<RunEvent>> SqliteStore::TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,
+                                                          std::string_view key, int64_t now_unix_us,
+                                                          int64_t activation_id, int64_t call_id) {
+  // Under the write lock from the read to the update: one event goes to one wait.
+  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  std::optional<RunEvent> found;
+  {
+    Use use(stmts_->next_run_event);
+    int rc = Binder(use.get()).Int(run_id).Text(name).Text(flow).Text(key).Int(now_unix_us).rc();
+    if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+    if (rc == SQLITE_ROW) {
+      found = ReadRunEvent(use.get(), false);
+    } else if (rc != SQLITE_DONE) {
+      return DbError(path_, db_, rc, "cannot read the events of run " + std::to_string(run_id));
+    }
+  }
+  if (!found) return found;
+  auto changed = Write(
+      stmts_->deliver_run_event, [&] { return "cannot deliver event " + std::to_string(found->id); }, run_id,
+      activation_id, call_id, now_unix_us, found->id);
+  if (!changed) return changed.error();
+  if (*changed != 1) return MakeError(ErrorCode::kInternal, "event " + std::to_string(found->id) + " changed under the write lock");
+  found->run_id = run_id;
+  found->delivered_activation = activation_id;
+  found->delivered_call = call_id;
+  found->delivered_unix_us = now_unix_us;
+  return found;
+}
+
+Result<size_t> SqliteStore::CountPendingEvents(int64_t run_id) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->count_pending_events);
+  int rc = Binder(use.get()).Int(run_id).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return static_cast<size_t>(sqlite3_column_int64(use.get(), 0));
+  return DbError(path_, db_, rc, "cannot count the events of run " + std::to_string(run_id));
+}
+
+Result<size_t> SqliteStore::CountPendingKeyedEvents(std::string_view flow) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->count_pending_keyed);
+  int rc = Binder(use.get()).Text(flow).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return static_cast<size_t>(sqlite3_column_int64(use.get(), 0));
+  return DbError(path_, db_, rc, "cannot count the keyed events of flow " + std::string(flow));
+}
+
+Result<std::vector<RunEvent>> SqliteStore::RunEvents(int64_t run_id, size_t limit) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  std::vector<RunEvent> rows;
+  if (limit == 0) return rows;
+  Use use(stmts_->run_events);
+  int rc = Binder(use.get()).Int(run_id).Int(sqlite::LimitParam(limit)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadRunEvent(use.get(), true));
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the events of run " + std::to_string(run_id));
+  return rows;
+}
+
+Result<size_t> SqliteStore::DropExpiredEvents(int64_t now_unix_us, size_t limit) {
+  if (limit == 0) return size_t{0};
+  auto changed = Write(
+      stmts_->drop_expired_events, [] { return std::string("cannot drop the expired events"); }, now_unix_us,
+      sqlite::LimitParam(limit));
+  if (!changed) return changed.error();
+  return static_cast<size_t>(*changed);
 }
 
 Result<int64_t> SqliteStore::AddResolution(const CallResolution& r) {
