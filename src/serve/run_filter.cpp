@@ -99,7 +99,9 @@ RunFilterParse Refuse(std::string code, std::string message) {
 const std::vector<std::string>& RunOutcomeNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (int i = 0; i <= static_cast<int>(kLastOutcome); ++i) out.push_back(OutcomeName(static_cast<Outcome>(i)));
+    // An activation that parks leaves its run going (sleeping, waiting): no run ends "parked".
+    for (int i = 0; i <= static_cast<int>(kLastOutcome); ++i)
+      if (static_cast<Outcome>(i) != Outcome::kParked) out.push_back(OutcomeName(static_cast<Outcome>(i)));
     for (const char* n : {"missed", "skipped", "resume_exhausted"}) out.push_back(n);
     return out;
   }();
