@@ -135,7 +135,17 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls, co
   if (run) {
     out += "  run       " + std::to_string(run->id) + ", " + RunStateName(run->state) +
            (run->state == RunState::kEnded ? " (" + EscapeForTerminal(run->outcome) + ")" : std::string()) +
-           (run->durable ? ", durable, resumed " + std::to_string(run->resumes) + " time(s)" : std::string()) + "\n";
+           (run->durable ? ", durable, resumed " + std::to_string(run->resumes) + " time(s)" : std::string()) +
+           (run->attempt > 1 ? ", attempt " + std::to_string(run->attempt) : std::string()) + "\n";
+    if (RunParked(run->state)) {
+      const std::string when = run->wake_unix_us ? UtcText(*run->wake_unix_us) : std::string("no time set");
+      if (run->state == RunState::kSleeping) out += "  parked    sleeping until " + when + "\n";
+      if (run->state == RunState::kRetrying) out += "  parked    attempt " + std::to_string(run->attempt + 1) + " at " + when + "\n";
+      if (run->state == RunState::kWaiting)
+        out += "  parked    waiting for event " + EscapeForTerminal(run->waiting_for) +
+               (run->waiting_key.empty() ? std::string() : " (key " + EscapeForTerminal(run->waiting_key) + ")") +
+               (run->wake_unix_us ? ", at most until " + when : std::string()) + "\n";
+    }
     if (run->state != RunState::kEnded && !run->state_detail.empty())
       out += "  waits     " + Compact(run->state_detail) + "\n";
   }

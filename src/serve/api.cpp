@@ -370,8 +370,47 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
 void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond respond) {
   auto verdict = o_.triggers.VerifyDelivery(req, trigger);
   if (auto* answer = std::get_if<HttpResponse>(&verdict)) return respond(std::move(*answer));
-  auto delivery = std::make_shared<const Triggers::Delivery>(std::move(std::get<Triggers::Delivery>(verdict)));
+  auto& verified = std::get<Triggers::Delivery>(verdict);
+  if (verified.event) return WebhookEvent(trigger, std::move(verified), std::move(respond));
+  auto delivery = std::make_shared<const Triggers::Delivery>(std::move(verified));
   Deliver(std::move(delivery), trigger, std::move(respond), 1);
+}
+
+// A delivery to a trigger with "event" (docs/durable.md#events): 202 once the event is journaled,
+// delivered to the run that waits for it, or kept for the run that will. The same delivery again
+// answers with the event it already made.
+void Api::WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, Respond respond) {
+  if (auto before = o_.triggers.EventDeliveredBefore(delivery.delivery_id)) {
+    o_.triggers.DeliveryRefused(trigger, "replayed");
+    return respond(JsonResponse(202, Json{{"event_id", *before}, {"replayed", true}}));
+  }
+  auto sent = o_.queue.SendEvent(std::move(*delivery.event));
+  if (!sent) {
+    const auto code = sent.error().code;
+    const std::string message = "webhook " + trigger + ": " + sent.error().message;
+    if (code == ErrorCode::kInvalidArgument) {
+      o_.triggers.DeliveryRefused(trigger, "bad_event");
+      return respond(JsonError(400, "bad_event", message));
+    }
+    if (code == ErrorCode::kUnavailable) {
+      // The flow holds as many unclaimed keyed events as it may: the sender retries later.
+      o_.triggers.DeliveryRefused(trigger, "too_many_events");
+      HttpResponse r = JsonError(429, "too_many_events", message);
+      r.headers.emplace_back("Retry-After", "60");
+      return respond(std::move(r));
+    }
+    o_.triggers.DeliveryRefused(trigger, "journal");
+    return respond(JsonError(500, "journal", message));
+  }
+  o_.host.AfterCommit([this, trigger, id = delivery.delivery_id, respond, sent = std::move(*sent)](
+                          const Result<void>& committed) {
+    if (!committed) return respond(JsonError(500, "journal", committed.error().message));
+    o_.triggers.EventDelivered(trigger, id, sent.event_id);
+    Json answer{{"event_id", sent.event_id}, {"delivered", sent.delivered_to != 0}};
+    // The sender learns which run took it, not the run itself (its input and result are the operator's).
+    if (sent.delivered_to != 0) answer["run_id"] = sent.delivered_to;
+    respond(JsonResponse(202, answer));
+  });
 }
 
 // A verified delivery's run: new, or the one its key names. A delivery sent again after its run

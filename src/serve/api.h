@@ -106,6 +106,7 @@ class Api {
   void Health(Respond respond);
   void StartRun(const HttpRequest& req, const std::string& flow, Respond respond);
   void Webhook(const HttpRequest& req, const std::string& trigger, Respond respond);
+  void WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, Respond respond);
   void GetRun(const HttpRequest& req, const std::string& id, Respond respond);
   void Journal(const HttpRequest& req, Respond respond);
   // GET /v1/runs (every flow) and GET /v1/flows/{name}/runs (`fixed_flow`).

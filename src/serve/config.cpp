@@ -245,6 +245,7 @@ class Parser {
   // Appends the trigger to out.webhooks or out.schedules and returns its name.
   Result<std::string> ParseTrigger(const Json& value, const std::string& path, ServeConfig& out) const;
   Result<WebhookTrigger> ParseWebhook(const Json& value, const std::string& path) const;
+  Result<void> ParseWebhookEvent(const Json& value, const std::string& path, WebhookTrigger& out) const;
   Result<ScheduleTrigger> ParseSchedule(const Json& value, const std::string& path) const;
 
   std::string prefix_;
@@ -542,12 +543,38 @@ Result<std::string> Parser::ParseTrigger(const Json& value, const std::string& p
   return name;
 }
 
+// "event": {"name": "paid", "key": "/data/order_id"}.
+Result<void> Parser::ParseWebhookEvent(const Json& value, const std::string& path, WebhookTrigger& out) const {
+  if (auto ok = Object(value, path, "{\"name\": \"paid\", \"key\": \"/data/order_id\"}"); !ok) return ok.error();
+  if (auto ok = KnownKeys(value, path, {"name", "key"}); !ok) return ok.error();
+  if (!value.contains("name") || !value.contains("key"))
+    return Fail(path, "needs \"name\" (the event waitForEvent names) and \"key\" (a JSON pointer to the payload's "
+                      "value that picks the run, e.g. \"/data/order_id\")");
+  auto name = String(value["name"], path + ".name", "an event name, e.g. \"paid\"");
+  if (!name) return name.error();
+  const bool name_ok = !name->empty() && name->size() <= 128 && std::all_of(name->begin(), name->end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == ':';
+  });
+  if (!name_ok)
+    return Fail(path + ".name", Shown(value["name"]) + " is not an event name: 1 to 128 letters, digits, '.', '_', '-' "
+                                                       "and ':'");
+  auto key = String(value["key"], path + ".key", "a JSON pointer, e.g. \"/data/order_id\"");
+  if (!key) return key.error();
+  if (key->empty() || key->front() != '/' || key->size() > 256 || !ParseJsonPointer(*key))
+    return Fail(path + ".key", Shown(value["key"]) + " is not a JSON pointer (RFC 6901) to a value of the payload: "
+                                                      "write e.g. \"/data/order_id\" (\"~1\" for a '/' in a name, "
+                                                      "\"~0\" for '~')");
+  out.event_name = std::move(*name);
+  out.event_key = std::move(*key);
+  return {};
+}
+
 Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string& path) const {
   WebhookTrigger out;
   if (auto ok = Object(value, path, "{\"flow\": \"on_push\", \"secret\": \"github_hook\"}"); !ok) return ok.error();
   if (auto ok = KnownKeys(value, path,
                           {"flow", "secret", "scheme", "window", "max_body_bytes", "respond", "wait", "failure_status",
-                           "allow_set_cookie"});
+                           "allow_set_cookie", "event"});
       !ok)
     return ok.error();
   if (!value.contains("flow")) {
@@ -604,8 +631,14 @@ Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string
       ok = Assign(Number(item, at, kFailureStatus), out.failure_status);
     } else if (key == "allow_set_cookie") {
       ok = Assign(Bool(item, at), out.allow_set_cookie);
+    } else if (key == "event") {
+      ok = ParseWebhookEvent(item, at, out);
     }
     if (!ok) return ok.error();
+  }
+  if (!out.event_name.empty() && value.contains("respond") && out.respond != WebhookTrigger::Respond::kAck) {
+    return Fail(path + ".respond", "a trigger that delivers events starts no run, so it has no result to wait for: "
+                                   "remove respond (the sender gets 202 once the event is journaled)");
   }
   // A setting that would never apply is a misreading of the config; say so instead of ignoring it.
   const bool waits = out.respond != WebhookTrigger::Respond::kAck;
@@ -964,6 +997,7 @@ nlohmann::json ToJson(const ServeConfig& config) {
       webhook["failure_status"] = w.failure_status;
     }
     if (w.respond == WebhookTrigger::Respond::kFlow) webhook["allow_set_cookie"] = w.allow_set_cookie;
+    if (!w.event_name.empty()) webhook["event"] = {{"name", w.event_name}, {"key", w.event_key}};
     triggers.push_back({{"name", w.name}, {"webhook", std::move(webhook)}});
   }
   for (const ScheduleTrigger& s : config.schedules) {
@@ -990,6 +1024,55 @@ nlohmann::json ToJson(const ServeConfig& config) {
       {"secure_cookie", c.secure_cookie},
   };
   return root;
+}
+
+// RFC 6901: "" is the whole document, else "/" before each reference token, "~1" for '/', "~0"
+// for '~' (and no other '~').
+std::optional<std::vector<std::string>> ParseJsonPointer(std::string_view pointer) {
+  std::vector<std::string> tokens;
+  if (pointer.empty()) return tokens;
+  if (pointer.front() != '/') return std::nullopt;
+  size_t at = 1;
+  while (true) {
+    const size_t end = pointer.find('/', at);
+    const std::string_view raw = pointer.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    std::string token;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] != '~') {
+        token += raw[i];
+      } else if (i + 1 < raw.size() && (raw[i + 1] == '0' || raw[i + 1] == '1')) {
+        token += raw[++i] == '0' ? '~' : '/';
+      } else {
+        return std::nullopt;
+      }
+    }
+    tokens.push_back(std::move(token));
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  return tokens;
+}
+
+const nlohmann::json* FindByPointer(const nlohmann::json& document, const std::vector<std::string>& tokens) {
+  const nlohmann::json* at = &document;
+  for (const std::string& token : tokens) {
+    if (at->is_object()) {
+      auto it = at->find(token);
+      if (it == at->end()) return nullptr;
+      at = &*it;
+    } else if (at->is_array()) {
+      // An index: decimal digits, no leading zero (RFC 6901 section 4); "-" names no element.
+      if (token.empty() || token.size() > 9 || (token.size() > 1 && token[0] == '0') ||
+          !std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return nullptr;
+      const size_t index = std::stoul(token);
+      if (index >= at->size()) return nullptr;
+      at = &(*at)[index];
+    } else {
+      return nullptr;
+    }
+  }
+  return at;
 }
 
 }  // namespace basal::serve

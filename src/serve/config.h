@@ -100,6 +100,11 @@ struct WebhookTrigger {
   int failure_status = 500;
   // kFlow: a Set-Cookie header the flow returns is passed on only if this is true.
   bool allow_set_cookie = false;
+  // "event": {"name", "key"}: a delivery starts no run; it is the event `name` for the flow's
+  // durable run that waits for it with the key found in the payload at the JSON pointer `key`
+  // (docs/durable.md#events), kept for the run that will wait for it when none does yet.
+  std::string event_name;  // "": a delivery starts a run
+  std::string event_key;   // a JSON pointer (RFC 6901) into the payload, e.g. "/data/order_id"
 
   bool operator==(const WebhookTrigger&) const = default;
 };
@@ -204,5 +209,10 @@ Result<TcpListen> ParseTcpListen(std::string_view text);
 // which is the same IPv4 loopback). True when there is no tcp listener (nothing non-loopback is
 // bound); false for an address that does not parse.
 bool IsLoopbackListen(const ListenConfig& listen);
+
+// A JSON pointer (RFC 6901) as its reference tokens, unescaped; nullopt if it is not one.
+std::optional<std::vector<std::string>> ParseJsonPointer(std::string_view pointer);
+// The value `tokens` point at in `document`, or null.
+const nlohmann::json* FindByPointer(const nlohmann::json& document, const std::vector<std::string>& tokens);
 
 }  // namespace basal::serve

@@ -134,6 +134,7 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
     return JsonResponse(200, Json{{"challenge", *v.challenge}});
   }
   Json body = Json::parse(req.body, nullptr, false);
+  if (!w.event_name.empty()) return EventOf(w, req, body, v.key);
   Delivery d;
   d.run.flow = w.flow;
   d.run.trigger = "webhook:" + trigger;
@@ -158,6 +159,63 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
   d.failure_status = w.failure_status;
   d.allow_set_cookie = w.allow_set_cookie;
   return d;  // the queue looks the flow up (a revoked one: 409 flow_unavailable)
+}
+
+// A verified delivery to a trigger with "event": the event for the flow's run that waits for it
+// with the key at the trigger's pointer (docs/durable.md#events). The payload is the body.
+std::variant<Triggers::Delivery, HttpResponse> Triggers::EventOf(const WebhookTrigger& w, const HttpRequest& req,
+                                                                 const Json& body, std::string_view delivery_key) {
+  const auto refuse = [&](int status, const std::string& code, const std::string& message) {
+    o_.metrics.Add("basal_webhooks_total", {w.name, code});
+    return JsonError(status, code, "webhook " + w.name + ": " + message);
+  };
+  if (body.is_discarded()) return refuse(400, "bad_event", "the payload is not JSON, so no key can be read from it");
+  if (req.body.size() > o_.limits.max_event_bytes)
+    return refuse(413, "event_too_large", "the payload is " + std::to_string(req.body.size()) +
+                                              " bytes; an event carries at most " +
+                                              std::to_string(o_.limits.max_event_bytes) + " (limits.max_event_bytes)");
+  const auto tokens = ParseJsonPointer(w.event_key);  // checked when the config was read
+  const Json* key = tokens ? FindByPointer(body, *tokens) : nullptr;
+  std::string key_text;
+  if (key && key->is_string()) key_text = key->get<std::string>();
+  if (key && (key->is_number_integer() || key->is_number_unsigned())) key_text = key->dump();
+  if (key_text.empty() || key_text.size() > 256)
+    return refuse(400, "no_event_key", "the payload has no string or integer of 1 to 256 bytes at " + w.event_key +
+                                           " (the trigger's event.key), so no run can be picked");
+  Delivery d;
+  NewRunEvent e;
+  e.flow = w.flow;
+  e.name = w.event_name;
+  e.event_key = std::move(key_text);
+  e.payload_json = req.body;
+  e.sender = "webhook:" + w.name;
+  d.event = std::move(e);
+  // The delivery as its scheme names it (DeliveryVerdict::key): the sender's retry is the same one.
+  d.delivery_id = "event:" + w.name + ":" + std::string(delivery_key);
+  return d;
+}
+
+void Triggers::EventDelivered(const std::string& trigger, const std::string& delivery_id, int64_t event_id) {
+  o_.metrics.Add("basal_webhooks_total", {trigger, "event"});
+  auto w = webhooks_.find(trigger);
+  const int64_t keep_us = (w == webhooks_.end() ? std::chrono::minutes(5) : w->second.window).count() * 2000;
+  const int64_t now = o_.now_us();
+  while (!event_delivery_order_.empty()) {
+    auto oldest = event_deliveries_.find(event_delivery_order_.front());
+    if (event_delivery_order_.size() < kMaxEventDeliveries && oldest != event_deliveries_.end() &&
+        oldest->second.expires_us > now)
+      break;
+    if (oldest != event_deliveries_.end()) event_deliveries_.erase(oldest);
+    event_delivery_order_.pop_front();
+  }
+  if (event_deliveries_.emplace(delivery_id, EventDelivery{event_id, now + keep_us}).second)
+    event_delivery_order_.push_back(delivery_id);
+}
+
+std::optional<int64_t> Triggers::EventDeliveredBefore(const std::string& delivery_id) const {
+  auto it = event_deliveries_.find(delivery_id);
+  if (it == event_deliveries_.end() || it->second.expires_us <= o_.now_us()) return std::nullopt;
+  return it->second.event_id;
 }
 
 void Triggers::DeliveryAccepted(const std::string& trigger, bool existing) {

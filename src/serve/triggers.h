@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -80,6 +81,11 @@ class Triggers {
     WebhookTrigger::Respond respond = WebhookTrigger::Respond::kAck;
     int failure_status = 500;       // wait, flow: the answer's status for a run that did not end ok
     bool allow_set_cookie = false;  // flow
+    // A trigger with "event": the event to send instead of a run (run is empty then), and the
+    // delivery's identity (as its scheme names it: DeliveryVerdict::key), so that the sender's
+    // retry of a delivery is not a second event.
+    std::optional<NewRunEvent> event;
+    std::string delivery_id;
   };
   // The delivery `req` to webhook `trigger`: a run to start, or the answer refusing it (404 no such
   // trigger, 500 its secret unreadable, 401 a failed signature check under the trigger's scheme),
@@ -89,6 +95,12 @@ class Triggers {
   void DeliveryAccepted(const std::string& trigger, bool existing);
   // A verified delivery got no run (`verdict`: why, e.g. "queue_full").
   void DeliveryRefused(const std::string& trigger, const std::string& verdict);
+  // An event delivery was journaled as event `event_id`: the same delivery again (a retry, inside
+  // the signature's window) answers with it instead of sending a second event. Remembered in
+  // memory for twice the trigger's window, at most kMaxEventDeliveries of them (the oldest go).
+  void EventDelivered(const std::string& trigger, const std::string& delivery_id, int64_t event_id);
+  std::optional<int64_t> EventDeliveredBefore(const std::string& delivery_id) const;
+  static constexpr size_t kMaxEventDeliveries = 10000;
 
   // The schedules as the daemon runs them now (GET /v1/schedules, `basal schedule list`).
   struct ScheduleView {
@@ -116,6 +128,8 @@ class Triggers {
   void ReleaseBuffered(Schedule& s);
   void RunEnded(int64_t run_id);
   RunRequest ScheduleRun(const Schedule& s, std::optional<int64_t> fire_us) const;
+  std::variant<Delivery, HttpResponse> EventOf(const WebhookTrigger& w, const HttpRequest& req,
+                                               const nlohmann::json& body, std::string_view delivery_key);
   void CancelTimers();
 
   Options o_;
@@ -123,6 +137,12 @@ class Triggers {
   std::map<std::string, WebhookTrigger> webhooks_;
   std::map<std::string, std::unique_ptr<Schedule>> schedules_;
   std::map<int64_t, std::string> open_run_schedule_;  // schedules' runs not ended -> the schedule's name
+  struct EventDelivery {
+    int64_t event_id = 0;
+    int64_t expires_us = 0;
+  };
+  std::map<std::string, EventDelivery> event_deliveries_;  // delivery id ->
+  std::deque<std::string> event_delivery_order_;           // oldest first
 };
 
 }  // namespace basal::serve

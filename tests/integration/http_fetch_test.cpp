@@ -657,6 +657,74 @@ TEST_F(HttpFetchTest, ABodyIsSentAndTheDeadlineAbortsAFetchInFlight) {
   EXPECT_EQ(Fetch(flow, {{"url", Url("127.0.0.1", "/hello")}})["status"], 200);
 }
 
+// A rule's "retry" (issue 26): an idempotent request that answered a listed status is sent again in
+// the same activation; the flow sees the last answer, the journal one call with every attempt in
+// its hops; a POST is sent once; the deadline ends a wait between attempts.
+TEST_F(HttpFetchTest, ARuleWithRetrySendsAnIdempotentRequestAgainAndAPostOnce) {
+  std::atomic<int> flaky{0};
+  server_.Handle("/flaky", [&flaky](const TestRequest&) {
+    TestResponse r;
+    r.status = ++flaky <= 2 ? 503 : 200;
+    if (r.status == 503) r.headers = {{"Retry-After", "30"}};  // longer than max_ms: capped
+    r.body = r.status == 200 ? "at last" : "busy";
+    return r;
+  });
+  std::atomic<int> down{0};
+  server_.Handle("/down", [&down](const TestRequest&) {
+    ++down;
+    TestResponse r;
+    r.status = 502;
+    return r;
+  });
+  OpenWith();
+  const Json rule = {{"url", "http://127.0.0.1:" + port_ + "/"},
+                     {"methods", {"GET", "POST"}},
+                     {"allow_networks", {"127.0.0.1/32"}},
+                     {"retry", {{"statuses", {502, 503}}, {"max_attempts", 3},
+                                {"backoff", {{"initial_ms", 20}, {"factor", 2}, {"max_ms", 50}}}}}};
+  auto flow = Add(kFetchFlow, Manifest(Json::array({rule})));
+
+  Json r = Fetch(flow, {{"url", Url("127.0.0.1", "/flaky")}});
+  EXPECT_EQ(r["status"], 200) << r.dump();
+  EXPECT_EQ(UnB64(r["body_base64"]), "at last");
+  EXPECT_EQ(flaky.load(), 3);
+  const Json hops = r["basal"]["hops"];
+  ASSERT_EQ(hops.size(), 3u) << hops.dump();
+  EXPECT_EQ(hops[0]["status"], 503);
+  EXPECT_EQ(hops[0]["attempt"], 1);
+  EXPECT_EQ(hops[0]["retry_in_ms"], 50);  // Retry-After: 30 (s), capped at max_ms
+  EXPECT_EQ(hops[1]["attempt"], 2);
+  EXPECT_EQ(hops[2]["status"], 200);
+  EXPECT_EQ(hops[2]["attempt"], 3);
+  auto calls = Reader()->Calls(last_activation_);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 1u) << "one call, however many attempts";
+  EXPECT_EQ(Json::parse((*calls)[0].result_json)["basal"]["hops"].size(), 3u);
+
+  // Attempts spent: the last answer is the flow's.
+  Json spent = Fetch(flow, {{"url", Url("127.0.0.1", "/down")}});
+  EXPECT_EQ(spent["status"], 502) << spent.dump();
+  EXPECT_EQ(down.load(), 3);
+  EXPECT_EQ(spent["basal"]["hops"][1]["retry_in_ms"], 40);  // 20, then 20 * 2
+
+  // A POST under the same rule is not idempotent: sent once, its 502 answered as is.
+  Json post = Fetch(flow, {{"url", Url("127.0.0.1", "/down")}, {"method", "POST"}, {"body_text", "x"}, {"body_b64", B64("p")}});
+  EXPECT_EQ(post["status"], 502) << post.dump();
+  EXPECT_EQ(down.load(), 4);
+  EXPECT_EQ(post["basal"]["hops"].size(), 1u);
+
+  // The activation's deadline ends a wait between attempts: the fetch is aborted, the module goes on.
+  Json slow_rule = rule;
+  slow_rule["retry"]["backoff"] = {{"initial_ms", 60000}, {"max_ms", 60000}};
+  auto waiting = Add(kFetchFlow,
+                     Json{{"grants", {{"http.fetch", {{"rules", Json::array({slow_rule})}}}}}, {"budgets", {{"deadline_ms", 500}}}}.dump(),
+                     "waiting.js");
+  ActivationResult d = module_->Run(waiting, {{"url", Url("127.0.0.1", "/down")}});
+  EXPECT_EQ(d.outcome, Outcome::kDeadline) << d.message;
+  EXPECT_EQ(down.load(), 5) << "one attempt, then the wait the deadline cut";
+  EXPECT_EQ(Fetch(flow, {{"url", Url("127.0.0.1", "/hello")}})["status"], 200);
+}
+
 // The script's side: fetch(), Response and Headers over the real http.fetch (the worker's
 // src/worker/js/fetch.js), against the loopback server.
 TEST_F(HttpFetchTest, FetchInAScriptGetsAResponseAndARefusalIsATypeError) {

@@ -190,6 +190,8 @@ class ParkedRunTest(unittest.TestCase):
         # A run waiting an hour for its next attempt is cancelled there.
         slow = self.start_run(d, "slow")
         self.wait_state(d, slow, "retrying")
+        journal = d.cli("journal", "--run", str(slow)).stdout
+        self.assertRegex(journal, r"parked    attempt 2 at \d{4}-\d\d-\d\d", journal)
         code, run, _ = d.curl("POST", "/v1/runs/%d/cancel" % slow)
         self.assertEqual(code, 200, run)
         self.assertEqual((run["state"], run["outcome"]), ("ended", "cancelled"), run)
@@ -213,6 +215,8 @@ class ParkedRunTest(unittest.TestCase):
         run = self.wait_state(d, run_id, "sleeping")
         wakes = run["wakes"]
         self.assertEqual(pids_of_workers(d.proc.pid), [], "a sleeping run holds no worker")
+        journal = d.cli("journal", "--run", str(run_id)).stdout
+        self.assertRegex(journal, r"parked    sleeping until \d{4}-\d\d-\d\d", journal)
         d.stop(signal.SIGKILL)
         self.assertEqual(d.query("SELECT state FROM runs WHERE id=?", run_id), [("sleeping",)])
         d.start()
@@ -241,6 +245,8 @@ class ParkedRunTest(unittest.TestCase):
         self.assertIn("wakes", run)
         # Visible: the gauge by flow and state, and basal journal.
         self.assertEqual(d.metric('basal_runs{flow="deploy",state="waiting"}'), 1)
+        journal = d.cli("journal", "--run", str(run_id)).stdout
+        self.assertRegex(journal, r"parked    waiting for event approved, at most until \d{4}-\d\d-\d\d", journal)
         self.assertEqual(d.stop(), 0)
         d.start()
         # An event of another name is kept; the wait goes on.
@@ -279,6 +285,60 @@ class ParkedRunTest(unittest.TestCase):
         self.assertEqual((run["outcome"], run["result"]), ("ok", {"amount": 12}), run)
         # Its wait never parked: the kept event answered it at once.
         self.assertEqual(len({c["activation_id"] for c in self.calls(d, run_id)}), 2)
+        self.assertEqual(d.stop(), 0)
+
+    def test_a_webhook_delivers_a_keyed_event_to_the_run_that_waits_for_its_key(self):
+        source = """export default async (input) => {
+  const e = await waitForEvent("paid", {key: input.order, timeoutMs: 60000});
+  return {order: input.order, amount: e.data.amount, sender: e.sender};
+};
+"""
+        d = Daemon(self, flows={}, config={"triggers": [
+            {"name": "payments", "webhook": {"flow": "checkout", "secret": "pay_hook",
+                                             "event": {"name": "paid", "key": "/order/id"}}}]})
+        d.approve("checkout", source, manifest())
+        d.cli("secret", "set", "pay_hook", input="s3cret\n")
+        d.start()
+
+        def deliver(payload):
+            body = json.dumps(payload)
+            return d.curl("POST", "/hooks/payments", body, headers=d.sign("s3cret", body))
+
+        waiting = self.start_run(d, "checkout", {"order": "A-17"})
+        other = self.start_run(d, "checkout", {"order": "A-18"})
+        self.wait_state(d, waiting, "waiting")
+        self.wait_state(d, other, "waiting")
+        self.assertEqual(self.run_now(d, waiting)["waiting_for"], {"event": "paid", "key": "A-17"})
+        body = json.dumps({"order": {"id": "A-17"}, "amount": 12})
+        headers = d.sign("s3cret", body)
+        code, sent, _ = d.curl("POST", "/hooks/payments", body, headers=headers)
+        self.assertEqual((code, sent["delivered"], sent["run_id"]), (202, True, waiting), sent)
+        self.assertNotIn("run", sent, "the sender learns the run's id, not its input or result")
+        run = self.wait_end(d, waiting)
+        self.assertEqual(run["result"], {"order": "A-17", "amount": 12, "sender": "webhook:payments"}, run)
+        self.assertEqual(self.run_now(d, other)["state"], "waiting", "the other key's run still waits")
+        # The sender's retry of the same delivery is not a second event.
+        code, again, _ = d.curl("POST", "/hooks/payments", body, headers=headers)
+        self.assertEqual((code, again["event_id"], again["replayed"]), (202, sent["event_id"], True), again)
+        self.assertEqual(d.query("SELECT count(*) FROM run_events WHERE flow='checkout'"), [(1,)])
+        # An event whose run has not waited yet is kept for it (an integer key too).
+        code, early, _ = deliver({"order": {"id": 19}, "amount": 7})
+        self.assertEqual((code, early["delivered"]), (202, False), early)
+        late = self.start_run(d, "checkout", {"order": "19"})
+        run = self.wait_end(d, late)
+        self.assertEqual(run["result"]["amount"], 7, run)
+        # A payload without the key, or not JSON, is refused and names what is missing.
+        code, err, _ = deliver({"order": {}, "amount": 1})
+        self.assertEqual((code, err["error"]["code"]), (400, "no_event_key"), err)
+        self.assertIn("/order/id", err["error"]["message"])
+        code, err, _ = d.curl("POST", "/hooks/payments", "not json", headers=d.sign("s3cret", "not json"))
+        self.assertEqual((code, err["error"]["code"]), (400, "bad_event"), err)
+        # And an unsigned one never reaches the runs.
+        code, err, _ = d.curl("POST", "/hooks/payments", body)
+        self.assertEqual(code, 401, err)
+        self.assertEqual(d.metric('basal_webhooks_total{trigger="payments",verdict="event"}'), 2)
+        self.assertEqual(d.metric('basal_webhooks_total{trigger="payments",verdict="no_event_key"}'), 1)
+        self.assertEqual(self.run_now(d, other)["state"], "waiting")
         self.assertEqual(d.stop(), 0)
 
     def test_a_wait_that_times_out_throws_a_timeout_error_the_script_catches(self):

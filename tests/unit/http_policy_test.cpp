@@ -550,6 +550,58 @@ TEST(HttpGrantTest, ValidGrantWithDefaults) {
   EXPECT_TRUE(CheckFetchGrant(G(R"({"rules": [{"url": "https://a.example/"}], "limits": {}})"), kPath).ok());
 }
 
+// A rule's "retry" (issue 26): defaults, the backoff's growth and cap, and every refusal.
+TEST(HttpGrantTest, RetryOfARule) {
+  auto g = ParseFetchGrant(Json::parse(R"({"rules": [{"url": "https://a.example/", "retry": {}},
+      {"url": "https://b.example/", "methods": ["POST"], "idempotency_key": "Idempotency-Key",
+       "retry": {"statuses": [503, 429, 503], "max_attempts": 5, "backoff": {"initial_ms": 100, "factor": 3, "max_ms": 1000}}}]})"),
+                           "grants.http.fetch");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_TRUE(g->rules[0].retry.has_value());
+  const FetchRetry& d = *g->rules[0].retry;
+  EXPECT_EQ(d.statuses, (std::vector<int64_t>{408, 425, 429, 500, 502, 503, 504}));
+  EXPECT_EQ(d.max_attempts, 3u);
+  EXPECT_EQ(d.DelayBefore(2), 200u);
+  EXPECT_EQ(d.DelayBefore(3), 400u);
+  const FetchRetry& r = *g->rules[1].retry;
+  EXPECT_EQ(r.statuses, (std::vector<int64_t>{429, 503}));
+  EXPECT_EQ(r.max_attempts, 5u);
+  EXPECT_EQ(r.DelayBefore(2), 100u);
+  EXPECT_EQ(r.DelayBefore(3), 300u);
+  EXPECT_EQ(r.DelayBefore(4), 900u);
+  EXPECT_EQ(r.DelayBefore(5), 1000u);  // capped at max_ms
+
+  const std::pair<const char*, const char*> refused[] = {
+      {R"({"url": "https://a.example/", "retry": 3})", "grants.http.fetch.rules[0].retry: must be an object"},
+      {R"({"url": "https://a.example/", "retry": {"max_attempts": 1}})",
+       "grants.http.fetch.rules[0].retry.max_attempts: must be an integer from 2 to 10"},
+      {R"({"url": "https://a.example/", "retry": {"max_attempts": 11}})",
+       "grants.http.fetch.rules[0].retry.max_attempts: must be an integer from 2 to 10"},
+      {R"({"url": "https://a.example/", "retry": {"statuses": [200]}})",
+       "grants.http.fetch.rules[0].retry.statuses: 200 is not an HTTP status from 400 to 599"},
+      {R"({"url": "https://a.example/", "retry": {"statuses": []}})",
+       "grants.http.fetch.rules[0].retry.statuses: must be a list of 1 to 50 HTTP statuses"},
+      {R"({"url": "https://a.example/", "retry": {"backoff": {"factor": 11}}})",
+       "grants.http.fetch.rules[0].retry.backoff.factor: must be a number from 1 to 10"},
+      {R"({"url": "https://a.example/", "retry": {"backoff": {"initial_ms": 0}}})",
+       "grants.http.fetch.rules[0].retry.backoff.initial_ms: must be an integer from 1 to 60000"},
+      {R"({"url": "https://a.example/", "retry": {"backoff": {"initial_ms": 500, "max_ms": 100}}})",
+       "grants.http.fetch.rules[0].retry.backoff.max_ms: is 100, below initial_ms (500)"},
+      {R"({"url": "https://a.example/", "retry": {"backoff": {"jitter": true}}})",
+       "grants.http.fetch.rules[0].retry.backoff.jitter: unknown key (known: initial_ms, factor, max_ms)"},
+      {R"({"url": "https://a.example/", "retry": {"on": ["timeout"]}})",
+       "grants.http.fetch.rules[0].retry.on: unknown key (known: statuses, max_attempts, backoff)"},
+      // A POST is not repeated unless the server can drop a duplicate (the rule's idempotency key).
+      {R"({"url": "https://a.example/", "methods": ["POST", "PATCH"], "retry": {}})",
+       "grants.http.fetch.rules[0].retry: none of this rule's methods (POST, PATCH) is idempotent"},
+  };
+  for (const auto& [rule, error] : refused) {
+    auto bad = CheckFetchGrant(Json::parse(std::string(R"({"rules": [)") + rule + "]}"), "grants.http.fetch");
+    ASSERT_FALSE(bad.ok()) << rule;
+    EXPECT_EQ(bad.error().message.substr(0, std::string(error).size()), error) << bad.error().message;
+  }
+}
+
 TEST(HttpGrantTest, ErrorsNameTheirPath) {
   std::string many_rules = R"({"rules": [)";
   for (int i = 0; i < 65; ++i) many_rules += std::string(i ? "," : "") + R"({"url": "https://e.example/)" + std::to_string(i) + "\"}";
@@ -988,6 +1040,8 @@ TEST(HttpCompareTest, Directions) {
             "limits.timeout_ms widened 30000 (default) -> 60000\nlimits.max_requests narrowed 100 (default) -> 10\n");
   EXPECT_EQ(Changes(R"({"rules": [{"url": "https://a.example/v1/"}], "limits": {"max_response_bytes": 100}})", base),
             "limits.max_response_bytes widened 100 -> 4194304 (default)\n");
+  EXPECT_EQ(Changes(base, R"({"rules": [{"url": "https://a.example/v1/", "retry": {"statuses": [503, 429]}}]})"),
+            "rules[https://a.example/v1/].retry changed none -> 3 attempts on 429, 503 (backoff 200 ms to 5000 ms)\n");
   // A grant that did not pass check_grant is "changed", never guessed.
   EXPECT_EQ(Changes(base, R"({"rules": "https://a.example/"})").substr(0, 30), "rules changed cannot compare: ");
 }

@@ -95,6 +95,7 @@ struct Fetch {
   HostCallReply reply;
   uint64_t transfer = 0;  // the HttpClient id of the hop in flight (0: none)
   std::string idempotency_key;  // the journal's, sent in the header a rule names (idempotency_key)
+  uint64_t attempt = 1;         // of the current hop, under its rule's "retry"
   explicit Fetch(HostCallReply r) : reply(std::move(r)) {}
   std::string Shown() const { return url.Display(); }
   std::string Redacted(std::string_view text) const { return redactor.Redact(text); }
@@ -103,7 +104,8 @@ struct Fetch {
 class FetchService : public std::enable_shared_from_this<FetchService> {
  public:
   FetchService(EventLoop& loop, HttpFetchOptions options)
-      : options_(std::move(options)),
+      : loop_(loop),
+        options_(std::move(options)),
         client_(loop, {options_.max_in_flight, options_.user_agent}) {}
 
   void Handle(const HostCallContext& ctx, const Json& args, HostCallReply reply) {
@@ -143,6 +145,11 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     PerActivation a = std::move(it->second);
     activations_.erase(it);
     for (auto& f : a.waiting) f->reply.Error("TypeError", "fetch " + f->Shown() + " aborted: the activation ended");
+    for (auto& [key, pending] : a.retrying) {
+      loop_.Cancel(pending.first);
+      pending.second->reply.Error("TypeError", pending.second->Redacted("fetch " + pending.second->Shown() +
+                                                                         " aborted: the activation ended"));
+    }
     for (uint64_t transfer : a.transfers) client_.Abort(transfer);  // each answers when its abort lands
   }
 
@@ -152,7 +159,56 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     uint64_t running = 0;  // fetches in flight (max_in_flight)
     std::deque<std::shared_ptr<Fetch>> waiting;
     std::set<uint64_t> transfers;
+    // Fetches between two attempts (a rule's "retry"), by a key of their own: their timers.
+    std::map<uint64_t, std::pair<EventLoop::TimerId, std::shared_ptr<Fetch>>> retrying;
   };
+
+  // Whether the hop that just ended is attempted again: its rule has a "retry", the request is
+  // idempotent, attempts are left, and it failed to connect, timed out, or answered a listed
+  // status. If so the hop is logged with the wait, and the same request starts again after it.
+  bool RetryLater(const std::shared_ptr<Fetch>& f, Json& hop, const http::ExchangeResult& r) {
+    const size_t index = hop.value("rule", size_t{0});
+    if (index >= f->grant.rules.size()) return false;
+    const http::FetchRule& rule = f->grant.rules[index];
+    if (!rule.retry || f->attempt >= rule.retry->max_attempts) return false;
+    if (http::RequestEffect(rule, f->method) != Effect::kIdempotent) return false;
+    using F = http::ExchangeResult::Failure;
+    const bool transient = r.ok() ? std::binary_search(rule.retry->statuses.begin(), rule.retry->statuses.end(), r.status)
+                                  : (r.failure == F::kConnect || r.failure == F::kTimeout);
+    if (!transient) return false;
+    auto a = activations_.find(f->activation);
+    if (a == activations_.end()) return false;
+    uint64_t delay = rule.retry->DelayBefore(f->attempt + 1);
+    if (r.ok()) {
+      // Retry-After in seconds (RFC 9110 10.2.3; a date is not honoured): waited, up to max_ms.
+      for (const auto& [name, value] : r.headers) {
+        if (name != "retry-after" || value.empty() || value.size() > 9 ||
+            !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          continue;
+        delay = std::max(delay, std::min<uint64_t>(rule.retry->max_ms, std::stoull(value) * 1000));
+      }
+    }
+    hop["attempt"] = f->attempt;
+    hop["retry_in_ms"] = delay;
+    f->hop_log.push_back(std::move(hop));
+    ++f->attempt;
+    const uint64_t key = ++retry_keys_;
+    std::weak_ptr<FetchService> self = weak_from_this();
+    const EventLoop::TimerId timer =
+        loop_.At(EventLoop::Clock::now() + std::chrono::milliseconds(delay), [self, activation = f->activation, key] {
+          auto s = self.lock();
+          if (!s) return;
+          auto it = s->activations_.find(activation);
+          if (it == s->activations_.end()) return;
+          auto pending = it->second.retrying.find(key);
+          if (pending == it->second.retrying.end()) return;
+          std::shared_ptr<Fetch> next = std::move(pending->second.second);
+          it->second.retrying.erase(pending);
+          s->StartHop(next);
+        });
+    a->second.retrying.emplace(key, std::make_pair(timer, f));
+    return true;
+  }
 
   void Count(std::string_view kind, std::string_view reason) {
     if (options_.count) options_.count(kind, reason);
@@ -276,17 +332,22 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     using F = http::ExchangeResult::Failure;
     if (!r.ok()) {
       hop["failure"] = http::FailureName(r.failure);
-      f->hop_log.push_back(std::move(hop));
       if (r.failure == F::kCancelled) {
+        f->hop_log.push_back(std::move(hop));
         f->reply.Error("TypeError", f->Redacted("fetch " + f->Shown() + " aborted: the activation ended"));
         return;  // its activation is gone: nothing waits behind it
       }
       const bool refusal = r.failure == F::kAddressRefused || r.failure == F::kTooLarge;
       Count(refusal ? "refusal" : "failure", http::FailureName(r.failure));
+      if (RetryLater(f, hop, r)) return;
+      if (f->attempt > 1) hop["attempt"] = f->attempt;
+      f->hop_log.push_back(std::move(hop));
       f->reply.Error("TypeError", f->Redacted("fetch " + f->Shown() + (refusal ? " refused: " : " failed: ") + r.message));
       return Ended(*f);
     }
     hop["status"] = r.status;
+    if (RetryLater(f, hop, r)) return;
+    if (f->attempt > 1) hop["attempt"] = f->attempt;
     f->hop_log.push_back(hop);
     const auto location =
         std::find_if(r.headers.begin(), r.headers.end(), [](const auto& h) { return h.first == "location"; });
@@ -328,6 +389,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
         }
         f->url = std::move(*next);
         ++f->hops;
+        f->attempt = 1;  // the next hop's rule may retry it in its turn
         return StartHop(f);
       }
     }
@@ -354,8 +416,10 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
                 {"basal", {{"hops", f.hop_log}, {"secrets", std::move(secrets)}}}});
   }
 
+  EventLoop& loop_;
   HttpFetchOptions options_;
   http::HttpClient client_;
+  uint64_t retry_keys_ = 0;
   std::map<int64_t, PerActivation> activations_;
 };
 

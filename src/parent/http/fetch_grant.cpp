@@ -143,6 +143,64 @@ Result<std::vector<TemplatePiece>> SplitTemplate(std::string_view value) {
   return pieces;
 }
 
+Result<FetchRetry> ParseRetry(const Json& retry, const std::string& at) {
+  if (!retry.is_object())
+    return Invalid(at, "must be an object {\"statuses\": [503], \"max_attempts\": 3, \"backoff\": {...}} (got " +
+                           Shown(retry) + ")");
+  FetchRetry out;
+  const auto whole = [](const Json& v, uint64_t lo, uint64_t hi) {
+    return v.is_number_integer() && v.get<int64_t>() >= static_cast<int64_t>(lo) &&
+           v.get<int64_t>() <= static_cast<int64_t>(hi);
+  };
+  for (const auto& [key, value] : retry.items()) {
+    const std::string item_at = at + "." + PathKey(key);
+    if (key == "statuses") {
+      if (!value.is_array() || value.empty() || value.size() > 50)
+        return Invalid(item_at, "must be a list of 1 to 50 HTTP statuses from 400 to 599 (got " + Shown(value) + ")");
+      out.statuses.clear();
+      for (const Json& s : value) {
+        if (!whole(s, 400, 599)) return Invalid(item_at, Shown(s) + " is not an HTTP status from 400 to 599");
+        out.statuses.push_back(s.get<int64_t>());
+      }
+      std::sort(out.statuses.begin(), out.statuses.end());
+      out.statuses.erase(std::unique(out.statuses.begin(), out.statuses.end()), out.statuses.end());
+    } else if (key == "max_attempts") {
+      if (!whole(value, 2, 10))
+        return Invalid(item_at, "must be an integer from 2 to 10, the first attempt included (got " + Shown(value) + ")");
+      out.max_attempts = value.get<uint64_t>();
+    } else if (key == "backoff") {
+      if (!value.is_object()) return Invalid(item_at, "must be an object {\"initial_ms\", \"factor\", \"max_ms\"} (got " + Shown(value) + ")");
+      for (const auto& [name, v] : value.items()) {
+        const std::string field_at = item_at + "." + PathKey(name);
+        if (name == "initial_ms" || name == "max_ms") {
+          if (!whole(v, 1, 60000)) return Invalid(field_at, "must be an integer from 1 to 60000 (got " + Shown(v) + ")");
+          (name == "initial_ms" ? out.initial_ms : out.max_ms) = v.get<uint64_t>();
+        } else if (name == "factor") {
+          if (!v.is_number() || v.get<double>() < 1 || v.get<double>() > 10)
+            return Invalid(field_at, "must be a number from 1 to 10 (got " + Shown(v) + ")");
+          out.factor = v.get<double>();
+        } else {
+          return Invalid(field_at, "unknown key (known: initial_ms, factor, max_ms)");
+        }
+      }
+      if (out.max_ms < out.initial_ms)
+        return Invalid(item_at + ".max_ms", "is " + std::to_string(out.max_ms) + ", below initial_ms (" +
+                                                std::to_string(out.initial_ms) + ")");
+    } else {
+      return Invalid(item_at, "unknown key (known: statuses, max_attempts, backoff)");
+    }
+  }
+  return out;
+}
+
+std::string RetryShown(const std::optional<FetchRetry>& r) {
+  if (!r) return "none";
+  std::string statuses;
+  for (int64_t s : r->statuses) statuses += (statuses.empty() ? "" : ", ") + std::to_string(s);
+  return std::to_string(r->max_attempts) + " attempts on " + statuses + " (backoff " + std::to_string(r->initial_ms) +
+         " ms to " + std::to_string(r->max_ms) + " ms)";
+}
+
 Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
   if (!rule.is_object())
     return Invalid(at, "must be an object {\"url\": \"https://host/path/\", ...} (got " + Shown(rule) + ")");
@@ -151,9 +209,10 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
   if (url == rule.end()) return Invalid(at, "\"url\" is missing (\"https://api.example.com/v1/\")");
   for (const auto& [key, value] : rule.items()) {
     if (key != "url" && key != "methods" && key != "headers" && key != "allow_networks" && key != "allow_plain_http" &&
-        key != "idempotency_key") {
+        key != "idempotency_key" && key != "retry") {
       return Invalid(at + "." + PathKey(key),
-                     "unknown key (known: url, methods, headers, allow_networks, allow_plain_http, idempotency_key)");
+                     "unknown key (known: url, methods, headers, allow_networks, allow_plain_http, idempotency_key, "
+                     "retry)");
     }
   }
   if (!url->is_string()) return Invalid(at + ".url", "must be a string (got " + Shown(*url) + ")");
@@ -246,6 +305,19 @@ Result<FetchRule> ParseRule(const Json& rule, const std::string& at) {
     for (const HeaderTemplate& h : out.headers)
       if (Lowered(h.name) == Lowered(out.idempotency_key))
         return Invalid(at + ".idempotency_key", "the rule's headers set " + h.name + " too: keep one of them");
+  }
+  if (auto r = rule.find("retry"); r != rule.end()) {
+    auto retry = ParseRetry(*r, at + ".retry");
+    if (!retry) return retry.error();
+    const bool any_idempotent = std::any_of(out.methods.begin(), out.methods.end(), [&out](const std::string& m) {
+      return RequestEffect(out, m) == Effect::kIdempotent;
+    });
+    if (!any_idempotent)
+      return Invalid(at + ".retry", "none of this rule's methods (" + Joined(out.methods) +
+                                        ") is idempotent, so no request of it would be retried: retry applies to GET, "
+                                        "HEAD, OPTIONS, PUT and DELETE, or to any method when the rule sends an "
+                                        "\"idempotency_key\"");
+    out.retry = std::move(*retry);
   }
   if (has_secret && out.url.scheme == "http" && !out.allow_plain_http) {
     return Invalid(at + ".headers", "a secret would be sent over plain http:// to " + out.url.text +
@@ -623,6 +695,9 @@ void CompareRule(const FetchRule& was, const FetchRule& now, std::vector<Constra
                        (was.idempotency_key.empty() ? std::string("none") : was.idempotency_key) + " -> " +
                            (now.idempotency_key.empty() ? std::string("none") : now.idempotency_key)});
   }
+  if (was.retry != now.retry) {
+    changes.push_back({at + ".retry", Direction::kChanged, RetryShown(was.retry) + " -> " + RetryShown(now.retry)});
+  }
   if (was.allow_plain_http != now.allow_plain_http) {
     changes.push_back(
         {at + ".allow_plain_http", now.allow_plain_http ? Direction::kWidened : Direction::kNarrowed,
@@ -705,6 +780,12 @@ std::vector<ConstraintChange> CompareFetchGrant(const Json& before, const Json& 
                        shown(old_limits, a) + " -> " + shown(new_limits, b)});
   }
   return changes;
+}
+
+uint64_t FetchRetry::DelayBefore(uint64_t next) const {
+  double delay = static_cast<double>(initial_ms);
+  for (uint64_t i = 2; i < next && delay < static_cast<double>(max_ms); ++i) delay *= factor;
+  return std::min<uint64_t>(max_ms, static_cast<uint64_t>(delay));
 }
 
 Effect RequestEffect(const FetchRule& rule, std::string_view method) {

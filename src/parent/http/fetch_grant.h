@@ -69,6 +69,22 @@ struct HeaderTemplate {
   std::string value;
 };
 
+// A rule's "retry": a request of the rule that answered one of `statuses`, or failed to connect or
+// timed out, is sent again inside the same activation, up to max_attempts in all, waiting
+// backoff between attempts (initial_ms, times factor each time, at most max_ms; a Retry-After of
+// the answer lengthens the wait up to max_ms). Only a request that is idempotent (RequestEffect)
+// is retried: repeating it changes nothing the first did not.
+struct FetchRetry {
+  std::vector<int64_t> statuses = {408, 425, 429, 500, 502, 503, 504};  // 400..599, sorted
+  uint64_t max_attempts = 3;   // 2..10
+  uint64_t initial_ms = 200;   // 1..60000
+  double factor = 2;           // 1..10
+  uint64_t max_ms = 5000;      // initial_ms..60000
+  // The wait before attempt `next` (2, 3, ...): initial_ms * factor^(next-2), at most max_ms.
+  uint64_t DelayBefore(uint64_t next) const;
+  bool operator==(const FetchRetry&) const = default;
+};
+
 struct FetchRule {
   UrlPattern url;
   std::vector<std::string> methods;     // uppercase, as granted (default GET, HEAD)
@@ -79,6 +95,7 @@ struct FetchRule {
   // every resume of a durable run), e.g. "Idempotency-Key": the server drops a duplicate, so a
   // request of this rule is idempotent whatever its method (docs/durable.md). "": none.
   std::string idempotency_key;
+  std::optional<FetchRetry> retry;  // none: a request is sent once
 };
 
 // What a request does to the world, as the journal classes it: GET, HEAD, OPTIONS, PUT and DELETE
@@ -161,6 +178,8 @@ std::optional<std::string> AuthorizeFetch(const Json& constraints, const Json& a
 //   "rules[URL].methods"            "+DELETE -HEAD": only added widens, only removed narrows
 //   "rules[URL].allow_networks"     a set that contains every address of the other's is wider
 //   "rules[URL].allow_plain_http"   false -> true widens
+//   "rules[URL].retry"              changed ("none -> 3 attempts on 429, 503"): not wider, but
+//                                   more requests to the same server
 //   "rules[URL].headers"            changed, naming the headers ("+X-Key ~Authorization -X-Old"),
 //                                   never a value (the manifest holds only secret references)
 //   "rules"                         changed when rules both grants have are in another order (the

@@ -399,7 +399,26 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        "catch_up"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "hmac": "sha1"}}]})",
        "serve.json: triggers[0].webhook.hmac: unknown key; known keys: flow, secret, scheme, window, max_body_bytes, "
-       "respond, wait, failure_status, allow_set_cookie"},
+       "respond, wait, failure_status, allow_set_cookie, event"},
+      // A webhook that delivers events (issue 26).
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "paid"}}}]})",
+       R"(serve.json: triggers[0].webhook.event: needs "name" (the event waitForEvent names) and "key" (a JSON pointer )"
+       R"(to the payload's value that picks the run, e.g. "/data/order_id"))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "paid", "key": "order"}}}]})",
+       R"(serve.json: triggers[0].webhook.event.key: "order" is not a JSON pointer (RFC 6901) to a value of the )"
+       R"(payload: write e.g. "/data/order_id" ("~1" for a '/' in a name, "~0" for '~'))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "paid", "key": "/a~2"}}}]})",
+       R"(serve.json: triggers[0].webhook.event.key: "/a~2" is not a JSON pointer (RFC 6901) to a value of the )"
+       R"(payload: write e.g. "/data/order_id" ("~1" for a '/' in a name, "~0" for '~'))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "pa id", "key": "/a"}}}]})",
+       R"(serve.json: triggers[0].webhook.event.name: "pa id" is not an event name: 1 to 128 letters, digits, '.', '_', )"
+       R"('-' and ':')"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "p", "key": "/a", "x": 1}}}]})",
+       "serve.json: triggers[0].webhook.event.x: unknown key; known keys: name, key"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "wait",
+                                                   "event": {"name": "p", "key": "/a"}}}]})",
+       "serve.json: triggers[0].webhook.respond: a trigger that delivers events starts no run, so it has no result to "
+       "wait for: remove respond (the sender gets 202 once the event is journaled)"},
       // Types.
       {R"({"listen": "/run/basal.sock"})",
        R"(serve.json: listen: "/run/basal.sock" is not an object: write {"socket": "/run/basal/basal.sock", "tcp": "127.0.0.1:8470"})"},
@@ -996,4 +1015,25 @@ TEST(ServeConfigDocsTest, EveryExampleOnThePageParses) {
 }
 
 }  // namespace
+TEST(JsonPointerTest, TokensAndLookups) {
+  EXPECT_EQ(ParseJsonPointer(""), std::vector<std::string>{});
+  EXPECT_EQ(ParseJsonPointer("/a~1b/~0c/0"), (std::vector<std::string>{"a/b", "~c", "0"}));
+  EXPECT_EQ(ParseJsonPointer("/"), std::vector<std::string>{""});
+  EXPECT_FALSE(ParseJsonPointer("a").has_value());
+  EXPECT_FALSE(ParseJsonPointer("/a~").has_value());
+  EXPECT_FALSE(ParseJsonPointer("/a~2").has_value());
+  const auto doc = nlohmann::json::parse(R"({"order": {"id": "A-1", "lines": [{"sku": 7}]}, "a/b": 1, "": 2})");
+  const auto at = [&](const char* p) { return FindByPointer(doc, *ParseJsonPointer(p)); };
+  ASSERT_NE(at("/order/id"), nullptr);
+  EXPECT_EQ(*at("/order/id"), "A-1");
+  EXPECT_EQ(*at("/order/lines/0/sku"), 7);
+  EXPECT_EQ(*at("/a~1b"), 1);
+  EXPECT_EQ(*at("/"), 2);
+  EXPECT_EQ(at("/order/lines/1"), nullptr);
+  EXPECT_EQ(at("/order/lines/01"), nullptr);
+  EXPECT_EQ(at("/order/lines/-"), nullptr);
+  EXPECT_EQ(at("/order/id/x"), nullptr);
+  EXPECT_EQ(at("/missing"), nullptr);
+}
+
 }  // namespace basal::serve
