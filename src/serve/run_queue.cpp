@@ -201,8 +201,8 @@ Result<ModuleHost::EventSent> RunQueue::SendEvent(NewRunEvent event) {
   if (!row) return row.error();
   const std::string run_flow = *row ? (*row)->flow : flow;
   const std::string run_trigger = *row ? (*row)->trigger : std::string();
-  auto sent = o_.host.SendEvent(std::move(event),
-                                draining_ ? std::nullopt : std::optional<RunCallback>(StopCallback(run_flow, run_trigger)));
+  auto sent = o_.host.SendEvent(std::move(event), draining_ ? std::nullopt
+                                                            : std::optional<RunCallback>(StopCallback(run_flow, run_trigger)));
   if (sent) PublishGauges();
   return sent;
 }
