@@ -65,6 +65,12 @@ const PAY = `export default async (input, host) => {
   return {charged: await r.json()};
 };
 `;
+// A durable flow that parks its run until an operator sends the event "approved" (issue 26).
+const APPROVAL = `export default async (input) => {
+  const decision = await waitForEvent('approved', {key: input.release, timeoutMs: 86400000});
+  return {released: input.release, by: decision.sender};
+};
+`;
 const BUDGETS = { deadline_ms: 20_000, cpu_ms: 10_000 };
 
 function freePort() {
@@ -185,6 +191,8 @@ async function startDaemon(hold) {
   write('pay.js', PAY);
   await approve('pay', 'pay.js', { durable: true, budgets: BUDGETS, grants: { 'http.fetch': { rules: [{
     url: `http://127.0.0.1:${hold.port}/`, methods: ['POST'], allow_networks: ['127.0.0.0/8'], allow_plain_http: true }] } } });
+  write('approval.js', APPROVAL);
+  await approve('approval', 'approval.js', { durable: true, grants: {}, budgets: BUDGETS });
   await seedRuns(db, BULK_RUNS);
   const token = (await basal(['token', 'create', '--name', 'operator', '--scope', 'read', '--scope', 'run',
                               '--db', db])).stdout.trim();
@@ -264,6 +272,12 @@ describe('the web console in Chromium', () => {
     // Runs of this daemon (its health counts them since it started).
     ids.hello = await startRun(daemon, 'hello', { name: 'operator' });
     ids.deny = await startRun(daemon, 'deny', null);
+    // A run parked until its event comes (its worker let go).
+    const approval = await daemon.api('POST', '/v1/flows/approval/runs', { input: { release: 'r-42' } });
+    assert.equal(approval.status, 202, JSON.stringify(approval.body));
+    ids.approval = approval.body.id;
+    await waitFor('the run parked, waiting for its event', async () =>
+      (await daemon.api('GET', `/v1/runs/${ids.approval}`)).body.state === 'waiting');
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
     const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: 'light' });
     page = await context.newPage();
@@ -493,6 +507,26 @@ describe('the web console in Chromium', () => {
     await page.reload();
     await page.waitForSelector('#run-result');
     assert.equal(await page.locator('#run-actions').isHidden(), true, 'an ended run has no actions');
+  });
+
+  it('shows a parked run waiting for its event, finds it by state, and cancels it only when confirmed', async () => {
+    await page.goto(daemon.base + '/console/#/runs?state=waiting');
+    await page.locator(`#runs > tr[data-run="${ids.approval}"]`).waitFor();
+    assert.equal(await rows('#runs').count(), 1, 'only the waiting run');
+    await page.goto(daemon.base + `/console/#/runs/${ids.approval}`);
+    await page.waitForSelector('#run-waiting-for');
+    assert.equal(await page.textContent('#run-waiting-for'), 'the event approved with key r-42');
+    assert.match(await page.textContent('#run-head'), /waiting/);
+    await page.click('#cancel-run');
+    await page.locator('#run-actions [data-confirm=no]').click();
+    assert.equal((await daemon.api('GET', `/v1/runs/${ids.approval}`)).body.state, 'waiting', 'No cancels nothing');
+    await page.click('#cancel-run');
+    await page.locator('#run-actions [data-confirm=yes]').click();
+    const ended = await waitFor('the parked run cancelled', async () => {
+      const r = (await daemon.api('GET', `/v1/runs/${ids.approval}`)).body;
+      return r.state === 'ended' ? r : null;
+    });
+    assert.equal(ended.outcome, 'cancelled', JSON.stringify(ended));
   });
 
   it('shows a new run on the newest page as it happens, without a reload', async () => {
