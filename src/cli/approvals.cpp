@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -239,6 +240,29 @@ bool Confirmed(const ApprovalOptions& o, const std::string& question) {
   return false;
 }
 
+// Whether `command` (an absolute path: the manifest refuses others) is an executable file here.
+bool CommandExists(const std::string& command) {
+  struct stat st{};
+  return stat(command.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(command.c_str(), X_OK) == 0;
+}
+
+// A policy's MCP server whose command is not here fails every script's start under it (the daemon
+// or basal mcp refuses to start its servers): say so before it is approved. A warning only: the
+// policy may be approved for another machine.
+std::string MissingServerWarnings(const Manifest& manifest) {
+  std::string out;
+  for (const auto& [name, server] : manifest.mcp_servers()) {
+    const auto it = server.find("command");
+    if (it == server.end() || !it->is_string()) continue;
+    const std::string command = it->get<std::string>();
+    if (CommandExists(command)) continue;
+    out += "warning: mcp_servers." + EscapeForTerminal(name) + ".command " + EscapeForTerminal(command) +
+           " is not an executable file on this machine: the server cannot start, so no script under this policy "
+           "can run until it is installed (or the command corrected)\n";
+  }
+  return out;
+}
+
 int Approve(Opened& opened, const ApprovalOptions& o) {
   const ApprovalKind kind = o.kind;
   std::optional<std::string> source;
@@ -315,6 +339,7 @@ int Approve(Opened& opened, const ApprovalOptions& o) {
       Out("warning: " + std::to_string(*diverged) + " run(s) diverge: a run of them interrupted now would not resume "
           "under this version (docs/durable.md)\n");
   }
+  if (std::string warnings = MissingServerWarnings(*manifest); !warnings.empty()) Out(warnings);
   if (!Confirmed(o, "Approve " + what + " version " + std::to_string(next) + "?")) return kExitRefused;
 
   NewApproval approval;
@@ -337,7 +362,7 @@ int Approve(Opened& opened, const ApprovalOptions& o) {
   std::string done = "approved " + what + " version " + std::to_string(row->version) + " by " +
                      EscapeForTerminal(row->approver.name) + "\n";
   if (kind == ApprovalKind::kFlow) done += "  source    " + row->source_hash + "\n";
-  done += "  manifest  " + row->manifest_text_hash + "\n";
+  done += "  manifest  " + row->manifest_text_hash + " (canonical " + row->manifest_hash + ")\n";
   done += kind == ApprovalKind::kFlow ? "run it: basal run " + o.name + " --input JSON\n"
                                       : "run a script under it: basal run --policy " + o.name + " SCRIPT.js\n";
   Out(done);

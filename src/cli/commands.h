@@ -42,6 +42,8 @@ struct CheckOptions {
   std::string worker_user;
   std::string profile = "flow";
   bool allow_without_landlock = false;
+  std::string db_path;      // where the secrets the manifest names are looked for: secrets/ beside it
+  std::string secrets_dir;  // or this directory (as basal secret --secrets)
   std::vector<std::string> worker_args;  // hidden
 };
 

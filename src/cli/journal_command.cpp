@@ -159,7 +159,13 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls, co
   }
   out += "  origin    " + OriginText(a, approval) + "\n";
   out += "  source    " + EscapeForTerminal(a.source_hash) + "\n";
-  out += "  manifest  " + EscapeForTerminal(a.manifest_hash) + "\n";
+  // As `flow approve` and `flow show` print it: the text's hash (what a file's sha256sum gives),
+  // then the canonical one that decides what is the same manifest.
+  out += "  manifest  " +
+         (a.manifest_text_hash.empty() ? EscapeForTerminal(a.manifest_hash) + " (canonical)"
+                                       : EscapeForTerminal(a.manifest_text_hash) + " (canonical " +
+                                             EscapeForTerminal(a.manifest_hash) + ")") +
+         "\n";
   out += "  input     " + Compact(a.input_json) + "\n";
   if (!a.result_json.empty()) out += "  result    " + Compact(a.result_json) + "\n";
   if (!a.error_json.empty()) out += "  error     " + Compact(a.error_json) + "\n";

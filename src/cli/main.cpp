@@ -304,6 +304,13 @@ void AddCheck(CLI::App& app, int& exit_code) {
   check->add_option("--profile", o->profile, kProfileHelp)->check(CLI::IsMember({"flow", "codemode"}));
   check->add_flag("--allow-without-landlock", o->allow_without_landlock,
                   "Accept workers without Landlock, and then only if this kernel lacks Landlock");
+  check->add_option("--db", o->db_path,
+                    "The journal whose secrets/ holds the secrets the manifest names (checked: a warning for each "
+                    "one not stored). Default: $BASAL_DB, else the default journal")
+      ->type_name("FILE");
+  check->add_option("--secrets", o->secrets_dir, "Look for the secrets in this directory instead (as basal secret)")
+      ->type_name("DIR")
+      ->excludes("--db");
 #ifdef BASAL_TEST_HOOKS
   check->add_option("--worker-arg", o->worker_args, "Test-hooks worker switch (tests only)")
       ->group(kHiddenGroup)

@@ -122,9 +122,17 @@ std::optional<HttpResponse> Admission::Admit(const HttpRequest& head, const Rout
   auto auth = head.Header("authorization");
   auto token = auth ? BearerToken(*auth) : std::nullopt;
   if (!token || !LooksLikeApiToken(*token)) {
-    HttpResponse r = JsonError(401, "unauthorized",
-                               "send Authorization: Bearer TOKEN (basal token create --name NAME --scope SCOPE)");
-    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    // An MCP client that gets a bare challenge goes looking for an OAuth server basal does not have;
+    // say which token it needs instead, in the challenge (realm, scope: RFC 6750) and the body.
+    const bool mcp = head.path == "/mcp";
+    HttpResponse r = JsonError(
+        401, "unauthorized",
+        "send Authorization: Bearer TOKEN, a token of scope " + need + " (basal token create --name NAME --scope " +
+            need + ")" +
+            (mcp ? "; an MCP client sends it as a header its HTTP transport is configured with: basal has no OAuth "
+                   "authorization server (docs/serve.md, MCP for AI agents)"
+                 : ""));
+    r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"basal\", scope=\"" + need + "\"");
     return r;
   }
   auto row = find_token_(ApiTokenHash(*token));

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -336,10 +337,23 @@ Result<void> Daemon::Start() {
     if (auto t = Listen("tcp", ListenTcp(config_.listen), false); !t) return t;
 
   // The configuration in use, every default filled in (docs/serve-config.md): what an operator
-  // compares with what they meant. Secrets appear as their names only.
-  Log("configuration " + ToJson(config_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // compares with what they meant. Secrets appear as their names only. The paths are the ones in
+  // use, whether from the file, a flag or a default, and absolute (a relative --db is relative to a
+  // working directory the log does not show).
+  ServeConfig effective = config_;
+  auto absolute = [](const std::string& path) {
+    if (path.empty()) return path;
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::absolute(path, ec);
+    return ec ? path : p.lexically_normal().string();
+  };
+  effective.db = absolute(o_.journal_path);
+  effective.worker = absolute(o_.worker_path);
+  effective.secrets_dir = absolute(o_.secrets_dir);
+  effective.listen.socket = absolute(o_.socket_path);
+  Log("configuration " + ToJson(effective).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   Log("serving " + o_.socket_path + (config_.listen.tcp.empty() ? "" : " and " + config_.listen.tcp) + ", journal " +
-      o_.journal_path + (mcp_.enabled() ? "; MCP at /mcp" : "") +
+      effective.db + (mcp_.enabled() ? "; MCP at /mcp" : "") +
       (config_.console.enabled && !config_.listen.tcp.empty() ? "; the console at http://" + config_.listen.tcp + "/console/"
                                                                : ""));
   lifecycle_->Serving();

@@ -407,7 +407,7 @@ class ApiTest(unittest.TestCase):
         d.start()
         code, data, hdrs = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": 1}, tcp=True)
         self.assertEqual(code, 401)
-        self.assertEqual(hdrs.get("www-authenticate"), "Bearer")
+        self.assertEqual(hdrs.get("www-authenticate"), 'Bearer realm="basal", scope="run"')
         code, data, _ = d.curl("GET", "/v1/flows", tcp=True, headers={"Authorization": "Bearer bsl_" + "A" * 43})
         self.assertEqual(code, 401)
         code, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "t"}}, tcp=True,
@@ -1726,7 +1726,9 @@ class McpTest(unittest.TestCase):
         read = d.cli("token", "create", "--name", "reader", "--scope", "read").stdout.strip()
         d.start()
         code, data, hdrs = self.post(d, INITIALIZE, tcp=True)
-        self.assertEqual((code, hdrs.get("www-authenticate")), (401, "Bearer"), data)
+        # A clear error an MCP client can show: which token, and that there is no OAuth server to find.
+        self.assertEqual((code, hdrs.get("www-authenticate")), (401, 'Bearer realm="basal", scope="run"'), data)
+        self.assertIn("basal has no OAuth authorization server", data["error"]["message"])
         code, data, _ = self.post(d, INITIALIZE, tcp=True, headers={"Authorization": "Bearer " + read})
         self.assertEqual(code, 403, data)
         self.assertIn('"run"', data["error"]["message"])
