@@ -174,7 +174,8 @@ void AddRun(CLI::App& app, int& exit_code) {
 #endif
   run->footer(
       "Exit: 0 every activation ended ok; 1 one did not (the flow failed); 2 usage; 3 basal itself failed (io,\n"
-      "manifest, journal, setup); 128+N a signal (docs/cli.md)\n\n" +
+      "manifest, journal, setup); 5 a durable run stopped: a call in doubt waits for an operator, or the run\n"
+      "parked (sleeping, waiting for an event, retrying later; basal serve wakes it); 128+N a signal (docs/cli.md)\n\n" +
       Examples({kRunExample, kInputsExample}));
   AddRunSubcommands(*run, exit_code);
   run->callback([run, o, &exit_code] {
@@ -227,7 +228,8 @@ void AddRunSubcommands(CLI::App& run, int& exit_code) {
 
   auto c = Keep<CancelRunOptions>();
   CLI::App* cancel = run.add_subcommand(
-      "cancel", "End a run that is queued, interrupted or waits for an operator, as cancelled (journaled with who did it)");
+      "cancel", "End a run that is queued, interrupted, parked (sleeping, waiting for an event, retrying) or waits for an "
+      "operator, as cancelled (journaled with who did it)");
   cancel->add_option("run", c->run, "The run (its id)")->required()->type_name("RUN");
   cancel->add_option("--note", c->note, "Why, kept in the run's error")->type_name("TEXT");
   cancel->add_option("--db", c->db_path, kDbHelp)->type_name("FILE");

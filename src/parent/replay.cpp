@@ -33,7 +33,14 @@ std::optional<ParsedError> ParseErrorJson(const std::string& text) {
 }
 
 // The answer a record holds, if it holds one the worker could have got (or got).
+bool LateErrorInDoubt(const CallRow& c) {
+  if (c.state != CallState::kAbandoned || c.effect != Effect::kExternal || !c.result_json.empty()) return false;
+  const auto error = ParseErrorJson(c.error_json);
+  return error && error->name != kActivationEnded;  // that one: the gate closed a call that never ran
+}
+
 std::optional<RecordedAnswer> AnswerOf(const CallRow& c) {
+  if (LateErrorInDoubt(c)) return std::nullopt;  // below
   RecordedAnswer a;
   a.call_id = c.call_id;
   a.clock_us = c.end_unix_us.value_or(c.start_unix_us);
@@ -77,6 +84,9 @@ std::optional<RecordedAnswer> AnswerOf(const CallRow& c) {
       a.value_json = c.result_json;
       return a;
     }
+    // A late error of an external call is no proof that nothing happened: a transfer aborted when
+    // its activation ended (a fetch cut by the deadline) may have reached the server. In doubt
+    // (LateErrorInDoubt), never replayed as an answer nor retried as a failure.
     if (error && error->name != kActivationEnded) {
       a.error_name = error->name;
       a.error_message = error->message;
@@ -95,7 +105,8 @@ bool WasRunning(const CallRow& c) {
       return true;
     case CallState::kAbandoned:
       // The gate closes a call whose handler ran with no end time, one that never ran with one.
-      return !c.end_unix_us.has_value();
+      // An external call that answered an error after its activation ended had run.
+      return !c.end_unix_us.has_value() || LateErrorInDoubt(c);
     case CallState::kDecided:
     case CallState::kAnswered:
       return false;

@@ -227,11 +227,13 @@ nlohmann::json RunJson(const RunRow& run, JournalReader& reader) {
   if (!run.state_detail.empty()) j["detail"] = ParseOrText(run.state_detail);
   // A parked run has not ended: its last activation's end (parked, or a failed attempt) is in its
   // detail, not shown as the run's outcome.
-  if (run.activation_id > 0 && !RunParked(run.state)) {
+  // Nor is the end of the activation before a wake or a resume while the run waits to go on
+  // (queued again, or running its next activation before that one is recorded).
+  if (run.activation_id > 0 && !RunParked(run.state) && run.state != RunState::kQueued) {
     auto rows = reader.Activations(run.activation_id, 1);
     if (rows && !rows->empty()) {
       const ActivationRow& a = rows->front();
-      if (a.end_unix_us) {
+      if (a.end_unix_us && (run.state == RunState::kEnded || a.outcome != "parked")) {
         // The run's own end wins where it has one (a durable run that ran out of resumes ended
         // after its last activation was abandoned).
         j["outcome"] = run.state == RunState::kEnded ? run.outcome : a.outcome;

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
@@ -178,6 +180,127 @@ TEST_F(ManifestTest, Durable) {
   ASSERT_FALSE(policy);
   EXPECT_EQ(policy.error().message,
             "durable: only a flow's runs are durable; a codemode policy's scripts are not resumed");
+}
+
+// "retry" (docs/durable.md#retries): a durable flow's failed attempts run again. What the operator
+// leaves out is filled with the documented defaults, and the filled-in policy is what is approved.
+TEST_F(ManifestTest, RetryPolicyParsesWithItsDefaults) {
+  Manifest none = MustParse(R"({"durable": true})");
+  EXPECT_FALSE(none.retry().has_value()) << "no retry unless the manifest asks for it";
+  Manifest m = MustParse(R"({"durable": true, "retry": {"max_attempts": 3}})");
+  ASSERT_TRUE(m.retry().has_value());
+  EXPECT_EQ(m.retry()->max_attempts, 3);
+  EXPECT_EQ(m.retry()->initial, std::chrono::milliseconds(1000));
+  EXPECT_EQ(m.retry()->factor, 2.0);
+  EXPECT_EQ(m.retry()->max, std::chrono::milliseconds(3'600'000));
+  EXPECT_EQ(m.retry()->on, (std::vector<std::string>{"deadline", "script_error", "worker_crashed"}));
+  EXPECT_TRUE(m.retry()->RetriesOn("script_error"));
+  EXPECT_FALSE(m.retry()->RetriesOn("cancelled"));
+  EXPECT_FALSE(m.retry()->RetriesOn("budget_exhausted")) << "not in the default list";
+  EXPECT_NE(m.Canonical().find(R"("retry":{"backoff":{"factor":2.0,"initial_ms":1000,"max_ms":3600000},)"
+                               R"("max_attempts":3,"on":["deadline","script_error","worker_crashed"]})"),
+            std::string::npos)
+      << m.Canonical();
+  EXPECT_NE(m.hash(), none.hash()) << "the retry policy is part of what an operator approves";
+  EXPECT_EQ(m.hash(), MustParse(R"({"durable": true, "retry": {"max_attempts": 3, "backoff": {"initial_ms": 1000,
+      "factor": 2, "max_ms": 3600000}, "on": ["worker_crashed", "script_error", "deadline"]}})").hash())
+      << "the defaults written out are the same policy";
+
+  Manifest full = MustParse(R"({"durable": true, "retry": {"max_attempts": 100, "backoff": {"initial_ms": 0,
+      "factor": 10, "max_ms": 31536000000}, "on": ["spawn_failed", "budget_exhausted", "spawn_failed"]}})");
+  EXPECT_EQ(full.retry()->max_attempts, 100);
+  EXPECT_EQ(full.retry()->initial, std::chrono::milliseconds(0));
+  EXPECT_EQ(full.retry()->factor, 10.0);
+  EXPECT_EQ(full.retry()->max, std::chrono::milliseconds(31'536'000'000LL));
+  EXPECT_EQ(full.retry()->on, (std::vector<std::string>{"budget_exhausted", "spawn_failed"})) << "sorted, once each";
+  EXPECT_EQ(MustParse(R"({"durable": true, "retry": {"max_attempts": 1}})").retry()->max_attempts, 1);
+  EXPECT_EQ(MustParse(R"({"durable": true, "retry": {"max_attempts": 2, "backoff": {"factor": 1}}})").retry()->factor, 1.0);
+}
+
+// The wait before each attempt grows by the factor from initial_ms and never passes max_ms.
+TEST_F(ManifestTest, RetryBackoffGrowsByItsFactorUpToItsMax) {
+  Manifest m = MustParse(R"({"durable": true, "retry": {"max_attempts": 10, "backoff": {"initial_ms": 100,
+      "factor": 3, "max_ms": 2000}}})");
+  const auto& p = *m.retry();
+  EXPECT_EQ(p.Backoff(2), std::chrono::milliseconds(100));
+  EXPECT_EQ(p.Backoff(3), std::chrono::milliseconds(300));
+  EXPECT_EQ(p.Backoff(4), std::chrono::milliseconds(900));
+  EXPECT_EQ(p.Backoff(5), std::chrono::milliseconds(2000)) << "2700 capped at max_ms";
+  EXPECT_EQ(p.Backoff(100), std::chrono::milliseconds(2000));
+  Manifest flat = MustParse(R"({"durable": true, "retry": {"max_attempts": 4, "backoff": {"initial_ms": 250, "factor": 1}}})");
+  EXPECT_EQ(flat.retry()->Backoff(2), std::chrono::milliseconds(250));
+  EXPECT_EQ(flat.retry()->Backoff(4), std::chrono::milliseconds(250));
+  Manifest year = MustParse(R"({"durable": true, "retry": {"max_attempts": 100, "backoff": {"initial_ms": 31536000000,
+      "factor": 10, "max_ms": 31536000000}}})");
+  EXPECT_EQ(year.retry()->Backoff(100), std::chrono::milliseconds(31'536'000'000LL)) << "no overflow at the largest bounds";
+}
+
+// Every bound and bad shape of "retry" is refused, naming the key, the rule and what was written.
+TEST_F(ManifestTest, RetryPolicyBoundsAndShapesAreRefused) {
+  auto err = [&](std::string_view retry) { return ErrorOf(R"({"durable": true, "retry": )" + std::string(retry) + "}"); };
+  EXPECT_EQ(err(R"({"max_attempts": 0})"),
+            "retry.max_attempts: must be an integer from 1 to 100, the first attempt included (got 0)");
+  EXPECT_EQ(err(R"({"max_attempts": 101})"),
+            "retry.max_attempts: must be an integer from 1 to 100, the first attempt included (got 101)");
+  EXPECT_EQ(err(R"({"max_attempts": 2.5})"),
+            "retry.max_attempts: must be an integer from 1 to 100, the first attempt included (got 2.5)");
+  EXPECT_EQ(err(R"({"max_attempts": "3"})"),
+            R"(retry.max_attempts: must be an integer from 1 to 100, the first attempt included (got "3"))");
+  EXPECT_EQ(err(R"({"max_attempts": -1})"),
+            "retry.max_attempts: must be an integer from 1 to 100, the first attempt included (got -1)");
+  EXPECT_EQ(err(R"({})"), "retry.max_attempts: is required (1 to 100, the first attempt included)");
+  EXPECT_EQ(err(R"({"on": ["deadline"]})"), "retry.max_attempts: is required (1 to 100, the first attempt included)");
+  EXPECT_EQ(err("3"), R"(retry: must be an object such as {"max_attempts": 3} (got 3))");
+  EXPECT_EQ(err("true"), R"(retry: must be an object such as {"max_attempts": 3} (got true))");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "attempts": 3})"),
+            R"(retry: unknown key "attempts" (expected "max_attempts", "backoff" or "on"))");
+
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"factor": 0.5}})"), "retry.backoff.factor: must be a number from 1 to 10 (got 0.5)");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"factor": 10.5}})"), "retry.backoff.factor: must be a number from 1 to 10 (got 10.5)");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"factor": 0}})"), "retry.backoff.factor: must be a number from 1 to 10 (got 0)");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"factor": "2"}})"), R"(retry.backoff.factor: must be a number from 1 to 10 (got "2"))");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"initial_ms": -1}})"),
+            "retry.backoff.initial_ms: must be an integer of milliseconds from 0 to 31536000000 (365 days) (got -1)");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"initial_ms": 1.5}})"),
+            "retry.backoff.initial_ms: must be an integer of milliseconds from 0 to 31536000000 (365 days) (got 1.5)");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"max_ms": 31536000001}})"),
+            "retry.backoff.max_ms: must be an integer of milliseconds from 0 to 31536000000 (365 days) (got 31536000001)");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"initial_ms": 5000, "max_ms": 4000}})"),
+            "retry.backoff.max_ms: is shorter than initial_ms");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"initial_ms": 3600001}})"), "retry.backoff.max_ms: is shorter than initial_ms")
+      << "an initial wait past the default max_ms needs its own max_ms";
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": {"jitter": true}})"),
+            R"(retry.backoff: unknown key "jitter" (expected "initial_ms", "factor" or "max_ms"))");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "backoff": 1000})"),
+            R"(retry.backoff: must be an object {"initial_ms", "factor", "max_ms"} (got 1000))");
+
+  const std::string not_curable =
+      " is not an outcome a retry can cure (script_error, deadline, worker_crashed, budget_exhausted, spawn_failed)";
+  EXPECT_EQ(err(R"({"max_attempts": 3, "on": ["cancelled"]})"), R"(retry.on: "cancelled")" + not_curable);
+  EXPECT_EQ(err(R"({"max_attempts": 3, "on": ["script_error", "diverged"]})"), R"(retry.on: "diverged")" + not_curable);
+  EXPECT_EQ(err(R"({"max_attempts": 3, "on": ["protocol_violation"]})"), R"(retry.on: "protocol_violation")" + not_curable);
+  EXPECT_EQ(err(R"({"max_attempts": 3, "on": ["Script_Error"]})"), R"(retry.on: "Script_Error")" + not_curable);
+  EXPECT_EQ(err(R"({"max_attempts": 3, "on": [1]})"), "retry.on: 1" + not_curable);
+  EXPECT_EQ(err(R"({"max_attempts": 3, "on": []})"),
+            R"(retry.on: must be a non-empty list of outcomes such as ["script_error", "deadline"] (got []))");
+  EXPECT_EQ(err(R"({"max_attempts": 3, "on": "script_error"})"),
+            R"(retry.on: must be a non-empty list of outcomes such as ["script_error", "deadline"] (got "script_error"))");
+}
+
+// Each attempt resumes from the journal, so only a durable flow can be retried: a manifest that
+// asks for retries without durability, or a codemode policy, is refused saying what to do.
+TEST_F(ManifestTest, RetryNeedsADurableFlow) {
+  const std::string add_durable =
+      R"(retry: only a durable flow's runs are retried (each attempt resumes from the journal): add "durable": true)";
+  EXPECT_EQ(ErrorOf(R"({"retry": {"max_attempts": 3}})"), add_durable);
+  EXPECT_EQ(ErrorOf(R"({"durable": false, "retry": {"max_attempts": 3}})"), add_durable);
+  EXPECT_EQ(ErrorOf(R"({"retry": {"max_attempts": 3}, "durable": false})"), add_durable);
+  auto policy = Manifest::Parse(R"({"retry": {"max_attempts": 3}})", registry_, Profile::kCodemode);
+  ASSERT_FALSE(policy);
+  EXPECT_EQ(policy.error().message, "retry: only a durable flow's runs are retried; a codemode policy's scripts are not");
+  EXPECT_EQ(ErrorOf(R"({"retry": {"max_attempts": 0}})"),
+            "retry.max_attempts: must be an integer from 1 to 100, the first attempt included (got 0)")
+      << "the policy's own error comes first";
 }
 
 TEST_F(ManifestTest, DuplicateKeysNameTheirPath) {
