@@ -222,6 +222,30 @@ class Endings(unittest.TestCase):
         self.assertEqual(s.proc.wait(timeout=60), 128 + signal.SIGTERM)
         self.assertEqual(s.activations()[0]["outcome"], "cancelled")
 
+    def test_a_positional_call_and_a_name_that_is_no_tool_are_type_errors_that_say_what_to_do(self):
+        # Not a denial (the policy was never asked) and not "not a function": what to write instead.
+        s = Session(self)
+        s.initialize()
+        result = s.run("""
+            const out = [];
+            try { await tools.kv.get("orders", "k"); } catch (e) { out.push(e.name + ": " + e.message); }
+            try { await tools.kv.delete({namespace: "orders", key: "k"}); } catch (e) { out.push(e.name + ": " + e.message); }
+            try { await tools.fs.read_text_file({path: "/"}); } catch (e) { out.push(e.name + ": " + e.message); }
+            out.push("delete" in tools.kv, "put" in tools.kv);
+            await tools.kv.put({namespace: "orders", key: "k", value: 1});
+            out.push(await tools.kv.get({namespace: "orders", key: "k"}));
+            return out;""")
+        self.assertEqual(result["structuredContent"]["status"], "ok", result)
+        self.assertEqual(result["structuredContent"]["result"], [
+            "TypeError: tools.kv.get takes one object of named arguments: tools.kv.get({...}) "
+            "(describe_tools gives their names)",
+            "TypeError: tools.kv.delete is not a tool this policy grants (list_tools lists the tools)",
+            "TypeError: tools.fs is not a tool this policy grants (list_tools lists the tools)",
+            False, True, 1])
+        # list_tools shows the one object the call takes.
+        text = s.call("list_tools", {})["content"][0]["text"]
+        self.assertIn("tools.kv.get({key, namespace}): ", text)
+
     def test_a_revoked_policy_refuses_the_next_script(self):
         s = Session(self)
         s.initialize()
