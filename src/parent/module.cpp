@@ -94,11 +94,14 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
     // The run ends (or parks, or waits for its next attempt) in the batch that ends its activation:
     // one commit for both. Its error stays with the activation's end (written once).
     const std::string outcome = OutcomeName(f.result.outcome);
-    if (auto move = ParkMove(a, f.result, now)) {
+    std::string no_retry;
+    if (auto move = ParkMove(a, f.result, now, &no_retry)) {
       if (auto moved = store->runs().MoveRun(*move); !moved) FailBatch(moved.error().message);
       f.stop = RunStop{a.run_id, move->to, "", f.result, a.start_unix_us};
     } else {
-      if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, "", now); !ended) FailBatch(ended.error().message);
+      const std::string error =
+          no_retry.empty() ? "" : protocol::DumpJson(Json{{"kind", "retry_refused"}, {"message", no_retry}});
+      if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, error, now); !ended) FailBatch(ended.error().message);
       f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us};
     }
   }

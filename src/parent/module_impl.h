@@ -197,7 +197,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void EndParked();
   // The move of a durable run whose activation ended with `r`: parked, or retrying (its retry
   // policy names the outcome and attempts are left); nullopt: the run ends.
-  std::optional<RunMove> ParkMove(const Activation& a, const ActivationResult& r, int64_t now);
+  std::optional<RunMove> ParkMove(const Activation& a, const ActivationResult& r, int64_t now, std::string* no_retry);
   // Wakes a parked run: writes its parked call's answer (`event_answer` for a wait an event ends;
   // null: a sleep's null, a wait's TimeoutError) and queues it here (resume_here) or leaves it
   // interrupted for whoever resumes runs.

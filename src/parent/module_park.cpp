@@ -224,7 +224,8 @@ void Module::Impl::EndParked() {
   }
 }
 
-std::optional<RunMove> Module::Impl::ParkMove(const Activation& a, const ActivationResult& r, int64_t now) {
+std::optional<RunMove> Module::Impl::ParkMove(const Activation& a, const ActivationResult& r, int64_t now,
+                                             std::string* no_retry) {
   if (a.run_id == 0 || !a.durable) return std::nullopt;
   if (r.outcome == Outcome::kParked && a.parked) {
     const ParkedCall& p = *a.parked;
@@ -249,6 +250,26 @@ std::optional<RunMove> Module::Impl::ParkMove(const Activation& a, const Activat
   if (!retry || r.ok() || !retry->RetriesOn(OutcomeName(r.outcome)) || a.attempt >= retry->max_attempts) return std::nullopt;
   const int64_t next = a.attempt + 1;
   const int64_t wake = now + retry->Backoff(next).count() * 1000;
+  // A run between attempts is parked like a sleeping one (a row, no worker): the same bounds. Past
+  // them the run ends with its failure, saying why it was not retried.
+  auto all = store->runs().CountParked("");
+  auto mine = store->runs().CountParked(a.flow->name);
+  std::string refused;
+  if (!all || !mine) {
+    refused = "the journal could not count the parked runs: " + (!all ? all.error() : mine.error()).message;
+  } else if (*mine >= options.max_parked_runs_per_flow) {
+    refused = std::to_string(*mine) + " runs of flow " + a.flow->name + " are parked, the most one flow may have " +
+              "(max_parked_runs_per_flow " + std::to_string(options.max_parked_runs_per_flow) + ")";
+  } else if (*all >= options.max_parked_runs) {
+    refused = std::to_string(*all) + " runs are parked in this store, the most it holds (max_parked_runs " +
+              std::to_string(options.max_parked_runs) + ")";
+  }
+  if (!refused.empty()) {
+    if (no_retry)
+      *no_retry = "attempt " + std::to_string(a.attempt) + " failed (" + OutcomeName(r.outcome) + ": " +
+                  r.message.substr(0, 512) + ") and was not retried: " + refused;
+    return std::nullopt;
+  }
   RunMove m;
   m.run_id = a.run_id;
   m.from = RunState::kRunning;
@@ -364,6 +385,10 @@ Result<ModuleHost::EventSent> Module::Impl::SendEvent(NewRunEvent e, std::option
   if (std::string why; !protocol::ParseJsonValue(e.payload_json, payload, why))
     return MakeError(ErrorCode::kInvalidArgument, "the event's payload is not JSON: " + why);
   e.payload_json = protocol::DumpJson(payload);  // one canonical text, as the script will get it
+  if (e.payload_json.size() > options.max_event_bytes)  // the canonical form can be longer (1E2 is 100.0)
+    return MakeError(ErrorCode::kInvalidArgument, "the event's payload is " + std::to_string(e.payload_json.size()) +
+                                                      " bytes as JSON is kept; an event carries at most " +
+                                                      std::to_string(options.max_event_bytes) + " (max_event_bytes)");
   const int64_t now = NowUnixUs();
   if (e.received_unix_us == 0) e.received_unix_us = now;
   e.expires_unix_us = e.received_unix_us + options.event_retention.count() * 1000;
@@ -378,9 +403,12 @@ Result<ModuleHost::EventSent> Module::Impl::SendEvent(NewRunEvent e, std::option
     if ((*row)->state == RunState::kEnded)
       return MakeError(ErrorCode::kConflict, "run " + std::to_string(e.run_id) + " has ended (" + (*row)->outcome +
                                                  "): it waits for no event");
+    // The bound is on events the run has not waited for: the one it waits for now is always taken,
+    // so nobody can hold a run's wait off by sending it other names until the bound is full.
+    const bool awaited = (*row)->state == RunState::kWaiting && (*row)->waiting_for == e.name;
     auto pending = store->runs().CountPendingEvents(e.run_id);
     if (!pending) return pending.error();
-    if (*pending >= options.max_pending_events_per_run)
+    if (!awaited && *pending >= options.max_pending_events_per_run)
       return MakeError(ErrorCode::kUnavailable, "run " + std::to_string(e.run_id) + " holds " + std::to_string(*pending) +
                                                     " events it has not waited for yet, the most a run holds "
                                                     "(max_pending_events_per_run); retry once it has taken some");

