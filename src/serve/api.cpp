@@ -370,10 +370,10 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
 void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond respond) {
   auto verdict = o_.triggers.VerifyDelivery(req, trigger);
   if (auto* answer = std::get_if<HttpResponse>(&verdict)) return respond(std::move(*answer));
-  auto& verified = std::get<Triggers::Delivery>(verdict);
-  if (verified.event) return WebhookEvent(trigger, std::move(verified), std::move(respond));
-  auto delivery = std::make_shared<const Triggers::Delivery>(std::move(verified));
-  Deliver(std::move(delivery), trigger, std::move(respond), 1);
+  auto& delivery = std::get<Triggers::Delivery>(verdict);
+  if (delivery.event) return WebhookEvent(trigger, std::move(delivery), std::move(respond));
+  auto shared = std::make_shared<const Triggers::Delivery>(std::move(delivery));
+  Deliver(std::move(shared), trigger, std::move(respond), 1);
 }
 
 // A delivery to a trigger with "event" (docs/durable.md#events): 202 once the event is journaled,

@@ -134,6 +134,8 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
     return JsonResponse(200, Json{{"challenge", *v.challenge}});
   }
   Json body = Json::parse(req.body, nullptr, false);
+  // A trigger with "event" sends the delivery as an event; the delivery's key (what its scheme
+  // signs) names it, so that a sender's retry is not a second event.
   if (!w.event_name.empty()) return EventOf(w, req, body, v.key);
   Delivery d;
   d.run.flow = w.flow;
@@ -190,7 +192,6 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::EventOf(const WebhookTr
   e.payload_json = req.body;
   e.sender = "webhook:" + w.name;
   d.event = std::move(e);
-  // The delivery as its scheme names it (DeliveryVerdict::key): the sender's retry is the same one.
   d.delivery_id = "event:" + w.name + ":" + std::string(delivery_key);
   return d;
 }
