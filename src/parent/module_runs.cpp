@@ -399,9 +399,9 @@ Result<RunAccepted> Module::Impl::QueueResume(RunRow run, const FlowRef& flow, R
       names += (names.empty() ? "" : ", ") + std::string("call ") + std::to_string(c.call_id) + " (" + c.name + ")";
     }
     const std::string message = "run " + std::to_string(run.id) + " needs reconciliation: " + names +
-                                " started and its outcome is unknown (its parent died); basal does not run an external "
-                                "effect twice on its own. Decide: basal run resolve " + std::to_string(run.id) +
-                                " --call N --result JSON | --error MESSAGE | --retry";
+                                " started and its outcome is unknown (its parent died, or its activation ended while "
+                                "it ran); basal does not run an external effect twice on its own. Decide: basal run "
+                                "resolve " + std::to_string(run.id) + " --call N --result JSON | --error MESSAGE | --retry";
     auto stopped = store->runs().MoveRun({run.id, RunState::kQueued, RunState::kNeedsReconciliation,
                                           protocol::DumpJson(Json{{"in_doubt", in_doubt}, {"message", message}}), false});
     if (!stopped) return stopped.error();

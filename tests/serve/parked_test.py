@@ -212,6 +212,43 @@ class ParkedRunTest(unittest.TestCase):
         self.assertEqual((run["state"], run["outcome"]), ("ended", "cancelled"), run)
         self.assertEqual(d.stop(), 0)
 
+    def test_a_post_the_deadline_cut_short_is_in_doubt_not_sent_again_by_a_retry(self):
+        hits = []
+
+        class Slow(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_POST(self):
+                hits.append(self.path)
+                time.sleep(3)
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+        httpd.daemon_threads = True
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        self.addCleanup(httpd.shutdown)
+        source = """export default async (input, host) => {
+  await fetch("http://127.0.0.1:%d/charge", {method: "POST", body: "42"});
+};
+""" % httpd.server_address[1]
+        rule = {"url": "http://127.0.0.1:%d/" % httpd.server_address[1], "methods": ["POST"],
+                "allow_networks": ["127.0.0.0/8"]}
+        d = Daemon(self, flows={})
+        d.approve("charge", source, manifest(grants={"http.fetch": {"rules": [rule]}}, budgets={"deadline_ms": 500},
+                                             retry={"max_attempts": 3, "on": ["deadline"],
+                                                    "backoff": {"initial_ms": 100}}))
+        d.start()
+        run_id = self.start_run(d, "charge")
+        run = self.wait_state(d, run_id, "needs_reconciliation")
+        self.assertEqual(hits, ["/charge"], "the POST was sent once")
+        self.assertEqual([c["name"] for c in run["detail"]["in_doubt"]], ["http.fetch"], run)
+        self.assertIn("its activation ended while it ran", run["detail"]["message"])
+        self.assertEqual(d.stop(), 0)
+
     # -- sleep ------------------------------------------------------------------------------------
 
     def test_a_run_sleeping_across_a_sigkill_and_a_restart_wakes_at_its_time(self):
