@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
     } else if (only == "warm") {
       basal::bench::WarmResult w = basal::bench::WarmActivation(o);
       PrintSamples("warm activation", w.activation);
+      std::printf("  %-44s %llu KiB (anon %llu, file %llu), pid %d\n", "idle worker VmRSS",
+                  static_cast<unsigned long long>(w.idle_worker_rss_kib),
+                  static_cast<unsigned long long>(w.idle_worker_anon_kib),
+                  static_cast<unsigned long long>(w.idle_worker_file_kib), static_cast<int>(w.idle_worker_pid));
     } else if (only == "cold") {
       Samples s = basal::bench::ColdStart(o);
       PrintSamples("cold start", s);

@@ -6,7 +6,8 @@ It reads what basal-bench prints for people, not a format of its own, so that --
 revision older than this script. Two shapes are read:
 - a full run's table (figure, measured p50 (p99), reference p50, ratio, target, met/MISSED), in
   the fixed columns basal_bench.cpp prints it;
-- the lines of an --only run: "<what>  p50 X us  p99 ...", "<what>  N /s", "... = 2.85x".
+- the lines of an --only run: "<what>  p50 X us  p99 ...", "<what>  N /s", "<what>  N KiB ...",
+  "... = 2.85x".
 
   bench_summary.py [--label NAME=DIR]... [--load-start L] [--load-end L]
 Each DIR holds round-1.txt, round-2.txt, ...: one basal-bench output each. Not a test of timing:
@@ -23,6 +24,7 @@ _HEADER = re.compile(r"^figure\s+measured p50")
 _SAMPLE = re.compile(r"^  (?P<label>\S.*?)\s+p50\s+(?P<p50>[\d.]+) us\s+p99\s+(?P<p99>[\d.]+) us")
 _RATE = re.compile(r"^  (?P<label>\S.*?):?\s+(?P<value>[\d.]+) /s\b")
 _RATIO = re.compile(r"^  (?P<label>\S.*?) = (?P<value>[\d.]+)x\b")
+_KIB = re.compile(r"^  (?P<label>\S.*?)\s+(?P<value>\d+) KiB\b")
 _QUANTITY = re.compile(r"(?P<number>-?[\d,]*\.?\d+)\s*(?P<unit>us|ms|s\b|KiB|MiB|/s|runs/s|x)?")
 
 
@@ -84,7 +86,7 @@ def parse_round(text):
                                   r[0] if r else None, "" if target == "-" else target))
         return figures
     for line in lines:
-        for pattern, unit in ((_SAMPLE, "us"), (_RATIO, "x"), (_RATE, "/s")):
+        for pattern, unit in ((_SAMPLE, "us"), (_RATIO, "x"), (_RATE, "/s"), (_KIB, "KiB")):
             m = pattern.match(line)
             if m:
                 if unit == "us":
@@ -92,7 +94,7 @@ def parse_round(text):
                 elif unit == "x":
                     figures.append(Figure(m.group("label"), None, "", ratio=float(m.group("value"))))
                 else:
-                    figures.append(Figure(m.group("label"), float(m.group("value")), "/s"))
+                    figures.append(Figure(m.group("label"), float(m.group("value")), unit))
                 break
     return figures
 

@@ -106,6 +106,13 @@ class Parsing(unittest.TestCase):
         ])
 
 
+    def test_an_only_warm_run_yields_the_idle_worker_rss(self):
+        text = ("  warm activation                              p50      62.5 us   p99     120.0 us   max     300.0 us   (n=5000)\n"
+                "  idle worker VmRSS                            2134 KiB (anon 212, file 1922), pid 4242\n")
+        self.assertEqual([(f.name, f.measured, f.unit) for f in bench_summary.parse_round(text)],
+                         [("warm activation", 62.5, "us"), ("idle worker VmRSS", 2134.0, "KiB")])
+
+
 class Summary(unittest.TestCase):
     def rounds(self):
         return [bench_summary.parse_round(full_output(*args)) for args in
