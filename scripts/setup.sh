@@ -39,9 +39,10 @@ if ((!quick)); then
   # package's tests (tests/package/, scripts/package-test.sh): man-db and groff-base render the man
   # pages, bash, zsh and fish run the completions, git names the revision, procps has pgrep.
   # g++-mingw-w64-x86-64-posix cross-builds the Windows worker and launcher; wine64 runs them and
-  # their tests (headless, in a prefix under build/mingw).
+  # their tests (headless, in a prefix under build/mingw). chromium: the web console's browser test
+  # (tests/console/) drives Debian's headless Chromium.
   packages+=(libgtest-dev libgmock-dev googletest libbenchmark-dev strace clang-14 libclang-rt-14-dev curl python3
-             git man-db groff-base zsh fish procps g++-mingw-w64-x86-64-posix wine64)
+             git man-db groff-base zsh fish procps g++-mingw-w64-x86-64-posix wine64 chromium)
 fi
 
 missing=()

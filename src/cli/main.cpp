@@ -374,9 +374,12 @@ void AddRuns(CLI::App& app, int& exit_code) {
                    "Only ended runs with this outcome: ok, script_error, budget_exhausted, deadline, cancelled, "
                    "abandoned, missed, skipped, ... (docs/api.md)")
       ->type_name("OUTCOME");
-  runs->add_option("--state", o->state, "Only runs in this state")
-      ->check(CLI::IsMember(
-          {"queued", "running", "ended", "interrupted", "needs_reconciliation", "sleeping", "waiting", "retrying"}));
+  // The states as help text, not a CLI::IsMember: the man page cannot break one list of eight
+  // (the run filter refuses any other, naming them).
+  runs->add_option("--state", o->state,
+                   "Only runs in this state: queued, running, ended, interrupted, needs_reconciliation, sleeping, "
+                   "waiting, retrying")
+      ->type_name("STATE");
   runs->add_option("--trigger", o->trigger,
                    "Only runs of this trigger: a kind (api, webhook, schedule, mcp, cli, embedder) or one trigger "
                    "(webhook:github, schedule:nightly)")

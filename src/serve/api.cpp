@@ -8,6 +8,8 @@
 #include <memory>
 #include <utility>
 
+#include "basal/manifest.h"
+#include "basal/review.h"
 #include "parent/store/owner.h"
 #include "serve/run_filter.h"
 
@@ -56,7 +58,12 @@ std::string MetricsRoute(std::string_view path) {
   return "other";
 }
 
-Api::Api(Options options) : o_(std::move(options)) { AddRoutes(); }
+Api::Api(Options options) : o_(std::move(options)) {
+  AddRoutes();
+  SampleHealth();
+}
+
+Api::~Api() { o_.loop.Cancel(sample_timer_); }
 
 void Api::Add(std::vector<std::string> methods, std::string_view pattern, RouteAccess access, Handler handler,
               std::function<std::optional<size_t>(const RouteParams&)> max_body, std::string method_note) {
@@ -88,6 +95,9 @@ void Api::AddRoutes() {
   Add({"GET"}, "/v1/flows", read, [this](auto&, auto&, Respond r, auto) { r(Flows()); });
   Add({"GET"}, "/v1/flows/{name}", read,
       [this](auto&, const RouteParams& p, Respond r, auto) { r(FlowDetail(std::string(p.Get("name")))); });
+  Add({"GET"}, "/v1/flows/{name}/versions/{version}", read, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    r(FlowVersion(req, std::string(p.Get("name")), std::string(p.Get("version"))));
+  });
   Add({"POST"}, "/v1/flows/{name}/runs", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
     StartRun(req, std::string(p.Get("name")), std::move(r));
   });
@@ -121,6 +131,19 @@ void Api::AddRoutes() {
       });
   Add({"GET"}, "/v1/journal", read, [this](const HttpRequest& req, auto&, Respond r, auto) { Journal(req, std::move(r)); });
   Add({"GET"}, "/v1/health", read, [this](auto&, auto&, Respond r, auto) { Health(std::move(r)); });
+  Add({"GET"}, "/v1/health/history", read,
+      [this](auto&, auto&, Respond r, auto) { r(JsonResponse(200, history_.ToJson(UtcText))); });
+  // The web console: its files and its sign-in need no credential (a page that asks for one must
+  // load first); what its pages show comes from the routes above, under their own access.
+  const RouteAccess console{.scope = ""};
+  Add({"GET", "HEAD"}, "/console", console, [this](const HttpRequest& req, auto&, Respond r, auto) { r(o_.console.File(req, "")); });
+  Add({"GET"}, "/console/session", console, [this](const HttpRequest& req, auto&, Respond r, auto) { r(o_.console.Session(req)); });
+  Add({"POST"}, "/console/session", console, [this](const HttpRequest& req, auto&, Respond r, auto) { r(o_.console.SignIn(req)); },
+      [](const RouteParams&) { return std::optional<size_t>(4096); });
+  Add({"DELETE"}, "/console/session", console, [this](const HttpRequest& req, auto&, Respond r, auto) { r(o_.console.SignOut(req)); });
+  Add({"GET", "HEAD"}, "/console/{file}", console, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    r(o_.console.File(req, p.Get("file")));
+  });
 }
 
 // ---------------------------------------------------------------- the request's way
@@ -134,10 +157,19 @@ std::optional<HttpResponse> Api::Admit(const HttpRequest& head, size_t* max_body
   *max_body = o_.limits.max_body_bytes;
   if (route && route->max_body)
     if (auto limit = route->max_body(match.params)) *max_body = *limit;
-  return o_.admission.Admit(head, route ? &route->access : nullptr);
+  auto refusal = o_.admission.Admit(head, route ? &route->access : nullptr);
+  if (refusal && !head.unix_socket) AddBrowserHeaders(*refusal, /*page=*/false);
+  return refusal;
 }
 
 void Api::Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone) {
+  // A browser may reach the TCP listener (the console signs it in); whatever it is answered there
+  // is kept from being sniffed, framed or run as a document.
+  if (!req.unix_socket)
+    respond = [respond = std::move(respond)](HttpResponse r) {
+      AddBrowserHeaders(r, /*page=*/false);
+      respond(std::move(r));
+    };
   const auto match = routes_.Find(req.method, req.path);
   switch (match.kind) {
     case RouteMatch::kFound:
@@ -389,6 +421,8 @@ void Api::Deliver(std::shared_ptr<const Triggers::Delivery> d, std::string trigg
   RunRequest run = d->run;
   if (attempt > 1) run.idempotency_key += "#" + std::to_string(attempt);
   const std::string key = run.idempotency_key;
+  // The result by reference and its error copied once, as in Accept: taken by value, GCC 12 warns
+  // that the error may be uninitialized (-Wmaybe-uninitialized, a false positive under -Werror).
   o_.queue.Enqueue(std::move(run), [this, d, trigger, respond, attempt, key](const Result<AcceptedRun>& a) {
     if (!a) {
       const Error error = a.error();
@@ -555,13 +589,21 @@ HttpResponse Api::TailStream(const HttpRequest& req) {
     if (!parsed.ok()) return JsonError(400, parsed.code, parsed.message);
     flow = std::string(*f);
   }
+  // A console session holds a few streams (console.max_streams_per_session), a bound of its own
+  // inside the tail's.
+  Console::AttachStream attach;
+  if (auto refusal = o_.console.OpenStream(req, &attach)) return std::move(*refusal);
   auto subscribed = o_.tail.Subscribe(std::move(flow));
-  if (auto* refusal = std::get_if<HttpResponse>(&subscribed)) return std::move(*refusal);
+  if (auto* refusal = std::get_if<HttpResponse>(&subscribed)) {
+    attach(nullptr);
+    return std::move(*refusal);
+  }
   HttpResponse r;
   r.status = 200;
   r.content_type = "text/event-stream";
   r.headers.emplace_back("Cache-Control", "no-store");
   r.stream = std::get<std::shared_ptr<HttpStream>>(std::move(subscribed));
+  attach(r.stream);
   return r;
 }
 
@@ -820,12 +862,18 @@ HttpResponse Api::FlowDetail(const std::string& name) {
   Json manifest = nullptr;
   if (auto text = o_.reader.Text(r.manifest_text_hash); text && *text) manifest = ParseOrText(**text);
   Json history = Json::array();
-  for (const ApprovalRow& v : *versions)
-    history.push_back(Json{{"version", v.version},
-                           {"approved", UtcText(v.approved_unix_us)},
-                           {"approved_by", v.approver.name},
-                           {"note", v.note},
-                           {"revoked", v.revoked_unix_us ? Json(UtcText(*v.revoked_unix_us)) : Json(nullptr)}});
+  for (const ApprovalRow& v : *versions) {
+    Json j{{"version", v.version},
+           {"approved", UtcText(v.approved_unix_us)},
+           {"approved_by", v.approver.name},
+           {"note", v.note},
+           {"revoked", v.revoked_unix_us ? Json(UtcText(*v.revoked_unix_us)) : Json(nullptr)}};
+    if (v.revoked_unix_us) {
+      j["revoked_by"] = v.revoker.name;
+      j["revoke_note"] = v.revoke_note;
+    }
+    history.push_back(std::move(j));
+  }
   return JsonResponse(200, Json{{"name", r.name},
                                 {"version", r.version},
                                 {"revoked", r.revoked_unix_us.has_value()},
@@ -833,6 +881,90 @@ HttpResponse Api::FlowDetail(const std::string& name) {
                                 {"manifest", manifest},
                                 {"runs_url", "/v1/flows/" + r.name + "/runs"},
                                 {"versions", history}});
+}
+
+HttpResponse Api::FlowVersion(const HttpRequest& req, const std::string& name, const std::string& version_text) {
+  auto versions = o_.reader.Versions(ApprovalKind::kFlow, name);
+  if (!versions) return JsonError(500, "journal", versions.error().message);
+  if (versions->empty()) return JsonError(404, "flow_not_found", "no flow named " + name + " is approved in this store");
+  const std::string known = "flow " + name + " has versions 1 to " + std::to_string(versions->back().version);
+  auto find = [&](std::string_view text, const char* what) -> Result<const ApprovalRow*> {
+    auto v = ParseId(text);
+    if (!v || *v < 1)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       std::string(what) + " \"" + std::string(text.substr(0, 40)) + "\" is not a version number; " + known);
+    for (const ApprovalRow& row : *versions)
+      if (row.version == *v) return &row;
+    return MakeError(ErrorCode::kNotFound, "no version " + std::to_string(*v) + "; " + known);
+  };
+  auto row = find(version_text, "the version");
+  if (!row) return JsonError(row.error().code == ErrorCode::kNotFound ? 404 : 400, "version_not_found", row.error().message);
+  // A kept text, checked against the hash it is kept under (the store could have been edited).
+  auto manifest_text = [this](const ApprovalRow& r) -> std::optional<std::string> {
+    auto text = o_.reader.Text(r.manifest_text_hash);
+    if (!text || !*text || Sha256Hex(**text) != r.manifest_text_hash) return std::nullopt;
+    return std::move(**text);
+  };
+  const ApprovalRow& v = **row;
+  auto text = manifest_text(v);
+  Json j{{"name", v.name},
+         {"version", v.version},
+         {"approved", UtcText(v.approved_unix_us)},
+         {"approved_by", v.approver.name},
+         {"note", v.note},
+         {"revoked", v.revoked_unix_us ? Json(UtcText(*v.revoked_unix_us)) : Json(nullptr)},
+         {"source_hash", v.source_hash},
+         {"manifest_hash", v.manifest_hash},
+         {"manifest", text ? ParseOrText(*text) : Json(nullptr)}};
+  if (v.revoked_unix_us) {
+    j["revoked_by"] = v.revoker.name;
+    j["revoke_note"] = v.revoke_note;
+  }
+  auto against_text = req.Query("against");
+  if (!against_text) return JsonResponse(200, j);
+  auto against = find(*against_text, "?against=");
+  if (!against) return JsonError(against.error().code == ErrorCode::kNotFound ? 404 : 400, "version_not_found", against.error().message);
+  // The grants and budgets as `basal flow diff NAME A B` reviews them. The sources are compared
+  // by hash only: a line diff of two large sources is work a reader of the API should not be able
+  // to make the daemon do at will (`basal flow diff --source` shows it).
+  auto before_text = manifest_text(**against);
+  if (!text || !before_text)
+    return JsonError(500, "journal", "a manifest of flow " + name + " is missing from the store or does not match its hash");
+  auto after = Manifest::Parse(*text, o_.module.registry(), Profile::kFlow);
+  if (!after)
+    return JsonError(409, "manifest_unreadable", "version " + std::to_string(v.version) +
+                                                     "'s manifest does not parse with this basal's host calls: " +
+                                                     after.error().message);
+  auto before = Manifest::Parse(*before_text, o_.module.registry(), Profile::kFlow);
+  // Reviewed as a first version (everything it grants), and said so.
+  if (!before) j["against_manifest_error"] = before.error().message;
+  const Review review = ReviewVersions(before ? &*before : nullptr, std::nullopt, *before_text, *after, std::nullopt,
+                                       *text, o_.module.registry());
+  j["against"] = (*against)->version;
+  j["review"] = ReviewJson(review);
+  j["source_changed"] = (*against)->source_hash != v.source_hash;
+  return JsonResponse(200, j);
+}
+
+// ---------------------------------------------------------------- the console's charts
+
+void Api::SampleHealth() {
+  const HealthSnapshot h = o_.module.Health();
+  HealthSample s;
+  s.at_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  s.queued = o_.queue.queued();
+  s.in_flight = o_.queue.in_flight();
+  s.workers_busy = h.workers.busy;
+  s.workers_live = h.workers.live;
+  s.activations_ok = h.activations_ok;
+  s.activations_failed = h.activations_failed_total();
+  for (const auto& [name, by] : h.host_calls)
+    for (const auto& [verdict, n] : by) {
+      s.calls += n;
+      if (verdict != "allow") s.calls_refused += n;
+    }
+  history_.Add(s);
+  sample_timer_ = o_.loop.At(EventLoop::Clock::now() + kHealthSampleInterval, [this] { SampleHealth(); });
 }
 
 // ---------------------------------------------------------------- the journal

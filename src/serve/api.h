@@ -29,6 +29,8 @@
 #include "parent/store/store.h"
 #include "serve/auth.h"
 #include "serve/config.h"
+#include "serve/console.h"
+#include "serve/health_history.h"
 #include "parent/module_host.h"
 #include "serve/http_message.h"
 #include "serve/mcp_endpoint.h"
@@ -57,6 +59,7 @@ class Api {
     Triggers& triggers;
     McpEndpoint& mcp;
     Tail& tail;  // GET /v1/tail
+    Console& console;  // /console/: the web console's files and sign-in
     const Admission& admission;
     MetricsRegistry& metrics;
     EventLoop& loop;              // the journal's long-poll
@@ -67,6 +70,7 @@ class Api {
     std::function<int64_t()> now_us;  // the daemon's wall clock (a run listing's ?since=2h)
   };
   explicit Api(Options options);
+  ~Api();
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
 
@@ -112,6 +116,10 @@ class Api {
   void RunSchedule(const HttpRequest& req, const std::string& name, Respond respond);
   HttpResponse Flows();
   HttpResponse FlowDetail(const std::string& name);
+  // One approved version: its manifest and approval; ?against=V adds the review from version V.
+  HttpResponse FlowVersion(const HttpRequest& req, const std::string& name, const std::string& version);
+  // The main numbers over the last hour (health_history.h), sampled every kHealthSampleInterval.
+  void SampleHealth();
   HttpResponse Calls(const HttpRequest& req, const std::string& id);
   // A durable run's operator actions (docs/durable.md): decide a call in doubt, cancel, resume.
   void ResolveRun(const HttpRequest& req, const std::string& id, Respond respond);
@@ -145,6 +153,8 @@ class Api {
   std::map<std::string, double> retire_seen_;
   std::map<std::string, double> calls_seen_;
   double confinement_seen_ = 0;
+  HealthHistory history_;
+  EventLoop::TimerId sample_timer_{};
   std::set<std::pair<std::string, std::string>> runs_seen_;  // (flow, state) series of basal_runs set so far
 };
 

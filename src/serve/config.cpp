@@ -123,6 +123,8 @@ constexpr NumberRule kUnsentBytes{4u << 20, 4ull << 30, "from 4194304 (4 MiB) to
 constexpr NumberRule kTailSubscribers{1, 1024, "from 1 to 1024"};
 constexpr NumberRule kTailBufferBytes{64u << 10, 64u << 20, "from 65536 (64 KiB) to 67108864 (64 MiB)"};
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
+constexpr NumberRule kMaxSessions{1, 4096, "from 1 to 4096"};
+constexpr NumberRule kMaxStreamsPerSession{1, 64, "from 1 to 64"};
 constexpr NumberRule kMaxParkedRuns{1, 100'000'000, "from 1 to 100000000"};
 constexpr NumberRule kEventBytes{1, 16u << 20, "from 1 to 16777216 (16 MiB)"};
 constexpr NumberRule kPendingEvents{1, 100'000, "from 1 to 100000"};
@@ -140,6 +142,8 @@ constexpr DurationRule kWindow{std::chrono::seconds(1), std::chrono::hours(24), 
 constexpr DurationRule kWebhookWait{milliseconds(1), std::chrono::minutes(10), "from 1ms to 10m"};
 constexpr NumberRule kFailureStatus{200, 599, "from 200 to 599 (500 to 599 makes senders retry; 200 does not)"};
 constexpr DurationRule kCatchUp{milliseconds(0), std::chrono::hours(24 * 7), "from 0s to 7d"};
+constexpr DurationRule kSessionIdle{std::chrono::minutes(1), std::chrono::hours(24), "from 1m to 24h"};
+constexpr DurationRule kSessionMaxAge{std::chrono::minutes(1), std::chrono::hours(24 * 30), "from 1m to 30d"};
 constexpr DurationRule kEventRetention{std::chrono::seconds(1), std::chrono::hours(24 * 366), "from 1s to 366d"};
 
 // One parse: knows the origin for messages; each method checks one kind of value at `path`.
@@ -234,6 +238,7 @@ class Parser {
   Result<ServeConfig> Parse(const Json& root) const;
 
  private:
+  Result<void> ParseConsole(const Json& value, ConsoleConfig& out) const;
   Result<McpConfig> ParseMcp(const Json& value) const;
   Result<void> ParseListen(const Json& value, ListenConfig& out) const;
   Result<void> ParseLimits(const Json& value, LimitsConfig& out) const;
@@ -297,7 +302,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
   ServeConfig config;
   if (auto ok = Object(root, "the configuration", "an object, e.g. {\"listen\": {\"tcp\": \"127.0.0.1:8470\"}}"); !ok)
     return ok.error();
-  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers", "mcp"}); !ok)
+  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers", "mcp", "console"});
+      !ok)
     return ok.error();
   for (const auto& [key, value] : root.items()) {
     Result<void> ok;
@@ -311,6 +317,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
       ok = ParseListen(value, config.listen);
     } else if (key == "limits") {
       ok = ParseLimits(value, config.limits);
+    } else if (key == "console") {
+      ok = ParseConsole(value, config.console);
     } else if (key == "mcp") {
       auto mcp = ParseMcp(value);
       if (!mcp) return mcp.error();
@@ -437,6 +445,34 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kPendingEvents), out.max_pending_events_per_run);
     } else if (key == "event_retention") {
       ok = Assign(Duration(item, path, kEventRetention), out.event_retention);
+    }
+    if (!ok) return ok;
+  }
+  return Ok();
+}
+
+Result<void> Parser::ParseConsole(const Json& value, ConsoleConfig& out) const {
+  if (auto ok = Object(value, "console", "{\"enabled\": true, \"session_idle\": \"1h\"}"); !ok) return ok;
+  if (auto ok = KnownKeys(value, "console",
+                          {"enabled", "max_sessions", "session_idle", "session_max_age", "max_streams_per_session",
+                           "secure_cookie"});
+      !ok)
+    return ok;
+  for (const auto& [key, item] : value.items()) {
+    const std::string path = "console." + key;
+    Result<void> ok;
+    if (key == "enabled") {
+      ok = Assign(Bool(item, path), out.enabled);
+    } else if (key == "max_sessions") {
+      ok = Assign(Number(item, path, kMaxSessions), out.max_sessions);
+    } else if (key == "session_idle") {
+      ok = Assign(Duration(item, path, kSessionIdle), out.session_idle);
+    } else if (key == "session_max_age") {
+      ok = Assign(Duration(item, path, kSessionMaxAge), out.session_max_age);
+    } else if (key == "max_streams_per_session") {
+      ok = Assign(Number(item, path, kMaxStreamsPerSession), out.max_streams_per_session);
+    } else if (key == "secure_cookie") {
+      ok = Assign(Bool(item, path), out.secure_cookie);
     }
     if (!ok) return ok;
   }
@@ -978,6 +1014,15 @@ nlohmann::json ToJson(const ServeConfig& config) {
   }
   root["triggers"] = std::move(triggers);
   if (config.mcp) root["mcp"] = {{"policy", config.mcp->policy}, {"max_scripts", config.mcp->max_scripts}};
+  const ConsoleConfig& c = config.console;
+  root["console"] = {
+      {"enabled", c.enabled},
+      {"max_sessions", c.max_sessions},
+      {"session_idle", FormatDuration(c.session_idle)},
+      {"session_max_age", FormatDuration(c.session_max_age)},
+      {"max_streams_per_session", c.max_streams_per_session},
+      {"secure_cookie", c.secure_cookie},
+  };
   return root;
 }
 

@@ -132,6 +132,22 @@ struct McpConfig {
   bool operator==(const McpConfig&) const = default;
 };
 
+// The web console (docs/console.md): pages over this API at /console/ on the TCP listener (the
+// Unix socket has no browser), signed in with an API token. Its sessions' bounds (sessions.h).
+struct ConsoleConfig {
+  bool enabled = true;
+  size_t max_sessions = 64;                                     // open at once; past it the least recently used ends
+  std::chrono::milliseconds session_idle{std::chrono::hours(1)};  // a session unused this long ends
+  std::chrono::milliseconds session_max_age{std::chrono::hours(12)};  // and every session ends this long after sign-in
+  size_t max_streams_per_session = 4;                           // live updates (event streams) at once, per session
+  // The cookie is marked Secure (sent only over HTTPS): for a TLS proxy in front of the listener.
+  // Without it the cookie is Secure when the sign-in came through a proxy that says
+  // X-Forwarded-Proto: https.
+  bool secure_cookie = false;
+
+  bool operator==(const ConsoleConfig&) const = default;
+};
+
 struct ServeConfig {
   std::string db;           // the store (journal) path; "" = the CLI's default
   std::string worker;       // the worker binary; "" = the CLI's default
@@ -141,6 +157,7 @@ struct ServeConfig {
   std::vector<WebhookTrigger> webhooks;    // in file order
   std::vector<ScheduleTrigger> schedules;  // in file order
   std::optional<McpConfig> mcp;            // none: /mcp is not served (404)
+  ConsoleConfig console;
 
   bool operator==(const ServeConfig&) const = default;
 };

@@ -6,10 +6,12 @@
 //   triggers     webhooks verified into runs; schedules armed, caught up, fired
 //   mcp_endpoint POST /mcp: the codemode of the config's policy
 //   api          the route table; admission (auth); handlers
+//   console      the web console's files and sign-in sessions, over the api
 //   lifecycle    signals, drain, reload, sd_notify, watchdog
 //   listeners    the Unix socket and the TCP address, on http_server
 #include "serve/daemon.h"
 
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,6 +27,7 @@
 #include "parent/store/store.h"
 #include "serve/api.h"
 #include "serve/auth.h"
+#include "serve/console.h"
 #include "serve/http_server.h"
 #include "serve/lifecycle.h"
 #include "serve/listeners.h"
@@ -43,6 +46,23 @@ int64_t SystemNowUs() {
 }
 
 namespace {
+
+// Unpredictable bytes for the console's session ids and CSRF tokens. The kernel's generator does
+// not fail once it is seeded (getrandom(2) blocks until then); anything else is a broken system.
+std::string RandomBytes(size_t n) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = getrandom(out.data() + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      std::fprintf(stderr, "basal serve: getrandom failed: %s\n", std::strerror(errno));
+      std::abort();
+    }
+    got += static_cast<size_t>(r);
+  }
+  return out;
+}
 
 // The daemon's metrics, in the order of docs/serve.md's table. Each name is declared once, with a
 // valid name and labels: a false here is a bug in this list.
@@ -126,6 +146,7 @@ class Daemon final : public ModuleObserver {
   std::unique_ptr<Tail> tail_;
   std::unique_ptr<RunQueue> queue_;
   std::unique_ptr<Triggers> triggers_;
+  std::unique_ptr<Console> console_;
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<Lifecycle> lifecycle_;
@@ -191,8 +212,16 @@ void Daemon::BuildRooms() {
       .now_us = o_.now_us,
       .log = o_.log,
   });
-  admission_ = std::make_unique<Admission>(
-      allowed_gids_, [&runs = host.runs()](std::string_view hash) { return runs.FindToken(hash); });
+  auto find_token = [&runs = host.runs()](std::string_view hash) { return runs.FindToken(hash); };
+  console_ = std::make_unique<Console>(Console::Options{
+      .config = config_.console,
+      .find_token = find_token,
+      .now_us = o_.now_us,
+      .random = RandomBytes,
+      .loop = loop,
+  });
+  admission_ = std::make_unique<Admission>(allowed_gids_, find_token,
+                                           [this](std::string_view id) { return console_->FindSession(id); });
   api_ = std::make_unique<Api>(Api::Options{
       .module = *module_,
       .reader = host.reader(),
@@ -201,6 +230,7 @@ void Daemon::BuildRooms() {
       .triggers = *triggers_,
       .mcp = mcp_,
       .tail = *tail_,
+      .console = *console_,
       .admission = *admission_,
       .metrics = metrics_,
       .loop = loop,
@@ -323,7 +353,9 @@ Result<void> Daemon::Start() {
   effective.listen.socket = absolute(o_.socket_path);
   Log("configuration " + ToJson(effective).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   Log("serving " + o_.socket_path + (config_.listen.tcp.empty() ? "" : " and " + config_.listen.tcp) + ", journal " +
-      effective.db + (mcp_.enabled() ? "; MCP at /mcp" : ""));
+      effective.db + (mcp_.enabled() ? "; MCP at /mcp" : "") +
+      (config_.console.enabled && !config_.listen.tcp.empty() ? "; the console at http://" + config_.listen.tcp + "/console/"
+                                                               : ""));
   lifecycle_->Serving();
   // Durable runs resolved by an operator (basal run resolve) resume within a second.
   queue_->ResumeInterruptedEvery(std::chrono::seconds(1), o_.log);

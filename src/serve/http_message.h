@@ -61,8 +61,18 @@ class HttpStream {
   size_t buffered() const { return buffer_.size() - taken_; }
   bool closed() const { return closed_; }
   // Runs once when the transport is done with the stream (the answer ended, the client left, the
-  // listener stopped). Set it before anything can close the stream.
-  void OnClosed(std::function<void()> fn) { on_closed_ = std::move(fn); }
+  // listener stopped). Set it before anything can close the stream. Several may be set (the tail
+  // forgets its subscriber, the console gives its session's stream back): they run in that order.
+  void OnClosed(std::function<void()> fn) {
+    if (!on_closed_) {
+      on_closed_ = std::move(fn);
+      return;
+    }
+    on_closed_ = [first = std::move(on_closed_), then = std::move(fn)] {
+      first();
+      then();
+    };
+  }
 
   // ---- the transport's side (http_server.cpp)
   // Moves up to `max` buffered bytes to `out`; returns how many.

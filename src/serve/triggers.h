@@ -82,8 +82,8 @@ class Triggers {
     int failure_status = 500;       // wait, flow: the answer's status for a run that did not end ok
     bool allow_set_cookie = false;  // flow
     // A trigger with "event": the event to send instead of a run (run is empty then), and the
-    // delivery's identity (its signed timestamp and body), so that the sender's retry of a
-    // delivery is not a second event.
+    // delivery's identity (as its scheme names it: DeliveryVerdict::key), so that the sender's
+    // retry of a delivery is not a second event.
     std::optional<NewRunEvent> event;
     std::string delivery_id;
   };

@@ -149,6 +149,12 @@ TEST(ServeConfigTest, EmptyTextAndEmptyObjectAreAllDefaults) {
   EXPECT_EQ(s.catch_up, 1h);
   EXPECT_FALSE(d.mcp.has_value());  // no /mcp unless asked for
   EXPECT_EQ(McpConfig{}.max_scripts, 8u);
+  EXPECT_TRUE(d.console.enabled);
+  EXPECT_EQ(d.console.max_sessions, 64u);
+  EXPECT_EQ(d.console.session_idle, 1h);
+  EXPECT_EQ(d.console.session_max_age, 12h);
+  EXPECT_EQ(d.console.max_streams_per_session, 4u);
+  EXPECT_FALSE(d.console.secure_cookie);
 }
 
 WebhookTrigger Webhook(std::string name, std::string flow, std::string secret) {
@@ -185,6 +191,16 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
          c.listen.allowed_groups = {"basal-ops", "ops@corp.example"};
        }},
       {R"({"listen": {"allowed_groups": []}})", [](ServeConfig&) {}},
+      {R"({"console": {"enabled": false}})", [](ServeConfig& c) { c.console.enabled = false; }},
+      {R"({"console": {"max_sessions": 8, "session_idle": "15m", "session_max_age": "8h", "max_streams_per_session": 2,
+                       "secure_cookie": true}})",
+       [](ServeConfig& c) {
+         c.console.max_sessions = 8;
+         c.console.session_idle = 15min;
+         c.console.session_max_age = 8h;
+         c.console.max_streams_per_session = 2;
+         c.console.secure_cookie = true;
+       }},
       {R"({"listen": {"tcp": "127.0.0.1:8470"}})", [](ServeConfig& c) { c.listen.tcp = "127.0.0.1:8470"; }},
       {R"({"listen": {"tcp": "127.3.2.1:1"}})", [](ServeConfig& c) { c.listen.tcp = "127.3.2.1:1"; }},
       {R"({"listen": {"tcp": "[::1]:65535"}})", [](ServeConfig& c) { c.listen.tcp = "[::1]:65535"; }},
@@ -362,14 +378,14 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        }()},
       // Unknown keys, at every level.
       {R"({"database": "/a.db"})",
-       "serve.json: database: unknown key; known keys: db, worker, secrets_dir, listen, limits, triggers, mcp"},
+       "serve.json: database: unknown key; known keys: db, worker, secrets_dir, listen, limits, triggers, mcp, console"},
       {R"({"listen": {"port": 8470}})",
        "serve.json: listen.port: unknown key; known keys: socket, allowed_groups, tcp, allow_non_loopback"},
       {R"({"limits": {"workers": 8}})",
        "serve.json: limits.workers: unknown key; known keys: max_workers, max_activations_per_worker, queue_max, "
        "max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, body_timeout, "
-       "max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes, max_parked_runs, "
-       "max_parked_runs_per_flow, max_event_bytes, max_pending_events_per_run, event_retention"},
+       "max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes, "
+       "max_parked_runs, max_parked_runs_per_flow, max_event_bytes, max_pending_events_per_run, event_retention"},
       {R"({"limits": {"max workers": 8}})",
        R"(serve.json: limits["max workers"]: unknown key; known keys: max_workers, max_activations_per_worker, )"
        "queue_max, max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, "
@@ -621,6 +637,18 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"mcp": {"policy": "agents", "max_scripts": "8"}})",
        R"(serve.json: mcp.max_scripts: "8" is not an integer: use an integer from 1 to 256)"},
       {R"({"mcp": {"policy": "a", "policy": "b"}})", "serve.json: mcp.policy: duplicate key; each key may appear once"},
+      // The console.
+      {R"({"console": true})", R"(serve.json: console: true is not an object: write {"enabled": true, "session_idle": "1h"})"},
+      {R"({"console": {"enabled": "yes"}})", R"(serve.json: console.enabled: "yes" is not a boolean: write true or false)"},
+      {R"({"console": {"sessions": 5}})",
+       "serve.json: console.sessions: unknown key; known keys: enabled, max_sessions, session_idle, session_max_age, "
+       "max_streams_per_session, secure_cookie"},
+      {R"({"console": {"max_sessions": 0}})", "serve.json: console.max_sessions: 0 is out of range: use an integer from 1 to 4096"},
+      {R"({"console": {"max_sessions": 4097}})", "serve.json: console.max_sessions: 4097 is out of range: use an integer from 1 to 4096"},
+      {R"({"console": {"max_streams_per_session": 65}})",
+       "serve.json: console.max_streams_per_session: 65 is out of range: use an integer from 1 to 64"},
+      {R"({"console": {"session_idle": "30s"}})", R"(serve.json: console.session_idle: "30s" is out of range: use a duration from 1m to 24h)"},
+      {R"({"console": {"session_max_age": "31d"}})", R"(serve.json: console.session_max_age: "31d" is out of range: use a duration from 1m to 30d)"},
   };
   for (const auto& c : cases) EXPECT_EQ(ErrorOf(c.text), c.message) << c.text;
 }
@@ -815,7 +843,7 @@ constexpr const char* kFullExample = R"({
 })";
 
 TEST(ToJsonTest, ReadsBackAsTheSameConfig) {
-  for (const char* text : {kFullExample, "{}", R"({"mcp": {"policy": "agents"}})",
+  for (const char* text : {kFullExample, "{}", R"({"mcp": {"policy": "agents"}})", R"({"console": {"enabled": false, "session_idle": "5m"}})",
                            R"({"triggers": [{"name": "w", "webhook": {"flow": "f", "secret": "s"}}]})"}) {
     const ServeConfig config = MustParse(text);
     const nlohmann::json json = ToJson(config);
@@ -835,8 +863,8 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
                "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576,
-               "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000,
-               "max_event_bytes": 65536, "max_pending_events_per_run": 100, "event_retention": "7d"},
+               "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000, "max_event_bytes": 65536,
+               "max_pending_events_per_run": 100, "event_retention": "7d"},
     "triggers": [
       {"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook", "window": "5m",
                                      "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s", "scheme": "basal",
@@ -844,7 +872,9 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
       {"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
                                        "overlap": "buffer_one", "catch_up": "1h", "input": {"full": true}}}
     ],
-    "mcp": {"policy": "agents", "max_scripts": 4}})"))
+    "mcp": {"policy": "agents", "max_scripts": 4},
+    "console": {"enabled": true, "max_sessions": 64, "session_idle": "1h", "session_max_age": "12h",
+                "max_streams_per_session": 4, "secure_cookie": false}})"))
       << json.dump(2);
   // Defaults: empty strings left out, everything else stated.
   EXPECT_EQ(ToJson(ServeConfig{}), nlohmann::json::parse(R"({
@@ -853,9 +883,11 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
                "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576,
-               "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000,
-               "max_event_bytes": 65536, "max_pending_events_per_run": 100, "event_retention": "7d"},
-    "triggers": []})"));
+               "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000, "max_event_bytes": 65536,
+               "max_pending_events_per_run": 100, "event_retention": "7d"},
+    "triggers": [],
+    "console": {"enabled": true, "max_sessions": 64, "session_idle": "1h", "session_max_age": "12h",
+                "max_streams_per_session": 4, "secure_cookie": false}})"));
 }
 
 // Every cut and every one-byte deletion of the full example either parses or fails with a message
