@@ -2,7 +2,10 @@
 // against, then prints one table (figure, measured, reference, ratio, target, met/missed).
 // Run it through scripts/bench.sh. Not a test: it never fails on a missed target.
 //
-//   basal-bench [--work-dir DIR] [--worker PATH] [--hello PATH] [--quick] [--only FIGURE]
+//   basal-bench [--work-dir DIR] [--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US]
+//
+// --busy-poll sets the in-process modules' ModuleOptions::busy_poll (0: off), for profiling the
+// parent's own CPU per activation (docs/performance.md, "Where the time goes").
 #include <unistd.h>
 
 #include <cstdio>
@@ -65,9 +68,18 @@ int main(int argc, char** argv) {
       o.quick = true;
     } else if (a == "--only") {
       only = value();
+    } else if (a == "--busy-poll") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long us = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || us < 0 || us > 1'000'000) {
+        std::fprintf(stderr, "basal-bench: --busy-poll takes microseconds from 0 to 1000000, not %s\n", v.c_str());
+        return 64;
+      }
+      o.busy_poll = std::chrono::microseconds(us);
     } else {
       std::fprintf(stderr, "basal-bench: unknown argument %s (usage: basal-bench [--work-dir DIR] "
-                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE])\n", a.c_str());
+                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US])\n", a.c_str());
       return 64;
     }
   }
@@ -91,6 +103,10 @@ int main(int argc, char** argv) {
     } else if (only == "warm") {
       basal::bench::WarmResult w = basal::bench::WarmActivation(o);
       PrintSamples("warm activation", w.activation);
+      std::printf("  %-44s %llu KiB (anon %llu, file %llu), pid %d\n", "idle worker VmRSS",
+                  static_cast<unsigned long long>(w.idle_worker_rss_kib),
+                  static_cast<unsigned long long>(w.idle_worker_anon_kib),
+                  static_cast<unsigned long long>(w.idle_worker_file_kib), static_cast<int>(w.idle_worker_pid));
     } else if (only == "cold") {
       Samples s = basal::bench::ColdStart(o);
       PrintSamples("cold start", s);

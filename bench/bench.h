@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct Options {
   std::string worker_path;  // ck-basal-worker
   std::string hello_path;   // bench-hello
   bool quick = false;       // fewer iterations: a smoke run, not figures to publish
+  // ModuleOptions::busy_poll of the in-process modules (figures_bench.cpp); unset: the module's
+  // default. 0 turns polling off, so the parent's CPU per activation is its work, not its wait.
+  std::optional<std::chrono::microseconds> busy_poll;
 };
 
 // ---- references (references_bench.cpp) ----

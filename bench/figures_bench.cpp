@@ -32,6 +32,7 @@ std::unique_ptr<Module> OpenModule(const Options& o, const std::string& name, Mo
   mo.journal_path = o.work_dir + "/" + name + ".db";
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((mo.journal_path + suffix).c_str());
   mo.worker_path = o.worker_path;
+  if (o.busy_poll) mo.busy_poll = *o.busy_poll;
   auto m = Module::Open(std::move(mo));
   if (!m) Fatal(m.error().message);
   return std::move(*m);

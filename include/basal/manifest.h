@@ -90,6 +90,8 @@ class Manifest {
   const std::optional<RetryPolicy>& retry() const { return retry_; }
   const Budgets& budgets() const { return budgets_; }
   const std::map<std::string, Json>& grants() const { return grants_; }
+  // What it was parsed as: a flow's manifest, or a codemode policy (its errors say "policy" then).
+  Profile profile() const { return profile_; }
   // "sha256:<hex>" of the canonical form (sorted keys, defaults filled in).
   const std::string& hash() const { return hash_; }
   std::string Canonical() const;
@@ -99,6 +101,7 @@ class Manifest {
   std::map<std::string, Json> mcp_servers_;
   Budgets budgets_;
   bool durable_ = false;
+  Profile profile_ = Profile::kFlow;
   std::optional<RetryPolicy> retry_;
   std::string hash_;
 };

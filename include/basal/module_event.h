@@ -26,10 +26,43 @@ struct ModuleEvent {
 };
 const char* ModuleEventKindName(ModuleEvent::Kind kind);  // "worker_refused", ...
 
+// What happens in the activations, as it happens (basal serve's live tail, /v1/tail): each one's
+// start and end, and each state a host call's record reaches. Called on the loop thread; must not
+// call back into the Module. (Every member has an initializer, so a designated initializer may name
+// any of them.) The journal stays the record: an activation's start and its calls are
+// told when they are journaled (before their batch commits, so a failed commit can take them back:
+// the end then says journal_error); an end is told once its batch has committed.
+struct ActivityEvent {
+  enum class Kind {
+    kActivationStarted,  // handed to a worker
+    kActivationEnded,    // its end is committed
+    kHostCall,           // a call's record reached `state`: decided (denied or not), started, answered, abandoned
+  };
+  Kind kind = Kind::kActivationStarted;
+  int64_t activation_id = 0;
+  int64_t run_id = 0;           // the run it executes; 0: none, or not known any more (a late answer)
+  std::string flow{};
+  int64_t started_unix_us = 0;  // the activation's start
+  // kActivationEnded
+  int64_t ended_unix_us = 0;
+  std::string outcome{};        // OutcomeName
+  std::string error_json{};     // ActivationResult::ErrorJson() as text; "" when ok
+  // kHostCall (not `log`, whose lines reach the module's log sink)
+  int64_t call_id = 0;
+  std::string name{};           // as the script called it
+  std::string decision{};       // VerdictName: "allow", "deny", ...
+  std::string rule{};           // what matched: "grants.kv.put", "no grant", ...
+  std::string state{};          // CallStateName: "started", "answered", "abandoned"
+};
+
 class ModuleObserver {
  public:
   virtual ~ModuleObserver() = default;
   virtual void OnEvent(const ModuleEvent& event) = 0;
+  // Activity is told only to an observer that asks for it (WantsActivity, read at each event: a
+  // module with nobody tailing builds no events).
+  virtual bool WantsActivity() const { return false; }
+  virtual void OnActivity(const ActivityEvent& /*event*/) {}
 };
 
 }  // namespace basal

@@ -5,11 +5,13 @@
 #include "cli/commands.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -238,6 +240,29 @@ bool Confirmed(const ApprovalOptions& o, const std::string& question) {
   return false;
 }
 
+// Whether `command` (an absolute path: the manifest refuses others) is an executable file here.
+bool CommandExists(const std::string& command) {
+  struct stat st{};
+  return stat(command.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(command.c_str(), X_OK) == 0;
+}
+
+// A policy's MCP server whose command is not here fails every script's start under it (the daemon
+// or basal mcp refuses to start its servers): say so before it is approved. A warning only: the
+// policy may be approved for another machine.
+std::string MissingServerWarnings(const Manifest& manifest) {
+  std::string out;
+  for (const auto& [name, server] : manifest.mcp_servers()) {
+    const auto it = server.find("command");
+    if (it == server.end() || !it->is_string()) continue;
+    const std::string command = it->get<std::string>();
+    if (CommandExists(command)) continue;
+    out += "warning: mcp_servers." + EscapeForTerminal(name) + ".command " + EscapeForTerminal(command) +
+           " is not an executable file on this machine: the server cannot start, so no script under this policy "
+           "can run until it is installed (or the command corrected)\n";
+  }
+  return out;
+}
+
 int Approve(Opened& opened, const ApprovalOptions& o) {
   const ApprovalKind kind = o.kind;
   std::optional<std::string> source;
@@ -314,6 +339,7 @@ int Approve(Opened& opened, const ApprovalOptions& o) {
       Out("warning: " + std::to_string(*diverged) + " run(s) diverge: a run of them interrupted now would not resume "
           "under this version (docs/durable.md)\n");
   }
+  if (std::string warnings = MissingServerWarnings(*manifest); !warnings.empty()) Out(warnings);
   if (!Confirmed(o, "Approve " + what + " version " + std::to_string(next) + "?")) return kExitRefused;
 
   NewApproval approval;
@@ -336,7 +362,7 @@ int Approve(Opened& opened, const ApprovalOptions& o) {
   std::string done = "approved " + what + " version " + std::to_string(row->version) + " by " +
                      EscapeForTerminal(row->approver.name) + "\n";
   if (kind == ApprovalKind::kFlow) done += "  source    " + row->source_hash + "\n";
-  done += "  manifest  " + row->manifest_text_hash + "\n";
+  done += "  manifest  " + row->manifest_text_hash + " (canonical " + row->manifest_hash + ")\n";
   done += kind == ApprovalKind::kFlow ? "run it: basal run " + o.name + " --input JSON\n"
                                       : "run a script under it: basal run --policy " + o.name + " SCRIPT.js\n";
   Out(done);
@@ -514,7 +540,8 @@ int Revoke(Opened& opened, const ApprovalOptions& o) {
 }
 
 constexpr const char* kDbHelp =
-    "The store: an SQLite journal file, or postgresql://... Default: ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db";
+    "The store: an SQLite journal file, or postgresql://... Default: $BASAL_DB, else "
+    "${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db";
 
 }  // namespace
 
@@ -574,7 +601,7 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
 
   CLI::App* show = top->add_subcommand("show", "Show one version: who approved it, its manifest, grants, history");
   show->add_option("name", o.name, "The name")->required()->type_name("NAME");
-  show->add_option("--version", o.version, "This version (default: the newest)")->type_name("N")->check(CLI::PositiveNumber);
+  show->add_option("--version", o.version, "This version (default: the newest)")->type_name("N")->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   if (flow) show->add_flag("--source", o.show_source, "Print the approved source too");
   show->add_flag("--json", o.json, "One JSON object");
   db(show);
@@ -584,7 +611,7 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
   CLI::App* diff = top->add_subcommand(
       "diff", "Compare two versions: A and B, A and the newest, or (no version) the newest and the one before");
   diff->add_option("name", o.name, "The name")->required()->type_name("NAME");
-  diff->add_option("versions", o.versions, "Versions A [B]")->expected(0, 2)->type_name("A [B]")->check(CLI::PositiveNumber);
+  diff->add_option("versions", o.versions, "Versions A [B]")->expected(0, 2)->type_name("A [B]")->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   if (flow) diff->add_flag("--source-diff", o.source_diff, "Print the source's whole line diff");
   diff->add_flag("--json", o.json, "One JSON object");
   db(diff);
@@ -594,7 +621,7 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
   CLI::App* revoke = top->add_subcommand(
       "revoke", "Revoke a version (default: the newest): it never starts again; running activations finish");
   revoke->add_option("name", o.name, "The name")->required()->type_name("NAME");
-  revoke->add_option("--version", o.version, "This version (default: the newest)")->type_name("N")->check(CLI::PositiveNumber);
+  revoke->add_option("--version", o.version, "This version (default: the newest)")->type_name("N")->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   revoke->add_option("--note", o.note, "Why: kept with the revocation")->type_name("TEXT");
   db(revoke);
   revoke->footer(std::string("Examples:\n  basal ") + (flow ? "flow revoke orders --note \"leaked token\"\n"

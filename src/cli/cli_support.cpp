@@ -207,6 +207,8 @@ Result<void> WriteFile(const std::string& path, std::string_view data, std::stri
 }
 
 Result<std::string> DefaultJournalLocation() {
+  // $BASAL_DB names the journal every command uses without --db (the flag wins).
+  if (const char* db = std::getenv("BASAL_DB"); db && *db) return std::string(db);
   std::string state;
   // The XDG base-directory rules ignore a relative XDG_STATE_HOME.
   if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && xdg[0] == '/') {
@@ -219,7 +221,7 @@ Result<std::string> DefaultJournalLocation() {
       home = pw->pw_dir;
     } else {
       return MakeError(ErrorCode::kIo,
-                       "no journal location: neither XDG_STATE_HOME nor HOME is an absolute path (pass --db FILE)");
+                       "no journal location: neither XDG_STATE_HOME nor HOME is an absolute path (pass --db FILE or set BASAL_DB)");
     }
     state = home + "/.local/state";
   }
@@ -229,6 +231,8 @@ Result<std::string> DefaultJournalLocation() {
 Result<std::string> DefaultJournalPath() {
   auto path = DefaultJournalLocation();
   if (!path) return path.error();
+  // $BASAL_DB is the operator's own path: its directory must be there already (nothing is made).
+  if (const char* db = std::getenv("BASAL_DB"); db && *db) return path;
   if (auto made = EnsurePrivateDirectory(path->substr(0, path->rfind('/'))); !made) return made.error();
   return path;
 }

@@ -81,7 +81,9 @@ const char* KindForOpenError(const Error& error);
 Result<std::string> ReadFile(const std::string& path, std::string_view what);
 Result<void> WriteFile(const std::string& path, std::string_view data, std::string_view what);
 
-// ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db; creates missing directories 0700.
+// The journal of a command given no --db: $BASAL_DB when set (as given; its directory must exist),
+// else ${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db, whose missing directories are
+// created 0700.
 Result<std::string> DefaultJournalPath();
 // The same path, creating nothing (for what only reads, if the journal is there: completions).
 Result<std::string> DefaultJournalLocation();

@@ -42,6 +42,8 @@ struct CheckOptions {
   std::string worker_user;
   std::string profile = "flow";
   bool allow_without_landlock = false;
+  std::string db_path;      // where the secrets the manifest names are looked for: secrets/ beside it
+  std::string secrets_dir;  // or this directory (as basal secret --secrets)
   std::vector<std::string> worker_args;  // hidden
 };
 
@@ -52,11 +54,41 @@ struct JournalOptions {
   size_t limit = 20;  // 0: every activation
   bool json = false;
   bool source = false;  // --source: print the source that ran (needs --activation)
-  // --follow: from a running basal serve (--socket PATH or --url URL): every activation as it ends.
+  // --follow: from a running basal serve (--socket PATH or --url URL, else the default socket):
+  // every activation as it ends.
   bool follow = false;
   std::string socket;
   std::string url;
+  std::string token_file;  // --token-file FILE: the TCP token (else $BASAL_TOKEN)
 };
+// `basal runs`: the run history, from the store read-only (operator_commands.cpp).
+struct RunsOptions {
+  std::string flow, outcome, state, trigger, since;  // "" : no such filter (serve/run_filter.h)
+  int64_t before = 0;  // --before RUN: only runs older than RUN (the next page)
+  size_t limit = 20;
+  bool json = false;
+  std::string db_path;
+};
+// How the CLI reaches a running basal serve (daemon_client.h: ResolveDaemonAddress).
+struct DaemonFlags {
+  std::string socket, url, token_file;
+};
+// `basal tail [--flow NAME]`: a running daemon's live tail (GET /v1/tail).
+struct TailOptions : DaemonFlags {
+  std::string flow;
+  bool json = false;
+};
+// `basal schedule list | run NAME [--wait D]`: a running daemon's schedules.
+struct ScheduleOptions : DaemonFlags {
+  std::string action;  // list | run
+  std::string name;
+  std::string wait;    // run: ?wait=
+  bool json = false;
+};
+int RunsCommand(const RunsOptions& options);
+int TailCommand(const TailOptions& options);
+int ScheduleCommand(const ScheduleOptions& options);
+
 // `basal health [--socket PATH | --url URL]`: a running daemon's health report.
 struct HealthOptions {
   std::string socket;

@@ -159,7 +159,13 @@ void PrintReadable(const ActivationRow& a, const std::vector<CallRow>& calls, co
   }
   out += "  origin    " + OriginText(a, approval) + "\n";
   out += "  source    " + EscapeForTerminal(a.source_hash) + "\n";
-  out += "  manifest  " + EscapeForTerminal(a.manifest_hash) + "\n";
+  // As `flow approve` and `flow show` print it: the text's hash (what a file's sha256sum gives),
+  // then the canonical one that decides what is the same manifest.
+  out += "  manifest  " +
+         (a.manifest_text_hash.empty() ? EscapeForTerminal(a.manifest_hash) + " (canonical)"
+                                       : EscapeForTerminal(a.manifest_text_hash) + " (canonical " +
+                                             EscapeForTerminal(a.manifest_hash) + ")") +
+         "\n";
   out += "  input     " + Compact(a.input_json) + "\n";
   if (!a.result_json.empty()) out += "  result    " + Compact(a.result_json) + "\n";
   if (!a.error_json.empty()) out += "  error     " + Compact(a.error_json) + "\n";
@@ -214,7 +220,9 @@ namespace {
 // until interrupted. The cursor (`next`) stays below an activation that still runs, so it comes
 // again when it ends; an id printed is never printed twice.
 int FollowJournal(const JournalOptions& o) {
-  DaemonAddress address{o.socket, o.url};
+  auto resolved = ResolveDaemonAddress(o.socket, o.url, o.token_file);
+  if (!resolved) return Fail(kKindUsage, resolved.error().message);
+  const DaemonAddress address = *resolved;
   // Start from now: what ended before is `basal journal --db`'s to print. Scan what the journal
   // holds: an ended activation is marked printed (never shown), and the cursor starts below the
   // oldest one still running, so that one is printed when it ends.
@@ -255,9 +263,18 @@ int FollowJournal(const JournalOptions& o) {
       if (o.json) {
         WriteStdout(JsonForTerminal(a) + "\n");
       } else {
+        // A failed activation says why on its line: the error's message (the script's text, escaped).
+        std::string why;
+        if (a.contains("error") && a["error"].is_object()) {
+          const auto& e = a["error"];
+          why = e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : e.dump();
+        } else if (a.contains("error") && a["error"].is_string()) {
+          why = a["error"].get<std::string>();
+        }
         WriteStdout("activation " + std::to_string(id) + "  " + EscapeForTerminal(a.value("flow", "")) + "  " +
                     EscapeForTerminal(a["outcome"].is_string() ? a["outcome"].get<std::string>() : "") + "  ended " +
-                    EscapeForTerminal(a.value("ended", "")) + "\n");
+                    EscapeForTerminal(a.value("ended", "")) + (why.empty() ? "" : "  error: " + EscapeForTerminal(why)) +
+                    "\n");
       }
       FlushStdout();
     }

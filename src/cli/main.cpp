@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kHiddenGroup = "";  // CLI11: options in the empty group are not listed
 
 constexpr const char* kDbHelp =
-    "The store: an SQLite journal file (WAL), or postgresql://... (docs/postgres.md). Default: "
+    "The store: an SQLite journal file (WAL), or postgresql://... (docs/postgres.md). Default: $BASAL_DB, else "
     "${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db, its directory created 0700";
 constexpr const char* kWorkerHelp =
     "ck-basal-worker binary. Default: ck-basal-worker beside the basal binary, else the installed one in "
@@ -34,6 +34,12 @@ constexpr const char* kWorkerUserHelp =
     "Default: basal-worker if that user exists, else nobody. Refused for a user with uid or gid 0, and when "
     "basal does not run as root";
 constexpr const char* kProfileHelp = "Worker profile: flow (default) or codemode";
+constexpr const char* kSocketHelp =
+    "basal serve's Unix socket. Default: $BASAL_SOCKET, else the socket basal serve binds by default "
+    "($RUNTIME_DIRECTORY/basal.sock, $XDG_RUNTIME_DIR/basal/basal.sock, or as root /run/basal/basal.sock)";
+constexpr const char* kUrlHelp = "basal serve's loopback TCP address, http://ADDRESS:PORT (instead of the socket)";
+constexpr const char* kTokenFileHelp =
+    "With --url: a file holding the bearer token (basal token create; keep it owner-only). Default: $BASAL_TOKEN";
 
 // The examples every --help ends with. They run from the repository's root (examples/ is there);
 // tests/integration/cli_newcomer_test.cpp runs each one and expects exit 0.
@@ -300,6 +306,13 @@ void AddCheck(CLI::App& app, int& exit_code) {
   check->add_option("--profile", o->profile, kProfileHelp)->check(CLI::IsMember({"flow", "codemode"}));
   check->add_flag("--allow-without-landlock", o->allow_without_landlock,
                   "Accept workers without Landlock, and then only if this kernel lacks Landlock");
+  check->add_option("--db", o->db_path,
+                    "The journal whose secrets/ holds the secrets the manifest names (checked: a warning for each "
+                    "one not stored). Default: $BASAL_DB, else the default journal")
+      ->type_name("FILE");
+  check->add_option("--secrets", o->secrets_dir, "Look for the secrets in this directory instead (as basal secret)")
+      ->type_name("DIR")
+      ->excludes("--db");
 #ifdef BASAL_TEST_HOOKS
   check->add_option("--worker-arg", o->worker_args, "Test-hooks worker switch (tests only)")
       ->group(kHiddenGroup)
@@ -333,10 +346,13 @@ void AddJournal(CLI::App& app, int& exit_code) {
   journal->add_flag("--source", o->source, "Print the source that ran (with --activation): kept in the journal by its hash")
       ->needs(id);
   CLI::Option* follow = journal->add_flag(
-      "--follow", o->follow, "Follow a running basal serve (--socket or --url): print each activation as it ends, until interrupted");
-  journal->add_option("--socket", o->socket, "basal serve's Unix socket (with --follow)")->type_name("PATH")->needs(follow);
-  journal->add_option("--url", o->url, "basal serve's loopback TCP address, http://ADDRESS:PORT, the token in $BASAL_TOKEN (with --follow)")
-      ->type_name("URL")
+      "--follow", o->follow,
+      "Follow a running basal serve: print each activation as it ends, with the error of a failed one, until "
+      "interrupted");
+  journal->add_option("--socket", o->socket, std::string("With --follow: ") + kSocketHelp)->type_name("PATH")->needs(follow);
+  journal->add_option("--url", o->url, std::string("With --follow: ") + kUrlHelp)->type_name("URL")->needs(follow);
+  journal->add_option("--token-file", o->token_file, std::string("With --follow: ") + kTokenFileHelp)
+      ->type_name("FILE")
       ->needs(follow);
   journal->footer("Exit: 0 read; 2 usage; 3 no journal, or it could not be read\n\n" +
                   Examples({"  basal journal --limit 5\n", "  basal journal --json --limit 1\n",
@@ -344,11 +360,95 @@ void AddJournal(CLI::App& app, int& exit_code) {
   journal->callback([o, activation, id, run, run_id, &exit_code] {
     if (id->count() > 0) o->activation = *activation;
     if (run_id->count() > 0) o->run = *run;
-    if (o->follow && o->socket.empty() && o->url.empty()) {
-      exit_code = Fail(kKindUsage, "--follow needs the daemon's address: --socket PATH or --url URL");
-      return;
-    }
     exit_code = JournalCommand(*o);
+  });
+}
+
+void AddRuns(CLI::App& app, int& exit_code) {
+  auto o = Keep<RunsOptions>();
+  CLI::App* runs = app.add_subcommand(
+      "runs", "List the run history, newest first: basal serve's runs (API, webhooks, schedules), MCP scripts and "
+              "durable runs, filtered; read from the journal, read-only");
+  runs->add_option("--flow", o->flow, "Only this flow's runs")->type_name("NAME");
+  runs->add_option("--outcome", o->outcome,
+                   "Only ended runs with this outcome: ok, script_error, budget_exhausted, deadline, cancelled, "
+                   "abandoned, missed, skipped, ... (docs/api.md)")
+      ->type_name("OUTCOME");
+  // The states as help text, not a CLI::IsMember: the man page cannot break one list of eight
+  // (the run filter refuses any other, naming them).
+  runs->add_option("--state", o->state,
+                   "Only runs in this state: queued, running, ended, interrupted, needs_reconciliation, sleeping, "
+                   "waiting, retrying")
+      ->type_name("STATE");
+  runs->add_option("--trigger", o->trigger,
+                   "Only runs of this trigger: a kind (api, webhook, schedule, mcp, cli, embedder) or one trigger "
+                   "(webhook:github, schedule:nightly)")
+      ->type_name("TRIGGER");
+  runs->add_option("--since", o->since,
+                   "Only runs created since: an RFC 3339 time (2026-12-04T15:07:02Z), a date (2026-12-04, UTC) or a "
+                   "duration back from now (15m, 2h, 7d)")
+      ->type_name("TIME");
+  runs->add_option("--before", o->before, "Only runs older than RUN (the next page of a listing)")
+      ->type_name("RUN")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  runs->add_option("--limit", o->limit, "At most N runs (default 20)")
+      ->type_name("N")
+      ->check(CLI::Range(size_t{1}, size_t{100000}));
+  runs->add_flag("--json", o->json, "JSON Lines: one run per line, as GET /v1/runs/{id} gives it");
+  runs->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  runs->footer("Exit: 0 listed; 2 usage (a filter names nothing there is); 3 no journal, or it could not be read\n\n" +
+               Examples({"  basal runs --limit 5\n", "  basal runs --flow hello --outcome script_error --since 1d\n",
+                         "  basal runs --trigger schedule --json\n"}));
+  runs->callback([o, &exit_code] { exit_code = RunsCommand(*o); });
+}
+
+// The flags of a command that talks to a running basal serve.
+void AddDaemonFlags(CLI::App& c, DaemonFlags& flags) {
+  CLI::Option* socket = c.add_option("--socket", flags.socket, kSocketHelp)->type_name("PATH");
+  CLI::Option* url = c.add_option("--url", flags.url, kUrlHelp)->type_name("URL");
+  socket->excludes(url);
+  c.add_option("--token-file", flags.token_file, kTokenFileHelp)->type_name("FILE")->needs(url);
+}
+
+void AddTail(CLI::App& app, int& exit_code) {
+  auto o = Keep<TailOptions>();
+  CLI::App* tail = app.add_subcommand(
+      "tail", "Follow a running basal serve live: each activation's start and end (with its error), its console "
+              "lines and its host calls' decisions, as they happen, until interrupted");
+  tail->add_option("--flow", o->flow, "Only this flow's activations")->type_name("NAME");
+  tail->add_flag("--json", o->json, "JSON Lines: {\"event\": NAME, \"data\": {...}} per event (docs/api.md)");
+  AddDaemonFlags(*tail, *o);
+  tail->footer(
+      "Lines: TIME FLOW run RUN started | LEVEL: text | call #N NAME DECISION (RULE) STATE | ended OUTCOME in MS ms:\n"
+      "ERROR. Everything a flow wrote is escaped. Events this tail could not keep up with are dropped by the\n"
+      "daemon and counted in a line of their own. Ends when the daemon stops, or at Ctrl-C.\n"
+      "Exit: 0 the daemon ended the stream; 2 usage; 3 the daemon cannot be reached or refused (tail_full)\n\n" +
+      Examples({"  basal tail\n", "  basal tail --flow hello --socket /run/basal/basal.sock\n",
+                "  basal tail --url http://127.0.0.1:8470 --token-file ~/.config/basal/token\n"}));
+  tail->callback([o, &exit_code] { exit_code = TailCommand(*o); });
+}
+
+void AddSchedule(CLI::App& app, int& exit_code) {
+  auto o = Keep<ScheduleOptions>();
+  CLI::App* top = app.add_subcommand("schedule", "See a running basal serve's schedules, and run one now");
+  top->require_subcommand(1);
+  CLI::App* list = top->add_subcommand("list", "The schedules: cron, time zone, overlap, next and last fire, last run");
+  list->add_flag("--json", o->json, "One JSON object per line (GET /v1/schedules)");
+  AddDaemonFlags(*list, *o);
+  CLI::App* run = top->add_subcommand(
+      "run", "Run schedule NAME's flow now, by hand, with its configured input (journaled with who asked)");
+  run->add_option("name", o->name, "The schedule's name in basal serve's config")->required()->type_name("NAME");
+  run->add_option("--wait", o->wait, "Wait up to this long for the run's end (30s, 2m; at most limits.wait_max)")
+      ->type_name("DURATION");
+  run->add_flag("--json", o->json, "Print the run as JSON (GET /v1/runs/{id})");
+  AddDaemonFlags(*run, *o);
+  top->footer("Exit: 0 listed, or the run was accepted (with --wait: ended ok); 1 it ended otherwise; 2 usage (no such\n"
+              "schedule); 3 the daemon cannot be reached\n\n" +
+              Examples({"  basal schedule list\n", "  basal schedule run nightly --wait 60s\n"}));
+  top->callback([top, o, &exit_code] {
+    for (const char* action : {"list", "run"})
+      if (top->get_subcommand(action)->parsed()) o->action = action;
+    exit_code = ScheduleCommand(*o);
   });
 }
 
@@ -586,6 +686,29 @@ int HealthCommand(const HealthOptions& o) {
 
 namespace {
 
+// CLI11 lists the arguments it did not expect last first ("--test-skip-seccomp --worker-arg" for
+// `--worker-arg --test-skip-seccomp`): a flag and its value read reversed. They are put back in
+// the order they were typed. (An argument with a space in it is split: the message is all CLI11 gives.)
+std::string InCommandLineOrder(const CLI::ParseError& e) {
+  std::string text = e.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr) return text;
+  const size_t colon = text.find(": ");
+  if (colon == std::string::npos) return text;
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text.substr(colon + 2) + " ") {
+    if (c == ' ') {
+      if (!word.empty()) words.insert(words.begin(), word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  std::string out = text.substr(0, colon + 2);
+  for (size_t i = 0; i < words.size(); ++i) out += (i ? " " : "") + words[i];
+  return out;
+}
+
 int Dispatch(int argc, char** argv) {
   using namespace basal::cli;
   using basal::ApprovalKind;
@@ -598,6 +721,8 @@ int Dispatch(int argc, char** argv) {
   AddRun(app, exit_code);
   AddCheck(app, exit_code);
   AddJournal(app, exit_code);
+  AddRuns(app, exit_code);
+  AddTail(app, exit_code);
   AddDoctor(app, exit_code);
   AddHealth(app, exit_code);
   AddApprovals(app, exit_code, ApprovalKind::kFlow);
@@ -606,6 +731,7 @@ int Dispatch(int argc, char** argv) {
   AddServe(app, exit_code);
   AddMcp(app, exit_code);
   AddToken(app, exit_code);
+  AddSchedule(app, exit_code);
   AddReplay(app, exit_code);
   AddHelp(app, exit_code);
   AddGenerate(app, exit_code);  // hidden: man pages and completion scripts from the commands above
@@ -634,7 +760,7 @@ int Dispatch(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     const std::string help = command_first && first != "help" ? "basal help " + first : "basal help";
-    return Fail(kKindUsage, std::string(e.what()) + " (see " + help + ")");
+    return Fail(kKindUsage, InCommandLineOrder(e) + " (see " + help + ")");
   }
   return exit_code;
 }

@@ -98,6 +98,8 @@ std::vector<ValueKind> ValueKindsOf(const std::vector<std::string>& path, const 
           break;
         }
       }
+    } else if (word == "NAME" && HasName(a, "--flow")) {
+      add(ValueKind::kFlow);
     } else if (word == "NAME" && HasName(a, "--policy")) {
       add(ValueKind::kPolicy);
     } else if (word == "NAME" && HasName(a, "--worker-user")) {

@@ -337,7 +337,7 @@ void DownstreamHub::StopAll() {
 // ---- Codemode -------------------------------------------------------------------------------
 
 struct Codemode::Run {
-  int64_t activation = 0;
+  RunId run = 0;  // its row in the store's runs (trigger "mcp"): the run_id the agent is told
   FlowRef flow;
   std::string code;
   std::vector<std::string> logs;
@@ -386,8 +386,18 @@ Result<void> Codemode::Start(const std::string& secrets_dir) {
 }
 
 void Codemode::OnLog(const HostCallContext& context, std::string_view level, std::string_view message) {
+  // Every console line of the module comes here (basal serve runs other flows beside the scripts).
+  if (runs_.empty() || context.flow != kScriptName) return;
   auto key = run_of_activation_.find(context.activation_id);
-  if (key == run_of_activation_.end()) return;
+  if (key == run_of_activation_.end()) {
+    // A script's first line: its activation began when a worker took its run. Which run, the
+    // journal says (the activation's row is in the open batch, which this reader sees).
+    auto rows = module_.host().reader().Activations(context.activation_id, 1);
+    if (!rows || rows->empty()) return;
+    auto call = call_of_run_.find(rows->front().run_id);
+    if (call == call_of_run_.end()) return;
+    key = run_of_activation_.emplace(context.activation_id, call->second).first;
+  }
   auto run = runs_.find(key->second);
   if (run == runs_.end()) return;
   Run& r = *run->second;
@@ -467,7 +477,8 @@ Json Codemode::ListTools() {
        {{"status", {{"type", "string"}, {"description", "ok, script_error, denied, budget_exhausted, deadline, typescript, ..."}}},
         {"result", Json::object()},
         {"logs", {{"type", "array"}, {"items", {{"type", "string"}}}}},
-        {"run_id", {{"type", "integer"}}},
+        {"run_id", {{"type", "integer"}, {"description", "the run in basal's store: basal journal --run RUN_ID"}}},
+        {"activation_id", {{"type", "integer"}}},
         {"calls", {{"type", "array"}, {"items", call_item}}},
         {"error", {{"type", "object"}}}}},
       {"required", {"status", "logs", "run_id", "calls"}}};
@@ -629,7 +640,7 @@ void Codemode::RunScript(uint64_t call_key, const Json& arguments, std::function
   std::vector<std::string> tool_names;
   for (const ScriptTool& t : ScriptTools(policy->manifest)) tool_names.push_back(t.host_call);
   const std::string source = IsModuleSource(text) ? text : WrapScript(text);
-  auto flow = module_.AddCodemodeScript(policy_, "run_script.js", source, std::move(tool_names));
+  auto flow = module_.AddCodemodeScript(policy_, kScriptName, source, std::move(tool_names));
   if (!flow) return done(ToolError("refused", flow.error().message));
   Json input = arguments.value("input", Json());
   auto run = std::make_unique<Run>();
@@ -639,18 +650,24 @@ void Codemode::RunScript(uint64_t call_key, const Json& arguments, std::function
   Run* raw = run.get();
   runs_[call_key] = std::move(run);
   std::weak_ptr<bool> alive = alive_;
-  auto id = module_.Submit(*flow, std::move(input), [this, alive, call_key](const ActivationResult& result) {
-    if (alive.expired() || !*alive.lock()) return;
-    Finish(call_key, result);
-  });
-  if (!id) {
+  // A run, as every other in the store (trigger "mcp"): its id is the one GET /v1/runs/{id} and
+  // `basal journal --run` know, and the one the agent is told.
+  RunOptions options;
+  options.trigger = "mcp";
+  auto accepted = module_.host().StartRun(*flow, std::move(input), std::move(options),
+                                          [this, alive, call_key](const RunStop& stop) {
+                                            if (alive.expired() || !*alive.lock()) return;
+                                            if (on_run_stopped_) on_run_stopped_(stop);
+                                            Finish(call_key, stop.result);
+                                          });
+  if (!accepted) {
     auto done_now = std::move(raw->done);
     (void)module_.RemoveFlow(raw->flow);
     runs_.erase(call_key);
-    return done_now(ToolError("refused", id.error().message));
+    return done_now(ToolError("refused", accepted.error().message));
   }
-  raw->activation = *id;
-  run_of_activation_[*id] = call_key;
+  raw->run = accepted->run.id;
+  call_of_run_[raw->run] = call_key;
 }
 
 void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
@@ -658,6 +675,7 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
   if (it == runs_.end()) return;
   std::unique_ptr<Run> run = std::move(it->second);
   runs_.erase(it);
+  call_of_run_.erase(run->run);
   run_of_activation_.erase(result.activation_id);
   downstream_calls_.erase(result.activation_id);
   (void)module_.RemoveFlow(run->flow);
@@ -702,8 +720,9 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
     }
   }
 
-  Json structured = {{"status", status}, {"run_id", result.activation_id}, {"logs", run->logs}, {"calls", calls}};
-  std::string text = status + " (run " + std::to_string(result.activation_id) + ")";
+  Json structured = {{"status", status},        {"run_id", run->run}, {"activation_id", result.activation_id},
+                     {"logs", run->logs},        {"calls", calls}};
+  std::string text = status + " (run " + std::to_string(run->run) + ")";
   if (result.ok()) {
     const std::string json = Dump(result.result);
     if (json.size() > limits_.max_result_bytes) {
@@ -739,7 +758,8 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
 void Codemode::Cancel(uint64_t call_key) {
   auto it = runs_.find(call_key);
   if (it == runs_.end()) return;
-  (void)module_.Cancel(it->second->activation);  // its end arrives through Finish
+  // Its end arrives through Finish (a run not started yet ends at once, cancelled).
+  (void)module_.host().CancelRun(it->second->run, "cancelled: the agent's request went away (its client left or basal stopped)");
 }
 
 void Codemode::ServeDownstream(const HostCallContext& context, const Json& args, HostCallReply reply) {

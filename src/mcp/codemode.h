@@ -26,6 +26,7 @@
 #include "mcp/downstream.h"
 #include "mcp/json_schema.h"
 #include "mcp/server.h"
+#include "parent/module_host.h"
 
 namespace basal::mcp {
 
@@ -101,6 +102,8 @@ class Codemode : public ToolHost {
   std::string Instructions() const;
   // Scripts still running.
   size_t running() const { return runs_.size(); }
+  // Told of each script's run that stops (basal serve logs it as it logs every run).
+  void OnRunStopped(std::function<void(const RunStop&)> fn) { on_run_stopped_ = std::move(fn); }
   // The policy's downstream servers that are not running, with why (for a log at start).
   std::map<std::string, std::string> UnavailableServers() const {
     return hub_ ? hub_->Unavailable() : std::map<std::string, std::string>{};
@@ -132,10 +135,15 @@ class Codemode : public ToolHost {
   Budgets budgets_;
   std::unique_ptr<DownstreamHub> hub_;
   std::map<uint64_t, std::unique_ptr<Run>> runs_;       // by the server's call key
-  std::map<int64_t, uint64_t> run_of_activation_;       // activation id -> call key
+  std::map<RunId, uint64_t> call_of_run_;               // a running script's run -> call key
+  std::map<int64_t, uint64_t> run_of_activation_;       // activation id -> call key (found at its first log line)
   std::map<int64_t, std::vector<std::pair<std::string, uint64_t>>> downstream_calls_;  // activation -> (server, token)
+  std::function<void(const RunStop&)> on_run_stopped_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
+
+// The name of every script's flow in the journal and the runs (`flow: "run_script.js"`).
+inline constexpr const char* kScriptName = "run_script.js";
 
 // The pure parts, for their unit tests.
 // A script is a module when a line starts with `export` or `import`; otherwise it is the body of

@@ -1382,7 +1382,9 @@ std::string SummaryLine(const ToolDeclaration& tool) {
       }
     }
     if (cut) parameters += parameters.empty() ? "..." : ", ...";
-    line += parameters;
+    // One object of named arguments, as the call takes them: braces, so that the line does not read
+    // as positional parameters (tools.kv.get(key, namespace) would be a call that fails).
+    line += "{" + parameters + "}";
   }
   line += ")";
   std::string sentence = FirstSentence(tool.description);

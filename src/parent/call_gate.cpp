@@ -88,7 +88,7 @@ CallGate::~CallGate() {
   link_->gate = nullptr;
 }
 
-void CallGate::Record(const CallRecord& record) {
+void CallGate::Record(const CallRecord& record, const Flow& flow) {
   if (auto r = journal_.RecordCall(record); !r) hooks_.journal_failed(r.error().message);
   // A flow may call any name: only names the registry or the manifest bounds are counted by name.
   if (hooks_.count_call) {
@@ -102,9 +102,11 @@ void CallGate::Record(const CallRecord& record) {
       hooks_.count_call(record.name, record.decision.verdict, member);
     }
   }
+  if (hooks_.recorded) hooks_.recorded(record.activation_id, flow, record.call_id, record.name, record.decision, record.state);
 }
-void CallGate::Update(const CallUpdate& update) {
+void CallGate::Update(const CallUpdate& update, const InFlight& call) {
   if (auto r = journal_.UpdateCall(update); !r) hooks_.journal_failed(r.error().message);
+  if (hooks_.recorded) hooks_.recorded(update.activation_id, *call.flow, update.call_id, call.name, call.decision, update.state);
 }
 
 void CallGate::BeginDurable(ActivationId activation, RunId run, int64_t start_clock_us,
@@ -272,7 +274,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
                    Decision{Verdict::kQuotaExceeded, "budgets.journal_kb", why},
                    spec ? spec->effect : Effect::kExternal, CallState::kAnswered, "", ErrorJson("BudgetExhausted", why),
                    start, NowUnixUs(), digest};
-    Record(rec);
+    Record(rec, *flow);
     return OverBudget(activation, usage, Budget::kJournal,
                       "journal budget exhausted: host call \"" + call.name + "\" would pass " + budget_text +
                           "; raise it or make fewer or smaller calls (the journal keeps every call's arguments and "
@@ -285,7 +287,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
     CallRecord rec{activation, call.id, call.name, std::move(args_journal), decision,
                    spec ? spec->effect : Effect::kExternal, CallState::kAnswered, "", ErrorJson("PermissionDenied", why),
                    start, stamp.clock_us.value_or(NowUnixUs()), digest, stamp.seq};
-    Record(rec);
+    Record(rec, *flow);
     hooks_.send(activation, protocol::BuildResultError(activation, call.id, "PermissionDenied", why, stamp.clock_us));
     return;
   }
@@ -325,7 +327,8 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
     return;
   }
   Record({activation, call.id, call.name, std::move(args_journal), f.decision, f.effect, CallState::kStarted, "", "",
-          start, std::nullopt, f.args_digest});
+          start, std::nullopt, f.args_digest},
+         *flow);
   f.recorded = true;
   f.stage = Stage::kAwaitingCommit;
   awaiting_commit_.push_back(key);
@@ -493,10 +496,11 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
   if (!f.journaled) {
     // no record, before or after
   } else if (f.recorded) {
-    Update({activation, call_id, state, result_journal, error_journal, end, stamp.seq, std::move(replay)});
+    Update({activation, call_id, state, result_journal, error_journal, end, stamp.seq, std::move(replay)}, f);
   } else {
     Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect, state, result_journal,
-            error_journal, f.start_unix_us, end, f.args_digest, stamp.seq, std::move(replay)});
+            error_journal, f.start_unix_us, end, f.args_digest, stamp.seq, std::move(replay)},
+           *f.flow);
   }
   if (over) {
     return OverBudget(activation, *usage, Budget::kJournal,
@@ -544,10 +548,11 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
     if (f.stage == Stage::kAwaitingCommit || f.stage == Stage::kWaitingForWorker) {
       // Its handler never ran and never will: the record ends abandoned, nothing waits for it.
       if (f.recorded) {
-        Update({activation, call_id, CallState::kAbandoned, "", ended, NowUnixUs()});
+        Update({activation, call_id, CallState::kAbandoned, "", ended, NowUnixUs()}, f);
       } else if (f.journaled) {
         Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect, CallState::kAbandoned,
-                "", ended, f.start_unix_us, NowUnixUs(), f.args_digest});
+                "", ended, f.start_unix_us, NowUnixUs(), f.args_digest},
+               *f.flow);
       }
       it = calls_.erase(it);
       continue;
@@ -555,10 +560,11 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
     if (!f.journaled) {
       // no record: an unjournaled call ends without a trace
     } else if (f.recorded) {
-      Update({activation, call_id, CallState::kAbandoned, "", ended, std::nullopt});
+      Update({activation, call_id, CallState::kAbandoned, "", ended, std::nullopt}, f);
     } else {
       Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect,
-              CallState::kAbandoned, "", ended, f.start_unix_us, std::nullopt, f.args_digest});
+              CallState::kAbandoned, "", ended, f.start_unix_us, std::nullopt, f.args_digest},
+             *f.flow);
       f.args_journal.clear();
       f.recorded = true;
     }

@@ -68,6 +68,10 @@ struct CallGateHooks {
   // ungranted member counts under its family's name ("mcp.*"), a name no host call has as "unknown".
   std::function<void(const std::string& name, Verdict verdict, bool member)> count_call;
   std::function<void()> count_log_dropped;
+  // A call's record reached `state` (journaled in the open batch): for the module's live activity.
+  std::function<void(ActivationId, const Flow& flow, int64_t call_id, const std::string& name, const Decision&,
+                     CallState state)>
+      recorded;
   // A budget ran out: the module ends the activation (not from inside the gate's own call).
   std::function<void(ActivationId, Budget, std::string message)> over_budget;
   // A resumed durable activation issued a call other than the record's: the module ends it
@@ -189,8 +193,8 @@ class CallGate {
   void Dispatch(const Key& key, InFlight& call);
   // Dispatch now, or wait for the worker to read (flow control).
   void DispatchOrWait(const Key& key, InFlight& call);
-  void Record(const CallRecord& record);
-  void Update(const CallUpdate& update);
+  void Record(const CallRecord& record, const Flow& flow);
+  void Update(const CallUpdate& update, const InFlight& call);
   std::string ResultForJournal(const HostCallSpec& spec, const Json& value);
   // Ends the activation's calls for a budget: later calls are ignored.
   void OverBudget(ActivationId activation, CallUsage& usage, Budget budget, std::string message);

@@ -455,6 +455,7 @@ Result<Manifest> Manifest::Parse(std::string_view text, const HostCallRegistry& 
   if (!root.is_object()) return Invalid("manifest", "must be a JSON object (got " + Shown(root) + ")");
 
   Manifest manifest;
+  manifest.profile_ = profile;
   manifest.budgets_ = DefaultBudgets(profile);
   for (const auto& [key, value] : root.items()) {
     if (key == "mcp_servers") {
@@ -510,7 +511,9 @@ std::optional<std::string> Manifest::Authorize(const HostCallSpec& spec, const J
 
 std::optional<std::string> Manifest::Authorize(const HostCallSpec& spec, std::string_view name, const Json& args) const {
   const Json* grant = GrantFor(name);
-  if (grant == nullptr && spec.needs_grant) return Quoted(name) + " is not granted by the manifest";
+  // Said in the words of who reads it: a flow's author wrote a manifest; an agent was given a policy.
+  if (grant == nullptr && spec.needs_grant)
+    return Quoted(name) + " is not granted by the " + (profile_ == Profile::kCodemode ? "policy" : "manifest");
   if (!spec.authorize) return std::nullopt;
   static const Json kNoConstraints = Json::object();
   return spec.authorize(grant == nullptr ? kNoConstraints : *grant, args);

@@ -119,6 +119,7 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
     parking.erase(p);
   }
   if (a.run_id != 0) running_runs_.erase(a.run_id);
+  if (WantsActivity()) ended_activity[id] = EndedActivity{a.flow->name, a.start_unix_us};
   if (f.result.ok()) {
     ++health.activations_ok;
   } else if (f.result.outcome == Outcome::kParked) {
@@ -236,6 +237,33 @@ void Module::Impl::OnEvent(ModuleEvent event) {
   if (options.observer) options.observer->OnEvent(event);
 }
 
+void Module::Impl::TellStarted(const Activation& a) {
+  if (!WantsActivity() || a.load_only) return;
+  ActivityEvent e;
+  e.kind = ActivityEvent::Kind::kActivationStarted;
+  e.activation_id = a.id;
+  e.run_id = a.run_id;
+  e.flow = a.flow->name;
+  e.started_unix_us = a.start_unix_us;
+  options.observer->OnActivity(e);
+}
+
+void Module::Impl::TellEnded(const Finished& f) {
+  auto it = ended_activity.find(f.result.activation_id);
+  if (it == ended_activity.end()) return;
+  ActivityEvent e;
+  e.kind = ActivityEvent::Kind::kActivationEnded;
+  e.activation_id = f.result.activation_id;
+  e.run_id = f.result.run_id;
+  e.flow = std::move(it->second.flow);
+  e.started_unix_us = it->second.started_unix_us;
+  ended_activity.erase(it);
+  e.ended_unix_us = NowUnixUs();
+  e.outcome = OutcomeName(f.result.outcome);
+  if (!f.result.ok()) e.error_json = f.result.ErrorJson().dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (WantsActivity()) options.observer->OnActivity(e);
+}
+
 // ---- budgets the parent enforces ----
 
 // Ends the activations the gate found over a budget or diverged (never from inside the gate's own call).
@@ -331,6 +359,7 @@ void Module::Impl::StartOn(PooledWorker& w) {
 }
 
 void Module::Impl::Place(Activation& a, PooledWorker* idle) {
+  TellStarted(a);
   if (idle) {
     pool->Claim(*idle);
     idle->activation = &a;
@@ -660,6 +689,11 @@ void Module::Impl::EndOfPass() {
   auto done = std::move(landed);
   landed.clear();
   in_pass = false;
+  if (!ended_activity.empty()) {
+    for (const Finished& f : done)
+      if (f.journaled && f.result.activation_id > 0) TellEnded(f);
+    ended_activity.clear();  // what a failed batch took back, or an observer that stopped listening
+  }
   // Every callback runs even if one throws; the first exception then goes to the caller of Run*.
   std::exception_ptr first;
   for (auto& f : done) {
@@ -797,6 +831,24 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     ++counts[name][VerdictName(verdict)];
   };
   hooks.count_log_dropped = [&m] { ++m.health.logs_dropped; };
+  hooks.recorded = [&m](ActivationId id, const Flow& flow, int64_t call_id, const std::string& name,
+                        const Decision& decision, CallState state) {
+    if (!m.WantsActivity() || name == "log") return;  // a log line reaches the log sink instead
+    ActivityEvent e;
+    e.kind = ActivityEvent::Kind::kHostCall;
+    e.activation_id = id;
+    if (auto it = m.live.find(id); it != m.live.end()) {
+      e.run_id = it->second->run_id;
+      e.started_unix_us = it->second->start_unix_us;
+    }
+    e.flow = flow.name;
+    e.call_id = call_id;
+    e.name = name;
+    e.decision = VerdictName(decision.verdict);
+    e.rule = decision.rule;
+    e.state = CallStateName(state);
+    m.options.observer->OnActivity(e);
+  };
   hooks.over_budget = [&m](ActivationId id, Budget budget, std::string message) {
     m.over_budget.push_back({id, budget, std::move(message)});
   };

@@ -130,6 +130,13 @@ struct Module::Impl final : PoolOwner, ModuleHost {
     bool past_record;  // a strict replay reached the end of the record: no divergence
   };
   std::vector<Diverged> diverged;  // reported by the gate; ended by EndOverBudget
+  // The activations ended in this pass, for the observer's live activity (only while it wants it):
+  // their flow and start, told with their end once it is committed.
+  struct EndedActivity {
+    std::string flow;
+    int64_t started_unix_us = 0;
+  };
+  std::unordered_map<ActivationId, EndedActivity> ended_activity;
   std::map<ActivationId, Parking> parking;  // activations parking their run; ended by EndParked
   bool shutting_down = false;
   bool stop_starting_runs = false;  // StopStartingRuns
@@ -173,6 +180,10 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   }
   void RenewLeases();
   void OnEvent(ModuleEvent event) override;
+  // The observer's live activity (ModuleObserver::OnActivity), built only when it wants it.
+  bool WantsActivity() const { return options.observer && options.observer->WantsActivity(); }
+  void TellStarted(const Activation& a);
+  void TellEnded(const Finished& f);
 
   // PoolOwner
   void OnWorkerReady(PooledWorker& w) override;

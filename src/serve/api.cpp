@@ -2,11 +2,16 @@
 #include "serve/api.h"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 #include <cstdlib>
 #include <memory>
 #include <utility>
 
+#include "basal/manifest.h"
+#include "basal/review.h"
 #include "parent/store/owner.h"
+#include "serve/run_filter.h"
 
 namespace basal::serve {
 
@@ -22,6 +27,9 @@ Json ParseOrText(const std::string& text) {
 
 // A page of /v1/runs/{id}/calls stops after the call that brings it past this many bytes.
 constexpr size_t kCallsPageBytes = 1 << 20;
+// A page of /v1/runs stops before the run that comes after this many bytes (about: its input,
+// result and error counted).
+constexpr size_t kRunsPageBytes = 4 << 20;
 
 std::optional<int64_t> ParseId(std::string_view text) {
   if (text.empty() || text.size() > 18) return std::nullopt;
@@ -50,7 +58,12 @@ std::string MetricsRoute(std::string_view path) {
   return "other";
 }
 
-Api::Api(Options options) : o_(std::move(options)) { AddRoutes(); }
+Api::Api(Options options) : o_(std::move(options)) {
+  AddRoutes();
+  SampleHealth();
+}
+
+Api::~Api() { o_.loop.Cancel(sample_timer_); }
 
 void Api::Add(std::vector<std::string> methods, std::string_view pattern, RouteAccess access, Handler handler,
               std::function<std::optional<size_t>(const RouteParams&)> max_body, std::string method_note) {
@@ -82,8 +95,21 @@ void Api::AddRoutes() {
   Add({"GET"}, "/v1/flows", read, [this](auto&, auto&, Respond r, auto) { r(Flows()); });
   Add({"GET"}, "/v1/flows/{name}", read,
       [this](auto&, const RouteParams& p, Respond r, auto) { r(FlowDetail(std::string(p.Get("name")))); });
+  Add({"GET"}, "/v1/flows/{name}/versions/{version}", read, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    r(FlowVersion(req, std::string(p.Get("name")), std::string(p.Get("version"))));
+  });
   Add({"POST"}, "/v1/flows/{name}/runs", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
     StartRun(req, std::string(p.Get("name")), std::move(r));
+  });
+  Add({"GET"}, "/v1/flows/{name}/runs", read, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    r(ListRuns(req, std::string(p.Get("name"))));
+  });
+  Add({"GET"}, "/v1/runs", read,
+      [this](const HttpRequest& req, auto&, Respond r, auto) { r(ListRuns(req, std::nullopt)); });
+  Add({"GET"}, "/v1/tail", read, [this](const HttpRequest& req, auto&, Respond r, auto) { r(TailStream(req)); });
+  Add({"GET"}, "/v1/schedules", read, [this](auto&, auto&, Respond r, auto) { r(Schedules()); });
+  Add({"POST"}, "/v1/schedules/{name}/run", run, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    RunSchedule(req, std::string(p.Get("name")), std::move(r));
   });
   Add({"GET"}, "/v1/runs/{id}", read, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
     GetRun(req, std::string(p.Get("id")), std::move(r));
@@ -105,21 +131,45 @@ void Api::AddRoutes() {
       });
   Add({"GET"}, "/v1/journal", read, [this](const HttpRequest& req, auto&, Respond r, auto) { Journal(req, std::move(r)); });
   Add({"GET"}, "/v1/health", read, [this](auto&, auto&, Respond r, auto) { Health(std::move(r)); });
+  Add({"GET"}, "/v1/health/history", read,
+      [this](auto&, auto&, Respond r, auto) { r(JsonResponse(200, history_.ToJson(UtcText))); });
+  // The web console: its files and its sign-in need no credential (a page that asks for one must
+  // load first); what its pages show comes from the routes above, under their own access.
+  const RouteAccess console{.scope = ""};
+  Add({"GET", "HEAD"}, "/console", console, [this](const HttpRequest& req, auto&, Respond r, auto) { r(o_.console.File(req, "")); });
+  Add({"GET"}, "/console/session", console, [this](const HttpRequest& req, auto&, Respond r, auto) { r(o_.console.Session(req)); });
+  Add({"POST"}, "/console/session", console, [this](const HttpRequest& req, auto&, Respond r, auto) { r(o_.console.SignIn(req)); },
+      [](const RouteParams&) { return std::optional<size_t>(4096); });
+  Add({"DELETE"}, "/console/session", console, [this](const HttpRequest& req, auto&, Respond r, auto) { r(o_.console.SignOut(req)); });
+  Add({"GET", "HEAD"}, "/console/{file}", console, [this](const HttpRequest& req, const RouteParams& p, Respond r, auto) {
+    r(o_.console.File(req, p.Get("file")));
+  });
 }
 
 // ---------------------------------------------------------------- the request's way
 
 std::optional<HttpResponse> Api::Admit(const HttpRequest& head, size_t* max_body) {
   const auto match = routes_.Find(head.method, head.path);
-  const Route* route = match.path_value;
+  // The row of this method when there is one (a path's methods may need different scopes: GET
+  // /v1/flows/{name}/runs reads, POST starts a run), else the path's first row.
+  const Route* route = match.value ? match.value : match.path_value;
   // The limit as configured now: SIGHUP may have changed it since the listener started.
   *max_body = o_.limits.max_body_bytes;
   if (route && route->max_body)
     if (auto limit = route->max_body(match.params)) *max_body = *limit;
-  return o_.admission.Admit(head, route ? &route->access : nullptr);
+  auto refusal = o_.admission.Admit(head, route ? &route->access : nullptr);
+  if (refusal && !head.unix_socket) AddBrowserHeaders(*refusal, /*page=*/false);
+  return refusal;
 }
 
 void Api::Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone) {
+  // A browser may reach the TCP listener (the console signs it in); whatever it is answered there
+  // is kept from being sniffed, framed or run as a document.
+  if (!req.unix_socket)
+    respond = [respond = std::move(respond)](HttpResponse r) {
+      AddBrowserHeaders(r, /*page=*/false);
+      respond(std::move(r));
+    };
   const auto match = routes_.Find(req.method, req.path);
   switch (match.kind) {
     case RouteMatch::kFound:
@@ -220,6 +270,67 @@ HttpResponse Api::Metrics() {
 
 // ---------------------------------------------------------------- runs
 
+// A webhook trigger's "respond": "flow": the flow's result {status, headers, body} is the answer.
+// status: 200-599 (default 200); headers: names as RFC 9110 tokens, values without control
+// characters but TAB; those that belong to a connection, not an answer, are dropped (hop-by-hop
+// ones, Content-Length, Date, Server), and Set-Cookie unless allowed; body: a string is sent as it
+// is (text/plain unless a Content-Type says otherwise), any other JSON value as JSON. Anything
+// else is 502 bad_flow_response, naming what is wrong.
+HttpResponse FlowAnswer(const Json& result, bool allow_set_cookie) {
+  const char* shape = " (respond \"flow\": return {status: 200-599, headers: {NAME: \"VALUE\"}, body: STRING or JSON})";
+  auto bad = [&](const std::string& why) { return JsonError(502, "bad_flow_response", "the flow's answer " + why + shape); };
+  if (!result.is_object()) return bad("is not an object");
+  for (const auto& [k, v] : result.items())
+    if (k != "status" && k != "headers" && k != "body") return bad("has the unknown key \"" + k.substr(0, 64) + "\"");
+  HttpResponse r;
+  r.status = 200;
+  if (auto st = result.find("status"); st != result.end()) {
+    if (!st->is_number_integer() || st->get<int64_t>() < 200 || st->get<int64_t>() > 599)
+      return bad("has a status that is not an integer from 200 to 599");
+    r.status = static_cast<int>(st->get<int64_t>());
+  }
+  std::optional<std::string> content_type;
+  if (auto hs = result.find("headers"); hs != result.end() && !hs->is_null()) {
+    if (!hs->is_object()) return bad("has headers that are not an object");
+    if (hs->size() > 64) return bad("has more than 64 headers");
+    for (const auto& [name, value] : hs->items()) {
+      if (name.empty() || name.size() > 256) return bad("has a header name of " + std::to_string(name.size()) + " bytes");
+      for (char c : name) {
+        const bool tchar = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+        if (!tchar) return bad("has the header name \"" + name.substr(0, 64) + "\", which is not a token");
+      }
+      if (!value.is_string()) return bad("has a header " + name + " whose value is not a string");
+      const std::string& text = value.get_ref<const std::string&>();
+      if (text.size() > 8192) return bad("has a header " + name + " longer than 8192 bytes");
+      for (unsigned char c : text)
+        if ((c < 0x20 && c != '\t') || c == 0x7f) return bad("has a header " + name + " with a control character");
+      std::string lower = name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      static const std::set<std::string, std::less<>> kDropped = {
+          "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
+          "trailer",    "transfer-encoding", "upgrade", "content-length", "date", "server"};
+      if (kDropped.count(lower) || (lower == "set-cookie" && !allow_set_cookie)) continue;
+      if (lower == "content-type") {
+        content_type = text;
+        continue;
+      }
+      r.headers.emplace_back(name, text);
+    }
+  }
+  const auto body = result.find("body");
+  if (body == result.end() || body->is_null()) {
+    r.content_type = content_type.value_or("");
+  } else if (body->is_string()) {
+    r.body = body->get<std::string>();
+    r.content_type = content_type.value_or("text/plain; charset=utf-8");
+  } else {
+    r.body = JsonBody(*body);
+    r.content_type = content_type.value_or("application/json");
+  }
+  return r;
+}
+
 Result<std::optional<std::chrono::milliseconds>> Api::WaitOf(const HttpRequest& req) {
   auto w = req.Query("wait");
   if (!w) return std::optional<std::chrono::milliseconds>();
@@ -253,15 +364,16 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
       return respond(JsonError(400, "bad_idempotency_key", "Idempotency-Key must be 1-255 characters"));
   }
   // The flow is looked up once, by the queue (a missing or revoked flow: 404, 409).
-  Accept(std::move(run), *wait, std::move(respond), std::nullopt);
+  Accept(std::move(run), *wait, std::move(respond));
 }
 
 void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond respond) {
   auto verdict = o_.triggers.VerifyDelivery(req, trigger);
-  if (auto* refusal = std::get_if<HttpResponse>(&verdict)) return respond(std::move(*refusal));
+  if (auto* answer = std::get_if<HttpResponse>(&verdict)) return respond(std::move(*answer));
   auto& delivery = std::get<Triggers::Delivery>(verdict);
   if (delivery.event) return WebhookEvent(trigger, std::move(delivery), std::move(respond));
-  Accept(std::move(delivery.run), delivery.wait, std::move(respond), trigger);
+  auto shared = std::make_shared<const Triggers::Delivery>(std::move(delivery));
+  Deliver(std::move(shared), trigger, std::move(respond), 1);
 }
 
 // A delivery to a trigger with "event" (docs/durable.md#events): 202 once the event is journaled,
@@ -301,33 +413,87 @@ void Api::WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, 
   });
 }
 
-void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
-                 std::optional<std::string> webhook) {
-  o_.queue.Enqueue(std::move(run), [this, wait, respond, webhook](const Result<AcceptedRun>& a) {
+// A verified delivery's run: new, or the one its key names. A delivery sent again after its run
+// failed is a sender's retry (a 5xx told it to): when the trigger answers with the run's end, it
+// starts a new run, the delivery's `attempt`th, up to kMaxDeliveryRuns (each with its own key:
+// "KEY#2", "KEY#3", ...); once one ended ok, every later copy gets that one.
+void Api::Deliver(std::shared_ptr<const Triggers::Delivery> d, std::string trigger, Respond respond, int attempt) {
+  RunRequest run = d->run;
+  if (attempt > 1) run.idempotency_key += "#" + std::to_string(attempt);
+  const std::string key = run.idempotency_key;
+  // The result by reference and its error copied once, as in Accept: taken by value, GCC 12 warns
+  // that the error may be uninitialized (-Wmaybe-uninitialized, a false positive under -Werror).
+  o_.queue.Enqueue(std::move(run), [this, d, trigger, respond, attempt, key](const Result<AcceptedRun>& a) {
     if (!a) {
       const Error error = a.error();
       const ErrorCode code = error.code;
+      if (code == ErrorCode::kConflict) {
+        // The same delivery with another unsigned part (a Content-Type): its key names its run.
+        auto found = o_.reader.ListRuns({.flow = d->run.flow, .limit = 1, .idempotency_key = key});
+        if (found && !found->empty()) return Delivered(d, trigger, respond, attempt, AcceptedRun{found->front(), true});
+      }
       if (code == ErrorCode::kUnavailable) {
-        // The queue is full (limits.queue_max): a client, or a webhook's sender, retries later.
-        if (webhook) o_.triggers.DeliveryRefused(*webhook, "queue_full");
+        o_.triggers.DeliveryRefused(trigger, "queue_full");
         HttpResponse r = JsonError(429, "queue_full", error.message);
         r.headers.emplace_back("Retry-After", "1");
         return respond(std::move(r));
       }
       if (code == ErrorCode::kNotFound || code == ErrorCode::kRefused) {
-        if (webhook) o_.triggers.DeliveryRefused(*webhook, "flow_unavailable");
-        if (webhook) return respond(JsonError(code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
-                                              "webhook " + *webhook + ": " + a.error().message));
-        return respond(code == ErrorCode::kNotFound ? JsonError(404, "flow_not_found", a.error().message)
-                                                    : JsonError(409, "flow_revoked", a.error().message));
+        o_.triggers.DeliveryRefused(trigger, "flow_unavailable");
+        return respond(JsonError(code == ErrorCode::kRefused ? 409 : 500, "flow_unavailable",
+                                 "webhook " + trigger + ": " + error.message));
       }
-      if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_input", a.error().message));
-      const bool conflict = code == ErrorCode::kConflict;
-      if (conflict && !webhook) return respond(JsonError(409, "idempotency_key_reused", a.error().message));
-      return respond(JsonError(conflict ? 409 : 500, "journal", a.error().message));
+      return respond(JsonError(500, "journal", error.message));
     }
-    if (webhook) o_.triggers.DeliveryAccepted(*webhook, a->existing);
+    Delivered(d, trigger, respond, attempt, *a);
+  });
+}
+
+void Api::Delivered(std::shared_ptr<const Triggers::Delivery> d, const std::string& trigger, Respond respond,
+                    int attempt, const AcceptedRun& a) {
+  const bool failed = a.existing && a.run.state == RunState::kEnded && a.run.outcome != "ok";
+  if (failed && d->respond != WebhookTrigger::Respond::kAck && attempt < kMaxDeliveryRuns)
+    return Deliver(std::move(d), trigger, std::move(respond), attempt + 1);
+  o_.triggers.DeliveryAccepted(trigger, a.existing);
+  const bool existing = a.existing;
+  o_.queue.Wait(a.run.id, d->wait, [this, d, respond, existing](Result<RunRow> run) {
+    if (!run) return respond(JsonError(500, "internal", run.error().message));
+    HttpResponse r = DeliveryAnswer(*d, *run);
+    if (existing) r.headers.emplace_back("Idempotent-Replayed", "true");
+    respond(std::move(r));
+  }, existing ? nullptr : &a.run);
+}
+
+HttpResponse Api::DeliveryAnswer(const Triggers::Delivery& d, const RunRow& run) {
+  Json j = RunJson(run);
+  const bool ended = run.state == RunState::kEnded;
+  const bool ok = ended && j.value("outcome", std::string()) == "ok";
+  if (!ended || d.respond == WebhookTrigger::Respond::kAck) return JsonResponse(ended ? 200 : 202, j);
+  if (!ok) return JsonResponse(d.failure_status, j);
+  if (d.respond == WebhookTrigger::Respond::kFlow) return FlowAnswer(j.value("result", Json()), d.allow_set_cookie);
+  return JsonResponse(200, j);
+}
+
+void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
+                 std::function<void(int64_t run_id)> accepted) {
+  o_.queue.Enqueue(std::move(run), [this, wait, respond, accepted](const Result<AcceptedRun>& a) {
+    if (!a) {
+      const Error error = a.error();
+      const ErrorCode code = error.code;
+      if (code == ErrorCode::kUnavailable) {
+        // The queue is full (limits.queue_max): the client retries later.
+        HttpResponse r = JsonError(429, "queue_full", error.message);
+        r.headers.emplace_back("Retry-After", "1");
+        return respond(std::move(r));
+      }
+      if (code == ErrorCode::kNotFound) return respond(JsonError(404, "flow_not_found", error.message));
+      if (code == ErrorCode::kRefused) return respond(JsonError(409, "flow_revoked", error.message));
+      if (code == ErrorCode::kInvalidArgument) return respond(JsonError(400, "bad_input", error.message));
+      if (code == ErrorCode::kConflict) return respond(JsonError(409, "idempotency_key_reused", error.message));
+      return respond(JsonError(500, "journal", error.message));
+    }
     const int64_t id = a->run.id;
+    if (accepted && !a->existing) accepted(id);
     if (a->existing) {
       // The same request again: the same run, as it stands (or when it ends, with a wait).
       return AnswerWithRun(id, [respond](HttpResponse r) {
@@ -335,7 +501,6 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
         respond(std::move(r));
       }, wait);
     }
-    if (webhook) return AnswerWithRun(id, respond, wait, &a->run);
     AnswerWithRun(id, [respond, id](HttpResponse r) {
       r.headers.emplace_back("Location", "/v1/runs/" + std::to_string(id));
       respond(std::move(r));
@@ -362,54 +527,118 @@ void Api::GetRun(const HttpRequest& req, const std::string& id_text, Respond res
   AnswerWithRun(*id, std::move(respond), *wait);
 }
 
-Json Api::RunJson(const RunRow& run) {
-  Json j{{"id", run.id},
-         {"url", "/v1/runs/" + std::to_string(run.id)},
-         {"flow", run.flow},
-         {"trigger", run.trigger},
-         {"state", RunStateName(run.state)},
-         {"created", UtcText(run.created_unix_us)}};
-  if (!run.idempotency_key.empty()) j["idempotency_key"] = run.idempotency_key;
-  j["input"] = ParseOrText(run.input_json);
-  if (run.started_unix_us) j["started"] = UtcText(*run.started_unix_us);
-  if (run.ended_unix_us) j["ended"] = UtcText(*run.ended_unix_us);
-  if (run.activation_id > 0) j["activation_id"] = run.activation_id;
-  if (run.state == RunState::kEnded) j["outcome"] = run.outcome;
-  if (!run.error_json.empty()) j["error"] = ParseOrText(run.error_json);
-  if (run.durable) {
-    j["durable"] = true;
-    j["resumes"] = run.resumes;
-    j["attempt"] = run.attempt;
+// A page of runs, newest first: the filters of run_filter.h, `next` the cursor of the page after
+// (null at the end). A page stops early past kRunsPageBytes (a run's input and result are in it).
+HttpResponse Api::ListRuns(const HttpRequest& req, std::optional<std::string> fixed_flow) {
+  auto q = [&req](std::string_view name) -> std::optional<std::string> {
+    if (auto v = req.Query(name)) return std::string(*v);
+    return std::nullopt;
+  };
+  RunFilterText text{.flow = q("flow"), .outcome = q("outcome"), .state = q("state"), .trigger = q("trigger"),
+                     .since = q("since"), .cursor = q("cursor"), .limit = q("limit")};
+  if (fixed_flow) {
+    if (text.flow && *text.flow != *fixed_flow)
+      return JsonError(400, "bad_flow", "?flow= names another flow than the path; leave it out");
+    text.flow = fixed_flow;
   }
-  // A parked run (docs/durable.md): when it wakes, and what it waits for.
-  if (RunParked(run.state) && run.wake_unix_us) j["wakes"] = UtcText(*run.wake_unix_us);
-  if (run.state == RunState::kWaiting) {
-    j["waiting_for"] = Json{{"event", run.waiting_for}};
-    if (!run.waiting_key.empty()) j["waiting_for"]["key"] = run.waiting_key;
-  }
-  // Why it waits (interrupted, needs_reconciliation: the calls in doubt) or what it was scheduled for.
-  if (!run.state_detail.empty()) j["detail"] = ParseOrText(run.state_detail);
-  // A parked run has not ended: its last activation's end (parked, or a failed attempt) is in its
-  // detail, not shown as the run's outcome.
-  // Nor is the end of the activation before a wake or a resume while the run waits to go on
-  // (queued again, or running its next activation before that one is recorded).
-  if (run.activation_id > 0 && !RunParked(run.state) && run.state != RunState::kQueued) {
-    auto rows = o_.reader.Activations(run.activation_id, 1);
-    if (rows && !rows->empty()) {
-      const ActivationRow& a = rows->front();
-      if (a.end_unix_us && (run.state == RunState::kEnded || a.outcome != "parked")) {
-        // The run's own end wins where it has one (a durable run that ran out of resumes ended
-        // after its last activation was abandoned).
-        j["outcome"] = run.state == RunState::kEnded ? run.outcome : a.outcome;
-        if (!a.result_json.empty() && a.outcome == "ok") j["result"] = ParseOrText(a.result_json);
-        if (!a.error_json.empty() && run.error_json.empty()) j["error"] = ParseOrText(a.error_json);
-        j["duration_ms"] = static_cast<double>(*a.end_unix_us - a.start_unix_us) / 1000.0;
-        j["cpu_ms"] = static_cast<double>(a.cpu_us) / 1000.0;
+  RunFilterParse parsed = ParseRunFilter(text, o_.now_us(), {.default_limit = 50, .max_limit = 500});
+  if (!parsed.ok()) return JsonError(400, parsed.code, parsed.message);
+  RunQuery query = parsed.query;
+  if (!query.flow.empty()) {
+    // A flow this store knows: approved once, or with runs (a codemode script's).
+    auto versions = o_.reader.Versions(ApprovalKind::kFlow, query.flow);
+    if (!versions) return JsonError(500, "journal", versions.error().message);
+    if (versions->empty()) {
+      auto any = o_.reader.ListRuns({.flow = query.flow, .limit = 1});
+      if (!any) return JsonError(500, "journal", any.error().message);
+      if (any->empty()) {
+        const std::string message = "no flow named " + query.flow + " in this store (GET /v1/flows lists them)";
+        return fixed_flow ? JsonError(404, "flow_not_found", message) : JsonError(400, "bad_flow", message);
       }
     }
   }
-  return j;
+  const size_t limit = query.limit;
+  query.limit = limit + 1;  // one more tells whether a next page exists
+  auto rows = o_.reader.ListRuns(query);
+  if (!rows) return JsonError(500, "journal", rows.error().message);
+  bool more = rows->size() > limit;
+  if (more) rows->resize(limit);
+  Json runs = Json::array();
+  size_t bytes = 0;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    if (bytes >= kRunsPageBytes) {
+      rows->resize(i);
+      more = true;
+      break;
+    }
+    const RunRow& r = (*rows)[i];
+    Json j = RunJson(r);
+    bytes += r.input_json.size() + r.error_json.size() + r.state_detail.size() + 400;
+    if (j.contains("result")) bytes += j["result"].dump(-1, ' ', false, Json::error_handler_t::replace).size();
+    runs.push_back(std::move(j));
+  }
+  const auto next = NextRunCursor(*rows, more);
+  return JsonResponse(200, Json{{"runs", std::move(runs)}, {"next", next ? Json(*next) : Json(nullptr)}});
 }
+
+// The live tail as server-sent events (tail.h): of every flow, or of ?flow=NAME.
+HttpResponse Api::TailStream(const HttpRequest& req) {
+  std::optional<std::string> flow;
+  if (auto f = req.Query("flow")) {
+    RunFilterParse parsed = ParseRunFilter({.flow = std::string(*f)}, 0);
+    if (!parsed.ok()) return JsonError(400, parsed.code, parsed.message);
+    flow = std::string(*f);
+  }
+  // A console session holds a few streams (console.max_streams_per_session), a bound of its own
+  // inside the tail's.
+  Console::AttachStream attach;
+  if (auto refusal = o_.console.OpenStream(req, &attach)) return std::move(*refusal);
+  auto subscribed = o_.tail.Subscribe(std::move(flow));
+  if (auto* refusal = std::get_if<HttpResponse>(&subscribed)) {
+    attach(nullptr);
+    return std::move(*refusal);
+  }
+  HttpResponse r;
+  r.status = 200;
+  r.content_type = "text/event-stream";
+  r.headers.emplace_back("Cache-Control", "no-store");
+  r.stream = std::get<std::shared_ptr<HttpStream>>(std::move(subscribed));
+  attach(r.stream);
+  return r;
+}
+
+HttpResponse Api::Schedules() {
+  Json list = Json::array();
+  for (const Triggers::ScheduleView& v : o_.triggers.Schedules()) {
+    list.push_back(Json{{"name", v.name},
+                        {"flow", v.flow},
+                        {"cron", v.cron},
+                        {"timezone", v.timezone},
+                        {"overlap", v.overlap},
+                        {"next_fire", v.next_fire_us ? Json(UtcText(*v.next_fire_us)) : Json(nullptr)},
+                        {"last_fire", v.last_fire_us ? Json(UtcText(*v.last_fire_us)) : Json(nullptr)},
+                        {"last_run_id", v.last_run_id ? Json(*v.last_run_id) : Json(nullptr)},
+                        {"open_runs", v.open_runs}});
+  }
+  return JsonResponse(200, Json{{"schedules", std::move(list)}});
+}
+
+void Api::RunSchedule(const HttpRequest& req, const std::string& name, Respond respond) {
+  if (draining_) return respond(JsonError(503, "draining", "basal serve is draining; it starts no new runs. Retry later"));
+  auto wait = WaitOf(req);
+  if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
+  if (!req.body.empty()) {
+    Json body = Json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.empty())
+      return respond(JsonError(400, "bad_body", "a schedule runs with the input of its config: send no body (or {})"));
+  }
+  auto run = o_.triggers.ManualRun(name, o_.admission.Who(req));
+  if (auto* refusal = std::get_if<HttpResponse>(&run)) return respond(std::move(*refusal));
+  Accept(std::move(std::get<RunRequest>(run)), *wait, std::move(respond),
+         [this, name](int64_t id) { o_.triggers.ManualRunAccepted(name, id); });
+}
+
+Json Api::RunJson(const RunRow& run) { return serve::RunJson(run, o_.reader); }
 
 // A page of the calls of the run's activation, after the call `?after=` (0: from the first), at
 // most `?limit=` of them (default 100, 1-1000) and about kCallsPageBytes: the call that passes that
@@ -633,12 +862,18 @@ HttpResponse Api::FlowDetail(const std::string& name) {
   Json manifest = nullptr;
   if (auto text = o_.reader.Text(r.manifest_text_hash); text && *text) manifest = ParseOrText(**text);
   Json history = Json::array();
-  for (const ApprovalRow& v : *versions)
-    history.push_back(Json{{"version", v.version},
-                           {"approved", UtcText(v.approved_unix_us)},
-                           {"approved_by", v.approver.name},
-                           {"note", v.note},
-                           {"revoked", v.revoked_unix_us ? Json(UtcText(*v.revoked_unix_us)) : Json(nullptr)}});
+  for (const ApprovalRow& v : *versions) {
+    Json j{{"version", v.version},
+           {"approved", UtcText(v.approved_unix_us)},
+           {"approved_by", v.approver.name},
+           {"note", v.note},
+           {"revoked", v.revoked_unix_us ? Json(UtcText(*v.revoked_unix_us)) : Json(nullptr)}};
+    if (v.revoked_unix_us) {
+      j["revoked_by"] = v.revoker.name;
+      j["revoke_note"] = v.revoke_note;
+    }
+    history.push_back(std::move(j));
+  }
   return JsonResponse(200, Json{{"name", r.name},
                                 {"version", r.version},
                                 {"revoked", r.revoked_unix_us.has_value()},
@@ -646,6 +881,90 @@ HttpResponse Api::FlowDetail(const std::string& name) {
                                 {"manifest", manifest},
                                 {"runs_url", "/v1/flows/" + r.name + "/runs"},
                                 {"versions", history}});
+}
+
+HttpResponse Api::FlowVersion(const HttpRequest& req, const std::string& name, const std::string& version_text) {
+  auto versions = o_.reader.Versions(ApprovalKind::kFlow, name);
+  if (!versions) return JsonError(500, "journal", versions.error().message);
+  if (versions->empty()) return JsonError(404, "flow_not_found", "no flow named " + name + " is approved in this store");
+  const std::string known = "flow " + name + " has versions 1 to " + std::to_string(versions->back().version);
+  auto find = [&](std::string_view text, const char* what) -> Result<const ApprovalRow*> {
+    auto v = ParseId(text);
+    if (!v || *v < 1)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       std::string(what) + " \"" + std::string(text.substr(0, 40)) + "\" is not a version number; " + known);
+    for (const ApprovalRow& row : *versions)
+      if (row.version == *v) return &row;
+    return MakeError(ErrorCode::kNotFound, "no version " + std::to_string(*v) + "; " + known);
+  };
+  auto row = find(version_text, "the version");
+  if (!row) return JsonError(row.error().code == ErrorCode::kNotFound ? 404 : 400, "version_not_found", row.error().message);
+  // A kept text, checked against the hash it is kept under (the store could have been edited).
+  auto manifest_text = [this](const ApprovalRow& r) -> std::optional<std::string> {
+    auto text = o_.reader.Text(r.manifest_text_hash);
+    if (!text || !*text || Sha256Hex(**text) != r.manifest_text_hash) return std::nullopt;
+    return std::move(**text);
+  };
+  const ApprovalRow& v = **row;
+  auto text = manifest_text(v);
+  Json j{{"name", v.name},
+         {"version", v.version},
+         {"approved", UtcText(v.approved_unix_us)},
+         {"approved_by", v.approver.name},
+         {"note", v.note},
+         {"revoked", v.revoked_unix_us ? Json(UtcText(*v.revoked_unix_us)) : Json(nullptr)},
+         {"source_hash", v.source_hash},
+         {"manifest_hash", v.manifest_hash},
+         {"manifest", text ? ParseOrText(*text) : Json(nullptr)}};
+  if (v.revoked_unix_us) {
+    j["revoked_by"] = v.revoker.name;
+    j["revoke_note"] = v.revoke_note;
+  }
+  auto against_text = req.Query("against");
+  if (!against_text) return JsonResponse(200, j);
+  auto against = find(*against_text, "?against=");
+  if (!against) return JsonError(against.error().code == ErrorCode::kNotFound ? 404 : 400, "version_not_found", against.error().message);
+  // The grants and budgets as `basal flow diff NAME A B` reviews them. The sources are compared
+  // by hash only: a line diff of two large sources is work a reader of the API should not be able
+  // to make the daemon do at will (`basal flow diff --source` shows it).
+  auto before_text = manifest_text(**against);
+  if (!text || !before_text)
+    return JsonError(500, "journal", "a manifest of flow " + name + " is missing from the store or does not match its hash");
+  auto after = Manifest::Parse(*text, o_.module.registry(), Profile::kFlow);
+  if (!after)
+    return JsonError(409, "manifest_unreadable", "version " + std::to_string(v.version) +
+                                                     "'s manifest does not parse with this basal's host calls: " +
+                                                     after.error().message);
+  auto before = Manifest::Parse(*before_text, o_.module.registry(), Profile::kFlow);
+  // Reviewed as a first version (everything it grants), and said so.
+  if (!before) j["against_manifest_error"] = before.error().message;
+  const Review review = ReviewVersions(before ? &*before : nullptr, std::nullopt, *before_text, *after, std::nullopt,
+                                       *text, o_.module.registry());
+  j["against"] = (*against)->version;
+  j["review"] = ReviewJson(review);
+  j["source_changed"] = (*against)->source_hash != v.source_hash;
+  return JsonResponse(200, j);
+}
+
+// ---------------------------------------------------------------- the console's charts
+
+void Api::SampleHealth() {
+  const HealthSnapshot h = o_.module.Health();
+  HealthSample s;
+  s.at_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  s.queued = o_.queue.queued();
+  s.in_flight = o_.queue.in_flight();
+  s.workers_busy = h.workers.busy;
+  s.workers_live = h.workers.live;
+  s.activations_ok = h.activations_ok;
+  s.activations_failed = h.activations_failed_total();
+  for (const auto& [name, by] : h.host_calls)
+    for (const auto& [verdict, n] : by) {
+      s.calls += n;
+      if (verdict != "allow") s.calls_refused += n;
+    }
+  history_.Add(s);
+  sample_timer_ = o_.loop.At(EventLoop::Clock::now() + kHealthSampleInterval, [this] { SampleHealth(); });
 }
 
 // ---------------------------------------------------------------- the journal

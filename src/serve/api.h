@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -28,15 +29,21 @@
 #include "parent/store/store.h"
 #include "serve/auth.h"
 #include "serve/config.h"
+#include "serve/console.h"
+#include "serve/health_history.h"
 #include "parent/module_host.h"
 #include "serve/http_message.h"
 #include "serve/mcp_endpoint.h"
 #include "serve/metrics.h"
 #include "serve/routes.h"
 #include "serve/run_queue.h"
+#include "serve/tail.h"
 #include "serve/triggers.h"
 
 namespace basal::serve {
+
+// A webhook's answer with "respond": "flow": the flow's result {status, headers, body} (docs/serve.md).
+HttpResponse FlowAnswer(const nlohmann::json& result, bool allow_set_cookie);
 
 // The metrics' route label of a path: its first segment among a fixed few ("/v1", "/hooks",
 // "/healthz", "/readyz", "/metrics", "/mcp"), else "other" (bounded series).
@@ -51,6 +58,8 @@ class Api {
     ModuleHost& host;  // CurrentFlow: the newest approved version of a flow
     Triggers& triggers;
     McpEndpoint& mcp;
+    Tail& tail;  // GET /v1/tail
+    Console& console;  // /console/: the web console's files and sign-in
     const Admission& admission;
     MetricsRegistry& metrics;
     EventLoop& loop;              // the journal's long-poll
@@ -58,8 +67,10 @@ class Api {
     // Whether the daemon would run a flow now, and if not why (/readyz, /v1/health, basal_ready).
     std::function<bool(std::string* why)> ready;
     int64_t started_us = 0;
+    std::function<int64_t()> now_us;  // the daemon's wall clock (a run listing's ?since=2h)
   };
   explicit Api(Options options);
+  ~Api();
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
 
@@ -70,8 +81,11 @@ class Api {
   void Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone);
   // HttpListener's `on_response`: counts the answer.
   void Answered(const HttpRequest& req, int status);
-  // New runs are refused (503), waits and long-polls answer at once.
-  void Drain() { draining_ = true; }
+  // New runs are refused (503), waits and long-polls answer at once, tails end.
+  void Drain() {
+    draining_ = true;
+    o_.tail.Drain();
+  }
 
  private:
   using Handler = std::function<void(const HttpRequest&, const RouteParams&, Respond, OnClientGone)>;
@@ -95,8 +109,17 @@ class Api {
   void WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, Respond respond);
   void GetRun(const HttpRequest& req, const std::string& id, Respond respond);
   void Journal(const HttpRequest& req, Respond respond);
+  // GET /v1/runs (every flow) and GET /v1/flows/{name}/runs (`fixed_flow`).
+  HttpResponse ListRuns(const HttpRequest& req, std::optional<std::string> fixed_flow);
+  HttpResponse Schedules();
+  HttpResponse TailStream(const HttpRequest& req);
+  void RunSchedule(const HttpRequest& req, const std::string& name, Respond respond);
   HttpResponse Flows();
   HttpResponse FlowDetail(const std::string& name);
+  // One approved version: its manifest and approval; ?against=V adds the review from version V.
+  HttpResponse FlowVersion(const HttpRequest& req, const std::string& name, const std::string& version);
+  // The main numbers over the last hour (health_history.h), sampled every kHealthSampleInterval.
+  void SampleHealth();
   HttpResponse Calls(const HttpRequest& req, const std::string& id);
   // A durable run's operator actions (docs/durable.md): decide a call in doubt, cancel, resume.
   void ResolveRun(const HttpRequest& req, const std::string& id, Respond respond);
@@ -105,10 +128,18 @@ class Api {
   void SendEvent(const HttpRequest& req, const std::string& id, const std::string& name, Respond respond);
   HttpResponse Metrics();
 
+  // A verified webhook delivery (Webhook): its run, or a new one past a failed one (attempt > 1).
+  void Deliver(std::shared_ptr<const Triggers::Delivery> delivery, std::string trigger, Respond respond, int attempt);
+  void Delivered(std::shared_ptr<const Triggers::Delivery> delivery, const std::string& trigger, Respond respond,
+                 int attempt, const AcceptedRun& accepted);
+  HttpResponse DeliveryAnswer(const Triggers::Delivery& delivery, const RunRow& run);
+  // Runs one delivery may start when each before it failed (a sender retrying after a 5xx).
+  static constexpr int kMaxDeliveryRuns = 10;
+
   // Enqueues `run` and answers with it once committed: at once, or when it ends within `wait`.
-  // `webhook`: the trigger whose delivery it is.
+  // `accepted`: told of a new run once its row committed.
   void Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
-              std::optional<std::string> webhook);
+              std::function<void(int64_t run_id)> accepted = nullptr);
   // Answers with the run now if it ended or no wait was asked; else when it ends or the wait passes.
   void AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait,
                      const RunRow* known = nullptr);
@@ -122,6 +153,8 @@ class Api {
   std::map<std::string, double> retire_seen_;
   std::map<std::string, double> calls_seen_;
   double confinement_seen_ = 0;
+  HealthHistory history_;
+  EventLoop::TimerId sample_timer_{};
   std::set<std::pair<std::string, std::string>> runs_seen_;  // (flow, state) series of basal_runs set so far
 };
 

@@ -7,6 +7,7 @@
 
 #include <cctype>
 
+#include "serve/sessions.h"
 #include "serve/signature.h"
 
 namespace basal::serve {
@@ -64,16 +65,31 @@ Actor Admission::Who(const HttpRequest& request) const {
     if (::getpwuid_r(request.peer.uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) a.name = pw.pw_name;
     return a;
   }
-  auto auth = request.Header("authorization");
-  auto token = auth ? BearerToken(*auth) : std::nullopt;
-  if (token) {
-    if (auto row = find_token_(ApiTokenHash(*token)); row && *row) return Actor{-1, "token:" + (*row)->name};
+  std::optional<SessionCredential> session;
+  if (auto hash = PresentedTokenHash(request, &session)) {
+    if (auto row = find_token_(*hash); row && *row) return Actor{-1, "token:" + (*row)->name};
   }
   return Actor{-1, "unknown"};
 }
 
-Admission::Admission(std::vector<gid_t> allowed_gids, FindToken find_token)
-    : allowed_gids_(std::move(allowed_gids)), find_token_(std::move(find_token)) {}
+std::optional<std::string> Admission::PresentedTokenHash(const HttpRequest& request,
+                                                         std::optional<SessionCredential>* session) const {
+  if (auto auth = request.Header("authorization")) {
+    auto token = BearerToken(*auth);
+    if (!token || !LooksLikeApiToken(*token)) return std::nullopt;
+    return ApiTokenHash(*token);
+  }
+  if (!find_session_) return std::nullopt;
+  auto cookies = request.Header("cookie");
+  auto id = cookies ? CookieValue(*cookies, kSessionCookie) : std::nullopt;
+  if (!id) return std::nullopt;
+  *session = find_session_(*id);
+  if (!*session) return std::nullopt;
+  return (*session)->token_hash;
+}
+
+Admission::Admission(std::vector<gid_t> allowed_gids, FindToken find_token, FindSession find_session)
+    : allowed_gids_(std::move(allowed_gids)), find_token_(std::move(find_token)), find_session_(std::move(find_session)) {}
 
 std::optional<HttpResponse> Admission::Admit(const HttpRequest& head, const RouteAccess* route) const {
   if (route && route->local_origin_only) {
@@ -96,12 +112,27 @@ std::optional<HttpResponse> Admission::Admit(const HttpRequest& head, const Rout
   std::string need = route ? route->scope : "read";
   if (need.empty()) return std::nullopt;  // a health probe; a webhook, whose signature is its credential
   if (head.method == "POST") need = "run";
+  // A bearer token when the request names one (a session cookie beside it is not looked at),
+  // else a console session's cookie.
+  const bool has_cookie = [&] {
+    auto cookies = head.Header("cookie");
+    return find_session_ && cookies && CookieValue(*cookies, kSessionCookie).has_value();
+  }();
+  if (!head.Header("authorization") && has_cookie) return AdmitSession(head, need);
   auto auth = head.Header("authorization");
   auto token = auth ? BearerToken(*auth) : std::nullopt;
   if (!token || !LooksLikeApiToken(*token)) {
-    HttpResponse r = JsonError(401, "unauthorized",
-                               "send Authorization: Bearer TOKEN (basal token create --name NAME --scope SCOPE)");
-    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    // An MCP client that gets a bare challenge goes looking for an OAuth server basal does not have;
+    // say which token it needs instead, in the challenge (realm, scope: RFC 6750) and the body.
+    const bool mcp = head.path == "/mcp";
+    HttpResponse r = JsonError(
+        401, "unauthorized",
+        "send Authorization: Bearer TOKEN, a token of scope " + need + " (basal token create --name NAME --scope " +
+            need + ")" +
+            (mcp ? "; an MCP client sends it as a header its HTTP transport is configured with: basal has no OAuth "
+                   "authorization server (docs/serve.md, MCP for AI agents)"
+                 : ""));
+    r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"basal\", scope=\"" + need + "\"");
     return r;
   }
   auto row = find_token_(ApiTokenHash(*token));
@@ -110,6 +141,32 @@ std::optional<HttpResponse> Admission::Admit(const HttpRequest& head, const Rout
     r.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
     return r;
   }
+  const nlohmann::json scopes = nlohmann::json::parse((*row)->scopes_json, nullptr, false);
+  if (!ScopeAllows(scopes, need))
+    return JsonError(403, "forbidden", "token " + (*row)->name + " lacks the scope \"" + need + "\" this request needs");
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Admission::AdmitSession(const HttpRequest& head, const std::string& need) const {
+  std::optional<SessionCredential> session;
+  auto hash = PresentedTokenHash(head, &session);
+  if (!hash || !session)
+    return JsonError(401, "unauthorized", "the console session is not known or has expired: sign in again (/console/)");
+  // Every request of a session carries its CSRF token, which only the console's own page holds.
+  // Not only those that change something: a browser sends the cookie with any request a page
+  // makes of this host, and to every port of it (cookies do not keep to a port), so a page or a
+  // server elsewhere on the host may hold the cookie; without the token it reads nothing either.
+  auto sent = head.Header(kCsrfHeader);
+  if (!sent || !ConstantTimeEquals(*sent, session->csrf_token))
+    return JsonError(403, "bad_csrf_token",
+                     std::string(sent ? "X-CSRF-Token is not this console session's" : "no X-CSRF-Token") +
+                         ": every request of a console session carries the session's CSRF token, which only the "
+                         "console's own page holds; a form, script or server of another page or port that has the "
+                         "cookie is refused (cross-site request forgery)");
+  auto row = find_token_(*hash);
+  if (!row || !*row)
+    return JsonError(401, "unauthorized",
+                     "the token this console session was signed in with is not known or was revoked: sign in again");
   const nlohmann::json scopes = nlohmann::json::parse((*row)->scopes_json, nullptr, false);
   if (!ScopeAllows(scopes, need))
     return JsonError(403, "forbidden", "token " + (*row)->name + " lacks the scope \"" + need + "\" this request needs");

@@ -3,11 +3,17 @@
 // (the daemon's own user, root, members of listen.allowed_groups); on TCP a bearer token whose hash
 // the store keeps, with the scope the route asks for. A route may ask for no credential (the health
 // probes; webhooks, whose signature triggers.h checks) and may refuse browsers' foreign pages
-// (/mcp: the Origin check against DNS rebinding).
+// (/mcp: the Origin check against DNS rebinding). On TCP a web console session (sessions.h) is
+// the other credential: its cookie stands for the token it was opened with, whose scopes are
+// looked up as a bearer token's are, and every request of it must carry the session's CSRF token
+// in X-CSRF-Token (the cookie alone is what any page of this site, or any server on another port
+// of this host, may be sent).
 //
-// Invariant: a request this refuses is answered with the refusal and nothing else of it is read.
+// Invariant: a request this refuses is answered with the refusal and nothing else of it is read;
+// a session cookie never admits what its token would not, and never admits anything alone.
 //
-//   Admission admission(allowed_gids, [&runs](std::string_view hash) { return runs.FindToken(hash); });
+//   Admission admission(allowed_gids, [&runs](std::string_view hash) { return runs.FindToken(hash); },
+//                       [&console](std::string_view id) { return console.FindSession(id); });
 //   if (auto refusal = admission.Admit(head, RouteAccess{.scope = "read"})) return refusal;
 #pragma once
 
@@ -48,22 +54,39 @@ bool IsLocalOrigin(std::string_view origin);
 // supplementary group) of an allowed group.
 bool PeerMayUse(const PeerCred& peer, uid_t daemon_uid, const std::vector<gid_t>& allowed_gids);
 
+// What admission needs of a console session: the token it stands for and its CSRF token.
+struct SessionCredential {
+  std::string token_hash;
+  std::string csrf_token;
+};
+
 class Admission {
  public:
   // The unrevoked token with this hash (ServeTables::FindToken).
   using FindToken = std::function<Result<std::optional<TokenRow>>(std::string_view token_hash)>;
-  Admission(std::vector<gid_t> allowed_gids, FindToken find_token);
+  // The live console session with this id (nullopt: none, expired, or the console is off).
+  using FindSession = std::function<std::optional<SessionCredential>(std::string_view session_id)>;
+  Admission(std::vector<gid_t> allowed_gids, FindToken find_token, FindSession find_session = nullptr);
 
   // nullopt: let in. `route` is the access of the route the path names (nullptr for a path the
   // table does not know: it still needs a credential, so that no stranger learns which exist).
   std::optional<HttpResponse> Admit(const HttpRequest& head, const RouteAccess* route) const;
   // Who sent an admitted request, for what the journal keeps of an operator's decision: the Unix
-  // peer's user, or "token:NAME" of a TCP client's token (uid -1).
+  // peer's user, or "token:NAME" of a TCP client's token, sent as a bearer token or through a
+  // console session (uid -1).
   Actor Who(const HttpRequest& request) const;
 
  private:
+  // The token hash a TCP request presents: its bearer token's, or its console session's.
+  // `session` is set for a session (nullopt when there is none).
+  std::optional<std::string> PresentedTokenHash(const HttpRequest& request,
+                                                std::optional<SessionCredential>* session) const;
+  // A TCP request that sends a console session's cookie and no Authorization header.
+  std::optional<HttpResponse> AdmitSession(const HttpRequest& head, const std::string& need) const;
+
   std::vector<gid_t> allowed_gids_;
   FindToken find_token_;
+  FindSession find_session_;
 };
 
 }  // namespace basal::serve

@@ -121,7 +121,11 @@ constexpr NumberRule kBodyBytes{1 << 10, 64 << 20, "from 1024 (1 KiB) to 6710886
 constexpr NumberRule kMaxConnections{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kMaxConnectionsPerClient{1, 65536, "from 1 to 65536"};
 constexpr NumberRule kUnsentBytes{4u << 20, 4ull << 30, "from 4194304 (4 MiB) to 4294967296 (4 GiB)"};
+constexpr NumberRule kTailSubscribers{1, 1024, "from 1 to 1024"};
+constexpr NumberRule kTailBufferBytes{64u << 10, 64u << 20, "from 65536 (64 KiB) to 67108864 (64 MiB)"};
 constexpr NumberRule kMaxScripts{1, 256, "from 1 to 256"};
+constexpr NumberRule kMaxSessions{1, 4096, "from 1 to 4096"};
+constexpr NumberRule kMaxStreamsPerSession{1, 64, "from 1 to 64"};
 constexpr NumberRule kMaxParkedRuns{1, 100'000'000, "from 1 to 100000000"};
 constexpr NumberRule kEventBytes{1, 16u << 20, "from 1 to 16777216 (16 MiB)"};
 constexpr NumberRule kPendingEvents{1, 100'000, "from 1 to 100000"};
@@ -137,7 +141,10 @@ constexpr DurationRule kBodyTimeout{std::chrono::seconds(1), std::chrono::hours(
 constexpr DurationRule kIdempotencyTtl{std::chrono::seconds(1), std::chrono::hours(24 * 30), "from 1s to 30d"};
 constexpr DurationRule kWindow{std::chrono::seconds(1), std::chrono::hours(24), "from 1s to 24h"};
 constexpr DurationRule kWebhookWait{milliseconds(1), std::chrono::minutes(10), "from 1ms to 10m"};
+constexpr NumberRule kFailureStatus{200, 599, "from 200 to 599 (500 to 599 makes senders retry; 200 does not)"};
 constexpr DurationRule kCatchUp{milliseconds(0), std::chrono::hours(24 * 7), "from 0s to 7d"};
+constexpr DurationRule kSessionIdle{std::chrono::minutes(1), std::chrono::hours(24), "from 1m to 24h"};
+constexpr DurationRule kSessionMaxAge{std::chrono::minutes(1), std::chrono::hours(24 * 30), "from 1m to 30d"};
 constexpr DurationRule kEventRetention{std::chrono::seconds(1), std::chrono::hours(24 * 366), "from 1s to 366d"};
 
 // One parse: knows the origin for messages; each method checks one kind of value at `path`.
@@ -249,6 +256,7 @@ class Parser {
   Result<ServeConfig> Parse(const Json& root) const;
 
  private:
+  Result<void> ParseConsole(const Json& value, ConsoleConfig& out) const;
   Result<McpConfig> ParseMcp(const Json& value) const;
   Result<void> ParseListen(const Json& value, ListenConfig& out) const;
   Result<void> ParseLimits(const Json& value, LimitsConfig& out) const;
@@ -312,7 +320,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
   ServeConfig config;
   if (auto ok = Object(root, "the configuration", "an object, e.g. {\"listen\": {\"tcp\": \"127.0.0.1:8470\"}}"); !ok)
     return ok.error();
-  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers", "mcp"}); !ok)
+  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers", "mcp", "console"});
+      !ok)
     return ok.error();
   for (const auto& [key, value] : root.items()) {
     Result<void> ok;
@@ -326,6 +335,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
       ok = ParseListen(value, config.listen);
     } else if (key == "limits") {
       ok = ParseLimits(value, config.limits);
+    } else if (key == "console") {
+      ok = ParseConsole(value, config.console);
     } else if (key == "mcp") {
       auto mcp = ParseMcp(value);
       if (!mcp) return mcp.error();
@@ -406,8 +417,9 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
   if (auto ok = KnownKeys(value, "limits",
                           {"max_workers", "max_activations_per_worker", "queue_max", "max_body_bytes", "wait_max",
                            "drain_timeout", "max_connections", "idempotency_ttl", "header_timeout", "body_timeout",
-                           "max_connections_per_client", "max_unsent_bytes", "max_parked_runs", "max_parked_runs_per_flow",
-                           "max_event_bytes", "max_pending_events_per_run", "event_retention"});
+                           "max_connections_per_client", "max_unsent_bytes", "tail_subscribers", "tail_buffer_bytes",
+                           "max_parked_runs", "max_parked_runs_per_flow", "max_event_bytes", "max_pending_events_per_run",
+                           "event_retention"});
       !ok)
     return ok;
   for (const auto& [key, item] : value.items()) {
@@ -437,6 +449,10 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kMaxConnectionsPerClient), out.max_connections_per_client);
     } else if (key == "max_unsent_bytes") {
       ok = Assign(Number(item, path, kUnsentBytes), out.max_unsent_bytes);
+    } else if (key == "tail_subscribers") {
+      ok = Assign(Number(item, path, kTailSubscribers), out.tail_subscribers);
+    } else if (key == "tail_buffer_bytes") {
+      ok = Assign(Number(item, path, kTailBufferBytes), out.tail_buffer_bytes);
     } else if (key == "max_parked_runs") {
       ok = Assign(Number(item, path, kMaxParkedRuns), out.max_parked_runs);
     } else if (key == "max_parked_runs_per_flow") {
@@ -447,6 +463,34 @@ Result<void> Parser::ParseLimits(const Json& value, LimitsConfig& out) const {
       ok = Assign(Number(item, path, kPendingEvents), out.max_pending_events_per_run);
     } else if (key == "event_retention") {
       ok = Assign(Duration(item, path, kEventRetention), out.event_retention);
+    }
+    if (!ok) return ok;
+  }
+  return Ok();
+}
+
+Result<void> Parser::ParseConsole(const Json& value, ConsoleConfig& out) const {
+  if (auto ok = Object(value, "console", "{\"enabled\": true, \"session_idle\": \"1h\"}"); !ok) return ok;
+  if (auto ok = KnownKeys(value, "console",
+                          {"enabled", "max_sessions", "session_idle", "session_max_age", "max_streams_per_session",
+                           "secure_cookie"});
+      !ok)
+    return ok;
+  for (const auto& [key, item] : value.items()) {
+    const std::string path = "console." + key;
+    Result<void> ok;
+    if (key == "enabled") {
+      ok = Assign(Bool(item, path), out.enabled);
+    } else if (key == "max_sessions") {
+      ok = Assign(Number(item, path, kMaxSessions), out.max_sessions);
+    } else if (key == "session_idle") {
+      ok = Assign(Duration(item, path, kSessionIdle), out.session_idle);
+    } else if (key == "session_max_age") {
+      ok = Assign(Duration(item, path, kSessionMaxAge), out.session_max_age);
+    } else if (key == "max_streams_per_session") {
+      ok = Assign(Number(item, path, kMaxStreamsPerSession), out.max_streams_per_session);
+    } else if (key == "secure_cookie") {
+      ok = Assign(Bool(item, path), out.secure_cookie);
     }
     if (!ok) return ok;
   }
@@ -546,7 +590,10 @@ Result<void> Parser::ParseWebhookEvent(const Json& value, const std::string& pat
 Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string& path) const {
   WebhookTrigger out;
   if (auto ok = Object(value, path, "{\"flow\": \"on_push\", \"secret\": \"github_hook\"}"); !ok) return ok.error();
-  if (auto ok = KnownKeys(value, path, {"flow", "secret", "window", "max_body_bytes", "respond", "wait", "event"}); !ok)
+  if (auto ok = KnownKeys(value, path,
+                          {"flow", "secret", "scheme", "window", "max_body_bytes", "respond", "wait", "failure_status",
+                           "allow_set_cookie", "event"});
+      !ok)
     return ok.error();
   if (!value.contains("flow")) {
     return Fail(path + ".flow", "missing: name the flow each delivery runs, e.g. \"flow\": \"on_push\"");
@@ -581,12 +628,27 @@ Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string
         out.respond = WebhookTrigger::Respond::kAck;
       } else if (text == "wait") {
         out.respond = WebhookTrigger::Respond::kWait;
+      } else if (text == "flow") {
+        out.respond = WebhookTrigger::Respond::kFlow;
       } else {
-        return Fail(at, Shown(item) + " is not a way to respond: write \"ack\" (answer once the run is queued) or "
-                                      "\"wait\" (answer with its result)");
+        return Fail(at, Shown(item) + " is not a way to respond: write \"ack\" (answer once the run is queued), "
+                                      "\"wait\" (answer with its result) or \"flow\" (answer with the status, "
+                                      "headers and body the flow returns)");
       }
     } else if (key == "wait") {
       ok = Assign(Duration(item, at, kWebhookWait), out.wait);
+    } else if (key == "scheme") {
+      const std::string text = item.is_string() ? item.get<std::string>() : "";
+      auto scheme = ParseWebhookScheme(text);
+      if (!scheme) {
+        return Fail(at, Shown(item) + " is not a signing scheme: write \"basal\" (X-Basal-Signature, the default), "
+                                      "\"github\", \"stripe\" or \"slack\" (the sender's own)");
+      }
+      out.scheme = *scheme;
+    } else if (key == "failure_status") {
+      ok = Assign(Number(item, at, kFailureStatus), out.failure_status);
+    } else if (key == "allow_set_cookie") {
+      ok = Assign(Bool(item, at), out.allow_set_cookie);
     } else if (key == "event") {
       ok = ParseWebhookEvent(item, at, out);
     }
@@ -596,9 +658,20 @@ Result<WebhookTrigger> Parser::ParseWebhook(const Json& value, const std::string
     return Fail(path + ".respond", "a trigger that delivers events starts no run, so it has no result to wait for: "
                                    "remove respond (the sender gets 202 once the event is journaled)");
   }
-  // A wait that would never apply is a misreading of the config; say so instead of ignoring it.
-  if (value.contains("wait") && out.respond != WebhookTrigger::Respond::kWait) {
-    return Fail(path + ".wait", "applies only with \"respond\": \"wait\"; remove it, or set respond to \"wait\"");
+  // A setting that would never apply is a misreading of the config; say so instead of ignoring it.
+  const bool waits = out.respond != WebhookTrigger::Respond::kAck;
+  if (value.contains("wait") && !waits) {
+    return Fail(path + ".wait", "applies only with \"respond\": \"wait\" or \"flow\"; remove it, or set respond");
+  }
+  if (value.contains("failure_status") && !waits) {
+    return Fail(path + ".failure_status", "applies only with \"respond\": \"wait\" or \"flow\" (an ack is sent "
+                                          "before the run ends); remove it, or set respond");
+  }
+  if (value.contains("allow_set_cookie") && out.respond != WebhookTrigger::Respond::kFlow) {
+    return Fail(path + ".allow_set_cookie", "applies only with \"respond\": \"flow\"; remove it, or set respond");
+  }
+  if (value.contains("window") && out.scheme == WebhookScheme::kGithub) {
+    return Fail(path + ".window", "GitHub signs no time, so there is no window to check; remove it (scheme github)");
   }
   return out;
 }
@@ -915,6 +988,8 @@ nlohmann::json ToJson(const ServeConfig& config) {
       {"body_timeout", FormatDuration(l.body_timeout)},
       {"max_connections_per_client", l.max_connections_per_client},
       {"max_unsent_bytes", l.max_unsent_bytes},
+      {"tail_subscribers", l.tail_subscribers},
+      {"tail_buffer_bytes", l.tail_buffer_bytes},
       {"max_parked_runs", l.max_parked_runs},
       {"max_parked_runs_per_flow", l.max_parked_runs_per_flow},
       {"max_event_bytes", l.max_event_bytes},
@@ -929,9 +1004,17 @@ nlohmann::json ToJson(const ServeConfig& config) {
         {"secret", w.secret},
         {"window", FormatDuration(w.window)},
         {"max_body_bytes", w.max_body_bytes},
-        {"respond", w.respond == WebhookTrigger::Respond::kWait ? "wait" : "ack"},
+        {"respond", w.respond == WebhookTrigger::Respond::kWait   ? "wait"
+                    : w.respond == WebhookTrigger::Respond::kFlow ? "flow"
+                                                                  : "ack"},
+        {"scheme", WebhookSchemeName(w.scheme)},
     };
-    if (w.respond == WebhookTrigger::Respond::kWait) webhook["wait"] = FormatDuration(w.wait);
+    if (w.scheme == WebhookScheme::kGithub) webhook.erase("window");
+    if (w.respond != WebhookTrigger::Respond::kAck) {
+      webhook["wait"] = FormatDuration(w.wait);
+      webhook["failure_status"] = w.failure_status;
+    }
+    if (w.respond == WebhookTrigger::Respond::kFlow) webhook["allow_set_cookie"] = w.allow_set_cookie;
     if (!w.event_name.empty()) webhook["event"] = {{"name", w.event_name}, {"key", w.event_key}};
     triggers.push_back({{"name", w.name}, {"webhook", std::move(webhook)}});
   }
@@ -949,6 +1032,15 @@ nlohmann::json ToJson(const ServeConfig& config) {
   }
   root["triggers"] = std::move(triggers);
   if (config.mcp) root["mcp"] = {{"policy", config.mcp->policy}, {"max_scripts", config.mcp->max_scripts}};
+  const ConsoleConfig& c = config.console;
+  root["console"] = {
+      {"enabled", c.enabled},
+      {"max_sessions", c.max_sessions},
+      {"session_idle", FormatDuration(c.session_idle)},
+      {"session_max_age", FormatDuration(c.session_max_age)},
+      {"max_streams_per_session", c.max_streams_per_session},
+      {"secure_cookie", c.secure_cookie},
+  };
   return root;
 }
 

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "basal/result.h"
+#include "serve/signature.h"
 
 namespace basal::serve {
 
@@ -67,6 +68,8 @@ struct LimitsConfig {
   std::chrono::milliseconds body_timeout{60'000};
   size_t max_connections_per_client = 32;            // TCP connections at once from one address
   size_t max_unsent_bytes = 64u << 20;               // answers not yet sent, all clients together; past it: 503
+  size_t tail_subscribers = 32;                      // GET /v1/tail streams at once; past it: 503
+  size_t tail_buffer_bytes = 1u << 20;               // what one tail stream may hold unread; past it: dropped
   // Durable runs that park (docs/durable.md): rows, not workers, bounded all the same.
   size_t max_parked_runs = 100'000;                  // parked runs in the store; past it a park fails (LimitError)
   size_t max_parked_runs_per_flow = 10'000;          // of one flow
@@ -86,8 +89,17 @@ struct WebhookTrigger {
   std::chrono::milliseconds window{std::chrono::minutes(5)};
   size_t max_body_bytes = 256 << 10;
   // kAck: answered once the run is queued. kWait: the answer waits for the run's result, up to `wait`.
-  enum class Respond { kAck, kWait } respond = Respond::kAck;
+  // kFlow: as kWait, and an ok run's result {status, headers, body} is the answer itself.
+  enum class Respond { kAck, kWait, kFlow } respond = Respond::kAck;
   std::chrono::milliseconds wait{std::chrono::seconds(30)};
+  // How deliveries are signed: basal's own, or the sender's (signature.h). `window` is the
+  // tolerance of the schemes that sign a time (basal, stripe, slack); github signs none.
+  WebhookScheme scheme = WebhookScheme::kBasal;
+  // kWait and kFlow: the status of the answer when the run ended other than ok (a 5xx makes senders
+  // retry; a delivery sent again after a failure starts a new run). 200 answers failures as any run.
+  int failure_status = 500;
+  // kFlow: a Set-Cookie header the flow returns is passed on only if this is true.
+  bool allow_set_cookie = false;
   // "event": {"name", "key"}: a delivery starts no run; it is the event `name` for the flow's
   // durable run that waits for it with the key found in the payload at the JSON pointer `key`
   // (docs/durable.md#events), kept for the run that will wait for it when none does yet.
@@ -120,6 +132,22 @@ struct McpConfig {
   bool operator==(const McpConfig&) const = default;
 };
 
+// The web console (docs/console.md): pages over this API at /console/ on the TCP listener (the
+// Unix socket has no browser), signed in with an API token. Its sessions' bounds (sessions.h).
+struct ConsoleConfig {
+  bool enabled = true;
+  size_t max_sessions = 64;                                     // open at once; past it the least recently used ends
+  std::chrono::milliseconds session_idle{std::chrono::hours(1)};  // a session unused this long ends
+  std::chrono::milliseconds session_max_age{std::chrono::hours(12)};  // and every session ends this long after sign-in
+  size_t max_streams_per_session = 4;                           // live updates (event streams) at once, per session
+  // The cookie is marked Secure (sent only over HTTPS): for a TLS proxy in front of the listener.
+  // Without it the cookie is Secure when the sign-in came through a proxy that says
+  // X-Forwarded-Proto: https.
+  bool secure_cookie = false;
+
+  bool operator==(const ConsoleConfig&) const = default;
+};
+
 struct ServeConfig {
   std::string db;           // the store: a path or a postgresql:// locator; "" = the CLI's default
   std::string worker;       // the worker binary; "" = the CLI's default
@@ -129,6 +157,7 @@ struct ServeConfig {
   std::vector<WebhookTrigger> webhooks;    // in file order
   std::vector<ScheduleTrigger> schedules;  // in file order
   std::optional<McpConfig> mcp;            // none: /mcp is not served (404)
+  ConsoleConfig console;
 
   bool operator==(const ServeConfig&) const = default;
 };

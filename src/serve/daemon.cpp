@@ -6,24 +6,29 @@
 //   triggers     webhooks verified into runs; schedules armed, caught up, fired
 //   mcp_endpoint POST /mcp: the codemode of the config's policy
 //   api          the route table; admission (auth); handlers
+//   console      the web console's files and sign-in sessions, over the api
 //   lifecycle    signals, drain, reload, sd_notify, watchdog
 //   listeners    the Unix socket and the TCP address, on http_server
 #include "serve/daemon.h"
 
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
 #include "basal/module.h"
 #include "parent/loop/event_loop.h"
+#include "parent/store/locator.h"
 #include "parent/store/store.h"
 #include "serve/api.h"
 #include "serve/auth.h"
+#include "serve/console.h"
 #include "serve/http_server.h"
 #include "serve/lifecycle.h"
 #include "serve/listeners.h"
@@ -31,6 +36,7 @@
 #include "serve/mcp_endpoint.h"
 #include "serve/metrics.h"
 #include "serve/run_queue.h"
+#include "serve/tail.h"
 #include "serve/triggers.h"
 
 namespace basal::serve {
@@ -41,6 +47,23 @@ int64_t SystemNowUs() {
 }
 
 namespace {
+
+// Unpredictable bytes for the console's session ids and CSRF tokens. The kernel's generator does
+// not fail once it is seeded (getrandom(2) blocks until then); anything else is a broken system.
+std::string RandomBytes(size_t n) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = getrandom(out.data() + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      std::fprintf(stderr, "basal serve: getrandom failed: %s\n", std::strerror(errno));
+      std::abort();
+    }
+    got += static_cast<size_t>(r);
+  }
+  return out;
+}
 
 // The daemon's metrics, in the order of docs/serve.md's table. Each name is declared once, with a
 // valid name and labels: a false here is a bug in this list.
@@ -83,10 +106,22 @@ class Daemon final : public ModuleObserver {
     if (!o_.now_us) o_.now_us = SystemNowUs;
   }
 
+  // The rooms go before the module (members end in reverse order): it must not tell them anything then.
+  ~Daemon() override {
+    if (!module_) return;
+    module_->SetObserver(nullptr);
+    module_->SetLogSink(mcp_.LogSink());
+  }
+
   int Run();
   void OnEvent(const ModuleEvent& e) override {
     metrics_.Add("basal_module_events_total", {ModuleEventKindName(e.kind)});
     Log(std::string(ModuleEventKindName(e.kind)) + ": " + EscapeForLog(e.message));
+  }
+  // The module's activity goes to the live tail, and only while somebody tails.
+  bool WantsActivity() const override { return tail_ && tail_->wanted(); }
+  void OnActivity(const ActivityEvent& e) override {
+    if (tail_) tail_->OnActivity(e);
   }
 
  private:
@@ -109,8 +144,10 @@ class Daemon final : public ModuleObserver {
   std::string doctor_why_;
   int64_t started_us_ = 0;
   // The rooms, built once the module is open, in the order they use each other.
+  std::unique_ptr<Tail> tail_;
   std::unique_ptr<RunQueue> queue_;
   std::unique_ptr<Triggers> triggers_;
+  std::unique_ptr<Console> console_;
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<Lifecycle> lifecycle_;
@@ -133,7 +170,11 @@ Result<void> Daemon::OpenModule() {
   mo.event_retention = config_.limits.event_retention;
   mo.require_approval = true;
   mo.observer = std::shared_ptr<ModuleObserver>(this, [](ModuleObserver*) {});
-  mo.log_sink = mcp_.LogSink();
+  // Console lines go to /mcp's scripts (their `logs`) and to the live tail.
+  mo.log_sink = [this, mcp = mcp_.LogSink()](const HostCallContext& ctx, std::string_view level, std::string_view message) {
+    if (mcp) mcp(ctx, level, message);
+    if (tail_) tail_->OnLog(ctx, level, message);
+  };
   auto module = Module::Open(std::move(mo));
   if (!module) return module.error();
   module_ = std::move(*module);
@@ -144,12 +185,22 @@ Result<void> Daemon::OpenModule() {
 void Daemon::BuildRooms() {
   ModuleHost& host = module_->host();
   EventLoop& loop = host.loop();
+  tail_ = std::make_unique<Tail>(Tail::Options{
+      .loop = loop,
+      .limits = config_.limits,
+      .run_of =
+          [&host](int64_t activation) -> int64_t {
+            auto rows = host.reader().Activations(activation, 1);
+            return rows && !rows->empty() ? rows->front().run_id : 0;
+          },
+  });
   queue_ = std::make_unique<RunQueue>(RunQueue::Options{
       .host = host,
       .metrics = metrics_,
       .limits = config_.limits,
       .now_us = o_.now_us,
       .flow_for = [&host](const std::string& name) { return host.CurrentFlow(name); },
+      .log = o_.log,
   });
   triggers_ = std::make_unique<Triggers>(Triggers::Options{
       .queue = *queue_,
@@ -162,8 +213,16 @@ void Daemon::BuildRooms() {
       .now_us = o_.now_us,
       .log = o_.log,
   });
-  admission_ = std::make_unique<Admission>(
-      allowed_gids_, [&tables = host.serve()](std::string_view hash) { return tables.FindToken(hash); });
+  auto find_token = [&tables = host.serve()](std::string_view hash) { return tables.FindToken(hash); };
+  console_ = std::make_unique<Console>(Console::Options{
+      .config = config_.console,
+      .find_token = find_token,
+      .now_us = o_.now_us,
+      .random = RandomBytes,
+      .loop = loop,
+  });
+  admission_ = std::make_unique<Admission>(allowed_gids_, find_token,
+                                           [this](std::string_view id) { return console_->FindSession(id); });
   api_ = std::make_unique<Api>(Api::Options{
       .module = *module_,
       .reader = host.reader(),
@@ -171,12 +230,15 @@ void Daemon::BuildRooms() {
       .host = host,
       .triggers = *triggers_,
       .mcp = mcp_,
+      .tail = *tail_,
+      .console = *console_,
       .admission = *admission_,
       .metrics = metrics_,
       .loop = loop,
       .limits = config_.limits,
       .ready = [this](std::string* why) { return Ready(why); },
       .started_us = started_us_,
+      .now_us = o_.now_us,
   });
   lifecycle_ = std::make_unique<Lifecycle>(Lifecycle::Options{
       .loop = loop,
@@ -276,10 +338,28 @@ Result<void> Daemon::Start() {
     if (auto t = Listen("tcp", ListenTcp(config_.listen), false); !t) return t;
 
   // The configuration in use, every default filled in (docs/serve-config.md): what an operator
-  // compares with what they meant. Secrets appear as their names only.
-  Log("configuration " + ToJson(config_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // compares with what they meant. Secrets appear as their names only. The paths are the ones in
+  // use, whether from the file, a flag or a default, and absolute (a relative --db is relative to a
+  // working directory the log does not show).
+  ServeConfig effective = config_;
+  auto absolute = [](const std::string& path) {
+    if (path.empty()) return path;
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::absolute(path, ec);
+    return ec ? path : p.lexically_normal().string();
+  };
+  // A PostgreSQL locator is shown as it is (ToJson hides its password), a journal file absolute.
+  auto locator = ParseLocator(o_.journal_path);
+  const bool sqlite = !locator || locator->kind == StoreKind::kSqlite;
+  if (sqlite) effective.db = absolute(o_.journal_path);
+  effective.worker = absolute(o_.worker_path);
+  effective.secrets_dir = absolute(o_.secrets_dir);
+  effective.listen.socket = absolute(o_.socket_path);
+  Log("configuration " + ToJson(effective).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   Log("serving " + o_.socket_path + (config_.listen.tcp.empty() ? "" : " and " + config_.listen.tcp) + ", journal " +
-      module_->host().store_location() + (mcp_.enabled() ? "; MCP at /mcp" : ""));
+      (sqlite ? effective.db : module_->host().store_location()) + (mcp_.enabled() ? "; MCP at /mcp" : "") +
+      (config_.console.enabled && !config_.listen.tcp.empty() ? "; the console at http://" + config_.listen.tcp + "/console/"
+                                                               : ""));
   lifecycle_->Serving();
   // Durable runs resolved by an operator (basal run resolve) resume within a second.
   queue_->ResumeInterruptedEvery(std::chrono::seconds(1), o_.log);

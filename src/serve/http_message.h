@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,11 +42,62 @@ struct HttpRequest {
   std::optional<std::string_view> Query(std::string_view name) const;
 };
 
+// The body of an answer that is written as it comes (server-sent events, /v1/tail): the producer
+// writes, the transport takes what it can send. Shared by both; the producer bounds what it writes
+// by `buffered()` (the bytes the client has not taken yet), since a client that does not read would
+// otherwise make the daemon hold all of it.
+//
+//   auto stream = std::make_shared<HttpStream>();
+//   HttpResponse r; r.content_type = "text/event-stream"; r.stream = stream; respond(r);
+//   stream->OnClosed([] { /* the client left, or the listener stopped: forget the stream */ });
+//   if (stream->buffered() < cap) stream->Write("event: x\ndata: {}\n\n");
+//   stream->Close();   // the answer ends once what was written has gone
+class HttpStream {
+ public:
+  // False, and nothing kept, once the stream is closed (by Close, or by the transport).
+  bool Write(std::string_view bytes);
+  // No more writes: the answer ends after what is buffered.
+  void Close();
+  size_t buffered() const { return buffer_.size() - taken_; }
+  bool closed() const { return closed_; }
+  // Runs once when the transport is done with the stream (the answer ended, the client left, the
+  // listener stopped). Set it before anything can close the stream. Several may be set (the tail
+  // forgets its subscriber, the console gives its session's stream back): they run in that order.
+  void OnClosed(std::function<void()> fn) {
+    if (!on_closed_) {
+      on_closed_ = std::move(fn);
+      return;
+    }
+    on_closed_ = [first = std::move(on_closed_), then = std::move(fn)] {
+      first();
+      then();
+    };
+  }
+
+  // ---- the transport's side (http_server.cpp)
+  // Moves up to `max` buffered bytes to `out`; returns how many.
+  size_t Take(char* out, size_t max);
+  // Told when bytes arrive or the stream closes, while the transport waits for them.
+  void SetWake(std::function<void()> wake) { wake_ = std::move(wake); }
+  // The transport is done: the stream closes (if it was not) and OnClosed's function runs.
+  void Detach();
+
+ private:
+  std::string buffer_;
+  size_t taken_ = 0;  // bytes of buffer_ already taken (compacted as it grows)
+  bool closed_ = false;
+  bool detached_ = false;
+  std::function<void()> wake_;
+  std::function<void()> on_closed_;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Set: the body is this stream's, sent as it is written (chunked), and `body` is ignored.
+  std::shared_ptr<HttpStream> stream;
 };
 
 // Answers a request; call it once, on the loop thread, now or later. Calls after the connection is

@@ -43,8 +43,14 @@ struct Exchange {
   std::function<void()> on_gone;       // OnClientGone's: the client left before the answer
   int watched_fd = -1;                 // the connection, watched while suspended for on_gone
   size_t unsent_bytes = 0;             // the answer's body, counted in Options::unsent until completed
+  // A streamed answer's body (HttpResponse::stream), and whether the connection is suspended until
+  // it has more: a stream with nothing to send costs no CPU.
+  std::shared_ptr<HttpStream> stream;
+  bool stream_waiting = false;
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
 };
+
+ssize_t StreamReader(void* cls, uint64_t pos, char* buf, size_t max);  // libmicrohttpd's content reader
 
 // One connection, from its start to its close (libmicrohttpd's socket context): what it waits for
 // from the client, and by when.
@@ -226,6 +232,17 @@ struct HttpListener::Impl {
   // resumes the connection, finds it closed, and frees the exchange.
   void ClientGone(Exchange& x) {
     UnwatchClient(x);
+    if (x.stream) {
+      // A stream's client left while it waited for more: the producer stops now, and libmicrohttpd,
+      // resumed, finds the connection closed and frees the exchange.
+      x.stream->Detach();
+      if (x.stream_waiting) {
+        x.stream_waiting = false;
+        MHD_resume_connection(x.connection);
+        RunSoon();
+      }
+      return;
+    }
     if (x.answer) return;
     std::function<void()> gone = std::move(x.on_gone);
     x.on_gone = nullptr;
@@ -251,9 +268,52 @@ struct HttpListener::Impl {
   // the request completes. An answer that would take the unsent bytes of all listeners past their
   // cap is replaced by a small 503: the client retries, and nobody holds memory for readers that
   // do not read.
+  // A streamed answer: its head now, its body as the producer writes it (StreamReader). Not counted
+  // in Options::unsent: its producer bounds what it buffers (HttpStream::buffered).
+  static void QueueStream(Exchange& x) {
+    HttpResponse& r = *x.answer;
+    Impl& owner = *x.owner;
+    x.stream = std::move(r.stream);
+    MHD_Response* resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, &StreamReader, &x, nullptr);
+    if (!resp) {
+      x.stream->Detach();
+      return;
+    }
+    if (!r.content_type.empty()) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
+    for (const auto& [k, v] : r.headers) MHD_add_response_header(resp, k.c_str(), v.c_str());
+    MHD_queue_response(x.connection, static_cast<unsigned int>(r.status), resp);
+    MHD_destroy_response(resp);
+    x.stream->SetWake([px = &x, alive = std::weak_ptr<bool>(x.alive)] {
+      if (!alive.expired()) px->owner->WakeStream(*px);
+    });
+    if (owner.options.on_response) owner.options.on_response(x.request, r.status);
+  }
+
+  // The producer wrote (or closed): a connection suspended for want of bytes goes on.
+  void WakeStream(Exchange& x) {
+    if (!x.stream_waiting) return;
+    x.stream_waiting = false;
+    UnwatchClient(x);
+    MHD_resume_connection(x.connection);
+    RunSoon();
+  }
+
+  // libmicrohttpd wants more of a stream: what is buffered, the end once it is closed and empty,
+  // or nothing now (the connection is suspended, and watched for its client leaving, until a write).
+  ssize_t ReadStream(Exchange& x, char* buf, size_t max) {
+    if (!x.stream) return MHD_CONTENT_READER_END_OF_STREAM;
+    if (const size_t n = x.stream->Take(buf, max); n > 0) return static_cast<ssize_t>(n);
+    if (x.stream->closed()) return MHD_CONTENT_READER_END_OF_STREAM;
+    x.stream_waiting = true;
+    MHD_suspend_connection(x.connection);
+    WatchClient(x);
+    return 0;
+  }
+
   static void Queue(Exchange& x) {
     HttpResponse& r = *x.answer;
     Impl& owner = *x.owner;
+    if (r.stream) return QueueStream(x);
     if (owner.options.unsent && r.body.size() > kAlwaysSentBytes &&
         owner.options.unsent->bytes + r.body.size() > owner.options.unsent->max_bytes) {
       r = JsonError(503, "busy",
@@ -423,6 +483,7 @@ struct HttpListener::Impl {
     if (options.unsent) options.unsent->bytes -= std::min(options.unsent->bytes, x->unsent_bytes);
     if (x->handed && !x->answer && pending > 0) --pending;  // the client left before its answer
     UnwatchClient(*x);
+    if (x->stream) x->stream->Detach();
     exchanges.erase(x);
     delete x;
     *con_cls = nullptr;
@@ -435,6 +496,11 @@ MHD_Result AccessThunk(void* cls, MHD_Connection* connection, const char* url, c
                        const char* upload_data, size_t* upload_data_size, void** con_cls) {
   return static_cast<HttpListener::Impl*>(cls)->Access(connection, url, method, upload_data, upload_data_size,
                                                         con_cls);
+}
+
+ssize_t StreamReader(void* cls, uint64_t, char* buf, size_t max) {
+  auto* x = static_cast<Exchange*>(cls);
+  return x->owner->ReadStream(*x, buf, max);
 }
 
 void CompletedThunk(void* cls, MHD_Connection* connection, void** con_cls, MHD_RequestTerminationCode) {
@@ -518,6 +584,13 @@ HttpListener::~HttpListener() {
   // libmicrohttpd must not be stopped with suspended connections: answer them first.
   for (Exchange* x : m.exchanges) {
     m.UnwatchClient(*x);
+    if (x->stream) {
+      x->stream->Detach();
+      if (x->stream_waiting) {
+        x->stream_waiting = false;
+        MHD_resume_connection(x->connection);
+      }
+    }
     if (x->suspended && !x->answer) {
       x->answer = JsonError(503, "shutting_down", "basal serve is stopping; retry against the next instance");
       MHD_resume_connection(x->connection);

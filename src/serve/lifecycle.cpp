@@ -139,6 +139,7 @@ void Lifecycle::Reload() {
   o_.config.limits = config->limits;
   o_.config.webhooks = config->webhooks;
   o_.config.schedules = config->schedules;
+  o_.config.console = config->console;
   // Compared with the file as last read, not with the running config: the command line (--db,
   // --socket) overrides the file's values there, which is no change.
   if (file_config_ && (config->listen.socket != file_config_->listen.socket ||

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "mcp/codemode.h"
+#include "serve/run_queue.h"
 #include "mcp/server.h"
 #include "serve/log_line.h"
 
@@ -90,6 +91,12 @@ Result<void> McpEndpoint::Start(Module& module, EventLoop& loop, const std::stri
                                                    ", or remove mcp from the config)"
                                              : ""));
   }
+  // A script's run is a run: its end is one line of the log, as every run's (run_queue.h).
+  codemode_->OnRunStopped([this](const RunStop& stop) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    log_(RunStopLine(mcp::kScriptName, "mcp", stop, now));
+  });
   std::string tools;
   for (const mcp::ScriptTool& t : codemode_->ScriptTools()) tools += " " + t.group + "." + t.member;
   log_("mcp: serving codemode policy " + EscapeForLog(config.policy) + " at /mcp, at most " +

@@ -1,9 +1,12 @@
 // The runs of basal serve, from accepted to ended (run_queue.h).
 #include "serve/run_queue.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "basal/outcome.h"
+#include "serve/log_line.h"
 
 namespace basal::serve {
 
@@ -31,8 +34,8 @@ RunQueue::~RunQueue() {
     for (auto& [id, w] : list) o_.host.loop().Cancel(w.timer);
 }
 
-RunCallback RunQueue::StopCallback(const std::string& flow) {
-  return [this, flow](const RunStop& stop) { OnStop(flow, stop); };
+RunCallback RunQueue::StopCallback(const std::string& flow, const std::string& trigger) {
+  return [this, flow, trigger](const RunStop& stop) { OnStop(flow, trigger, stop); };
 }
 
 Result<RunQueue::Recovered> RunQueue::Recover() {
@@ -45,7 +48,7 @@ Result<RunQueue::Recovered> RunQueue::Recover() {
   auto queued = o_.host.runs().RunsInState(RunState::kQueued, most);
   if (!queued) return queued.error();
   for (const RunRow& r : *queued) {
-    if (auto requeued = o_.host.RequeueRun(r, StopCallback(r.flow)); !requeued) {
+    if (auto requeued = o_.host.RequeueRun(r, StopCallback(r.flow, r.trigger)); !requeued) {
       out.refused.push_back("run " + std::to_string(r.id) + ": " + requeued.error().message);
       continue;
     }
@@ -55,7 +58,7 @@ Result<RunQueue::Recovered> RunQueue::Recover() {
   if (!interrupted) return interrupted.error();
   for (const RunRow& r : *interrupted) {
     if (!DaemonTrigger(r.trigger)) continue;  // a `basal run`'s: resumed by hand (basal run --resume)
-    auto resumed = o_.host.ResumeRun(r.id, {}, StopCallback(r.flow));
+    auto resumed = o_.host.ResumeRun(r.id, {}, StopCallback(r.flow, r.trigger));
     if (!resumed) {
       out.refused.push_back("run " + std::to_string(r.id) + ": " + resumed.error().message);
       continue;
@@ -91,7 +94,7 @@ void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun
   // activation's start joining the same commit (the module runs nothing of the flow before that
   // commit: every effect is a host call, answered only after its own record commits).
   const std::string key = request.idempotency_key;
-  auto accepted = o_.host.StartRun(*flow, std::move(request.input), std::move(options), StopCallback(request.flow));
+  auto accepted = o_.host.StartRun(*flow, std::move(request.input), std::move(options), StopCallback(request.flow, request.trigger));
   if (!accepted) {
     then(accepted.error());
     return;
@@ -122,7 +125,7 @@ Result<void> RunQueue::Resume(int64_t run_id, bool newest_version) {
   auto row = o_.host.runs().GetRun(run_id);
   if (!row) return row.error();
   if (!*row) return MakeError(ErrorCode::kNotFound, "no run " + std::to_string(run_id) + " in this store");
-  auto resumed = o_.host.ResumeRun(run_id, ResumeOptions{newest_version}, StopCallback((*row)->flow));
+  auto resumed = o_.host.ResumeRun(run_id, ResumeOptions{newest_version}, StopCallback((*row)->flow, (*row)->trigger));
   if (!resumed) return resumed.error();
   refused_resumes_.erase(run_id);
   PublishGauges();
@@ -144,7 +147,7 @@ void RunQueue::ResumeInterrupted() {
     for (const RunRow& r : *interrupted) {
       if (!DaemonTrigger(r.trigger) || refused_resumes_.count(r.id)) continue;
       if (o_.host.queued_runs() >= o_.limits.queue_max) break;  // the queue's bound holds for resumes too
-      auto resumed = o_.host.ResumeRun(r.id, {}, StopCallback(r.flow));
+      auto resumed = o_.host.ResumeRun(r.id, {}, StopCallback(r.flow, r.trigger));
       if (!resumed && resumed.error().code != ErrorCode::kConflict) {
         refused_resumes_[r.id] = resumed.error().message;
         if (refused_resumes_.size() > 10'000) refused_resumes_.erase(refused_resumes_.begin());
@@ -184,7 +187,7 @@ void RunQueue::WakeDue() {
   const size_t room = o_.limits.queue_max > queued_now ? o_.limits.queue_max - queued_now : 0;
   if (room > 0) {
     auto woke = o_.host.WakeDueRuns(o_.now_us(), std::min<size_t>(room, 1000),
-                                    [this](const RunRow& row) { return StopCallback(row.flow); });
+                                    [this](const RunRow& row) { return StopCallback(row.flow, row.trigger); });
     if (!woke && log_) log_("parked runs could not be woken: " + woke.error().message);
   }
   PublishGauges();
@@ -197,7 +200,9 @@ Result<ModuleHost::EventSent> RunQueue::SendEvent(NewRunEvent event) {
   auto row = event.run_id > 0 ? o_.host.runs().GetRun(event.run_id) : Result<std::optional<RunRow>>(std::nullopt);
   if (!row) return row.error();
   const std::string run_flow = *row ? (*row)->flow : flow;
-  auto sent = o_.host.SendEvent(std::move(event), draining_ ? std::nullopt : std::optional<RunCallback>(StopCallback(run_flow)));
+  const std::string run_trigger = *row ? (*row)->trigger : std::string();
+  auto sent = o_.host.SendEvent(std::move(event), draining_ ? std::nullopt
+                                                            : std::optional<RunCallback>(StopCallback(run_flow, run_trigger)));
   if (sent) PublishGauges();
   return sent;
 }
@@ -259,7 +264,39 @@ void RunQueue::PublishGauges() {
   o_.metrics.Set("basal_runs_in_flight", {}, static_cast<double>(in_flight()));
 }
 
-void RunQueue::OnStop(const std::string& flow, const RunStop& stop) {
+std::string RunStopLine(const std::string& flow, const std::string& trigger, const RunStop& stop, int64_t now_us) {
+  std::string line = "run " + std::to_string(stop.run_id) + (stop.state == RunState::kEnded ? " ended: " : " waits: ");
+  line += "flow=" + EscapeForLog(flow);
+  if (stop.state == RunState::kEnded) {
+    line += " outcome=" + EscapeForLog(stop.outcome);
+  } else {
+    line += std::string(" state=") + RunStateName(stop.state);
+  }
+  if (stop.started_unix_us > 0) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f", static_cast<double>(std::max<int64_t>(0, now_us - stop.started_unix_us)) / 1000.0);
+    line += std::string(" ms=") + ms;
+  }
+  line += " trigger=" + EscapeForLog(trigger);
+  if (!stop.result.ok() && !stop.result.message.empty()) {
+    std::string error = EscapeForLog(stop.result.message);
+    if (error.size() > 300) {
+      size_t cut = 300;
+      while (cut > 0 && (static_cast<unsigned char>(error[cut]) & 0xC0) == 0x80) --cut;
+      error = error.substr(0, cut) + "...";
+    }
+    std::string quoted;
+    for (char c : error) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += c;
+    }
+    line += " error=\"" + quoted + "\"";
+  }
+  return line;
+}
+
+void RunQueue::OnStop(const std::string& flow, const std::string& trigger, const RunStop& stop) {
+  if (o_.log) o_.log(RunStopLine(flow, trigger, stop, o_.now_us()));
   if (stop.result.outcome == Outcome::kJournalError) {
     // Its end was lost with its batch: not ready until a commit succeeds again.
     journal_ok_ = false;

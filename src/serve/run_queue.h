@@ -51,6 +51,14 @@ struct RunRequest {
   bool hold = false;
 };
 
+// The daemon's log line for a run that stopped: one line, no control characters (journald keeps
+// it as one entry), key=value after the run id:
+//   run 12 ended: flow=hello outcome=script_error ms=35.2 trigger=api error="TypeError: boom"
+//   run 13 waits: flow=pay state=needs_reconciliation trigger=webhook:stripe error="..."
+// `ms` is the last activation's wall time (absent when none ran); the error is its message, cut at
+// 300 bytes, with `"` and `\` escaped.
+std::string RunStopLine(const std::string& flow, const std::string& trigger, const RunStop& stop, int64_t now_us);
+
 struct AcceptedRun {
   RunRow run;
   bool existing = false;  // the key named an earlier run: that run, and nothing new was queued
@@ -65,6 +73,8 @@ class RunQueue {
     std::function<int64_t()> now_us;
     // The flow a run of `flow` starts: the newest approved version (ApprovedFlows::Get).
     std::function<Result<FlowRef>(const std::string& flow)> flow_for;
+    // The daemon's log: one line per run that stops (RunStopLine). Null: none.
+    std::function<void(const std::string& line)> log = nullptr;
   };
   explicit RunQueue(Options options);
   ~RunQueue();
@@ -143,11 +153,11 @@ class RunQueue {
   };
 
   // The module's word that a run stopped (ended, or waits for an operator), after its commit.
-  void OnStop(const std::string& flow, const RunStop& stop);
+  void OnStop(const std::string& flow, const std::string& trigger, const RunStop& stop);
   void RunEnded(int64_t run_id);
   void WakeWaiters(int64_t run_id);
   void PublishGauges();
-  RunCallback StopCallback(const std::string& flow);
+  RunCallback StopCallback(const std::string& flow, const std::string& trigger);
 
   void ResumeInterrupted();
   void WakeDue();

@@ -15,6 +15,8 @@
 #include <initializer_list>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace basal::serve {
 namespace {
 
@@ -208,6 +210,197 @@ SignatureVerdict VerifyWebhookSignature(std::string_view secret, std::string_vie
                               "secret: ") + kHowToSign + " (the exact bytes sent, and the trigger's current secret)");
   }
   return SignatureVerdict{true, "", ""};
+}
+
+// ---------------------------------------------------------------- the senders' schemes
+
+const char* WebhookSchemeName(WebhookScheme scheme) {
+  switch (scheme) {
+    case WebhookScheme::kBasal: return "basal";
+    case WebhookScheme::kGithub: return "github";
+    case WebhookScheme::kStripe: return "stripe";
+    case WebhookScheme::kSlack: return "slack";
+  }
+  return "basal";
+}
+
+std::optional<WebhookScheme> ParseWebhookScheme(std::string_view name) {
+  for (WebhookScheme s : {WebhookScheme::kBasal, WebhookScheme::kGithub, WebhookScheme::kStripe, WebhookScheme::kSlack})
+    if (name == WebhookSchemeName(s)) return s;
+  return std::nullopt;
+}
+
+namespace {
+
+std::string Sha256Of(std::string_view text) {
+  Digest digest{};
+  unsigned int size = 0;
+  if (EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1 || size != 32) return "";
+  return Hex(digest);
+}
+
+// Whether `mac` equals any of `candidates`, each compared in constant time.
+bool AnyMatches(const std::optional<Digest>& mac, const std::vector<Digest>& candidates) {
+  if (!mac) return false;
+  bool match = false;
+  for (const Digest& c : candidates) match |= CRYPTO_memcmp(c.data(), mac->data(), mac->size()) == 0;
+  return match;
+}
+
+// The skew of a signed time from the clock, refused past the window (as basal's scheme does).
+std::optional<SignatureVerdict> OutsideWindow(int64_t signed_s, int64_t now_s, int64_t window_s, const char* header) {
+  const bool future = signed_s > now_s;
+  const uint64_t skew = future ? static_cast<uint64_t>(signed_s) - static_cast<uint64_t>(now_s)
+                               : static_cast<uint64_t>(now_s) - static_cast<uint64_t>(signed_s);
+  const uint64_t window = window_s < 0 ? 0 : static_cast<uint64_t>(window_s);
+  if (skew <= window) return std::nullopt;
+  return Refuse("stale_timestamp", std::string(header) + " is " + std::to_string(skew) + " s " +
+                                       (future ? "ahead of" : "behind") + " this server's clock, outside the accepted " +
+                                       std::to_string(window) +
+                                       " s (the trigger's window): a replayed delivery, or a clock out of sync");
+}
+
+// A JSON body's top-level string member, or "" (not JSON, not an object, absent, not a string).
+std::string TopLevelString(std::string_view body, const char* key) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+// A sender's id for a delivery, when it is short printable ASCII (it becomes part of a run's key).
+bool UsableId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id)
+    if (c <= ' ' || c > '~') return false;
+  return true;
+}
+
+DeliveryVerdict Verified(std::string key, std::optional<int64_t> signed_at = std::nullopt) {
+  DeliveryVerdict v;
+  v.verdict = SignatureVerdict{true, "", ""};
+  v.key = std::move(key);
+  v.signed_at_s = signed_at;
+  return v;
+}
+
+DeliveryVerdict Refused(SignatureVerdict verdict) {
+  DeliveryVerdict v;
+  v.verdict = std::move(verdict);
+  return v;
+}
+
+DeliveryVerdict VerifyGithub(std::string_view secret, const DeliveryHeader& header, std::string_view body) {
+  const auto sig = header("x-hub-signature-256");
+  if (!sig || sig->empty())
+    return Refused(Refuse("missing_signature",
+                          "the request has no X-Hub-Signature-256 header: set the webhook's secret in GitHub (the "
+                          "trigger's scheme is github)"));
+  const std::string_view value = TrimSpaces(*sig);
+  std::optional<Digest> decoded;
+  if (value.size() <= kMaxSignatureHeaderBytes && StartsWithIgnoringCase(value, "sha256=")) decoded = DecodeHex64(value.substr(7));
+  if (!decoded)
+    return Refused(Refuse("malformed_signature", "X-Hub-Signature-256 is not sha256=<64 hex digits>"));
+  const auto delivery = header("x-github-delivery");
+  if (!delivery || !UsableId(TrimSpaces(*delivery)))
+    return Refused(Refuse("missing_delivery_id",
+                          "the request has no usable X-GitHub-Delivery header (1 to 128 printable characters): it "
+                          "names the delivery, so that a redelivery gets the run it has"));
+  if (!AnyMatches(HmacSha256(secret, {body}), {*decoded}))
+    return Refused(Refuse("bad_signature",
+                          "X-Hub-Signature-256 does not match this body under the trigger's secret: the secret in "
+                          "GitHub's webhook settings must be the one stored for the trigger (basal secret set)"));
+  return Verified("github:" + std::string(TrimSpaces(*delivery)));
+}
+
+DeliveryVerdict VerifyStripe(std::string_view secret, const DeliveryHeader& header, std::string_view body,
+                             int64_t now_s, int64_t window_s) {
+  const auto sig = header("stripe-signature");
+  if (!sig || sig->empty())
+    return Refused(Refuse("missing_signature", "the request has no Stripe-Signature header (the trigger's scheme is stripe)"));
+  if (sig->size() > kMaxSignatureHeaderBytes)
+    return Refused(Refuse("malformed_signature", "Stripe-Signature is longer than " +
+                                                     std::to_string(kMaxSignatureHeaderBytes) + " bytes"));
+  std::optional<int64_t> t;
+  std::string_view t_text;
+  std::vector<Digest> v1;
+  for (std::string_view rest = *sig;;) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = TrimSpaces(rest.substr(0, comma));
+    const size_t eq = item.find('=');
+    const std::string_view name = eq == std::string_view::npos ? item : item.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    if (name == "t") {
+      if (t) return Refused(Refuse("malformed_signature", "Stripe-Signature has t= twice"));
+      t = ParseTimestamp(value);
+      if (!t) return Refused(Refuse("bad_timestamp", "Stripe-Signature's t= is not a Unix time in seconds"));
+      t_text = value;
+    } else if (name == "v1") {
+      auto d = DecodeHex64(value);
+      if (!d) return Refused(Refuse("malformed_signature", "a v1= of Stripe-Signature is not 64 hex digits"));
+      if (v1.size() == kMaxSignatureValues)
+        return Refused(Refuse("malformed_signature", "Stripe-Signature has more than " +
+                                                         std::to_string(kMaxSignatureValues) + " v1= values"));
+      v1.push_back(*d);
+    }  // v0 (a test scheme) and any other element are ignored, as Stripe says to
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (!t) return Refused(Refuse("missing_timestamp", "Stripe-Signature has no t= (the time Stripe signed it)"));
+  if (v1.empty()) return Refused(Refuse("missing_signature", "Stripe-Signature has no v1= signature"));
+  if (auto stale = OutsideWindow(*t, now_s, window_s, "Stripe-Signature's t=")) return Refused(*stale);
+  if (!AnyMatches(HmacSha256(secret, {t_text, ".", body}), v1))
+    return Refused(Refuse("bad_signature",
+                          "no v1= of Stripe-Signature matches this body under the trigger's secret: store the "
+                          "endpoint's signing secret (whsec_...) for the trigger (basal secret set)"));
+  const std::string id = TopLevelString(body, "id");
+  return Verified(UsableId(id) ? "stripe:" + id : "stripe-body:" + Sha256Of(body), *t);
+}
+
+DeliveryVerdict VerifySlack(std::string_view secret, const DeliveryHeader& header, std::string_view body,
+                            int64_t now_s, int64_t window_s) {
+  const auto ts = header("x-slack-request-timestamp");
+  if (!ts || ts->empty())
+    return Refused(Refuse("missing_timestamp", "the request has no X-Slack-Request-Timestamp header (the trigger's "
+                                               "scheme is slack)"));
+  const auto t = ParseTimestamp(TrimSpaces(*ts));
+  if (!t) return Refused(Refuse("bad_timestamp", "X-Slack-Request-Timestamp is not a Unix time in seconds"));
+  const auto sig = header("x-slack-signature");
+  if (!sig || sig->empty()) return Refused(Refuse("missing_signature", "the request has no X-Slack-Signature header"));
+  const std::string_view value = TrimSpaces(*sig);
+  std::optional<Digest> decoded;
+  if (value.size() <= kMaxSignatureHeaderBytes && StartsWithIgnoringCase(value, "v0=")) decoded = DecodeHex64(value.substr(3));
+  if (!decoded) return Refused(Refuse("malformed_signature", "X-Slack-Signature is not v0=<64 hex digits>"));
+  if (auto stale = OutsideWindow(*t, now_s, window_s, "X-Slack-Request-Timestamp")) return Refused(*stale);
+  if (!AnyMatches(HmacSha256(secret, {"v0:", TrimSpaces(*ts), ":", body}), {*decoded}))
+    return Refused(Refuse("bad_signature",
+                          "X-Slack-Signature does not match this body under the trigger's secret: store the app's "
+                          "Signing Secret for the trigger (basal secret set)"));
+  DeliveryVerdict v;
+  const std::string event_id = TopLevelString(body, "event_id");
+  v = Verified(UsableId(event_id) ? "slack:" + event_id : "slack-body:" + Sha256Of(body), *t);
+  if (TopLevelString(body, "type") == "url_verification") v.challenge = TopLevelString(body, "challenge");
+  return v;
+}
+
+}  // namespace
+
+DeliveryVerdict VerifyDelivery(WebhookScheme scheme, std::string_view secret, const DeliveryHeader& header,
+                               std::string_view body, int64_t now_unix_s, int64_t window_s) {
+  if (secret.empty()) return Refused(VerifyWebhookSignature(secret, "", "", body, now_unix_s, window_s));
+  switch (scheme) {
+    case WebhookScheme::kGithub: return VerifyGithub(secret, header, body);
+    case WebhookScheme::kStripe: return VerifyStripe(secret, header, body, now_unix_s, window_s);
+    case WebhookScheme::kSlack: return VerifySlack(secret, header, body, now_unix_s, window_s);
+    case WebhookScheme::kBasal: break;
+  }
+  const auto ts = header("x-basal-timestamp");
+  const auto sig = header("x-basal-signature");
+  SignatureVerdict v = VerifyWebhookSignature(secret, ts ? *ts : "", sig ? *sig : "", body, now_unix_s, window_s);
+  if (!v.ok) return Refused(std::move(v));
+  // The key is the signed timestamp and body, which nobody without the secret can vary.
+  return Verified("sha256:" + Sha256Of(std::string(*ts) + "." + std::string(body)), ParseTimestamp(*ts));
 }
 
 namespace {

@@ -44,6 +44,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,6 +80,43 @@ struct SignatureVerdict {
 SignatureVerdict VerifyWebhookSignature(std::string_view secret, std::string_view timestamp_header,
                                         std::string_view signature_header, std::string_view body,
                                         int64_t now_unix_s, int64_t window_s);
+
+// ## The senders' own schemes (docs/serve.md, "Webhooks that GitHub, Stripe and Slack send")
+//
+// A webhook trigger names its `scheme`: basal's own (above), or the one a provider signs with:
+//
+//   github  X-Hub-Signature-256: sha256=<hex> = HMAC-SHA256(secret, raw body). GitHub signs no time:
+//           there is no window, and a captured delivery stays valid (GitHub's limit, not basal's).
+//           The delivery is named by X-GitHub-Delivery (required, its GUID: a redelivery keeps it).
+//   stripe  Stripe-Signature: t=<unix s>,v1=<hex>[,v1=<hex>...][,v0=...] with each v1 = HMAC-SHA256(
+//           secret, "<t>.<raw body>"); several v1 (a secret being rolled) are accepted, other
+//           schemes (v0) ignored; t within the window. The delivery is named by the event's "id"
+//           (Stripe retries an event with a new t and the same id), else the body's SHA-256.
+//   slack   X-Slack-Signature: v0=<hex> = HMAC-SHA256(secret, "v0:<X-Slack-Request-Timestamp>:<raw
+//           body>"), the timestamp within the window (Slack says 5 minutes). The delivery is named
+//           by the Events API's "event_id", else the body's SHA-256 (Slack retries with a new
+//           timestamp and the same body). A verified `url_verification` is answered its challenge.
+enum class WebhookScheme { kBasal, kGithub, kStripe, kSlack };
+const char* WebhookSchemeName(WebhookScheme scheme);  // "basal", "github", "stripe", "slack"
+std::optional<WebhookScheme> ParseWebhookScheme(std::string_view name);
+
+// A delivery's header by its lower-case name; nullopt when absent.
+using DeliveryHeader = std::function<std::optional<std::string_view>(std::string_view lower_name)>;
+
+// The verdict on a delivery under its trigger's scheme: `ok` with what names it, or the refusal
+// (the reasons of SignatureVerdict, and "missing_delivery_id" for a GitHub delivery without its id).
+struct DeliveryVerdict {
+  SignatureVerdict verdict;
+  // Deliveries with the same key are one delivery sent again: one run. It is made only of what
+  // the scheme signs, or of the sender's own id for the delivery: "sha256:<hex>" of basal's signed
+  // timestamp and body, "github:<GUID>", "stripe:<event id>", "slack:<event_id>", or
+  // "stripe-body:<hex>" / "slack-body:<hex>" (the body's SHA-256 when it names no id).
+  std::string key;
+  std::optional<int64_t> signed_at_s;  // the signed time (basal, stripe, slack)
+  std::optional<std::string> challenge;  // slack: a url_verification's challenge, to answer
+};
+DeliveryVerdict VerifyDelivery(WebhookScheme scheme, std::string_view secret, const DeliveryHeader& header,
+                               std::string_view body, int64_t now_unix_s, int64_t window_s);
 
 inline constexpr std::string_view kApiTokenPrefix = "bsl_";
 inline constexpr size_t kApiTokenBytes = 4 + 43;

@@ -6,6 +6,7 @@
 
 #include "parent/secrets/secret_store.h"
 #include "parent/store/owner.h"
+#include "serve/run_filter.h"
 #include "serve/schedule.h"
 #include "serve/signature.h"
 
@@ -119,42 +120,53 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::VerifyDelivery(const Ht
     return JsonError(500, "secret_unavailable",
                      "the trigger's secret cannot be read; the operator must set it (basal secret set " + w.secret + ")");
   }
-  const auto ts = req.Header("x-basal-timestamp");
-  const auto sig = req.Header("x-basal-signature");
   const int64_t now_s = o_.now_us() / 1'000'000;
-  SignatureVerdict v = VerifyWebhookSignature(*secret, ts ? *ts : "", sig ? *sig : "", req.body, now_s,
-                                              std::chrono::duration_cast<std::chrono::seconds>(w.window).count());
-  if (!v.ok) {
-    o_.metrics.Add("basal_webhooks_total", {trigger, v.reason});
-    return JsonError(401, v.reason, v.message);
+  const DeliveryVerdict v = serve::VerifyDelivery(
+      w.scheme, *secret, [&req](std::string_view name) { return req.Header(name); }, req.body, now_s,
+      std::chrono::duration_cast<std::chrono::seconds>(w.window).count());
+  if (!v.verdict.ok) {
+    o_.metrics.Add("basal_webhooks_total", {trigger, v.verdict.reason});
+    return JsonError(401, v.verdict.reason, v.verdict.message);
+  }
+  // Slack checks a new endpoint with a signed url_verification: answered its challenge, no run.
+  if (v.challenge) {
+    o_.metrics.Add("basal_webhooks_total", {trigger, "url_verification"});
+    return JsonResponse(200, Json{{"challenge", *v.challenge}});
   }
   Json body = Json::parse(req.body, nullptr, false);
-  if (!w.event_name.empty()) return EventOf(w, req, body, *ts);
-  // Everything in the input comes from the signed delivery, so a delivery sent again (a sender's
-  // retry, or a replay of a captured one inside the window) is the same input: with the key below
-  // it gets the run it already has, never a second one.
-  int64_t signed_s = 0;
-  for (char c : *ts) signed_s = signed_s * 10 + (c - '0');  // digits only: the check parsed it
+  // A trigger with "event" sends the delivery as an event; the delivery's key (what its scheme
+  // signs) names it, so that a sender's retry is not a second event.
+  if (!w.event_name.empty()) return EventOf(w, req, body, v.key);
   Delivery d;
   d.run.flow = w.flow;
   d.run.trigger = "webhook:" + trigger;
   d.run.input = Json{{"trigger", trigger},
+                     {"scheme", WebhookSchemeName(w.scheme)},
                      {"body", body.is_discarded() ? Json(req.body) : body},
-                     {"content_type", std::string(req.Header("content-type").value_or(""))},
-                     {"signed_at", UtcText(signed_s * 1'000'000)}};
-  // The key is the delivery itself: the signed timestamp and body, which nobody without the secret
-  // can vary. Nothing unsigned is part of it: not an Idempotency-Key header (whoever captured one
-  // delivery could send it again inside the window with a new key each time, and start a run each
-  // time), nor the signature header (other values beside the good one make a different string).
-  d.run.idempotency_key = "delivery:" + trigger + ":" + Sha256Hex(std::string(*ts) + "." + req.body);  // keys are per flow
-  if (w.respond == WebhookTrigger::Respond::kWait) d.wait = std::min(w.wait, o_.limits.wait_max);
+                     {"content_type", std::string(req.Header("content-type").value_or(""))}};
+  if (v.signed_at_s) d.run.input["signed_at"] = UtcText(*v.signed_at_s * 1'000'000);
+  if (w.scheme == WebhookScheme::kGithub) {
+    d.run.input["event"] = std::string(req.Header("x-github-event").value_or(""));
+    d.run.input["delivery"] = std::string(req.Header("x-github-delivery").value_or(""));
+  }
+  // The key names the delivery by what the scheme signs, or by the sender's own id for it
+  // (signature.h): a delivery sent again, by the sender or by whoever captured it, gets the run it
+  // has, never a second one. Nothing else unsigned is part of it: not an Idempotency-Key header,
+  // nor the signature header (other values beside the good one make a different string). What
+  // the input holds besides (the Content-Type) may differ in a delivery sent again: it still gets
+  // the first one's run (Api::AcceptDelivery).
+  d.run.idempotency_key = "delivery:" + trigger + ":" + v.key;  // keys are per flow
+  if (w.respond != WebhookTrigger::Respond::kAck) d.wait = std::min(w.wait, o_.limits.wait_max);
+  d.respond = w.respond;
+  d.failure_status = w.failure_status;
+  d.allow_set_cookie = w.allow_set_cookie;
   return d;  // the queue looks the flow up (a revoked one: 409 flow_unavailable)
 }
 
 // A verified delivery to a trigger with "event": the event for the flow's run that waits for it
 // with the key at the trigger's pointer (docs/durable.md#events). The payload is the body.
 std::variant<Triggers::Delivery, HttpResponse> Triggers::EventOf(const WebhookTrigger& w, const HttpRequest& req,
-                                                                 const Json& body, std::string_view signed_ts) {
+                                                                 const Json& body, std::string_view delivery_key) {
   const auto refuse = [&](int status, const std::string& code, const std::string& message) {
     o_.metrics.Add("basal_webhooks_total", {w.name, code});
     return JsonError(status, code, "webhook " + w.name + ": " + message);
@@ -180,7 +192,7 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::EventOf(const WebhookTr
   e.payload_json = req.body;
   e.sender = "webhook:" + w.name;
   d.event = std::move(e);
-  d.delivery_id = "event:" + w.name + ":" + Sha256Hex(std::string(signed_ts) + "." + req.body);
+  d.delivery_id = "event:" + w.name + ":" + std::string(delivery_key);
   return d;
 }
 
@@ -233,14 +245,78 @@ void Triggers::CatchUp(Schedule& s, bool at_start) {
   HandleDue(s, at_start ? s.config.catch_up.count() * 1000 : std::max<int64_t>(s.config.catch_up.count() * 1000, kTimerSlackUs));
 }
 
-// A run of the schedule; one that never starts (missed, skipped) also says which fire it was.
-RunRequest Triggers::ScheduleRun(const Schedule& s, std::optional<int64_t> unrun_fire_us) const {
+// A run of the schedule, saying which fire it is for (nullopt: none, a run by hand).
+RunRequest Triggers::ScheduleRun(const Schedule& s, std::optional<int64_t> fire_us) const {
   RunRequest r;
   r.flow = s.config.flow;
   r.input = s.config.input;
   r.trigger = "schedule:" + s.config.name;
-  if (unrun_fire_us) r.state_detail = Json{{"scheduled_for", UtcText(*unrun_fire_us)}}.dump();
+  if (fire_us) r.state_detail = Json{{"scheduled_for", UtcText(*fire_us)}}.dump();
   return r;
+}
+
+// ---------------------------------------------------------------- schedules, seen and run by hand
+
+namespace {
+
+// The fire a schedule's run was for: its detail's "scheduled_for" (a skipped or missed fire), else
+// its creation (a fire runs when it is due); nullopt for a run by hand, which is no fire.
+std::optional<int64_t> FireOfRun(const RunRow& run) {
+  if (!run.state_detail.empty()) {
+    Json detail = Json::parse(run.state_detail, nullptr, false);
+    if (detail.is_object() && detail.value("by_hand", false)) return std::nullopt;
+    if (detail.is_object() && detail.contains("scheduled_for") && detail["scheduled_for"].is_string())
+      if (auto t = ParseSinceText(detail["scheduled_for"].get<std::string>(), 0)) return *t;
+  }
+  return run.created_unix_us;
+}
+
+}  // namespace
+
+std::vector<Triggers::ScheduleView> Triggers::Schedules() {
+  std::vector<ScheduleView> out;
+  for (const auto& [name, s] : schedules_) {
+    ScheduleView v;
+    v.name = name;
+    v.flow = s->config.flow;
+    v.cron = s->config.cron;
+    v.timezone = s->config.timezone;
+    v.overlap = s->config.overlap == ScheduleTrigger::Overlap::kBufferOne ? "buffer_one" : "skip";
+    if (s->timer && !draining_) v.next_fire_us = s->next_fire_us;
+    v.open_runs = s->open_runs.size();
+    // Its newest runs, from the journal: they outlive the daemon. A few by hand may come first.
+    RunQuery q;
+    q.trigger = "schedule:" + name;
+    q.limit = 20;
+    if (auto rows = o_.host.reader().ListRuns(q); rows && !rows->empty()) {
+      v.last_run_id = rows->front().id;
+      for (const RunRow& r : *rows)
+        if (auto fire = FireOfRun(r)) {
+          v.last_fire_us = *fire;
+          break;
+        }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::variant<RunRequest, HttpResponse> Triggers::ManualRun(const std::string& name, const Actor& who) {
+  auto it = schedules_.find(name);
+  if (it == schedules_.end())
+    return JsonError(404, "schedule_not_found", "no schedule named " + name + " in the config (GET /v1/schedules lists them)");
+  if (draining_) return JsonError(503, "draining", "basal serve is draining; it starts no new runs. Retry later");
+  RunRequest r = ScheduleRun(*it->second, std::nullopt);
+  r.state_detail = Json{{"by_hand", true}, {"by", who.name}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return r;
+}
+
+void Triggers::ManualRunAccepted(const std::string& name, int64_t run_id) {
+  auto row = o_.queue.Get(run_id);
+  if (!row || !*row || (*row)->state == RunState::kEnded) return;  // ended already: nothing open
+  open_run_schedule_[run_id] = name;
+  if (auto s = schedules_.find(name); s != schedules_.end()) s->second->open_runs.insert(run_id);
+  o_.metrics.Add("basal_schedule_events_total", {name, "by_hand"});
 }
 
 // Handles the fires in (mark, now] as PlanCatchUp decides: each missed one is journaled as a run
@@ -326,7 +402,7 @@ void Triggers::Fire(Schedule& s, int64_t fire_us) {
   // kRun: may start now. kBuffer: journaled as queued now (so it survives a restart) but held back
   // until the open run ends (ReleaseBuffered).
   const bool hold = d == OverlapDecision::kBuffer;
-  RunRequest run = ScheduleRun(s, std::nullopt);
+  RunRequest run = ScheduleRun(s, fire_us);
   run.hold = hold;
   o_.queue.Enqueue(std::move(run), [this, name, hold, fire_us](Result<AcceptedRun> a) {
     if (!a && a.error().code == ErrorCode::kUnavailable) {

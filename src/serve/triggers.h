@@ -78,14 +78,18 @@ class Triggers {
   struct Delivery {
     RunRequest run;
     std::optional<std::chrono::milliseconds> wait;
+    WebhookTrigger::Respond respond = WebhookTrigger::Respond::kAck;
+    int failure_status = 500;       // wait, flow: the answer's status for a run that did not end ok
+    bool allow_set_cookie = false;  // flow
     // A trigger with "event": the event to send instead of a run (run is empty then), and the
-    // delivery's identity (its signed timestamp and body), so that the sender's retry of a
-    // delivery is not a second event.
+    // delivery's identity (as its scheme names it: DeliveryVerdict::key), so that the sender's
+    // retry of a delivery is not a second event.
     std::optional<NewRunEvent> event;
     std::string delivery_id;
   };
   // The delivery `req` to webhook `trigger`: a run to start, or the answer refusing it (404 no such
-  // trigger, 500 its secret unreadable, 401 a failed signature check, 409/500 its flow unavailable).
+  // trigger, 500 its secret unreadable, 401 a failed signature check under the trigger's scheme),
+  // or the answer that needs no run (200 a Slack url_verification's challenge).
   std::variant<Delivery, HttpResponse> VerifyDelivery(const HttpRequest& req, const std::string& trigger);
   // The run of a verified delivery was accepted: new, or the one the delivery already had.
   void DeliveryAccepted(const std::string& trigger, bool existing);
@@ -98,6 +102,22 @@ class Triggers {
   std::optional<int64_t> EventDeliveredBefore(const std::string& delivery_id) const;
   static constexpr size_t kMaxEventDeliveries = 10000;
 
+  // The schedules as the daemon runs them now (GET /v1/schedules, `basal schedule list`).
+  struct ScheduleView {
+    std::string name, flow, cron, timezone, overlap;  // overlap: "skip" or "buffer_one"
+    std::optional<int64_t> next_fire_us;  // the fire the timer is armed for (none while draining)
+    std::optional<int64_t> last_fire_us;  // the newest fire among the schedule's runs (ran, skipped or missed)
+    std::optional<int64_t> last_run_id;   // its newest run, by hand or fired
+    size_t open_runs = 0;                 // its runs queued, running or buffered now
+  };
+  std::vector<ScheduleView> Schedules();
+  // A run of schedule `name`'s flow now, by hand (POST /v1/schedules/{name}/run): trigger
+  // "schedule:NAME", its detail {"by_hand": true, "by": WHO}. It starts whatever the overlap policy
+  // says; once accepted (ManualRunAccepted) it counts as the schedule's open run, so fires meanwhile
+  // meet the policy. 404 no such schedule, 503 draining.
+  std::variant<RunRequest, HttpResponse> ManualRun(const std::string& name, const Actor& who);
+  void ManualRunAccepted(const std::string& name, int64_t run_id);
+
  private:
   struct Schedule;
 
@@ -107,9 +127,9 @@ class Triggers {
   void Fire(Schedule& s, int64_t fire_us);
   void ReleaseBuffered(Schedule& s);
   void RunEnded(int64_t run_id);
-  RunRequest ScheduleRun(const Schedule& s, std::optional<int64_t> unrun_fire_us) const;
+  RunRequest ScheduleRun(const Schedule& s, std::optional<int64_t> fire_us) const;
   std::variant<Delivery, HttpResponse> EventOf(const WebhookTrigger& w, const HttpRequest& req,
-                                               const nlohmann::json& body, std::string_view signed_ts);
+                                               const nlohmann::json& body, std::string_view delivery_key);
   void CancelTimers();
 
   Options o_;

@@ -832,19 +832,42 @@ JSValue TestAbort(JSContext*, JSValueConst, int, JSValueConst*) { std::abort(); 
 
 // Builds the frozen `tools` object from [group, member, host-call name] bindings: tools.kv.get(args)
 // is host.call("kv.get", args ?? {}). Properties are defined, never assigned, so a group named
-// "__proto__" is a plain property; the objects have no prototype.
+// "__proto__" is a plain property; the objects have no prototype. Two mistakes an agent makes get
+// a TypeError that says what to do instead of a denial or "not a function": arguments that are not
+// one object (a positional call), and a name that is no tool of the policy (read through a proxy
+// that throws naming it; `in` still tells whether a tool is there).
 constexpr std::string_view kToolsSource = R"JS((function (host, list) {
   const call = host.call;
   const define = Object.defineProperty;
   const tools = Object.create(null);
   for (const [group, member, name] of list) {
     if (!Object.prototype.hasOwnProperty.call(tools, group)) define(tools, group, {value: Object.create(null), enumerable: true});
-    const f = function (args) { return call(name, args === undefined ? {} : args); };
+    const path = "tools." + group + "." + member;
+    const f = function (args) {
+      if (arguments.length > 1 || (args !== undefined && (args === null || typeof args !== "object" || Array.isArray(args))))
+        throw new TypeError(path + " takes one object of named arguments: " + path +
+                            "({...}) (describe_tools gives their names)");
+      return call(name, args === undefined ? {} : args);
+    };
     define(f, "name", {value: member});
     define(tools[group], member, {value: f, enumerable: true});
   }
-  for (const group of Object.keys(tools)) Object.freeze(tools[group]);
-  return Object.freeze(tools);
+  const guard = function (target, path) {
+    return new Proxy(target, {
+      get: function (t, key, receiver) {
+        if (typeof key !== "string" || key in t || key === "then" || key === "toJSON") return Reflect.get(t, key, receiver);
+        throw new TypeError(path + "." + key + " is not a tool this policy grants (list_tools lists the tools)");
+      }
+    });
+  };
+  const groups = Object.create(null);
+  for (const group of Object.keys(tools)) {
+    Object.freeze(tools[group]);
+    groups[group] = guard(tools[group], "tools." + group);
+  }
+  const top = Object.create(null);
+  for (const group of Object.keys(groups)) define(top, group, {value: groups[group], enumerable: true});
+  return guard(Object.freeze(top), "tools");
 }))JS";
 
 constexpr const char* kConsoleMethods[] = {"log", "info", "warn", "error", "debug"};

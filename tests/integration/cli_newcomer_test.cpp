@@ -101,7 +101,8 @@ TEST_F(CliNewcomerTest, NoCommandPrintsTheShortHelpAndExitsTwo) {
   const Cli r = Basal(dir_, "");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("Usage: basal COMMAND [OPTIONS]\nCommands: run, check, journal, doctor, health, flow, policy, secret, serve, mcp, token, replay, help\n"),
+  EXPECT_NE(r.err.find("Usage: basal COMMAND [OPTIONS]\nCommands: run, check, journal, runs, tail, doctor, health, flow, "
+                       "policy, secret, serve, mcp, token, schedule, replay, help\n"),
             std::string::npos)
       << r.err;
   EXPECT_TRUE(r.err.ends_with("\nbasal: usage: a command is required (see basal help)\n")) << r.err;
@@ -109,7 +110,8 @@ TEST_F(CliNewcomerTest, NoCommandPrintsTheShortHelpAndExitsTwo) {
 
 TEST_F(CliNewcomerTest, AnUnknownCommandIsNamed) {
   const std::string expected =
-      "basal: usage: unknown command \"frob\" (commands: run, check, journal, doctor, health, flow, policy, secret, serve, mcp, token, replay, help; see basal help)\n";
+      "basal: usage: unknown command \"frob\" (commands: run, check, journal, runs, tail, doctor, health, flow, "
+      "policy, secret, serve, mcp, token, schedule, replay, help; see basal help)\n";
   for (const char* args : {"frob", "frob --help", "help frob"}) {
     const Cli r = Basal(dir_, args);
     EXPECT_EQ(r.exit_code, 2) << args;

@@ -301,6 +301,14 @@ TEST_F(HttpFetchTest, NamesThatResolveToLoopbackOrMetadataAreRefusedAtConnect) {
   ASSERT_TRUE(r.contains("error")) << r.dump();
   EXPECT_NE(r["error"]["message"].get<std::string>().find("169.254.169.254"), std::string::npos) << r.dump();
   EXPECT_NE(r["error"]["message"].get<std::string>().find("link-local"), std::string::npos) << r.dump();
+  // The hint (allow_networks, with the CIDR to write) is given once, not repeated.
+  {
+    const std::string message = r["error"]["message"].get<std::string>();
+    const size_t first = message.find("allow_networks");
+    ASSERT_NE(first, std::string::npos) << message;
+    EXPECT_EQ(message.find("allow_networks", first + 1), std::string::npos) << message;
+    EXPECT_NE(message.find("169.254.169.254/32"), std::string::npos) << message;
+  }
   EXPECT_EQ(server_.requests().size(), 0u);
   // Allowed: the rule that names the network.
   r = Fetch(flow, {{"url", Url("api.test", "/hello")}});
@@ -499,6 +507,12 @@ TEST_F(HttpFetchTest, ASecretReachesTheServerButNeverTheWorkerNorTheJournal) {
   EXPECT_NE(body.find("Bearer [secret example_token]"), std::string::npos) << body;
   EXPECT_EQ(r.dump().find(secret), std::string::npos);
   EXPECT_EQ(r["basal"]["secrets"], Json::array({"example_token"}));
+  // The redaction changed the body's length; Content-Length says the length the flow got.
+  std::string length;
+  for (const Json& h : r["headers"])
+    if (h[0].get<std::string>() == "Content-Length" || h[0].get<std::string>() == "content-length") length = h[1];
+  ASSERT_FALSE(length.empty()) << "the test server sends Content-Length: " << r["headers"].dump();
+  EXPECT_EQ(length, std::to_string(body.size())) << r["headers"].dump();
   // Nothing in the journal's files holds the value.
   module_.reset();
   for (const char* suffix : {"/journal.db", "/journal.db-wal"}) {

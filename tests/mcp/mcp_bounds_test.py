@@ -155,7 +155,8 @@ class Bounds(unittest.TestCase):
         self.assertEqual(result["logs"][200], "... [100 more log lines cut]")
         self.assertEqual(result["logs_cut"], 100)
         # Every line is journaled all the same.
-        journal = json.loads(s.cli("journal", "--activation", str(result["run_id"]), "--json").stdout.splitlines()[0])
+        journal = json.loads(s.cli("journal", "--run", str(result["run_id"]), "--json").stdout.splitlines()[0])
+        self.assertEqual((journal["run"], journal["id"]), (result["run_id"], result["activation_id"]))
         logs = [c for c in journal["calls"] if c["name"] == "log"]
         self.assertEqual(len(logs), 300)
 
@@ -220,6 +221,30 @@ class Endings(unittest.TestCase):
         s.proc.send_signal(signal.SIGTERM)
         self.assertEqual(s.proc.wait(timeout=60), 128 + signal.SIGTERM)
         self.assertEqual(s.activations()[0]["outcome"], "cancelled")
+
+    def test_a_positional_call_and_a_name_that_is_no_tool_are_type_errors_that_say_what_to_do(self):
+        # Not a denial (the policy was never asked) and not "not a function": what to write instead.
+        s = Session(self)
+        s.initialize()
+        result = s.run("""
+            const out = [];
+            try { await tools.kv.get("orders", "k"); } catch (e) { out.push(e.name + ": " + e.message); }
+            try { await tools.kv.delete({namespace: "orders", key: "k"}); } catch (e) { out.push(e.name + ": " + e.message); }
+            try { await tools.fs.read_text_file({path: "/"}); } catch (e) { out.push(e.name + ": " + e.message); }
+            out.push("delete" in tools.kv, "put" in tools.kv);
+            await tools.kv.put({namespace: "orders", key: "k", value: 1});
+            out.push(await tools.kv.get({namespace: "orders", key: "k"}));
+            return out;""")
+        self.assertEqual(result["structuredContent"]["status"], "ok", result)
+        self.assertEqual(result["structuredContent"]["result"], [
+            "TypeError: tools.kv.get takes one object of named arguments: tools.kv.get({...}) "
+            "(describe_tools gives their names)",
+            "TypeError: tools.kv.delete is not a tool this policy grants (list_tools lists the tools)",
+            "TypeError: tools.fs is not a tool this policy grants (list_tools lists the tools)",
+            False, True, 1])
+        # list_tools shows the one object the call takes.
+        text = s.call("list_tools", {})["content"][0]["text"]
+        self.assertIn("tools.kv.get({key, namespace}): ", text)
 
     def test_a_revoked_policy_refuses_the_next_script(self):
         s = Session(self)

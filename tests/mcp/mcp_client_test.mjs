@@ -69,11 +69,15 @@ async function seedKv(world, entries) {
   await basal(['run', '--manifest', manifest, flow, '--db', world.db, '--input', JSON.stringify(entries)]);
 }
 
+// A script's activation, found by its run: the run_id the agent is told is the run basal's store
+// and `basal journal --run` know (one id everywhere).
 async function journal(world, runId) {
-  const { stdout } = await basal(['journal', '--activation', String(runId), '--json', '--db', world.db]);
+  const { stdout } = await basal(['journal', '--run', String(runId), '--json', '--db', world.db]);
   const lines = stdout.split('\n').filter((l) => l.trim() !== '');
-  assert.equal(lines.length, 1, `basal journal --activation ${runId} --json printed ${lines.length} lines:\n${stdout}`);
-  return JSON.parse(lines[0]);
+  assert.equal(lines.length, 1, `basal journal --run ${runId} --json printed ${lines.length} lines:\n${stdout}`);
+  const activation = JSON.parse(lines[0]);
+  assert.equal(activation.run, runId, `the activation of run ${runId}:\n${stdout}`);
+  return activation;
 }
 
 async function waitUntilNoProcessWithArg(arg, what) {
@@ -128,7 +132,7 @@ async function runScript(session, code, input) {
   assert.equal(typeof sc.status, 'string', 'structuredContent.status' + context(session, res));
   assert.ok(Array.isArray(sc.logs), 'structuredContent.logs is an array' + context(session, res));
   assert.ok(Array.isArray(sc.calls), 'structuredContent.calls is an array' + context(session, res));
-  assert.ok(Number.isInteger(sc.run_id) && sc.run_id > 0, 'structuredContent.run_id is an activation id' + context(session, res));
+  assert.ok(Number.isInteger(sc.run_id) && sc.run_id > 0, 'structuredContent.run_id is a run id' + context(session, res));
   assert.ok(textOf(res).length > 0, 'run_script returns a text summary too' + context(session, res));
   return res;
 }
@@ -203,7 +207,7 @@ describe('basal mcp with a 2025-11-25 (initialize handshake) client', () => {
     }
 
     const activation = await journal(world, sc.run_id);
-    assert.equal(activation.id, sc.run_id);
+    assert.equal(activation.id, sc.activation_id);
     assert.equal(activation.origin, 'codemode');
     assert.equal(activation.outcome, 'ok');
     assert.equal(activation.approval?.name, 'agents');

@@ -7,6 +7,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -413,7 +414,7 @@ class ApiTest(unittest.TestCase):
         d.start()
         code, data, hdrs = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": 1}, tcp=True)
         self.assertEqual(code, 401)
-        self.assertEqual(hdrs.get("www-authenticate"), "Bearer")
+        self.assertEqual(hdrs.get("www-authenticate"), 'Bearer realm="basal", scope="run"')
         code, data, _ = d.curl("GET", "/v1/flows", tcp=True, headers={"Authorization": "Bearer bsl_" + "A" * 43})
         self.assertEqual(code, 401)
         code, data, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "t"}}, tcp=True,
@@ -694,6 +695,287 @@ class ReadApiTest(unittest.TestCase):
         code, err, _ = d.curl("GET", "/v1/flows/nope")
         self.assertEqual((code, err["error"]["code"]), (404, "flow_not_found"))
         self.assertIn("nope", err["error"]["message"])
+
+
+class ConsoleTest(unittest.TestCase):
+    """The web console's server side (docs/console.md): its files and the headers that keep a
+    browser strict with them, the sign-in and its session cookie, CSRF, the sessions' bounds, and
+    the read endpoints its pages use. The pages themselves run in Chromium: tests/console/."""
+
+    CONSOLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "serve", "console")
+
+    def http(self, d, method, path, body=None, headers=None):
+        """One request to the TCP listener: (status, headers as a list of (lower name, value), body)."""
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            data = r.read()
+            return r.status, [(k.lower(), v) for k, v in r.getheaders()], data
+        finally:
+            c.close()
+
+    def sign_in(self, d, token, headers=None):
+        code, hdrs, body = self.http(d, "POST", "/console/session", json.dumps({"token": token}),
+                                     dict({"Content-Type": "application/json"}, **(headers or {})))
+        return code, dict(hdrs).get("set-cookie", ""), json.loads(body)
+
+    def cookie_of(self, set_cookie):
+        return set_cookie.split(";")[0]
+
+    def test_its_files_are_built_in_and_served_on_tcp_under_a_strict_policy(self):
+        d = Daemon(self, tcp=True).start()
+        code, hdrs, page = self.http(d, "GET", "/console/")
+        h = dict(hdrs)
+        self.assertEqual(code, 200)
+        self.assertEqual(h["content-type"], "text/html; charset=utf-8")
+        csp = h["content-security-policy"]
+        for rule in ("default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'",
+                     "frame-ancestors 'none'", "base-uri 'none'", "form-action 'self'"):
+            self.assertIn(rule, csp)
+        self.assertNotIn("unsafe", csp)
+        self.assertNotIn("nonce", csp)
+        self.assertEqual(h["x-frame-options"], "DENY")
+        self.assertEqual(h["x-content-type-options"], "nosniff")
+        self.assertEqual(h["referrer-policy"], "no-referrer")
+        # No inline script or style: every script has a src, no element a style attribute.
+        text = page.decode()
+        self.assertEqual(text.count("<script"), text.count("<script type=\"module\" src=\"/console/"))
+        self.assertNotIn("style=", text)
+        self.assertNotIn("<style", text)
+        # Every file is served as it is in the source tree, from the binary itself.
+        with open(os.path.join(BIN, "basal"), "rb") as f:
+            binary = f.read()
+        names = sorted(os.listdir(self.CONSOLE_DIR))
+        self.assertIn("app.js", names)
+        for name in names:
+            with open(os.path.join(self.CONSOLE_DIR, name), "rb") as f:
+                source = f.read()
+            code, hdrs, body = self.http(d, "GET", "/console/" + name)
+            self.assertEqual((code, body), (200, source), name)
+            self.assertIn(source[:200], binary, name)
+            if name.endswith(".js"):
+                self.assertEqual(dict(hdrs)["content-type"], "text/javascript; charset=utf-8")
+                for banned in (b"innerHTML", b"outerHTML", b"insertAdjacentHTML", b"eval(", b"new Function",
+                               b"document.write"):
+                    self.assertNotIn(banned, source, name)
+                # Nothing from another host (SVG's namespace is a name, never fetched).
+                self.assertEqual(re.findall(rb"https?://(?!www\.w3\.org/2000/svg)", source), [], name)
+        # Revalidated by its ETag.
+        etag = h["etag"]
+        code, _, body = self.http(d, "GET", "/console/", headers={"If-None-Match": etag})
+        self.assertEqual((code, body), (304, b""))
+        code, _, body = self.http(d, "GET", "/console/nope.js")
+        self.assertEqual((code, json.loads(body)["error"]["code"]), (404, "not_found"))
+        # Not on the Unix socket: no browser there, and every peer is the operator.
+        code, data, hdrs = d.curl("GET", "/console/")
+        self.assertEqual((code, data["error"]["code"]), (404, "console_not_on_socket"))
+        self.assertNotIn("x-content-type-options", hdrs)
+        # The API's answers on TCP are kept from being run as documents, refusals too.
+        code, hdrs, _ = self.http(d, "GET", "/v1/flows")
+        self.assertEqual(code, 401)
+        self.assertEqual(dict(hdrs)["x-content-type-options"], "nosniff")
+        self.assertIn("sandbox", dict(hdrs)["content-security-policy"])
+
+    def test_a_token_is_traded_for_a_session_with_its_scopes_and_a_csrf_token(self):
+        d = Daemon(self, tcp=True)
+        op = d.cli("token", "create", "--name", "op", "--scope", "read", "--scope", "run").stdout.strip()
+        viewer = d.cli("token", "create", "--name", "viewer", "--scope", "read").stdout.strip()
+        prom = d.cli("token", "create", "--name", "prom", "--scope", "metrics").stdout.strip()
+        d.start()
+        # Only a JSON body, from this origin: another site's page can send neither unasked.
+        code, _, body = self.http(d, "POST", "/console/session", "token=" + op,
+                                  {"Content-Type": "application/x-www-form-urlencoded"})
+        self.assertEqual((code, json.loads(body)["error"]["code"]), (415, "unsupported_media_type"))
+        code, _, data = self.sign_in(d, op, {"Origin": "http://evil.example"})
+        self.assertEqual((code, data["error"]["code"]), (403, "forbidden_origin"))
+        code, _, data = self.sign_in(d, "bsl_" + "A" * 43)
+        self.assertEqual(code, 401)
+        code, _, data = self.sign_in(d, prom)
+        self.assertEqual(code, 403)
+        self.assertIn("lacks the scope \"read\"", data["error"]["message"])
+
+        code, set_cookie, session = self.sign_in(d, op, {"Origin": "http://127.0.0.1:%d" % d.port})
+        self.assertEqual(code, 200, session)
+        self.assertEqual((session["token"], sorted(session["scopes"])), ("op", ["read", "run"]))
+        self.assertRegex(set_cookie, r"^basal_session=[A-Za-z0-9_-]{43}; Path=/; Max-Age=43200; HttpOnly; SameSite=Strict$")
+        self.assertNotIn(op, set_cookie)
+        csrf = session["csrf_token"]
+        cookie = {"Cookie": self.cookie_of(set_cookie), "X-CSRF-Token": csrf}
+        code, _, body = self.http(d, "GET", "/console/session", headers=cookie)
+        self.assertEqual((code, json.loads(body)["token"]), (200, "op"))
+        self.assertNotIn("csrf_token", json.loads(body), "only the sign-in's answer holds it")
+        # The cookie alone reads nothing: a browser sends it to every port of this host.
+        cookie_alone = {"Cookie": self.cookie_of(set_cookie)}
+        for path in ("/console/session", "/v1/flows", "/v1/runs"):
+            code, _, body = self.http(d, "GET", path, headers=cookie_alone)
+            self.assertEqual((code, json.loads(body)["error"]["code"]), (403, "bad_csrf_token"), path)
+        # Behind a TLS proxy the cookie is sent over HTTPS only.
+        _, secure_cookie, _ = self.sign_in(d, op, {"X-Forwarded-Proto": "https"})
+        self.assertTrue(secure_cookie.endswith("; Secure"), secure_cookie)
+
+        # The cookie admits what the token admits.
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers=cookie)
+        self.assertEqual(code, 200)
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers={"Cookie": "basal_session=" + "A" * 43, "X-CSRF-Token": csrf})
+        self.assertEqual(code, 401)
+        code, _, _ = self.http(d, "GET", "/metrics", headers=cookie)
+        self.assertEqual(code, 403)
+        # A change without the session's CSRF token is refused before anything runs; with it, it runs.
+        start = json.dumps({"input": {"name": "console"}})
+        json_cookie = dict(cookie_alone, **{"Content-Type": "application/json"})
+        for headers in (json_cookie, dict(json_cookie, **{"X-CSRF-Token": csrf[:-1] + "x"})):
+            code, _, body = self.http(d, "POST", "/v1/flows/hello/runs?wait=30s", start, headers)
+            self.assertEqual((code, json.loads(body)["error"]["code"]), (403, "bad_csrf_token"))
+        self.assertEqual(d.metric('basal_runs_accepted_total{flow="hello",trigger="api"}'), 0)
+        code, _, body = self.http(d, "POST", "/v1/flows/hello/runs?wait=30s", start,
+                                  dict(json_cookie, **{"X-CSRF-Token": csrf}))
+        self.assertEqual(code, 200, body)
+        self.assertEqual(json.loads(body)["result"], {"hello": "console"})
+        # A read-only token's session reads, and starts nothing even with its CSRF token.
+        _, viewer_cookie, viewer_session = self.sign_in(d, viewer)
+        code, _, body = self.http(d, "POST", "/v1/flows/hello/runs", start,
+                                  {"Cookie": self.cookie_of(viewer_cookie), "Content-Type": "application/json",
+                                   "X-CSRF-Token": viewer_session["csrf_token"]})
+        self.assertEqual((code, json.loads(body)["error"]["code"]), (403, "forbidden"))
+
+        # Signing out takes the CSRF token too, then the cookie is worth nothing.
+        code, _, body = self.http(d, "DELETE", "/console/session", headers=cookie_alone)
+        self.assertEqual((code, json.loads(body)["error"]["code"]), (403, "bad_csrf_token"))
+        code, hdrs, _ = self.http(d, "DELETE", "/console/session", headers=cookie)
+        self.assertEqual(code, 200)
+        self.assertIn("Max-Age=0", dict(hdrs)["set-cookie"])
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers=cookie)
+        self.assertEqual(code, 401)
+        # Revoking the token ends its sessions at their next request.
+        _, again, again_session = self.sign_in(d, op)
+        again = {"Cookie": self.cookie_of(again), "X-CSRF-Token": again_session["csrf_token"]}
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers=again)
+        self.assertEqual(code, 200)
+        d.cli("token", "revoke", "op")
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers=again)
+        self.assertEqual(code, 401)
+
+    def test_signing_out_ends_the_sessions_live_streams(self):
+        d = Daemon(self, tcp=True)
+        op = d.cli("token", "create", "--name", "op", "--scope", "read").stdout.strip()
+        d.start()
+        _, set_cookie, session = self.sign_in(d, op)
+        auth = {"Cookie": self.cookie_of(set_cookie), "X-CSRF-Token": session["csrf_token"]}
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        self.addCleanup(c.close)
+        c.request("GET", "/v1/tail", headers=auth)
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.read(len(b": basal tail\n")), b": basal tail\n")
+        code, _, _ = self.http(d, "DELETE", "/console/session", headers=auth)
+        self.assertEqual(code, 200)
+        # The stream ends (the chunked answer's last chunk), rather than going on for a signed-out
+        # session. Read until its end or 20 s (a keepalive comes every 15 s, so a stream left open
+        # would keep a plain read waiting for ever).
+        deadline = time.monotonic() + 20
+        rest = b""
+        while not r.isclosed() and time.monotonic() < deadline:
+            c.sock.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                chunk = r.read1(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            rest += chunk
+        self.assertTrue(r.isclosed(), "the signed-out session's stream still open after 20 s: %r" % rest)
+        self.assertNotIn(b"event:", rest)
+
+    def test_revoking_the_token_ends_its_sessions_live_streams(self):
+        d = Daemon(self, tcp=True)
+        op = d.cli("token", "create", "--name", "op", "--scope", "read").stdout.strip()
+        d.start()
+        _, set_cookie, session = self.sign_in(d, op)
+        auth = {"Cookie": self.cookie_of(set_cookie), "X-CSRF-Token": session["csrf_token"]}
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        self.addCleanup(c.close)
+        c.request("GET", "/v1/tail", headers=auth)
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.read(len(b": basal tail\n")), b": basal tail\n")
+        d.cli("token", "revoke", "op")
+        # The session's next request is refused, naming the revocation, and ends the stream it had open.
+        code, _, body = self.http(d, "GET", "/v1/flows", headers=auth)
+        self.assertEqual(code, 401)
+        self.assertIn("revoked", json.loads(body)["error"]["message"])
+        deadline = time.monotonic() + 20
+        while not r.isclosed() and time.monotonic() < deadline:
+            c.sock.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                if not r.read1(65536):
+                    break
+            except TimeoutError:
+                break
+        self.assertTrue(r.isclosed(), "the revoked token's stream still open after 20 s")
+        code, _, _ = self.http(d, "GET", "/v1/flows", headers=auth)
+        self.assertEqual(code, 401)
+
+    def test_sessions_are_bounded_and_the_console_can_be_turned_off(self):
+        d = Daemon(self, tcp=True, config={"console": {"max_sessions": 2}})
+        op = d.cli("token", "create", "--name", "op", "--scope", "read").stdout.strip()
+        d.start()
+        signed = [self.sign_in(d, op) for _ in range(3)]
+        codes = [self.http(d, "GET", "/v1/flows", headers={"Cookie": self.cookie_of(c), "X-CSRF-Token": s["csrf_token"]})[0]
+                 for _, c, s in signed]
+        self.assertEqual(codes, [401, 200, 200], "the session used longest ago ended for the third")
+        d.stop()
+        off = Daemon(self, tcp=True, config={"console": {"enabled": False}})
+        op = off.cli("token", "create", "--name", "op", "--scope", "read").stdout.strip()
+        off.start()
+        code, _, body = self.http(off, "GET", "/console/")
+        self.assertEqual((code, json.loads(body)["error"]["code"]), (404, "console_not_enabled"))
+        code, _, data = self.sign_in(off, op)
+        self.assertEqual((code, data["error"]["code"]), (404, "console_not_enabled"))
+        code, _, _ = self.http(off, "GET", "/v1/flows", headers={"Authorization": "Bearer " + op})
+        self.assertEqual(code, 200, "the API itself is the same")
+
+    def test_a_flows_versions_and_the_review_between_two(self):
+        d = Daemon(self)
+        wider = {"grants": {"log": {}, "kv.get": {"namespaces": ["greetings"]}},
+                 "budgets": {"deadline_ms": 20000, "cpu_ms": 15000, "heap_mb": 32}}
+        d.approve("hello", HELLO, wider)
+        d.cli("flow", "revoke", "hello", "--version", "2", "--note", "too wide")
+        d.start()
+        code, v1, _ = d.curl("GET", "/v1/flows/hello/versions/1")
+        self.assertEqual(code, 200, v1)
+        self.assertEqual((v1["version"], v1["manifest"], v1["revoked"]), (1, MANIFEST, None))
+        self.assertNotIn("review", v1)
+        code, v2, _ = d.curl("GET", "/v1/flows/hello/versions/2?against=1")
+        self.assertEqual(code, 200, v2)
+        self.assertEqual((v2["against"], v2["manifest"], v2["source_changed"]), (1, wider, False))
+        self.assertEqual((v2["revoke_note"], bool(v2["revoked_by"])), ("too wide", True))
+        review = v2["review"]
+        self.assertTrue(review["widens"])
+        self.assertEqual([(g["name"], g["kind"]) for g in review["grants"]], [("kv.get", "added")])
+        self.assertEqual([(b["name"], b["change"]) for b in review["budgets"]], [("heap_mb", "lowered")])
+        code, back, _ = d.curl("GET", "/v1/flows/hello/versions/1?against=2")
+        self.assertEqual([(g["name"], g["kind"]) for g in back["review"]["grants"]], [("kv.get", "removed")])
+        self.assertEqual([(b["name"], b["change"]) for b in back["review"]["budgets"]], [("heap_mb", "raised")])
+        code, flow, _ = d.curl("GET", "/v1/flows/hello")
+        self.assertEqual(flow["versions"][1]["revoke_note"], "too wide")
+        for path, status, error in (("/v1/flows/hello/versions/3", 404, "version_not_found"),
+                                    ("/v1/flows/hello/versions/two", 400, "version_not_found"),
+                                    ("/v1/flows/hello/versions/1?against=0", 400, "version_not_found"),
+                                    ("/v1/flows/nope/versions/1", 404, "flow_not_found")):
+            code, data, _ = d.curl("GET", path)
+            self.assertEqual((code, data["error"]["code"]), (status, error), path)
+        self.assertIn("versions 1 to 2", d.curl("GET", "/v1/flows/hello/versions/3")[1]["error"]["message"])
+
+    def test_health_history_has_a_sample_at_start(self):
+        d = Daemon(self).start()
+        code, history, _ = d.curl("GET", "/v1/health/history")
+        self.assertEqual(code, 200, history)
+        self.assertEqual((history["interval_ms"], history["capacity"]), (10000, 360))
+        self.assertGreaterEqual(len(history["samples"]), 1)
+        self.assertEqual(sorted(history["samples"][0]),
+                         ["activations_failed", "activations_ok", "at", "calls", "calls_refused", "in_flight",
+                          "queued", "workers_busy", "workers_live"])
 
 
 class JournalPollTest(unittest.TestCase):
@@ -1355,8 +1637,14 @@ class McpTest(unittest.TestCase):
         self.assertEqual([(c["name"], c["decision"]) for c in sc["calls"]], [("kv.get", "allow")])
         self.assertIn("ok", result["content"][0]["text"])
         # A codemode activation in the store's journal, under the policy.
-        activation = json.loads(d.cli("journal", "--activation", str(sc["run_id"]), "--json").stdout)
+        # One id everywhere: the run_id is the run /v1/runs knows and `basal journal --run` shows.
+        activation = json.loads(d.cli("journal", "--run", str(sc["run_id"]), "--json").stdout)
+        self.assertEqual((activation["run"], activation["id"]), (sc["run_id"], sc["activation_id"]))
         self.assertEqual((activation["origin"], activation["outcome"]), ("codemode", "ok"), activation)
+        code, run, _ = d.curl("GET", "/v1/runs/%d" % sc["run_id"])
+        self.assertEqual((code, run["trigger"], run["flow"], run["activation_id"], run["outcome"]),
+                         (200, "mcp", "run_script.js", sc["activation_id"], "ok"), run)
+        d.wait_for_log("run %d ended: flow=run_script.js outcome=ok ms=" % sc["run_id"])
         self.assertEqual(activation["approval"]["name"], "agents")
         # A denied call fails the script, named so.
         code, data, _ = self.run_script(d, 'return await tools.kv.get({namespace: "users", key: "x"});')
@@ -1445,7 +1733,9 @@ class McpTest(unittest.TestCase):
         read = d.cli("token", "create", "--name", "reader", "--scope", "read").stdout.strip()
         d.start()
         code, data, hdrs = self.post(d, INITIALIZE, tcp=True)
-        self.assertEqual((code, hdrs.get("www-authenticate")), (401, "Bearer"), data)
+        # A clear error an MCP client can show: which token, and that there is no OAuth server to find.
+        self.assertEqual((code, hdrs.get("www-authenticate")), (401, 'Bearer realm="basal", scope="run"'), data)
+        self.assertIn("basal has no OAuth authorization server", data["error"]["message"])
         code, data, _ = self.post(d, INITIALIZE, tcp=True, headers={"Authorization": "Bearer " + read})
         self.assertEqual(code, 403, data)
         self.assertIn('"run"', data["error"]["message"])

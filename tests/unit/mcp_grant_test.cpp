@@ -712,10 +712,11 @@ TEST_F(McpManifestTest, AuthorizeAMemberByItsOwnGrantOrItsServersWildcard) {
   EXPECT_TRUE(m.Authorize(*family, "mcp.gh.search", Json{{"q", "a very long query"}}));
   auto other = m.Authorize(*family, "mcp.gh.delete_repo", Json::object());
   ASSERT_TRUE(other);
-  EXPECT_EQ(*other, R"("mcp.gh.delete_repo" is not granted by the manifest)");
+  // A codemode policy's denial says "policy": the agent that reads it was given a policy, not a manifest.
+  EXPECT_EQ(*other, R"("mcp.gh.delete_repo" is not granted by the policy)");
   // A server that is not listed, and the family's own name, are not granted.
-  EXPECT_EQ(m.Authorize(*family, "mcp.db.query", Json::object()), R"("mcp.db.query" is not granted by the manifest)");
-  EXPECT_EQ(m.Authorize(*family, Json::object()), R"("mcp.*" is not granted by the manifest)");
+  EXPECT_EQ(m.Authorize(*family, "mcp.db.query", Json::object()), R"("mcp.db.query" is not granted by the policy)");
+  EXPECT_EQ(m.Authorize(*family, Json::object()), R"("mcp.*" is not granted by the policy)");
   // The two-argument form is the spec's own name, as before.
   const HostCallSpec* kv = registry_.Find("kv.get");
   ASSERT_NE(kv, nullptr);

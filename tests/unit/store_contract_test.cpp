@@ -1535,6 +1535,65 @@ TEST_P(StoreContract, ListRunsIsNewestFirstAndFilters) {
   EXPECT_EQ(Ids(*oldest), (std::vector<int64_t>{ids[0], ids[1], ids[3]})) << "oldest first";
 }
 
+// The filters of a run listing (GET /v1/runs, basal runs): outcome, trigger (a kind or one
+// trigger), creation time and idempotency key, alone and with flow, state and the cursor.
+TEST_P(StoreContract, ListRunsFiltersByOutcomeTriggerTimeAndKey) {
+  RunStore& runs = store_->runs();
+  struct Made {
+    const char* flow;
+    const char* trigger;
+    int64_t at;
+    const char* key;
+  };
+  const Made made[] = {
+      {"a", "api", 1000, ""},           {"a", "webhook:github", 2000, "d-1"}, {"b", "webhook:stripe", 3000, ""},
+      {"a", "schedule:nightly", 4000, ""}, {"b", "webhooks", 5000, ""},      {"a", "api", 6000, "k"},
+  };
+  std::vector<int64_t> ids;
+  for (const Made& m : made) {
+    NewRun r = testing_support::Run(m.flow, "{}", m.key, m.at);
+    r.trigger = m.trigger;
+    auto e = runs.EnqueueRun(r);
+    ASSERT_TRUE(e) << e.error().message;
+    ids.push_back(e->run.id);
+  }
+  ASSERT_TRUE(runs.MarkRunEnded(ids[0], "cancelled", "", 1100));
+  ASSERT_TRUE(runs.MarkRunEnded(ids[2], "skipped", "", 3100));
+  ASSERT_TRUE(runs.MarkRunEnded(ids[3], "cancelled", "", 4100));
+  ASSERT_TRUE(store_->Commit());
+  auto other = MustRead();
+  ASSERT_TRUE(other);
+  struct Case {
+    RunQuery query;
+    std::vector<int64_t> want;
+  };
+  const Case cases[] = {
+      {{.outcome = "cancelled"}, {ids[3], ids[0]}},
+      {{.flow = "a", .outcome = "cancelled"}, {ids[3], ids[0]}},
+      {{.state = RunState::kEnded, .outcome = "skipped"}, {ids[2]}},
+      {{.outcome = "ok"}, {}},
+      // A kind matches its named triggers, not another kind that starts with the same letters.
+      {{.trigger = "webhook"}, {ids[2], ids[1]}},
+      {{.trigger = "webhook:github"}, {ids[1]}},
+      {{.trigger = "webhooks"}, {ids[4]}},
+      {{.trigger = "api"}, {ids[5], ids[0]}},
+      {{.trigger = "schedule"}, {ids[3]}},
+      {{.flow = "b", .trigger = "webhook"}, {ids[2]}},
+      {{.since_unix_us = 4000}, {ids[5], ids[4], ids[3]}},
+      {{.before_id = ids[5], .limit = 2, .since_unix_us = 2000}, {ids[4], ids[3]}},
+      {{.flow = "a", .idempotency_key = "d-1"}, {ids[1]}},
+      {{.flow = "b", .idempotency_key = "d-1"}, {}},
+  };
+  for (JournalReader* reader : {&store_->reader(), other.get()}) {
+    for (const Case& c : cases) {
+      auto rows = reader->ListRuns(c.query);
+      ASSERT_TRUE(rows) << rows.error().message;
+      EXPECT_EQ(Ids(*rows), c.want) << "outcome " << c.query.outcome << " trigger " << c.query.trigger << " since "
+                                    << c.query.since_unix_us << " key " << c.query.idempotency_key;
+    }
+  }
+}
+
 // A run joins the journal's batch: rolled back, it is gone, with the token and the mark of the
 // same batch; never committed (the parent died), it is gone too.
 TEST_P(StoreContract, ABatchRolledBackLosesTheRun) {

@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <cctype>
@@ -304,7 +305,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       const auto address = AddressOf(sa);
       if (!address) return "is not an IPv4 or IPv6 address";
       if (auto why = http::ConnectRefusal(*address, networks)) {
-        return "is refused by the SSRF guard: " + *why + " (a grant rule may name it in \"allow_networks\")";
+        return "is refused by the SSRF guard: " + *why;  // which names allow_networks, once
       }
       return std::nullopt;
     };
@@ -401,12 +402,19 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     // Secret values never leave the parent: whatever of the response echoes one (the body, the
     // status text, the URL, a header's name or value) gets it replaced, encoded or in parts
     // (parent/http/redaction.h). The hops' URLs were redacted as they were logged.
-    Json headers = Json::array();
-    for (auto& [n, v] : r.headers) headers.push_back(Json::array({f.Redacted(n), f.Redacted(v)}));
-    Json secrets = Json::array();
-    for (const std::string& name : f.secrets_used) secrets.push_back(name);
+    const size_t received = r.body.size();
     const std::string body = f.redactor.empty() ? std::move(r.body) : f.Redacted(r.body);
     r.body.clear();
+    // A redaction changes the body's length: a Content-Length that counted the server's bytes would
+    // contradict the body the flow gets, so it counts the flow's.
+    const bool resized = body.size() != received;
+    Json headers = Json::array();
+    for (auto& [n, v] : r.headers) {
+      const bool length = resized && n.size() == 14 && strncasecmp(n.c_str(), "content-length", 14) == 0;
+      headers.push_back(Json::array({f.Redacted(n), length ? std::to_string(body.size()) : f.Redacted(v)}));
+    }
+    Json secrets = Json::array();
+    for (const std::string& name : f.secrets_used) secrets.push_back(name);
     f.reply.Ok({{"status", r.status},
                 {"status_text", f.Redacted(r.status_text)},
                 {"url", f.Redacted(f.url.url)},

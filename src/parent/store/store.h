@@ -468,6 +468,12 @@ struct RunQuery {
   std::optional<RunState> state{};  // nullopt every state
   int64_t before_id = 0;            // > 0: only runs with a smaller id (the next page of a listing)
   size_t limit = 100;
+  std::string outcome{};            // "" every outcome; else only ended runs with exactly this one
+  // "" every trigger; a kind without a colon ("api", "webhook", "schedule") matches "KIND" and
+  // every "KIND:NAME"; a text with a colon ("webhook:github") matches exactly.
+  std::string trigger{};
+  int64_t since_unix_us = 0;        // > 0: only runs created at or after this
+  std::string idempotency_key{};    // "" any; else only the run of (flow, key) (flow required)
 };
 
 class JournalStore {

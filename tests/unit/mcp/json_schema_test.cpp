@@ -680,16 +680,16 @@ TEST(JsonSchemaTypeScriptTest, CutAtMaxBytes) {
 
 TEST(JsonSchemaTypeScriptTest, SummaryLines) {
   EXPECT_EQ(SummaryLine({"fs", "read_text_file", "Read a file as text. Handles encodings.", ReadTextFileSchema(), nullptr}),
-            "fs.read_text_file(path, head?, tail?): Read a file as text.");
+            "fs.read_text_file({path, head?, tail?}): Read a file as text.");
   EXPECT_EQ(SummaryLine({"fs", "edit_file", "Make line-based edits\nto a text file.", EditFileSchema(), nullptr}),
-            "fs.edit_file(edits, path, dryRun?): Make line-based edits");
+            "fs.edit_file({edits, path, dryRun?}): Make line-based edits");
   EXPECT_EQ(SummaryLine({"kv", "get", "", nullptr, nullptr}), "kv.get()");
   EXPECT_EQ(SummaryLine({"kv", "get", "\n\n  Reads e.g. a key. Then more.", nullptr, nullptr}), "kv.get(): Reads e.g. a key.");
   EXPECT_EQ(SummaryLine({"a", "b", "Done!", nullptr, nullptr}), "a.b(): Done!");
   EXPECT_EQ(SummaryLine({"a", "b", "Globs like src/**/x.ts. More.", nullptr, nullptr}), "a.b(): Globs like src/**/x.ts.");
   // A top-level $ref to the arguments' definition.
   EXPECT_EQ(SummaryLine({"a", "b", "", Parse(R"({"$ref": "#/$defs/Args", "$defs": {"Args": {"properties": {"x": {}}}}})"), nullptr}),
-            "a.b(x?)");
+            "a.b({x?})");
 
   // The description's first sentence, cut with "...".
   std::string line = SummaryLine({"fs", "t", std::string(500, 'w') + ". Next.", nullptr, nullptr});
@@ -704,13 +704,13 @@ TEST(JsonSchemaTypeScriptTest, SummaryLines) {
   Json wide = Json::object();
   for (int i = 0; i < 100; ++i) wide["properties"]["parameter_" + std::to_string(i)] = Json::object();
   line = SummaryLine({"g", "t", "", wide, nullptr});
-  EXPECT_LE(line.size(), 4 + kMaxSummaryParametersBytes + 6) << line;
-  EXPECT_TRUE(Contains(line, "(parameter_0?, parameter_1?, ")) << line;
-  EXPECT_EQ(line.substr(line.size() - 6), ", ...)") << line;
+  EXPECT_LE(line.size(), 4 + kMaxSummaryParametersBytes + 8) << line;
+  EXPECT_TRUE(Contains(line, "({parameter_0?, parameter_1?, ")) << line;
+  EXPECT_EQ(line.substr(line.size() - 7), ", ...})") << line;
 
   // No line breaks or control characters, whatever the names and description hold.
   line = SummaryLine({"g\n", "t\x1b", "a\tb\x07 c\r\nd", Parse(R"({"properties": {"p\nq": {}}})"), nullptr});
-  EXPECT_EQ(line, "g?.t?(p?q?): a b c");
+  EXPECT_EQ(line, "g?.t?({p?q?}): a b c");
 }
 
 }  // namespace

@@ -74,7 +74,16 @@ TEST_F(AdmissionTest, TcpNeedsAKnownTokenWithTheScope) {
   auto none = admission_.Admit(Tcp("GET", "/v1/flows"), &read);
   ASSERT_EQ(Status(none), 401);
   ASSERT_FALSE(none->headers.empty());
-  EXPECT_EQ(none->headers[0], (std::pair<std::string, std::string>{"WWW-Authenticate", "Bearer"}));
+  // The challenge names the scope the request needs (a client without a token shows it).
+  EXPECT_EQ(none->headers[0],
+            (std::pair<std::string, std::string>{"WWW-Authenticate", R"(Bearer realm="basal", scope="read")"}));
+  EXPECT_NE(none->body.find("a token of scope read (basal token create"), std::string::npos) << none->body;
+  const RouteAccess mcp_route{.scope = "run"};
+  auto mcp = admission_.Admit(Tcp("POST", "/mcp"), &mcp_route);
+  ASSERT_EQ(Status(mcp), 401);
+  EXPECT_EQ(mcp->headers[0],
+            (std::pair<std::string, std::string>{"WWW-Authenticate", R"(Bearer realm="basal", scope="run")"}));
+  EXPECT_NE(mcp->body.find("basal has no OAuth authorization server"), std::string::npos) << mcp->body;
   EXPECT_EQ(Status(admission_.Admit(Tcp("GET", "/v1/flows", "Bearer not-a-token"), &read)), 401);
   EXPECT_EQ(lookups_, 0) << "a malformed token is refused before any lookup";
   EXPECT_EQ(Status(admission_.Admit(Tcp("GET", "/v1/flows", "Bearer " + NewApiToken()), &read)), 401);

@@ -135,6 +135,8 @@ TEST(ServeConfigTest, EmptyTextAndEmptyObjectAreAllDefaults) {
   EXPECT_EQ(d.limits.body_timeout, 60s);
   EXPECT_EQ(d.limits.max_connections_per_client, 32u);
   EXPECT_EQ(d.limits.max_unsent_bytes, 64u << 20);
+  EXPECT_EQ(d.limits.tail_subscribers, 32u);
+  EXPECT_EQ(d.limits.tail_buffer_bytes, 1u << 20);
   const WebhookTrigger w;
   EXPECT_EQ(w.window, 5min);
   EXPECT_EQ(w.max_body_bytes, 256u << 10);
@@ -147,6 +149,12 @@ TEST(ServeConfigTest, EmptyTextAndEmptyObjectAreAllDefaults) {
   EXPECT_EQ(s.catch_up, 1h);
   EXPECT_FALSE(d.mcp.has_value());  // no /mcp unless asked for
   EXPECT_EQ(McpConfig{}.max_scripts, 8u);
+  EXPECT_TRUE(d.console.enabled);
+  EXPECT_EQ(d.console.max_sessions, 64u);
+  EXPECT_EQ(d.console.session_idle, 1h);
+  EXPECT_EQ(d.console.session_max_age, 12h);
+  EXPECT_EQ(d.console.max_streams_per_session, 4u);
+  EXPECT_FALSE(d.console.secure_cookie);
 }
 
 WebhookTrigger Webhook(std::string name, std::string flow, std::string secret) {
@@ -183,6 +191,16 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
          c.listen.allowed_groups = {"basal-ops", "ops@corp.example"};
        }},
       {R"({"listen": {"allowed_groups": []}})", [](ServeConfig&) {}},
+      {R"({"console": {"enabled": false}})", [](ServeConfig& c) { c.console.enabled = false; }},
+      {R"({"console": {"max_sessions": 8, "session_idle": "15m", "session_max_age": "8h", "max_streams_per_session": 2,
+                       "secure_cookie": true}})",
+       [](ServeConfig& c) {
+         c.console.max_sessions = 8;
+         c.console.session_idle = 15min;
+         c.console.session_max_age = 8h;
+         c.console.max_streams_per_session = 2;
+         c.console.secure_cookie = true;
+       }},
       {R"({"listen": {"tcp": "127.0.0.1:8470"}})", [](ServeConfig& c) { c.listen.tcp = "127.0.0.1:8470"; }},
       {R"({"listen": {"tcp": "127.3.2.1:1"}})", [](ServeConfig& c) { c.listen.tcp = "127.3.2.1:1"; }},
       {R"({"listen": {"tcp": "[::1]:65535"}})", [](ServeConfig& c) { c.listen.tcp = "[::1]:65535"; }},
@@ -202,17 +220,18 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
       {R"({"limits": {"max_workers": 1, "max_activations_per_worker": 1, "queue_max": 1, "max_body_bytes": 1024,
                       "wait_max": "0s", "drain_timeout": "0s", "max_connections": 1, "idempotency_ttl": "1s",
                       "header_timeout": "1s", "body_timeout": "1s", "max_connections_per_client": 1,
-                      "max_unsent_bytes": 4194304}})",
+                      "max_unsent_bytes": 4194304, "tail_subscribers": 1, "tail_buffer_bytes": 65536}})",
        [](ServeConfig& c) {
-         c.limits = LimitsConfig{1, 1, 1, 1024, 0ms, 0ms, 1, 1s, 1s, 1s, 1, 4u << 20};
+         c.limits = LimitsConfig{1, 1, 1, 1024, 0ms, 0ms, 1, 1s, 1s, 1s, 1, 4u << 20, 1, 64u << 10};
        }},
       {R"({"limits": {"max_workers": 1024, "max_activations_per_worker": 1000000, "queue_max": 1000000,
                       "max_body_bytes": 67108864, "wait_max": "1h", "drain_timeout": "60m",
                       "max_connections": 65536, "idempotency_ttl": "30d", "header_timeout": "10m",
-                      "body_timeout": "1h", "max_connections_per_client": 65536, "max_unsent_bytes": 4294967296}})",
+                      "body_timeout": "1h", "max_connections_per_client": 65536, "max_unsent_bytes": 4294967296,
+                      "tail_subscribers": 1024, "tail_buffer_bytes": 67108864}})",
        [](ServeConfig& c) {
          c.limits = LimitsConfig{1024, 1'000'000, 1'000'000, 64u << 20, 1h, 1h, 65536, 30 * 24h, 10min, 1h, 65536,
-                                 size_t{4} << 30};
+                                 size_t{4} << 30, 1024, 64u << 20};
        }},
       {R"({"triggers": []})", [](ServeConfig&) {}},
       {R"({"triggers": [{"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook"}}]})",
@@ -235,6 +254,33 @@ TEST(ServeConfigTest, GoodConfigsAndWhatTheyParseTo) {
        }},
       {R"({"triggers": [{"name": "w", "webhook": {"flow": "f", "secret": "s", "respond": "ack"}}]})",
        [](ServeConfig& c) { c.webhooks = {Webhook("w", "f", "s")}; }},
+      {R"({"triggers": [{"name": "gh", "webhook": {"flow": "f", "secret": "s", "scheme": "github"}}]})",
+       [](ServeConfig& c) {
+         WebhookTrigger w = Webhook("gh", "f", "s");
+         w.scheme = WebhookScheme::kGithub;
+         c.webhooks = {w};
+       }},
+      {R"({"triggers": [{"name": "pay", "webhook": {"flow": "f", "secret": "s", "scheme": "stripe", "window": "10m",
+                          "respond": "wait", "failure_status": 503}}]})",
+       [](ServeConfig& c) {
+         WebhookTrigger w = Webhook("pay", "f", "s");
+         w.scheme = WebhookScheme::kStripe;
+         w.window = 10min;
+         w.respond = WebhookTrigger::Respond::kWait;
+         w.failure_status = 503;
+         c.webhooks = {w};
+       }},
+      {R"({"triggers": [{"name": "cmd", "webhook": {"flow": "f", "secret": "s", "scheme": "slack", "respond": "flow",
+                          "wait": "2s", "failure_status": 200, "allow_set_cookie": true}}]})",
+       [](ServeConfig& c) {
+         WebhookTrigger w = Webhook("cmd", "f", "s");
+         w.scheme = WebhookScheme::kSlack;
+         w.respond = WebhookTrigger::Respond::kFlow;
+         w.wait = 2s;
+         w.failure_status = 200;
+         w.allow_set_cookie = true;
+         c.webhooks = {w};
+       }},
       {R"({"triggers": [{"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *"}}]})",
        [](ServeConfig& c) { c.schedules = {Schedule("nightly", "report", "0 3 * * *")}; }},
       {R"({"triggers": [{"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *",
@@ -332,19 +378,19 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        }()},
       // Unknown keys, at every level.
       {R"({"database": "/a.db"})",
-       "serve.json: database: unknown key; known keys: db, worker, secrets_dir, listen, limits, triggers, mcp"},
+       "serve.json: database: unknown key; known keys: db, worker, secrets_dir, listen, limits, triggers, mcp, console"},
       {R"({"listen": {"port": 8470}})",
        "serve.json: listen.port: unknown key; known keys: socket, allowed_groups, tcp, allow_non_loopback"},
       {R"({"limits": {"workers": 8}})",
        "serve.json: limits.workers: unknown key; known keys: max_workers, max_activations_per_worker, queue_max, "
        "max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, body_timeout, "
-       "max_connections_per_client, max_unsent_bytes, max_parked_runs, max_parked_runs_per_flow, max_event_bytes, "
-       "max_pending_events_per_run, event_retention"},
+       "max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes, "
+       "max_parked_runs, max_parked_runs_per_flow, max_event_bytes, max_pending_events_per_run, event_retention"},
       {R"({"limits": {"max workers": 8}})",
        R"(serve.json: limits["max workers"]: unknown key; known keys: max_workers, max_activations_per_worker, )"
        "queue_max, max_body_bytes, wait_max, drain_timeout, max_connections, idempotency_ttl, header_timeout, "
-       "body_timeout, max_connections_per_client, max_unsent_bytes, max_parked_runs, max_parked_runs_per_flow, "
-       "max_event_bytes, max_pending_events_per_run, event_retention"},
+       "body_timeout, max_connections_per_client, max_unsent_bytes, tail_subscribers, tail_buffer_bytes, "
+       "max_parked_runs, max_parked_runs_per_flow, max_event_bytes, max_pending_events_per_run, event_retention"},
       {R"({"triggers": [{"name": "a", "cron": "* * * * *"}]})",
        "serve.json: triggers[0].cron: unknown key; known keys: name, webhook, schedule"},
       {R"({"triggers": [{"name": "a", )" + hook + R"(}}, {"name": "b", "schedule": {"flow": "f", "cron": "* * * * *"}},
@@ -352,8 +398,8 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        "serve.json: triggers[2].schedule.cron_expr: unknown key; known keys: flow, cron, timezone, input, overlap, "
        "catch_up"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "hmac": "sha1"}}]})",
-       "serve.json: triggers[0].webhook.hmac: unknown key; known keys: flow, secret, window, max_body_bytes, respond, "
-       "wait, event"},
+       "serve.json: triggers[0].webhook.hmac: unknown key; known keys: flow, secret, scheme, window, max_body_bytes, "
+       "respond, wait, failure_status, allow_set_cookie, event"},
       // A webhook that delivers events (issue 26).
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "event": {"name": "paid"}}}]})",
        R"(serve.json: triggers[0].webhook.event: needs "name" (the event waitForEvent names) and "key" (a JSON pointer )"
@@ -527,11 +573,21 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": ""}}]})",
        R"(serve.json: triggers[0].webhook.secret: the secret's name is empty; a secret's name is a letter or _, then letters, digits or _, at most 64 bytes)"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "sync"}}]})",
-       R"(serve.json: triggers[0].webhook.respond: "sync" is not a way to respond: write "ack" (answer once the run is queued) or "wait" (answer with its result))"},
+       R"(serve.json: triggers[0].webhook.respond: "sync" is not a way to respond: write "ack" (answer once the run is queued), "wait" (answer with its result) or "flow" (answer with the status, headers and body the flow returns))"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "wait": "5s"}}]})",
-       R"(serve.json: triggers[0].webhook.wait: applies only with "respond": "wait"; remove it, or set respond to "wait")"},
+       R"(serve.json: triggers[0].webhook.wait: applies only with "respond": "wait" or "flow"; remove it, or set respond)"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "ack", "wait": "5s"}}]})",
-       R"(serve.json: triggers[0].webhook.wait: applies only with "respond": "wait"; remove it, or set respond to "wait")"},
+       R"(serve.json: triggers[0].webhook.wait: applies only with "respond": "wait" or "flow"; remove it, or set respond)"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "scheme": "gitlab"}}]})",
+       R"(serve.json: triggers[0].webhook.scheme: "gitlab" is not a signing scheme: write "basal" (X-Basal-Signature, the default), "github", "stripe" or "slack" (the sender's own))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "scheme": "github", "window": "5m"}}]})",
+       R"(serve.json: triggers[0].webhook.window: GitHub signs no time, so there is no window to check; remove it (scheme github))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "failure_status": 503}}]})",
+       R"(serve.json: triggers[0].webhook.failure_status: applies only with "respond": "wait" or "flow" (an ack is sent before the run ends); remove it, or set respond)"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "wait", "failure_status": 199}}]})",
+       R"(serve.json: triggers[0].webhook.failure_status: 199 is out of range: use an integer from 200 to 599 (500 to 599 makes senders retry; 200 does not))"},
+      {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "wait", "allow_set_cookie": true}}]})",
+       R"(serve.json: triggers[0].webhook.allow_set_cookie: applies only with "respond": "flow"; remove it, or set respond)"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "respond": "wait", "wait": "0s"}}]})",
        R"(serve.json: triggers[0].webhook.wait: "0s" is out of range: use a duration from 1ms to 10m)"},
       {R"({"triggers": [{"name": "a", "webhook": {"flow": "f", "secret": "s", "window": "2d"}}]})",
@@ -584,6 +640,18 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"mcp": {"policy": "agents", "max_scripts": "8"}})",
        R"(serve.json: mcp.max_scripts: "8" is not an integer: use an integer from 1 to 256)"},
       {R"({"mcp": {"policy": "a", "policy": "b"}})", "serve.json: mcp.policy: duplicate key; each key may appear once"},
+      // The console.
+      {R"({"console": true})", R"(serve.json: console: true is not an object: write {"enabled": true, "session_idle": "1h"})"},
+      {R"({"console": {"enabled": "yes"}})", R"(serve.json: console.enabled: "yes" is not a boolean: write true or false)"},
+      {R"({"console": {"sessions": 5}})",
+       "serve.json: console.sessions: unknown key; known keys: enabled, max_sessions, session_idle, session_max_age, "
+       "max_streams_per_session, secure_cookie"},
+      {R"({"console": {"max_sessions": 0}})", "serve.json: console.max_sessions: 0 is out of range: use an integer from 1 to 4096"},
+      {R"({"console": {"max_sessions": 4097}})", "serve.json: console.max_sessions: 4097 is out of range: use an integer from 1 to 4096"},
+      {R"({"console": {"max_streams_per_session": 65}})",
+       "serve.json: console.max_streams_per_session: 65 is out of range: use an integer from 1 to 64"},
+      {R"({"console": {"session_idle": "30s"}})", R"(serve.json: console.session_idle: "30s" is out of range: use a duration from 1m to 24h)"},
+      {R"({"console": {"session_max_age": "31d"}})", R"(serve.json: console.session_max_age: "31d" is out of range: use a duration from 1m to 30d)"},
   };
   for (const auto& c : cases) EXPECT_EQ(ErrorOf(c.text), c.message) << c.text;
 }
@@ -778,7 +846,7 @@ constexpr const char* kFullExample = R"({
 })";
 
 TEST(ToJsonTest, ReadsBackAsTheSameConfig) {
-  for (const char* text : {kFullExample, "{}", R"({"mcp": {"policy": "agents"}})",
+  for (const char* text : {kFullExample, "{}", R"({"mcp": {"policy": "agents"}})", R"({"console": {"enabled": false, "session_idle": "5m"}})",
                            R"({"triggers": [{"name": "w", "webhook": {"flow": "f", "secret": "s"}}]})"}) {
     const ServeConfig config = MustParse(text);
     const nlohmann::json json = ToJson(config);
@@ -797,15 +865,19 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
-               "max_unsent_bytes": 67108864, "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000,
-               "max_event_bytes": 65536, "max_pending_events_per_run": 100, "event_retention": "7d"},
+               "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576,
+               "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000, "max_event_bytes": 65536,
+               "max_pending_events_per_run": 100, "event_retention": "7d"},
     "triggers": [
       {"name": "github", "webhook": {"flow": "on_push", "secret": "github_hook", "window": "5m",
-                                     "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s"}},
+                                     "max_body_bytes": 262144, "respond": "wait", "wait": "1m30s", "scheme": "basal",
+                                     "failure_status": 500}},
       {"name": "nightly", "schedule": {"flow": "report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
                                        "overlap": "buffer_one", "catch_up": "1h", "input": {"full": true}}}
     ],
-    "mcp": {"policy": "agents", "max_scripts": 4}})"))
+    "mcp": {"policy": "agents", "max_scripts": 4},
+    "console": {"enabled": true, "max_sessions": 64, "session_idle": "1h", "session_max_age": "12h",
+                "max_streams_per_session": 4, "secure_cookie": false}})"))
       << json.dump(2);
   // Defaults: empty strings left out, everything else stated.
   EXPECT_EQ(ToJson(ServeConfig{}), nlohmann::json::parse(R"({
@@ -813,9 +885,12 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",
                "header_timeout": "10s", "body_timeout": "1m", "max_connections_per_client": 32,
-               "max_unsent_bytes": 67108864, "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000,
-               "max_event_bytes": 65536, "max_pending_events_per_run": 100, "event_retention": "7d"},
-    "triggers": []})"));
+               "max_unsent_bytes": 67108864, "tail_subscribers": 32, "tail_buffer_bytes": 1048576,
+               "max_parked_runs": 100000, "max_parked_runs_per_flow": 10000, "max_event_bytes": 65536,
+               "max_pending_events_per_run": 100, "event_retention": "7d"},
+    "triggers": [],
+    "console": {"enabled": true, "max_sessions": 64, "session_idle": "1h", "session_max_age": "12h",
+                "max_streams_per_session": 4, "secure_cookie": false}})"));
 }
 
 // Every cut and every one-byte deletion of the full example either parses or fails with a message

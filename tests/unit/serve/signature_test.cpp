@@ -4,7 +4,10 @@
 // header.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -322,6 +325,229 @@ TEST(BearerTokenTest, ANewTokenRoundTripsThroughTheHeader) {
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(*got, token);
   EXPECT_TRUE(LooksLikeApiToken(*got));
+}
+
+// ---- the senders' schemes: github, stripe, slack ----
+
+// Headers as a map (lower-case names), as the daemon hands them over.
+DeliveryHeader Headers(std::map<std::string, std::string> h) {
+  return [h = std::move(h)](std::string_view name) -> std::optional<std::string_view> {
+    auto it = h.find(std::string(name));
+    if (it == h.end()) return std::nullopt;
+    return std::string_view(it->second);
+  };
+}
+
+// GitHub's own test values, from "Validating webhook deliveries", section "Testing the webhook
+// payload validation" (docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries;
+// github/docs content/webhooks/using-webhooks/validating-webhook-deliveries.md).
+constexpr const char* kGithubSecret = "It's a Secret to Everybody";
+constexpr const char* kGithubBody = "Hello, World!";
+constexpr const char* kGithubSignature = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+
+TEST(WebhookSchemeTest, GithubAcceptsItsDocumentedExampleAndNamesTheDeliveryByItsGuid) {
+  auto h = Headers({{"x-hub-signature-256", kGithubSignature},
+                    {"x-github-delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"},
+                    {"x-github-event", "push"}});
+  // GitHub signs no time: any clock will do.
+  for (int64_t now : {int64_t{0}, int64_t{1'733'324'822}}) {
+    DeliveryVerdict v = VerifyDelivery(WebhookScheme::kGithub, kGithubSecret, h, kGithubBody, now, 300);
+    ASSERT_TRUE(v.verdict.ok) << v.verdict.message;
+    EXPECT_EQ(v.key, "github:72d3162e-cc78-11e3-81ab-4c9367dc0958");
+    EXPECT_FALSE(v.signed_at_s.has_value());
+  }
+  // Upper-case hex is the same signature.
+  std::string upper = kGithubSignature;
+  for (size_t i = 7; i < upper.size(); ++i) upper[i] = static_cast<char>(std::toupper(upper[i]));
+  EXPECT_TRUE(VerifyDelivery(WebhookScheme::kGithub, kGithubSecret,
+                             Headers({{"x-hub-signature-256", upper}, {"x-github-delivery", "d-1"}}), kGithubBody, 0, 0)
+                  .verdict.ok);
+}
+
+TEST(WebhookSchemeTest, GithubRefusesWhatItsDocumentedExampleIsNot) {
+  struct Case {
+    const char* what;
+    std::map<std::string, std::string> headers;
+    std::string secret, body, reason;
+  };
+  const std::map<std::string, std::string> good = {{"x-hub-signature-256", kGithubSignature},
+                                                   {"x-github-delivery", "d-1"}};
+  auto without = [&](const char* name) {
+    auto h = good;
+    h.erase(name);
+    return h;
+  };
+  auto with = [&](const char* name, std::string value) {
+    auto h = good;
+    h[name] = std::move(value);
+    return h;
+  };
+  const std::vector<Case> cases = {
+      {"a changed body", good, kGithubSecret, "Hello, World?", "bad_signature"},
+      {"another secret", good, "It's a secret to everybody", kGithubBody, "bad_signature"},
+      {"no signature", without("x-hub-signature-256"), kGithubSecret, kGithubBody, "missing_signature"},
+      {"the SHA-1 header's form", with("x-hub-signature-256", "sha1=0123456789abcdef0123456789abcdef01234567"),
+       kGithubSecret, kGithubBody, "malformed_signature"},
+      {"no delivery id", without("x-github-delivery"), kGithubSecret, kGithubBody, "missing_delivery_id"},
+      {"a delivery id with a space", with("x-github-delivery", "a b"), kGithubSecret, kGithubBody, "missing_delivery_id"},
+      {"basal's headers instead", {{"x-basal-signature", kGithubSignature}, {"x-github-delivery", "d"}}, kGithubSecret,
+       kGithubBody, "missing_signature"},
+      {"no secret", good, "", kGithubBody, "no_secret"},
+  };
+  for (const Case& c : cases) {
+    DeliveryVerdict v = VerifyDelivery(WebhookScheme::kGithub, c.secret, Headers(c.headers), c.body, 0, 300);
+    EXPECT_FALSE(v.verdict.ok) << c.what;
+    EXPECT_EQ(v.verdict.reason, c.reason) << c.what << ": " << v.verdict.message;
+  }
+}
+
+// Slack's own example, from "Verifying requests from Slack"
+// (docs.slack.dev/authentication/verifying-requests-from-slack, formerly
+// api.slack.com/authentication/verifying-requests-from-slack): a slash command's form body.
+constexpr const char* kSlackSecret = "8f742231b10e8888abcd99yyyzzz85a5";
+constexpr const char* kSlackTimestamp = "1531420618";
+constexpr const char* kSlackBody =
+    "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name="
+    "foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks."
+    "slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121."
+    "803a0bc887a14d10d2c447fce8b6703c";
+constexpr const char* kSlackSignature = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+
+TEST(WebhookSchemeTest, SlackAcceptsItsDocumentedExampleWithinFiveMinutesOfItsTimestamp) {
+  auto h = Headers({{"x-slack-request-timestamp", kSlackTimestamp}, {"x-slack-signature", kSlackSignature}});
+  const int64_t t = 1531420618;
+  for (int64_t now : {t, t - 300, t + 300}) {
+    DeliveryVerdict v = VerifyDelivery(WebhookScheme::kSlack, kSlackSecret, h, kSlackBody, now, 300);
+    ASSERT_TRUE(v.verdict.ok) << now << ": " << v.verdict.message;
+    EXPECT_EQ(v.signed_at_s, t);
+    // A form body names no event: the delivery is its body (a retry sends the same body).
+    EXPECT_EQ(v.key.rfind("slack-body:", 0), 0u) << v.key;
+    EXPECT_FALSE(v.challenge.has_value());
+  }
+  for (int64_t now : {t - 301, t + 301}) {
+    DeliveryVerdict v = VerifyDelivery(WebhookScheme::kSlack, kSlackSecret, h, kSlackBody, now, 300);
+    EXPECT_EQ(v.verdict.reason, "stale_timestamp") << now;
+  }
+  EXPECT_EQ(VerifyDelivery(WebhookScheme::kSlack, kSlackSecret,
+                           Headers({{"x-slack-request-timestamp", "1531420619"}, {"x-slack-signature", kSlackSignature}}),
+                           kSlackBody, t, 300)
+                .verdict.reason,
+            "bad_signature");
+  EXPECT_EQ(VerifyDelivery(WebhookScheme::kSlack, kSlackSecret, Headers({{"x-slack-signature", kSlackSignature}}),
+                           kSlackBody, t, 300)
+                .verdict.reason,
+            "missing_timestamp");
+  EXPECT_EQ(VerifyDelivery(WebhookScheme::kSlack, kSlackSecret,
+                           Headers({{"x-slack-request-timestamp", kSlackTimestamp}, {"x-slack-signature", "v1=00"}}),
+                           kSlackBody, t, 300)
+                .verdict.reason,
+            "malformed_signature");
+}
+
+// Slack publishes no signature for these bodies: each was computed with Python's hmac, e.g.
+//   hmac.new(b"8f742231b10e8888abcd99yyyzzz85a5", b"v0:1531420618:" + body, hashlib.sha256).hexdigest()
+TEST(WebhookSchemeTest, SlackNamesAnEventByItsIdAndAnswersAUrlVerificationsChallenge) {
+  const std::string event = R"({"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention"}})";
+  const std::string event_sig = "v0=" + HmacSha256Hex(kSlackSecret, std::string("v0:1531420618:") + event);
+  DeliveryVerdict v = VerifyDelivery(
+      WebhookScheme::kSlack, kSlackSecret,
+      Headers({{"x-slack-request-timestamp", kSlackTimestamp}, {"x-slack-signature", event_sig}}), event, 1531420618, 300);
+  ASSERT_TRUE(v.verdict.ok) << v.verdict.message;
+  EXPECT_EQ(v.key, "slack:Ev08MFMKH6");
+  const std::string check = R"({"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"})";
+  const std::string check_sig = "v0=" + HmacSha256Hex(kSlackSecret, std::string("v0:1531420618:") + check);
+  v = VerifyDelivery(WebhookScheme::kSlack, kSlackSecret,
+                     Headers({{"x-slack-request-timestamp", kSlackTimestamp}, {"x-slack-signature", check_sig}}), check,
+                     1531420618, 300);
+  ASSERT_TRUE(v.verdict.ok) << v.verdict.message;
+  EXPECT_EQ(v.challenge, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P");
+  // Unsigned, a url_verification is refused like any delivery: no challenge is answered to a stranger.
+  v = VerifyDelivery(WebhookScheme::kSlack, kSlackSecret, Headers({{"x-slack-request-timestamp", kSlackTimestamp}}),
+                     check, 1531420618, 300);
+  EXPECT_FALSE(v.verdict.ok);
+  EXPECT_FALSE(v.challenge.has_value());
+}
+
+// Stripe documents the scheme but publishes no secret, body and signature to check against: these
+// were computed with Python's hmac:
+//   hmac.new(b"whsec_test_secret", b"1733324822." + body, hashlib.sha256).hexdigest()
+constexpr const char* kStripeBody =
+    R"({"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","type":"payment_intent.succeeded"})";
+constexpr const char* kStripeV1 = "253a71a1fb6f49064fb210733c4f1ea860a3311b9d085c08341d645a2903b8e1";
+constexpr const char* kStripeV1OldSecret = "1217fbafe5d7688a5c57662ff3eba3ba15bb6f50d19d5aebf5f62d49b2b52103";
+
+TEST(WebhookSchemeTest, StripeAcceptsAnyV1WithinItsToleranceAndNamesTheEventById) {
+  const int64_t t = 1733324822;
+  const std::vector<std::string> good = {
+      std::string("t=1733324822,v1=") + kStripeV1,
+      // Rolling a secret: the old one's signature first, then the new one's, and a v0 to ignore.
+      std::string("t=1733324822,v1=") + kStripeV1OldSecret + ",v1=" + kStripeV1 +
+          ",v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39",
+      std::string(" t=1733324822 , v1=") + kStripeV1 + " ",
+  };
+  for (const std::string& header : good) {
+    DeliveryVerdict v = VerifyDelivery(WebhookScheme::kStripe, "whsec_test_secret",
+                                       Headers({{"stripe-signature", header}}), kStripeBody, t + 299, 300);
+    ASSERT_TRUE(v.verdict.ok) << header << ": " << v.verdict.message;
+    EXPECT_EQ(v.key, "stripe:evt_1NG8Du2eZvKYlo2CUI79vXWy");
+    EXPECT_EQ(v.signed_at_s, t);
+  }
+  struct Case {
+    std::string header;
+    int64_t now;
+    std::string reason;
+  };
+  const std::vector<Case> bad = {
+      {std::string("t=1733324822,v1=") + kStripeV1, t + 301, "stale_timestamp"},
+      {std::string("t=1733324822,v1=") + kStripeV1, t - 301, "stale_timestamp"},
+      {std::string("t=1733324822,v1=") + kStripeV1OldSecret, t, "bad_signature"},
+      {std::string("t=1733324823,v1=") + kStripeV1, t, "bad_signature"},
+      {std::string("v1=") + kStripeV1, t, "missing_timestamp"},
+      {"t=1733324822", t, "missing_signature"},
+      {"t=1733324822,v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39", t, "missing_signature"},
+      {"t=soon,v1=00", t, "bad_timestamp"},
+      {"t=1733324822,v1=abc", t, "malformed_signature"},
+      {"t=1,t=2,v1=" + std::string(kStripeV1), t, "malformed_signature"},
+      {"", t, "missing_signature"},
+  };
+  for (const Case& c : bad) {
+    DeliveryVerdict v = VerifyDelivery(WebhookScheme::kStripe, "whsec_test_secret",
+                                       Headers({{"stripe-signature", c.header}}), kStripeBody, c.now, 300);
+    EXPECT_EQ(v.verdict.reason, c.reason) << c.header << ": " << v.verdict.message;
+  }
+  // A retry of the event (a new t, a new signature) has the same key; a body without an id is
+  // named by its digest.
+  const std::string later = "t=1733325000,v1=" + HmacSha256Hex("whsec_test_secret", std::string("1733325000.") + kStripeBody);
+  EXPECT_EQ(VerifyDelivery(WebhookScheme::kStripe, "whsec_test_secret", Headers({{"stripe-signature", later}}),
+                           kStripeBody, 1733325000, 300)
+                .key,
+            "stripe:evt_1NG8Du2eZvKYlo2CUI79vXWy");
+  const std::string plain = "not json";
+  const std::string plain_header = "t=1733324822,v1=" + HmacSha256Hex("whsec_test_secret", "1733324822." + plain);
+  EXPECT_EQ(VerifyDelivery(WebhookScheme::kStripe, "whsec_test_secret", Headers({{"stripe-signature", plain_header}}),
+                           plain, t, 300)
+                .key.rfind("stripe-body:", 0),
+            0u);
+}
+
+TEST(WebhookSchemeTest, BasalsSchemeKeepsItsKeyAndOnlyItsOwnHeadersCount) {
+  const std::string body = R"({"n":1})";
+  const std::string ts = "1733324822";
+  const std::string sig = "sha256=" + HmacSha256Hex("s3cret", ts + "." + body);
+  DeliveryVerdict v = VerifyDelivery(WebhookScheme::kBasal, "s3cret",
+                                     Headers({{"x-basal-timestamp", ts}, {"x-basal-signature", sig}}), body,
+                                     1733324822, 300);
+  ASSERT_TRUE(v.verdict.ok) << v.verdict.message;
+  EXPECT_EQ(v.key.rfind("sha256:", 0), 0u);
+  EXPECT_EQ(v.signed_at_s, 1733324822);
+  // A GitHub-signed delivery to a basal trigger is refused: the scheme is the trigger's, not the sender's choice.
+  v = VerifyDelivery(WebhookScheme::kBasal, kGithubSecret,
+                     Headers({{"x-hub-signature-256", kGithubSignature}, {"x-github-delivery", "d"}}), kGithubBody,
+                     1733324822, 300);
+  EXPECT_EQ(v.verdict.reason, "missing_timestamp");
+  EXPECT_EQ(ParseWebhookScheme("github"), WebhookScheme::kGithub);
+  EXPECT_EQ(ParseWebhookScheme("GitHub"), std::nullopt);
+  EXPECT_STREQ(WebhookSchemeName(WebhookScheme::kSlack), "slack");
 }
 
 }  // namespace

@@ -213,6 +213,16 @@ std::vector<StatementDef> ReadStatements() {
       int n = 2;
       if (by_flow) sql += " AND flow = $" + std::to_string(n++) + "::text";
       if (by_state) sql += " AND state = $" + std::to_string(n++) + "::text";
+      // The filters without an index of their own are tested on the rows the id order walks (as
+      // SQLite's): outcome, trigger (a kind matches KIND and KIND:NAME), creation time, key.
+      const std::string outcome = "$" + std::to_string(n++) + "::text";
+      const std::string trigger = "$" + std::to_string(n++) + "::text";
+      const std::string since = "$" + std::to_string(n++) + "::bigint";
+      const std::string key = "$" + std::to_string(n++) + "::text";
+      sql += " AND (" + outcome + " = '' OR outcome = " + outcome + ")";
+      sql += " AND (" + trigger + " = '' OR triggered_by = " + trigger + " OR (strpos(" + trigger +
+             ", ':') = 0 AND left(triggered_by, length(" + trigger + ") + 1) = " + trigger + " || ':'))";
+      sql += " AND created_us >= " + since + " AND (" + key + " = '' OR idempotency_key = " + key + ")";
       sql += " ORDER BY id DESC LIMIT $" + std::to_string(n) + "::bigint";
       defs.push_back({"r_list_runs_" + std::to_string(by_flow) + std::to_string(by_state), sql});
     }
@@ -293,6 +303,7 @@ Result<std::vector<RunRow>> JournalReads::ListRuns(const RunQuery& query) {
   p.Int(query.before_id > 0 ? query.before_id : std::numeric_limits<int64_t>::max());
   if (by_flow) p.Text(query.flow);
   if (by_state) p.Text(RunStateName(*query.state));
+  p.Text(query.outcome).Text(query.trigger).Int(query.since_unix_us).Text(query.idempotency_key);
   p.IntOrNull(LimitParam(query.limit));
   auto rows = Read("r_list_runs_" + std::to_string(by_flow) + std::to_string(by_state), p, "cannot list the runs");
   if (!rows) return rows.error();

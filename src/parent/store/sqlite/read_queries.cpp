@@ -179,8 +179,14 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
     }
     for (int by_flow = 0; by_flow < 2; ++by_flow) {
       for (int by_state = 0; by_state < 2; ++by_state) {
+        // The filters without an index of their own are tested on the rows the id order walks.
         const std::string sql = runs + " WHERE id < ?" + (by_flow ? " AND flow = ?" : "") +
-                                (by_state ? " AND state = ?" : "") + " ORDER BY id DESC LIMIT ?";
+                                (by_state ? " AND state = ?" : "") +
+                                " AND (:outcome = '' OR outcome = :outcome)"
+                                " AND (:trigger = '' OR triggered_by = :trigger OR (instr(:trigger, ':') = 0 AND"
+                                " substr(triggered_by, 1, length(:trigger) + 1) = :trigger || ':'))"
+                                " AND created_us >= :since AND (:key = '' OR idempotency_key = :key)"
+                                " ORDER BY id DESC LIMIT ?";
         const int rc = sqlite::Prepare(db, sql, &list_runs_[by_flow][by_state]);
         if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + sql + "\"");
       }
@@ -304,6 +310,7 @@ Result<std::vector<RunRow>> ReadQueries::ListRuns(const RunQuery& query) {
   bind.Int(query.before_id > 0 ? query.before_id : INT64_MAX);
   if (by_flow) bind.Text(query.flow);
   if (by_state) bind.Text(RunStateName(*query.state));
+  bind.Text(query.outcome).Text(query.trigger).Int(query.since_unix_us).Text(query.idempotency_key);
   int rc = bind.Int(LimitParam(query.limit)).rc();
   if (rc == SQLITE_OK) {
     while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadRunRow(use.get()));
