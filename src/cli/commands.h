@@ -10,7 +10,15 @@
 
 #include "basal/result.h"
 
+namespace basal {
+struct RunStop;
+}
+
 namespace basal::cli {
+
+// A durable run that parked (sleeping, waiting, retrying): says when and how it goes on, returns
+// kExitWaiting. Shared by `basal run` and `basal run resolve|--resume`.
+int ReportParkedStop(const RunStop& stop);
 
 struct RunOptions {
   std::string flow_path;              // a file (with --manifest or --policy), else an approved flow's name

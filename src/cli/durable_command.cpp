@@ -42,17 +42,7 @@ int ExitForRunError(const Error& e) {
 }
 
 int PrintStop(const RunStop& stop) {
-  if (RunParked(stop.state)) {
-    // It goes on later (docs/durable.md): a parked activation says when and how; a failed attempt
-    // says when the next one comes.
-    const ActivationResult& p = stop.result;
-    ReportError("parked", p.outcome == Outcome::kParked
-                              ? p.message
-                              : "attempt failed (" + std::string(OutcomeName(p.outcome)) + ": " + p.message + "); run " +
-                                    std::to_string(stop.run_id) + " is retrying (basal serve retries it at its time, or: "
-                                    "basal run --resume " + std::to_string(stop.run_id) + ")");
-    return kExitWaiting;
-  }
+  if (RunParked(stop.state)) return ReportParkedStop(stop);
   const ActivationResult& r = stop.result;
   if (stop.state == RunState::kNeedsReconciliation) {
     ReportError("needs_reconciliation", r.message);
@@ -156,6 +146,18 @@ Result<Scratch> OpenScratch(const std::string& worker_path, const std::string& w
 }
 
 }  // namespace
+
+int ReportParkedStop(const RunStop& stop) {
+  // It goes on later (docs/durable.md): a parked activation says when and how; a failed attempt
+  // says when the next one comes.
+  const ActivationResult& p = stop.result;
+  ReportError("parked", p.outcome == Outcome::kParked
+                            ? p.message
+                            : "attempt failed (" + std::string(OutcomeName(p.outcome)) + ": " + p.message + "); run " +
+                                  std::to_string(stop.run_id) + " is retrying (basal serve retries it at its time, or: "
+                                  "basal run --resume " + std::to_string(stop.run_id) + ")");
+  return kExitWaiting;
+}
 
 int ResolveCommand(const ResolveOptions& o) {
   const int given = (o.result ? 1 : 0) + (o.error ? 1 : 0) + (o.retry ? 1 : 0);

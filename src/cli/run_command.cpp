@@ -241,17 +241,7 @@ void PrintLog(const HostCallContext& context, std::string_view level, std::strin
 // Prints how a run stopped and returns the exit code: its result (ok), its failure, or that it
 // waits for an operator.
 int ReportRunStop(const RunStop& stop) {
-  if (RunParked(stop.state)) {
-    // It goes on later (docs/durable.md): a parked activation says when and how; a failed attempt
-    // says when the next one comes.
-    const ActivationResult& p = stop.result;
-    ReportError("parked", p.outcome == Outcome::kParked
-                              ? p.message
-                              : "attempt failed (" + std::string(OutcomeName(p.outcome)) + ": " + p.message + "); run " +
-                                    std::to_string(stop.run_id) + " is retrying (basal serve retries it at its time, or: "
-                                    "basal run --resume " + std::to_string(stop.run_id) + ")");
-    return kExitWaiting;
-  }
+  if (RunParked(stop.state)) return ReportParkedStop(stop);
   if (stop.state == RunState::kNeedsReconciliation) {
     ReportError("needs_reconciliation", stop.result.message);
     return kExitWaiting;
