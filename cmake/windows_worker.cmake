@@ -27,7 +27,7 @@ foreach(bundle web_url web_core)
 endforeach()
 
 # The embedded JavaScript of the web globals (as src/worker/CMakeLists.txt makes it).
-foreach(js timers fetch)
+foreach(js timers fetch durable)
   set(BASAL_JS_NAME ${js})
   string(TOUPPER ${js} js_upper)
   string(SUBSTRING ${js_upper} 0 1 first)
@@ -43,6 +43,10 @@ add_library(basal_worker_engine OBJECT
   src/worker/engine.cpp src/worker/channel.cpp src/worker/own_memory.cpp src/worker/parent_frames.cpp
   src/worker/codec.cpp src/worker/web_globals.cpp src/worker/web_globals_table.cpp src/worker/web_natives.cpp
   src/worker/web_fetch.cpp src/worker/web_timers.cpp
+  # A durable run's clocks and generators (durable.h). Not date_clock.cpp: Date reads the run's
+  # clock through a GNU ld --wrap of gettimeofday that this image does not do (docs/sandbox.md:
+  # durable runs on Windows wait for the Windows parent).
+  src/worker/durable.cpp src/worker/chacha20.cpp
   ${_bytecode_sources})
 # posix/ first: it stands in for the Linux headers the shared sources include.
 target_include_directories(basal_worker_engine BEFORE PRIVATE ${PROJECT_SOURCE_DIR}/src/worker/windows/posix)
