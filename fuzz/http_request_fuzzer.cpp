@@ -23,8 +23,10 @@
 // - a JSON answer of the API is one JSON object; an error (400 and up) holds error.code and
 //   error.message as strings (/mcp answers JSON-RPC instead);
 // - a 405 names in Allow the methods the path takes, and not the request's;
-// - 401 unauthorized only on TCP, and never for a request with the valid token; a delivery the
-//   harness signed is never refused for its signature;
+// - 401 unauthorized only on TCP, and never for a request with the valid token (the console's
+//   /console/session judges the token in a sign-in's body or the session's cookie instead: a
+//   sign-in is never refused with the valid token); a delivery the harness signed is never
+//   refused for its signature;
 // - nothing runs: no activation is in flight, and the queue never holds more than queue_max;
 // - a streamed answer (the tail) is forgotten once its client leaves: no subscriber is left;
 // - raw: once the client has closed its connection, the listeners close theirs (at the latest
@@ -345,7 +347,7 @@ HttpRequest Structured(std::string_view text, uint8_t flags, const Rooms& rooms)
   return req;
 }
 
-void CheckAnswer(const HttpRequest& req, const HttpResponse& r, uint8_t flags) {
+void CheckAnswer(const HttpRequest& req, const HttpResponse& r, uint8_t flags, const std::string& token) {
   const std::string shown = req.method + " " + req.path + " -> " + std::to_string(r.status) + " " + r.body.substr(0, 300);
   FUZZ_CHECK(r.status >= 100 && r.status <= 599, shown);
   const bool mcp = PathSegments(req.path) == std::vector<std::string_view>{"mcp"};
@@ -373,10 +375,18 @@ void CheckAnswer(const HttpRequest& req, const HttpResponse& r, uint8_t flags) {
   if (r.status == 401) {
     const Json j = Json::parse(r.body, nullptr, false);
     const std::string code = j.is_object() && j["error"].is_object() ? j["error"].value("code", "") : "";
-    // A missing or refused token: only on TCP, and never with the valid one.
+    // A missing or refused token: only on TCP, and never with the valid one. The console's session
+    // routes need no credential and judge another one: a sign-in the token in its body, the others
+    // the session's cookie; so a 401 there says nothing of the bearer token, and a sign-in is
+    // refused only when its body does not carry the valid token.
     if (code == "unauthorized") {
       FUZZ_CHECK(!req.unix_socket, shown);
-      FUZZ_CHECK(!(flags & 0x04), shown);
+      if (PathSegments(req.path) != std::vector<std::string_view>{"console", "session"}) {
+        FUZZ_CHECK(!(flags & 0x04), shown);
+      } else if (req.method == "POST") {
+        const Json body = Json::parse(req.body, nullptr, false);
+        FUZZ_CHECK(!(body.is_object() && body.value("token", Json()) == Json(token)), shown);
+      }
     }
     // A delivery the harness signed passes the signature check.
     if (flags & 0x08) FUZZ_CHECK(code != "bad_signature" && code != "stale_timestamp", shown);
@@ -400,7 +410,7 @@ void OneStructured(Rooms& rooms, std::string_view text, uint8_t flags) {
     for (int pass = 0; pass < 50 && answers == 0; ++pass) rooms.Pass();
   }
   FUZZ_CHECK(answers == 1, req.method + " " + req.path + ": answered " + std::to_string(answers) + " times");
-  CheckAnswer(req, *answer, flags);
+  CheckAnswer(req, *answer, flags, rooms.token);
   // A streamed answer (GET /v1/tail): the client leaves, as the transport tells it; the stream's
   // subscriber is then forgotten, so streams do not pile up from input to input.
   if (answer->stream) answer->stream->Detach();
