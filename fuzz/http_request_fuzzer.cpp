@@ -1,7 +1,8 @@
 // Fuzz target: basal serve's HTTP request path, the daemon's rooms as daemon.cpp wires them on a
-// real module and store (in a temporary directory): admission (auth), the route table and its
-// handlers (api), run requests into the run queue, webhook deliveries through their signature
-// check (triggers); and, for raw bytes, libmicrohttpd's reading of them on both listeners
+// real module and store (in a temporary directory): admission (auth: tokens and the console's
+// session cookies), the route table and its handlers (api, the console's files and sign-in, the
+// live tail), run requests into the run queue, webhook deliveries through their signature check
+// (triggers); and, for raw bytes, libmicrohttpd's reading of them on both listeners
 // (http_server). No run ever starts: the queue's max_workers is 0, so no worker is spawned and
 // accepted runs stay queued (at most queue_max of them: the store does not grow past that).
 //
@@ -22,14 +23,18 @@
 // - a JSON answer of the API is one JSON object; an error (400 and up) holds error.code and
 //   error.message as strings (/mcp answers JSON-RPC instead);
 // - a 405 names in Allow the methods the path takes, and not the request's;
-// - 401 unauthorized only on TCP, and never for a request with the valid token; a delivery the
-//   harness signed is never refused for its signature;
+// - 401 unauthorized only on TCP, and never for a request with the valid token (the console's
+//   /console/session judges the token in a sign-in's body or the session's cookie instead: a
+//   sign-in is never refused with the valid token); a delivery the harness signed is never
+//   refused for its signature;
 // - nothing runs: no activation is in flight, and the queue never holds more than queue_max;
+// - a streamed answer (the tail) is forgotten once its client leaves: no subscriber is left;
 // - raw: once the client has closed its connection, the listeners close theirs (at the latest
 //   when its header or body timeout, 20 ms here, passes) and hold no pending request and no
 //   unsent answer bytes.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -53,18 +58,21 @@
 #include "basal/module.h"
 #include "fuzz/fuzz_check.h"
 #include "parent/loop/event_loop.h"
+#include "parent/module_host.h"
 #include "parent/secrets/secret_store.h"
+#include "parent/store/open.h"
 #include "parent/store/store.h"
 #include "serve/api.h"
-#include "serve/daemon.h"
 #include "serve/auth.h"
-#include "serve/flows.h"
+#include "serve/daemon.h"
+#include "serve/console.h"
 #include "serve/http_server.h"
 #include "serve/listeners.h"
 #include "serve/mcp_endpoint.h"
 #include "serve/metrics.h"
 #include "serve/run_queue.h"
 #include "serve/signature.h"
+#include "serve/tail.h"
 #include "serve/triggers.h"
 
 namespace basal::serve {
@@ -79,16 +87,31 @@ constexpr const char* kSecret = "s3cret-for-the-fuzzer";
   std::abort();
 }
 
-// The daemon's rooms on one module, wired as daemon.cpp wires them; made once per process.
+// Unpredictable bytes for the console's session ids and CSRF tokens, as the daemon draws them.
+std::string RandomBytes(size_t n) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = getrandom(out.data() + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) Die("getrandom failed");
+    got += static_cast<size_t>(r);
+  }
+  return out;
+}
+
+// The daemon's rooms on one module, wired as daemon.cpp's BuildRooms wires them (each room gets
+// the parts of the module's host it uses); made once per process.
 struct Rooms {
   std::string dir;
   std::unique_ptr<Module> module;
   ServeConfig config;
   MetricsRegistry metrics;
-  std::unique_ptr<ApprovedFlows> flows;
+  std::unique_ptr<Tail> tail;
   std::unique_ptr<RunQueue> queue;
   std::unique_ptr<Triggers> triggers;
   std::unique_ptr<McpEndpoint> mcp;
+  std::unique_ptr<Console> console;
   std::unique_ptr<Admission> admission;
   std::unique_ptr<Api> api;
   std::shared_ptr<UnsentAnswers> unsent = std::make_shared<UnsentAnswers>(UnsentAnswers{4u << 20, 0});
@@ -105,31 +128,7 @@ struct Rooms {
     auto secrets = SecretStore::Open(dir + "/secrets", /*create=*/true);
     if (!secrets || !secrets->Set("hook", kSecret)) Die("cannot store the webhook's secret");
 
-    ModuleOptions mo;
-    mo.journal_path = dir + "/journal.db";
-    mo.worker_path = dir + "/no-worker";  // never started: the queue starts nothing
-    mo.secrets_dir = dir + "/secrets";
-    mo.require_approval = true;
-    auto opened = Module::Open(std::move(mo));
-    if (!opened) Die("cannot open a module: " + opened.error().message);
-    module = std::move(*opened);
-    Store& store = module->store();
-    const std::string manifest = R"({"grants": {"log": {}}})";
-    auto parsed = Manifest::Parse(manifest, module->registry());
-    if (!parsed) Die("the flow's manifest: " + parsed.error().message);
-    NewApproval a;
-    a.name = "echo";
-    a.source = "export default async (input) => input;";
-    a.manifest_text = manifest;
-    a.manifest_hash = parsed->hash();
-    a.approver = {0, "fuzzer"};
-    if (auto row = store.catalog().Approve(a); !row) Die("cannot approve the flow: " + row.error().message);
-    token = NewApiToken();
-    if (auto t = store.serve().AddToken("fuzz", ApiTokenHash(token), R"(["all"])", {0, "fuzzer"}, 1); !t)
-      Die("cannot add the token: " + t.error().message);
-    if (auto c = store.Commit(); !c) Die("commit: " + c.error().message);
-
-    config.limits.max_workers = 0;  // nothing ever starts
+    config.limits.max_workers = 0;  // nothing ever starts (the queue sets the module's cap to it)
     config.limits.queue_max = 8;
     config.limits.wait_max = std::chrono::milliseconds(0);  // no request waits
     config.limits.max_body_bytes = 64 << 10;
@@ -140,23 +139,58 @@ struct Rooms {
     hook.respond = WebhookTrigger::Respond::kWait;
     config.webhooks = {hook};
 
-    EventLoop& loop = module->loop();
-    flows = std::make_unique<ApprovedFlows>(*module, store.reader());
-    queue = std::make_unique<RunQueue>(RunQueue::Options{
-        .module = *module,
-        .runs = store.runs(),
-        .journal = store.journal(),
+    ModuleOptions mo;
+    mo.journal_path = dir + "/journal.db";
+    mo.worker_path = dir + "/no-worker";  // never started: the queue starts nothing
+    mo.secrets_dir = dir + "/secrets";
+    mo.require_approval = true;
+    auto opened = Module::Open(std::move(mo));
+    if (!opened) Die("cannot open a module: " + opened.error().message);
+    module = std::move(*opened);
+
+    // The operator's side, on a connection of its own as `basal approve` and `basal token add`:
+    // the flow the webhook and the API run, and a token of scope "all".
+    const std::string manifest = R"({"grants": {"log": {}}})";
+    auto parsed = Manifest::Parse(manifest, module->registry());
+    if (!parsed) Die("the flow's manifest: " + parsed.error().message);
+    auto store = OpenStore({.locator = dir + "/journal.db"});
+    if (!store) Die("cannot open the store: " + store.error().message);
+    NewApproval a;
+    a.name = "echo";
+    a.source = "export default async (input) => input;";
+    a.manifest_text = manifest;
+    a.manifest_hash = parsed->hash();
+    a.approver = {0, "fuzzer"};
+    if (auto row = (*store)->catalog().Approve(a); !row) Die("cannot approve the flow: " + row.error().message);
+    token = NewApiToken();
+    if (auto t = (*store)->serve().AddToken("fuzz", ApiTokenHash(token), R"(["all"])", {0, "fuzzer"}, 1); !t)
+      Die("cannot add the token: " + t.error().message);
+    if (auto c = (*store)->Commit(); !c) Die("commit: " + c.error().message);
+    store->reset();
+
+    ModuleHost& host = module->host();
+    EventLoop& loop = host.loop();
+    tail = std::make_unique<Tail>(Tail::Options{
         .loop = loop,
+        .limits = config.limits,
+        .run_of =
+            [&host](int64_t activation) -> int64_t {
+              auto rows = host.reader().Activations(activation, 1);
+              return rows && !rows->empty() ? rows->front().run_id : 0;
+            },
+    });
+    queue = std::make_unique<RunQueue>(RunQueue::Options{
+        .host = host,
         .metrics = metrics,
         .limits = config.limits,
         .now_us = SystemNowUs,
-        .flow_for = [this](const std::string& name) { return flows->Get(name); },
+        .flow_for = [&host](const std::string& name) { return host.CurrentFlow(name); },
     });
     triggers = std::make_unique<Triggers>(Triggers::Options{
         .queue = *queue,
-        .marks = store.serve(),
+        .marks = host.serve(),
         .loop = loop,
-        .flows = *flows,
+        .host = host,
         .metrics = metrics,
         .limits = config.limits,
         .secrets_dir = dir + "/secrets",
@@ -164,24 +198,35 @@ struct Rooms {
         .log = [](const std::string&) {},
     });
     if (auto c = triggers->Check(config); !c) Die("triggers: " + c.error().message);
-    if (auto l = triggers->Load(config, /*at_start=*/true); !l) Die("triggers: " + l.error().message);
     mcp = std::make_unique<McpEndpoint>(std::nullopt, [](const std::string&) {});
     if (auto m = mcp->Start(*module, loop, dir + "/secrets"); !m) Die("mcp: " + m.error().message);
-    admission = std::make_unique<Admission>(
-        std::vector<gid_t>{}, [&tables = store.serve()](std::string_view hash) { return tables.FindToken(hash); });
+    if (auto l = triggers->Load(config, /*at_start=*/true); !l) Die("triggers: " + l.error().message);
+    auto find_token = [&tables = host.serve()](std::string_view hash) { return tables.FindToken(hash); };
+    console = std::make_unique<Console>(Console::Options{
+        .config = config.console,
+        .find_token = find_token,
+        .now_us = SystemNowUs,
+        .random = RandomBytes,
+        .loop = loop,
+    });
+    admission = std::make_unique<Admission>(std::vector<gid_t>{}, find_token,
+                                            [this](std::string_view id) { return console->FindSession(id); });
     api = std::make_unique<Api>(Api::Options{
         .module = *module,
-        .reader = store.reader(),
+        .reader = host.reader(),
         .queue = *queue,
-        .flows = *flows,
+        .host = host,
         .triggers = *triggers,
         .mcp = *mcp,
+        .tail = *tail,
+        .console = *console,
         .admission = *admission,
         .metrics = metrics,
         .loop = loop,
         .limits = config.limits,
         .ready = [](std::string*) { return true; },
         .started_us = SystemNowUs(),
+        .now_us = SystemNowUs,
     });
 
     socket_path = dir + "/basal.sock";
@@ -224,7 +269,7 @@ struct Rooms {
       api->Handle(std::move(req), std::move(respond), std::move(gone));
     };
     lo.on_response = [this](const HttpRequest& req, int status) { api->Answered(req, status); };
-    auto l = HttpListener::Start(module->loop(), std::move(lo));
+    auto l = HttpListener::Start(module->host().loop(), std::move(lo));
     if (!l) Die(name + ": " + l.error().message);
     return std::move(*l);
   }
@@ -302,7 +347,7 @@ HttpRequest Structured(std::string_view text, uint8_t flags, const Rooms& rooms)
   return req;
 }
 
-void CheckAnswer(const HttpRequest& req, const HttpResponse& r, uint8_t flags) {
+void CheckAnswer(const HttpRequest& req, const HttpResponse& r, uint8_t flags, const std::string& token) {
   const std::string shown = req.method + " " + req.path + " -> " + std::to_string(r.status) + " " + r.body.substr(0, 300);
   FUZZ_CHECK(r.status >= 100 && r.status <= 599, shown);
   const bool mcp = PathSegments(req.path) == std::vector<std::string_view>{"mcp"};
@@ -330,10 +375,18 @@ void CheckAnswer(const HttpRequest& req, const HttpResponse& r, uint8_t flags) {
   if (r.status == 401) {
     const Json j = Json::parse(r.body, nullptr, false);
     const std::string code = j.is_object() && j["error"].is_object() ? j["error"].value("code", "") : "";
-    // A missing or refused token: only on TCP, and never with the valid one.
+    // A missing or refused token: only on TCP, and never with the valid one. The console's session
+    // routes need no credential and judge another one: a sign-in the token in its body, the others
+    // the session's cookie; so a 401 there says nothing of the bearer token, and a sign-in is
+    // refused only when its body does not carry the valid token.
     if (code == "unauthorized") {
       FUZZ_CHECK(!req.unix_socket, shown);
-      FUZZ_CHECK(!(flags & 0x04), shown);
+      if (PathSegments(req.path) != std::vector<std::string_view>{"console", "session"}) {
+        FUZZ_CHECK(!(flags & 0x04), shown);
+      } else if (req.method == "POST") {
+        const Json body = Json::parse(req.body, nullptr, false);
+        FUZZ_CHECK(!(body.is_object() && body.value("token", Json()) == Json(token)), shown);
+      }
     }
     // A delivery the harness signed passes the signature check.
     if (flags & 0x08) FUZZ_CHECK(code != "bad_signature" && code != "stale_timestamp", shown);
@@ -357,9 +410,13 @@ void OneStructured(Rooms& rooms, std::string_view text, uint8_t flags) {
     for (int pass = 0; pass < 50 && answers == 0; ++pass) rooms.Pass();
   }
   FUZZ_CHECK(answers == 1, req.method + " " + req.path + ": answered " + std::to_string(answers) + " times");
-  CheckAnswer(req, *answer, flags);
+  CheckAnswer(req, *answer, flags, rooms.token);
+  // A streamed answer (GET /v1/tail): the client leaves, as the transport tells it; the stream's
+  // subscriber is then forgotten, so streams do not pile up from input to input.
+  if (answer->stream) answer->stream->Detach();
   rooms.Pass();
   FUZZ_CHECK(answers == 1, req.method + " " + req.path + ": answered again later");
+  FUZZ_CHECK(rooms.tail->subscribers() == 0, req.method + " " + req.path + ": a tail subscriber outlived its stream");
   FUZZ_CHECK(rooms.queue->in_flight() == 0, "an activation started");
   FUZZ_CHECK(rooms.queue->queued() <= rooms.config.limits.queue_max, std::to_string(rooms.queue->queued()) + " queued");
 }
