@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 
 # The daemon's limits for the soak, smaller than the defaults so that the load meets each of them
 # within seconds on a 2-CPU machine. The bounds below are computed from these.
@@ -199,6 +200,7 @@ class Soak:
         self.proc = None
         self.stop = threading.Event()
         self.stats = Stats()
+        self.threads_made = 0
         self.samples = []  # (t, rss_kib, fds), one a second
         self.unix_healthz = []
         self.probes = []   # (t, healthz_s or None, run_s or None, problem or None), one a second
@@ -311,13 +313,20 @@ class Soak:
 
     def guarded(self, name, fn):
         """Runs a load loop until the soak stops; an exception is counted, never the soak's end."""
+        self.threads_made += 1
+        seed = zlib.crc32(name.encode()) ^ (self.args.seed << 8) ^ self.threads_made
+
         def loop():
-            rng = random.Random(hash(name) ^ self.args.seed)
+            rng = random.Random(seed)
             while not self.stop.is_set():
                 try:
                     fn(rng)
                 except (OSError, http.client.HTTPException) as e:
                     self.stats.add(name + ".transport_error")
+                    self.stats.note("%s: %s: %s" % (name, type(e).__name__, e))
+                    time.sleep(0.05)
+                except Exception as e:  # an answer of an unexpected shape: counted, and the part goes on
+                    self.stats.add("load.unexpected")
                     self.stats.note("%s: %s: %s" % (name, type(e).__name__, e))
                     time.sleep(0.05)
         t = threading.Thread(target=loop, name=name, daemon=True)
@@ -473,7 +482,8 @@ class Soak:
         return len(os.listdir("/proc/%d/fd" % self.proc.pid))
 
     def probe(self, n):
-        """One honest sample: the daemon's RSS and descriptors, /healthz over TCP, a trivial run."""
+        """One honest probe: /healthz over TCP (and, as a figure, over the socket), then a trivial run.
+        Returns (healthz seconds or None if not a 200, run seconds or None, what went wrong or None)."""
         t0 = time.monotonic()
         problem = None
         healthz = run = None
@@ -488,6 +498,7 @@ class Soak:
                     # Linux resends a dropped SYN after 1 s: the listen backlog was full.
                     " (a SYN resent: the listen backlog was full)" if connect >= 0.9 else "")
             if code != 200:
+                healthz = None
                 problem = "/healthz answered %d" % code
         except (OSError, http.client.HTTPException) as e:
             problem = "/healthz: %s" % e
@@ -504,9 +515,9 @@ class Soak:
             code, data, _ = self.request("POST", "/v1/flows/hello/runs?wait=%ds" % int(self.args.run_bound * 2),
                                          {"input": {"name": "probe-%d" % n}}, tcp=True, timeout=20)
             run = time.monotonic() - t1
-            if code != 200 or data.get("outcome") != "ok":
+            if code != 200 or not isinstance(data, dict) or data.get("outcome") != "ok":
                 problem = (problem or "") + " trivial run answered %d %s" % (code, json.dumps(data)[:200])
-        except (OSError, http.client.HTTPException) as e:
+        except (OSError, http.client.HTTPException, ValueError) as e:
             problem = (problem or "") + " trivial run: %s" % e
         return healthz, run, problem
 
@@ -661,6 +672,10 @@ class Soak:
                   self.rss0 / 1024, max(rss) / 1024, self.rss_end / 1024, rss_bound / 1024,
                   MAX_UNSENT_BYTES >> 20, self.args.max_workers, FRAME_MIB, PARSED_MIB, 2 * MAX_CONNECTIONS, CONN_POOL_KIB,
                   RSS_SLACK_MIB))
+        third = max(1, len(rss) // 3)
+        print("  figure: daemon RSS, median of the first third %.1f MiB, of the last third %.1f MiB (not checked: "
+              "growth that goes on across thirds, run after run, is a leak to look for)" % (
+                  median(rss[:third]) / 1024, median(rss[-third:]) / 1024))
         check("daemon descriptors", max(fds) <= fd_bound,
               "start %d, peak %d, end %d; bound %d (start + 2 x max_connections %d + %d workers x %d + %d)" % (
                   self.fds0, max(fds), self.fds_end, fd_bound, MAX_CONNECTIONS, self.args.max_workers, FDS_PER_WORKER, FD_SLACK))
@@ -689,6 +704,8 @@ class Soak:
         busy = self.metric_sum('basal_http_requests_total{listener="unix",route="/v1",code="503"') - s.get("api_unix_503")
         check("non-readers met max_unsent_bytes (503 busy)", busy > 0,
               "%d of their asks answered 503 (the daemon's count on the socket, less the API clients' own)" % busy)
+        check("every answer had the shape the API documents", s.get("load.unexpected") == 0,
+              "%d did not (see the notes)" % s.get("load.unexpected"))
         errors = self.metric_sum("basal_http_requests_total", 'code="500"')
         check("no 500 answers", errors == 0, "%d" % errors)
         if self.mcp:
