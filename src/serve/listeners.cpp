@@ -17,6 +17,12 @@ namespace basal::serve {
 
 namespace {
 
+// The kernel's queue of connections not yet accepted: as long as it allows (net.core.somaxconn).
+// At 128, a burst of connects (the soak's 192 slow senders at once) had SYNs dropped, and an
+// honest client's connect waited for its 1 s retransmission; accepted connections are bounded
+// by the listener's max_connections, not by this.
+constexpr int kListenBacklog = SOMAXCONN;
+
 std::optional<int64_t> ParseId(const std::string& text) {
   if (text.empty() || text.size() > 18) return std::nullopt;
   int64_t v = 0;
@@ -100,7 +106,7 @@ Result<int> ListenTcp(const ListenConfig& listen) {
   if (fd < 0) return MakeError(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&*addr), len) != 0 || ::listen(fd, 128) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&*addr), len) != 0 || ::listen(fd, kListenBacklog) != 0) {
     const int e = errno;
     close(fd);
     return MakeError(ErrorCode::kIo, "cannot listen on " + listen.tcp + ": " + std::strerror(e));
@@ -138,7 +144,7 @@ Result<int> ListenUnix(const std::string& path, const std::vector<gid_t>& groups
   const mode_t old = umask(0177);  // born 0600: no window where others may connect
   const int b = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   umask(old);
-  if (b != 0 || ::listen(fd, 128) != 0) {
+  if (b != 0 || ::listen(fd, kListenBacklog) != 0) {
     const int e = errno;
     close(fd);
     return MakeError(ErrorCode::kIo, "cannot listen on " + path + ": " + std::strerror(e));
