@@ -7,18 +7,32 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Each stage's wall time is printed as it ends ("test: took N s: STAGE"), so a slow CI run shows
+# where its time went.
+stage_name="setup (packages and builds)"
+stage_start=$SECONDS
+stage() {
+  echo "test: took $((SECONDS - stage_start)) s: $stage_name"
+  stage_name="$1"
+  stage_start=$SECONDS
+}
+
 scripts/setup.sh
 
 status=0
+stage "release build (every label)"
 echo "test: release build (every label)"
 ctest --test-dir build/release --output-on-failure -j2 || status=1
 
+stage "test-hooks build (label confinement)"
 echo "test: test-hooks build (label confinement)"
 ctest --test-dir build/hooks -L confinement --output-on-failure || status=1
 
+stage "Windows cross build under Wine"
 echo "test: Windows cross build under Wine (labels unit and wine)"
 ctest --test-dir build/mingw --output-on-failure || status=1
 
+stage "the Debian package"
 echo "test: the Debian package (build, install, use, remove: scripts/package-test.sh)"
 if [[ "$(id -u)" != 0 ]]; then
   echo "test: package: skipped: installing a package needs root (CI runs as root; or: sudo scripts/package-test.sh)"
@@ -28,9 +42,11 @@ else
   scripts/package-test.sh build/release || status=1
 fi
 
+stage "fuzz targets, a short run of each"
 echo "test: fuzz targets, a short run of each (libFuzzer, ASan, UBSan)"
 scripts/fuzz.sh --smoke || status=1
 
+stage "asan build and its suites"
 echo "test: asan build (labels unit and integration)"
 if cmake --preset asan >build/asan.configure.log 2>&1 && cmake --build --preset asan -j2; then
   ctest --test-dir build/asan -L 'unit|integration' --output-on-failure -j2 || status=1
@@ -40,6 +56,8 @@ else
   status=1
 fi
 
+stage "end"
+echo "test: took $SECONDS s in all"
 if ((status != 0)); then
   echo "test: FAILED" >&2
   exit 1
