@@ -209,6 +209,7 @@ int TailCommand(const TailOptions& o) {
     path += "?flow=" + QueryEscaped(o.flow);
   }
   std::string pending;
+  std::optional<std::string> closed_why;  // the daemon's `closed` event: why it ended this stream
   auto streamed = DaemonStream(*address, path, [&](std::string_view bytes) {
     pending.append(bytes);
     size_t end;
@@ -228,6 +229,10 @@ int TailCommand(const TailOptions& o) {
       if (event.empty()) continue;  // a comment: the stream's opening line, a keepalive
       Json d = Json::parse(data, nullptr, false);
       if (d.is_discarded()) d = Json::object();
+      if (event == "closed") {
+        closed_why = Text(d, "reason");
+        continue;
+      }
       if (o.json) {
         Json line{{"event", event}, {"data", d}};
         WriteStdout(JsonForTerminal(line) + "\n");
@@ -242,6 +247,9 @@ int TailCommand(const TailOptions& o) {
     const std::string& m = streamed.error().message;
     return Fail(m.find(" 400 ") != std::string::npos ? kKindUsage : kKindIo, m);
   }
+  if (closed_why)
+    return Fail(kKindIo, "basal serve at " + EscapeForTerminal(address->where()) +
+                             " ended the stream: " + EscapeForTerminal(*closed_why));
   WriteStderr("basal: tail: basal serve at " + EscapeForTerminal(address->where()) +
               " ended the stream (it is stopping)\n");
   return kExitOk;

@@ -593,7 +593,33 @@ HttpResponse Api::TailStream(const HttpRequest& req) {
   // inside the tail's.
   Console::AttachStream attach;
   if (auto refusal = o_.console.OpenStream(req, &attach)) return std::move(*refusal);
-  auto subscribed = o_.tail.Subscribe(std::move(flow));
+  // Over TCP, the stream's credential is admitted again at every keepalive tick (tail.h), from a
+  // copy of what admission reads: a revoked token ends its stream.
+  Tail::StillAdmitted still_admitted;
+  if (!req.unix_socket) {
+    HttpRequest head;
+    head.listener = req.listener;
+    head.method = req.method;
+    head.path = req.path;
+    head.query = req.query;
+    head.remote = req.remote;
+    head.peer = req.peer;
+    for (const auto& [name, value] : req.headers)
+      if (name == "authorization" || name == "cookie" || name == "x-csrf-token" || name == "origin")
+        head.headers.emplace_back(name, value);
+    still_admitted = [this, head = std::move(head)]() -> std::optional<std::string> {
+      static const RouteAccess kRead{.scope = "read"};
+      auto refusal = o_.admission.Admit(head, &kRead);
+      if (!refusal) return std::nullopt;
+      const Json body = Json::parse(refusal->body, nullptr, false);
+      if (body.is_object() && body.contains("error") && body["error"].is_object() &&
+          body["error"].value("message", Json()).is_string())
+        return body["error"]["message"].get<std::string>();
+      return "the credential this stream was opened with no longer admits it (HTTP " +
+             std::to_string(refusal->status) + ")";
+    };
+  }
+  auto subscribed = o_.tail.Subscribe(std::move(flow), std::move(still_admitted));
   if (auto* refusal = std::get_if<HttpResponse>(&subscribed)) {
     attach(nullptr);
     return std::move(*refusal);

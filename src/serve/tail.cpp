@@ -47,7 +47,8 @@ Tail::~Tail() {
   for (auto& [id, s] : subs) s.stream->Close();
 }
 
-std::variant<std::shared_ptr<HttpStream>, HttpResponse> Tail::Subscribe(std::optional<std::string> flow) {
+std::variant<std::shared_ptr<HttpStream>, HttpResponse> Tail::Subscribe(std::optional<std::string> flow,
+                                                                        StillAdmitted still_admitted) {
   if (draining_) return JsonError(503, "draining", "basal serve is draining; tail the next instance");
   if (subscribers_.size() >= o_.limits.tail_subscribers) {
     HttpResponse r = JsonError(503, "tail_full",
@@ -63,7 +64,7 @@ std::variant<std::shared_ptr<HttpStream>, HttpResponse> Tail::Subscribe(std::opt
   });
   // A comment first: the client sees the stream open before the first event.
   stream->Write(": basal tail" + (flow ? " of flow " + *flow : std::string()) + "\n\n");
-  subscribers_[id] = Subscriber{std::move(flow), stream, 0};
+  subscribers_[id] = Subscriber{std::move(flow), stream, 0, std::move(still_admitted)};
   if (!keepalive_) keepalive_ = o_.loop.At(EventLoop::Clock::now() + o_.keepalive, [this] { Keepalive(); });
   return stream;
 }
@@ -75,6 +76,21 @@ void Tail::Forget(uint64_t id) {
 
 void Tail::Keepalive() {
   keepalive_.reset();
+  // First, streams whose credential was revoked since they opened end, saying why. The notice is
+  // written past the buffer's bound if need be (it is small and the last thing the stream gets).
+  std::vector<uint64_t> ended;
+  for (auto& [id, s] : subscribers_) {
+    if (!s.still_admitted) continue;
+    if (auto why = s.still_admitted()) {
+      s.stream->Write(Frame("closed", Json{{"reason", *why}}));
+      ended.push_back(id);
+    }
+  }
+  for (uint64_t id : ended) {
+    auto stream = subscribers_[id].stream;
+    Forget(id);
+    stream->Close();
+  }
   for (auto& [id, s] : subscribers_) {
     // Only to an idle stream: one that still holds bytes is not idle, and one that does not read
     // must not be sent more.

@@ -7,7 +7,13 @@
 //   event: log               data: {"activation_id", "run_id", "flow", "level", "message"}
 //   event: call              data: {"activation_id", "run_id", "flow", "call_id", "name", "decision", "rule", "state"}
 //   event: dropped           data: {"count"}     events this subscriber lost to its buffer's bound
+//   event: closed            data: {"reason"}    the credential the stream was opened with no longer
+//                                                admits it (a revoked token): the stream ends here
 //   : keepalive                                  every 15 s while nothing else is sent
+//
+// A stream opened over TCP is admitted again at every keepalive tick (every 15 s, whether or not the
+// keepalive is sent): a token revoked through `basal token revoke` (another process) ends its
+// streams within 15 s, not when the client leaves.
 //
 // Bounds: at most limits.tail_subscribers streams at once (more: 503 tail_full); each holds at most
 // limits.tail_buffer_bytes its client has not read. An event that does not fit is dropped for that
@@ -55,9 +61,15 @@ class Tail {
   Tail(const Tail&) = delete;
   Tail& operator=(const Tail&) = delete;
 
+  // Whether the stream's credential still admits it: nullopt if so, else why not (sent to the
+  // client as the `closed` event's reason). Called on the loop, at each keepalive tick.
+  using StillAdmitted = std::function<std::optional<std::string>()>;
+
   // A new subscriber, to the events of one flow or (nullopt) of all: the stream to answer with
-  // (its first bytes are written already), or 503 tail_full / draining.
-  std::variant<std::shared_ptr<HttpStream>, HttpResponse> Subscribe(std::optional<std::string> flow);
+  // (its first bytes are written already), or 503 tail_full / draining. `still_admitted` (null:
+  // always) is asked again at every keepalive tick.
+  std::variant<std::shared_ptr<HttpStream>, HttpResponse> Subscribe(std::optional<std::string> flow,
+                                                                    StillAdmitted still_admitted = nullptr);
   bool wanted() const { return !subscribers_.empty(); }
   size_t subscribers() const { return subscribers_.size(); }
 
@@ -71,6 +83,7 @@ class Tail {
     std::optional<std::string> flow;
     std::shared_ptr<HttpStream> stream;
     uint64_t dropped = 0;  // events lost since the last `dropped` event
+    StillAdmitted still_admitted;
   };
   // Sends `event` (its name and data) to every subscriber of `flow`.
   void Publish(const std::string& flow, std::string_view name, const nlohmann::json& data);

@@ -649,6 +649,36 @@ class OperatorCliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--token-file requires --url", r.stderr)
 
+    def test_a_revoked_tokens_tail_ends_within_a_keepalive_and_another_tokens_goes_on(self):
+        # `basal token revoke` runs in another process: the daemon admits each TCP stream again at
+        # every keepalive tick (15 s), so the revoked token's tail ends with the reason, and the
+        # tail of a token still valid, checked at the same tick, goes on.
+        d = Daemon(self, tcp=True)
+        files = {}
+        for name in ("revoked", "kept"):
+            token = d.cli("token", "create", "--name", name, "--scope", "read").stdout.strip()
+            files[name] = os.path.join(d.dir, name)
+            with open(files[name], "w") as f:
+                f.write(token + "\n")
+        d.start()
+        url = "http://127.0.0.1:%d" % d.port
+        tails = {n: Lines(self, "tail", "--url", url, "--token-file", f, "--json") for n, f in files.items()}
+        for _ in range(300):  # until both tails are subscribed
+            d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "t"}})
+            if all(any('"activation_end"' in l for l in t.lines) for t in tails.values()):
+                break
+            time.sleep(0.1)
+        self.assertEqual(d.cli("token", "revoke", "revoked").returncode, 0)
+        out, err = tails["revoked"].proc.communicate(timeout=40)  # one keepalive tick is 15 s
+        self.assertEqual(tails["revoked"].proc.returncode, 3, err)
+        self.assertIn("ended the stream: the bearer token is not known or was revoked", err)
+        kept = tails["kept"]
+        self.assertIsNone(kept.proc.poll())
+        before = len(kept.lines)
+        code, run, _ = d.curl("POST", "/v1/flows/hello/runs?wait=30s", {"input": {"name": "after"}})
+        kept.wait_for(r'"run_id":%d' % run["id"])
+        self.assertGreater(len(kept.lines), before)
+
     def test_schedule_list_and_run_from_the_command_line(self):
         d = Daemon(self, flows={"hello": HELLO, "fails": FAILS}, config={"triggers": [
             {"name": "nightly", "schedule": {"flow": "hello", "cron": "0 3 * * *", "input": {"name": "n"}}},

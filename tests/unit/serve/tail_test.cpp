@@ -147,6 +147,35 @@ TEST_F(TailTest, KeepalivesReachIdleStreamsOnly) {
   EXPECT_EQ(TakeAll(*full), ": basal tail\n\n");  // nothing piled up behind what it did not read
 }
 
+TEST_F(TailTest, AStreamWhoseCredentialNoLongerAdmitsItEndsAtTheNextTickWithTheReason) {
+  bool revoked = false;
+  auto checked = tail_->Subscribe(std::nullopt, [&]() -> std::optional<std::string> {
+    if (revoked) return "the bearer token is not known or was revoked";
+    return std::nullopt;
+  });
+  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<HttpStream>>(checked));
+  auto stream = std::get<std::shared_ptr<HttpStream>>(checked);
+  auto unchecked = Subscribe();  // a Unix socket's stream: nothing to admit again
+  // Still admitted: ticks pass, and the stream gets keepalives and events as before.
+  std::string got;
+  for (int i = 0; i < 10'000 && Count(got, ": keepalive\n\n") < 2; ++i) {
+    loop_->RunOnce(std::chrono::milliseconds(20));
+    got += TakeAll(*stream);
+  }
+  EXPECT_FALSE(stream->closed());
+  EXPECT_EQ(tail_->subscribers(), 2u);
+  revoked = true;
+  for (int i = 0; i < 10'000 && !stream->closed(); ++i) loop_->RunOnce(std::chrono::milliseconds(20));
+  EXPECT_TRUE(stream->closed());
+  EXPECT_NE(TakeAll(*stream).find("event: closed\ndata: {\"reason\":\"the bearer token is not known or was revoked\"}\n\n"),
+            std::string::npos);
+  EXPECT_EQ(tail_->subscribers(), 1u);
+  // The event that follows reaches the other stream only.
+  tail_->OnLog(Context(7, "hello"), "log", "after");
+  EXPECT_NE(TakeAll(*unchecked).find("after"), std::string::npos);
+  EXPECT_FALSE(unchecked->closed());
+}
+
 TEST_F(TailTest, SubscribersAreBoundedAndDrainEndsEveryStream) {
   limits_.tail_subscribers = 2;
   auto a = Subscribe();
