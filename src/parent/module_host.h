@@ -144,6 +144,9 @@ class ModuleHost {
     int64_t event_id = 0;
     int64_t delivered_to = 0;  // the run it was delivered to now (0: kept)
     RunRow run;                // that run as it stands after (or the addressed run)
+    // The event's delivery_id named an event the store holds already: that is event_id, and
+    // nothing was sent (a sender's retry, through this host or another, before or after a restart).
+    bool replayed = false;
   };
   virtual Result<EventSent> SendEvent(NewRunEvent event, std::optional<RunCallback> resume) = 0;
   // Ends a run that is held, queued, running, interrupted or waiting for an operator, as cancelled.

@@ -389,6 +389,18 @@ Result<ModuleHost::EventSent> Module::Impl::SendEvent(NewRunEvent e, std::option
     return MakeError(ErrorCode::kInvalidArgument, "the event's payload is " + std::to_string(e.payload_json.size()) +
                                                       " bytes as JSON is kept; an event carries at most " +
                                                       std::to_string(options.max_event_bytes) + " (max_event_bytes)");
+  // A delivery the store has made an event of already is that event, whatever the run's state now.
+  if (!e.delivery_id.empty()) {
+    if (e.run_id > 0) return MakeError(ErrorCode::kInvalidArgument, "a delivery id goes with a keyed event (a bug in the caller)");
+    auto before = store->runs().RunEventOfDelivery(e.flow, e.delivery_id);
+    if (!before) return before.error();
+    if (*before) {
+      EventSent sent;
+      sent.event_id = **before;
+      sent.replayed = true;
+      return sent;
+    }
+  }
   const int64_t now = NowUnixUs();
   if (e.received_unix_us == 0) e.received_unix_us = now;
   e.expires_unix_us = e.received_unix_us + options.event_retention.count() * 1000;

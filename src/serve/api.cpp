@@ -378,12 +378,10 @@ void Api::Webhook(const HttpRequest& req, const std::string& trigger, Respond re
 
 // A delivery to a trigger with "event" (docs/durable.md#events): 202 once the event is journaled,
 // delivered to the run that waits for it, or kept for the run that will. The same delivery again
-// answers with the event it already made.
+// answers with the event it already made: the store keeps the delivery's id with its event, so
+// this holds across restarts and hosts.
 void Api::WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, Respond respond) {
-  if (auto before = o_.triggers.EventDeliveredBefore(delivery.delivery_id)) {
-    o_.triggers.DeliveryRefused(trigger, "replayed");
-    return respond(JsonResponse(202, Json{{"event_id", *before}, {"replayed", true}}));
-  }
+  delivery.event->delivery_id = delivery.delivery_id;
   auto sent = o_.queue.SendEvent(std::move(*delivery.event));
   if (!sent) {
     const auto code = sent.error().code;
@@ -391,6 +389,14 @@ void Api::WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, 
     if (code == ErrorCode::kInvalidArgument) {
       o_.triggers.DeliveryRefused(trigger, "bad_event");
       return respond(JsonError(400, "bad_event", message));
+    }
+    if (code == ErrorCode::kConflict) {
+      // Another host recorded the same delivery at the same moment: a retry finds its event.
+      o_.triggers.DeliveryRefused(trigger, "conflict");
+      HttpResponse r = JsonError(409, "delivery_in_progress",
+                                 message + "; another host is recording this delivery now: retry, and get its event");
+      r.headers.emplace_back("Retry-After", "1");
+      return respond(std::move(r));
     }
     if (code == ErrorCode::kUnavailable) {
       // The flow holds as many unclaimed keyed events as it may: the sender retries later.
@@ -402,10 +408,14 @@ void Api::WebhookEvent(const std::string& trigger, Triggers::Delivery delivery, 
     o_.triggers.DeliveryRefused(trigger, "journal");
     return respond(JsonError(500, "journal", message));
   }
-  o_.host.AfterCommit([this, trigger, id = delivery.delivery_id, respond, sent = std::move(*sent)](
-                          const Result<void>& committed) {
+  // A replay answers once what it read is committed too (it may be this pass's own event).
+  o_.host.AfterCommit([this, trigger, respond, sent = std::move(*sent)](const Result<void>& committed) {
     if (!committed) return respond(JsonError(500, "journal", committed.error().message));
-    o_.triggers.EventDelivered(trigger, id, sent.event_id);
+    if (sent.replayed) {
+      o_.triggers.DeliveryRefused(trigger, "replayed");
+      return respond(JsonResponse(202, Json{{"event_id", sent.event_id}, {"replayed", true}}));
+    }
+    o_.triggers.EventDelivered(trigger);
     Json answer{{"event_id", sent.event_id}, {"delivered", sent.delivered_to != 0}};
     // The sender learns which run took it, not the run itself (its input and result are the operator's).
     if (sent.delivered_to != 0) answer["run_id"] = sent.delivered_to;

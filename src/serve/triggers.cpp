@@ -196,28 +196,7 @@ std::variant<Triggers::Delivery, HttpResponse> Triggers::EventOf(const WebhookTr
   return d;
 }
 
-void Triggers::EventDelivered(const std::string& trigger, const std::string& delivery_id, int64_t event_id) {
-  o_.metrics.Add("basal_webhooks_total", {trigger, "event"});
-  auto w = webhooks_.find(trigger);
-  const int64_t keep_us = (w == webhooks_.end() ? std::chrono::minutes(5) : w->second.window).count() * 2000;
-  const int64_t now = o_.now_us();
-  while (!event_delivery_order_.empty()) {
-    auto oldest = event_deliveries_.find(event_delivery_order_.front());
-    if (event_delivery_order_.size() < kMaxEventDeliveries && oldest != event_deliveries_.end() &&
-        oldest->second.expires_us > now)
-      break;
-    if (oldest != event_deliveries_.end()) event_deliveries_.erase(oldest);
-    event_delivery_order_.pop_front();
-  }
-  if (event_deliveries_.emplace(delivery_id, EventDelivery{event_id, now + keep_us}).second)
-    event_delivery_order_.push_back(delivery_id);
-}
-
-std::optional<int64_t> Triggers::EventDeliveredBefore(const std::string& delivery_id) const {
-  auto it = event_deliveries_.find(delivery_id);
-  if (it == event_deliveries_.end() || it->second.expires_us <= o_.now_us()) return std::nullopt;
-  return it->second.event_id;
-}
+void Triggers::EventDelivered(const std::string& trigger) { o_.metrics.Add("basal_webhooks_total", {trigger, "event"}); }
 
 void Triggers::DeliveryAccepted(const std::string& trigger, bool existing) {
   o_.metrics.Add("basal_webhooks_total", {trigger, existing ? "replayed" : "accepted"});

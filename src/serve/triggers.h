@@ -95,12 +95,9 @@ class Triggers {
   void DeliveryAccepted(const std::string& trigger, bool existing);
   // A verified delivery got no run (`verdict`: why, e.g. "queue_full").
   void DeliveryRefused(const std::string& trigger, const std::string& verdict);
-  // An event delivery was journaled as event `event_id`: the same delivery again (a retry, inside
-  // the signature's window) answers with it instead of sending a second event. Remembered in
-  // memory for twice the trigger's window, at most kMaxEventDeliveries of them (the oldest go).
-  void EventDelivered(const std::string& trigger, const std::string& delivery_id, int64_t event_id);
-  std::optional<int64_t> EventDeliveredBefore(const std::string& delivery_id) const;
-  static constexpr size_t kMaxEventDeliveries = 10000;
+  // An event delivery was journaled as a new event (the store keeps its delivery id: a retry of it
+  // gets that event, on any host, after a restart too).
+  void EventDelivered(const std::string& trigger);
 
   // The schedules as the daemon runs them now (GET /v1/schedules, `basal schedule list`).
   struct ScheduleView {
@@ -137,12 +134,6 @@ class Triggers {
   std::map<std::string, WebhookTrigger> webhooks_;
   std::map<std::string, std::unique_ptr<Schedule>> schedules_;
   std::map<int64_t, std::string> open_run_schedule_;  // schedules' runs not ended -> the schedule's name
-  struct EventDelivery {
-    int64_t event_id = 0;
-    int64_t expires_us = 0;
-  };
-  std::map<std::string, EventDelivery> event_deliveries_;  // delivery id ->
-  std::deque<std::string> event_delivery_order_;           // oldest first
 };
 
 }  // namespace basal::serve

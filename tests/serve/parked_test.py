@@ -394,6 +394,13 @@ class ParkedRunTest(unittest.TestCase):
         self.assertEqual(d.metric('basal_webhooks_total{trigger="payments",verdict="no_event_key"}'), 1)
         self.assertEqual(self.run_now(d, other)["state"], "waiting")
         self.assertEqual(d.stop(), 0)
+        # The store keeps the delivery's id with its event: a retry after a restart is still the
+        # same event, not a second one.
+        d.start()
+        code, again, _ = d.curl("POST", "/hooks/payments", body, headers=headers)
+        self.assertEqual((code, again["event_id"], again["replayed"]), (202, sent["event_id"], True), again)
+        self.assertEqual(d.query("SELECT count(*) FROM run_events WHERE flow='checkout' AND delivery_id <> ''"), [(2,)])
+        self.assertEqual(d.stop(), 0)
 
     def test_a_wait_that_times_out_throws_a_timeout_error_the_script_catches(self):
         source = """export default async () => {

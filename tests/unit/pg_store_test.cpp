@@ -74,10 +74,10 @@ class PgStoreTest : public ::testing::Test {
 TEST_F(PgStoreTest, TheSchemaIsBasalsOwnAndVersioned) {
   auto store = MustOpen();
   ASSERT_TRUE(store);
-  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'application'"), "basal");
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'journal_id'"), store->journal_id());
-  // The tables of the SQLite journal's schema 6 (docs/journal.md), with meta for the version.
+  // The tables of the SQLite journal's schema 7 (docs/journal.md), with meta for the version.
   EXPECT_EQ(db_->Query("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'basal'"),
             "activations,approval_events,approvals,call_resolutions,calls,kv,kv_usage,meta,run_events,runs,"
             "schedule_marks,texts,tokens");
@@ -91,15 +91,42 @@ TEST_F(PgStoreTest, TheSchemaIsBasalsOwnAndVersioned) {
 
 TEST_F(PgStoreTest, ANewerSchemaIsRefusedAndLeftAsItIs) {
   ASSERT_TRUE(MustOpen());
-  db_->Query("UPDATE basal.meta SET value = '7' WHERE key = 'schema_version'");
+  db_->Query("UPDATE basal.meta SET value = '8' WHERE key = 'schema_version'");
   auto refused = OpenStore({.locator = db_->locator()});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kDatabase);
-  EXPECT_NE(refused.error().message.find("written by a newer basal (schema version 7"), std::string::npos)
+  EXPECT_NE(refused.error().message.find("written by a newer basal (schema version 8"), std::string::npos)
       << refused.error().message;
   auto reader = OpenReader(db_->locator());
   ASSERT_FALSE(reader);
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "8");
+}
+
+// A database of this backend's first version (schema 6: version 7's column and index taken away)
+// gains them in place, keeping its events.
+TEST_F(PgStoreTest, ASchema6DatabaseIsMigratedInPlace) {
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    NewRunEvent e;
+    e.flow = "orders";
+    e.name = "approved";
+    e.event_key = "k1";
+    e.payload_json = "{}";
+    e.sender = "webhook:hook";
+    e.received_unix_us = 100;
+    e.expires_unix_us = 1'000'000;
+    ASSERT_TRUE(store->runs().AddRunEvent(e));
+    ASSERT_TRUE(store->Commit());
+  }
+  db_->Query("DROP INDEX basal.run_events_delivery; ALTER TABLE basal.run_events DROP COLUMN delivery_id; "
+             "UPDATE basal.meta SET value = '6' WHERE key = 'schema_version'");
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(*store->runs().CountPendingKeyedEvents("orders"), 1u);
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_indexes WHERE schemaname = 'basal' AND indexname = 'run_events_delivery'"),
+            "1");
 }
 
 TEST_F(PgStoreTest, ABasalSchemaThatIsNotBasalsIsRefusedAndLeftAsItIs) {

@@ -32,7 +32,7 @@ using testing_support::End;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 constexpr int kApplicationId = 0x6261736c;
 
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
@@ -430,6 +430,50 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   auto again = MustOpen(db);  // already migrated: opened as it is, same id
   ASSERT_TRUE(again);
   EXPECT_EQ(again->journal_id(), id);
+}
+
+// A version 6 file (what version 7 added, taken away again): the writer adds the events' delivery
+// ids in place, keeping the events it holds.
+TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsEvents) {
+  TempDir dir;
+  const std::string db = dir.File("v6.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    NewRunEvent e;
+    e.flow = "orders";
+    e.name = "approved";
+    e.event_key = "k1";
+    e.payload_json = "{}";
+    e.sender = "webhook:hook";
+    e.received_unix_us = 100;
+    e.expires_unix_us = 1'000'000;
+    ASSERT_TRUE(store->runs().AddRunEvent(e));
+    ASSERT_TRUE(store->Commit());
+  }
+  {
+    RawDb raw(db);
+    raw.Exec("DROP INDEX run_events_delivery; ALTER TABLE run_events DROP COLUMN delivery_id; PRAGMA user_version=6;");
+  }
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->runs().CountPendingKeyedEvents("orders"), 1u);
+  NewRunEvent e;
+  e.flow = "orders";
+  e.name = "approved";
+  e.event_key = "k2";
+  e.payload_json = "{}";
+  e.sender = "webhook:hook";
+  e.received_unix_us = 200;
+  e.expires_unix_us = 1'000'000;
+  e.delivery_id = "event:hook:d1";
+  auto id = store->runs().AddRunEvent(e);
+  ASSERT_TRUE(id) << id.error().message;
+  EXPECT_FALSE(store->runs().AddRunEvent(e)) << "the migrated file keeps one event per delivery";
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(*store->runs().RunEventOfDelivery("orders", "event:hook:d1"), std::optional<int64_t>(*id));
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
 }
 
 // What schema 6 added, taken away again: a version 5 file as that basal left it (the runs table in

@@ -2054,6 +2054,55 @@ TEST_P(StoreContract, RunEventsAreKeptDeliveredOnceAndDropWhenExpired) {
   EXPECT_TRUE(runs.RunEvents(run, 0)->empty());
 }
 
+TEST_P(StoreContract, ADeliveryMakesOneEventPerFlowAndIsFoundAgainAfterItsCommit) {
+  RunStore& runs = store_->runs();
+  const int64_t run = StartDurableRun(*store_, "orders");
+  ASSERT_TRUE(run);
+  ASSERT_TRUE(store_->Commit());
+  NewRunEvent first = Event(0, "approved", "k1", R"({"n":1})", 10000);
+  first.delivery_id = "event:hook:d1";
+  // A delivery's event rolled back leaves nothing a retry would find.
+  ASSERT_TRUE(runs.AddRunEvent(first));
+  ASSERT_TRUE(store_->Rollback());
+  auto gone = runs.RunEventOfDelivery("orders", "event:hook:d1");
+  ASSERT_TRUE(gone) << gone.error().message;
+  EXPECT_FALSE(gone->has_value());
+
+  auto id = runs.AddRunEvent(first);
+  ASSERT_TRUE(id) << id.error().message;
+  // The same delivery again is refused, and the batch goes on (the first event is still in it).
+  NewRunEvent again = first;
+  again.payload_json = R"({"n":2})";
+  auto twice = runs.AddRunEvent(again);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::kConflict) << twice.error().message;
+  // Another flow, or no delivery id, is another event.
+  NewRunEvent other_flow = first;
+  other_flow.flow = "invoices";
+  auto other = runs.AddRunEvent(other_flow);
+  ASSERT_TRUE(other) << other.error().message;
+  NewRunEvent plain = Event(0, "approved", "k1", "3", 10000);
+  ASSERT_TRUE(runs.AddRunEvent(plain));
+  ASSERT_TRUE(runs.AddRunEvent(plain)) << "events without a delivery id are never one another";
+  ASSERT_TRUE(store_->Commit());
+
+  EXPECT_EQ(*runs.RunEventOfDelivery("orders", "event:hook:d1"), std::optional<int64_t>(*id));
+  EXPECT_EQ(*runs.RunEventOfDelivery("invoices", "event:hook:d1"), std::optional<int64_t>(*other));
+  EXPECT_FALSE(runs.RunEventOfDelivery("orders", "event:hook:d2")->has_value());
+  EXPECT_FALSE(runs.RunEventOfDelivery("orders", "")->has_value()) << "\"\" is no delivery";
+  // Delivered, it is still the delivery's event: a late retry does not make a second one.
+  auto taken = runs.TakeRunEvent(run, "orders", "approved", "k1", 200, 77, 5);
+  ASSERT_TRUE(taken && taken->has_value());
+  EXPECT_EQ((*taken)->id, *id);
+  EXPECT_EQ((*taken)->payload_json, R"({"n":1})");
+  ASSERT_TRUE(store_->Commit());
+  EXPECT_EQ(*runs.RunEventOfDelivery("orders", "event:hook:d1"), std::optional<int64_t>(*id));
+  auto late = runs.AddRunEvent(again);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, ErrorCode::kConflict);
+  ASSERT_TRUE(store_->Rollback());
+}
+
 TEST_P(StoreContract, AnActivationOfARetryKeepsWhereTheRetryStarts) {
   const int64_t run = StartDurableRun(*store_, "orders");
   ASSERT_TRUE(run);

@@ -427,6 +427,9 @@ struct NewRunEvent {
   std::string sender;           // who sent it: a peer user, "token:NAME", "webhook:NAME", a Unix user
   int64_t received_unix_us = 0;
   int64_t expires_unix_us = 0;  // undelivered past this: dropped
+  // "" for none. Else the sender's id of this delivery (a webhook's delivery id): one event per
+  // (flow, delivery_id) in the store, across restarts and hosts (AddRunEvent).
+  std::string delivery_id;
 };
 
 struct RunEvent {
@@ -593,8 +596,12 @@ class RunStore {
   // Counts by flow and state of the runs in `states` (at most `limit` rows).
   virtual Result<std::vector<RunCount>> CountRunsByFlow(const std::vector<RunState>& states, size_t limit) = 0;
 
-  // Events (joins the open batch). AddRunEvent returns the new id.
+  // Events (joins the open batch). AddRunEvent returns the new id; kConflict when the event has a
+  // delivery_id and the flow has an event with that id already (RunEventOfDelivery finds it).
   virtual Result<int64_t> AddRunEvent(const NewRunEvent& event) = 0;
+  // The event of `flow` made from delivery `delivery_id`, if the store holds one (delivered or
+  // not, until an undelivered one expires and is dropped).
+  virtual Result<std::optional<int64_t>> RunEventOfDelivery(std::string_view flow, std::string_view delivery_id) = 0;
   // The oldest undelivered, unexpired event named `name` for the run: sent to it, or keyed
   // (`key` non-empty) for its flow. Marks it delivered to (activation, call) at `now_unix_us`.
   virtual Result<std::optional<RunEvent>> TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,

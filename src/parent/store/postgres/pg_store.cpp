@@ -207,8 +207,11 @@ std::vector<pg::StatementDef> Statements() {
        "SELECT flow, state, count(*) FROM runs WHERE state = ANY($1::text[]) GROUP BY flow, state "
        "ORDER BY flow, state LIMIT $2::bigint"},
       {"insert_run_event",
-       "INSERT INTO run_events(run_id, flow, name, event_key, payload, sender, received_us, expires_us) "
-       "VALUES($1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $8::bigint) RETURNING id"},
+       "INSERT INTO run_events(run_id, flow, name, event_key, payload, sender, received_us, expires_us, delivery_id) "
+       "VALUES($1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $8::bigint, $9::text) "
+       "ON CONFLICT (flow, delivery_id) WHERE delivery_id <> '' DO NOTHING RETURNING id"},
+      {"run_event_of_delivery",
+       "SELECT id FROM run_events WHERE flow = $1::text AND delivery_id = $2::text AND delivery_id <> ''"},
       // The oldest undelivered event for the wait, sent to the run or keyed for its flow, taken in one
       // statement: its row lock makes one event go to one wait across processes.
       {"take_run_event",
@@ -370,6 +373,7 @@ class PgStore final : public Store,
                                              size_t limit) override;
   Result<std::vector<RunCount>> CountRunsByFlow(const std::vector<RunState>& states, size_t limit) override;
   Result<int64_t> AddRunEvent(const NewRunEvent& event) override;
+  Result<std::optional<int64_t>> RunEventOfDelivery(std::string_view flow, std::string_view delivery_id) override;
   Result<std::optional<RunEvent>> TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,
                                                std::string_view key, int64_t now_unix_us, int64_t activation_id,
                                                int64_t call_id) override;
@@ -1352,9 +1356,22 @@ Result<int64_t> PgStore::AddRunEvent(const NewRunEvent& e) {
   Params p;
   p.IntOrNull(e.run_id > 0 ? std::optional<int64_t>(e.run_id) : std::nullopt).Text(e.flow).Text(e.name);
   p.Text(e.event_key).Text(e.payload_json).Text(e.sender).Int(e.received_unix_us).Int(e.expires_unix_us);
+  p.Text(e.delivery_id);
   auto rows = Run("insert_run_event", p, true, "cannot record event " + e.name + " of flow " + e.flow);
   if (!rows) return rows.error();
+  // No row: another host made this delivery's event first (the unique index waited for its commit).
+  if (rows->rows() == 0)
+    return MakeError(ErrorCode::kConflict, "flow " + e.flow + " has an event of delivery " + e.delivery_id + " already");
   return rows->Int(0, 0);
+}
+
+Result<std::optional<int64_t>> PgStore::RunEventOfDelivery(std::string_view flow, std::string_view delivery_id) {
+  Params p;
+  p.Text(flow).Text(delivery_id);
+  auto rows = Run("run_event_of_delivery", p, false, "cannot look up the event of delivery " + std::string(delivery_id));
+  if (!rows) return rows.error();
+  if (rows->rows() == 0) return std::optional<int64_t>();
+  return std::optional<int64_t>(rows->Int(0, 0));
 }
 
 Result<std::optional<RunEvent>> PgStore::TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,

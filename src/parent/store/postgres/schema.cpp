@@ -350,7 +350,13 @@ struct Migration {
   int from;
   const char* sql;
 };
-const std::vector<Migration> kMigrations = {};
+const std::vector<Migration> kMigrations = {
+    // 6 -> 7: a webhook delivery makes one event, across restarts and hosts (SQLite's version 7).
+    {6, R"sql(
+ALTER TABLE basal.run_events ADD COLUMN delivery_id text NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX run_events_delivery ON basal.run_events(flow, delivery_id) WHERE delivery_id <> '';
+)sql"},
+};
 
 Result<Rows> Query(PGconn* conn, const std::string& shown, const std::string& sql, const std::string& what) {
   PGresult* r = PQexec(conn, sql.c_str());
@@ -442,10 +448,12 @@ Result<void> CreateOrMigrateLocked(PGconn* conn, const std::string& shown) {
     for (size_t at = ddl.find("@KV_LOCK@"); at != std::string::npos; at = ddl.find("@KV_LOCK@", at))
       ddl.replace(at, 9, key);
     if (auto r = Query(conn, shown, ddl, "cannot create basal's tables"); !r) return r.error();
-    const std::string meta = "INSERT INTO basal.meta(key, value) VALUES ('application', 'basal'), ('schema_version', '" +
-                             std::to_string(kSchemaVersion) + "'), ('journal_id', '" + NewJournalId() + "')";
+    // Version 6 as created, then the migrations after it, as an older database takes them.
+    const std::string meta =
+        "INSERT INTO basal.meta(key, value) VALUES ('application', 'basal'), ('schema_version', '6'), ('journal_id', '" +
+        NewJournalId() + "')";
     if (auto r = Query(conn, shown, meta, "cannot record the schema version"); !r) return r.error();
-    return Ok();
+    *version = 6;
   }
   for (const Migration& m : kMigrations) {
     if (m.from < *version) continue;

@@ -16,7 +16,7 @@
 
 namespace basal::pg {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 // The advisory lock that creating or migrating the schema holds ("basl", as SQLite's application id).
 inline constexpr int64_t kSchemaLockKey = 0x6261736c;
 // The advisory lock every kv write of a batch takes (held to its commit): kv writers, on every host,

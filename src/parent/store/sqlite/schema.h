@@ -12,7 +12,7 @@
 
 namespace basal::sqlite {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 inline constexpr int kOldestReadableSchemaVersion = 1;
 inline constexpr int kApplicationId = 0x6261736c;  // "basl" in the SQLite header
 inline constexpr int kBusyTimeoutMs = 5000;

@@ -190,6 +190,7 @@ class SqliteStore final : public Store,
                                              size_t limit) override;
   Result<std::vector<RunCount>> CountRunsByFlow(const std::vector<RunState>& states, size_t limit) override;
   Result<int64_t> AddRunEvent(const NewRunEvent& event) override;
+  Result<std::optional<int64_t>> RunEventOfDelivery(std::string_view flow, std::string_view delivery_id) override;
   Result<std::optional<RunEvent>> TakeRunEvent(int64_t run_id, std::string_view flow, std::string_view name,
                                                std::string_view key, int64_t now_unix_us, int64_t activation_id,
                                                int64_t call_id) override;
@@ -216,7 +217,7 @@ class SqliteStore final : public Store,
     Stmt insert_run, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
     Stmt interrupt_runs, move_run, insert_resolution;
     Stmt runs_due, next_wake, count_parked, count_parked_flow, runs_waiting_for, insert_run_event, next_run_event,
-        deliver_run_event, count_pending_events, count_pending_keyed, run_events, drop_expired_events;
+        deliver_run_event, count_pending_events, count_pending_keyed, run_events, drop_expired_events, run_event_of_delivery;
     Stmt insert_token, token_name_unrevoked, token_hash_known, find_token, revoke_token;
     Stmt schedule_mark, set_schedule_mark;
   };
@@ -378,8 +379,9 @@ Result<void> SqliteStore::Prepare() {
        sqlite::RunSelectSql(sqlite::kSchemaVersion) +
            " WHERE flow=? AND waiting_for=? AND coalesce(waiting_key, '')=? AND state='waiting' ORDER BY id LIMIT ?"},
       {&s->insert_run_event,
-       "INSERT INTO run_events(run_id, flow, name, event_key, payload, sender, received_us, expires_us) "
-       "VALUES(?,?,?,?,?,?,?,?)"},
+       "INSERT INTO run_events(run_id, flow, name, event_key, payload, sender, received_us, expires_us, delivery_id) "
+       "VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT(flow, delivery_id) WHERE delivery_id <> '' DO NOTHING"},
+      {&s->run_event_of_delivery, "SELECT id FROM run_events WHERE flow=? AND delivery_id=? AND delivery_id <> ''"},
       // Sent to the run, or keyed for its flow (only when the wait names a key): the oldest first.
       {&s->next_run_event,
        "SELECT id, coalesce(run_id, 0), flow, name, event_key, payload, sender, received_us, expires_us FROM run_events "
@@ -1311,8 +1313,10 @@ Result<int64_t> SqliteStore::AddRunEvent(const NewRunEvent& e) {
   auto written = Write(
       stmts_->insert_run_event, [&] { return "cannot record event " + e.name + " of flow " + e.flow; },
       e.run_id > 0 ? std::optional<int64_t>(e.run_id) : std::optional<int64_t>(), e.flow, e.name, e.event_key,
-      e.payload_json, e.sender, e.received_unix_us, e.expires_unix_us);
+      e.payload_json, e.sender, e.received_unix_us, e.expires_unix_us, e.delivery_id);
   if (!written) return written.error();
+  if (sqlite3_changes(db_) == 0)
+    return MakeError(ErrorCode::kConflict, "flow " + e.flow + " has an event of delivery " + e.delivery_id + " already");
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
 
@@ -1352,6 +1356,16 @@ Result<size_t> SqliteStore::CountPendingEvents(int64_t run_id) {
   if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
   if (rc == SQLITE_ROW) return static_cast<size_t>(sqlite3_column_int64(use.get(), 0));
   return DbError(path_, db_, rc, "cannot count the events of run " + std::to_string(run_id));
+}
+
+Result<std::optional<int64_t>> SqliteStore::RunEventOfDelivery(std::string_view flow, std::string_view delivery_id) {
+  if (auto r = CheckBatchUsable(); !r) return r.error();
+  Use use(stmts_->run_event_of_delivery);
+  int rc = Binder(use.get()).Text(flow).Text(delivery_id).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return std::optional<int64_t>(sqlite3_column_int64(use.get(), 0));
+  if (rc == SQLITE_DONE) return std::optional<int64_t>();
+  return DbError(path_, db_, rc, "cannot look up the event of delivery " + std::string(delivery_id));
 }
 
 Result<size_t> SqliteStore::CountPendingKeyedEvents(std::string_view flow) {
