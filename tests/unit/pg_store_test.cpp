@@ -74,12 +74,12 @@ class PgStoreTest : public ::testing::Test {
 TEST_F(PgStoreTest, TheSchemaIsBasalsOwnAndVersioned) {
   auto store = MustOpen();
   ASSERT_TRUE(store);
-  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'application'"), "basal");
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'journal_id'"), store->journal_id());
-  // The tables of the SQLite journal's schema 6 (docs/journal.md), with meta for the version.
+  // The tables of the SQLite journal's schema 7 (docs/journal.md), with meta for the version.
   EXPECT_EQ(db_->Query("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'basal'"),
-            "activations,approval_events,approvals,call_resolutions,calls,kv,kv_usage,meta,run_events,runs,"
+            "activations,approval_events,approvals,call_resolutions,calls,kv,kv_audit,kv_usage,meta,run_events,runs,"
             "schedule_marks,texts,tokens");
   EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), "0") << "nothing outside basal";
   store.reset();
@@ -89,17 +89,43 @@ TEST_F(PgStoreTest, TheSchemaIsBasalsOwnAndVersioned) {
   EXPECT_EQ(again->journal_id(), db_->Query("SELECT value FROM basal.meta WHERE key = 'journal_id'"));
 }
 
+// Version 6 to 7 (kv_audit): a version 6 store is refused by a reader (it needs the migration), and
+// migrated by the next writer, keeping kv; the operator's writes are then journaled.
+TEST_F(PgStoreTest, AVersion6StoreIsMigratedKeepingItsKv) {
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->kv().Put("orders", "o-1", "2"));
+    ASSERT_TRUE(store->Commit());
+  }
+  db_->Query("DROP TABLE basal.kv_audit; UPDATE basal.meta SET value = '6' WHERE key = 'schema_version'");
+  auto reader = OpenReader(db_->locator());
+  ASSERT_FALSE(reader);
+  EXPECT_NE(reader.error().message.find("schema version 6 needs a migration"), std::string::npos)
+      << reader.error().message;
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
+  auto kept = store->kv().Get("orders", "o-1");
+  ASSERT_TRUE(kept && kept->has_value());
+  EXPECT_EQ(**kept, "2");
+  ASSERT_TRUE(store->kv().RecordOperatorWrite({.at_unix_us = 5, .actor = {.uid = 1, .name = "ops"}, .ns = "orders",
+                                               .key = "o-1", .op = KvAuditOp::kDelete, .existed = true}));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(db_->Query("SELECT actor_name || ' ' || op FROM basal.kv_audit"), "ops delete");
+}
+
 TEST_F(PgStoreTest, ANewerSchemaIsRefusedAndLeftAsItIs) {
   ASSERT_TRUE(MustOpen());
-  db_->Query("UPDATE basal.meta SET value = '7' WHERE key = 'schema_version'");
+  db_->Query("UPDATE basal.meta SET value = '8' WHERE key = 'schema_version'");
   auto refused = OpenStore({.locator = db_->locator()});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kDatabase);
-  EXPECT_NE(refused.error().message.find("written by a newer basal (schema version 7"), std::string::npos)
+  EXPECT_NE(refused.error().message.find("written by a newer basal (schema version 8"), std::string::npos)
       << refused.error().message;
   auto reader = OpenReader(db_->locator());
   ASSERT_FALSE(reader);
-  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "8");
 }
 
 TEST_F(PgStoreTest, ABasalSchemaThatIsNotBasalsIsRefusedAndLeftAsItIs) {

@@ -32,7 +32,7 @@ using testing_support::End;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 constexpr int kApplicationId = 0x6261736c;
 
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
@@ -432,6 +432,10 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   EXPECT_EQ(again->journal_id(), id);
 }
 
+// What schema 7 added, taken away again: a version 6 file as that basal left it (the index goes with
+// its table).
+constexpr const char* kDowngradeV7ToV6 = "DROP TABLE kv_audit; PRAGMA user_version=6;";
+
 // What schema 6 added, taken away again: a version 5 file as that basal left it (the runs table in
 // its version 5 shape).
 constexpr const char* kDowngradeV6ToV5 = R"sql(
@@ -498,6 +502,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
   {
     RawDb raw(db);
     raw.Exec("PRAGMA foreign_keys=OFF");
+    raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
     raw.Exec(kDowngradeV4ToV3);
@@ -549,6 +554,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
     raw.Exec(kDowngradeV4ToV3);
@@ -618,6 +624,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
     // What a new file's schema is, to compare the migrated one with.
     fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                             "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
   }
@@ -716,6 +723,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
     RawDb raw(db);
     fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                             "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
   }
   const std::string before = Contents(db);
@@ -752,6 +760,54 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+            fresh_schema)
+      << "a migrated file has the schema of a new one";
+}
+
+// Schema 6 to 7: the kv_audit table. A reader of a version 6 file finds no operator writes and
+// changes nothing; the writer adds the table (the schema of a new file), keeps kv, and journals.
+TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsKv) {
+  TempDir dir;
+  const std::string db = dir.File("v6.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->kv().Put("orders", "o-1", R"({"qty":2})"));
+    ASSERT_TRUE(store->Commit());
+  }
+  std::string fresh_schema;
+  {
+    RawDb raw(db);
+    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV7ToV6);
+  }
+  const std::string before = Contents(db);
+  {
+    auto reader = OpenSqliteReader(db);
+    ASSERT_TRUE(reader) << reader.error().message;
+    auto audit = (*reader)->KvAudit(std::nullopt, 10);
+    ASSERT_TRUE(audit) << audit.error().message;
+    EXPECT_TRUE(audit->empty()) << "a version 6 file has no operator writes";
+  }
+  EXPECT_EQ(Contents(db), before) << "the reader changed the file";
+
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto kept = store->kv().Get("orders", "o-1");
+  ASSERT_TRUE(kept && kept->has_value());
+  EXPECT_EQ(**kept, R"({"qty":2})");
+  ASSERT_TRUE(store->kv().RecordOperatorWrite({.at_unix_us = 5, .actor = {.uid = 1, .name = "ops"}, .ns = "orders",
+                                               .key = "o-1", .op = KvAuditOp::kDelete, .existed = true}));
+  ASSERT_TRUE(store->Commit());
+  auto audit = store->reader().KvAudit(std::string("orders"), 10);
+  ASSERT_TRUE(audit);
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ((*audit)[0].actor.name, "ops");
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                      "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
             fresh_schema)

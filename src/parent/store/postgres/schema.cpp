@@ -1,4 +1,4 @@
-// The PostgreSQL store's schema (see schema.h): version 6, created in one transaction under an
+// The PostgreSQL store's schema (see schema.h): version 7, created in one transaction under an
 // advisory lock, with the kv store's usage triggers and its atomic operations as functions.
 #include "parent/store/postgres/schema.h"
 
@@ -345,12 +345,32 @@ END $$;
 )sql";
 
 // Migrations from each older PostgreSQL schema version to the next, in order: {from, sql}. Version
-// 6 is the first this backend has had; a new version appends its step here.
+// 6 is the first this backend has had (kCreateV6, which a new store is created with before the
+// steps after it run); a new version appends its step here.
 struct Migration {
   int from;
   const char* sql;
 };
-const std::vector<Migration> kMigrations = {};
+// 6 -> 7: the operator's kv writes (`basal kv put|rm`), as SQLite's kv_audit (docs/journal.md).
+// Namespaces and keys are bytea, as in basal.kv. One self-contained step: it touches no other table.
+constexpr const char* kV7Sql = R"sql(
+CREATE TABLE basal.kv_audit(
+  seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  at_us        bigint NOT NULL,
+  actor_uid    bigint NOT NULL,
+  actor_name   text NOT NULL,
+  reason       text NOT NULL DEFAULT '',
+  namespace    bytea NOT NULL,
+  key          bytea NOT NULL,
+  op           text NOT NULL CHECK (op IN ('put', 'delete')),
+  value_sha256 text,
+  value_bytes  bigint,
+  existed      boolean NOT NULL,
+  CHECK ((op = 'put') = (value_sha256 IS NOT NULL))
+);
+CREATE INDEX kv_audit_by_namespace ON basal.kv_audit(namespace, seq);
+)sql";
+const std::vector<Migration> kMigrations = {{6, kV7Sql}};
 
 Result<Rows> Query(PGconn* conn, const std::string& shown, const std::string& sql, const std::string& what) {
   PGresult* r = PQexec(conn, sql.c_str());
@@ -442,10 +462,11 @@ Result<void> CreateOrMigrateLocked(PGconn* conn, const std::string& shown) {
     for (size_t at = ddl.find("@KV_LOCK@"); at != std::string::npos; at = ddl.find("@KV_LOCK@", at))
       ddl.replace(at, 9, key);
     if (auto r = Query(conn, shown, ddl, "cannot create basal's tables"); !r) return r.error();
-    const std::string meta = "INSERT INTO basal.meta(key, value) VALUES ('application', 'basal'), ('schema_version', '" +
-                             std::to_string(kSchemaVersion) + "'), ('journal_id', '" + NewJournalId() + "')";
+    // Version 6's tables, then every step after it, as an older store migrates.
+    const std::string meta = "INSERT INTO basal.meta(key, value) VALUES ('application', 'basal'), ('schema_version', "
+                             "'6'), ('journal_id', '" + NewJournalId() + "')";
     if (auto r = Query(conn, shown, meta, "cannot record the schema version"); !r) return r.error();
-    return Ok();
+    *version = 6;
   }
   for (const Migration& m : kMigrations) {
     if (m.from < *version) continue;

@@ -1,4 +1,4 @@
-// Schema version 6, creation, and the migrations from versions 1 to 5 (see schema.h, docs/journal.md).
+// Schema version 7, creation, and the migrations from versions 1 to 6 (see schema.h, docs/journal.md).
 #include "parent/store/sqlite/schema.h"
 
 #include <sys/random.h>
@@ -278,6 +278,27 @@ CREATE INDEX run_events_by_key ON run_events(flow, name, event_key, id) WHERE de
 CREATE INDEX run_events_expiry ON run_events(expires_us) WHERE delivered_us IS NULL;
 )sql";
 
+// Version 7 (from 6, and the last step of creation): the operator's kv writes (`basal kv put|rm`),
+// each with who made it, when, why, and the digest of the value (never the value: it is in kv). One
+// self-contained step: it touches no other table.
+constexpr const char* kV7Sql = R"sql(
+CREATE TABLE kv_audit(
+  seq          INTEGER PRIMARY KEY,
+  at_us        INTEGER NOT NULL,
+  actor_uid    INTEGER NOT NULL,
+  actor_name   TEXT NOT NULL,
+  reason       TEXT NOT NULL DEFAULT '',
+  namespace    TEXT NOT NULL,
+  key          TEXT NOT NULL,
+  op           TEXT NOT NULL CHECK (op IN ('put', 'delete')),
+  value_sha256 TEXT,
+  value_bytes  INTEGER,
+  existed      INTEGER NOT NULL CHECK (existed IN (0, 1)),
+  CHECK ((op = 'put') = (value_sha256 IS NOT NULL))
+);
+CREATE INDEX kv_audit_by_namespace ON kv_audit(namespace, seq);
+)sql";
+
 // Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
 std::string MigrateFromV2Sql() {
   return std::string("ALTER TABLE activations ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0;\n") +
@@ -348,19 +369,20 @@ Result<void> CreateOrMigrateLocked(sqlite3* db, const std::string& path) {
   if (h.empty()) {
     if (auto r = Exec(db, path,
                       kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage + kV4Sql +
-                          kV5Sql + kV6Sql,
+                          kV5Sql + kV6Sql + kV7Sql,
                       "cannot create the schema");
         !r)
       return r;
   } else if (h.user_version == 1) {
-    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql + kV6Sql,
+    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql + kV6Sql + kV7Sql,
                       "cannot migrate the journal from schema version 1");
         !r)
       return r;
   } else if (h.user_version >= 2 && h.user_version < kSchemaVersion) {
-    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5 -> 6.
+    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5 -> 6 -> 7.
     const std::string steps = (h.user_version == 2 ? MigrateFromV2Sql() : std::string()) +
-                              (h.user_version <= 3 ? kV4Sql : "") + (h.user_version <= 4 ? kV5Sql : "") + kV6Sql;
+                              (h.user_version <= 3 ? kV4Sql : "") + (h.user_version <= 4 ? kV5Sql : "") +
+                              (h.user_version <= 5 ? kV6Sql : "") + kV7Sql;
     if (auto r = Exec(db, path, steps + "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";",
                       "cannot migrate the journal from schema version " + std::to_string(h.user_version));
         !r)
