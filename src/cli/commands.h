@@ -111,6 +111,22 @@ struct DoctorOptions {
   std::vector<std::string> worker_args;  // hidden
 };
 
+// `basal kv get|list|put|rm|history --namespace N` (kv_command.cpp, docs/cli.md): the kv store
+// flows use, read and written by the operator; writes journaled with who made them.
+struct KvOptions {
+  std::string action;      // get | list | put | rm | history
+  std::string ns;          // --namespace
+  std::string key;         // get, put, rm
+  std::string value;       // put: VALUE (JSON), or "-" for stdin
+  std::string value_file;  // put: --value-file FILE
+  std::string prefix;      // list
+  size_t limit = 100;      // list (1..1000), history (0: all)
+  bool json = false;       // get, list, history
+  std::string reason;      // put, rm: --reason TEXT, journaled
+  std::string db_path;
+};
+int KvCommand(const KvOptions& options);
+
 // `basal secret set NAME | list [--json] | rm NAME` (secret_command.cpp). The value of `set` comes
 // from stdin only: there is no option that could carry it in argv.
 struct SecretOptions {

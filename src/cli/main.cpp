@@ -585,6 +585,63 @@ void AddToken(CLI::App& app, int& exit_code) {
   });
 }
 
+void AddKv(CLI::App& app, int& exit_code) {
+  auto o = Keep<KvOptions>();
+  CLI::App* top = app.add_subcommand(
+      "kv", "Read and write the kv store flows use: writes are checked against the approved flows' limits and "
+            "journaled with who made them");
+  top->require_subcommand(1);
+  auto common = [&](CLI::App* c) {
+    c->add_option("--namespace", o->ns, "The namespace (as a flow's grants name it)")->required()->type_name("N");
+    c->add_option("--db", o->db_path, kDbHelp)->type_name("FILE");
+  };
+  const std::string key_help = "The key (1 to 1024 bytes)";
+  CLI::App* get = top->add_subcommand("get", "Print KEY's value (JSON, escaped)");
+  common(get);
+  get->add_option("key", o->key, key_help)->required()->type_name("KEY");
+  get->add_flag("--json", o->json, "Print {\"namespace\", \"key\", \"value\"} as one JSON line");
+  CLI::App* list = top->add_subcommand("list", "List the namespace's keys and values in key byte order");
+  common(list);
+  list->add_option("--prefix", o->prefix, "Only keys starting with these bytes")->type_name("P");
+  list->add_option("--limit", o->limit, "At most N keys (1 to 1000, default 100); at most 8 MiB is read")
+      ->type_name("N");
+  list->add_flag("--json", o->json, "JSON Lines: {\"key\", \"value\"} per key");
+  CLI::App* put = top->add_subcommand(
+      "put", "Store VALUE (one JSON value) under KEY, unless it would take the namespace past an approved flow's "
+             "limit; journaled with who did it");
+  common(put);
+  put->add_option("key", o->key, key_help)->required()->type_name("KEY");
+  CLI::Option* value = put->add_option("value", o->value, "The value: one JSON value ('\"text\"' for a text), or - to "
+                                                          "read it from standard input")
+                           ->type_name("VALUE");
+  CLI::Option* file = put->add_option("--value-file", o->value_file, "Read the value (JSON) from this file")->type_name("F");
+  value->excludes(file);
+  put->add_option("--reason", o->reason, "Why: journaled with the write")->type_name("TEXT");
+  CLI::App* rm = top->add_subcommand("rm", "Remove KEY (always allowed); journaled with who did it");
+  common(rm);
+  rm->add_option("key", o->key, key_help)->required()->type_name("KEY");
+  rm->add_option("--reason", o->reason, "Why: journaled with the removal")->type_name("TEXT");
+  CLI::App* history = top->add_subcommand(
+      "history", "The operator's writes to the namespace: who, when, why, what (the value's digest, never the value)");
+  common(history);
+  history->add_option("--limit", o->limit, "The newest N (default 100; 0: all)")->type_name("N");
+  history->add_flag("--json", o->json, "JSON Lines, one write per line");
+  top->footer(
+      "A put is refused (exit 4) when the value or the namespace would pass the smallest max_value_bytes or quota\n"
+      "of any approved flow version granted kv.put, kv.cas or kv.incr on the namespace (the message names the\n"
+      "flow, its version and the grant); with none, kv.put's defaults apply. There is no --force: the flow would\n"
+      "fail at its next write. Every put and rm is journaled (user, uid, --reason, time, the value's SHA-256).\n"
+      "Exit: 0 done; 1 get: no such key; 2 usage (a value that is not JSON); 3 no journal, or it failed; 4 refused\n\n" +
+      Examples({"  basal kv put --namespace notes greeting '\"hello\"' --reason 'first note'\n",
+                "  basal kv get --namespace notes greeting\n", "  basal kv list --namespace notes --json\n",
+                "  basal kv history --namespace notes\n", "  basal kv rm --namespace notes greeting\n"}));
+  top->callback([top, o, &exit_code] {
+    for (const char* action : {"get", "list", "put", "rm", "history"})
+      if (top->get_subcommand(action)->parsed()) o->action = action;
+    exit_code = KvCommand(*o);
+  });
+}
+
 void AddSecret(CLI::App& app, int& exit_code) {
   auto o = Keep<SecretOptions>();
   CLI::App* top = app.add_subcommand(
@@ -728,6 +785,7 @@ int Dispatch(int argc, char** argv) {
   AddApprovals(app, exit_code, ApprovalKind::kFlow);
   AddApprovals(app, exit_code, ApprovalKind::kPolicy);
   AddSecret(app, exit_code);
+  AddKv(app, exit_code);
   AddServe(app, exit_code);
   AddMcp(app, exit_code);
   AddToken(app, exit_code);

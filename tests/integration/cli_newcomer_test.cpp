@@ -138,7 +138,7 @@ TEST_F(CliNewcomerTest, EveryHelpEndsWithExamplesThatWork) {
                         std::filesystem::copy_options::recursive);
   const std::string header = "Examples (from the repository's root):\n";
   std::vector<std::string> examples;  // in the order shown: a later one may use what an earlier one made
-  for (const char* command : {"", "run", "check", "journal", "doctor", "health", "flow", "policy", "secret", "help"}) {
+  for (const char* command : {"", "run", "check", "journal", "doctor", "health", "flow", "policy", "secret", "kv", "help"}) {
     const Cli help = Basal(dir_, command + " --help"s);
     ASSERT_EQ(help.exit_code, 0) << command;
     const size_t at = help.out.rfind(header);

@@ -16,6 +16,7 @@ socket, no TCP), a database of its own for each daemon or command. What runs her
 
 Run by ctest: postgres_test.py --bin-dir DIR."""
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -111,6 +112,30 @@ class RunOnPostgresTest(unittest.TestCase):
         self.assertEqual(sum(1 for a in activations for c in a["calls"] if c["name"] == "kv.incr"), 103)
         text = basal("journal", "--db", self.db, "--activation", str(activations[0]["id"])).stdout
         self.assertIn("counted to 3", text)
+
+    def test_kv_from_the_command_line_is_checked_against_the_flows_quota_and_journaled(self):
+        # An approved flow granted kv.incr on "c" with a quota of two keys: the operator's third key
+        # is refused naming it; every write that happened is in basal.kv_audit with who made it.
+        with open(self.manifest, "w") as f:
+            json.dump({"grants": {"kv.incr": {"namespaces": ["c"], "quota": {"keys": 2}}, "log": {}}}, f)
+        basal("flow", "approve", "count", self.flow, "--manifest", self.manifest, "--db", self.db, "--yes")
+        env = {"BASAL_DB": self.db}
+        basal("kv", "put", "--namespace", "c", "a", '{"v": 1}', "--reason", "seed", env=env)
+        basal("kv", "put", "--namespace", "c", "b", "2", env=env)
+        refused = basal("kv", "put", "--namespace", "c", "d", "3", env=env, check=False)
+        self.assertEqual(refused.returncode, 4, refused.stderr)
+        self.assertIn('flow "count" version 1 sets grants.kv.incr.quota.keys = 2', refused.stderr)
+        self.assertEqual(basal("kv", "get", "--namespace", "c", "a", env=env).stdout, '{"v":1}\n')
+        basal("kv", "rm", "--namespace", "c", "b", "--reason", "room", env=env)
+        self.assertEqual(basal("kv", "list", "--namespace", "c", "--json", env=env).stdout, '{"key":"a","value":{"v":1}}\n')
+        rows = CLUSTER.psql("SELECT op || ' ' || encode(key, 'escape') || ' ' || reason || ' ' || coalesce(value_sha256, '-') "
+                            "|| ' ' || actor_uid FROM basal.kv_audit ORDER BY seq", database=self.name).split("\n")
+        digest = "sha256:" + hashlib.sha256(b'{"v":1}').hexdigest()
+        self.assertEqual([r for r in rows if r], ["put a seed %s %d" % (digest, os.getuid()),
+                                                  "put b  sha256:%s %d" % (hashlib.sha256(b"2").hexdigest(), os.getuid()),
+                                                  "delete b room - %d" % os.getuid()])
+        history = [json.loads(line) for line in basal("kv", "history", "--namespace", "c", "--json", env=env).stdout.splitlines()]
+        self.assertEqual([h["op"] for h in history], ["put", "put", "delete"])
 
     def test_a_role_that_may_only_read_reads_the_journal(self):
         self.run_flow(2)

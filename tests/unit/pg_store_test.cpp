@@ -79,7 +79,7 @@ TEST_F(PgStoreTest, TheSchemaIsBasalsOwnAndVersioned) {
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'journal_id'"), store->journal_id());
   // The tables of the SQLite journal's schema 7 (docs/journal.md), with meta for the version.
   EXPECT_EQ(db_->Query("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'basal'"),
-            "activations,approval_events,approvals,call_resolutions,calls,kv,kv_usage,meta,run_events,runs,"
+            "activations,approval_events,approvals,call_resolutions,calls,kv,kv_audit,kv_usage,meta,run_events,runs,"
             "schedule_marks,texts,tokens");
   EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), "0") << "nothing outside basal";
   store.reset();
@@ -87,6 +87,47 @@ TEST_F(PgStoreTest, TheSchemaIsBasalsOwnAndVersioned) {
   auto again = MustOpen();
   ASSERT_TRUE(again);
   EXPECT_EQ(again->journal_id(), db_->Query("SELECT value FROM basal.meta WHERE key = 'journal_id'"));
+}
+
+// Version 6 to 7 (kv_audit, run_events.delivery_id): a version 6 store (this backend's first) is
+// refused by a reader (it needs the migration), and migrated in place by the next writer, keeping
+// kv and events; the operator's writes are then journaled.
+TEST_F(PgStoreTest, AVersion6StoreIsMigratedKeepingItsKvAndEvents) {
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->kv().Put("orders", "o-1", "2"));
+    NewRunEvent e;
+    e.flow = "orders";
+    e.name = "approved";
+    e.event_key = "k1";
+    e.payload_json = "{}";
+    e.sender = "webhook:hook";
+    e.received_unix_us = 100;
+    e.expires_unix_us = 1'000'000;
+    ASSERT_TRUE(store->runs().AddRunEvent(e));
+    ASSERT_TRUE(store->Commit());
+  }
+  db_->Query("DROP TABLE basal.kv_audit; DROP INDEX basal.run_events_delivery; "
+             "ALTER TABLE basal.run_events DROP COLUMN delivery_id; "
+             "UPDATE basal.meta SET value = '6' WHERE key = 'schema_version'");
+  auto reader = OpenReader(db_->locator());
+  ASSERT_FALSE(reader);
+  EXPECT_NE(reader.error().message.find("schema version 6 needs a migration"), std::string::npos)
+      << reader.error().message;
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
+  auto kept = store->kv().Get("orders", "o-1");
+  ASSERT_TRUE(kept && kept->has_value());
+  EXPECT_EQ(**kept, "2");
+  ASSERT_TRUE(store->kv().RecordOperatorWrite({.at_unix_us = 5, .actor = {.uid = 1, .name = "ops"}, .ns = "orders",
+                                               .key = "o-1", .op = KvAuditOp::kDelete, .existed = true}));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(db_->Query("SELECT actor_name || ' ' || op FROM basal.kv_audit"), "ops delete");
+  EXPECT_EQ(*store->runs().CountPendingKeyedEvents("orders"), 1u);
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_indexes WHERE schemaname = 'basal' AND indexname = 'run_events_delivery'"),
+            "1");
 }
 
 TEST_F(PgStoreTest, ANewerSchemaIsRefusedAndLeftAsItIs) {
@@ -100,33 +141,6 @@ TEST_F(PgStoreTest, ANewerSchemaIsRefusedAndLeftAsItIs) {
   auto reader = OpenReader(db_->locator());
   ASSERT_FALSE(reader);
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "8");
-}
-
-// A database of this backend's first version (schema 6: version 7's column and index taken away)
-// gains them in place, keeping its events.
-TEST_F(PgStoreTest, ASchema6DatabaseIsMigratedInPlace) {
-  {
-    auto store = MustOpen();
-    ASSERT_TRUE(store);
-    NewRunEvent e;
-    e.flow = "orders";
-    e.name = "approved";
-    e.event_key = "k1";
-    e.payload_json = "{}";
-    e.sender = "webhook:hook";
-    e.received_unix_us = 100;
-    e.expires_unix_us = 1'000'000;
-    ASSERT_TRUE(store->runs().AddRunEvent(e));
-    ASSERT_TRUE(store->Commit());
-  }
-  db_->Query("DROP INDEX basal.run_events_delivery; ALTER TABLE basal.run_events DROP COLUMN delivery_id; "
-             "UPDATE basal.meta SET value = '6' WHERE key = 'schema_version'");
-  auto store = MustOpen();
-  ASSERT_TRUE(store);
-  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
-  EXPECT_EQ(*store->runs().CountPendingKeyedEvents("orders"), 1u);
-  EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_indexes WHERE schemaname = 'basal' AND indexname = 'run_events_delivery'"),
-            "1");
 }
 
 TEST_F(PgStoreTest, ABasalSchemaThatIsNotBasalsIsRefusedAndLeftAsItIs) {

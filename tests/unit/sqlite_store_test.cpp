@@ -432,6 +432,11 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   EXPECT_EQ(again->journal_id(), id);
 }
 
+// What schema 7 added, taken away again: a version 6 file as that basal left it (kv_audit's index
+// goes with its table).
+constexpr const char* kDowngradeV7ToV6 =
+    "DROP TABLE kv_audit; DROP INDEX run_events_delivery; ALTER TABLE run_events DROP COLUMN delivery_id; "
+    "PRAGMA user_version=6;";
 // A version 6 file (what version 7 added, taken away again): the writer adds the events' delivery
 // ids in place, keeping the events it holds.
 TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsEvents) {
@@ -453,7 +458,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsEvents) {
   }
   {
     RawDb raw(db);
-    raw.Exec("DROP INDEX run_events_delivery; ALTER TABLE run_events DROP COLUMN delivery_id; PRAGMA user_version=6;");
+    raw.Exec(kDowngradeV7ToV6);
   }
   auto store = MustOpen(db);
   ASSERT_TRUE(store);
@@ -542,6 +547,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
   {
     RawDb raw(db);
     raw.Exec("PRAGMA foreign_keys=OFF");
+    raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
     raw.Exec(kDowngradeV4ToV3);
@@ -593,6 +599,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
     raw.Exec(kDowngradeV4ToV3);
@@ -662,6 +669,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
     // What a new file's schema is, to compare the migrated one with.
     fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                             "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
   }
@@ -760,6 +768,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
     RawDb raw(db);
     fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                             "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
   }
   const std::string before = Contents(db);
@@ -796,6 +805,54 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+            fresh_schema)
+      << "a migrated file has the schema of a new one";
+}
+
+// Schema 6 to 7: the kv_audit table. A reader of a version 6 file finds no operator writes and
+// changes nothing; the writer adds the table (the schema of a new file), keeps kv, and journals.
+TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsKv) {
+  TempDir dir;
+  const std::string db = dir.File("v6.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->kv().Put("orders", "o-1", R"({"qty":2})"));
+    ASSERT_TRUE(store->Commit());
+  }
+  std::string fresh_schema;
+  {
+    RawDb raw(db);
+    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV7ToV6);
+  }
+  const std::string before = Contents(db);
+  {
+    auto reader = OpenSqliteReader(db);
+    ASSERT_TRUE(reader) << reader.error().message;
+    auto audit = (*reader)->KvAudit(std::nullopt, 10);
+    ASSERT_TRUE(audit) << audit.error().message;
+    EXPECT_TRUE(audit->empty()) << "a version 6 file has no operator writes";
+  }
+  EXPECT_EQ(Contents(db), before) << "the reader changed the file";
+
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto kept = store->kv().Get("orders", "o-1");
+  ASSERT_TRUE(kept && kept->has_value());
+  EXPECT_EQ(**kept, R"({"qty":2})");
+  ASSERT_TRUE(store->kv().RecordOperatorWrite({.at_unix_us = 5, .actor = {.uid = 1, .name = "ops"}, .ns = "orders",
+                                               .key = "o-1", .op = KvAuditOp::kDelete, .existed = true}));
+  ASSERT_TRUE(store->Commit());
+  auto audit = store->reader().KvAudit(std::string("orders"), 10);
+  ASSERT_TRUE(audit);
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ((*audit)[0].actor.name, "ops");
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                      "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
             fresh_schema)

@@ -1061,6 +1061,75 @@ TEST_P(StoreContract, KvPutWithinChecksItsLimits) {
   EXPECT_EQ(Stored(kv(), "q", "b"), Text("22"));
 }
 
+// An operator's kv write (`basal kv put|rm`) is journaled in the batch that holds the write: both
+// commit, or (rolled back) neither; another connection reads them back, the namespace's own or
+// every namespace's, the newest `limit` oldest first, with binary keys intact.
+TEST_P(StoreContract, OperatorKvWritesAreJournaledWithTheirWrite) {
+  const std::string value = "{\"qty\":2}";
+  KvAuditEntry put{.at_unix_us = 1000, .actor = {.uid = 1000, .name = "ops"}, .reason = "fix order 1",
+                   .ns = "orders", .key = std::string("o-\0\xff", 4), .op = KvAuditOp::kPut,
+                   .value_sha256 = Sha256Hex(value), .value_bytes = value.size(), .existed = false};
+  auto written = kv().PutWithin(put.ns, put.key, value, {});
+  ASSERT_TRUE(written && written->status == KvUpdate::Status::kWritten);
+  auto seq = kv().RecordOperatorWrite(put);
+  ASSERT_TRUE(seq) << seq.error().message;
+  EXPECT_GT(*seq, 0);
+  ASSERT_TRUE(store_->Rollback());
+  EXPECT_EQ(Stored(kv(), put.ns, put.key), std::nullopt);
+  {
+    auto none = store_->reader().KvAudit(std::string("orders"), 10);
+    ASSERT_TRUE(none) << none.error().message;
+    EXPECT_TRUE(none->empty()) << "a rolled-back write leaves no audit record";
+  }
+  ASSERT_TRUE(kv().PutWithin(put.ns, put.key, value, {}));
+  ASSERT_TRUE(kv().RecordOperatorWrite(put));
+  KvAuditEntry rm{.at_unix_us = 2000, .actor = {.uid = 0, .name = "root"}, .ns = "orders", .key = put.key,
+                  .op = KvAuditOp::kDelete, .existed = true};
+  ASSERT_TRUE(kv().Delete(rm.ns, rm.key));
+  ASSERT_TRUE(kv().RecordOperatorWrite(rm));
+  KvAuditEntry other_ns{.at_unix_us = 3000, .actor = {.uid = 7, .name = "x"}, .ns = "carts", .key = "c",
+                        .op = KvAuditOp::kPut, .value_sha256 = Sha256Hex("1"), .value_bytes = 1};
+  ASSERT_TRUE(kv().PutWithin("carts", "c", "1", {}));
+  ASSERT_TRUE(kv().RecordOperatorWrite(other_ns));
+  ASSERT_TRUE(store_->Commit());
+
+  auto reader = MustRead();
+  ASSERT_TRUE(reader);
+  auto orders = reader->KvAudit(std::string("orders"), 10);
+  ASSERT_TRUE(orders) << orders.error().message;
+  ASSERT_EQ(orders->size(), 2u);
+  const KvAuditEntry& a = (*orders)[0];
+  EXPECT_EQ(a.at_unix_us, 1000);
+  EXPECT_EQ(a.actor.uid, 1000);
+  EXPECT_EQ(a.actor.name, "ops");
+  EXPECT_EQ(a.reason, "fix order 1");
+  EXPECT_EQ(a.ns, "orders");
+  EXPECT_EQ(a.key, put.key) << "a binary key reads back byte for byte";
+  EXPECT_EQ(a.op, KvAuditOp::kPut);
+  EXPECT_EQ(a.value_sha256, Sha256Hex(value));
+  EXPECT_EQ(a.value_bytes, value.size());
+  EXPECT_FALSE(a.existed);
+  const KvAuditEntry& b = (*orders)[1];
+  EXPECT_GT(b.seq, a.seq);
+  EXPECT_EQ(b.op, KvAuditOp::kDelete);
+  EXPECT_EQ(b.actor.name, "root");
+  EXPECT_EQ(b.value_sha256, "");
+  EXPECT_EQ(b.value_bytes, 0u);
+  EXPECT_TRUE(b.existed);
+  auto all = reader->KvAudit(std::nullopt, 10);
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[2].ns, "carts");
+  auto newest = reader->KvAudit(std::nullopt, 2);
+  ASSERT_TRUE(newest);
+  ASSERT_EQ(newest->size(), 2u);
+  EXPECT_EQ((*newest)[0].op, KvAuditOp::kDelete) << "the newest 2, oldest first";
+  EXPECT_EQ((*newest)[1].ns, "carts");
+  auto refused = kv().RecordOperatorWrite({.ns = "orders", .key = "k", .op = KvAuditOp::kPut});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << "a put is journaled with its value's digest";
+}
+
 // Four processes filling one namespace at once never pass its key quota together: the usage is
 // read under the write lock that the write then uses.
 TEST_P(StoreContract, KvPutWithinHoldsAQuotaAcrossProcesses) {

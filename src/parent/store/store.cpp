@@ -172,4 +172,12 @@ std::optional<ResolutionKind> ParseResolutionKind(std::string_view name) {
   return std::nullopt;
 }
 
+const char* KvAuditOpName(KvAuditOp op) { return op == KvAuditOp::kPut ? "put" : "delete"; }
+
+std::optional<KvAuditOp> ParseKvAuditOp(std::string_view name) {
+  if (name == "put") return KvAuditOp::kPut;
+  if (name == "delete") return KvAuditOp::kDelete;
+  return std::nullopt;
+}
+
 }  // namespace basal

@@ -273,6 +273,26 @@ struct KvList {
   bool stopped_at_bytes = false;
 };
 
+// An operator's kv write from the command line (`basal kv put|rm`, docs/cli.md), journaled with who
+// made it in the batch that holds the write (schema 7: the kv_audit table, docs/journal.md). The
+// value itself is never kept here, only its digest, as a flow's kv values are journaled.
+enum class KvAuditOp { kPut, kDelete };
+const char* KvAuditOpName(KvAuditOp op);  // "put", "delete"
+std::optional<KvAuditOp> ParseKvAuditOp(std::string_view name);
+
+struct KvAuditEntry {
+  // (Every member has an initializer, so a designated initializer may name any of them under -Wextra.)
+  int64_t seq{0};               // set by the store
+  int64_t at_unix_us{0};
+  Actor actor{};                // the uid the command ran as and its user name
+  std::string reason{};         // --reason TEXT; "" none
+  std::string ns{}, key{};      // raw bytes, as kv's
+  KvAuditOp op{KvAuditOp::kPut};
+  std::string value_sha256{};   // put: "sha256:<hex>" of the value's JSON text as stored; delete: ""
+  uint64_t value_bytes{0};      // put: that text's size; delete: 0
+  bool existed{false};          // the key held a value before (put: an overwrite; delete: it was removed)
+};
+
 // The limits a kv write must stay within (kv.put's grant). The atomic operations check them inside
 // their transaction, against what the namespace holds at that moment. Default: no limit.
 struct KvLimits {
@@ -538,7 +558,9 @@ class KvStore {
   // pass its quota. kWritten, kValueTooLarge (nothing read) or kOverQuota; `current_json` is not
   // filled (the stored value is not read, only its size).
   virtual Result<KvUpdate> PutWithin(const std::string& ns, const std::string& key, const std::string& value_json,
-                                     const KvLimits& limits) = 0;
+                                     const KvLimits& limits) = 0;  // Journals an operator's kv write (joins the open batch, so the record commits with the write it
+  // describes or not at all). Returns its seq. kInvalidArgument for a put without a digest.
+  virtual Result<int64_t> RecordOperatorWrite(const KvAuditEntry& entry) = 0;
 };
 
 // Runs (docs/durable.md): the module's, whoever asked for them (`basal run`, `basal serve`, an
@@ -669,6 +691,9 @@ class JournalReader {
   virtual Result<std::vector<CallRow>> RunCalls(int64_t run_id) = 0;
   virtual Result<std::vector<CallResolution>> Resolutions(int64_t run_id) = 0;  // oldest first
   virtual Result<std::vector<TokenRow>> ListTokens() = 0;
+  // Schema 7: the operator's kv writes (KvStore::RecordOperatorWrite) to namespace `ns` (every
+  // namespace when nullopt): the newest `limit`, oldest first. An older journal has none.
+  virtual Result<std::vector<KvAuditEntry>> KvAudit(const std::optional<std::string>& ns, size_t limit) = 0;
 };
 
 // The operator's approvals, written (reads: JournalReader). Approve and Revoke each commit at

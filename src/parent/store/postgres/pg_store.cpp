@@ -232,6 +232,10 @@ std::vector<pg::StatementDef> Statements() {
       {"drop_expired_events",
        "DELETE FROM run_events WHERE id IN (SELECT id FROM run_events WHERE delivered_us IS NULL "
        "AND expires_us <= $1::bigint ORDER BY expires_us LIMIT $2::bigint)"},
+      {"insert_kv_audit",
+       "INSERT INTO kv_audit(at_us, actor_uid, actor_name, reason, namespace, key, op, value_sha256, value_bytes, "
+       "existed) VALUES($1::bigint, $2::bigint, $3::text, $4::text, $5::bytea, $6::bytea, $7::text, $8::text, "
+       "$9::bigint, $10::bigint <> 0) RETURNING seq"},
       {"insert_resolution",
        "INSERT INTO call_resolutions(run_id, activation_id, call_id, kind, value, actor_uid, actor_name, at_us, note) "
        "VALUES($1::bigint, $2::bigint, $3::bigint, $4::text, $5::text, $6::bigint, $7::text, $8::bigint, $9::text) "
@@ -343,6 +347,7 @@ class PgStore final : public Store,
                              const KvLimits& limits) override;
   Result<KvUpdate> PutWithin(const std::string& ns, const std::string& key, const std::string& value_json,
                              const KvLimits& limits) override;
+  Result<int64_t> RecordOperatorWrite(const KvAuditEntry& entry) override;
 
   // Catalog
   Result<ApprovalRow> Approve(const NewApproval& approval) override;
@@ -1419,6 +1424,19 @@ Result<size_t> PgStore::DropExpiredEvents(int64_t now_unix_us, size_t limit) {
                  "cannot drop the expired events");
   if (!got) return got.error();
   return static_cast<size_t>(got->changed());
+}
+
+Result<int64_t> PgStore::RecordOperatorWrite(const KvAuditEntry& e) {
+  const bool put = e.op == KvAuditOp::kPut;
+  if (put && e.value_sha256.empty())
+    return MakeError(ErrorCode::kInvalidArgument, "an operator's kv put is journaled with its value's digest (a bug in the caller)");
+  Params p;
+  p.Int(e.at_unix_us).Int(e.actor.uid).Text(e.actor.name).Text(e.reason).Bytes(e.ns).Bytes(e.key);
+  p.Text(KvAuditOpName(e.op)).TextOrNull(put ? e.value_sha256 : std::string());
+  p.IntOrNull(put ? std::optional<int64_t>(static_cast<int64_t>(e.value_bytes)) : std::nullopt).Int(e.existed ? 1 : 0);
+  auto rows = Run("insert_kv_audit", p, true, "cannot journal the operator's kv write in namespace " + e.ns);
+  if (!rows) return rows.error();
+  return rows->Int(0, 0);
 }
 
 Result<int64_t> PgStore::AddResolution(const CallResolution& r) {

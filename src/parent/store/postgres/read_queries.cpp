@@ -38,6 +38,26 @@ const char* const kResolutionSelect =
     "SELECT seq, run_id, activation_id, call_id, kind, coalesce(value, ''), actor_uid, actor_name, at_us, note "
     "FROM call_resolutions";
 
+const char* const kKvAuditSelect =
+    "SELECT seq, at_us, actor_uid, actor_name, reason, namespace, key, op, coalesce(value_sha256, ''), "
+    "coalesce(value_bytes, 0), existed FROM kv_audit";
+
+KvAuditEntry ReadKvAudit(const Rows& r, int i) {
+  KvAuditEntry e;
+  e.seq = r.Int(i, 0);
+  e.at_unix_us = r.Int(i, 1);
+  e.actor.uid = r.Int(i, 2);
+  e.actor.name = r.Text(i, 3);
+  e.reason = r.Text(i, 4);
+  e.ns = r.Bytes(i, 5);
+  e.key = r.Bytes(i, 6);
+  e.op = ParseKvAuditOp(r.Text(i, 7)).value_or(KvAuditOp::kPut);
+  e.value_sha256 = r.Text(i, 8);
+  e.value_bytes = static_cast<uint64_t>(r.Int(i, 9));
+  e.existed = r.Bool(i, 10);
+  return e;
+}
+
 ApprovalRow ReadApprovalRow(const Rows& r, int i) {
   ApprovalRow row;
   row.id = r.Int(i, 0);
@@ -205,6 +225,10 @@ std::vector<StatementDef> ReadStatements() {
                           "ORDER BY activation_id, call_id"},
       {"r_resolutions", std::string(kResolutionSelect) + " WHERE run_id = $1::bigint ORDER BY seq"},
       {"r_tokens", std::string(kTokenSelect) + " ORDER BY id"},
+      // The newest `limit` of the operator's kv writes, oldest first.
+      {"r_kv_audit_all", std::string("SELECT * FROM (") + kKvAuditSelect + " ORDER BY seq DESC LIMIT $1::bigint) a ORDER BY seq"},
+      {"r_kv_audit_of", std::string("SELECT * FROM (") + kKvAuditSelect +
+                            " WHERE namespace = $1::bytea ORDER BY seq DESC LIMIT $2::bigint) a ORDER BY seq"},
   };
   // One statement per filter of ListRuns, so each is served by its index.
   for (int by_flow = 0; by_flow < 2; ++by_flow) {
@@ -341,6 +365,16 @@ Result<std::vector<TokenRow>> JournalReads::ListTokens() {
   auto rows = Read("r_tokens", Params(), "cannot list the API tokens");
   if (!rows) return rows.error();
   return All<TokenRow>(*rows, ReadTokenRow);
+}
+
+Result<std::vector<KvAuditEntry>> JournalReads::KvAudit(const std::optional<std::string>& ns, size_t limit) {
+  if (limit == 0) return std::vector<KvAuditEntry>();
+  Params p;
+  if (ns) p.Bytes(*ns);
+  p.IntOrNull(LimitParam(limit));
+  auto rows = Read(ns ? "r_kv_audit_of" : "r_kv_audit_all", p, "cannot read the operator's kv writes");
+  if (!rows) return rows.error();
+  return All<KvAuditEntry>(*rows, ReadKvAudit);
 }
 
 }  // namespace basal::pg

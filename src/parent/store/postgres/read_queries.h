@@ -44,6 +44,7 @@ class JournalReads : public JournalReader {
   Result<std::vector<CallRow>> RunCalls(int64_t run_id) override;
   Result<std::vector<CallResolution>> Resolutions(int64_t run_id) override;
   Result<std::vector<TokenRow>> ListTokens() override;
+  Result<std::vector<KvAuditEntry>> KvAudit(const std::optional<std::string>& ns, size_t limit) override;
 
  protected:
   // Runs the read `name` and returns its rows, or an error naming `what`.

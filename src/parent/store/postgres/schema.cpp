@@ -1,4 +1,4 @@
-// The PostgreSQL store's schema (see schema.h): version 6, created in one transaction under an
+// The PostgreSQL store's schema (see schema.h): version 7, created in one transaction under an
 // advisory lock, with the kv store's usage triggers and its atomic operations as functions.
 #include "parent/store/postgres/schema.h"
 
@@ -345,18 +345,36 @@ END $$;
 )sql";
 
 // Migrations from each older PostgreSQL schema version to the next, in order: {from, sql}. Version
-// 6 is the first this backend has had; a new version appends its step here.
+// 6 is the first this backend has had (kCreateV6, which a new store is created with before the
+// steps after it run); a new version appends its step here.
 struct Migration {
   int from;
   const char* sql;
 };
-const std::vector<Migration> kMigrations = {
-    // 6 -> 7: a webhook delivery makes one event, across restarts and hosts (SQLite's version 7).
-    {6, R"sql(
+// 6 -> 7, as SQLite's version 7 (docs/journal.md):
+// - the operator's kv writes (`basal kv put|rm`) in kv_audit; namespaces and keys are bytea, as in
+//   basal.kv;
+// - a webhook delivery makes one event, across restarts and hosts (run_events.delivery_id).
+constexpr const char* kV7Sql = R"sql(
+CREATE TABLE basal.kv_audit(
+  seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  at_us        bigint NOT NULL,
+  actor_uid    bigint NOT NULL,
+  actor_name   text NOT NULL,
+  reason       text NOT NULL DEFAULT '',
+  namespace    bytea NOT NULL,
+  key          bytea NOT NULL,
+  op           text NOT NULL CHECK (op IN ('put', 'delete')),
+  value_sha256 text,
+  value_bytes  bigint,
+  existed      boolean NOT NULL,
+  CHECK ((op = 'put') = (value_sha256 IS NOT NULL))
+);
+CREATE INDEX kv_audit_by_namespace ON basal.kv_audit(namespace, seq);
 ALTER TABLE basal.run_events ADD COLUMN delivery_id text NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX run_events_delivery ON basal.run_events(flow, delivery_id) WHERE delivery_id <> '';
-)sql"},
-};
+)sql";
+const std::vector<Migration> kMigrations = {{6, kV7Sql}};
 
 Result<Rows> Query(PGconn* conn, const std::string& shown, const std::string& sql, const std::string& what) {
   PGresult* r = PQexec(conn, sql.c_str());

@@ -1,4 +1,4 @@
-// The PostgreSQL store's schema: the same tables and meaning as the SQLite journal's schema 6
+// The PostgreSQL store's schema: the same tables and meaning as the SQLite journal's schema 7
 // (sqlite/schema.cpp, docs/journal.md), in a schema named `basal` of the operator's database, with
 // the version kept in basal.meta and migrations applied in order under an advisory lock, as SQLite's
 // are under its write lock. docs/postgres.md describes it for people.

@@ -168,6 +168,24 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
       if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + row.sql + "\"");
     }
   }
+  has_kv_audit_ = schema_version >= 7;
+  if (has_kv_audit_) {
+    // The newest `limit` (by the primary key, or the namespace's index), returned oldest first.
+    const std::string select =
+        "SELECT seq, at_us, actor_uid, actor_name, reason, namespace, key, op, coalesce(value_sha256, ''), "
+        "coalesce(value_bytes, 0), existed FROM kv_audit";
+    const struct {
+      Stmt* stmt;
+      std::string sql;
+    } audit[] = {
+        {&kv_audit_all_, "SELECT * FROM (" + select + " ORDER BY seq DESC LIMIT ?) ORDER BY seq"},
+        {&kv_audit_of_, "SELECT * FROM (" + select + " WHERE namespace=? ORDER BY seq DESC LIMIT ?) ORDER BY seq"},
+    };
+    for (const auto& row : audit) {
+      const int rc = sqlite::Prepare(db, row.sql, row.stmt);
+      if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot prepare \"" + row.sql + "\"");
+    }
+  }
   has_runs_ = schema_version >= 5;
   if (has_runs_) {
     const std::string runs = RunSelectSql(schema_version);
@@ -381,7 +399,38 @@ Result<std::vector<CallResolution>> ReadQueries::Resolutions(int64_t run_id) {
   return rows;
 }
 
+Result<std::vector<KvAuditEntry>> ReadQueries::KvAudit(const std::optional<std::string>& ns, size_t limit) {
+  std::vector<KvAuditEntry> rows;
+  if (!has_kv_audit_ || limit == 0) return rows;
+  Use use(ns ? kv_audit_of_ : kv_audit_all_);
+  Binder bind(use.get());
+  if (ns) bind.Text(*ns);
+  int rc = bind.Int(LimitParam(limit)).rc();
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
+      sqlite3_stmt* s = use.get();
+      KvAuditEntry e;
+      e.seq = sqlite3_column_int64(s, 0);
+      e.at_unix_us = sqlite3_column_int64(s, 1);
+      e.actor.uid = sqlite3_column_int64(s, 2);
+      e.actor.name = ColumnText(s, 3);
+      e.reason = ColumnText(s, 4);
+      e.ns = ColumnText(s, 5);
+      e.key = ColumnText(s, 6);
+      e.op = ParseKvAuditOp(ColumnText(s, 7)).value_or(KvAuditOp::kPut);
+      e.value_sha256 = ColumnText(s, 8);
+      e.value_bytes = static_cast<uint64_t>(sqlite3_column_int64(s, 9));
+      e.existed = sqlite3_column_int64(s, 10) != 0;
+      rows.push_back(std::move(e));
+    }
+  }
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the operator's kv writes");
+  return rows;
+}
+
 void ReadQueries::Finalize() {
+  kv_audit_all_.reset();
+  kv_audit_of_.reset();
   run_activations_.reset();
   run_calls_.reset();
   resolutions_.reset();

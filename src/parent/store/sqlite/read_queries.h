@@ -1,5 +1,5 @@
 // The journal's read queries, shared by the writer's own connection (Store::reader(), which sees
-// the open batch) and a read-only connection (OpenSqliteReader). They read schema 1 to 6 files
+// the open batch) and a read-only connection (OpenSqliteReader). They read schema 1 to 7 files
 // into the same rows (schema.cpp: ActivationSelectSql, CallSelectSql).
 #pragma once
 
@@ -34,6 +34,8 @@ class ReadQueries {
   Result<std::vector<ActivationRow>> RunActivations(int64_t run_id);
   Result<std::vector<CallRow>> RunCalls(int64_t run_id);
   Result<std::vector<CallResolution>> Resolutions(int64_t run_id);
+  // The operator's kv writes (schema 7; empty before).
+  Result<std::vector<KvAuditEntry>> KvAudit(const std::optional<std::string>& ns, size_t limit);
   void Finalize();  // before the connection closes
 
  private:
@@ -42,6 +44,8 @@ class ReadQueries {
   bool has_catalog_ = false;
   bool has_runs_ = false;
   bool has_durable_ = false;
+  bool has_kv_audit_ = false;
+  Stmt kv_audit_all_, kv_audit_of_;
   Stmt run_activations_, run_calls_, resolutions_;
   Stmt by_id_, newest_, calls_of_;
   Stmt approval_, versions_, names_, events_, text_;

@@ -278,9 +278,27 @@ CREATE INDEX run_events_by_key ON run_events(flow, name, event_key, id) WHERE de
 CREATE INDEX run_events_expiry ON run_events(expires_us) WHERE delivered_us IS NULL;
 )sql";
 
-// Version 7 (from 6, and the last step of creation): a webhook delivery makes one event, across
-// restarts and hosts: the sender's delivery id is kept with its event, unique per flow.
+// Version 7 (from 6, and the last step of creation):
+// - the operator's kv writes (`basal kv put|rm`), each with who made it, when, why, and the digest
+//   of the value (never the value: it is in kv);
+// - a webhook delivery makes one event, across restarts and hosts: the sender's delivery id is kept
+//   with its event, unique per flow.
 constexpr const char* kV7Sql = R"sql(
+CREATE TABLE kv_audit(
+  seq          INTEGER PRIMARY KEY,
+  at_us        INTEGER NOT NULL,
+  actor_uid    INTEGER NOT NULL,
+  actor_name   TEXT NOT NULL,
+  reason       TEXT NOT NULL DEFAULT '',
+  namespace    TEXT NOT NULL,
+  key          TEXT NOT NULL,
+  op           TEXT NOT NULL CHECK (op IN ('put', 'delete')),
+  value_sha256 TEXT,
+  value_bytes  INTEGER,
+  existed      INTEGER NOT NULL CHECK (existed IN (0, 1)),
+  CHECK ((op = 'put') = (value_sha256 IS NOT NULL))
+);
+CREATE INDEX kv_audit_by_namespace ON kv_audit(namespace, seq);
 ALTER TABLE run_events ADD COLUMN delivery_id TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX run_events_delivery ON run_events(flow, delivery_id) WHERE delivery_id <> '';
 )sql";

@@ -51,6 +51,9 @@ class SqliteReader final : public JournalReader {
   Result<std::vector<ActivationRow>> RunActivations(int64_t run_id) override { return reads_.RunActivations(run_id); }
   Result<std::vector<CallRow>> RunCalls(int64_t run_id) override { return reads_.RunCalls(run_id); }
   Result<std::vector<CallResolution>> Resolutions(int64_t run_id) override { return reads_.Resolutions(run_id); }
+  Result<std::vector<KvAuditEntry>> KvAudit(const std::optional<std::string>& ns, size_t limit) override {
+    return reads_.KvAudit(ns, limit);
+  }
 
  private:
   void Close() {

@@ -119,6 +119,7 @@ class SqliteStore final : public Store,
                              const KvLimits& limits) override;
   Result<KvUpdate> PutWithin(const std::string& ns, const std::string& key, const std::string& value_json,
                              const KvLimits& limits) override;
+  Result<int64_t> RecordOperatorWrite(const KvAuditEntry& entry) override;
 
   // JournalReader
   Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t limit) override {
@@ -150,6 +151,10 @@ class SqliteStore final : public Store,
   Result<std::vector<TokenRow>> ListTokens() override {
     if (auto r = CheckBatchUsable(); !r) return r.error();
     return reads_.ListTokens();
+  }
+  Result<std::vector<KvAuditEntry>> KvAudit(const std::optional<std::string>& ns, size_t limit) override {
+    if (auto r = CheckBatchUsable(); !r) return r.error();
+    return reads_.KvAudit(ns, limit);
   }
 
   // Catalog
@@ -215,7 +220,7 @@ class SqliteStore final : public Store,
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
     Stmt insert_run, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
-    Stmt interrupt_runs, move_run, insert_resolution;
+    Stmt interrupt_runs, move_run, insert_resolution, insert_kv_audit;
     Stmt runs_due, next_wake, count_parked, count_parked_flow, runs_waiting_for, insert_run_event, next_run_event,
         deliver_run_event, count_pending_events, count_pending_keyed, run_events, drop_expired_events, run_event_of_delivery;
     Stmt insert_token, token_name_unrevoked, token_hash_known, find_token, revoke_token;
@@ -400,6 +405,9 @@ Result<void> SqliteStore::Prepare() {
       {&s->drop_expired_events,
        "DELETE FROM run_events WHERE id IN (SELECT id FROM run_events WHERE delivered_us IS NULL AND expires_us <= ? "
        "ORDER BY expires_us LIMIT ?)"},
+      {&s->insert_kv_audit,
+       "INSERT INTO kv_audit(at_us, actor_uid, actor_name, reason, namespace, key, op, value_sha256, value_bytes, "
+       "existed) VALUES(?,?,?,?,?,?,?,?,?,?)"},
       {&s->insert_resolution,
        "INSERT INTO call_resolutions(run_id, activation_id, call_id, kind, value, actor_uid, actor_name, at_us, note) "
        "VALUES(?,?,?,?,?,?,?,?,?)"},
@@ -1397,6 +1405,19 @@ Result<size_t> SqliteStore::DropExpiredEvents(int64_t now_unix_us, size_t limit)
       sqlite::LimitParam(limit));
   if (!changed) return changed.error();
   return static_cast<size_t>(*changed);
+}
+
+Result<int64_t> SqliteStore::RecordOperatorWrite(const KvAuditEntry& e) {
+  if (e.op == KvAuditOp::kPut && e.value_sha256.empty())
+    return MakeError(ErrorCode::kInvalidArgument, "an operator's kv put is journaled with its value's digest (a bug in the caller)");
+  const bool put = e.op == KvAuditOp::kPut;
+  auto written = Write(
+      stmts_->insert_kv_audit, [&] { return "cannot journal the operator's kv write in namespace " + e.ns; },
+      e.at_unix_us, e.actor.uid, e.actor.name, e.reason, e.ns, e.key, KvAuditOpName(e.op),
+      OrNull{put ? e.value_sha256 : std::string()},
+      put ? std::optional<int64_t>(static_cast<int64_t>(e.value_bytes)) : std::nullopt, int64_t{e.existed ? 1 : 0});
+  if (!written) return written.error();
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
 
 Result<int64_t> SqliteStore::AddResolution(const CallResolution& r) {
