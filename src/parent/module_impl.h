@@ -141,6 +141,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   bool shutting_down = false;
   bool stop_starting_runs = false;  // StopStartingRuns
   bool in_pass = false;
+  bool in_callbacks = false;  // EndOfPass is calling `done` callbacks (after its Dispatch)
 
   ~Impl() override;
 
@@ -152,7 +153,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void EndOverBudget();
   std::chrono::nanoseconds CpuLimit(const Activation& a) const;
   ActivationResult CpuExhausted(const Activation& a, std::chrono::nanoseconds used);
-  void ArmCpu(Activation& a);
+  // `used`: the CPU the activation has spent so far, when the caller knows it without reading the
+  // worker's clock again (0 at its start, `spent` at a check).
+  void ArmCpu(Activation& a, std::optional<std::chrono::nanoseconds> used = std::nullopt);
   void ArmDeadline(Activation& a);
   void StartOn(PooledWorker& w);
   // Puts `a` on `idle` (claimed), or on a new worker (MakeRoom was called).

@@ -256,7 +256,7 @@ void Pool::Claim(PooledWorker& w) {
   w.idle_cpu_timer.reset();
 }
 
-void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire) {
+void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::optional<std::chrono::nanoseconds> cpu_now) {
   w.activation = nullptr;
   if (!retire && w.activations >= options_.max_activations_per_worker) retire = RetireReason::kActivationCount;
   if (retire) {
@@ -266,7 +266,8 @@ void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire) {
   w.state = PooledWorker::State::kIdle;
   w.idle_since = Clock::now();
   PooledWorker* raw = &w;
-  w.idle_cpu_base = CpuOf(w);
+  // A reading from the done is earlier than now: what the worker spends after it counts as idle.
+  w.idle_cpu_base = cpu_now ? *cpu_now : CpuOf(w);
   LimitCpu(w, w.idle_cpu_base, options_.idle_cpu_max);
   ArmIdleCpuCheck(w);
   w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {

@@ -103,7 +103,10 @@ class Pool {
   // soft limit, the backstop behind the module's own check, follows it.
   void LimitCpu(PooledWorker& worker, std::chrono::nanoseconds base, std::chrono::milliseconds budget);
   // The activation finished normally: idle again, or retired by count or `retire`.
-  void Release(PooledWorker& worker, std::optional<RetireReason> retire);
+  // `cpu_now`: the worker's CPU clock as the caller just read it (at its done), so the idle
+  // check's base costs no second read of a clock that is a system call each time.
+  void Release(PooledWorker& worker, std::optional<RetireReason> retire,
+               std::optional<std::chrono::nanoseconds> cpu_now = std::nullopt);
   // Ends the process (never leaves one behind).
   void Retire(PooledWorker& worker, RetireReason reason);
   // Kills the worker for a reason the owner already reports (deadline, cancel, protocol).
