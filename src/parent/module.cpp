@@ -666,7 +666,21 @@ void Module::Impl::FlushAnswers(Activation& a) {
 
 void Module::Impl::OnWorkerDrained(PooledWorker& w) { FlushAnswers(*w.activation); }
 
-void Module::Impl::EndOfPass() {
+// Group commit across passes, only under a backlog: activations wait in the queue for a worker
+// (the pool is full), so whoever waits for this batch waits behind them anyway, and the loop has
+// frames ready (it never blocks with a batch left open: the before-wait hook set in Open commits it
+// first). A group is bounded in ends and in age. What a batch holds is answered only after its
+// commit, grouped or not: a crash loses only what nobody heard of (docs/journal.md).
+constexpr size_t kGroupMaxEnds = 64;
+constexpr std::chrono::microseconds kGroupMaxAge{1000};
+
+bool Module::Impl::GroupsBatch() const {
+  if (queued == 0 || !journal_failure.empty() || !store->HasPendingBatch()) return false;
+  if (finished.size() >= kGroupMaxEnds) return false;
+  return !grouping_since || Clock::now() - *grouping_since < kGroupMaxAge;
+}
+
+void Module::Impl::EndOfPass(bool may_group) {
   if (in_pass) return;
   in_pass = true;
   EndOverBudget();  // from answers that arrived since the last pass
@@ -678,7 +692,10 @@ void Module::Impl::EndOfPass() {
       Land(std::move(f), *outcome);
     }
   }
-  if (!flight) {
+  if (!flight && may_group && GroupsBatch()) {
+    if (!grouping_since) grouping_since = Clock::now();
+  } else if (!flight) {
+    grouping_since.reset();
     const bool started = gate->has_started_waiting();
     Launch();
     // A backend that committed at once ran the started handlers in Land: what they wrote commits
@@ -881,6 +898,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.pool = std::make_unique<Pool>(std::move(po), *m.loop_, *m.launcher, m.health, m);
 
   m.loop_->set_after_pass([&m] { m.EndOfPass(); });
+  m.loop_->set_before_wait([&m] { return m.grouping_since.has_value(); }, [&m] { m.EndOfPass(false); });
   m.loop_->set_busy_poll(m.options.busy_poll, [&m] {
     const size_t busy = m.pool->Busy();
     return busy > 0 && busy < m.cpus;
@@ -1189,6 +1207,8 @@ void Module::RunFor(std::chrono::milliseconds budget) {
     impl_->loop_->RunOnce(left);
   }
   impl_->loop_->RunOnce(std::chrono::milliseconds(0));
+  // The embedder may wait elsewhere now: no batch is left grouped.
+  if (impl_->grouping_since) impl_->EndOfPass(false);
 }
 
 ActivationResult Module::Run(const FlowRef& flow, nlohmann::json input) {
@@ -1216,7 +1236,7 @@ void Module::Shutdown(std::chrono::milliseconds grace) {
   }
   CancelAll("cancelled: the module shut down before the activation finished");
   m.pool->RetireAllIdle(RetireReason::kShutdown);
-  m.EndOfPass();
+  m.EndOfPass(false);
 }
 
 void Module::Post(std::function<void()> fn) { impl_->loop_->Post(std::move(fn)); }

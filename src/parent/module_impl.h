@@ -177,7 +177,11 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   uint64_t OutgoingBytes(const Activation& a) const;
   bool WorkerHasRoom(ActivationId id) const;
   void FlushAnswers(Activation& a);
-  void EndOfPass();
+  // `may_group`: the batch may wait for a later pass (GroupsBatch) instead of committing now.
+  void EndOfPass(bool may_group = true);
+  bool GroupsBatch() const;
+  // Set while a batch waits for a later pass: the loop commits it before it blocks.
+  std::optional<EventLoop::Clock::time_point> grouping_since;
   bool Busy() const {
     return !live.empty() || !finished.empty() || !waiting_runs.empty() || flight.has_value();
   }
