@@ -362,10 +362,10 @@ void Module::Impl::StartOn(PooledWorker& w) {
 void Module::Impl::Place(Activation& a, PooledWorker* idle) {
   TellStarted(a);
   if (idle) {
-    pool->Claim(*idle);
+    const auto cpu_now = pool->Claim(*idle);
     idle->activation = &a;
     a.worker = idle;
-    a.cpu_base = pool->CpuOf(*idle);
+    a.cpu_base = cpu_now;
     pool->LimitCpu(*idle, a.cpu_base, a.flow->manifest.budgets().cpu);
     ArmDeadline(a);
     ArmCpu(a, std::chrono::nanoseconds(0));  // cpu_base was read just now
