@@ -1,7 +1,8 @@
 // The module's inside (include/basal/module.h is its face): it wires the rooms together (loop, pool,
 // call gate, store) and owns the activations and the runs. module.cpp holds the activations and the
 // loop pass; module_runs.cpp the runs (ModuleHost). Each loop pass ends in EndOfPass(): commit the
-// journal batch, and only then answer workers and call `done` callbacks (group commit). A backend
+// journal batch (under a backlog, a few passes' batch: GroupsBatch), and only then answer workers
+// and call `done` callbacks (group commit). A backend
 // that commits without waiting (PostgreSQL) keeps one batch in flight while the loop goes on: its
 // answers go out in the pass that hears of its commit (Land).
 // docs/architecture.md draws the rooms; docs/durable.md the runs.
