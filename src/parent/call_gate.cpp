@@ -457,7 +457,10 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
     }
   }
   const size_t cap = limits_.journal_value_max_bytes;
-  const std::string result_journal = ok && f.journaled ? CapForJournal(ResultForJournal(spec, value), cap) : "";
+  // Without a journal view the journal keeps the text the worker gets: dumped once, not twice.
+  std::string result_journal;
+  if (ok && f.journaled)
+    result_journal = CapForJournal(spec.journal_result ? ResultForJournal(spec, value) : value_json, cap);
   value = nullptr;  // the answer's text is all that is kept from here on
   const std::string error_journal = ok || !f.journaled ? "" : CapForJournal(ErrorJson(name, message), cap);  // an embedder's text
   const bool late = f.stage == Stage::kAbandoned;
@@ -541,8 +544,12 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
     usage = u->second;
     usage_.erase(u);
   }
-  const std::string ended = ErrorJson("ActivationEnded", "the activation ended before this call was answered");
-  for (auto it = calls_.lower_bound({activation, INT64_MIN}); it != calls_.end() && it->first.first == activation;) {
+  // Built only if a call is left to abandon: most activations end with none.
+  std::string ended;
+  auto first = calls_.lower_bound({activation, INT64_MIN});
+  if (first != calls_.end() && first->first.first == activation)
+    ended = ErrorJson("ActivationEnded", "the activation ended before this call was answered");
+  for (auto it = first; it != calls_.end() && it->first.first == activation;) {
     InFlight& f = it->second;
     const int64_t call_id = it->first.second;
     if (f.stage == Stage::kAwaitingCommit || f.stage == Stage::kWaitingForWorker) {

@@ -202,7 +202,8 @@ void Module::Impl::OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg
     bool retire = false;
     ActivationResult r = ResultFromDone(*done, retire);
     // The CPU figure is the kernel's, not the worker's: a subverted engine could say anything.
-    const auto used = pool->CpuOf(w) - a.cpu_base;
+    const auto cpu_now = pool->CpuOf(w);
+    const auto used = cpu_now - a.cpu_base;
     r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(used).count();
     if (used > CpuLimit(a)) {
       r = CpuExhausted(a, used);
@@ -223,7 +224,7 @@ void Module::Impl::OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg
     // A durable run's worker runs one activation: the next one must start from a fresh engine, as
     // its replay will.
     else if (durable) why = RetireReason::kActivationCount;
-    pool->Release(w, why);
+    pool->Release(w, why, cpu_now);
     return;
   }
   pool->Violation(w, "unexpected message during an activation");
@@ -312,10 +313,10 @@ ActivationResult Module::Impl::CpuExhausted(const Activation& a, std::chrono::na
 
 // The parent's own CPU check: a worker's CPU time cannot grow faster than the wall clock (one
 // thread), so the next look is due when the rest of the budget could be spent at the earliest.
-void Module::Impl::ArmCpu(Activation& a) {
+void Module::Impl::ArmCpu(Activation& a, std::optional<std::chrono::nanoseconds> used) {
   const ActivationId id = a.id;
-  const auto used = a.worker ? pool->CpuOf(*a.worker) - a.cpu_base : std::chrono::nanoseconds(0);
-  const auto left = std::max<std::chrono::nanoseconds>(CpuLimit(a) - used, std::chrono::milliseconds(1));
+  if (!used) used = a.worker ? pool->CpuOf(*a.worker) - a.cpu_base : std::chrono::nanoseconds(0);
+  const auto left = std::max<std::chrono::nanoseconds>(CpuLimit(a) - *used, std::chrono::milliseconds(1));
   a.cpu_timer = loop_->At(Clock::now() + std::chrono::duration_cast<Clock::duration>(left), [this, id] {
     auto it = live.find(id);
     if (it == live.end()) return;
@@ -324,7 +325,7 @@ void Module::Impl::ArmCpu(Activation& a) {
     if (!act.worker) return;
     if (pool->HasExited(*act.worker)) return;  // how it ended (RLIMIT_CPU, a crash) is reported on this pass
     const auto spent = pool->CpuOf(*act.worker) - act.cpu_base;
-    if (spent <= CpuLimit(act)) return ArmCpu(act);
+    if (spent <= CpuLimit(act)) return ArmCpu(act, spent);
     ++health.cpu_kills;
     pool->Kill(*act.worker);
     Finish(act, CpuExhausted(act, spent));
@@ -361,13 +362,13 @@ void Module::Impl::StartOn(PooledWorker& w) {
 void Module::Impl::Place(Activation& a, PooledWorker* idle) {
   TellStarted(a);
   if (idle) {
-    pool->Claim(*idle);
+    const auto cpu_now = pool->Claim(*idle);
     idle->activation = &a;
     a.worker = idle;
-    a.cpu_base = pool->CpuOf(*idle);
+    a.cpu_base = cpu_now;
     pool->LimitCpu(*idle, a.cpu_base, a.flow->manifest.budgets().cpu);
     ArmDeadline(a);
-    ArmCpu(a);
+    ArmCpu(a, std::chrono::nanoseconds(0));  // cpu_base was read just now
     StartOn(*idle);
     return;
   }
@@ -665,7 +666,21 @@ void Module::Impl::FlushAnswers(Activation& a) {
 
 void Module::Impl::OnWorkerDrained(PooledWorker& w) { FlushAnswers(*w.activation); }
 
-void Module::Impl::EndOfPass() {
+// Group commit across passes, only under a backlog: activations wait in the queue for a worker
+// (the pool is full), so whoever waits for this batch waits behind them anyway, and the loop has
+// frames ready (it never blocks with a batch left open: the before-wait hook set in Open commits it
+// first). A group is bounded in ends and in age. What a batch holds is answered only after its
+// commit, grouped or not: a crash loses only what nobody heard of (docs/journal.md).
+constexpr size_t kGroupMaxEnds = 64;
+constexpr std::chrono::microseconds kGroupMaxAge{1000};
+
+bool Module::Impl::GroupsBatch() const {
+  if (queued == 0 || !journal_failure.empty() || !store->HasPendingBatch()) return false;
+  if (finished.size() >= kGroupMaxEnds) return false;
+  return !grouping_since || Clock::now() - *grouping_since < kGroupMaxAge;
+}
+
+void Module::Impl::EndOfPass(bool may_group) {
   if (in_pass) return;
   in_pass = true;
   EndOverBudget();  // from answers that arrived since the last pass
@@ -677,7 +692,10 @@ void Module::Impl::EndOfPass() {
       Land(std::move(f), *outcome);
     }
   }
-  if (!flight) {
+  if (!flight && may_group && GroupsBatch()) {
+    if (!grouping_since) grouping_since = Clock::now();
+  } else if (!flight) {
+    grouping_since.reset();
     const bool started = gate->has_started_waiting();
     Launch();
     // A backend that committed at once ran the started handlers in Land: what they wrote commits
@@ -696,6 +714,7 @@ void Module::Impl::EndOfPass() {
   }
   // Every callback runs even if one throws; the first exception then goes to the caller of Run*.
   std::exception_ptr first;
+  in_callbacks = true;
   for (auto& f : done) {
     try {
       if (f.done) f.done(f.result);
@@ -704,6 +723,7 @@ void Module::Impl::EndOfPass() {
       if (!first) first = std::current_exception();
     }
   }
+  in_callbacks = false;
   if (first) std::rethrow_exception(first);
 }
 
@@ -878,6 +898,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.pool = std::make_unique<Pool>(std::move(po), *m.loop_, *m.launcher, m.health, m);
 
   m.loop_->set_after_pass([&m] { m.EndOfPass(); });
+  m.loop_->set_before_wait([&m] { return m.grouping_since.has_value(); }, [&m] { m.EndOfPass(false); });
   m.loop_->set_busy_poll(m.options.busy_poll, [&m] {
     const size_t busy = m.pool->Busy();
     return busy > 0 && busy < m.cpus;
@@ -1119,7 +1140,11 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   m.live[a->id] = std::move(a);
   m.queue.push_back({*id, 0});
   ++m.queued;
-  m.loop_->Wake();  // a loop waiting in RunOnce (e.g. Submit from a Post'ed lambda) dispatches it soon
+  // Only a Submit from a `done` callback comes after its pass's Dispatch, and the loop could then wait
+  // before dispatching it. From anywhere else on the loop's thread (a posted task, a descriptor's or a
+  // timer's callback, between RunOnce calls) a pass's end, which dispatches, comes before the loop
+  // waits: no eventfd write per Submit.
+  if (m.in_callbacks) m.loop_->Wake();
   return *id;
 }
 
@@ -1182,6 +1207,8 @@ void Module::RunFor(std::chrono::milliseconds budget) {
     impl_->loop_->RunOnce(left);
   }
   impl_->loop_->RunOnce(std::chrono::milliseconds(0));
+  // The embedder may wait elsewhere now: no batch is left grouped.
+  if (impl_->grouping_since) impl_->EndOfPass(false);
 }
 
 ActivationResult Module::Run(const FlowRef& flow, nlohmann::json input) {
@@ -1209,7 +1236,7 @@ void Module::Shutdown(std::chrono::milliseconds grace) {
   }
   CancelAll("cancelled: the module shut down before the activation finished");
   m.pool->RetireAllIdle(RetireReason::kShutdown);
-  m.EndOfPass();
+  m.EndOfPass(false);
 }
 
 void Module::Post(std::function<void()> fn) { impl_->loop_->Post(std::move(fn)); }

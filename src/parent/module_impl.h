@@ -1,7 +1,8 @@
 // The module's inside (include/basal/module.h is its face): it wires the rooms together (loop, pool,
 // call gate, store) and owns the activations and the runs. module.cpp holds the activations and the
 // loop pass; module_runs.cpp the runs (ModuleHost). Each loop pass ends in EndOfPass(): commit the
-// journal batch, and only then answer workers and call `done` callbacks (group commit). A backend
+// journal batch (under a backlog, a few passes' batch: GroupsBatch), and only then answer workers
+// and call `done` callbacks (group commit). A backend
 // that commits without waiting (PostgreSQL) keeps one batch in flight while the loop goes on: its
 // answers go out in the pass that hears of its commit (Land).
 // docs/architecture.md draws the rooms; docs/durable.md the runs.
@@ -141,6 +142,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   bool shutting_down = false;
   bool stop_starting_runs = false;  // StopStartingRuns
   bool in_pass = false;
+  bool in_callbacks = false;  // EndOfPass is calling `done` callbacks (after its Dispatch)
 
   ~Impl() override;
 
@@ -152,7 +154,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void EndOverBudget();
   std::chrono::nanoseconds CpuLimit(const Activation& a) const;
   ActivationResult CpuExhausted(const Activation& a, std::chrono::nanoseconds used);
-  void ArmCpu(Activation& a);
+  // `used`: the CPU the activation has spent so far, when the caller knows it without reading the
+  // worker's clock again (0 at its start, `spent` at a check).
+  void ArmCpu(Activation& a, std::optional<std::chrono::nanoseconds> used = std::nullopt);
   void ArmDeadline(Activation& a);
   void StartOn(PooledWorker& w);
   // Puts `a` on `idle` (claimed), or on a new worker (MakeRoom was called).
@@ -174,7 +178,11 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   uint64_t OutgoingBytes(const Activation& a) const;
   bool WorkerHasRoom(ActivationId id) const;
   void FlushAnswers(Activation& a);
-  void EndOfPass();
+  // `may_group`: the batch may wait for a later pass (GroupsBatch) instead of committing now.
+  void EndOfPass(bool may_group = true);
+  bool GroupsBatch() const;
+  // Set while a batch waits for a later pass: the loop commits it before it blocks.
+  std::optional<EventLoop::Clock::time_point> grouping_since;
   bool Busy() const {
     return !live.empty() || !finished.empty() || !waiting_runs.empty() || flight.has_value();
   }

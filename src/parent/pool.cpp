@@ -51,10 +51,10 @@ uint64_t Pool::FirstCpuSoftLimitSeconds(const Flow& flow) const {
   return WholeCpuSeconds(flow.manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack);
 }
 
-bool Pool::CpuLimitLeavesRoom(const PooledWorker& w) const {
+bool Pool::CpuLimitLeavesRoom(const PooledWorker& w, std::chrono::nanoseconds cpu_now) const {
   if (options_.can_change_worker_limits) return true;  // LimitCpu moves the soft limit
   const auto next = w.flow->manifest.budgets().cpu + options_.cpu_grace;
-  return CpuOf(w) + next <= std::chrono::seconds(FirstCpuSoftLimitSeconds(*w.flow));
+  return cpu_now + next <= std::chrono::seconds(FirstCpuSoftLimitSeconds(*w.flow));
 }
 
 void Pool::LimitCpu(PooledWorker& w, std::chrono::nanoseconds base, std::chrono::milliseconds budget) {
@@ -62,10 +62,11 @@ void Pool::LimitCpu(PooledWorker& w, std::chrono::nanoseconds base, std::chrono:
   (void)launcher_.LimitCpu(w.session->process(), base + budget + options_.cpu_grace + kCpuLimitSlack, LifetimeCpu(*w.flow));
 }
 
-void Pool::CheckIdleCpu(PooledWorker& w) {
-  if (w.state != PooledWorker::State::kIdle) return;
-  const auto used = CpuOf(w) - w.idle_cpu_base;
-  if (used <= options_.idle_cpu_max) return;
+std::chrono::nanoseconds Pool::CheckIdleCpu(PooledWorker& w) {
+  const auto now = CpuOf(w);
+  if (w.state != PooledWorker::State::kIdle) return now;
+  const auto used = now - w.idle_cpu_base;
+  if (used <= options_.idle_cpu_max) return now;
   ++health_.idle_cpu_kills;
   owner_.OnEvent({ModuleEvent::Kind::kIdleCpu,
                   "killed idle worker " + std::to_string(w.pid()) + " of flow " + w.flow->name + ": it used " +
@@ -74,13 +75,14 @@ void Pool::CheckIdleCpu(PooledWorker& w) {
                       " ms)",
                   0, w.pid()});
   Kill(w);
+  return now;
 }
 
 PooledWorker* Pool::FindIdle(const Flow& flow) {
   const auto now = Clock::now();
   for (auto& w : workers_) {
     if (w->state != PooledWorker::State::kIdle || w->flow->id != flow.id) continue;
-    CheckIdleCpu(*w);
+    const auto cpu_now = CheckIdleCpu(*w);
     if (w->state != PooledWorker::State::kIdle) continue;
     // Idle past its period while nobody drove the loop (its timer has not run yet): retired, not reused.
     if (now - w->idle_since >= options_.idle_retire) {
@@ -88,10 +90,11 @@ PooledWorker* Pool::FindIdle(const Flow& flow) {
       continue;
     }
     // Its fixed RLIMIT_CPU would stop the next activation before its budget: a fresh worker.
-    if (!CpuLimitLeavesRoom(*w)) {
+    if (!CpuLimitLeavesRoom(*w, cpu_now)) {
       Retire(*w, RetireReason::kCpuLimit);
       continue;
     }
+    w->found_cpu = cpu_now;
     return w.get();
   }
   return nullptr;
@@ -249,14 +252,18 @@ void Pool::ArmIdleCpuCheck(PooledWorker& w) {
   });
 }
 
-void Pool::Claim(PooledWorker& w) {
+std::chrono::nanoseconds Pool::Claim(PooledWorker& w) {
   if (w.timer) loop_.Cancel(*w.timer);
   w.timer.reset();
   if (w.idle_cpu_timer) loop_.Cancel(*w.idle_cpu_timer);
   w.idle_cpu_timer.reset();
+  // An earlier reading is a lower base: what the worker spent since counts in the activation.
+  const auto cpu = w.found_cpu ? *w.found_cpu : CpuOf(w);
+  w.found_cpu.reset();
+  return cpu;
 }
 
-void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire) {
+void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::optional<std::chrono::nanoseconds> cpu_now) {
   w.activation = nullptr;
   if (!retire && w.activations >= options_.max_activations_per_worker) retire = RetireReason::kActivationCount;
   if (retire) {
@@ -266,7 +273,8 @@ void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire) {
   w.state = PooledWorker::State::kIdle;
   w.idle_since = Clock::now();
   PooledWorker* raw = &w;
-  w.idle_cpu_base = CpuOf(w);
+  // A reading from the done is earlier than now: what the worker spends after it counts as idle.
+  w.idle_cpu_base = cpu_now ? *cpu_now : CpuOf(w);
   LimitCpu(w, w.idle_cpu_base, options_.idle_cpu_max);
   ArmIdleCpuCheck(w);
   w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {

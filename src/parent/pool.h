@@ -37,6 +37,8 @@ struct PooledWorker {
   bool watching_stdin = false;
   std::optional<ProcessCpuClock> cpu_clock;  // the kernel's count of its CPU time
   std::chrono::nanoseconds idle_cpu_base{0};  // its CPU when it last became idle
+  // Its CPU as FindIdle read it for the idle check, which Claim hands on as the activation's base.
+  std::optional<std::chrono::nanoseconds> found_cpu;
   std::optional<EventLoop::TimerId> idle_cpu_timer;
   pid_t pid() const { return session->pid(); }
 };
@@ -83,7 +85,8 @@ class Pool {
   // An idle worker of `flow`, or nullptr. One that used CPU while idle is killed on the way.
   PooledWorker* FindIdle(const Flow& flow);
   // The owner takes an idle worker (from FindIdle) for an activation: its idle timers stop.
-  void Claim(PooledWorker& worker);
+  // Returns its CPU time now, as FindIdle read it (one system call per dispatch, not three).
+  std::chrono::nanoseconds Claim(PooledWorker& worker);
   // Room for one more worker? Evicts an idle worker of another flow if the cap is reached.
   bool MakeRoom();
   // Starts a worker for `activation` (it gets the activation once it has loaded). Null: the
@@ -103,7 +106,10 @@ class Pool {
   // soft limit, the backstop behind the module's own check, follows it.
   void LimitCpu(PooledWorker& worker, std::chrono::nanoseconds base, std::chrono::milliseconds budget);
   // The activation finished normally: idle again, or retired by count or `retire`.
-  void Release(PooledWorker& worker, std::optional<RetireReason> retire);
+  // `cpu_now`: the worker's CPU clock as the caller just read it (at its done), so the idle
+  // check's base costs no second read of a clock that is a system call each time.
+  void Release(PooledWorker& worker, std::optional<RetireReason> retire,
+               std::optional<std::chrono::nanoseconds> cpu_now = std::nullopt);
   // Ends the process (never leaves one behind).
   void Retire(PooledWorker& worker, RetireReason reason);
   // Kills the worker for a reason the owner already reports (deadline, cancel, protocol).
@@ -134,14 +140,15 @@ class Pool {
   void MarkDead(PooledWorker& w);
   void Lost(PooledWorker& w, Outcome outcome, std::string message);
   void UpdateStdinWatch(PooledWorker& w);
-  void CheckIdleCpu(PooledWorker& w);
+  // Returns the reading it judged by.
+  std::chrono::nanoseconds CheckIdleCpu(PooledWorker& w);
   void ArmIdleCpuCheck(PooledWorker& w);
   // RLIMIT_CPU's soft limit, in seconds, for a new worker of `flow`: its first activation's
   // budget + grace + 1 s (RLIMIT_CPU counts whole seconds).
   uint64_t FirstCpuSoftLimitSeconds(const Flow& flow) const;
   // Whether one more activation fits under the worker's RLIMIT_CPU (always, when the pool can
   // move the limit per activation).
-  bool CpuLimitLeavesRoom(const PooledWorker& worker) const;
+  bool CpuLimitLeavesRoom(const PooledWorker& worker, std::chrono::nanoseconds cpu_now) const;
   // The RLIMIT_CPU hard limit of a worker of `flow` for its whole life.
   std::chrono::nanoseconds LifetimeCpu(const Flow& flow) const;
 

@@ -5,33 +5,6 @@
 namespace basal::protocol {
 namespace {
 
-// Counts nesting outside strings; refuses before nlohmann recurses.
-bool DepthWithin(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escape = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escape) {
-        escape = false;
-      } else if (c == '\\') {
-        escape = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 // A character that continues a number or a literal (true, false, null) outside strings.
 bool InScalar(char c) {
   switch (c) {
@@ -215,8 +188,54 @@ size_t CountJsonValues(std::string_view text, size_t stop_after) {
   return values;
 }
 
+namespace {
+
+// What ParseJsonValue and FitsInMessage check of a text before any tree is built, in one pass over
+// it (a host call's frame and its result are each read once, not three times): a raw NUL, the
+// nesting past max_depth, the values as CountJsonValues counts them. The whole text is read
+// whatever it finds, so the checks' order decides which one is reported, as before.
+struct JsonScan {
+  bool nul = false;
+  bool too_deep = false;
+  size_t values = 0;
+};
+JsonScan ScanJson(std::string_view text, int max_depth) {
+  JsonScan out;
+  int depth = 0;
+  bool in_string = false;
+  bool escape = false;
+  bool scalar = false;
+  for (char c : text) {
+    if (c == '\0') out.nul = true;
+    if (in_string) {
+      if (escape) {
+        escape = false;
+      } else if (c == '\\') {
+        escape = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    const bool in_scalar = InScalar(c);
+    if (c == '"' || c == '{' || c == '[' || (in_scalar && !scalar)) ++out.values;
+    scalar = in_scalar;
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) out.too_deep = true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 bool FitsInMessage(std::string_view value_json, std::string& why) {
-  if (!DepthWithin(value_json, kMaxJsonDepth - 1)) {
+  const JsonScan scan = ScanJson(value_json, kMaxJsonDepth - 1);
+  if (scan.too_deep) {
     why = "nested deeper than " + std::to_string(kMaxJsonDepth - 1) + " levels";
     return false;
   }
@@ -224,7 +243,7 @@ bool FitsInMessage(std::string_view value_json, std::string& why) {
     why = std::to_string(value_json.size()) + " bytes of JSON, above the limit of " + std::to_string(kMaxFieldBytes);
     return false;
   }
-  if (CountJsonValues(value_json, kMaxFieldValues) > kMaxFieldValues) {
+  if (scan.values > kMaxFieldValues) {
     why = "more than " + std::to_string(kMaxFieldValues) +
           " JSON values (objects, arrays, strings, numbers, literals), the limit of one message's field "
           "(kMaxFieldValues); send fewer, larger values (a string, say) or split it over several calls";
@@ -236,15 +255,16 @@ bool FitsInMessage(std::string_view value_json, std::string& why) {
 bool ParseJsonValue(std::string_view text, Json& out, std::string& error, size_t max_values) {
   // nlohmann's reader takes a NUL byte for the end of its input, so "{...}<NUL>anything" would pass
   // with the rest unread. JSON has no raw NUL (a string writes \u0000): one is malformed.
-  if (text.find('\0') != std::string_view::npos) {
+  const JsonScan scan = ScanJson(text, kMaxJsonDepth);
+  if (scan.nul) {
     error = "malformed JSON (a NUL byte)";
     return false;
   }
-  if (!DepthWithin(text, kMaxJsonDepth)) {
+  if (scan.too_deep) {
     error = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
     return false;
   }
-  if (CountJsonValues(text, max_values) > max_values) {
+  if (scan.values > max_values) {
     error = TooManyValues(max_values);
     return false;
   }

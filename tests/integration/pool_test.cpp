@@ -475,5 +475,74 @@ TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   EXPECT_TRUE(h["crashes"].is_object());
 }
 
+// Under a backlog (one worker, many queued) the module groups the journal's commits across loop
+// passes. Whoever hears of an end must still find it in the journal, read from another
+// connection, as `basal journal` does: an end is never told before its commit.
+TEST_F(PoolTest, UnderABacklogEveryEndIsCommittedBeforeItsCallerHears) {
+  ModuleOptions o;
+  o.max_workers = 1;
+  Open(o);
+  FlowRef f = Add("export default (n) => n * 2");
+  auto reader = Reader();
+  ASSERT_NE(reader, nullptr);
+  const int n = 300;
+  int heard = 0, committed = 0;
+  std::string first_uncommitted;
+  for (int i = 0; i < n; ++i) {
+    auto id = module_->Submit(f, i, [&, i](const ActivationResult& r) {
+      ++heard;
+      ASSERT_TRUE(r.ok()) << r.message;
+      EXPECT_EQ(r.result, i * 2);
+      auto rows = reader->Activations(r.activation_id, 1);
+      ASSERT_TRUE(rows) << rows.error().message;
+      if (rows->size() == 1 && rows->front().outcome == "ok" && rows->front().result_json == std::to_string(i * 2)) {
+        ++committed;
+      } else if (first_uncommitted.empty()) {
+        first_uncommitted = "activation " + std::to_string(r.activation_id) + " was heard of before its end was committed";
+      }
+    });
+    ASSERT_TRUE(id) << id.error().message;
+  }
+  module_->RunUntilIdle();
+  EXPECT_EQ(heard, n);
+  EXPECT_EQ(committed, n) << first_uncommitted;
+}
+
+// An external call's handler runs only once its `started` record is committed. Under a backlog
+// that commit may be grouped with later passes' work, but never past the point where the loop
+// would wait: were it held, this handler would never run and RunUntilIdle would never return
+// (the test's timeout fails it).
+TEST_F(PoolTest, UnderABacklogAGroupedBatchIsCommittedBeforeTheLoopWaits) {
+  ModuleOptions o;
+  o.max_workers = 1;
+  Open(o);
+  auto reader = Reader();
+  ASSERT_NE(reader, nullptr);
+  int ran = 0, started_visible = 0;
+  HostCallSpec spec;
+  spec.name = "effect";  // external by default: journaled as started, committed, then run
+  spec.handler = [&](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
+    ++ran;
+    auto calls = reader->Calls(ctx.activation_id);
+    if (calls && calls->size() == 1 && calls->front().state == CallState::kStarted) ++started_visible;
+    reply.Ok(args);
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowRef f = Add("export default async (n, host) => await host.call('effect', n)", R"({"grants": {"effect": {}}})");
+  const int n = 20;
+  int ok = 0;
+  for (int i = 0; i < n; ++i) {
+    auto id = module_->Submit(f, i, [&, i](const ActivationResult& r) {
+      EXPECT_TRUE(r.ok()) << r.message;
+      if (r.ok() && r.result == i) ++ok;
+    });
+    ASSERT_TRUE(id) << id.error().message;
+  }
+  module_->RunUntilIdle();
+  EXPECT_EQ(ok, n);
+  EXPECT_EQ(ran, n);
+  EXPECT_EQ(started_visible, n) << "a handler ran before its call's started record was committed";
+}
+
 }  // namespace
 }  // namespace basal::testing

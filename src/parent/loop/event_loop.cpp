@@ -129,6 +129,13 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
     do n = epoll_wait(epfd_, events, 64, 0);
     while (n == 0 && Clock::now() < until);
   }
+  if (n == 0 && wait.count() > 0 && before_wait_pending_ && before_wait_pending_()) {
+    n = epoll_wait(epfd_, events, 64, 0);
+    if (n == 0) {
+      before_wait_();
+      wait = std::chrono::milliseconds(0);
+    }
+  }
   if (n == 0) n = epoll_wait(epfd_, events, 64, static_cast<int>(std::min<int64_t>(wait.count(), 3'600'000)));
   for (int i = 0; i < n; ++i) {
     const uint64_t token = events[i].data.u64;

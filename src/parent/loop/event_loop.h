@@ -57,6 +57,14 @@ class EventLoop {
   void RunOnce(std::chrono::milliseconds max_wait);
 
   void set_after_pass(std::function<void()> fn) { after_pass_ = std::move(fn); }
+  // Work the pass left for later that must be done before the loop blocks (the module's commit
+  // of a batch it grouped across passes). While pending() says so, RunOnce first looks without
+  // waiting; only when nothing is ready does it run run() and, instead of blocking, return (run()
+  // may have made work: the next pass sees it).
+  void set_before_wait(std::function<bool()> pending, std::function<void()> run) {
+    before_wait_pending_ = std::move(pending);
+    before_wait_ = std::move(run);
+  }
   void set_busy_poll(std::chrono::microseconds period, std::function<bool()> should) {
     busy_poll_ = period;
     should_busy_poll_ = std::move(should);
@@ -83,6 +91,8 @@ class EventLoop {
   std::mutex posted_mu_;
   std::vector<std::function<void()>> posted_;
   std::function<void()> after_pass_;
+  std::function<bool()> before_wait_pending_;
+  std::function<void()> before_wait_;
   std::chrono::microseconds busy_poll_{0};
   std::function<bool()> should_busy_poll_;
   std::atomic<std::thread::id> loop_thread_{std::this_thread::get_id()};  // read by other threads
