@@ -91,7 +91,8 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
   r.run_id = a.run_id;
   const int64_t now = NowUnixUs();
   Finished f{std::move(r), std::move(a.done), true, std::move(a.run_done), {}};
-  if (auto e = store->journal().EndActivation(EndRecord(id, f.result, now, options.journal_value_max_bytes)); !e) {
+  ActivationEnd end = EndRecord(id, f.result, now, options.journal_value_max_bytes);
+  if (auto e = store->journal().EndActivation(end); !e) {
     if (e.error().code != ErrorCode::kNotFound) FailBatch(e.error().message);
   } else if (a.run_id != 0) {
     // The run ends (or parks, or waits for its next attempt) in the batch that ends its activation:
@@ -105,7 +106,7 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
       const std::string error =
           no_retry.empty() ? "" : protocol::DumpJson(Json{{"kind", "retry_refused"}, {"message", no_retry}});
       if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, error, now); !ended) FailBatch(ended.error().message);
-      f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us};
+      f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us, std::move(end), error};
     }
   }
   if (auto p = parking.find(id); p != parking.end()) {

@@ -60,6 +60,12 @@ struct RunStop {
   std::string outcome;                // the run's outcome when ended (an Outcome name, "cancelled", ...)
   ActivationResult result;            // of the activation that ended it; synthetic when none ran
   int64_t started_unix_us = 0;        // that activation's start (0: none ran)
+  // When an activation ended the run (state kEnded): that activation's end as journaled, and the
+  // run row's error as written with it, in the batch whose commit this stop follows. A waiter
+  // answers from these instead of reading back what the module has just written. Empty when the
+  // run ended without an activation, and not to be trusted once `result` says journal_error.
+  std::optional<ActivationEnd> end{};
+  std::string run_error_json{};
 };
 using RunCallback = std::function<void(const RunStop&)>;
 

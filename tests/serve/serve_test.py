@@ -334,6 +334,39 @@ class ApiTest(unittest.TestCase):
         # The error is the activation's (capped there), not copied into the run's row.
         self.assertEqual(d.query("SELECT coalesce(error, '') FROM runs WHERE id=?", run["id"])[0][0], "")
 
+    def test_a_waited_answer_is_the_run_as_journaled(self):
+        # ?wait answers a plain run from what the daemon wrote at its end, without reading it back
+        # (docs/performance.md): the answer must be exactly what the store then says of the run,
+        # for a result, a thrown error, a result past the journal's value cap, a keyed run, and
+        # a webhook that answers with the run.
+        big = "export default async () => 'y'.repeat(100000);\n"
+        throws = "export default async () => { throw new TypeError('no ' + 'luck'); };\n"
+        d = Daemon(self, flows={"hello": HELLO, "big": big, "throws": throws}, config={"triggers": [
+            {"name": "push", "webhook": {"flow": "hello", "secret": "hook_secret", "respond": "wait"}}]})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        cases = [("hello", {"input": {"name": "ada"}}, {}, "ok"),
+                 ("throws", {"input": [1, "two", None]}, {}, "script_error"),
+                 ("big", {"input": None}, {}, "ok"),
+                 ("hello", {"input": {"name": "key"}}, {"Idempotency-Key": "k-1"}, "ok")]
+        answers = {}
+        for flow, body, headers, outcome in cases:
+            with self.subTest(flow=flow, headers=headers):
+                code, waited, _ = d.curl("POST", "/v1/flows/%s/runs?wait=30s" % flow, body, headers=headers)
+                self.assertEqual((code, waited["outcome"]), (200, outcome), waited)
+                code, read, _ = d.curl("GET", "/v1/runs/%d" % waited["id"])
+                self.assertEqual(code, 200, read)
+                self.assertEqual(waited, read)
+                answers[flow] = waited
+        self.assertIn("basal_truncated", answers["big"]["result"])
+        self.assertEqual(answers["throws"]["error"]["name"], "TypeError")
+        self.assertEqual(answers["hello"]["idempotency_key"], "k-1")
+        payload = json.dumps({"name": "hook"})
+        code, waited, _ = d.curl("POST", "/hooks/push", payload, headers=d.sign("s3cret", payload))
+        self.assertEqual((code, waited["outcome"], waited["input"]["body"]), (200, "ok", {"name": "hook"}), waited)
+        self.assertEqual(waited, d.curl("GET", "/v1/runs/%d" % waited["id"])[1])
+        self.assertEqual(d.stop(), 0)
+
     def test_idempotency_key_gives_the_same_run(self):
         d = Daemon(self).start()
         h = {"Idempotency-Key": "order-17"}
