@@ -413,8 +413,11 @@ void Module::Impl::Dispatch() {
       queue.pop_front();
       --queued;
       // Checked once, when a worker takes it, under the batch's write lock: no revocation can
-      // slip in between this check and the start the same batch records.
-      if (auto revoked = RevokedWhy(*w.flow)) {
+      // slip in between this check and the start the same batch records. A run admitted in this
+      // batch was checked by CurrentFlow under it already.
+      const bool checked = std::find(unrevoked_in_batch.begin(), unrevoked_in_batch.end(), w.flow->approval_id) !=
+                           unrevoked_in_batch.end();
+      if (auto revoked = checked ? std::nullopt : RevokedWhy(*w.flow)) {
         RunCallback done = std::move(w.done);
         EndRunWithout(t.run, "cancelled", "cancelled before it started: " + *revoked, std::move(done));
         continue;
@@ -464,6 +467,7 @@ void Module::Impl::Launch() {
   begun_in_batch.clear();
   f.runs = std::move(runs_in_batch);
   runs_in_batch.clear();
+  unrevoked_in_batch.clear();  // the batch they were read under is sent
   f.started = gate->started_waiting();
   if (!journal_failure.empty()) {
     const std::string why = std::move(journal_failure);
@@ -494,6 +498,7 @@ void Module::Impl::Land(Flight f, const Result<void>& outcome) {
 void Module::Impl::FailPending(Flight f, const std::string& why) {
   journal_failure.clear();
   (void)store->Rollback();
+  unrevoked_in_batch.clear();
   std::vector<std::function<void(const Result<void>&)>> waiters = std::move(f.waiters);
   for (auto& fn : commit_waiters) waiters.push_back(std::move(fn));
   commit_waiters.clear();

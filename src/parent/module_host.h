@@ -104,6 +104,11 @@ class ModuleHost {
   // The newest approved version of flow `name`, loaded once and kept while it stays the newest and
   // unrevoked (one read of its versions per call). kNotFound, kRefused (revoked) as LoadApprovedFlow.
   virtual Result<FlowRef> CurrentFlow(std::string_view name) = 0;
+  // The same, for a run that StartRun journals next in this loop pass: the versions are read under
+  // the open batch (opened now: call it only from a pass, whose end commits it), and a run that the
+  // same batch starts needs no second look at its approval (SQLite: under the batch's write lock no
+  // other process can revoke it before that batch commits).
+  virtual Result<FlowRef> CurrentFlowForRun(std::string_view name) = 0;
 
   // Journals a run of `flow` as queued (in the open batch) and queues it. With an idempotency key
   // that names an unexpired earlier run: that run, existing=true, nothing queued and `done` never

@@ -325,6 +325,26 @@ class ApiTest(unittest.TestCase):
         got, flow, _ = d.curl("GET", "/v1/flows/hello")
         self.assertEqual((flow["version"], flow["revoked"], len(flow["versions"])), (2, False, 2))
 
+    def test_a_run_queued_before_a_revocation_never_starts(self):
+        # The approval is read once per run when the run starts in the batch that admitted it; a run
+        # that waited for a worker is looked at again when a worker takes it, so a `basal flow revoke`
+        # from another process meanwhile refuses it, and a run admitted after it is refused at once.
+        d = Daemon(self, config={"limits": {"max_workers": 1}}, flows={"slow": SLOW}).start()
+        code, busy, _ = d.curl("POST", "/v1/flows/slow/runs", {"input": {"ms": 1500}})
+        self.assertEqual(code, 202, busy)
+        code, queued, _ = d.curl("POST", "/v1/flows/slow/runs", {"input": {"ms": 1}})
+        self.assertEqual((code, queued["state"]), (202, "queued"), queued)
+        d.cli("flow", "revoke", "slow", "--note", "test")
+        code, ended, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % queued["id"])
+        self.assertEqual((code, ended["outcome"]), (200, "cancelled"), ended)
+        self.assertIn("revoked", ended["error"]["message"])
+        self.assertNotIn("activation_id", ended)  # it never started
+        code, first, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % busy["id"])
+        self.assertEqual((code, first["outcome"], first["result"]), (200, "ok", "slept"), first)
+        code, refused, _ = d.curl("POST", "/v1/flows/slow/runs?wait=30s", {"input": {"ms": 1}})
+        self.assertEqual((code, refused["error"]["code"]), (409, "flow_revoked"), refused)
+        self.assertEqual(d.stop(), 0)
+
     def test_a_flows_error_is_answered_and_journaled_once(self):
         throws = "export default async () => { throw new Error('x'.repeat(100000)); };\n"
         d = Daemon(self, flows={"throws": throws}).start()
