@@ -140,7 +140,9 @@ Result<RunAccepted> Module::Impl::StartRun(const FlowRef& flow, nlohmann::json i
     queue.push_back({0, id});
     ++queued;
   }
-  loop_->Wake();
+  // Dispatched at the end of this pass (or at the start of the next one, which runs EndOfPass
+  // before it waits): only another thread's call would need the loop woken.
+  if (!loop_->OnLoopThread()) loop_->Wake();
   return RunAccepted{std::move(enqueued->run), false};
 }
 
