@@ -91,7 +91,8 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
   r.run_id = a.run_id;
   const int64_t now = NowUnixUs();
   Finished f{std::move(r), std::move(a.done), true, std::move(a.run_done), {}};
-  if (auto e = store->journal().EndActivation(EndRecord(id, f.result, now, options.journal_value_max_bytes)); !e) {
+  ActivationEnd end = EndRecord(id, f.result, now, options.journal_value_max_bytes);
+  if (auto e = store->journal().EndActivation(end); !e) {
     if (e.error().code != ErrorCode::kNotFound) FailBatch(e.error().message);
   } else if (a.run_id != 0) {
     // The run ends (or parks, or waits for its next attempt) in the batch that ends its activation:
@@ -105,7 +106,7 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
       const std::string error =
           no_retry.empty() ? "" : protocol::DumpJson(Json{{"kind", "retry_refused"}, {"message", no_retry}});
       if (auto ended = store->runs().MarkRunEnded(a.run_id, outcome, error, now); !ended) FailBatch(ended.error().message);
-      f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us};
+      f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us, std::move(end), error};
     }
   }
   if (auto p = parking.find(id); p != parking.end()) {
@@ -413,8 +414,11 @@ void Module::Impl::Dispatch() {
       queue.pop_front();
       --queued;
       // Checked once, when a worker takes it, under the batch's write lock: no revocation can
-      // slip in between this check and the start the same batch records.
-      if (auto revoked = RevokedWhy(*w.flow)) {
+      // slip in between this check and the start the same batch records. A run admitted in this
+      // batch was checked by CurrentFlow under it already.
+      const bool checked = std::find(unrevoked_in_batch.begin(), unrevoked_in_batch.end(), w.flow->approval_id) !=
+                           unrevoked_in_batch.end();
+      if (auto revoked = checked ? std::nullopt : RevokedWhy(*w.flow)) {
         RunCallback done = std::move(w.done);
         EndRunWithout(t.run, "cancelled", "cancelled before it started: " + *revoked, std::move(done));
         continue;
@@ -464,6 +468,7 @@ void Module::Impl::Launch() {
   begun_in_batch.clear();
   f.runs = std::move(runs_in_batch);
   runs_in_batch.clear();
+  unrevoked_in_batch.clear();  // the batch they were read under is sent
   f.started = gate->started_waiting();
   if (!journal_failure.empty()) {
     const std::string why = std::move(journal_failure);
@@ -494,6 +499,7 @@ void Module::Impl::Land(Flight f, const Result<void>& outcome) {
 void Module::Impl::FailPending(Flight f, const std::string& why) {
   journal_failure.clear();
   (void)store->Rollback();
+  unrevoked_in_batch.clear();
   std::vector<std::function<void(const Result<void>&)>> waiters = std::move(f.waiters);
   for (auto& fn : commit_waiters) waiters.push_back(std::move(fn));
   commit_waiters.clear();

@@ -60,6 +60,12 @@ struct RunStop {
   std::string outcome;                // the run's outcome when ended (an Outcome name, "cancelled", ...)
   ActivationResult result;            // of the activation that ended it; synthetic when none ran
   int64_t started_unix_us = 0;        // that activation's start (0: none ran)
+  // When an activation ended the run (state kEnded): that activation's end as journaled, and the
+  // run row's error as written with it, in the batch whose commit this stop follows. A waiter
+  // answers from these instead of reading back what the module has just written. Empty when the
+  // run ended without an activation, and not to be trusted once `result` says journal_error.
+  std::optional<ActivationEnd> end{};
+  std::string run_error_json{};
 };
 using RunCallback = std::function<void(const RunStop&)>;
 
@@ -98,6 +104,11 @@ class ModuleHost {
   // The newest approved version of flow `name`, loaded once and kept while it stays the newest and
   // unrevoked (one read of its versions per call). kNotFound, kRefused (revoked) as LoadApprovedFlow.
   virtual Result<FlowRef> CurrentFlow(std::string_view name) = 0;
+  // The same, for a run that StartRun journals next in this loop pass: the versions are read under
+  // the open batch (opened now: call it only from a pass, whose end commits it), and a run that the
+  // same batch starts needs no second look at its approval (SQLite: under the batch's write lock no
+  // other process can revoke it before that batch commits).
+  virtual Result<FlowRef> CurrentFlowForRun(std::string_view name) = 0;
 
   // Journals a run of `flow` as queued (in the open batch) and queues it. With an idempotency key
   // that names an unexpired earlier run: that run, existing=true, nothing queued and `done` never

@@ -97,6 +97,10 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   size_t held_runs = 0;                                // of them, held
   std::unordered_map<RunId, ActivationId> running_runs_;
   std::map<std::string, FlowRef> current_flows;        // CurrentFlow's: the newest version by name
+  // Approval ids CurrentFlow found unrevoked under the open batch: a run that the same batch
+  // starts needs no second look (nothing can revoke them before that batch commits). Emptied
+  // whenever the open batch is sent or dropped.
+  std::vector<int64_t> unrevoked_in_batch;
   std::map<int64_t, FlowRef> resumed_flows;             // resumes under a run's own version, by approval id
   std::vector<std::pair<ActivationId, std::string>> sends;  // answers waiting for the commit
   std::vector<Finished> finished;                           // callbacks waiting for the commit
@@ -245,7 +249,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
     if (journal_failure.empty()) journal_failure = std::move(why);
   }
   void AfterCommit(std::function<void(const Result<void>&)> fn) override;
-  Result<FlowRef> CurrentFlow(std::string_view name) override;
+  Result<FlowRef> CurrentFlow(std::string_view name) override { return NewestFlow(name, false); }
+  Result<FlowRef> CurrentFlowForRun(std::string_view name) override { return NewestFlow(name, true); }
+  Result<FlowRef> NewestFlow(std::string_view name, bool under_batch);
   Result<RunAccepted> StartRun(const FlowRef& flow, nlohmann::json input, RunOptions options,
                                RunCallback done) override;
   Result<void> ReleaseRun(RunId run) override;

@@ -4,6 +4,7 @@
 // stopped for an operator at an external call in doubt.
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -67,7 +68,12 @@ void Module::Impl::StopStartingRuns() {
   stop_starting_runs = true;
 }
 
-Result<FlowRef> Module::Impl::CurrentFlow(std::string_view name) {
+Result<FlowRef> Module::Impl::NewestFlow(std::string_view name, bool under_batch) {
+  // Read under the batch that will record the run (and start it, when a worker is free in this
+  // pass): Dispatch then needs no second read of the approval (unrevoked_in_batch).
+  if (under_batch) {
+    if (auto opened = store->OpenBatch(); !opened) return opened.error();
+  }
   auto versions = store->reader().Versions(ApprovalKind::kFlow, std::string(name));
   if (!versions) return versions.error();
   if (versions->empty())
@@ -77,6 +83,8 @@ Result<FlowRef> Module::Impl::CurrentFlow(std::string_view name) {
   if (newest.revoked_unix_us)
     return MakeError(ErrorCode::kRefused, "flow " + std::string(name) + " version " + std::to_string(newest.version) +
                                               " was revoked; approve a new version to run it again");
+  if (under_batch && std::find(unrevoked_in_batch.begin(), unrevoked_in_batch.end(), newest.id) == unrevoked_in_batch.end())
+    unrevoked_in_batch.push_back(newest.id);
   auto cached = current_flows.find(std::string(name));
   if (cached != current_flows.end() && cached->second->approval_id == newest.id) return cached->second;
   std::string source;
@@ -132,7 +140,9 @@ Result<RunAccepted> Module::Impl::StartRun(const FlowRef& flow, nlohmann::json i
     queue.push_back({0, id});
     ++queued;
   }
-  loop_->Wake();
+  // Dispatched at the end of this pass (or at the start of the next one, which runs EndOfPass
+  // before it waits): only another thread's call would need the loop woken.
+  if (!loop_->OnLoopThread()) loop_->Wake();
   return RunAccepted{std::move(enqueued->run), false};
 }
 

@@ -466,16 +466,16 @@ void Api::Delivered(std::shared_ptr<const Triggers::Delivery> d, const std::stri
     return Deliver(std::move(d), trigger, std::move(respond), attempt + 1);
   o_.triggers.DeliveryAccepted(trigger, a.existing);
   const bool existing = a.existing;
-  o_.queue.Wait(a.run.id, d->wait, [this, d, respond, existing](Result<RunRow> run) {
+  o_.queue.Wait(a.run.id, d->wait, RunQueue::WaitedFn([this, d, respond, existing](const Result<RunRow>& run, const ActivationRow* ended) {
     if (!run) return respond(JsonError(500, "internal", run.error().message));
-    HttpResponse r = DeliveryAnswer(*d, *run);
+    HttpResponse r = DeliveryAnswer(*d, *run, ended);
     if (existing) r.headers.emplace_back("Idempotent-Replayed", "true");
     respond(std::move(r));
-  }, existing ? nullptr : &a.run);
+  }), existing ? nullptr : &a.run);
 }
 
-HttpResponse Api::DeliveryAnswer(const Triggers::Delivery& d, const RunRow& run) {
-  Json j = RunJson(run);
+HttpResponse Api::DeliveryAnswer(const Triggers::Delivery& d, const RunRow& run, const ActivationRow* activation) {
+  Json j = RunJson(run, activation);
   const bool ended = run.state == RunState::kEnded;
   const bool ok = ended && j.value("outcome", std::string()) == "ok";
   if (!ended || d.respond == WebhookTrigger::Respond::kAck) return JsonResponse(ended ? 200 : 202, j);
@@ -520,10 +520,10 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
 
 void Api::AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait,
                         const RunRow* known) {
-  o_.queue.Wait(run_id, wait, [this, respond](Result<RunRow> run) {
+  o_.queue.Wait(run_id, wait, RunQueue::WaitedFn([this, respond](const Result<RunRow>& run, const ActivationRow* ended) {
     if (!run) return respond(JsonError(500, "internal", run.error().message));
-    respond(JsonResponse(run->state == RunState::kEnded ? 200 : 202, RunJson(*run)));
-  }, known);
+    respond(JsonResponse(run->state == RunState::kEnded ? 200 : 202, RunJson(*run, ended)));
+  }), known);
 }
 
 void Api::GetRun(const HttpRequest& req, const std::string& id_text, Respond respond) {
@@ -674,7 +674,7 @@ void Api::RunSchedule(const HttpRequest& req, const std::string& name, Respond r
          [this, name](int64_t id) { o_.triggers.ManualRunAccepted(name, id); });
 }
 
-Json Api::RunJson(const RunRow& run) { return serve::RunJson(run, o_.reader); }
+Json Api::RunJson(const RunRow& run, const ActivationRow* ended) { return serve::RunJson(run, o_.reader, ended); }
 
 // A page of the calls of the run's activation, after the call `?after=` (0: from the first), at
 // most `?limit=` of them (default 100, 1-1000) and about kCallsPageBytes: the call that passes that

@@ -132,7 +132,7 @@ class Api {
   void Deliver(std::shared_ptr<const Triggers::Delivery> delivery, std::string trigger, Respond respond, int attempt);
   void Delivered(std::shared_ptr<const Triggers::Delivery> delivery, const std::string& trigger, Respond respond,
                  int attempt, const AcceptedRun& accepted);
-  HttpResponse DeliveryAnswer(const Triggers::Delivery& delivery, const RunRow& run);
+  HttpResponse DeliveryAnswer(const Triggers::Delivery& delivery, const RunRow& run, const ActivationRow* activation = nullptr);
   // Runs one delivery may start when each before it failed (a sender retrying after a 5xx).
   static constexpr int kMaxDeliveryRuns = 10;
 
@@ -143,7 +143,7 @@ class Api {
   // Answers with the run now if it ended or no wait was asked; else when it ends or the wait passes.
   void AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait,
                      const RunRow* known = nullptr);
-  nlohmann::json RunJson(const RunRow& run);
+  nlohmann::json RunJson(const RunRow& run, const ActivationRow* activation = nullptr);
   Result<std::optional<std::chrono::milliseconds>> WaitOf(const HttpRequest& req);
 
   Options o_;

@@ -199,7 +199,7 @@ void Daemon::BuildRooms() {
       .metrics = metrics_,
       .limits = config_.limits,
       .now_us = o_.now_us,
-      .flow_for = [&host](const std::string& name) { return host.CurrentFlow(name); },
+      .flow_for = [&host](const std::string& name) { return host.CurrentFlowForRun(name); },
       .log = o_.log,
   });
   triggers_ = std::make_unique<Triggers>(Triggers::Options{

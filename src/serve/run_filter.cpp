@@ -198,7 +198,7 @@ nlohmann::json ParseOrText(const std::string& text) {
 
 }  // namespace
 
-nlohmann::json RunJson(const RunRow& run, JournalReader& reader) {
+nlohmann::json RunJson(const RunRow& run, JournalReader& reader, const ActivationRow* ended) {
   nlohmann::json j{{"id", run.id},
          {"url", "/v1/runs/" + std::to_string(run.id)},
          {"flow", run.flow},
@@ -230,9 +230,14 @@ nlohmann::json RunJson(const RunRow& run, JournalReader& reader) {
   // Nor is the end of the activation before a wake or a resume while the run waits to go on
   // (queued again, or running its next activation before that one is recorded).
   if (run.activation_id > 0 && !RunParked(run.state) && run.state != RunState::kQueued) {
-    auto rows = reader.Activations(run.activation_id, 1);
-    if (rows && !rows->empty()) {
-      const ActivationRow& a = rows->front();
+    std::optional<Result<std::vector<ActivationRow>>> read;
+    const ActivationRow* found = ended && ended->id == run.activation_id ? ended : nullptr;
+    if (!found) {
+      read = reader.Activations(run.activation_id, 1);
+      if (*read && !(*read)->empty()) found = &(*read)->front();
+    }
+    if (found) {
+      const ActivationRow& a = *found;
       if (a.end_unix_us && (run.state == RunState::kEnded || a.outcome != "parked")) {
         // The run's own end wins where it has one (a durable run that ran out of resumes ended
         // after its last activation was abandoned).

@@ -57,7 +57,8 @@ RunFilterParse ParseRunFilter(const RunFilterText& text, int64_t now_unix_us, Ru
 
 // A run as the API shows it (GET /v1/runs/{id}, docs/api.md) and `basal runs --json` prints it:
 // its row, and from its last activation (read through `reader`) the result, error and timings.
-nlohmann::json RunJson(const RunRow& run, JournalReader& reader);
+// `ended`: that activation as the caller already holds it (RunQueue::Wait's), not read again.
+nlohmann::json RunJson(const RunRow& run, JournalReader& reader, const ActivationRow* ended = nullptr);
 
 // The cursor of the page after `rows` when there are more (`more`): opaque to clients (today the
 // last run's id, below which the next page continues); nullopt when the listing is complete.

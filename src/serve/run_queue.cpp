@@ -311,7 +311,7 @@ void RunQueue::OnStop(const std::string& flow, const std::string& trigger, const
   // A run that waits for an operator has not ended: a schedule's overlap policy still counts it.
   if (stop.state == RunState::kEnded) RunEnded(stop.run_id);
   if (RunParked(stop.state)) ArmWake();  // its wake may be the earliest now
-  WakeWaiters(stop.run_id);
+  WakeWaiters(stop.run_id, &stop);
   PublishGauges();
 }
 
@@ -325,19 +325,27 @@ void RunQueue::OnRunEnded(std::function<void(int64_t run_id)> observer) {
 
 void RunQueue::Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wait,
                     std::function<void(Result<RunRow>)> then, const RunRow* known) {
+  Wait(run_id, wait, WaitedFn([then = std::move(then)](const Result<RunRow>& run, const ActivationRow*) { then(run); }),
+       known);
+}
+
+void RunQueue::Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wait, WaitedFn then, const RunRow* known) {
   const bool waits = wait && wait->count() > 0 && !draining_;
-  // One read-back per run: a run the caller has just queued and that is still live is read when it
-  // stops (its stop callback comes later in the loop, so no end slips past this waiter).
-  if (!(waits && known && known->id == run_id && o_.host.RunLive(run_id))) {
+  // One read-back per run at most: a run the caller has just queued and that is still live is read
+  // when it stops (its stop callback comes later in the loop, so no end slips past this waiter), or
+  // not at all when the stop carries its end (WakeWaiters).
+  const bool live = waits && known && known->id == run_id && o_.host.RunLive(run_id);
+  if (!live) {
     auto run = o_.host.runs().GetRun(run_id);
-    if (!run || !*run) return then(!run ? run.error() : NotReadBack(run_id));
+    if (!run || !*run) return then(!run ? run.error() : NotReadBack(run_id), nullptr);
     const RunState state = (*run)->state;
     const bool stopped = state == RunState::kEnded || state == RunState::kNeedsReconciliation;
-    if (stopped || !waits) return then(std::move(**run));
+    if (stopped || !waits) return then(std::move(**run), nullptr);
   }
   const uint64_t id = next_waiter_++;
   Waiter& w = waiters_[run_id][id];
   w.then = std::move(then);
+  if (live) w.known = *known;
   w.timer = o_.host.loop().At(EventLoop::Clock::now() + *wait, [this, run_id, id] {
     auto list = waiters_.find(run_id);
     if (list == waiters_.end()) return;
@@ -347,24 +355,67 @@ void RunQueue::Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wai
     list->second.erase(it);
     if (list->second.empty()) waiters_.erase(list);
     auto now = o_.host.runs().GetRun(run_id);
-    if (!now || !*now) return then(!now ? now.error() : NotReadBack(run_id));
-    then(std::move(**now));
+    if (!now || !*now) return then(!now ? now.error() : NotReadBack(run_id), nullptr);
+    then(std::move(**now), nullptr);
   });
 }
 
-void RunQueue::WakeWaiters(int64_t run_id) {
+namespace {
+
+// The row and the activation end that a plain run's stop makes of the row accepted here: what the
+// module wrote for them in the batch that committed before the stop (module.cpp, Finish): the
+// start its activation recorded (a plain run has one activation), the end, the outcome and the
+// run's error. Nullopt when the stop does not say all of it (no activation ended the run, a
+// durable run, whose row also counts resumes and attempts, or a commit that failed).
+std::optional<std::pair<RunRow, ActivationRow>> EndedInMemory(const RunRow& known, const RunStop& stop) {
+  if (stop.state != RunState::kEnded || !stop.end || stop.result.outcome == Outcome::kJournalError || known.durable ||
+      known.state != RunState::kQueued || known.id != stop.run_id || stop.started_unix_us <= 0)
+    return std::nullopt;
+  const ActivationEnd& end = *stop.end;
+  std::pair<RunRow, ActivationRow> out{known, ActivationRow{}};
+  RunRow& r = out.first;
+  r.state = RunState::kEnded;
+  r.activation_id = end.activation_id;
+  r.started_unix_us = stop.started_unix_us;
+  r.ended_unix_us = end.end_unix_us;
+  r.outcome = stop.outcome;
+  r.error_json = stop.run_error_json;
+  ActivationRow& a = out.second;
+  a.id = end.activation_id;
+  a.flow = known.flow;
+  a.start_unix_us = stop.started_unix_us;
+  a.end_unix_us = end.end_unix_us;
+  a.outcome = OutcomeName(end.outcome);
+  a.result_json = end.result_json;
+  a.error_json = end.error_json;
+  a.cpu_us = end.cpu_us;
+  a.logs_dropped = end.logs_dropped;
+  a.run_id = known.id;
+  return out;
+}
+
+}  // namespace
+
+void RunQueue::WakeWaiters(int64_t run_id, const RunStop* stop) {
   auto it = waiters_.find(run_id);
   if (it == waiters_.end()) return;
   auto list = std::move(it->second);
   waiters_.erase(it);
-  auto run = o_.host.runs().GetRun(run_id);
+  std::optional<Result<std::optional<RunRow>>> run;  // read once, for the waiters the stop does not answer
   for (auto& [id, w] : list) {
     o_.host.loop().Cancel(w.timer);
-    if (!run || !*run) {
-      w.then(!run ? run.error() : NotReadBack(run_id));
+    if (stop && w.known) {
+      if (auto ended = EndedInMemory(*w.known, *stop)) {
+        w.then(std::move(ended->first), &ended->second);
+        continue;
+      }
+    }
+    if (!run) run = o_.host.runs().GetRun(run_id);
+    if (!*run || !**run) {
+      w.then(!*run ? run->error() : NotReadBack(run_id), nullptr);
       continue;
     }
-    w.then(**run);
+    w.then(***run, nullptr);
   }
 }
 

@@ -128,7 +128,12 @@ class RunQueue {
   Result<std::optional<RunRow>> Get(int64_t run_id);
   // Calls `then` with the run once it has ended or `wait` has passed, whichever is first; at once
   // when it has ended, when no wait (or 0) is asked, or while draining. `known` is the row as the
-  // caller has it (Enqueue's): a run still live in the module is then not read back until it stops.
+  // caller has it (Enqueue's): a run still live in the module is then not read back until it stops,
+  // and a plain (not durable) run that its activation ended is not read back at all: its row and
+  // that activation's end are what the module wrote in the batch whose commit the stop follows,
+  // handed to `then` as `ended` (null when the run was read back: read the activation then).
+  using WaitedFn = std::function<void(const Result<RunRow>& run, const ActivationRow* ended)>;
+  void Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wait, WaitedFn then, const RunRow* known = nullptr);
   void Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wait, std::function<void(Result<RunRow>)> then,
             const RunRow* known = nullptr);
   // `observer` hears of each run's end (from the loop, when the end is written, before its commit).
@@ -148,14 +153,15 @@ class RunQueue {
 
  private:
   struct Waiter {
-    std::function<void(Result<RunRow>)> then;
+    WaitedFn then;
     EventLoop::TimerId timer;
+    std::optional<RunRow> known;  // the row as accepted here (Wait's `known`)
   };
 
   // The module's word that a run stopped (ended, or waits for an operator), after its commit.
   void OnStop(const std::string& flow, const std::string& trigger, const RunStop& stop);
   void RunEnded(int64_t run_id);
-  void WakeWaiters(int64_t run_id);
+  void WakeWaiters(int64_t run_id, const RunStop* stop = nullptr);
   void PublishGauges();
   RunCallback StopCallback(const std::string& flow, const std::string& trigger);
 

@@ -325,6 +325,26 @@ class ApiTest(unittest.TestCase):
         got, flow, _ = d.curl("GET", "/v1/flows/hello")
         self.assertEqual((flow["version"], flow["revoked"], len(flow["versions"])), (2, False, 2))
 
+    def test_a_run_queued_before_a_revocation_never_starts(self):
+        # The approval is read once per run when the run starts in the batch that admitted it; a run
+        # that waited for a worker is looked at again when a worker takes it, so a `basal flow revoke`
+        # from another process meanwhile refuses it, and a run admitted after it is refused at once.
+        d = Daemon(self, config={"limits": {"max_workers": 1}}, flows={"slow": SLOW}).start()
+        code, busy, _ = d.curl("POST", "/v1/flows/slow/runs", {"input": {"ms": 1500}})
+        self.assertEqual(code, 202, busy)
+        code, queued, _ = d.curl("POST", "/v1/flows/slow/runs", {"input": {"ms": 1}})
+        self.assertEqual((code, queued["state"]), (202, "queued"), queued)
+        d.cli("flow", "revoke", "slow", "--note", "test")
+        code, ended, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % queued["id"])
+        self.assertEqual((code, ended["outcome"]), (200, "cancelled"), ended)
+        self.assertIn("revoked", ended["error"]["message"])
+        self.assertNotIn("activation_id", ended)  # it never started
+        code, first, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % busy["id"])
+        self.assertEqual((code, first["outcome"], first["result"]), (200, "ok", "slept"), first)
+        code, refused, _ = d.curl("POST", "/v1/flows/slow/runs?wait=30s", {"input": {"ms": 1}})
+        self.assertEqual((code, refused["error"]["code"]), (409, "flow_revoked"), refused)
+        self.assertEqual(d.stop(), 0)
+
     def test_a_flows_error_is_answered_and_journaled_once(self):
         throws = "export default async () => { throw new Error('x'.repeat(100000)); };\n"
         d = Daemon(self, flows={"throws": throws}).start()
@@ -333,6 +353,39 @@ class ApiTest(unittest.TestCase):
         self.assertIn("xxxx", json.dumps(run["error"]))
         # The error is the activation's (capped there), not copied into the run's row.
         self.assertEqual(d.query("SELECT coalesce(error, '') FROM runs WHERE id=?", run["id"])[0][0], "")
+
+    def test_a_waited_answer_is_the_run_as_journaled(self):
+        # ?wait answers a plain run from what the daemon wrote at its end, without reading it back
+        # (docs/performance.md): the answer must be exactly what the store then says of the run,
+        # for a result, a thrown error, a result past the journal's value cap, a keyed run, and
+        # a webhook that answers with the run.
+        big = "export default async () => 'y'.repeat(100000);\n"
+        throws = "export default async () => { throw new TypeError('no ' + 'luck'); };\n"
+        d = Daemon(self, flows={"hello": HELLO, "big": big, "throws": throws}, config={"triggers": [
+            {"name": "push", "webhook": {"flow": "hello", "secret": "hook_secret", "respond": "wait"}}]})
+        d.cli("secret", "set", "hook_secret", input="s3cret\n")
+        d.start()
+        cases = [("hello", {"input": {"name": "ada"}}, {}, "ok"),
+                 ("throws", {"input": [1, "two", None]}, {}, "script_error"),
+                 ("big", {"input": None}, {}, "ok"),
+                 ("hello", {"input": {"name": "key"}}, {"Idempotency-Key": "k-1"}, "ok")]
+        answers = {}
+        for flow, body, headers, outcome in cases:
+            with self.subTest(flow=flow, headers=headers):
+                code, waited, _ = d.curl("POST", "/v1/flows/%s/runs?wait=30s" % flow, body, headers=headers)
+                self.assertEqual((code, waited["outcome"]), (200, outcome), waited)
+                code, read, _ = d.curl("GET", "/v1/runs/%d" % waited["id"])
+                self.assertEqual(code, 200, read)
+                self.assertEqual(waited, read)
+                answers[flow] = waited
+        self.assertIn("basal_truncated", answers["big"]["result"])
+        self.assertEqual(answers["throws"]["error"]["name"], "TypeError")
+        self.assertEqual(answers["hello"]["idempotency_key"], "k-1")
+        payload = json.dumps({"name": "hook"})
+        code, waited, _ = d.curl("POST", "/hooks/push", payload, headers=d.sign("s3cret", payload))
+        self.assertEqual((code, waited["outcome"], waited["input"]["body"]), (200, "ok", {"name": "hook"}), waited)
+        self.assertEqual(waited, d.curl("GET", "/v1/runs/%d" % waited["id"])[1])
+        self.assertEqual(d.stop(), 0)
 
     def test_idempotency_key_gives_the_same_run(self):
         d = Daemon(self).start()

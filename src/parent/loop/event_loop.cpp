@@ -72,7 +72,9 @@ void EventLoop::Post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(posted_mu_);
     posted_.push_back(std::move(fn));
   }
-  Wake();
+  // From the loop's own thread nothing needs waking: RunOnce runs what was posted before it waits
+  // (at its start, and after its callbacks), so the eventfd's write and read would be for nothing.
+  if (!OnLoopThread()) Wake();
 }
 
 void EventLoop::Wake() {

@@ -738,6 +738,10 @@ class Store {
   // commit started by StartCommit is still in flight, waits for it first (and fails if it failed).
   virtual Result<void> Commit() = 0;
   virtual bool HasPendingBatch() const = 0;
+  // Opens the batch now if none is open (a no-op if one is), so that the reads after it happen
+  // under the batch: SQLite takes its write lock here (BEGIN IMMEDIATE), so nothing another
+  // process commits can come between those reads and the batch's writes.
+  virtual Result<void> OpenBatch() = 0;
   // Drops the open batch (after a failed commit, or to abandon it). A commit in flight is not
   // touched: it ends as it ends (PollCommit).
   virtual Result<void> Rollback() = 0;

@@ -310,6 +310,7 @@ class PgStore final : public Store,
   JournalStore& journal() override { return *this; }
   KvStore& kv() override { return *this; }
   JournalReader& reader() override { return *this; }
+  Result<void> OpenBatch() override { return BeginBatchIfNone(); }
   Catalog& catalog() override { return *this; }
   RunStore& runs() override { return *this; }
   ServeTables& serve() override { return *this; }
