@@ -728,9 +728,13 @@ void Module::Impl::Heartbeat() {
   for (const auto& [id, a] : live)
     if (id > 0 && !a->load_only && !a->queued) held.push_back(id);
   const auto sent = Clock::now();
-  auto taken = heartbeat_store->journal().RenewAndCheckLeases(owner, held);
+  // The renewal joins the module's batch (store.h says why); a closed activation is seen at once.
+  auto taken = store->journal().RenewAndCheckLeases(owner, held);
+  // Looked at again no sooner than the next heartbeat if this one fails (the server is away):
+  // nothing of this host commits meanwhile anyway, and a wait must not become a reconnect each.
+  leases_hold_until = sent + options.lease / 3;
   if (!taken) {
-    OnEvent({ModuleEvent::Kind::kJournalFailure, "the leases could not be renewed: " + taken.error().message});
+    FailBatch("the leases could not be renewed: " + taken.error().message);
     return;
   }
   // The server set each lease to its now + lease after `sent`: it holds at least until then by
@@ -743,20 +747,11 @@ void Module::Impl::Heartbeat() {
     return;
   }
   if (took->abandoned_activations.empty()) return;
-  auto settled = heartbeat_store->runs().SettleRunsOfEndedActivations(NowUnixUs());
-  if (settled) {
-    if (auto c = heartbeat_store->Commit(); !c) settled = c.error();
-  }
-  if (!settled) {
-    (void)heartbeat_store->Rollback();
-    OnEvent({ModuleEvent::Kind::kJournalFailure, "the runs of lapsed leases could not be settled: " + settled.error().message});
-    return;
-  }
   health.abandoned_recovered += took->abandoned_activations.size();
   OnEvent({ModuleEvent::Kind::kRecovered,
            "took over " + std::to_string(took->abandoned_activations.size()) +
-               " activation(s) whose lease lapsed (their host died or stopped renewing): " +
-               std::to_string(*settled) + " run(s) of theirs ended, or wait to be resumed if durable"});
+               " activation(s) whose lease lapsed (their host died or stopped renewing): their runs ended, "
+               "or wait to be resumed if durable"});
 }
 
 void Module::Impl::FenceOut(ActivationId id) {

@@ -377,11 +377,12 @@ Result<void> Daemon::Start() {
   effective.worker = absolute(o_.worker_path);
   effective.secrets_dir = absolute(o_.secrets_dir);
   effective.listen.socket = absolute(o_.socket_path);
-  Log("host " + host_id_ + (!sqlite ? ": one of the hosts that may share this store (lease " + FormatDuration(config_.lease) + ")"
-                                : ": the only host of this SQLite journal"));
   Log("configuration " + ToJson(effective).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   Log("serving " + o_.socket_path + (config_.listen.tcp.empty() ? "" : " and " + config_.listen.tcp) + ", journal " +
-      (sqlite ? effective.db : module_->host().store_location()) + (mcp_.enabled() ? "; MCP at /mcp" : "") +
+      (sqlite ? effective.db : module_->host().store_location()) +
+      (sqlite ? "" : "; host " + host_id_ + ", one of the hosts that may share this store (lease " +
+                         FormatDuration(config_.lease) + ")") +
+      (mcp_.enabled() ? "; MCP at /mcp" : "") +
       (config_.console.enabled && !config_.listen.tcp.empty() ? "; the console at http://" + config_.listen.tcp + "/console/"
                                                                : ""));
   lifecycle_->Serving();

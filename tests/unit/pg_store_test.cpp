@@ -288,6 +288,7 @@ TEST_F(PgStoreTest, LeasesAreTheServersClocksAndOnlyLapsedOnesAreTakenOver) {
   auto taken = a->journal().RenewAndCheckLeases(host_a, {*slow, *fast});
   ASSERT_TRUE(taken) << taken.error().message;
   EXPECT_TRUE(taken->empty()) << "nobody took them yet";
+  ASSERT_TRUE(a->Commit()) << "the renewal joins the batch";
   ::usleep(20'000);
   auto took = b->journal().TakeExpiredLeases(host_b);
   ASSERT_TRUE(took) << took.error().message;

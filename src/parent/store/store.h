@@ -504,16 +504,20 @@ class JournalStore {
     return MakeError(ErrorCode::kInvalidArgument,
                      "several hosts need a PostgreSQL store; an SQLite journal serves one host");
   }
-  // Renews every unfinished activation of `owner` to server now + lease (one statement), then
-  // returns those of `held` that someone else closed (taken over: fenced out). Commits at once;
-  // call it on a connection that holds no batch.
+  // Renews every unfinished activation of `owner` to server now + lease (one statement, joining
+  // the open batch: it commits with it), then returns those of `held` that someone else closed
+  // (taken over: fenced out). On the connection whose batch writes those activations: a second
+  // connection of the same process would wait for that batch's row locks while the batch waits
+  // for the process.
   virtual Result<std::vector<int64_t>> RenewAndCheckLeases(const ActivationOwner& owner,
                                                            const std::vector<int64_t>& held) {
     (void)owner, (void)held;
     return MakeError(ErrorCode::kInvalidArgument, "several hosts need a PostgreSQL store");
   }
   // As RecoverAbandoned, by the server's clock: closes each unfinished activation (not self's)
-  // whose lease ended, or whose owner is a dead process on self's machine.
+  // whose lease ended, or whose owner is a dead process on self's machine, and settles their runs
+  // (SettleRunsOfEndedActivations) in the same transaction. Waits at most 500 ms for a row lock
+  // (an owner still writing is alive; the next heartbeat tries again).
   virtual Result<RecoveryReport> TakeExpiredLeases(const ActivationOwner& self) {
     (void)self;
     return MakeError(ErrorCode::kInvalidArgument, "several hosts need a PostgreSQL store");

@@ -132,6 +132,11 @@ std::vector<pg::StatementDef> Statements() {
        "WHERE outcome IS NULL AND owner_host = $2::text AND owner_pid = $3::bigint AND owner_start_ticks = $4::bigint"},
       {"unfinished", activations + " WHERE outcome IS NULL ORDER BY id"},
       {"server_now", "SELECT " + kServerNowUs},
+      {"takeover_lock_timeout", "SELECT set_config('lock_timeout', '500ms', true)"},
+      // What a takeover looks at: lapsed leases, and the unfinished activations of this machine
+      // (a process that is gone is seen at once).
+      {"unfinished_lapsed", activations + " WHERE outcome IS NULL AND (lease_until_us < $1::bigint OR "
+                                          "owner_host = $2::text) ORDER BY id"},
       {"renew_leases_server_clock",
        "UPDATE activations SET lease_until_us = " + kServerNowUs + " + $1::bigint "
        "WHERE outcome IS NULL AND owner_host = $2::text AND owner_pid = $3::bigint AND owner_start_ticks = $4::bigint"},
@@ -464,8 +469,9 @@ class PgStore final : public Store,
   int64_t server_lease_us_ = 0;  // > 0: several hosts, leases by the server's clock (UseServerClockLeases)
 
   // Closes the activations in `gone` as abandoned at `now_unix_us` and commits (RecoverAbandoned).
+  // settle: their runs are settled in the same transaction (SettleRunsOfEndedActivations).
   Result<RecoveryReport> CloseAbandoned(const std::vector<ActivationRow>& gone, const ActivationOwner& self,
-                                        int64_t now_unix_us);
+                                        int64_t now_unix_us, bool settle = false);
 };
 
 Error PgStore::Refused(const std::string& what, const pg::Outcome& o) const {
@@ -796,7 +802,7 @@ Result<RecoveryReport> PgStore::RecoverAbandoned(const ActivationOwner& self, in
 }
 
 Result<RecoveryReport> PgStore::CloseAbandoned(const std::vector<ActivationRow>& gone, const ActivationOwner& self,
-                                               int64_t now_unix_us) {
+                                               int64_t now_unix_us, bool settle) {
   RecoveryReport report;
   const std::string unknown_error = UnknownCallErrorJson();
   const std::string abandoned_error = AbandonedCallErrorJson();
@@ -826,6 +832,12 @@ Result<RecoveryReport> PgStore::CloseAbandoned(const std::vector<ActivationRow>&
     report.unknown_calls += static_cast<size_t>(unknown->changed());
     report.abandoned_calls += static_cast<size_t>(abandoned->changed());
   }
+  if (settle && !report.abandoned_activations.empty()) {
+    if (auto settled = SettleRunsOfEndedActivations(now_unix_us); !settled) {
+      (void)Rollback();
+      return settled.error();
+    }
+  }
   if (auto r = Commit(); !r) {
     (void)Rollback();
     return r.error();
@@ -844,14 +856,10 @@ Result<void> PgStore::UseServerClockLeases(std::chrono::milliseconds lease) {
 Result<std::vector<int64_t>> PgStore::RenewAndCheckLeases(const ActivationOwner& o, const std::vector<int64_t>& held) {
   if (server_lease_us_ <= 0) return StoreError(ErrorCode::kInvalidArgument, "UseServerClockLeases was not called");
   const std::string what = "cannot renew the leases of " + o.host + " pid " + std::to_string(o.pid);
-  if (auto r = Run("renew_leases_server_clock", Params().Int(server_lease_us_).Text(o.host).Int(o.pid).Int(o.start_ticks),
-                   true, what);
-      !r) {
-    (void)Rollback();
-    return r.error();
-  }
-  if (auto r = Commit(); !r) {
-    (void)Rollback();
+  const Params renew = Params().Int(server_lease_us_).Text(o.host).Int(o.pid).Int(o.start_ticks);
+  if (Behind()) {
+    if (auto r = SendBehind("renew_leases_server_clock", renew, what); !r) return r.error();
+  } else if (auto r = Run("renew_leases_server_clock", renew, true, what); !r) {
     return r.error();
   }
   std::vector<int64_t> taken;
@@ -870,7 +878,8 @@ Result<RecoveryReport> PgStore::TakeExpiredLeases(const ActivationOwner& self) {
   auto now = Run("server_now", Params(), false, "cannot read the server's clock");
   if (!now) return now.error();
   const int64_t now_us = now->Int(0, 0);
-  auto unfinished = Run("unfinished", Params(), false, "cannot read the unfinished activations");
+  auto unfinished = Run("unfinished_lapsed", Params().Int(now_us).Text(self.host), false,
+                        "cannot read the unfinished activations");
   if (!unfinished) return unfinished.error();
   std::vector<ActivationRow> gone;
   for (int i = 0; i < unfinished->rows(); ++i) {
@@ -884,7 +893,15 @@ Result<RecoveryReport> PgStore::TakeExpiredLeases(const ActivationOwner& self) {
         (row.owner.host == self.host && OwnerIsGone(row.owner, row.lease_until_unix_us, self, now_us)))
       gone.push_back(std::move(row));
   }
-  return CloseAbandoned(gone, self, now_us);
+  if (gone.empty()) return RecoveryReport{};
+  // A takeover never waits long for a row its owner's open batch holds: that owner may itself be
+  // waiting for this process (a kv lock held by this process's open batch), a cycle the server
+  // cannot see. Past the timeout the takeover fails and is tried again at the next heartbeat.
+  if (auto r = Run("takeover_lock_timeout", Params(), true, "cannot begin a takeover"); !r) {
+    (void)Rollback();
+    return r.error();
+  }
+  return CloseAbandoned(gone, self, now_us, /*settle=*/true);
 }
 
 // ---- KvStore ----
