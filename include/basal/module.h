@@ -76,7 +76,8 @@ struct ModuleOptions {
   std::chrono::milliseconds lease{60'000};
   // Several hosts share the store (PostgreSQL only; docs/postgres.md, "Several hosts"): leases are
   // measured by the server's clock, every lease/3 a heartbeat renews this process's leases in one
-  // statement (on a second connection) and closes the lapsed ones of other processes, so their
+  // statement (in the open batch) and, on a second connection, closes the lapsed ones of other
+  // processes, so their
   // runs can be taken over; an activation whose run another host took over is stopped here at once
   // (its worker killed, nothing more of it written). Open refuses it on an SQLite journal.
   bool several_hosts = false;

@@ -10,7 +10,8 @@ within the test. What runs here:
 - a host SIGSTOPped past its lease while a durable run waits in a held host call: the other host
   takes the run over and finishes it; the stopped host, continued, writes nothing more for that run
   (no call record, no end), the other host's result stands, and it goes on serving other runs;
-- a per-second schedule on both hosts for several seconds: each fire time has exactly one run;
+- a schedule's fire time fired by both hosts (the second one read the schedule's mark as the
+  first had it before firing, as when two hosts race): exactly one run for it;
 - the same webhook delivery to both hosts gives one run; kv.incr from both hosts at once counts
   exactly; a token revoked through one host (or the CLI) is refused by the other at the next request.
 
