@@ -74,6 +74,13 @@ struct ModuleOptions {
   uint64_t codemode_memory_headroom_bytes = 128ull << 20;
   // An activation's owner lease in the journal (crash recovery by another host); renewed every third.
   std::chrono::milliseconds lease{60'000};
+  // Several hosts share the store (PostgreSQL only; docs/postgres.md, "Several hosts"): leases are
+  // measured by the server's clock, every lease/3 a heartbeat renews this process's leases in one
+  // statement (in the open batch) and, on a second connection, closes the lapsed ones of other
+  // processes, so their
+  // runs can be taken over; an activation whose run another host took over is stopped here at once
+  // (its worker killed, nothing more of it written). Open refuses it on an SQLite journal.
+  bool several_hosts = false;
   // A durable run resumed this many times (docs/durable.md) ends `resume_exhausted` at the next
   // attempt instead of starting again: a run whose script brings its worker or host down each time
   // cannot loop for ever.

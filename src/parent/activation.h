@@ -53,6 +53,8 @@ struct Activation {
   // A load check (Module::CheckLoad), not an activation: its id is negative and never journaled;
   // it ends when its worker has loaded the flow, and no activate frame is sent.
   bool load_only = false;
+  // Another host took its run over (its lease lapsed): it ends here without writing anything.
+  bool fenced = false;
   std::function<void(const LoadCheck&)> checked;      // load_only: called instead of `done`
   std::optional<protocol::ScriptError> load_error;  // the worker's failed `loaded`, as it sent it
   // Its answers on their way to the worker (the module's flow control, docs/sandbox.md): bytes

@@ -92,7 +92,12 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
   const int64_t now = NowUnixUs();
   Finished f{std::move(r), std::move(a.done), true, std::move(a.run_done), {}};
   ActivationEnd end = EndRecord(id, f.result, now, options.journal_value_max_bytes);
-  if (auto e = store->journal().EndActivation(end); !e) {
+  if (a.fenced) {
+    // Its run is another host's now: nothing of it is written here, and whoever waits for the run
+    // here reads it as it stands (the other host ends it).
+    f.journaled = false;
+    if (a.run_id != 0) f.stop = RunStop{a.run_id, RunState::kInterrupted, "", f.result, a.start_unix_us};
+  } else if (auto e = store->journal().EndActivation(end); !e) {
     if (e.error().code != ErrorCode::kNotFound) FailBatch(e.error().message);
   } else if (a.run_id != 0) {
     // The run ends (or parks, or waits for its next attempt) in the batch that ends its activation:
@@ -109,7 +114,9 @@ void Module::Impl::Finish(Activation& a, ActivationResult r) {
       f.stop = RunStop{a.run_id, RunState::kEnded, outcome, f.result, a.start_unix_us, std::move(end), error};
     }
   }
-  if (auto p = parking.find(id); p != parking.end()) {
+  if (auto p = parking.find(id); p != parking.end() && a.fenced) {
+    parking.erase(p);
+  } else if (p != parking.end()) {
     // It ended before it could park (its script returned, a deadline): the call never parked.
     if (auto u = store->journal().UpdateCall(CallUpdate{id, p->second.call_id, CallState::kAbandoned, "",
                                                         protocol::DumpJson(Json{{"name", "ActivationEnded"},
@@ -734,8 +741,55 @@ void Module::Impl::EndOfPass(bool may_group) {
 }
 
 void Module::Impl::RenewLeases() {
-  (void)store->journal().RenewLeases(owner, NowUnixUs() + options.lease.count() * 1000);
+  if (heartbeat_store) {
+    Heartbeat();
+  } else {
+    (void)store->journal().RenewLeases(owner, NowUnixUs() + options.lease.count() * 1000);
+  }
   loop_->At(Clock::now() + options.lease / 3, [this] { RenewLeases(); });
+}
+
+void Module::Impl::Heartbeat() {
+  std::vector<int64_t> held;
+  for (const auto& [id, a] : live)
+    if (id > 0 && !a->load_only && !a->queued) held.push_back(id);
+  const auto sent = Clock::now();
+  // The renewal joins the module's batch (store.h says why); a closed activation is seen at once.
+  auto taken = store->journal().RenewAndCheckLeases(owner, held);
+  // Looked at again no sooner than the next heartbeat if this one fails (the server is away):
+  // nothing of this host commits meanwhile anyway, and a wait must not become a reconnect each.
+  leases_hold_until = sent + options.lease / 3;
+  if (!taken) {
+    FailBatch("the leases could not be renewed: " + taken.error().message);
+    return;
+  }
+  // The server set each lease to its now + lease after `sent`: it holds at least until then by
+  // this process's clock. Half the lease, for the rates of two clocks and a slow answer.
+  leases_hold_until = sent + options.lease / 2;
+  for (int64_t id : *taken) FenceOut(id);
+  auto took = heartbeat_store->journal().TakeExpiredLeases(owner);
+  if (!took) {
+    OnEvent({ModuleEvent::Kind::kJournalFailure, "lapsed leases could not be taken over: " + took.error().message});
+    return;
+  }
+  if (took->abandoned_activations.empty()) return;
+  health.abandoned_recovered += took->abandoned_activations.size();
+  OnEvent({ModuleEvent::Kind::kRecovered,
+           "took over " + std::to_string(took->abandoned_activations.size()) +
+               " activation(s) whose lease lapsed (their host died or stopped renewing): their runs ended, "
+               "or wait to be resumed if durable"});
+}
+
+void Module::Impl::FenceOut(ActivationId id) {
+  auto it = live.find(id);
+  if (it == live.end()) return;
+  Activation& a = *it->second;
+  a.fenced = true;
+  const std::string why = "another host took over run " + std::to_string(a.run_id) + " (activation " +
+                          std::to_string(id) + "): this host's lease lapsed; nothing more of it is written here";
+  OnEvent({ModuleEvent::Kind::kRecovered, why});
+  if (a.worker) pool->Retire(*a.worker, RetireReason::kCancelled);
+  Finish(a, Failure(Outcome::kCancelled, why));
 }
 
 void Module::Impl::AfterCommit(std::function<void(const Result<void>&)> fn) {
@@ -818,7 +872,12 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
 
   // Activations of parents that died are closed before this one starts its own; their runs end
   // with them, except durable ones, which wait to be resumed (interrupted).
-  auto recovered = m.store->journal().RecoverAbandoned(m.owner, NowUnixUs());
+  // With several hosts every lease is the server's to judge (a skewed clock here must not close a
+  // live one).
+  if (m.options.several_hosts)
+    if (auto r = m.store->journal().UseServerClockLeases(m.options.lease); !r) return r.error();
+  auto recovered = m.options.several_hosts ? m.store->journal().TakeExpiredLeases(m.owner)
+                                           : m.store->journal().RecoverAbandoned(m.owner, NowUnixUs());
   if (!recovered) return recovered.error();
   m.health.abandoned_recovered = recovered->abandoned_activations.size();
   auto settled = m.store->runs().SettleRunsOfEndedActivations(NowUnixUs());
@@ -909,6 +968,17 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     const size_t busy = m.pool->Busy();
     return busy > 0 && busy < m.cpus;
   });
+  if (m.options.several_hosts) {
+    auto second = OpenStore({m.options.journal_path, m.options.durability});
+    if (!second) return second.error();
+    m.heartbeat_store = std::move(*second);
+    if (auto r = m.heartbeat_store->journal().UseServerClockLeases(m.options.lease); !r) return r.error();
+    // A process paused past half its lease (SIGSTOP, a VM frozen, swap) renews before it handles
+    // anything that arrived meanwhile: what another host took over stops here unwritten.
+    m.loop_->set_after_wait([&m] {
+      if (Clock::now() > m.leases_hold_until) m.Heartbeat();
+    });
+  }
   m.RenewLeases();
   // Nothing of Open may keep the journal's write lock until the embedder first runs the loop:
   // another process (`basal flow revoke`, a second parent) must be able to write meanwhile.

@@ -191,6 +191,15 @@ struct Module::Impl final : PoolOwner, ModuleHost {
     return !live.empty() || !finished.empty() || !waiting_runs.empty() || flight.has_value();
   }
   void RenewLeases();
+  // Several hosts (ModuleOptions::several_hosts): the second connection the heartbeat uses, and
+  // until when (this process's monotonic clock) its leases are known to hold.
+  std::unique_ptr<Store> heartbeat_store;
+  EventLoop::Clock::time_point leases_hold_until{};
+  // Renews this process's leases, stops the activations another host took over, and closes the
+  // lapsed leases of other processes (their durable runs become interrupted, to be resumed).
+  void Heartbeat();
+  // An activation whose run another host took over: its worker killed, nothing of it written.
+  void FenceOut(ActivationId id);
   void OnEvent(ModuleEvent event) override;
   // The observer's live activity (ModuleObserver::OnActivity), built only when it wants it.
   bool WantsActivity() const { return options.observer && options.observer->WantsActivity(); }

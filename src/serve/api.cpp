@@ -213,7 +213,8 @@ void Api::Health(Respond respond) {
   std::string why;
   h["serve"] = Json{{"ready", o_.ready(&why)},   {"not_ready_because", why},
                     {"draining", draining_},     {"queued_runs", o_.queue.queued()},
-                    {"runs_in_flight", o_.queue.in_flight()}, {"since", UtcText(o_.started_us)}};
+                    {"runs_in_flight", o_.queue.in_flight()}, {"since", UtcText(o_.started_us)},
+                    {"host", o_.host_id}};
   if (o_.mcp.enabled()) h["serve"]["mcp"] = o_.mcp.HealthJson();
   respond(JsonResponse(200, h));
 }

@@ -68,6 +68,7 @@ class Api {
     std::function<bool(std::string* why)> ready;
     int64_t started_us = 0;
     std::function<int64_t()> now_us;  // the daemon's wall clock (a run listing's ?since=2h)
+    std::string host_id = {};  // this host's id (config "host_id"): /v1/health's serve.host
   };
   explicit Api(Options options);
   ~Api();

@@ -135,6 +135,7 @@ struct DurationRule {
   const char* bounds;
 };
 constexpr DurationRule kWaitMax{milliseconds(0), std::chrono::hours(1), "from 0s to 1h"};
+constexpr DurationRule kLease{milliseconds(300), std::chrono::minutes(10), "from 300ms to 10m"};
 constexpr DurationRule kDrainTimeout{milliseconds(0), std::chrono::hours(1), "from 0s to 1h"};
 constexpr DurationRule kHeaderTimeout{std::chrono::seconds(1), std::chrono::minutes(10), "from 1s to 10m"};
 constexpr DurationRule kBodyTimeout{std::chrono::seconds(1), std::chrono::hours(1), "from 1s to 1h"};
@@ -320,7 +321,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
   ServeConfig config;
   if (auto ok = Object(root, "the configuration", "an object, e.g. {\"listen\": {\"tcp\": \"127.0.0.1:8470\"}}"); !ok)
     return ok.error();
-  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "listen", "limits", "triggers", "mcp", "console"});
+  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "host_id", "lease", "listen", "limits", "triggers",
+                                     "mcp", "console"});
       !ok)
     return ok.error();
   for (const auto& [key, value] : root.items()) {
@@ -331,6 +333,15 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
       ok = Assign(Path(value, key, "\"/usr/libexec/basal/ck-basal-worker\""), config.worker);
     } else if (key == "secrets_dir") {
       ok = Assign(Path(value, key, "\"/var/lib/basal/secrets\""), config.secrets_dir);
+    } else if (key == "host_id") {
+      auto id = String(value, key, "\"web-1\"");
+      if (id && (id->empty() || id->size() > 128 ||
+                 id->find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                     std::string::npos))
+        return Fail(key, Shown(value) + " is not a host id: use 1 to 128 letters, digits, '.', '_' or '-', e.g. \"web-1\"");
+      ok = Assign(std::move(id), config.host_id);
+    } else if (key == "lease") {
+      ok = Assign(Duration(value, key, kLease), config.lease);
     } else if (key == "listen") {
       ok = ParseListen(value, config.listen);
     } else if (key == "limits") {
@@ -966,6 +977,8 @@ nlohmann::json ToJson(const ServeConfig& config) {
   if (!config.db.empty()) root["db"] = RedactLocator(config.db);
   if (!config.worker.empty()) root["worker"] = config.worker;
   if (!config.secrets_dir.empty()) root["secrets_dir"] = config.secrets_dir;
+  if (!config.host_id.empty()) root["host_id"] = config.host_id;
+  root["lease"] = FormatDuration(config.lease);
 
   Json listen = Json::object();
   if (!config.listen.socket.empty()) listen["socket"] = config.listen.socket;

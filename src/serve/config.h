@@ -152,6 +152,11 @@ struct ServeConfig {
   std::string db;           // the store: a path or a postgresql:// locator; "" = the CLI's default
   std::string worker;       // the worker binary; "" = the CLI's default
   std::string secrets_dir;  // "" = secrets/ beside the db (PostgreSQL: the CLI's default state directory's)
+  // Several hosts on one PostgreSQL (docs/postgres.md, "Several hosts"): this host's name in the
+  // log, /v1/health and the metrics ("" = the machine's host name and a random suffix per start),
+  // and how long a run's claim (its activation's lease) lasts without a heartbeat (every third).
+  std::string host_id;
+  std::chrono::milliseconds lease{15'000};
   ListenConfig listen;
   LimitsConfig limits;
   std::vector<WebhookTrigger> webhooks;    // in file order

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "basal/module.h"
@@ -93,6 +94,8 @@ void DeclareMetrics(MetricsRegistry& metrics) {
   ok &= metrics.DeclareCounter("basal_webhooks_total", "Webhook deliveries, by trigger and verdict.", {"trigger", "verdict"});
   ok &= metrics.DeclareCounter("basal_module_events_total", "Events the module reported, by kind.", {"kind"});
   ok &= metrics.DeclareGauge("basal_ready", "1 when /readyz says ready.", {});
+  ok &= metrics.DeclareGauge("basal_host_info", "1, labelled with this host's id (config host_id): which host ran what.",
+                             {"host"});
   if (!ok) {
     std::fprintf(stderr, "basal serve: a metric of DeclareMetrics was refused (a bug)\n");
     std::abort();
@@ -150,6 +153,8 @@ class Daemon final : public ModuleObserver {
   std::unique_ptr<Console> console_;
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<Api> api_;
+  bool several_hosts_ = false;  // the store is PostgreSQL: other hosts may share it
+  std::string host_id_;  // config host_id, or the host name and a random suffix (OpenModule)
   std::unique_ptr<Lifecycle> lifecycle_;
   std::vector<std::unique_ptr<HttpListener>> listeners_;
   // The answers not yet sent, on both listeners together (limits.max_unsent_bytes).
@@ -175,6 +180,21 @@ Result<void> Daemon::OpenModule() {
     if (mcp) mcp(ctx, level, message);
     if (tail_) tail_->OnLog(ctx, level, message);
   };
+  // Several hosts may share a PostgreSQL store: leases by the server's clock, a heartbeat, takeover.
+  const auto where = ParseLocator(o_.journal_path);
+  several_hosts_ = where && where->kind == StoreKind::kPostgres;
+  mo.several_hosts = several_hosts_;
+  mo.lease = config_.lease;
+  host_id_ = config_.host_id;
+  if (host_id_.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0 || name[0] == 0) std::snprintf(name, sizeof name, "host");
+    std::random_device random;
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, "-%06x", static_cast<unsigned>(random() & 0xffffff));
+    host_id_ = std::string(name) + suffix;
+  }
+  metrics_.Set("basal_host_info", {host_id_}, 1);
   auto module = Module::Open(std::move(mo));
   if (!module) return module.error();
   module_ = std::move(*module);
@@ -212,6 +232,7 @@ void Daemon::BuildRooms() {
       .secrets_dir = o_.secrets_dir,
       .now_us = o_.now_us,
       .log = o_.log,
+      .several_hosts = several_hosts_,
   });
   auto find_token = [&tables = host.serve()](std::string_view hash) { return tables.FindToken(hash); };
   console_ = std::make_unique<Console>(Console::Options{
@@ -239,6 +260,7 @@ void Daemon::BuildRooms() {
       .ready = [this](std::string* why) { return Ready(why); },
       .started_us = started_us_,
       .now_us = o_.now_us,
+      .host_id = host_id_,
   });
   lifecycle_ = std::make_unique<Lifecycle>(Lifecycle::Options{
       .loop = loop,
@@ -357,7 +379,10 @@ Result<void> Daemon::Start() {
   effective.listen.socket = absolute(o_.socket_path);
   Log("configuration " + ToJson(effective).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   Log("serving " + o_.socket_path + (config_.listen.tcp.empty() ? "" : " and " + config_.listen.tcp) + ", journal " +
-      (sqlite ? effective.db : module_->host().store_location()) + (mcp_.enabled() ? "; MCP at /mcp" : "") +
+      (sqlite ? effective.db : module_->host().store_location()) +
+      (sqlite ? "" : "; host " + host_id_ + ", one of the hosts that may share this store (lease " +
+                         FormatDuration(config_.lease) + ")") +
+      (mcp_.enabled() ? "; MCP at /mcp" : "") +
       (config_.console.enabled && !config_.listen.tcp.empty() ? "; the console at http://" + config_.listen.tcp + "/console/"
                                                                : ""));
   lifecycle_->Serving();

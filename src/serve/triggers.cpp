@@ -383,6 +383,7 @@ void Triggers::Fire(Schedule& s, int64_t fire_us) {
   const bool hold = d == OverlapDecision::kBuffer;
   RunRequest run = ScheduleRun(s, fire_us);
   run.hold = hold;
+  if (o_.several_hosts) run.idempotency_key = "fire:" + name + ":" + std::to_string(fire_us);
   o_.queue.Enqueue(std::move(run), [this, name, hold, fire_us](Result<AcceptedRun> a) {
     if (!a && a.error().code == ErrorCode::kUnavailable) {
       // The queue is full: the fire is accounted for as skipped, saying why.
@@ -398,6 +399,13 @@ void Triggers::Fire(Schedule& s, int64_t fire_us) {
     }
     if (!a) {
       o_.log("schedule " + name + ": the run could not be journaled: " + a.error().message);
+      return;
+    }
+    if (a->existing) {
+      // Another host's run stands for this fire: it is that host's to run and to count open.
+      o_.metrics.Add("basal_schedule_events_total", {name, "fired_elsewhere"});
+      o_.log("schedule " + name + ": the fire of " + UtcText(fire_us) + " was run by another host (run " +
+             std::to_string(a->run.id) + ")");
       return;
     }
     o_.metrics.Add("basal_schedule_events_total", {name, hold ? "buffered" : "run"});

@@ -51,6 +51,10 @@ class Triggers {
     std::string secrets_dir;
     std::function<int64_t()> now_us;
     std::function<void(const std::string& line)> log;
+    // Several hosts share the store (PostgreSQL): each fire's run carries the key
+    // "fire:SCHEDULE:MICROSECONDS", so the unique (flow, key) index lets one host's run stand for
+    // the fire and every other host's fire of it find that run instead (docs/postgres.md).
+    bool several_hosts = false;
   };
   explicit Triggers(Options options);
   ~Triggers();

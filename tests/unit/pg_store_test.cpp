@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -285,6 +288,118 @@ TEST_F(PgStoreTest, ARefusedWriteBehindACommitFailsItsOwnBatch) {
   ASSERT_TRUE(calls);
   ASSERT_EQ(calls->size(), 1u);
   EXPECT_EQ((*calls)[0].call_id, 6);
+}
+
+// ---- several hosts (docs/postgres.md, "Several hosts") ----
+
+// Leases by the server's clock: a host whose clock is an hour behind (its lease_until long past by
+// the server's clock) or an hour ahead keeps exactly the server's lease; another process takes it
+// only once the server says it lapsed, and never takes a live one.
+TEST_F(PgStoreTest, LeasesAreTheServersClocksAndOnlyLapsedOnesAreTakenOver) {
+  auto a = MustOpen();
+  auto b = MustOpen();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->journal().UseServerClockLeases(std::chrono::hours(1)));
+  ASSERT_TRUE(b->journal().UseServerClockLeases(std::chrono::hours(1)));
+  const int64_t hour_us = 3'600'000'000;
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const ActivationOwner host_a{"machine-a", 10, 1}, host_b{"machine-b", 20, 1};
+  ActivationStart behind = Start("behind.js", now - hour_us, host_a);
+  behind.lease_until_unix_us = now - hour_us + 15'000'000;  // by its own clock: lapsed an hour ago
+  ActivationStart ahead = Start("ahead.js", now + hour_us, host_a);
+  ahead.lease_until_unix_us = now + hour_us + 15'000'000;  // by its own clock: good for an hour more
+  auto slow = a->journal().BeginActivation(behind);
+  auto fast = a->journal().BeginActivation(ahead);
+  ASSERT_TRUE(slow && fast);
+  ASSERT_TRUE(a->Commit());
+  auto rows = a->reader().Activations(std::nullopt, 10);
+  ASSERT_TRUE(rows);
+  for (const ActivationRow& r : *rows) {
+    EXPECT_GT(r.lease_until_unix_us, now + hour_us - 60'000'000) << "activation " << r.id << ": the server's now + 1 h";
+    EXPECT_LT(r.lease_until_unix_us, now + hour_us + 60'000'000) << "activation " << r.id;
+  }
+  auto none = b->journal().TakeExpiredLeases(host_b);
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->abandoned_activations.empty()) << "a live lease is never taken, whatever its host's clock said";
+
+  // Renewed with a lease of 1 ms by the server's clock: lapsed at once; the other host takes both.
+  ASSERT_TRUE(a->journal().UseServerClockLeases(std::chrono::milliseconds(1)));
+  auto taken = a->journal().RenewAndCheckLeases(host_a, {*slow, *fast});
+  ASSERT_TRUE(taken) << taken.error().message;
+  EXPECT_TRUE(taken->empty()) << "nobody took them yet";
+  ASSERT_TRUE(a->Commit()) << "the renewal joins the batch";
+  ::usleep(20'000);
+  auto took = b->journal().TakeExpiredLeases(host_b);
+  ASSERT_TRUE(took) << took.error().message;
+  std::vector<int64_t> closed = took->abandoned_activations;
+  std::sort(closed.begin(), closed.end());
+  EXPECT_EQ(closed, (std::vector<int64_t>{*slow, *fast}));
+  // The owner's next heartbeat hears that both were taken over.
+  taken = a->journal().RenewAndCheckLeases(host_a, {*slow, *fast});
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(*taken, (std::vector<int64_t>{*slow, *fast}));
+}
+
+// Fencing: once another host closed an activation, no call of it is recorded any more, waited for
+// (kConflict) or sent behind a commit in flight (its batch fails, and says why).
+TEST_F(PgStoreTest, ACallOfAnActivationTakenOverIsNeverRecorded) {
+  auto a = MustOpen();
+  auto b = MustOpen();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->journal().UseServerClockLeases(std::chrono::milliseconds(1)));
+  const ActivationOwner host_a{"machine-a", 10, 1}, host_b{"machine-b", 20, 1};
+  auto lost = a->journal().BeginActivation(Start("lost.js", 1000, host_a));
+  auto kept = a->journal().BeginActivation(Start("kept.js", 1000, host_a));
+  ASSERT_TRUE(lost && kept);
+  ASSERT_TRUE(a->journal().RecordCall(Call(*lost, 1)));
+  ASSERT_TRUE(a->Commit());
+  ::usleep(20'000);
+  ASSERT_TRUE(b->journal().UseServerClockLeases(std::chrono::hours(1)));
+  auto took = b->journal().TakeExpiredLeases(host_b);
+  ASSERT_TRUE(took);
+  ASSERT_EQ(took->abandoned_activations.size(), 2u);
+  // `kept` is begun again by b's claim in real life; here it stays closed too: both are fenced.
+  auto refused = a->journal().RecordCall(Call(*lost, 2));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  EXPECT_NE(refused.error().message.find("taken over by another host"), std::string::npos) << refused.error().message;
+  ASSERT_TRUE(a->Rollback());
+  // Behind a commit in flight: sent without waiting, then its batch fails at the commit.
+  auto fresh = a->journal().BeginActivation(Start("fresh.js", 1000, host_a));
+  ASSERT_TRUE(fresh);
+  ASSERT_EQ(a->StartCommit(), std::nullopt);
+  ASSERT_TRUE(a->journal().RecordCall(Call(*lost, 3))) << "sent behind the commit";
+  ASSERT_TRUE(LandCommit(*a)) << "the batch before it is not touched";
+  auto failed = a->Commit();
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.error().message.find("taken over by another host"), std::string::npos) << failed.error().message;
+  ASSERT_TRUE(a->Rollback());
+  auto reader = OpenReader(db_->locator());
+  ASSERT_TRUE(reader);
+  auto calls = (*reader)->Calls(*lost);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 1u) << "only the call recorded before the takeover";
+  EXPECT_EQ((*calls)[0].state, CallState::kAnswered);
+  // An unfinished activation of its own still takes calls.
+  ASSERT_TRUE(a->journal().RecordCall(Call(*fresh, 1)));
+  ASSERT_TRUE(a->Commit());
+}
+
+// SQLite is one host: the several-hosts methods are refused, saying so.
+TEST(SeveralHostsOnSqliteTest, AreRefused) {
+  char dir[] = "/tmp/basal-sqlite-hosts-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  auto store = OpenStore({.locator = std::string(dir) + "/journal.db"});
+  ASSERT_TRUE(store) << store.error().message;
+  auto r = (*store)->journal().UseServerClockLeases(std::chrono::seconds(15));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.error().message.find("PostgreSQL"), std::string::npos) << r.error().message;
+  EXPECT_FALSE((*store)->journal().TakeExpiredLeases({"h", 1, 1}));
+  store->reset();
+  std::filesystem::remove_all(dir);
 }
 
 // A commit that fails in flight (here a deferred check refuses it at COMMIT) is heard as failed,

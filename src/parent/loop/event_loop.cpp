@@ -139,6 +139,7 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
     }
   }
   if (n == 0) n = epoll_wait(epfd_, events, 64, static_cast<int>(std::min<int64_t>(wait.count(), 3'600'000)));
+  if (after_wait_) after_wait_();
   for (int i = 0; i < n; ++i) {
     const uint64_t token = events[i].data.u64;
     if (token == 0) {

@@ -65,6 +65,9 @@ class EventLoop {
     before_wait_pending_ = std::move(pending);
     before_wait_ = std::move(run);
   }
+  // Called when a wait ends, before its events are handled (a process paused past a lease learns
+  // it before it acts on anything that arrived meanwhile).
+  void set_after_wait(std::function<void()> fn) { after_wait_ = std::move(fn); }
   void set_busy_poll(std::chrono::microseconds period, std::function<bool()> should) {
     busy_poll_ = period;
     should_busy_poll_ = std::move(should);
@@ -93,6 +96,7 @@ class EventLoop {
   std::function<void()> after_pass_;
   std::function<bool()> before_wait_pending_;
   std::function<void()> before_wait_;
+  std::function<void()> after_wait_;
   std::chrono::microseconds busy_poll_{0};
   std::function<bool()> should_busy_poll_;
   std::atomic<std::thread::id> loop_thread_{std::this_thread::get_id()};  // read by other threads

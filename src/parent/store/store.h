@@ -21,6 +21,7 @@
 // Not thread-safe: each object has one owner thread (the parent's loop thread).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -513,6 +514,37 @@ class JournalStore {
   // when its lease ended before `now_unix_us`. Its calls in `started` become `unknown`, in
   // `decided` become `abandoned`. Never touches `self`'s activations. Commits any open batch first.
   virtual Result<RecoveryReport> RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) = 0;
+
+  // ---- several hosts on one store (PostgreSQL only; docs/postgres.md, "Several hosts") ----
+  // An activation is a run's claim: its owner and lease say who holds the run, its id is the
+  // fencing token (each claim begins a new activation). In this mode every lease is measured by the
+  // SERVER's clock, so a host's skewed clock neither steals a live lease nor loses its own:
+  // BeginActivation's lease becomes server now + `lease` (the given lease_until is ignored).
+  // Every write of an activation's calls and end then commits only while the activation is
+  // unfinished (nobody closed it). The SQLite store is one host: kInvalidArgument.
+  virtual Result<void> UseServerClockLeases(std::chrono::milliseconds lease) {
+    (void)lease;
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "several hosts need a PostgreSQL store; an SQLite journal serves one host");
+  }
+  // Renews every unfinished activation of `owner` to server now + lease (one statement, joining
+  // the open batch: it commits with it), then returns those of `held` that someone else closed
+  // (taken over: fenced out). On the connection whose batch writes those activations: a second
+  // connection of the same process would wait for that batch's row locks while the batch waits
+  // for the process.
+  virtual Result<std::vector<int64_t>> RenewAndCheckLeases(const ActivationOwner& owner,
+                                                           const std::vector<int64_t>& held) {
+    (void)owner, (void)held;
+    return MakeError(ErrorCode::kInvalidArgument, "several hosts need a PostgreSQL store");
+  }
+  // As RecoverAbandoned, by the server's clock: closes each unfinished activation (not self's)
+  // whose lease ended, or whose owner is a dead process on self's machine, and settles their runs
+  // (SettleRunsOfEndedActivations) in the same transaction. Waits at most 500 ms for a row lock
+  // (an owner still writing is alive; the next heartbeat tries again).
+  virtual Result<RecoveryReport> TakeExpiredLeases(const ActivationOwner& self) {
+    (void)self;
+    return MakeError(ErrorCode::kInvalidArgument, "several hosts need a PostgreSQL store");
+  }
 };
 
 class KvStore {

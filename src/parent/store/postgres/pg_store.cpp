@@ -26,6 +26,10 @@ using pg::Rows;
 // needs no round trip (while a commit is in flight it would wait for it).
 constexpr int kReservedIds = 32;
 
+// Now by the server's clock, in microseconds since the epoch: what every lease is measured by when
+// several hosts share the store (JournalStore::UseServerClockLeases).
+const std::string kServerNowUs = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+
 // The states a call record may move to `to` from (store.h: CallState), as in the SQLite backend.
 std::vector<const char*> AllowedFrom(CallState to) {
   switch (to) {
@@ -68,12 +72,14 @@ std::vector<pg::StatementDef> Statements() {
        "INSERT INTO activations(id, flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
        "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from) "
        "SELECT $1::bigint, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text, $8::bigint, $9::bigint, "
-       "$10::bigint, $11::text, $12::bigint, $13::text, $14::bigint, $15::bigint "
+       "CASE WHEN $16::bigint > 0 THEN " + kServerNowUs + " + $16::bigint ELSE $10::bigint END, "
+       "$11::text, $12::bigint, $13::text, $14::bigint, $15::bigint "
        "WHERE $12::bigint IS NULL OR EXISTS (SELECT 1 FROM approvals WHERE id = $12::bigint)"},
       {"insert_activation_behind",
        "INSERT INTO activations(id, flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
        "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from) "
-       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"},
+       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $16::bigint > 0 THEN " + kServerNowUs +
+           " + $16::bigint ELSE $10::bigint END, $11, $12, $13, $14, $15)"},
       {"insert_call",
        "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
        "start_us, end_us, args_digest, answer_seq, replay) "
@@ -85,6 +91,23 @@ std::vector<pg::StatementDef> Statements() {
        "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
        "start_us, end_us, args_digest, answer_seq, replay) "
        "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"},
+      // Several hosts: a call is recorded only while its activation is unfinished (nobody took the
+      // run over). FOR SHARE holds off a takeover's close until this batch ends, and a close that
+      // committed first is seen (READ COMMITTED re-reads the locked row).
+      {"insert_call_fenced",
+       "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
+       "start_us, end_us, args_digest, answer_seq, replay) "
+       "SELECT $1::bigint, $2::bigint, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, "
+       "$10::text, $11::text, $12::bigint, $13::bigint, $14::text, $15::bigint, $16::text "
+       "WHERE EXISTS (SELECT 1 FROM activations WHERE id = $1::bigint AND outcome IS NULL FOR SHARE) "
+       "ON CONFLICT (activation_id, call_id) DO NOTHING"},
+      {"insert_call_fenced_behind",
+       "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
+       "start_us, end_us, args_digest, answer_seq, replay) "
+       "SELECT $1::bigint, $2::bigint, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, "
+       "$10::text, $11::text, $12::bigint, $13::bigint, $14::text, $15::bigint, $16::text "
+       "FROM (SELECT count(*) AS n FROM (SELECT 1 FROM activations WHERE id = $1::bigint AND outcome IS NULL "
+       "FOR SHARE) l) c, LATERAL basal.expect_one(c.n, $17::text) e"},
       {"update_call",
        "UPDATE calls SET state = $1::text, result = coalesce($2::text, result), error = coalesce($3::text, error), "
        "end_us = coalesce($4::bigint, end_us), answer_seq = coalesce($5::bigint, answer_seq), "
@@ -108,6 +131,16 @@ std::vector<pg::StatementDef> Statements() {
        "UPDATE activations SET lease_until_us = $1::bigint "
        "WHERE outcome IS NULL AND owner_host = $2::text AND owner_pid = $3::bigint AND owner_start_ticks = $4::bigint"},
       {"unfinished", activations + " WHERE outcome IS NULL ORDER BY id"},
+      {"server_now", "SELECT " + kServerNowUs},
+      {"takeover_lock_timeout", "SELECT set_config('lock_timeout', '500ms', true)"},
+      // What a takeover looks at: lapsed leases, and the unfinished activations of this machine
+      // (a process that is gone is seen at once).
+      {"unfinished_lapsed", activations + " WHERE outcome IS NULL AND (lease_until_us < $1::bigint OR "
+                                          "owner_host = $2::text) ORDER BY id"},
+      {"renew_leases_server_clock",
+       "UPDATE activations SET lease_until_us = " + kServerNowUs + " + $1::bigint "
+       "WHERE outcome IS NULL AND owner_host = $2::text AND owner_pid = $3::bigint AND owner_start_ticks = $4::bigint"},
+      {"taken_over", "SELECT id FROM activations WHERE id = ANY($1::bigint[]) AND outcome IS NOT NULL ORDER BY id"},
       {"close_activation",
        "UPDATE activations SET end_us = $1::bigint, outcome = 'abandoned', result = NULL, error = $2::text, "
        "cpu_us = 0 WHERE id = $3::bigint AND outcome IS NULL"},
@@ -333,6 +366,10 @@ class PgStore final : public Store,
   Result<void> EndActivation(const ActivationEnd& end) override;
   Result<void> RenewLeases(const ActivationOwner& owner, int64_t until_unix_us) override;
   Result<RecoveryReport> RecoverAbandoned(const ActivationOwner& self, int64_t now_unix_us) override;
+  Result<void> UseServerClockLeases(std::chrono::milliseconds lease) override;
+  Result<std::vector<int64_t>> RenewAndCheckLeases(const ActivationOwner& owner,
+                                                   const std::vector<int64_t>& held) override;
+  Result<RecoveryReport> TakeExpiredLeases(const ActivationOwner& self) override;
 
   // KvStore
   Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) override;
@@ -439,6 +476,12 @@ class PgStore final : public Store,
   std::optional<uint64_t> flight_;          // the COMMIT in flight
   std::optional<Result<void>> flight_outcome_;  // its outcome, heard by a wait before PollCommit asked
   std::deque<int64_t> reserved_ids_;
+  int64_t server_lease_us_ = 0;  // > 0: several hosts, leases by the server's clock (UseServerClockLeases)
+
+  // Closes the activations in `gone` as abandoned at `now_unix_us` and commits (RecoverAbandoned).
+  // settle: their runs are settled in the same transaction (SettleRunsOfEndedActivations).
+  Result<RecoveryReport> CloseAbandoned(const std::vector<ActivationRow>& gone, const ActivationOwner& self,
+                                        int64_t now_unix_us, bool settle = false);
 };
 
 Error PgStore::Refused(const std::string& what, const pg::Outcome& o) const {
@@ -652,6 +695,7 @@ Result<int64_t> PgStore::BeginActivation(const ActivationStart& a) {
   p.TextOrNull(a.manifest_text_hash);
   p.IntOrNull(a.run_id > 0 ? std::optional<int64_t>(a.run_id) : std::nullopt);
   p.IntOrNull(a.retry_from_call > 0 ? std::optional<int64_t>(a.retry_from_call) : std::nullopt);
+  p.Int(server_lease_us_);
   const std::string what = "cannot record the start of an activation of flow " + a.flow;
   if (Behind()) {
     if (auto r = SendBehind("insert_activation_behind", p, what); !r) return r.error();
@@ -678,9 +722,20 @@ Result<void> PgStore::RecordCall(const CallRecord& c) {
   p.Text(c.decision.rule).Text(c.decision.reason).Text(EffectName(c.effect)).Text(CallStateName(c.state));
   p.TextOrNull(c.result_json).TextOrNull(c.error_json).Int(c.start_unix_us).IntOrNull(c.end_unix_us);
   p.TextOrNull(c.args_digest).IntOrNull(c.answer_seq).TextOrNull(c.replay_json);
-  if (Behind()) return SendBehind("insert_call_behind", p, what);
-  auto rows = Run("insert_call", p, true, what);
+  const bool fenced = server_lease_us_ > 0;
+  const std::string taken = what + ": activation " + std::to_string(c.activation_id) +
+                            " has ended or was taken over by another host (its lease lapsed); nothing of it is written";
+  if (Behind()) {
+    if (!fenced) return SendBehind("insert_call_behind", p, what);
+    p.Text(taken);
+    return SendBehind("insert_call_fenced_behind", p, what);
+  }
+  auto rows = Run(fenced ? "insert_call_fenced" : "insert_call", p, true, what);
   if (!rows) return rows.error();
+  if (fenced && rows->changed() != 1) {
+    auto open = Run("call_state", Params().Int(c.activation_id).Int(c.call_id), false, what);
+    if (open && open->rows() == 0) return StoreError(ErrorCode::kConflict, taken);
+  }
   if (rows->changed() != 1) {
     return StoreError(ErrorCode::kDatabase,
                       what + ": it is recorded already, or the activation was never begun (a bug in the caller)");
@@ -753,6 +808,11 @@ Result<RecoveryReport> PgStore::RecoverAbandoned(const ActivationOwner& self, in
     ActivationRow row = pg::ReadActivationRow(*unfinished, i);
     if (OwnerIsGone(row.owner, row.lease_until_unix_us, self, now_unix_us)) gone.push_back(std::move(row));
   }
+  return CloseAbandoned(gone, self, now_unix_us);
+}
+
+Result<RecoveryReport> PgStore::CloseAbandoned(const std::vector<ActivationRow>& gone, const ActivationOwner& self,
+                                               int64_t now_unix_us, bool settle) {
   RecoveryReport report;
   const std::string unknown_error = UnknownCallErrorJson();
   const std::string abandoned_error = AbandonedCallErrorJson();
@@ -782,11 +842,76 @@ Result<RecoveryReport> PgStore::RecoverAbandoned(const ActivationOwner& self, in
     report.unknown_calls += static_cast<size_t>(unknown->changed());
     report.abandoned_calls += static_cast<size_t>(abandoned->changed());
   }
+  if (settle && !report.abandoned_activations.empty()) {
+    if (auto settled = SettleRunsOfEndedActivations(now_unix_us); !settled) {
+      (void)Rollback();
+      return settled.error();
+    }
+  }
   if (auto r = Commit(); !r) {
     (void)Rollback();
     return r.error();
   }
   return report;
+}
+
+// ---- several hosts ----
+
+Result<void> PgStore::UseServerClockLeases(std::chrono::milliseconds lease) {
+  if (lease.count() < 1) return StoreError(ErrorCode::kInvalidArgument, "a lease must be at least 1 ms");
+  server_lease_us_ = static_cast<int64_t>(lease.count()) * 1000;
+  return Ok();
+}
+
+Result<std::vector<int64_t>> PgStore::RenewAndCheckLeases(const ActivationOwner& o, const std::vector<int64_t>& held) {
+  if (server_lease_us_ <= 0) return StoreError(ErrorCode::kInvalidArgument, "UseServerClockLeases was not called");
+  const std::string what = "cannot renew the leases of " + o.host + " pid " + std::to_string(o.pid);
+  const Params renew = Params().Int(server_lease_us_).Text(o.host).Int(o.pid).Int(o.start_ticks);
+  if (Behind()) {
+    if (auto r = SendBehind("renew_leases_server_clock", renew, what); !r) return r.error();
+  } else if (auto r = Run("renew_leases_server_clock", renew, true, what); !r) {
+    return r.error();
+  }
+  std::vector<int64_t> taken;
+  if (held.empty()) return taken;
+  std::string ids = "{";
+  for (size_t i = 0; i < held.size(); ++i) ids += (i ? "," : "") + std::to_string(held[i]);
+  ids += "}";
+  auto rows = Run("taken_over", Params().Text(ids), false, what);
+  if (!rows) return rows.error();
+  for (int i = 0; i < rows->rows(); ++i) taken.push_back(rows->Int(i, 0));
+  return taken;
+}
+
+Result<RecoveryReport> PgStore::TakeExpiredLeases(const ActivationOwner& self) {
+  if (auto r = Commit(); !r) return r.error();
+  auto now = Run("server_now", Params(), false, "cannot read the server's clock");
+  if (!now) return now.error();
+  const int64_t now_us = now->Int(0, 0);
+  auto unfinished = Run("unfinished_lapsed", Params().Int(now_us).Text(self.host), false,
+                        "cannot read the unfinished activations");
+  if (!unfinished) return unfinished.error();
+  std::vector<ActivationRow> gone;
+  for (int i = 0; i < unfinished->rows(); ++i) {
+    ActivationRow row = pg::ReadActivationRow(*unfinished, i);
+    const bool is_self = row.owner.host == self.host && row.owner.pid == self.pid &&
+                         row.owner.start_ticks == self.start_ticks;
+    if (is_self) continue;
+    // A lease that lapsed is lost whoever holds it (a paused host too); a dead process on this
+    // machine is gone at once.
+    if (row.lease_until_unix_us < now_us ||
+        (row.owner.host == self.host && OwnerIsGone(row.owner, row.lease_until_unix_us, self, now_us)))
+      gone.push_back(std::move(row));
+  }
+  if (gone.empty()) return RecoveryReport{};
+  // A takeover never waits long for a row its owner's open batch holds: that owner may itself be
+  // waiting for this process (a kv lock held by this process's open batch), a cycle the server
+  // cannot see. Past the timeout the takeover fails and is tried again at the next heartbeat.
+  if (auto r = Run("takeover_lock_timeout", Params(), true, "cannot begin a takeover"); !r) {
+    (void)Rollback();
+    return r.error();
+  }
+  return CloseAbandoned(gone, self, now_us, /*settle=*/true);
 }
 
 // ---- KvStore ----
