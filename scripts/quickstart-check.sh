@@ -52,6 +52,17 @@ echo "quickstart-check: a bare Debian 12 (minbase + git) from $mirror in $root"
 mmdebstrap --quiet --variant=minbase --include=git bookworm "$root" \
   "deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security bookworm-security main"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# npm in the root reaches the registry as the host's does: the host's global npm configuration (a
+# registry, a proxy, the CA of a TLS-inspecting proxy) and the CA file it names, if any.
+# The CA file is copied apart: ca-certificates, installed by the quick start, rewrites the system's.
+if [[ -f /etc/npmrc ]]; then
+  grep -v -E '^[[:space:]]*cafile[[:space:]]*=' /etc/npmrc > "$root/etc/npmrc" || true
+  cafile="$(awk -F= '$1 ~ /^[[:space:]]*cafile[[:space:]]*$/ {gsub(/^[[:space:]]+|[[:space:]]+$/, "", $2); print $2}' /etc/npmrc)"
+  if [[ -n "$cafile" && -f "$cafile" ]]; then
+    cp "$cafile" "$root/etc/quickstart-check-npm-ca.crt"
+    echo "cafile=/etc/quickstart-check-npm-ca.crt" >> "$root/etc/npmrc"
+  fi
+fi
 
 # The clone's source: a bare copy of the branch, read inside the root (a worktree's .git points
 # outside it).
