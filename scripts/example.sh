@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Quick start: installs what is missing (apt-get, only for missing packages; QuickJS with npm pack),
 # builds only what running a flow needs (basal and ck-basal-worker, Release), then runs
-# examples/hello.js once with a throw-away journal and shows what the journal recorded. About
-# 3 minutes on 2 idle cores from a fresh clone with the packages present (README.md: what we measured).
+# examples/hello.js once with a throw-away journal and shows what the journal recorded. From a
+# bare Debian 12 (455 packages, most of them npm's): 20 min 29 s wall, 8 min 9 s CPU on 2 cores at load
+# 12.88..6.99 (scripts/quickstart-check.sh); about 5 minutes expected on 2 idle cores, about
+# 3 with the packages present (README.md, docs/performance.md: what we measured).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

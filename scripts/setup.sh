@@ -87,7 +87,8 @@ if ((quick)); then
   # A tree configured before (by a full setup) keeps its options: only the two targets are built.
   if [[ ! -f build/release/CMakeCache.txt ]]; then
     echo "setup: configuring build/release (Release; without tests and benchmarks)"
-    cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DBASAL_BUILD_TESTS=OFF -DBASAL_BUILD_BENCH=OFF
+    cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DBASAL_BUILD_TESTS=OFF -DBASAL_BUILD_BENCH=OFF \
+      -DBASAL_PRECOMPILED_HEADERS=ON
   fi
   echo "setup: building basal and ck-basal-worker in build/release"
   cmake --build build/release -j"$jobs" --target basal_binaries
