@@ -102,7 +102,7 @@ TEST_F(CliNewcomerTest, NoCommandPrintsTheShortHelpAndExitsTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("Usage: basal COMMAND [OPTIONS]\nCommands: run, check, journal, runs, tail, doctor, health, flow, "
-                       "policy, secret, serve, mcp, token, schedule, replay, help\n"),
+                       "policy, secret, kv, serve, mcp, token, schedule, replay, help\n"),
             std::string::npos)
       << r.err;
   EXPECT_TRUE(r.err.ends_with("\nbasal: usage: a command is required (see basal help)\n")) << r.err;
@@ -111,7 +111,7 @@ TEST_F(CliNewcomerTest, NoCommandPrintsTheShortHelpAndExitsTwo) {
 TEST_F(CliNewcomerTest, AnUnknownCommandIsNamed) {
   const std::string expected =
       "basal: usage: unknown command \"frob\" (commands: run, check, journal, runs, tail, doctor, health, flow, "
-      "policy, secret, serve, mcp, token, schedule, replay, help; see basal help)\n";
+      "policy, secret, kv, serve, mcp, token, schedule, replay, help; see basal help)\n";
   for (const char* args : {"frob", "frob --help", "help frob"}) {
     const Cli r = Basal(dir_, args);
     EXPECT_EQ(r.exit_code, 2) << args;

@@ -46,7 +46,7 @@ class KvCliTest : public ::testing::Test {
 TEST_F(KvCliTest, PutGetListRmRoundTripThroughBasalDb) {
   auto put = Kv("put --namespace orders o-1 '{\"qty\": 2, \"sku\": \"A\"}' --reason 'fix order 1'");
   ASSERT_EQ(put.exit_code, 0) << put.err;
-  EXPECT_TRUE(Has(put.out, "stored \"o-1\" in namespace \"orders\" (21 bytes)")) << put.out;
+  EXPECT_TRUE(Has(put.out, "stored \"o-1\" in namespace \"orders\" (19 bytes)")) << put.out;
   EXPECT_TRUE(Has(put.out, "kv.put's defaults: no approved flow writes it")) << put.out;
   ASSERT_EQ(Kv("put --namespace orders o-2 7").exit_code, 0);
 
@@ -123,7 +123,7 @@ TEST_F(KvCliTest, AValueThatIsNotJsonIsRefusedWithTheQuotedFormAsAHint) {
   EXPECT_EQ(bare.err,
             "basal: usage: VALUE is not JSON (a value is one JSON value): to store it as a text, quote it as a JSON "
             "string: '\"hello\"'\n");
-  EXPECT_EQ(Kv("get --namespace notes greeting").exit_code, 1) << "nothing was stored";
+  EXPECT_FALSE(std::filesystem::exists(P("j.db"))) << "refused before the store was even opened";
   // The hint works as written; stdin and a file are the other ways in.
   ASSERT_EQ(Kv("put --namespace notes greeting '\"hello\"'").exit_code, 0);
   EXPECT_EQ(Kv("get --namespace notes greeting").out, "\"hello\"\n");
@@ -201,13 +201,13 @@ TEST_F(KvCliTest, ANamespaceNoApprovedFlowWritesHasKvPutsDefaults) {
 TEST_F(KvCliTest, KeysAndValuesArePrintedEscaped) {
   const std::string key = "\"$(printf 'k\\033[2J\\302\\233')\"";
   ASSERT_EQ(Kv("put --namespace n " + key + " '\"\\u001b]0;owned\\u0007\\u202e\"'").exit_code, 0);
-  for (const std::string& args : {"get --namespace n " + key, "get --namespace n --json " + key,
+  for (const std::string& args : std::vector<std::string>{"get --namespace n " + key, "get --namespace n --json " + key,
                                   "list --namespace n", "list --namespace n --json", "history --namespace n",
                                   "history --namespace n --json"}) {
     auto r = Kv(args);
     EXPECT_EQ(r.exit_code, 0) << args << r.err;
     EXPECT_FALSE(r.out.empty()) << args;
-    for (const std::string raw : {"\x1b", "\xc2\x9b", "\x07", "\xe2\x80\xae"})
+    for (const char* raw : {"\x1b", "\xc2\x9b", "\x07", "\xe2\x80\xae"})
       EXPECT_FALSE(Has(r.out, raw)) << args << " prints a control raw:\n" << r.out;
   }
   EXPECT_EQ(Kv("get --namespace n " + key).out, "\"\\u001b]0;owned\\u0007\\u202e\"\n");
