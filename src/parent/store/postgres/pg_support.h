@@ -129,6 +129,8 @@ class Connection {
   void Drain();
 
   bool broken() const;
+  // Why the connection broke, as the server or libpq said it (the first reason heard), or "".
+  const std::string& broken_why() const { return broken_why_; }
   int fd() const;
   bool want_write() const { return want_write_; }
   const std::string& shown() const { return shown_; }
@@ -171,6 +173,7 @@ class Connection {
   std::string segment_error_, segment_state_;  // the current segment's first error
   bool want_write_ = false;
   bool lost_ = false;  // the server said it ends the session
+  std::string broken_why_;
 };
 
 // "message (SQLSTATE xxxxx)" of a result, or of the connection when there is no result.
