@@ -588,7 +588,7 @@ Result<void> PgStore::SendBehind(const std::string& name, const Params& params, 
 Result<void> PgStore::CommitOutcome(const pg::Outcome& o) const {
   // A COMMIT of a transaction that failed answers ROLLBACK, without an error.
   if (o.failure == Failure::kNone && o.command == "COMMIT") return Ok();
-  NoteFailure(o.sqlstate);
+  NoteFailure(o.sqlstate.empty() ? conn_->last_failure_state() : o.sqlstate);
   const std::string why = o.failure == Failure::kNone ? "the server rolled the batch back" : o.error;
   return StoreError(ErrorCode::kDatabase,
                     "cannot commit the batch: " + why + "; call Rollback() and answer nothing from this batch");

@@ -345,6 +345,7 @@ bool Connection::ReadAvailable() {
     o.error = ErrorText(r, conn_);
     const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     o.sqlstate = state ? state : "";
+    last_failure_state_ = o.sqlstate;
     // The server is ending the session (an administrator, a shutdown) or it is gone: whatever
     // libpq says yet, this connection is done.
     if (o.sqlstate.rfind("57P", 0) == 0 || o.sqlstate.rfind("08", 0) == 0) {
