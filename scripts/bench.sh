@@ -46,7 +46,7 @@ while (($#)); do
       shift 2
       ;;
     --only)
-      (($# >= 2)) || { echo "bench.sh: --only needs a figure (hostcall, warm, cold, throughput, memory, fetch, serve, mcp, durable)" >&2; usage; }
+      (($# >= 2)) || { echo "bench.sh: --only needs a figure (hostcall, warm, cold, throughput, memory, fetch, serve, mcp, durable, commit, burndown)" >&2; usage; }
       bench_args+=(--only "$2")
       only=$2
       shift 2
