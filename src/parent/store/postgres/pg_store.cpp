@@ -652,6 +652,8 @@ Result<void> PgStore::Rollback() {
   needs_rollback_ = false;
   if (conn_->broken()) {
     flight_.reset();
+    flight_outcome_.reset();
+    reserved_ids_.clear();
     return EnsureConnected();
   }
   if (!was_open) return Ok();
