@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
       o.quick = true;
     } else if (a == "--only") {
       only = value();
+    } else if (a == "--journal") {
+      o.journal = value();
     } else if (a == "--busy-poll") {
       const std::string v = value();
       char* end = nullptr;
@@ -97,6 +99,14 @@ int main(int argc, char** argv) {
               o.quick ? " (--quick: a smoke run, not figures to publish)" : "");
 
   if (!only.empty()) {
+    if (only == "commit") {
+      // One batch (an activation's start) committed, on the store --journal names: p50 and p99 in
+      // microseconds, on one line for bench/burndown.py.
+      basal::bench::CommitSamples commits = basal::bench::JournalCommits(o);
+      PrintSamples("journal batch: BeginActivation + Commit", commits.begin_activation);
+      std::printf("commit %.1f %.1f\n", commits.begin_activation.Median(), commits.begin_activation.P99());
+      return 0;
+    }
     if (only == "hostcall") {
       Samples s = basal::bench::HostCallRoundTrip(o);
       PrintSamples("host-call round trip (trivial host call)", s);
@@ -145,7 +155,7 @@ int main(int argc, char** argv) {
                     static_cast<double>(t.wal_bytes) / (1 << 20));
       }
     } else {
-      std::fprintf(stderr, "basal-bench: --only takes hostcall, warm, cold, throughput, memory, fetch, serve, mcp or durable\n");
+      std::fprintf(stderr, "basal-bench: --only takes commit, hostcall, warm, cold, throughput, memory, fetch, serve, mcp or durable\n");
       return 64;
     }
     return 0;

@@ -55,6 +55,9 @@ struct Options {
   // ModuleOptions::busy_poll of the in-process modules (figures_bench.cpp); unset: the module's
   // default. 0 turns polling off, so the parent's CPU per activation is its work, not its wait.
   std::optional<std::chrono::microseconds> busy_poll;
+  // --journal: the store the commit figure writes to (a file path or a postgresql:// locator);
+  // unset: a new SQLite file in work_dir.
+  std::string journal;
 };
 
 // ---- references (references_bench.cpp) ----

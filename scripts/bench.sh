@@ -8,6 +8,11 @@
 # pass/fail: a missed target is printed as MISSED, never an error.
 #
 #   scripts/bench.sh [--rounds N] [--compare REV] [--quick] [--only FIGURE] [--plan]
+#   scripts/bench.sh --only burndown [--runs N] [--rounds N]
+#
+# --only burndown is the burn-down benchmark (bench/burndown.py, docs/performance.md): N runs
+# (20,000 unless --runs says) queued, then worked off by 1 host on SQLite, 1 host and 2 hosts on
+# PostgreSQL (a private cluster), with each store's commit latency; one round unless --rounds says.
 #
 # --plan prints what would be built and run, in order, and exits (no build, no run): how the
 # argument handling is tested (tests/bench/bench_summary_test.py).
@@ -15,11 +20,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
-  echo "usage: scripts/bench.sh [--rounds N] [--compare REV] [--quick] [--only FIGURE] [--plan]" >&2
+  echo "usage: scripts/bench.sh [--rounds N] [--compare REV] [--quick] [--only FIGURE] [--plan] [--runs N (burndown)]" >&2
   exit 64
 }
 
 rounds=3
+rounds_given=0
+runs=20000
+only=""
 compare=""
 plan=0
 bench_args=()
@@ -29,6 +37,7 @@ while (($#)); do
       (($# >= 2)) || { echo "bench.sh: --rounds needs a number" >&2; usage; }
       [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --rounds takes a whole number from 1, not '$2'" >&2; exit 64; }
       rounds=$2
+      rounds_given=1
       shift 2
       ;;
     --compare)
@@ -37,8 +46,15 @@ while (($#)); do
       shift 2
       ;;
     --only)
-      (($# >= 2)) || { echo "bench.sh: --only needs a figure (hostcall, warm, cold, throughput, memory, fetch, serve, mcp, durable)" >&2; usage; }
+      (($# >= 2)) || { echo "bench.sh: --only needs a figure (hostcall, warm, cold, throughput, memory, fetch, serve, mcp, durable, commit, burndown)" >&2; usage; }
       bench_args+=(--only "$2")
+      only=$2
+      shift 2
+      ;;
+    --runs)
+      (($# >= 2)) || { echo "bench.sh: --runs needs a number" >&2; usage; }
+      [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --runs takes a whole number from 1, not '$2'" >&2; exit 64; }
+      runs=$2
       shift 2
       ;;
     --quick)
@@ -60,6 +76,27 @@ while (($#)); do
 done
 
 build=build/release
+
+if [[ "$only" == burndown ]]; then
+  [[ -z "$compare" ]] || { echo "bench.sh: --only burndown does not take --compare" >&2; exit 64; }
+  ((rounds_given)) || rounds=1
+  if ((plan)); then
+    echo "build: $build (basal, ck-basal-worker, basal-bench)"
+    for ((r = 1; r <= rounds; r++)); do echo "round $r/$rounds: bench/burndown.py --runs $runs"; done
+    exit 0
+  fi
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$PWD")}"
+  [[ -f "$build/CMakeCache.txt" ]] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$build" -j2 --target basal ck-basal-worker basal-bench >/dev/null
+  echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/^Mem:/ {print $2}') GiB," \
+       "kernel $(uname -r), $(df -T "${TMPDIR:-/tmp}" | awk 'NR==2 {print $2}') under ${TMPDIR:-/tmp}"
+  echo "this: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)')"
+  for ((r = 1; r <= rounds; r++)); do
+    echo "round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    python3 bench/burndown.py --bin-dir "$build/bin" --runs "$runs"
+  done
+  exit 0
+fi
 # The builds run in this order within each round; odd rounds run them as listed, even rounds the
 # other way round, so neither build always runs first (after the other one warmed the caches).
 labels=(this)

@@ -18,6 +18,7 @@ struct ModuleEvent {
     kRecovered,              // opening the journal closed activations whose parent had died
     kIdleCpu,                // an idle worker used CPU between activations: killed
     kRunStopped,             // a durable run stopped for an operator (needs_reconciliation) or ran out of resumes
+    kJournalRecovered,       // a commit succeeded after failed ones (told once per outage, as its failure is)
   };
   Kind kind;
   std::string message;

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
+#include <unordered_set>
 
 #include "parent/host_calls/kv.h"
 #include "parent/host_calls/log.h"
@@ -36,6 +38,7 @@ const char* ModuleEventKindName(ModuleEvent::Kind kind) {
     case ModuleEvent::Kind::kRecovered: return "recovered";
     case ModuleEvent::Kind::kIdleCpu: return "idle_cpu";
     case ModuleEvent::Kind::kRunStopped: return "run_stopped";
+    case ModuleEvent::Kind::kJournalRecovered: return "journal_recovered";
   }
   return "unknown";
 }
@@ -71,6 +74,7 @@ Module::Impl::~Impl() {
     sends.clear();
     flight.reset();  // Commit waits for it
     if (watched_store_fd >= 0) loop_->Unwatch(watched_store_fd);
+    if (journal_retry_timer) loop_->Cancel(*journal_retry_timer);
     (void)store->Commit();
   }
   gate.reset();  // replies held elsewhere now answer into nothing
@@ -391,12 +395,21 @@ void Module::Impl::Place(Activation& a, PooledWorker* idle) {
   ArmCpu(a);
 }
 
+namespace {
+// A failure of the store itself (unreachable, refusing, full), as opposed to its answer about a
+// row (not found, in another state): the first is worth trying again, the second is final.
+bool StoreFailed(const Error& e) {
+  return e.code == ErrorCode::kDatabase || e.code == ErrorCode::kIo || e.code == ErrorCode::kUnavailable;
+}
+}  // namespace
+
 // Why an approved or codemode flow may not start: its version was revoked (read from the store
 // each time: `basal flow revoke` runs in another process). A store that cannot answer refuses
 // too: an approval that cannot be checked is not one.
-std::optional<std::string> Module::Impl::RevokedWhy(const Flow& f) {
+std::optional<std::string> Module::Impl::RevokedWhy(const Flow& f, bool* store_failed) {
   if (f.approval_id == 0) return std::nullopt;
   auto revoked = store->catalog().IsRevoked(f.approval_id);
+  if (!revoked && store_failed) *store_failed = StoreFailed(revoked.error());
   const std::string what = f.origin == FlowOrigin::kCodemode
                                ? "codemode policy " + f.policy + " version " + std::to_string(f.version)
                                : "flow " + f.name + " version " + std::to_string(f.version);
@@ -425,7 +438,18 @@ void Module::Impl::Dispatch() {
       // batch was checked by CurrentFlow under it already.
       const bool checked = std::find(unrevoked_in_batch.begin(), unrevoked_in_batch.end(), w.flow->approval_id) !=
                            unrevoked_in_batch.end();
-      if (auto revoked = checked ? std::nullopt : RevokedWhy(*w.flow)) {
+      bool unreachable = false;
+      if (auto revoked = checked ? std::nullopt : RevokedWhy(*w.flow, &unreachable)) {
+        if (unreachable) {
+          // A store that cannot answer now (unreachable, restarting) does not cancel the run: it
+          // is queued again once the store is back (SettleOwed), as a run whose start was lost is.
+          ActivationResult r = Failure(Outcome::kJournalError, "the run could not start: " + *revoked);
+          r.run_id = t.run;
+          owed_ends.push_back({0, t.run, r, std::move(w.done)});
+          waiting_runs.erase(found);
+          FailBatch(*revoked);
+          continue;
+        }
         RunCallback done = std::move(w.done);
         EndRunWithout(t.run, "cancelled", "cancelled before it started: " + *revoked, std::move(done));
         continue;
@@ -484,7 +508,10 @@ void Module::Impl::Launch() {
   }
   if (!store->HasPendingBatch()) return Land(std::move(f), Ok());
   std::optional<Result<void>> outcome = store->StartCommit();
-  if (outcome) return Land(std::move(f), *outcome);
+  if (outcome) {
+    if (*outcome) NoteCommitted();
+    return Land(std::move(f), *outcome);
+  }
   flight = std::move(f);
   WatchStore();
 }
@@ -513,7 +540,16 @@ void Module::Impl::FailPending(Flight f, const std::string& why) {
   const Result<void> failed = MakeError(ErrorCode::kDatabase, why);
   for (auto& fn : waiters) fn(failed);
   ++health.journal_failures;
-  OnEvent({ModuleEvent::Kind::kJournalFailure, "journal commit failed: " + why, 0, 0});
+  // Told once per outage (a server down fails every commit until it is back): the rest are counted.
+  ++failures_in_outage;
+  if (journal_down_since_us == 0) {
+    journal_down_since_us = NowUnixUs();
+    OnEvent({ModuleEvent::Kind::kJournalFailure,
+             "journal commit failed: " + why +
+                 " (further failures are counted in journal_failures, not told, until a commit succeeds: "
+                 "journal_recovered)",
+             0, 0});
+  }
   std::vector<ActivationId> victims = gate->DropStartedWaiting();
   for (auto& [id, payload] : f.sends) victims.push_back(id);
   for (auto& [id, payload] : sends) victims.push_back(id);
@@ -522,6 +558,9 @@ void Module::Impl::FailPending(Flight f, const std::string& why) {
   // accepted (whoever asked for them hears the failure from AfterCommit), so they are not queued.
   victims.insert(victims.end(), f.begun.begin(), f.begun.end());
   victims.insert(victims.end(), begun_in_batch.begin(), begun_in_batch.end());
+  std::unordered_set<ActivationId> start_lost(f.begun.begin(), f.begun.end());
+  start_lost.insert(begun_in_batch.begin(), begun_in_batch.end());
+  const std::unordered_set<ActivationId> all_start_lost = start_lost;
   begun_in_batch.clear();
   std::vector<RunId> lost_runs = std::move(f.runs);
   lost_runs.insert(lost_runs.end(), runs_in_batch.begin(), runs_in_batch.end());
@@ -542,6 +581,19 @@ void Module::Impl::FailPending(Flight f, const std::string& why) {
     finished.push_back({r, nullptr, true, std::move(it->second.done), RunStop{run, RunState::kEnded, OutcomeName(r.outcome), r}});
     waiting_runs.erase(it);
   }
+  // A run accepted in an earlier batch whose start was in a lost one never ran: it is owed a
+  // second start once the store takes writes again, and its callback waits for that.
+  for (ActivationId id : victims) {
+    auto it = live.find(id);
+    if (it == live.end()) continue;
+    Activation& a = *it->second;
+    if (start_lost.count(id) && a.run_id != 0 &&
+        std::find(lost_runs.begin(), lost_runs.end(), a.run_id) == lost_runs.end()) {
+      owed_ends.push_back({id, a.run_id, {}, std::move(a.run_done)});
+      a.run_done = nullptr;
+      start_lost.erase(id);
+    }
+  }
   for (ActivationId id : victims) {
     auto it = live.find(id);
     if (it == live.end()) continue;
@@ -556,23 +608,154 @@ void Module::Impl::FailPending(Flight f, const std::string& why) {
     if (done.run_done) {
       done.stop.result = done.result;
       done.stop.outcome = OutcomeName(Outcome::kJournalError);
+      if (done.stop.run_id == 0) {  // its end was never written (Finish's write failed)
+        done.stop.run_id = done.result.run_id;
+        done.stop.state = RunState::kEnded;
+      }
     }
   }
   // What the lost batches said of the activations that ended in them is written again as
-  // journal_error (with their runs' ends), with the victims' ends, in a batch of their own. Best
-  // effort: the store may still be failing, and an activation whose start was lost too has nothing
-  // to end.
-  const int64_t now = NowUnixUs();
-  for (const Finished& done : finished) {
-    if (!done.journaled || done.result.activation_id <= 0) continue;
-    if (store->journal().EndActivation(EndRecord(done.result.activation_id, done.result, now, options.journal_value_max_bytes)) &&
-        done.result.run_id != 0)
-      (void)store->runs().MarkRunEnded(done.result.run_id, OutcomeName(Outcome::kJournalError), "", now);
-  }
-  if (!store->Commit()) (void)store->Rollback();
+  // journal_error (with their runs' ends), with the victims' ends, in a batch of their own: now,
+  // and again later until it commits (the store may still be failing).
+  (void)store->Rollback();
   journal_failure.clear();
+  for (Finished& done : finished) {
+    if (!done.journaled || done.result.activation_id <= 0) continue;
+    bool known = false;
+    for (OwedEnd& o : owed_ends) {
+      if (o.activation != done.result.activation_id) continue;
+      o.result = done.result;
+      known = true;
+    }
+    if (known) continue;
+    // It ended in the lost batches that held its start (a failed call ended it): the same as a
+    // victim whose start was lost, its run waits to be queued again.
+    const RunId run = done.result.run_id;
+    if (all_start_lost.count(done.result.activation_id) && run != 0 && done.run_done &&
+        std::find(lost_runs.begin(), lost_runs.end(), run) == lost_runs.end()) {
+      owed_ends.push_back({done.result.activation_id, run, done.result, std::move(done.run_done)});
+      done.run_done = nullptr;
+      continue;
+    }
+    owed_ends.push_back({done.result.activation_id, run, done.result, nullptr});
+  }
   for (Finished& done : finished) landed.push_back(std::move(done));
   finished.clear();
+  SettleOwed();
+  if (journal_down_since_us != 0) ArmJournalRetry();
+}
+
+void Module::Impl::SettleOwed() {
+  if (owed_ends.empty()) return;
+  // Never mixed with other writes: a batch open or in flight commits first.
+  if (flight || store->HasPendingBatch()) return ArmJournalRetry();
+  const int64_t now = NowUnixUs();
+  std::vector<OwedEnd> owed = std::move(owed_ends);
+  owed_ends.clear();
+  std::vector<size_t> requeue;     // owed[i]: a run to queue again once this batch commits
+  std::vector<size_t> ended_here;  // owed[i]: its activation's end is in this batch
+  std::vector<size_t> still_owed;  // owed[i]: its run's end was refused; tried again later
+  bool failed = false;
+  for (size_t i = 0; i < owed.size() && !failed; ++i) {
+    OwedEnd& o = owed[i];
+    if (o.result.outcome != Outcome::kJournalError) {
+      o.result = Failure(Outcome::kJournalError, "journal commit failed, nothing was answered");
+      o.result.activation_id = o.activation;
+      o.result.run_id = o.run;
+    }
+    Result<void> ended = MakeError(ErrorCode::kNotFound, "no activation was recorded");
+    if (o.activation_ended) {
+      ended = Ok();
+    } else if (o.activation > 0) {
+      ended = store->journal().EndActivation(EndRecord(o.activation, o.result, now, options.journal_value_max_bytes));
+    }
+    if (!ended && StoreFailed(ended.error())) {
+      failed = true;
+      break;
+    }
+    if (ended) {
+      if (!o.activation_ended) ended_here.push_back(i);
+      o.activation_ended = true;
+      if (o.run == 0) continue;
+      // A store that refuses only the run's end (SQLite goes on with the batch) keeps the
+      // activation's end, and owes the run's.
+      auto marked = store->runs().MarkRunEnded(o.run, OutcomeName(Outcome::kJournalError), "", now);
+      if (!marked && StoreFailed(marked.error())) still_owed.push_back(i);
+      continue;
+    }
+    // Not there to end: ended already, or its start was never recorded (its run is still queued).
+    if (o.run == 0 || !o.done) continue;
+    auto row = store->runs().GetRun(o.run);
+    if (!row) {
+      failed = !row && StoreFailed(row.error());
+      if (failed) break;
+      continue;
+    }
+    if (*row && (*row)->state == RunState::kQueued) requeue.push_back(i);
+  }
+  if (!failed) {
+    if (auto c = store->Commit(); !c) failed = true;
+  }
+  if (failed) {
+    (void)store->Rollback();
+    for (size_t i : ended_here) owed[i].activation_ended = false;
+    owed_ends = std::move(owed);
+    return ArmJournalRetry();
+  }
+  for (size_t i : still_owed) owed_ends.push_back(std::move(owed[i]));
+  for (size_t i : requeue) {
+    OwedEnd& o = owed[i];
+    auto row = store->runs().GetRun(o.run);
+    if (row && *row && (*row)->state == RunState::kQueued && RequeueRun(**row, o.done)) o.done = nullptr;
+  }
+  for (OwedEnd& o : owed) {
+    if (!o.done) continue;  // (a moved-from entry, kept in owed_ends, has none either)
+    ActivationResult r = o.result;
+    r.run_id = o.run;
+    landed.push_back({r, nullptr, true, std::move(o.done), RunStop{o.run, RunState::kEnded, OutcomeName(r.outcome), r}});
+  }
+  if (!owed_ends.empty()) return ArmJournalRetry();
+  NoteCommitted();
+}
+
+void Module::Impl::ArmJournalRetry() {
+  if (journal_retry_timer) return;
+  journal_retry_backoff = std::min<std::chrono::milliseconds>(
+      std::chrono::milliseconds(2000), std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), journal_retry_backoff * 2));
+  journal_retry_timer = loop_->At(Clock::now() + journal_retry_backoff, [this] {
+    journal_retry_timer.reset();
+    RetryJournal();
+  });
+}
+
+void Module::Impl::RetryJournal() {
+  if (!owed_ends.empty()) return SettleOwed();
+  if (journal_down_since_us == 0) return;
+  // A batch of the loop's own is open or in flight: its commit tells.
+  if (flight || store->HasPendingBatch()) return ArmJournalRetry();
+  if (store->Check()) return JournalBack();
+  ArmJournalRetry();
+}
+
+void Module::Impl::NoteCommitted() {
+  if (journal_down_since_us != 0 && owed_ends.empty()) JournalBack();
+}
+
+void Module::Impl::JournalBack() {
+  if (journal_down_since_us == 0) return;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", static_cast<double>(NowUnixUs() - journal_down_since_us) / 1e6);
+  OnEvent({ModuleEvent::Kind::kJournalRecovered,
+           "journal commits again, " + std::string(seconds) + " s after the first of " +
+               std::to_string(failures_in_outage) + " failed commits",
+           0, 0});
+  journal_down_since_us = 0;
+  failures_in_outage = 0;
+  journal_retry_backoff = std::chrono::milliseconds(0);
+  if (journal_retry_timer) {
+    loop_->Cancel(*journal_retry_timer);
+    journal_retry_timer.reset();
+  }
 }
 
 // The store's descriptor is on the loop while a commit is in flight, so the pass that hears of it
@@ -702,6 +885,7 @@ void Module::Impl::EndOfPass(bool may_group) {
     if (std::optional<Result<void>> outcome = store->PollCommit()) {
       Flight f = std::move(*flight);
       flight.reset();
+      if (*outcome) NoteCommitted();
       Land(std::move(f), *outcome);
     }
   }

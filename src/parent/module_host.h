@@ -94,6 +94,9 @@ class ModuleHost {
   virtual ServeTables& serve() = 0;
   // Whether the store can take writes now (Store::Check: a daemon's readiness).
   virtual Result<void> CheckStore() = 0;
+  // Whether the module's commits are failing now: from a failed commit until one succeeds and
+  // every end that failure left unwritten is written (journal_failure .. journal_recovered).
+  virtual bool journal_failing() const = 0;
   // Where the store is, for an operator (a path, or a locator without its password).
   virtual std::string store_location() const = 0;
   // A write into the open batch failed: at the end of this pass the batch is rolled back with all

@@ -106,6 +106,18 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   std::vector<Finished> finished;                           // callbacks waiting for the commit
   std::vector<Finished> landed;                             // their commit ended: called at the pass's end
   std::string journal_failure;
+  struct OwedEnd {  // see SettleOwed
+    ActivationId activation = 0;
+    RunId run = 0;
+    ActivationResult result;
+    RunCallback done;  // held for a run whose start was lost: told when it ends or runs again
+    bool activation_ended = false;  // committed already; its run's end is what is owed
+  };
+  std::vector<OwedEnd> owed_ends;
+  std::optional<EventLoop::TimerId> journal_retry_timer;
+  std::chrono::milliseconds journal_retry_backoff{0};
+  int64_t journal_down_since_us = 0;  // the first failed commit of an outage; 0 when none
+  uint64_t failures_in_outage = 0;
   // Begun or journaled in the open batch: if it fails, their records are lost with it, so an
   // activation among them must not run on and a run among them is not queued.
   std::vector<ActivationId> begun_in_batch;
@@ -165,7 +177,8 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void StartOn(PooledWorker& w);
   // Puts `a` on `idle` (claimed), or on a new worker (MakeRoom was called).
   void Place(Activation& a, PooledWorker* idle);
-  std::optional<std::string> RevokedWhy(const Flow& f);
+  // `store_failed`, when given, says whether the store could not answer (unreachable, full).
+  std::optional<std::string> RevokedWhy(const Flow& f, bool* store_failed = nullptr);
   void Dispatch();
   // Sends the open batch's commit; what waits for it moves to `flight` (or lands at once).
   void Launch();
@@ -173,6 +186,17 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   // pending fails with it.
   void Land(Flight f, const Result<void>& outcome);
   void FailPending(Flight f, const std::string& why);
+  // The ends the journal could not take when a commit failed (the store unreachable, its disk
+  // full): written again in a batch of their own until it commits (SettleOwed), on a timer whose
+  // period doubles from 100 ms to 2 s, so that no run the journal accepted stays "running" there.
+  // An activation whose start was lost with the batch has nothing to end: its run, if its row is
+  // still queued (it was accepted in an earlier batch), is queued again, since nothing of it ran.
+  void SettleOwed();
+  void ArmJournalRetry();
+  void RetryJournal();
+  // A commit that did commit: an outage, if one was told, ends (told once).
+  void NoteCommitted();
+  void JournalBack();
   void WatchStore();
   // Hands a committed batch's answers to their workers (flow-controlled, below).
   void SendAnswers(std::vector<std::pair<ActivationId, std::string>> batch);
@@ -253,6 +277,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   RunStore& runs() override { return store->runs(); }
   ServeTables& serve() override { return store->serve(); }
   Result<void> CheckStore() override { return store->Check(); }
+  bool journal_failing() const override { return journal_down_since_us != 0; }
   std::string store_location() const override { return store->location(); }
   void FailBatch(std::string why) override {
     if (journal_failure.empty()) journal_failure = std::move(why);

@@ -182,7 +182,9 @@ Activation* Module::Impl::BeginRunActivation(RunId run, WaitingRun& w) {
     FailBatch(id.error().message);
     ActivationResult r = Failure(Outcome::kJournalError, "the run's activation could not be journaled: " + id.error().message);
     r.run_id = run;
-    finished.push_back({r, nullptr, true, std::move(a->run_done), RunStop{run, RunState::kEnded, OutcomeName(r.outcome), r}});
+    // Nothing of it ran: once the store takes writes again it is queued again if its row still is
+    // (accepted in an earlier batch), or told it ended if its row was lost with this batch.
+    owed_ends.push_back({0, run, r, std::move(a->run_done)});
     return nullptr;
   }
   a->id = *id;

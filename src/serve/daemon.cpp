@@ -120,6 +120,7 @@ class Daemon final : public ModuleObserver {
   void OnEvent(const ModuleEvent& e) override {
     metrics_.Add("basal_module_events_total", {ModuleEventKindName(e.kind)});
     Log(std::string(ModuleEventKindName(e.kind)) + ": " + EscapeForLog(e.message));
+    if (e.kind == ModuleEvent::Kind::kJournalRecovered && queue_) queue_->JournalRecovered();
   }
   // The module's activity goes to the live tail, and only while somebody tails.
   bool WantsActivity() const override { return tail_ && tail_->wanted(); }

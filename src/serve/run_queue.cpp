@@ -188,7 +188,10 @@ void RunQueue::WakeDue() {
   if (room > 0) {
     auto woke = o_.host.WakeDueRuns(o_.now_us(), std::min<size_t>(room, 1000),
                                     [this](const RunRow& row) { return StopCallback(row.flow, row.trigger); });
-    if (!woke && log_) log_("parked runs could not be woken: " + woke.error().message);
+    // Told once per outage of the store (this runs at every wake floor), and its end too.
+    if (!woke && !wake_failing_ && log_) log_("parked runs could not be woken: " + woke.error().message);
+    if (woke && wake_failing_ && log_) log_("parked runs are woken again");
+    wake_failing_ = !woke;
   }
   PublishGauges();
   ArmWake();
@@ -297,7 +300,7 @@ std::string RunStopLine(const std::string& flow, const std::string& trigger, con
 
 void RunQueue::OnStop(const std::string& flow, const std::string& trigger, const RunStop& stop) {
   if (o_.log) o_.log(RunStopLine(flow, trigger, stop, o_.now_us()));
-  if (stop.result.outcome == Outcome::kJournalError) {
+  if (stop.result.outcome == Outcome::kJournalError && o_.host.journal_failing()) {
     // Its end was lost with its batch: not ready until a commit succeeds again.
     journal_ok_ = false;
     journal_why_ = stop.result.message;
@@ -337,6 +340,10 @@ void RunQueue::Wait(int64_t run_id, std::optional<std::chrono::milliseconds> wai
   const bool live = waits && known && known->id == run_id && o_.host.RunLive(run_id);
   if (!live) {
     auto run = o_.host.runs().GetRun(run_id);
+    // A run the caller has just heard committed is answered as it was accepted when the store
+    // cannot be read now (it went away since): the run is in the store, and an error would say
+    // it is not.
+    if (!run && known && known->id == run_id) return then(RunRow(*known), nullptr);
     if (!run || !*run) return then(!run ? run.error() : NotReadBack(run_id), nullptr);
     const RunState state = (*run)->state;
     const bool stopped = state == RunState::kEnded || state == RunState::kNeedsReconciliation;

@@ -150,6 +150,8 @@ class RunQueue {
   size_t in_flight() const { return o_.host.running_runs(); }
   // False once a commit of a run's acceptance failed, until one succeeds; `why` says what failed.
   bool journal_ok(std::string* why) const;
+  // The module told that commits succeed again after failed ones (journal_recovered).
+  void JournalRecovered() { journal_ok_ = true; }
 
  private:
   struct Waiter {
@@ -195,6 +197,7 @@ class RunQueue {
   uint64_t next_key_seq_ = 1;
   bool draining_ = false;
   bool journal_ok_ = true;
+  bool wake_failing_ = false;  // the parked runs' read failed: told once, until it works again
   std::string journal_why_;
 };
 

@@ -173,12 +173,25 @@ class Arguments(unittest.TestCase):
                          ["round 1/2: this basal-bench --quick", "round 1/2: HEAD~1 basal-bench --quick",
                           "round 2/2: HEAD~1 basal-bench --quick", "round 2/2: this basal-bench --quick"])
 
+    def test_the_burndown_runs_once_with_its_run_count_unless_told(self):
+        r = self.plan("--only", "burndown", "--runs", "500")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([line for line in r.stdout.splitlines() if line.startswith("round")],
+                         ["round 1/1: bench/burndown.py --runs 500"])
+        r = self.plan("--only", "burndown", "--rounds", "2")
+        self.assertEqual([line for line in r.stdout.splitlines() if line.startswith("round")],
+                         ["round 1/2: bench/burndown.py --runs 20000", "round 2/2: bench/burndown.py --runs 20000"])
+        r = self.plan("--only", "burndown", "--compare", "HEAD~1")
+        self.assertEqual(r.returncode, 64)
+        self.assertIn("--only burndown does not take --compare", r.stderr)
+
     def test_bad_arguments_are_refused_with_64(self):
         for args, message in [(["--rounds", "0"], "--rounds takes a whole number"),
                               (["--rounds", "two"], "--rounds takes a whole number"),
                               (["--rounds"], "--rounds needs a number"),
                               (["--compare"], "--compare needs a revision"),
                               (["--only"], "--only needs a figure"),
+                              (["--only", "burndown", "--runs", "0"], "--runs takes a whole number"),
                               (["--frobnicate"], "unknown argument '--frobnicate'")]:
             r = self.plan(*args)
             self.assertEqual(r.returncode, 64, (args, r.stdout, r.stderr))

@@ -113,6 +113,19 @@ class Cluster:
                   user="postgres")
         return self
 
+    def pg_ctl(self, action, *args):
+        """pg_ctl ACTION on the running cluster (stop, start, restart; waits for it), as its owner."""
+        data = os.path.join(self.dir, "data")
+        argv = [os.path.join(self.bindir, "pg_ctl"), "-D", data, "-w", "-t", "60", *args, action]
+        if action in ("start", "restart"):
+            argv[-1:-1] = ["-l", os.path.join(self.dir, "server.log")]
+        return self._run(argv)
+
+    def owner_ids(self):
+        """(uid, gid) of the OS user the server runs as: who must own a tablespace's directory."""
+        entry = pwd.getpwnam(self.user) if self.user else pwd.getpwuid(os.geteuid())
+        return entry.pw_uid, entry.pw_gid
+
     def stop(self):
         if not self.dir:
             return

@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -2051,6 +2053,56 @@ NewRunEvent Event(int64_t run, const std::string& name, const std::string& key, 
   e.received_unix_us = 100;
   e.expires_unix_us = expires;
   return e;
+}
+
+// Two processes (two stores, two connections) that take the same event at the same moment: one
+// gets it, the other gets nothing, and the event records the one that got it. Both for an event
+// sent to the run and for a keyed one that becomes the run's (the webhook's case). Each round
+// starts both takers together; whichever wins, exactly one may.
+TEST_P(StoreContract, TwoStoresTakingOneEventAtOnceDeliverItOnce) {
+  std::unique_ptr<Store> other = MustOpen();
+  ASSERT_TRUE(other);
+  const int64_t run = StartDurableRun(*store_, "orders");
+  ASSERT_TRUE(run);
+  ASSERT_TRUE(store_->Commit());
+  for (int round = 0; round < 12; ++round) {
+    const bool keyed = round % 2 == 1;
+    const std::string key = keyed ? "k" + std::to_string(round) : "";
+    auto sent = store_->runs().AddRunEvent(Event(keyed ? 0 : run, "go", key, "{}", 1'000'000));
+    ASSERT_TRUE(sent) << sent.error().message;
+    ASSERT_TRUE(store_->Commit());
+    // Each taker takes in its batch and commits it, as the module does when a flow's
+    // waitForEvent is answered; a started flag lines both up before either takes.
+    std::atomic<int> ready{0};
+    auto take = [&](Store& s, int64_t activation, Result<std::optional<RunEvent>>* out) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) std::this_thread::yield();
+      *out = s.runs().TakeRunEvent(run, "orders", "go", key, 500, activation, round + 1);
+      if (*out && (*out)->has_value()) {
+        if (auto c = s.Commit(); !c) *out = c.error();
+      } else {
+        (void)s.Rollback();
+      }
+    };
+    Result<std::optional<RunEvent>> a = std::optional<RunEvent>(), b = std::optional<RunEvent>();
+    std::thread first(take, std::ref(*store_), 71, &a);
+    std::thread second(take, std::ref(*other), 72, &b);
+    first.join();
+    second.join();
+    ASSERT_TRUE(a) << a.error().message;
+    ASSERT_TRUE(b) << b.error().message;
+    ASSERT_EQ(a->has_value() + b->has_value(), 1) << "round " << round << ": the event was delivered "
+                                                  << (a->has_value() + b->has_value()) << " times";
+    const int64_t winner = a->has_value() ? 71 : 72;
+    EXPECT_EQ((a->has_value() ? **a : **b).id, *sent);
+    auto listed = store_->runs().RunEvents(run, 100);
+    ASSERT_TRUE(listed) << listed.error().message;
+    auto it = std::find_if(listed->begin(), listed->end(), [&](const RunEvent& e) { return e.id == *sent; });
+    ASSERT_NE(it, listed->end());
+    EXPECT_EQ(it->delivered_activation, winner) << "the record names the taker that got it";
+    EXPECT_EQ(it->run_id, run);
+    ASSERT_TRUE(store_->Commit());
+  }
 }
 
 TEST_P(StoreContract, RunEventsAreKeptDeliveredOnceAndDropWhenExpired) {

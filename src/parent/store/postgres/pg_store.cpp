@@ -3,6 +3,7 @@
 #include "parent/store/postgres/pg_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <utility>
@@ -447,6 +448,17 @@ class PgStore final : public Store,
   Error Refused(const std::string& what, const pg::Outcome& o) const;
   Result<void> CheckBatchUsable() const;
   Result<void> BeginBatchIfNone();
+  // A connection the server dropped (a restart, a failover, pg_terminate_backend) is made again
+  // here, between batches, with a bounded backoff between attempts (kConnectBackoffMin doubling to
+  // kConnectBackoffMax): while the server stays down, a store used in a busy loop tries to connect
+  // a few times a second, not at every call. Nothing of ours is pending on a dropped connection.
+  Result<void> EnsureConnected();
+  // Whether the server's disk has room again, after a statement failed for the lack of it (class
+  // 53): a rolled back insert into a new temporary table, which must grow a file by a few pages.
+  Result<void> ProbeSpace();
+  void NoteFailure(const std::string& sqlstate) const {
+    if (sqlstate.rfind("53", 0) == 0) space_short_ = sqlstate;
+  }
   // A commit's outcome as the store reports it.
   Result<void> CommitOutcome(const pg::Outcome& o) const;
   // Waits for the commit in flight and keeps its outcome for PollCommit; returns it.
@@ -482,13 +494,19 @@ class PgStore final : public Store,
   // settle: their runs are settled in the same transaction (SettleRunsOfEndedActivations).
   Result<RecoveryReport> CloseAbandoned(const std::vector<ActivationRow>& gone, const ActivationOwner& self,
                                         int64_t now_unix_us, bool settle = false);
+  static constexpr std::chrono::milliseconds kConnectBackoffMin{100}, kConnectBackoffMax{2000};
+  std::chrono::milliseconds connect_backoff_{0};  // 0: the last attempt worked (or none failed)
+  std::chrono::steady_clock::time_point next_connect_{};
+  std::string connect_failed_;                    // why the last attempt failed
+  mutable std::string space_short_;               // the SQLSTATE of a failure for lack of space, until a probe passes
 };
 
 Error PgStore::Refused(const std::string& what, const pg::Outcome& o) const {
+  NoteFailure(o.sqlstate);
   std::string advice;
   switch (o.failure) {
     case Failure::kConnection:
-      advice = "; the store reconnects at the next Rollback() or readiness check (docs/postgres.md)";
+      advice = "; the store connects again by itself (docs/postgres.md, \"Faults\")";
       break;
     case Failure::kAborted:
       advice = "; an earlier statement of the batch failed: call Rollback() and fail every answer of the batch";
@@ -518,9 +536,64 @@ Result<void> PgStore::CheckBatchUsable() const {
   return Ok();
 }
 
+Result<void> PgStore::EnsureConnected() {
+  if (!conn_->broken() || batch_open_ || flight_) return Ok();
+  const auto now = std::chrono::steady_clock::now();
+  if (connect_backoff_.count() > 0 && now < next_connect_) {
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_connect_ - now).count();
+    return StoreError(ErrorCode::kIo, "the server cannot be reached (" + connect_failed_ + "); the next attempt to "
+                                      "connect is in " + std::to_string(wait) + " ms");
+  }
+  reserved_ids_.clear();
+  needs_rollback_ = false;
+  flight_outcome_.reset();
+  if (auto r = conn_->Reset(); !r) {
+    connect_failed_ = r.error().message;
+    const std::string prefix = "store " + conn_->shown() + ": ";
+    if (connect_failed_.rfind(prefix, 0) == 0) connect_failed_.erase(0, prefix.size());
+    connect_backoff_ = std::min(kConnectBackoffMax, std::max(kConnectBackoffMin, connect_backoff_ * 2));
+    next_connect_ = now + connect_backoff_;
+    return r;
+  }
+  connect_backoff_ = std::chrono::milliseconds(0);
+  connect_failed_.clear();
+  return Ok();
+}
+
+Result<void> PgStore::ProbeSpace() {
+  conn_->Sync();  // ends whatever segment an earlier error left aborted
+  conn_->Forget(conn_->SendSql("BEGIN"));
+  const uint64_t create = conn_->SendSql("CREATE TEMPORARY TABLE basal_space_probe (v text) ON COMMIT DROP");
+  // 64 rows of 1000 bytes, stored as they are (under the size PostgreSQL compresses): 8 new pages.
+  const uint64_t insert =
+      conn_->SendSql("INSERT INTO basal_space_probe SELECT repeat('x', 1000) FROM generate_series(1, 64)");
+  conn_->Sync();
+  const uint64_t rollback = conn_->SendSql("ROLLBACK");
+  conn_->Sync();
+  pg::Outcome made = conn_->Wait(create);
+  pg::Outcome filled = conn_->Wait(insert);
+  (void)conn_->Wait(rollback);
+  const pg::Outcome& failed = made.failure != Failure::kNone ? made : filled;
+  if (failed.failure == Failure::kNone) {
+    space_short_.clear();
+    return Ok();
+  }
+  if (failed.sqlstate.rfind("53", 0) == 0) {
+    return StoreError(ErrorCode::kUnavailable, "the server is short of space or of a resource (" + failed.error +
+                                                   "): commits fail until an operator frees space on the server's "
+                                                   "disk (docs/postgres.md, \"Faults\")");
+  }
+  // The probe itself could not run (no TEMP privilege, a broken connection): it tells nothing of
+  // the disk, and the next commit will.
+  space_short_.clear();
+  if (conn_->broken()) return StoreError(ErrorCode::kIo, "the connection to the server failed: " + failed.error);
+  return Ok();
+}
+
 Result<void> PgStore::BeginBatchIfNone() {
   if (auto r = CheckBatchUsable(); !r) return r;
   if (batch_open_) return Ok();
+  if (auto r = EnsureConnected(); !r) return r;
   // Not waited for: a BEGIN that fails makes the batch's first statement fail.
   conn_->Forget(conn_->SendSql("BEGIN"));
   batch_open_ = true;
@@ -533,6 +606,8 @@ Result<Rows> PgStore::Run(const std::string& name, const Params& params, bool wr
     if (auto r = BeginBatchIfNone(); !r) return r.error();
   } else if (auto r = CheckBatchUsable(); !r) {
     return r.error();
+  } else if (auto c = EnsureConnected(); !c) {
+    return c.error();
   }
   const uint64_t ticket = conn_->Send(name, params);
   // Inside the batch the server sends the answer when asked; alone, the statement is a
@@ -566,6 +641,7 @@ Result<void> PgStore::SendBehind(const std::string& name, const Params& params, 
 Result<void> PgStore::CommitOutcome(const pg::Outcome& o) const {
   // A COMMIT of a transaction that failed answers ROLLBACK, without an error.
   if (o.failure == Failure::kNone && o.command == "COMMIT") return Ok();
+  NoteFailure(o.sqlstate.empty() ? conn_->last_failure_state() : o.sqlstate);
   const std::string why = o.failure == Failure::kNone ? "the server rolled the batch back" : o.error;
   return StoreError(ErrorCode::kDatabase,
                     "cannot commit the batch: " + why + "; call Rollback() and answer nothing from this batch");
@@ -631,8 +707,7 @@ Result<void> PgStore::Rollback() {
     flight_.reset();
     flight_outcome_.reset();
     reserved_ids_.clear();
-    if (auto r = conn_->Reset(); !r) return r;
-    return Ok();
+    return EnsureConnected();
   }
   if (!was_open) return Ok();
   // The first sync point ends a segment an error aborted; ROLLBACK then ends the transaction,
@@ -655,13 +730,9 @@ Result<void> PgStore::Check() {
     return Ok();
   }
   Result<Rows> rows = MakeError(ErrorCode::kIo, "not asked");
-  // A connection the server dropped (a restart, a failover, pg_terminate_backend) is made again:
-  // what it held is failed already, and nothing of ours is pending on it.
+  // A connection found dropped only now (the server ended it while we were idle) is made again at
+  // once: what it held is failed already, and nothing of ours is pending on it.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (conn_->broken()) {
-      reserved_ids_.clear();
-      if (auto r = conn_->Reset(); !r) return r;
-    }
     rows = Run("writable", Params(), false, "cannot ask the server whether it takes writes");
     if (rows || !conn_->broken()) break;
   }
@@ -674,6 +745,7 @@ Result<void> PgStore::Check() {
     return StoreError(ErrorCode::kUnavailable,
                       "the session is read only (default_transaction_read_only): it takes no writes");
   }
+  if (!space_short_.empty()) return ProbeSpace();
   return Ok();
 }
 

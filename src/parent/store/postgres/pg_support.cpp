@@ -285,7 +285,12 @@ void Connection::Finish(Outcome outcome) {
   if (p.keep) done_[p.ticket] = std::move(outcome);
 }
 
-void Connection::FailAll(const std::string& why) {
+void Connection::FailAll(const std::string& said) {
+  // libpq often has nothing to say once the server has gone (its reason came as a statement's
+  // error, 57P01 and the like, or as the socket's end): the first reason heard is the one told.
+  const bool none = said.empty() || said == "the server gave no reason";
+  if (broken() && broken_why_.empty() && !none) broken_why_ = said;
+  const std::string why = none ? (broken_why_.empty() ? "the server closed the connection" : broken_why_) : said;
   while (!pending_.empty()) {
     Outcome o;
     o.failure = Failure::kConnection;
@@ -340,9 +345,13 @@ bool Connection::ReadAvailable() {
     o.error = ErrorText(r, conn_);
     const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     o.sqlstate = state ? state : "";
+    last_failure_state_ = o.sqlstate;
     // The server is ending the session (an administrator, a shutdown) or it is gone: whatever
     // libpq says yet, this connection is done.
-    if (o.sqlstate.rfind("57P", 0) == 0 || o.sqlstate.rfind("08", 0) == 0) lost_ = true;
+    if (o.sqlstate.rfind("57P", 0) == 0 || o.sqlstate.rfind("08", 0) == 0) {
+      lost_ = true;
+      if (broken_why_.empty()) broken_why_ = o.error;
+    }
     if (segment_error_.empty()) {
       segment_error_ = o.error;
       segment_state_ = o.sqlstate;
@@ -434,6 +443,7 @@ Result<void> Connection::Reset() {
   done_.clear();
   want_write_ = false;
   lost_ = false;
+  broken_why_.clear();
   return Connect();
 }
 

@@ -129,6 +129,11 @@ class Connection {
   void Drain();
 
   bool broken() const;
+  // Why the connection broke, as the server or libpq said it (the first reason heard), or "".
+  const std::string& broken_why() const { return broken_why_; }
+  // The SQLSTATE of the last statement that failed, its outcome taken or not ("" before any): a
+  // batch whose failing statement went unwaited-for commits as ROLLBACK, without an error.
+  const std::string& last_failure_state() const { return last_failure_state_; }
   int fd() const;
   bool want_write() const { return want_write_; }
   const std::string& shown() const { return shown_; }
@@ -171,6 +176,8 @@ class Connection {
   std::string segment_error_, segment_state_;  // the current segment's first error
   bool want_write_ = false;
   bool lost_ = false;  // the server said it ends the session
+  std::string broken_why_;
+  std::string last_failure_state_;
 };
 
 // "message (SQLSTATE xxxxx)" of a result, or of the connection when there is no result.
