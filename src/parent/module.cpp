@@ -953,8 +953,16 @@ void Module::Impl::Heartbeat() {
   for (int64_t id : *taken) FenceOut(id);
   auto took = heartbeat_store->journal().TakeExpiredLeases(owner);
   if (!took) {
-    OnEvent({ModuleEvent::Kind::kJournalFailure, "lapsed leases could not be taken over: " + took.error().message});
+    // Tried again at every heartbeat; told once per outage, as a failed commit is.
+    if (!takeover_failing)
+      OnEvent({ModuleEvent::Kind::kJournalFailure, "lapsed leases could not be taken over: " + took.error().message +
+                                                       " (tried again at every heartbeat; told again once it works)"});
+    takeover_failing = true;
     return;
+  }
+  if (takeover_failing) {
+    takeover_failing = false;
+    OnEvent({ModuleEvent::Kind::kJournalRecovered, "lapsed leases can be taken over again"});
   }
   if (took->abandoned_activations.empty()) return;
   health.abandoned_recovered += took->abandoned_activations.size();

@@ -218,6 +218,8 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   // Several hosts (ModuleOptions::several_hosts): the second connection the heartbeat uses, and
   // until when (this process's monotonic clock) its leases are known to hold.
   std::unique_ptr<Store> heartbeat_store;
+  // The takeover on heartbeat_store fails (the server is away): told once, and its end once.
+  bool takeover_failing = false;
   EventLoop::Clock::time_point leases_hold_until{};
   // Renews this process's leases, stops the activations another host took over, and closes the
   // lapsed leases of other processes (their durable runs become interrupted, to be resumed).

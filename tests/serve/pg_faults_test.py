@@ -202,6 +202,15 @@ class FaultTest(unittest.TestCase):
                                      % (code, body, d.stderr()[-3000:]))
             time.sleep(0.1)
 
+    def wait_told(self, d, failed, back, timeout=30):
+        """Until every `failed` line of the daemon's log has its `back` line (the next heartbeat tells)."""
+        deadline = time.time() + timeout
+        while True:
+            log = d.stderr()
+            if log.count(failed) == log.count(back) or time.time() > deadline:
+                return
+            time.sleep(0.2)
+
     def assert_ok_run(self, d, tag):
         code, run, _ = d.curl("POST", "/v1/flows/effect/runs?wait=30s",
                               {"input": {"port": self.server.port, "tag": tag}}, timeout=40)
@@ -242,12 +251,18 @@ class RestartTest(FaultTest):
         print("restart: %d requests, %s" % (len(clients.answers), states), file=sys.stderr)
         self.assert_ok_run(d, "after")
         self.assertIsNone(d.proc.poll(), "the daemon is still up")
-        # Each outage is told once, and its end once, however many commits failed in it.
+        # Each outage is told once, and its end once, however many commits failed in it; the
+        # takeover of lapsed leases (on its own connection, at each heartbeat) the same way.
         log = d.stderr()
-        failures, recoveries = log.count("journal_failure: "), log.count("journal_recovered: ")
+        self.wait_told(d, "journal_failure: lapsed leases", "journal_recovered: lapsed leases")
+        failures, recoveries = log.count("journal_failure: journal commit"), log.count("journal_recovered: journal commits")
         self.assertEqual(failures, recoveries, log[-3000:])
         self.assertGreaterEqual(failures, 1)
         self.assertLessEqual(failures, 2, "an outage told more than once: " + log[-3000:])
+        log = d.stderr()
+        takeover_failed, takeover_back = log.count("journal_failure: lapsed leases"), log.count("journal_recovered: lapsed leases")
+        self.assertEqual(takeover_failed, takeover_back, log[-3000:])
+        self.assertLessEqual(takeover_failed, 2, "an outage told more than once: " + log[-3000:])
         self.assertEqual(d.stop(), 0)
 
 
