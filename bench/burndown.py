@@ -143,7 +143,27 @@ def burn(bin_dir, store, n, hosts, workers, work):
     not_ok = sum(1 for *_, o in rows if o != "ok")
     return {"runs": n, "hosts": hosts, "workers": workers, "runs_per_s": n / ((last_end - first_start) / 1e6),
             "wall_s": wall, "pickup_p50_ms": pct(pickup_ms, 50), "pickup_p99_ms": pct(pickup_ms, 99),
-            "not_ok": not_ok}
+            "not_ok": not_ok, "not_ok_why": why_not_ok(store, hosts, work) if not_ok else []}
+
+
+def why_not_ok(store, hosts, work, most=20):
+    """What each run that did not end ok is (the first `most`): its row, its activations (owner,
+    outcome, error) and every line of each host's log that names it. Printed, never hidden."""
+    out = []
+    runs = store.sql("SELECT id, outcome, replace(coalesce(error, ''), '|', '/'), resumes FROM runs WHERE state = 'ended' "
+                     "AND outcome <> 'ok' ORDER BY id LIMIT %d" % most)
+    logs = []
+    for h in range(hosts):
+        with open(os.path.join(work, "host%d.log" % h), errors="replace") as f:
+            logs.append(f.read().splitlines())
+    for run_id, outcome, error, resumes in runs:
+        acts = store.sql("SELECT id, owner_host, owner_pid, coalesce(outcome, '(open)'), replace(coalesce(error, ''), '|', '/') "
+                         "FROM activations WHERE run_id = %s ORDER BY id" % run_id)
+        lines = ["host%d: %s" % (h, line) for h, log in enumerate(logs) for line in log
+                 if ("run %s " % run_id) in line or ("run %s:" % run_id) in line]
+        out.append({"run": int(run_id), "outcome": outcome, "error": error[:300], "resumes": int(resumes),
+                    "activations": [list(a) for a in acts], "log": lines[:10]})
+    return out
 
 
 def commit_latency(bin_dir, locator, work):
@@ -207,6 +227,13 @@ def main():
                   "   (%d runs, %.1f s wall, %d not ok)"
                   % (label, fig["runs_per_s"], fig["pickup_p50_ms"], fig["pickup_p99_ms"], fig["commit_p50_us"],
                      fig["commit_p99_us"], fig["runs"], fig["wall_s"], fig["not_ok"]), flush=True)
+            for why in fig["not_ok_why"]:
+                print("    not ok: run %d ended %s (%d resumes): %s" % (why["run"], why["outcome"], why["resumes"],
+                                                                     why["error"]), flush=True)
+                for a in why["activations"]:
+                    print("      activation %s of %s pid %s: %s %s" % tuple(a), flush=True)
+                for line in why["log"]:
+                    print("      " + line, flush=True)
     finally:
         if cluster:
             cluster.stop()

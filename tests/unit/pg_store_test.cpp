@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "parent/store/open.h"
@@ -385,6 +386,59 @@ TEST_F(PgStoreTest, ACallOfAnActivationTakenOverIsNeverRecorded) {
   // An unfinished activation of its own still takes calls.
   ASSERT_TRUE(a->journal().RecordCall(Call(*fresh, 1)));
   ASSERT_TRUE(a->Commit());
+}
+
+// Two hosts that hold the same queued runs (each took every queued run at its start) never wait
+// for each other's open batch to start one: a run whose row another host's batch holds is not
+// started here (kConflict, at once). Waiting, two batches that took two runs in crossing order
+// were a deadlock: the server ended one of them, and every run of that batch failed with it (the
+// 2-host burn-down, docs/performance.md).
+TEST_F(PgStoreTest, ARunAnotherHostsBatchIsStartingIsSkippedNotWaitedFor) {
+  auto a = MustOpen();
+  auto b = MustOpen();
+  ASSERT_TRUE(a && b);
+  const ActivationOwner host_a{"machine-a", 10, 1}, host_b{"machine-b", 20, 1};
+  auto first = a->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})", "", 1000));
+  auto second = a->runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})", "", 1000));
+  ASSERT_TRUE(first && second);
+  ASSERT_TRUE(a->Commit());
+  const int64_t r1 = first->run.id, r2 = second->run.id;
+  auto a1 = a->journal().BeginActivation(Start("orders", 1100, host_a));
+  auto a2 = a->journal().BeginActivation(Start("orders", 1100, host_a));
+  auto b1 = b->journal().BeginActivation(Start("orders", 1100, host_b));
+  auto b2 = b->journal().BeginActivation(Start("orders", 1100, host_b));
+  ASSERT_TRUE(a1 && a2 && b1 && b2);
+  // Each host's open batch starts one run...
+  ASSERT_TRUE(a->runs().MarkRunStarted(r1, *a1, 1100));
+  ASSERT_TRUE(b->runs().MarkRunStarted(r2, *b1, 1100));
+  // ...then each tries the other's, both at once (a on a thread: before, each waited for the
+  // other's row lock, and the server killed one batch as a deadlock).
+  Result<void> a_took_r2 = Ok();
+  std::thread other([&] { a_took_r2 = a->runs().MarkRunStarted(r2, *a2, 1200); });
+  Result<void> b_took_r1 = b->runs().MarkRunStarted(r1, *b2, 1200);
+  other.join();
+  ASSERT_FALSE(a_took_r2);
+  ASSERT_FALSE(b_took_r1);
+  EXPECT_EQ(a_took_r2.error().code, ErrorCode::kConflict) << a_took_r2.error().message;
+  EXPECT_EQ(b_took_r1.error().code, ErrorCode::kConflict) << b_took_r1.error().message;
+  EXPECT_NE(b_took_r1.error().message.find("another process"), std::string::npos) << b_took_r1.error().message;
+  // Both batches go on (the losers' activations end cancelled, as the module ends them) and commit.
+  ASSERT_TRUE(a->journal().EndActivation(End(*a2, Outcome::kCancelled, 1300)));
+  ASSERT_TRUE(b->journal().EndActivation(End(*b2, Outcome::kCancelled, 1300)));
+  ASSERT_TRUE(a->Commit());
+  ASSERT_TRUE(b->Commit());
+  auto run1 = a->runs().GetRun(r1);
+  auto run2 = a->runs().GetRun(r2);
+  ASSERT_TRUE(run1 && *run1 && run2 && *run2);
+  EXPECT_EQ((*run1)->state, RunState::kRunning);
+  EXPECT_EQ((*run1)->activation_id, *a1) << "each run started once, by the batch that took it first";
+  EXPECT_EQ((*run2)->activation_id, *b1);
+  EXPECT_EQ((*run2)->state, RunState::kRunning);
+  // Once that batch committed the row is free: a late claim is told the run is running.
+  auto late = b->runs().MarkRunStarted(r1, *b2, 1400);
+  ASSERT_FALSE(late);
+  EXPECT_NE(late.error().message.find("is running, not queued"), std::string::npos) << late.error().message;
+  ASSERT_TRUE(b->Rollback());
 }
 
 // SQLite is one host: the several-hosts methods are refused, saying so.

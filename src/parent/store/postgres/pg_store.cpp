@@ -188,14 +188,20 @@ std::vector<pg::StatementDef> Statements() {
        "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow = $1::text AND idempotency_key = $2::text "
        "FOR UPDATE"},
       {"clear_run_key", "UPDATE runs SET idempotency_key = '', key_expires_us = NULL WHERE id = $1::bigint"},
-      // The binding is set once, by the first start: a resume keeps it.
+      // The binding is set once, by the first start: a resume keeps it. The claim skips a row
+      // another process's open batch holds instead of waiting for it: two hosts that hold the
+      // same queued runs would otherwise wait for each other's batches, and once they took two
+      // runs in crossing order the server would end one batch as a deadlock, every run in it
+      // failing (MarkRunStarted then says the run is being taken elsewhere).
       {"start_run",
        "UPDATE runs SET state = 'running', activation_id = $1::bigint, started_us = coalesce(started_us, $2::bigint), "
        "approval_id = CASE WHEN source_hash IS NULL THEN $3::bigint ELSE approval_id END, "
        "manifest_hash = coalesce(manifest_hash, $4::text), manifest_text_hash = coalesce(manifest_text_hash, $5::text), "
        "seed = coalesce(seed, $6::text), clock_us = coalesce(clock_us, $7::bigint), "
-       "source_hash = coalesce(source_hash, $8::text) WHERE id = $9::bigint AND state = 'queued'"},
+       "source_hash = coalesce(source_hash, $8::text) WHERE id = (SELECT id FROM runs WHERE id = $9::bigint AND "
+       "state = 'queued' FOR UPDATE SKIP LOCKED)"},
       {"run_state", "SELECT state FROM runs WHERE id = $1::bigint FOR UPDATE"},
+      {"run_state_unlocked", "SELECT state FROM runs WHERE id = $1::bigint"},
       {"end_run",
        "UPDATE runs SET state = 'ended', outcome = $1::text, error = $2::text, ended_us = $3::bigint, "
        "wake_us = NULL, waiting_for = NULL, waiting_key = NULL WHERE id = $4::bigint AND state = $5::text"},
@@ -1354,10 +1360,17 @@ Result<void> PgStore::MarkRunStarted(int64_t run_id, int64_t activation_id, int6
   auto changed = Run("start_run", p, true, "cannot record the start of run " + id);
   if (!changed) return changed.error();
   if (changed->changed() == 1) return Ok();
-  auto state = RunStateOf(run_id);
+  // Read without a lock: the row may be held by the batch that is taking it.
+  auto state = Run("run_state_unlocked", Params().Int(run_id), false, "cannot read the state of run " + id);
   if (!state) return state.error();
-  if (!*state) return StoreError(ErrorCode::kNotFound, "has no run " + id + " to start");
-  return MakeError(ErrorCode::kConflict, "run " + id + " is " + RunStateName(**state) + ", not queued: it cannot start");
+  if (state->rows() == 0) return StoreError(ErrorCode::kNotFound, "has no run " + id + " to start");
+  const std::string now = state->Text(0, 0);
+  if (now == "queued") {
+    // Its owner's batch ends the run or starts it; if that batch fails, that process queues it again.
+    return MakeError(ErrorCode::kConflict, "run " + id + " is being started or ended by another process (its row is held "
+                                                         "by that process's open batch): it is not started here");
+  }
+  return MakeError(ErrorCode::kConflict, "run " + id + " is " + now + ", not queued: it cannot start");
 }
 
 Result<void> PgStore::MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
