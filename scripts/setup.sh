@@ -44,9 +44,12 @@ if ((!quick)); then
   # their tests (headless, in a prefix under build/mingw). postgresql-15: the server the store's
   # PostgreSQL tests start privately (tests/support/pg_cluster.py: initdb + pg_ctl in a temporary
   # directory); util-linux's runuser runs it unprivileged when the tests run as root. chromium: the
-  # web console's browser test (tests/console/) drives Debian's headless Chromium.
+  # web console's browser test (tests/console/) drives Debian's headless Chromium. faketime: the
+  # clock-skew test of several hosts (tests/serve/clock_skew_test.py) runs a daemon under
+  # libfaketime, its clock seconds off the server's.
   packages+=(libgtest-dev libgmock-dev googletest libbenchmark-dev strace clang-14 libclang-rt-14-dev curl python3
-             git man-db groff-base zsh fish procps g++-mingw-w64-x86-64-posix wine64 postgresql-15 chromium)
+             git man-db groff-base zsh fish procps g++-mingw-w64-x86-64-posix wine64 postgresql-15 chromium
+             faketime)
 fi
 
 missing=()

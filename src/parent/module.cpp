@@ -22,6 +22,7 @@
 #include "parent/module_impl.h"
 #include "parent/secrets/secret_store.h"
 #include "parent/store/owner.h"
+#include "parent/store/locator.h"
 #include "parent/store/open.h"
 
 namespace basal {
@@ -925,7 +926,7 @@ void Module::Impl::EndOfPass(bool may_group) {
 }
 
 void Module::Impl::RenewLeases() {
-  if (heartbeat_store) {
+  if (server_clock_leases) {
     Heartbeat();
   } else {
     (void)store->journal().RenewLeases(owner, NowUnixUs() + options.lease.count() * 1000);
@@ -951,6 +952,7 @@ void Module::Impl::Heartbeat() {
   // this process's clock. Half the lease, for the rates of two clocks and a slow answer.
   leases_hold_until = sent + options.lease / 2;
   for (int64_t id : *taken) FenceOut(id);
+  if (!heartbeat_store) return;  // one process of its own (`basal run`): it takes over nothing
   auto took = heartbeat_store->journal().TakeExpiredLeases(owner);
   if (!took) {
     // Tried again at every heartbeat; told once per outage, as a failed commit is.
@@ -1064,12 +1066,15 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
 
   // Activations of parents that died are closed before this one starts its own; their runs end
   // with them, except durable ones, which wait to be resumed (interrupted).
-  // With several hosts every lease is the server's to judge (a skewed clock here must not close a
-  // live one).
-  if (m.options.several_hosts)
+  // A PostgreSQL store may be shared (several serve hosts, `basal run`s on other machines): every
+  // lease in it is the server's to write and to judge, so a skewed clock here neither closes a
+  // live lease of another process nor writes one of its own that others see lapsed.
+  const auto where = ParseLocator(m.options.journal_path);
+  m.server_clock_leases = m.options.several_hosts || (where && where->kind == StoreKind::kPostgres);
+  if (m.server_clock_leases)
     if (auto r = m.store->journal().UseServerClockLeases(m.options.lease); !r) return r.error();
-  auto recovered = m.options.several_hosts ? m.store->journal().TakeExpiredLeases(m.owner)
-                                           : m.store->journal().RecoverAbandoned(m.owner, NowUnixUs());
+  auto recovered = m.server_clock_leases ? m.store->journal().TakeExpiredLeases(m.owner)
+                                         : m.store->journal().RecoverAbandoned(m.owner, NowUnixUs());
   if (!recovered) return recovered.error();
   m.health.abandoned_recovered = recovered->abandoned_activations.size();
   auto settled = m.store->runs().SettleRunsOfEndedActivations(NowUnixUs());
@@ -1165,6 +1170,8 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     if (!second) return second.error();
     m.heartbeat_store = std::move(*second);
     if (auto r = m.heartbeat_store->journal().UseServerClockLeases(m.options.lease); !r) return r.error();
+  }
+  if (m.server_clock_leases) {
     // A process paused past half its lease (SIGSTOP, a VM frozen, swap) renews before it handles
     // anything that arrived meanwhile: what another host took over stops here unwritten.
     m.loop_->set_after_wait([&m] {

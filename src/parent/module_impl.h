@@ -215,6 +215,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
     return !live.empty() || !finished.empty() || !waiting_runs.empty() || flight.has_value();
   }
   void RenewLeases();
+  // Leases by the server's clock (every PostgreSQL store, ModuleOptions::several_hosts or not):
+  // renewed and checked by Heartbeat; only several hosts take over others' lapsed ones.
+  bool server_clock_leases = false;
   // Several hosts (ModuleOptions::several_hosts): the second connection the heartbeat uses, and
   // until when (this process's monotonic clock) its leases are known to hold.
   std::unique_ptr<Store> heartbeat_store;
