@@ -988,7 +988,12 @@ void Module::Impl::FenceOut(ActivationId id) {
 
 void Module::Impl::AfterCommit(std::function<void(const Result<void>&)> fn) {
   commit_waiters.push_back(std::move(fn));
-  loop_->Wake();  // the pass that commits may otherwise wait for other work
+  // The pass that commits may otherwise wait for other work: only when this comes from another
+  // thread, or from inside EndOfPass (a `done` callback, a commit's waiter), which has launched its
+  // batch already. From anywhere else on the loop's thread (a request's handler, a timer, a posted
+  // task) the pass's end comes before the loop waits, and launches the batch: no eventfd write,
+  // read and empty read per run (the serve run, as Submit does for an activation).
+  if (in_pass || in_callbacks || !loop_->OnLoopThread()) loop_->Wake();
 }
 
 // ---- Module ----

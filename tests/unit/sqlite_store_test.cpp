@@ -32,7 +32,7 @@ using testing_support::End;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 constexpr int kApplicationId = 0x6261736c;
 
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
@@ -432,6 +432,10 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   EXPECT_EQ(again->journal_id(), id);
 }
 
+// What schema 8 changed, undone: a version 7 file as that basal left it (the runs' state index over
+// every run).
+constexpr const char* kDowngradeV8ToV7 =
+    "DROP INDEX runs_unended; CREATE INDEX runs_by_state ON runs(state, id); PRAGMA user_version=7;";
 // What schema 7 added, taken away again: a version 6 file as that basal left it (kv_audit's index
 // goes with its table).
 constexpr const char* kDowngradeV7ToV6 =
@@ -458,6 +462,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsEvents) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
   }
   auto store = MustOpen(db);
@@ -547,6 +552,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
   {
     RawDb raw(db);
     raw.Exec("PRAGMA foreign_keys=OFF");
+    raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
@@ -599,6 +605,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
@@ -669,6 +676,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
     // What a new file's schema is, to compare the migrated one with.
     fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                             "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
     raw.Exec(kDowngradeV5ToV4);
@@ -768,6 +776,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
     RawDb raw(db);
     fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                             "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
   }
@@ -827,6 +836,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsKv) {
     RawDb raw(db);
     fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
                             "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
   }
   const std::string before = Contents(db);
@@ -857,6 +867,113 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsKv) {
                      "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
             fresh_schema)
       << "a migrated file has the schema of a new one";
+}
+
+// Schema 7 to 8: the runs' state index keeps only the runs not ended. The writer replaces it (the
+// schema of a new file) and finds every run of a version 7 file by its state as before.
+TEST(SqliteMigrationTest, WriterMigratesASchema7FileFindingItsRunsByState) {
+  TempDir dir;
+  const std::string db = dir.File("v7.db");
+  int64_t queued = 0, running = 0, ended = 0;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    auto q = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})"));
+    auto r = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})"));
+    auto e = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":3})"));
+    ASSERT_TRUE(q && r && e);
+    queued = q->run.id;
+    running = r->run.id;
+    ended = e->run.id;
+    auto a = store->journal().BeginActivation(Start("orders", 1000, {"h", 1, 2}));
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(store->runs().MarkRunStarted(running, *a, 1000));
+    ASSERT_TRUE(store->runs().MarkRunEnded(ended, "cancelled", R"({"kind":"cancelled","message":"m"})", 1100));
+    ASSERT_TRUE(store->Commit());
+  }
+  std::string fresh_schema;
+  {
+    RawDb raw(db);
+    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV8ToV7);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='runs_unended'"), 0);
+  }
+  const std::string before = Contents(db);
+  {
+    auto reader = OpenSqliteReader(db);
+    ASSERT_TRUE(reader) << reader.error().message;
+    auto run = (*reader)->GetRun(running);
+    ASSERT_TRUE(run && run->has_value());
+    EXPECT_EQ((*run)->state, RunState::kRunning);
+  }
+  EXPECT_EQ(Contents(db), before) << "the reader changed the file";
+
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto q = store->runs().RunsInState(RunState::kQueued, 10);
+  ASSERT_TRUE(q) << q.error().message;
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].id, queued);
+  EXPECT_EQ(*store->runs().CountRuns(RunState::kRunning), 1u);
+  EXPECT_EQ(*store->runs().CountRuns(RunState::kEnded), 1u) << "an ended run is still counted, without the index";
+  auto e = store->reader().GetRun(ended);
+  ASSERT_TRUE(e && e->has_value());
+  EXPECT_EQ((*e)->outcome, "cancelled");
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='runs_by_state'"), 0);
+  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+            fresh_schema)
+      << "a migrated file has the schema of a new one";
+}
+
+// The query plan of `sql` (EXPLAIN QUERY PLAN's details, one a line), with `?1` bound to `state`
+// when given: SQLite plans a statement again with the values bound, as the store's are.
+std::string PlanOf(const std::string& db_path, const std::string& sql, const char* state = nullptr) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, ("EXPLAIN QUERY PLAN " + sql).c_str(), -1, &s, nullptr), SQLITE_OK)
+      << sql << ": " << sqlite3_errmsg(db);
+  if (state) sqlite3_bind_text(s, 1, state, -1, SQLITE_TRANSIENT);
+  std::string plan;
+  while (sqlite3_step(s) == SQLITE_ROW) plan += std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 3))) + "\n";
+  sqlite3_finalize(s);
+  sqlite3_close_v2(db);
+  return plan;
+}
+
+// What the restart, the resumes and the parked counts ask of the runs by state is answered by the
+// partial index of schema 8, not by a scan of every run ever kept: the shapes of the store's own
+// statements (sqlite_store.cpp). An index written as `state <> 'ended'`, or a query written with an
+// IN list, would make each of these a scan.
+TEST(SqliteStoreTest, RunsNotEndedAreFoundByTheirIndexWithoutAScan) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+  }
+  for (const char* state : {"queued", "running", "interrupted", "needs_reconciliation", "sleeping", "waiting",
+                            "retrying"}) {
+    for (const char* sql : {"SELECT * FROM runs WHERE state=?1 ORDER BY id LIMIT 10", "SELECT count(*) FROM runs WHERE state=?1"}) {
+      const std::string plan = PlanOf(db, sql, state);
+      EXPECT_NE(plan.find("runs_unended"), std::string::npos) << state << ": " << plan;
+      EXPECT_EQ(plan.find("SCAN runs"), std::string::npos) << state << ": " << plan;
+    }
+  }
+  const std::string settle = PlanOf(
+      db, "UPDATE runs SET state='ended', outcome=a.outcome FROM activations a "
+          "WHERE a.id=runs.activation_id AND runs.state='running' AND a.outcome IS NOT NULL");
+  EXPECT_NE(settle.find("runs_unended"), std::string::npos) << settle;
+  EXPECT_EQ(settle.find("SCAN runs"), std::string::npos) << settle;
+  const std::string parked =
+      PlanOf(db, "SELECT count(*) FROM runs WHERE state='sleeping' OR state='waiting' OR state='retrying'");
+  EXPECT_EQ(parked.find("SCAN runs"), std::string::npos) << parked;
+  // The ended runs are not in it: counting them reads the table.
+  EXPECT_NE(PlanOf(db, "SELECT count(*) FROM runs WHERE state=?1", "ended").find("SCAN runs"), std::string::npos);
 }
 
 // A run refers to its activation: the store refuses to start a run with an activation it does
