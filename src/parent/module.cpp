@@ -983,6 +983,19 @@ void Module::Impl::OfferWaitingRuns() {
   if (auto r = store->runs().OfferQueuedRuns(); !r) FailBatch(r.error().message);
 }
 
+void Module::Impl::DropTakenRuns(const std::vector<RunId>& runs) {
+  for (RunId run : runs) {
+    auto it = waiting_runs.find(run);
+    if (it == waiting_runs.end()) continue;  // started here already (its start will be refused), or never here
+    if (it->second.held) {
+      --held_runs;
+    } else {
+      --queued;  // its ticket is skipped by Dispatch
+    }
+    waiting_runs.erase(it);
+  }
+}
+
 void Module::Impl::OnOffersHeard(std::function<void()> heard) {
   offers_heard = std::move(heard);
   WatchOffers();
@@ -993,7 +1006,7 @@ void Module::Impl::WatchOffers() {
   if (watched_offers_fd >= 0) loop_->Unwatch(watched_offers_fd);
   watched_offers_fd = -1;
   auto hear = [this] {
-    auto heard = heartbeat_store->runs().HeardOffers();
+    auto heard = heartbeat_store->runs().HeardFromHosts();
     if (!heard) {
       // Broken: not watched until the next heartbeat makes the connection again (the poll floor
       // finds the runs meanwhile).
@@ -1001,7 +1014,8 @@ void Module::Impl::WatchOffers() {
       watched_offers_fd = -1;
       return;
     }
-    if (*heard) offers_heard();
+    if (!heard->taken.empty()) DropTakenRuns(heard->taken);
+    if (heard->offered) offers_heard();
   };
   const int fd = heartbeat_store->io().fd;
   if (fd < 0) return;

@@ -234,6 +234,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void OnOffersHeard(std::function<void()> heard) override;
   // Runs wait here for want of a worker: the other hosts hear of it at this batch's commit.
   void OfferWaitingRuns();
+  // Another host claimed these runs: those still waiting here are dropped (not started, their
+  // callbacks not called: their waiters look at the store, RunQueue).
+  void DropTakenRuns(const std::vector<RunId>& runs);
   // An activation whose run another host took over: its worker killed, nothing of it written.
   void FenceOut(ActivationId id);
   void OnEvent(ModuleEvent event) override;

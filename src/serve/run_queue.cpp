@@ -212,12 +212,30 @@ void RunQueue::ClaimQueued(bool lapsed) {
     log_("queued runs of other hosts can be claimed again");
   }
   claim_failing_ = !failed.empty();
+  if (lapsed) WakeWaitersOfRunsElsewhere();
   PublishGauges();
   if (lapsed && claim_every_.count() > 0)
     claim_timer_ = o_.host.loop().At(EventLoop::Clock::now() + claim_every_, [this] {
       claim_timer_.reset();
       ClaimQueued(true);
     });
+}
+
+void RunQueue::WakeWaitersOfRunsElsewhere() {
+  // Bounded: the waiters are bounded by the connections (limits.max_connections), and at most
+  // kMost rows are read per poll.
+  constexpr size_t kMost = 1000;
+  std::vector<int64_t> elsewhere;
+  for (const auto& [run_id, list] : waiters_) {
+    if (elsewhere.size() >= kMost) break;
+    if (!o_.host.RunLive(run_id)) elsewhere.push_back(run_id);
+  }
+  for (int64_t run_id : elsewhere) {
+    auto row = o_.host.runs().GetRun(run_id);
+    if (!row || !*row) continue;  // told at the wait's end, as before
+    const RunState state = (*row)->state;
+    if (state == RunState::kEnded || state == RunState::kNeedsReconciliation) WakeWaiters(run_id);
+  }
 }
 
 void RunQueue::Adopt(const std::vector<RunRow>& runs) {

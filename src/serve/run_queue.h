@@ -179,6 +179,10 @@ class RunQueue {
   // `lapsed`: also the runs no live host holds (the poll; an offer asks only for spare ones).
   void ClaimQueued(bool lapsed);
   void Adopt(const std::vector<RunRow>& runs);
+  // Several hosts: the waiters of runs that are not (or no longer) this host's to run (another
+  // host runs them, or took one from this host's queue) are answered once their row says they
+  // stopped, looked at every poll: no stop callback of this host's will tell them.
+  void WakeWaitersOfRunsElsewhere();
   void WakeDue();
   // (Re)arms the wake timer for the earliest parked run's wake, or `wake_floor_` from now.
   void ArmWake();

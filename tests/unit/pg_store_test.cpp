@@ -511,8 +511,8 @@ TEST_F(PgStoreTest, OneQueuedRunIsClaimedByOneHost) {
   ASSERT_TRUE(c->Commit());
 }
 
-// An offer (NOTIFY at the commit of the batch that queued the runs) is heard by the other hosts'
-// listening connections, not by its own host's, and only once committed.
+// An offer (NOTIFY at the commit of the batch that queued the runs) and a claim are heard by the
+// other hosts' listening connections, not by their own host's, and only once committed.
 TEST_F(PgStoreTest, AnOfferIsHeardByTheOtherHostsAtItsCommit) {
   auto a = MustOpen();
   auto a_listen = MustOpen();
@@ -524,22 +524,51 @@ TEST_F(PgStoreTest, AnOfferIsHeardByTheOtherHostsAtItsCommit) {
   ASSERT_TRUE(a_listen->runs().ListenForOffers("host-a"));
   ASSERT_TRUE(b_listen->runs().ListenForOffers("host-b"));
   ASSERT_TRUE(a->runs().OfferQueuedRuns());
-  auto early = b_listen->runs().HeardOffers();
+  auto early = b_listen->runs().HeardFromHosts();
   ASSERT_TRUE(early);
-  EXPECT_FALSE(*early) << "nothing before the commit";
+  EXPECT_FALSE(early->offered) << "nothing before the commit";
   ASSERT_TRUE(a->Commit());
   bool heard = false;
   for (int i = 0; i < 500 && !heard; ++i) {
     pollfd p{b_listen->io().fd, POLLIN, 0};
     ::poll(&p, 1, 10);
-    auto h = b_listen->runs().HeardOffers();
+    auto h = b_listen->runs().HeardFromHosts();
     ASSERT_TRUE(h) << h.error().message;
-    heard = *h;
+    heard = h->offered;
   }
   EXPECT_TRUE(heard);
-  auto own = a_listen->runs().HeardOffers();
+  auto own = a_listen->runs().HeardFromHosts();
   ASSERT_TRUE(own);
-  EXPECT_FALSE(*own) << "a host's own offer is not heard as one";
+  EXPECT_FALSE(own->offered) << "a host's own offer is not heard as one";
+  // A claim is told to the other hosts at its commit (a former holder drops the runs from its
+  // queue); the claimer's own listener does not take it as news.
+  auto b = MustOpen();
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(b->journal().UseServerClockLeases(std::chrono::seconds(15)));
+  ASSERT_TRUE(b->runs().HoldQueuedRunsAs("host-b"));
+  auto queued = a->runs().EnqueueRun(Queued("1", "api"));
+  ASSERT_TRUE(queued);
+  ASSERT_TRUE(a->Commit());
+  auto claimed = b->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kSpare, 10);
+  ASSERT_TRUE(claimed);
+  ASSERT_EQ(claimed->size(), 1u);
+  ASSERT_TRUE(b->Commit());
+  std::vector<int64_t> taken;
+  for (int i = 0; i < 500 && taken.empty(); ++i) {
+    pollfd p{a_listen->io().fd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    auto h = a_listen->runs().HeardFromHosts();
+    ASSERT_TRUE(h) << h.error().message;
+    taken = h->taken;
+  }
+  EXPECT_EQ(taken, std::vector<int64_t>{queued->run.id});
+  for (int i = 0; i < 20; ++i) {
+    pollfd p{b_listen->io().fd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    auto h = b_listen->runs().HeardFromHosts();
+    ASSERT_TRUE(h) << h.error().message;
+    EXPECT_TRUE(h->taken.empty()) << "a host's own claim";
+  }
   // Its connection killed: an error, and the store's next use connects and listens again.
   db_->Query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
              "AND application_name = 'basal' AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'");
@@ -547,7 +576,7 @@ TEST_F(PgStoreTest, AnOfferIsHeardByTheOtherHostsAtItsCommit) {
   for (int i = 0; i < 500 && !broke; ++i) {
     pollfd p{b_listen->io().fd, POLLIN, 0};
     ::poll(&p, 1, 10);
-    broke = !b_listen->runs().HeardOffers();
+    broke = !b_listen->runs().HeardFromHosts();
   }
   EXPECT_TRUE(broke);
   ASSERT_TRUE(b_listen->Check());  // a use between batches: connected again, listening again
@@ -557,9 +586,9 @@ TEST_F(PgStoreTest, AnOfferIsHeardByTheOtherHostsAtItsCommit) {
   for (int i = 0; i < 500 && !heard; ++i) {
     pollfd p{b_listen->io().fd, POLLIN, 0};
     ::poll(&p, 1, 10);
-    auto h = b_listen->runs().HeardOffers();
+    auto h = b_listen->runs().HeardFromHosts();
     ASSERT_TRUE(h) << h.error().message;
-    heard = *h;
+    heard = h->offered;
   }
   EXPECT_TRUE(heard) << "listening again after the connection was made again";
 }

@@ -711,15 +711,20 @@ class RunStore {
   // Tells the other hosts, at the open batch's commit, that this host holds runs it cannot start
   // now (PostgreSQL NOTIFY: a hint; the claim decides). A no-op with one host.
   virtual Result<void> OfferQueuedRuns() { return Ok(); }
-  // This store's connection hears the offers of hosts other than `host_id` (PostgreSQL LISTEN, kept
-  // across reconnections). Then, when Store::io()'s descriptor is readable, HeardOffers reads what
-  // arrived: whether an offer did; an error when the connection broke (it is made again at the
-  // store's next use). kInvalidArgument on SQLite.
+  // This store's connection hears what hosts other than `host_id` tell (PostgreSQL LISTEN, kept
+  // across reconnections): their offers, and the runs they claimed (ClaimQueuedRuns tells them at
+  // its commit, so that their former holder drops them from its queue). Then, when Store::io()'s
+  // descriptor is readable, HeardFromHosts reads what arrived; an error when the connection broke
+  // (it is made again at the store's next use). kInvalidArgument on SQLite.
   virtual Result<void> ListenForOffers(std::string_view host_id) {
     (void)host_id;
     return MakeError(ErrorCode::kInvalidArgument, "several hosts need a PostgreSQL store");
   }
-  virtual Result<bool> HeardOffers() { return false; }
+  struct Heard {
+    bool offered = false;         // another host holds runs it cannot start now
+    std::vector<int64_t> taken;   // runs another host claimed
+  };
+  virtual Result<Heard> HeardFromHosts() { return Heard{}; }
   // At a host's stop: its row lapses now and is renewed no more, so that other hosts adopt the runs
   // it held at their next look (joins the open batch). A no-op before HoldQueuedRunsAs.
   virtual Result<void> LeaveHosts() { return Ok(); }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <utility>
@@ -167,6 +168,7 @@ std::vector<pg::StatementDef> Statements() {
            std::string(pg::kRunSelect) + " WHERE id IN (SELECT id FROM c) ORDER BY id"},
       {"release_held", "UPDATE runs SET held = false WHERE id = $1::bigint AND state = 'queued'"},
       {"notify_queued", "SELECT pg_notify('basal_queued_runs', $1::text)"},
+      {"notify_taken", "SELECT pg_notify('basal_taken_runs', $1::text)"},
       {"taken_over", "SELECT id FROM activations WHERE id = ANY($1::bigint[]) AND outcome IS NOT NULL ORDER BY id"},
       {"close_activation",
        "UPDATE activations SET end_us = $1::bigint, outcome = 'abandoned', result = NULL, error = $2::text, "
@@ -458,7 +460,7 @@ class PgStore final : public Store,
   Result<void> ReleaseHeldRun(int64_t run_id) override;
   Result<void> OfferQueuedRuns() override;
   Result<void> ListenForOffers(std::string_view host_id) override;
-  Result<bool> HeardOffers() override;
+  Result<Heard> HeardFromHosts() override;
   Result<void> LeaveHosts() override;
 
   // ServeTables
@@ -1044,6 +1046,22 @@ Result<std::vector<RunRow>> PgStore::ClaimQueuedRuns(QueuedClaim which, size_t l
                   "cannot claim queued runs for host " + holder_);
   if (!rows) return rows.error();
   for (int i = 0; i < rows->rows(); ++i) out.push_back(pg::ReadRunRow(*rows, i));
+  // Their former holders (if alive) drop them from their queues when this batch commits:
+  // "HOST:ID,ID,...", each notification under PostgreSQL's 8000-byte payload limit.
+  std::string payload;
+  auto tell = [&]() -> Result<void> {
+    if (payload.empty()) return Ok();
+    auto sent = SendBehind("notify_taken", Params().Text(holder_ + ":" + payload), "cannot tell the runs claimed");
+    payload.clear();
+    return sent;
+  };
+  for (const RunRow& r : out) {
+    if (payload.size() > 7000) {
+      if (auto t = tell(); !t) return t.error();
+    }
+    payload += (payload.empty() ? "" : ",") + std::to_string(r.id);
+  }
+  if (auto t = tell(); !t) return t.error();
   return out;
 }
 
@@ -1063,15 +1081,35 @@ Result<void> PgStore::ListenForOffers(std::string_view host_id) {
   if (auto c = EnsureConnected(); !c) return c;
   listen_as_ = std::string(host_id);
   // Kept in the session: a connection made again listens again.
-  if (auto r = conn_->AddToSession("LISTEN basal_queued_runs"); !r)
-    return StoreError(ErrorCode::kDatabase, "cannot listen for queued runs: " + r.error().message);
+  for (const char* sql : {"LISTEN basal_queued_runs", "LISTEN basal_taken_runs"}) {
+    if (auto r = conn_->AddToSession(sql); !r)
+      return StoreError(ErrorCode::kDatabase, "cannot listen to the other hosts: " + r.error().message);
+  }
   return Ok();
 }
 
-Result<bool> PgStore::HeardOffers() {
-  auto heard = conn_->TakeNotifications(listen_as_);
-  if (!heard) return StoreError(ErrorCode::kDatabase, heard.error().message);
-  return *heard > 0;
+Result<RunStore::Heard> PgStore::HeardFromHosts() {
+  auto notes = conn_->TakeNotifications();
+  if (!notes) return StoreError(ErrorCode::kDatabase, notes.error().message);
+  Heard heard;
+  for (const auto& [channel, payload] : *notes) {
+    if (channel == "basal_queued_runs") {
+      if (payload != listen_as_) heard.offered = true;
+      continue;
+    }
+    // basal_taken_runs: "HOST:ID,ID,..." (this host's own claims are not news).
+    const size_t colon = payload.find(':');
+    if (colon == std::string::npos || payload.compare(0, colon, listen_as_) == 0) continue;
+    size_t at = colon + 1;
+    while (at < payload.size()) {
+      size_t end = payload.find(',', at);
+      if (end == std::string::npos) end = payload.size();
+      const int64_t id = std::strtoll(payload.c_str() + at, nullptr, 10);
+      if (id > 0) heard.taken.push_back(id);
+      at = end + 1;
+    }
+  }
+  return heard;
 }
 
 Result<void> PgStore::LeaveHosts() {

@@ -444,15 +444,15 @@ Result<void> Connection::AddToSession(const std::string& sql) {
   return Ok();
 }
 
-Result<int> Connection::TakeNotifications(const std::string& own) {
+Result<std::vector<std::pair<std::string, std::string>>> Connection::TakeNotifications() {
   if (broken() || PQconsumeInput(conn_) != 1) {
     const std::string why = conn_ ? ErrorText(nullptr, conn_) : "no connection";
     if (conn_) lost_ = true;  // made again at the store's next use
     return MakeError(ErrorCode::kDatabase, "the connection that hears other hosts broke: " + why);
   }
-  int heard = 0;
+  std::vector<std::pair<std::string, std::string>> heard;
   while (PGnotify* n = PQnotifies(conn_)) {
-    if (own != n->extra) ++heard;
+    heard.emplace_back(n->relname, n->extra);
     PQfreemem(n);
   }
   return heard;

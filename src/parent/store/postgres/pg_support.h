@@ -144,9 +144,9 @@ class Connection {
   bool InFailedTransaction() const;
   // Runs `sql` now (nothing else pending) and at every connection made again after (a LISTEN).
   Result<void> AddToSession(const std::string& sql);
-  // Reads what the socket has without blocking and counts the notifications that arrived whose
-  // payload is not `own` (dropping them); an error when the connection broke.
-  Result<int> TakeNotifications(const std::string& own);
+  // Reads what the socket has without blocking and returns the notifications that arrived (channel,
+  // payload); an error when the connection broke.
+  Result<std::vector<std::pair<std::string, std::string>>> TakeNotifications();
 
  private:
   Connection(std::string uri, std::string shown, std::vector<std::string> session, Setup setup,
