@@ -205,8 +205,9 @@ void RunQueue::ClaimQueued(bool lapsed) {
     }
   }
   // Told once per outage of the store (this runs at every poll), and its end too.
+  // (A claim that failed inside the open batch has failed that batch in the store: it commits
+  // nothing, and the runs it claimed are started nowhere until a claim commits.)
   if (!failed.empty()) {
-    o_.host.FailBatch(failed);  // the claim's statement failed in the open batch
     if (!claim_failing_ && log_) log_("queued runs of other hosts could not be claimed: " + failed);
   } else if (claim_failing_ && log_) {
     log_("queued runs of other hosts can be claimed again");
