@@ -81,6 +81,10 @@ struct ModuleOptions {
   // runs can be taken over; an activation whose run another host took over is stopped here at once
   // (its worker killed, nothing more of it written). Open refuses it on an SQLite journal.
   bool several_hosts = false;
+  // With several_hosts, the id this host holds its queued runs under (basal serve's host_id): its
+  // row in basal.hosts is renewed with its leases, the runs it queues are its own, and it listens
+  // for other hosts' offers of runs they cannot start (RunStore::HoldQueuedRunsAs). "": none.
+  std::string host_id;
   // A durable run resumed this many times (docs/durable.md) ends `resume_exhausted` at the next
   // attempt instead of starting again: a run whose script brings its worker or host down each time
   // cannot loop for ever.

@@ -431,7 +431,7 @@ void Module::Impl::Dispatch() {
       WaitingRun& w = found->second;
       // A durable run's activation starts in a fresh worker, as its replay would.
       PooledWorker* idle = w.durable ? nullptr : pool->FindIdle(*w.flow);
-      if (!idle && !pool->MakeRoom()) return;
+      if (!idle && !pool->MakeRoom()) return OfferWaitingRuns();
       queue.pop_front();
       --queued;
       // Checked once, when a worker takes it, under the batch's write lock: no revocation can
@@ -466,7 +466,7 @@ void Module::Impl::Dispatch() {
     }
     Activation& a = *found->second;
     PooledWorker* idle = pool->FindIdle(*a.flow);
-    if (!idle && !pool->MakeRoom()) return;
+    if (!idle && !pool->MakeRoom()) return OfferWaitingRuns();
     queue.pop_front();
     a.queued = false;
     --queued;
@@ -500,6 +500,7 @@ void Module::Impl::Launch() {
   begun_in_batch.clear();
   f.runs = std::move(runs_in_batch);
   runs_in_batch.clear();
+  offered_in_batch = false;
   unrevoked_in_batch.clear();  // the batch they were read under is sent
   f.started = gate->started_waiting();
   if (!journal_failure.empty()) {
@@ -566,6 +567,7 @@ void Module::Impl::FailPending(Flight f, const std::string& why) {
   std::vector<RunId> lost_runs = std::move(f.runs);
   lost_runs.insert(lost_runs.end(), runs_in_batch.begin(), runs_in_batch.end());
   runs_in_batch.clear();
+  offered_in_batch = false;
   std::vector<Finished> pending = std::move(f.finished);
   for (Finished& done : finished) pending.push_back(std::move(done));
   finished = std::move(pending);
@@ -966,12 +968,61 @@ void Module::Impl::Heartbeat() {
     takeover_failing = false;
     OnEvent({ModuleEvent::Kind::kJournalRecovered, "lapsed leases can be taken over again"});
   }
+  WatchOffers();
   if (took->abandoned_activations.empty()) return;
   health.abandoned_recovered += took->abandoned_activations.size();
   OnEvent({ModuleEvent::Kind::kRecovered,
            "took over " + std::to_string(took->abandoned_activations.size()) +
                " activation(s) whose lease lapsed (their host died or stopped renewing): their runs ended, "
                "or wait to be resumed if durable"});
+}
+
+void Module::Impl::OfferWaitingRuns() {
+  // Once per batch that accepted runs (not at every pass while the queue is full): a host that
+  // missed it finds the runs at its next poll.
+  if (!heartbeat_store || offered_in_batch || runs_in_batch.empty() || queued_runs() == 0) return;
+  offered_in_batch = true;
+  if (auto r = store->runs().OfferQueuedRuns(); !r) FailBatch(r.error().message);
+}
+
+void Module::Impl::DropTakenRuns(const std::vector<RunId>& runs) {
+  for (RunId run : runs) {
+    auto it = waiting_runs.find(run);
+    if (it == waiting_runs.end()) continue;  // started here already (its start will be refused), or never here
+    if (it->second.held) {
+      --held_runs;
+    } else {
+      --queued;  // its ticket is skipped by Dispatch
+    }
+    waiting_runs.erase(it);
+  }
+}
+
+void Module::Impl::OnOffersHeard(std::function<void()> heard) {
+  offers_heard = std::move(heard);
+  WatchOffers();
+}
+
+void Module::Impl::WatchOffers() {
+  if (!offers_heard || !heartbeat_store) return;
+  if (watched_offers_fd >= 0) loop_->Unwatch(watched_offers_fd);
+  watched_offers_fd = -1;
+  auto hear = [this] {
+    auto heard = heartbeat_store->runs().HeardFromHosts();
+    if (!heard) {
+      // Broken: not watched until the next heartbeat makes the connection again (the poll floor
+      // finds the runs meanwhile).
+      if (watched_offers_fd >= 0) loop_->Unwatch(watched_offers_fd);
+      watched_offers_fd = -1;
+      return;
+    }
+    if (!heard->taken.empty()) DropTakenRuns(heard->taken);
+    if (heard->offered) offers_heard();
+  };
+  const int fd = heartbeat_store->io().fd;
+  if (fd < 0) return;
+  if (loop_->Watch(fd, EPOLLIN, [hear](uint32_t) { hear(); })) watched_offers_fd = fd;
+  hear();  // what arrived while the heartbeat's own statements read the socket
 }
 
 void Module::Impl::FenceOut(ActivationId id) {
@@ -1084,6 +1135,9 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.health.abandoned_recovered = recovered->abandoned_activations.size();
   auto settled = m.store->runs().SettleRunsOfEndedActivations(NowUnixUs());
   if (!settled) return settled.error();
+  // The runs this host queues are its own from now on; its row says it lives (renewed with its leases).
+  if (m.options.several_hosts && !m.options.host_id.empty())
+    if (auto r = m.store->runs().HoldQueuedRunsAs(m.options.host_id); !r) return r.error();
 
   auto sink = m.options.log_sink;
   if (!sink) sink = [](const HostCallContext&, std::string_view, std::string_view) {};
@@ -1175,6 +1229,8 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     if (!second) return second.error();
     m.heartbeat_store = std::move(*second);
     if (auto r = m.heartbeat_store->journal().UseServerClockLeases(m.options.lease); !r) return r.error();
+    if (!m.options.host_id.empty())
+      if (auto r = m.heartbeat_store->runs().ListenForOffers(m.options.host_id); !r) return r.error();
   }
   if (m.server_clock_leases) {
     // A process paused past half its lease (SIGSTOP, a VM frozen, swap) renews before it handles

@@ -177,6 +177,9 @@ class ModuleHost {
   // next process to start, and are forgotten here (their callbacks are not called). What runs,
   // runs on.
   virtual void StopStartingRuns() = 0;
+  // Several hosts: `heard` is called (from the loop) when another host tells that runs wait in its
+  // queue for want of a worker (a hint: RunStore::ClaimQueuedRuns decides who takes what).
+  virtual void OnOffersHeard(std::function<void()> heard) = 0;
 };
 
 }  // namespace basal

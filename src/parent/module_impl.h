@@ -227,6 +227,19 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   // Renews this process's leases, stops the activations another host took over, and closes the
   // lapsed leases of other processes (their durable runs become interrupted, to be resumed).
   void Heartbeat();
+  // Several hosts: told when another host offers queued runs (ModuleHost::OnOffersHeard), through
+  // heartbeat_store's connection, watched on the loop (re-watched at each heartbeat: a connection
+  // made again has another descriptor).
+  std::function<void()> offers_heard;
+  int watched_offers_fd = -1;
+  bool offered_in_batch = false;  // this batch tells the other hosts of runs waiting here
+  void WatchOffers();
+  void OnOffersHeard(std::function<void()> heard) override;
+  // Runs wait here for want of a worker: the other hosts hear of it at this batch's commit.
+  void OfferWaitingRuns();
+  // Another host claimed these runs: those still waiting here are dropped (not started, their
+  // callbacks not called: their waiters look at the store, RunQueue).
+  void DropTakenRuns(const std::vector<RunId>& runs);
   // An activation whose run another host took over: its worker killed, nothing of it written.
   void FenceOut(ActivationId id);
   void OnEvent(ModuleEvent event) override;

@@ -122,6 +122,7 @@ Result<RunAccepted> Module::Impl::StartRun(const FlowRef& flow, nlohmann::json i
   nr.key_expires_unix_us = now + options.key_ttl.count() * 1000;
   nr.state_detail = options.state_detail;
   nr.durable = flow->manifest.durable();
+  nr.held = options.hold;
   auto enqueued = store->runs().EnqueueRun(nr);
   if (!enqueued) return enqueued.error();
   if (enqueued->existing) return RunAccepted{std::move(enqueued->run), true};
@@ -150,6 +151,7 @@ Result<void> Module::Impl::ReleaseRun(RunId run) {
   auto it = waiting_runs.find(run);
   if (it == waiting_runs.end() || !it->second.held)
     return MakeError(ErrorCode::kNotFound, "run " + std::to_string(run) + " is not held here");
+  if (auto released = store->runs().ReleaseHeldRun(run); !released) FailBatch(released.error().message);
   it->second.held = false;
   --held_runs;
   queue.push_back({0, run});

@@ -136,6 +136,7 @@ struct DurationRule {
 };
 constexpr DurationRule kWaitMax{milliseconds(0), std::chrono::hours(1), "from 0s to 1h"};
 constexpr DurationRule kLease{milliseconds(300), std::chrono::minutes(10), "from 300ms to 10m"};
+constexpr DurationRule kQueuePoll{milliseconds(100), std::chrono::minutes(1), "from 100ms to 1m"};
 constexpr DurationRule kDrainTimeout{milliseconds(0), std::chrono::hours(1), "from 0s to 1h"};
 constexpr DurationRule kHeaderTimeout{std::chrono::seconds(1), std::chrono::minutes(10), "from 1s to 10m"};
 constexpr DurationRule kBodyTimeout{std::chrono::seconds(1), std::chrono::hours(1), "from 1s to 1h"};
@@ -321,8 +322,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
   ServeConfig config;
   if (auto ok = Object(root, "the configuration", "an object, e.g. {\"listen\": {\"tcp\": \"127.0.0.1:8470\"}}"); !ok)
     return ok.error();
-  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "host_id", "lease", "listen", "limits", "triggers",
-                                     "mcp", "console"});
+  if (auto ok = KnownKeys(root, "", {"db", "worker", "secrets_dir", "host_id", "lease", "queue_poll", "listen", "limits",
+                                     "triggers", "mcp", "console"});
       !ok)
     return ok.error();
   for (const auto& [key, value] : root.items()) {
@@ -342,6 +343,8 @@ Result<ServeConfig> Parser::Parse(const Json& root) const {
       ok = Assign(std::move(id), config.host_id);
     } else if (key == "lease") {
       ok = Assign(Duration(value, key, kLease), config.lease);
+    } else if (key == "queue_poll") {
+      ok = Assign(Duration(value, key, kQueuePoll), config.queue_poll);
     } else if (key == "listen") {
       ok = ParseListen(value, config.listen);
     } else if (key == "limits") {
@@ -979,6 +982,7 @@ nlohmann::json ToJson(const ServeConfig& config) {
   if (!config.secrets_dir.empty()) root["secrets_dir"] = config.secrets_dir;
   if (!config.host_id.empty()) root["host_id"] = config.host_id;
   root["lease"] = FormatDuration(config.lease);
+  root["queue_poll"] = FormatDuration(config.queue_poll);
 
   Json listen = Json::object();
   if (!config.listen.socket.empty()) listen["socket"] = config.listen.socket;

@@ -157,6 +157,10 @@ struct ServeConfig {
   // and how long a run's claim (its activation's lease) lasts without a heartbeat (every third).
   std::string host_id;
   std::chrono::milliseconds lease{15'000};
+  // How often a host looks for queued runs it may take: those of a host that died, and those a
+  // live host cannot start for want of a worker while this one has one free (the floor under
+  // the other hosts' offers, which wake it at once).
+  std::chrono::milliseconds queue_poll{1'000};
   ListenConfig listen;
   LimitsConfig limits;
   std::vector<WebhookTrigger> webhooks;    // in file order

@@ -195,6 +195,7 @@ Result<void> Daemon::OpenModule() {
     std::snprintf(suffix, sizeof suffix, "-%06x", static_cast<unsigned>(random() & 0xffffff));
     host_id_ = std::string(name) + suffix;
   }
+  if (several_hosts_) mo.host_id = host_id_;
   metrics_.Set("basal_host_info", {host_id_}, 1);
   auto module = Module::Open(std::move(mo));
   if (!module) return module.error();
@@ -222,6 +223,7 @@ void Daemon::BuildRooms() {
       .now_us = o_.now_us,
       .flow_for = [&host](const std::string& name) { return host.CurrentFlowForRun(name); },
       .log = o_.log,
+      .several_hosts = several_hosts_,
   });
   triggers_ = std::make_unique<Triggers>(Triggers::Options{
       .queue = *queue_,
@@ -390,6 +392,7 @@ Result<void> Daemon::Start() {
   // Durable runs resolved by an operator (basal run resolve) resume within a second.
   queue_->ResumeInterruptedEvery(std::chrono::seconds(1), o_.log);
   queue_->WakeParkedRuns(std::chrono::seconds(1));
+  queue_->ClaimQueuedEvery(config_.queue_poll);
   queue_->Dispatch();
   return Ok();
 }

@@ -30,6 +30,8 @@ RunQueue::RunQueue(Options options) : o_(std::move(options)) { o_.host.SetMaxWor
 RunQueue::~RunQueue() {
   if (resume_timer_) o_.host.loop().Cancel(*resume_timer_);
   if (wake_timer_) o_.host.loop().Cancel(*wake_timer_);
+  if (claim_timer_) o_.host.loop().Cancel(*claim_timer_);
+  if (offer_timer_) o_.host.loop().Cancel(*offer_timer_);
   for (auto& [run, list] : waiters_)
     for (auto& [id, w] : list) o_.host.loop().Cancel(w.timer);
 }
@@ -45,7 +47,10 @@ Result<RunQueue::Recovered> RunQueue::Recover() {
   const size_t most = o_.limits.queue_max * 2 + o_.limits.max_workers + 1000;
   // Queued first (a run a previous daemon claimed for a resume but never started is a resume
   // still), then the interrupted ones, which the resume queues behind them.
-  auto queued = o_.host.runs().RunsInState(RunState::kQueued, most);
+  // With several hosts a queued run another live host holds is left to it (adopting it too would
+  // make both try to start it); the ones whose holder is gone are claimed for this host.
+  auto queued = o_.several_hosts ? o_.host.runs().ClaimQueuedRuns(RunStore::QueuedClaim::kAtStart, most)
+                                 : o_.host.runs().RunsInState(RunState::kQueued, most);
   if (!queued) return queued.error();
   for (const RunRow& r : *queued) {
     if (auto requeued = o_.host.RequeueRun(r, StopCallback(r.flow, r.trigger)); !requeued) {
@@ -157,6 +162,90 @@ void RunQueue::ResumeInterrupted() {
   }
   PublishGauges();
   resume_timer_ = o_.host.loop().At(EventLoop::Clock::now() + resume_every_, [this] { ResumeInterrupted(); });
+}
+
+void RunQueue::ClaimQueuedEvery(std::chrono::milliseconds every) {
+  if (!o_.several_hosts) return;
+  claim_every_ = every;
+  claim_timer_ = o_.host.loop().At(EventLoop::Clock::now() + every, [this] {
+    claim_timer_.reset();
+    ClaimQueued(true);
+  });
+  // An offer is a hint: one claim of spare runs soon after, however many offers arrive meanwhile.
+  o_.host.OnOffersHeard([this] {
+    if (offer_timer_ || draining_) return;
+    offer_timer_ = o_.host.loop().At(EventLoop::Clock::now(), [this] {
+      offer_timer_.reset();
+      ClaimQueued(false);
+    });
+  });
+}
+
+// A short poll is the floor (DESIGN.md): a dead host's queued runs are adopted within one period
+// of its row lapsing, and runs another host cannot start are found without its offer.
+void RunQueue::ClaimQueued(bool lapsed) {
+  if (draining_) return;
+  const size_t queued_now = o_.host.queued_runs();
+  const size_t busy = queued_now + o_.host.running_runs();
+  // Spare runs only for workers free here (taking more would only move the wait to this host).
+  const size_t free = o_.limits.max_workers > busy ? o_.limits.max_workers - busy : 0;
+  std::string failed;
+  if (free > 0) {
+    auto spare = o_.host.runs().ClaimQueuedRuns(RunStore::QueuedClaim::kSpare, free);
+    if (spare) Adopt(*spare);
+    if (!spare) failed = spare.error().message;
+  }
+  if (lapsed && failed.empty()) {
+    const size_t now_queued = o_.host.queued_runs();
+    const size_t room = o_.limits.queue_max > now_queued ? o_.limits.queue_max - now_queued : 0;
+    if (room > 0) {
+      auto gone = o_.host.runs().ClaimQueuedRuns(RunStore::QueuedClaim::kLapsed, std::min<size_t>(room, 1000));
+      if (gone) Adopt(*gone);
+      if (!gone) failed = gone.error().message;
+    }
+  }
+  // Told once per outage of the store (this runs at every poll), and its end too.
+  // (A claim that failed inside the open batch has failed that batch in the store: it commits
+  // nothing, and the runs it claimed are started nowhere until a claim commits.)
+  if (!failed.empty()) {
+    if (!claim_failing_ && log_) log_("queued runs of other hosts could not be claimed: " + failed);
+  } else if (claim_failing_ && log_) {
+    log_("queued runs of other hosts can be claimed again");
+  }
+  claim_failing_ = !failed.empty();
+  if (lapsed) WakeWaitersOfRunsElsewhere();
+  PublishGauges();
+  if (lapsed && claim_every_.count() > 0)
+    claim_timer_ = o_.host.loop().At(EventLoop::Clock::now() + claim_every_, [this] {
+      claim_timer_.reset();
+      ClaimQueued(true);
+    });
+}
+
+void RunQueue::WakeWaitersOfRunsElsewhere() {
+  // Bounded: the waiters are bounded by the connections (limits.max_connections), and at most
+  // kMost rows are read per poll.
+  constexpr size_t kMost = 1000;
+  std::vector<int64_t> elsewhere;
+  for (const auto& [run_id, list] : waiters_) {
+    if (elsewhere.size() >= kMost) break;
+    if (!o_.host.RunLive(run_id)) elsewhere.push_back(run_id);
+  }
+  for (int64_t run_id : elsewhere) {
+    auto row = o_.host.runs().GetRun(run_id);
+    if (!row || !*row) continue;  // told at the wait's end, as before
+    const RunState state = (*row)->state;
+    if (state == RunState::kEnded || state == RunState::kNeedsReconciliation) WakeWaiters(run_id);
+  }
+}
+
+void RunQueue::Adopt(const std::vector<RunRow>& runs) {
+  for (const RunRow& r : runs) {
+    // The claim committed or not, the run's start is the real guard: its compare-and-set on the
+    // state and the holder lets one host start it.
+    if (auto requeued = o_.host.RequeueRun(r, StopCallback(r.flow, r.trigger)); !requeued && log_)
+      log_("run " + std::to_string(r.id) + " could not be queued here: " + requeued.error().message);
+  }
 }
 
 void RunQueue::WakeParkedRuns(std::chrono::milliseconds floor) {
@@ -430,6 +519,16 @@ void RunQueue::Drain() {
   draining_ = true;
   if (wake_timer_) o_.host.loop().Cancel(*wake_timer_);
   wake_timer_.reset();
+  if (claim_timer_) o_.host.loop().Cancel(*claim_timer_);
+  claim_timer_.reset();
+  if (offer_timer_) o_.host.loop().Cancel(*offer_timer_);
+  offer_timer_.reset();
+  // Several hosts: this host's row lapses now, so the others adopt the runs queued here at their
+  // next poll instead of when the row would have lapsed.
+  if (o_.several_hosts) {
+    if (auto left = o_.host.runs().LeaveHosts(); !left && log_)
+      log_("the runs queued here wait for this host's row to lapse: " + left.error().message);
+  }
   o_.host.StopStartingRuns();  // queued runs stay queued for the next start
 }
 

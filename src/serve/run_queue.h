@@ -75,6 +75,8 @@ class RunQueue {
     std::function<Result<FlowRef>(const std::string& flow)> flow_for;
     // The daemon's log: one line per run that stops (RunStopLine). Null: none.
     std::function<void(const std::string& line)> log = nullptr;
+    // Several hosts share the store (PostgreSQL): queued runs have a holder (RunStore::ClaimQueuedRuns).
+    bool several_hosts = false;
   };
   explicit RunQueue(Options options);
   ~RunQueue();
@@ -83,7 +85,8 @@ class RunQueue {
 
   // At start, before anything is served (the module's Open already ended the runs whose
   // activations a previous daemon left, except durable ones): durable runs it left interrupted are
-  // resumed, runs still queued wait again, oldest first. Returns the queued ones (resumed ones
+  // resumed, runs still queued wait again, oldest first. With several hosts, only the queued runs
+  // no live host holds (and those of this host id's previous run) are adopted here. Returns the queued ones (resumed ones
   // included) and how many resumed. A run an API client, a webhook or a schedule started is this
   // daemon's to resume; one `basal run` started is resumed by hand (basal run --resume).
   struct Recovered {
@@ -113,6 +116,11 @@ class RunQueue {
   // Every `every`, resumes the runs of this daemon's triggers that are interrupted (resolved by an
   // operator through `basal run resolve`, or left by another host): each once, a refusal logged once.
   void ResumeInterruptedEvery(std::chrono::milliseconds every, std::function<void(const std::string&)> log);
+  // Several hosts: every `every` (and when another host offers runs it cannot start), takes the
+  // queued runs no live host holds (a host that died or stopped) into this host's queue, within
+  // limits.queue_max, and, while workers are free here, runs a live host holds but cannot start
+  // yet (docs/postgres.md, "Queued runs"). Each is claimed by a compare-and-set in the store.
+  void ClaimQueuedEvery(std::chrono::milliseconds every);
   // Wakes parked durable runs (docs/durable.md: a sleep's end, a wait's timeout, a retry's next
   // attempt) when their time comes, and looks again at least every `floor` (runs another process
   // parked). At most the queue's room is woken per pass.
@@ -168,6 +176,13 @@ class RunQueue {
   RunCallback StopCallback(const std::string& flow, const std::string& trigger);
 
   void ResumeInterrupted();
+  // `lapsed`: also the runs no live host holds (the poll; an offer asks only for spare ones).
+  void ClaimQueued(bool lapsed);
+  void Adopt(const std::vector<RunRow>& runs);
+  // Several hosts: the waiters of runs that are not (or no longer) this host's to run (another
+  // host runs them, or took one from this host's queue) are answered once their row says they
+  // stopped, looked at every poll: no stop callback of this host's will tell them.
+  void WakeWaitersOfRunsElsewhere();
   void WakeDue();
   // (Re)arms the wake timer for the earliest parked run's wake, or `wake_floor_` from now.
   void ArmWake();
@@ -178,6 +193,10 @@ class RunQueue {
   std::unordered_map<int64_t, std::map<uint64_t, Waiter>> waiters_;
   std::chrono::milliseconds resume_every_{0};
   std::optional<EventLoop::TimerId> resume_timer_;
+  std::chrono::milliseconds claim_every_{0};  // 0: ClaimQueuedEvery not called
+  std::optional<EventLoop::TimerId> claim_timer_;
+  std::optional<EventLoop::TimerId> offer_timer_;  // a claim of spare runs after an offer, due now
+  bool claim_failing_ = false;  // the claim failed: told once, until it works again
   std::chrono::milliseconds wake_floor_{0};  // 0: WakeParkedRuns not called
   std::optional<EventLoop::TimerId> wake_timer_;
   EventLoop::Clock::time_point wake_at_{};

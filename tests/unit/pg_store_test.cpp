@@ -78,13 +78,14 @@ class PgStoreTest : public ::testing::Test {
 TEST_F(PgStoreTest, TheSchemaIsBasalsOwnAndVersioned) {
   auto store = MustOpen();
   ASSERT_TRUE(store);
-  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "8");
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'application'"), "basal");
   EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'journal_id'"), store->journal_id());
-  // The tables of the SQLite journal's schema 7 (docs/journal.md), with meta for the version.
+  // The tables of the SQLite journal's schema 7 (docs/journal.md), with meta for the version, and
+  // version 8's hosts (several hosts: PostgreSQL only).
   EXPECT_EQ(db_->Query("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'basal'"),
-            "activations,approval_events,approvals,call_resolutions,calls,kv,kv_audit,kv_usage,meta,run_events,runs,"
-            "schedule_marks,texts,tokens");
+            "activations,approval_events,approvals,call_resolutions,calls,hosts,kv,kv_audit,kv_usage,meta,run_events,"
+            "runs,schedule_marks,texts,tokens");
   EXPECT_EQ(db_->Query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), "0") << "nothing outside basal";
   store.reset();
   // Opened again: found current, nothing created twice.
@@ -114,6 +115,7 @@ TEST_F(PgStoreTest, AVersion6StoreIsMigratedKeepingItsKvAndEvents) {
   }
   db_->Query("DROP TABLE basal.kv_audit; DROP INDEX basal.run_events_delivery; "
              "ALTER TABLE basal.run_events DROP COLUMN delivery_id; "
+             "DROP TABLE basal.hosts; ALTER TABLE basal.runs DROP COLUMN queued_by, DROP COLUMN held; "
              "UPDATE basal.meta SET value = '6' WHERE key = 'schema_version'");
   auto reader = OpenReader(db_->locator());
   ASSERT_FALSE(reader);
@@ -121,7 +123,7 @@ TEST_F(PgStoreTest, AVersion6StoreIsMigratedKeepingItsKvAndEvents) {
       << reader.error().message;
   auto store = MustOpen();
   ASSERT_TRUE(store);
-  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "8");
   auto kept = store->kv().Get("orders", "o-1");
   ASSERT_TRUE(kept && kept->has_value());
   EXPECT_EQ(**kept, "2");
@@ -136,15 +138,15 @@ TEST_F(PgStoreTest, AVersion6StoreIsMigratedKeepingItsKvAndEvents) {
 
 TEST_F(PgStoreTest, ANewerSchemaIsRefusedAndLeftAsItIs) {
   ASSERT_TRUE(MustOpen());
-  db_->Query("UPDATE basal.meta SET value = '8' WHERE key = 'schema_version'");
+  db_->Query("UPDATE basal.meta SET value = '9' WHERE key = 'schema_version'");
   auto refused = OpenStore({.locator = db_->locator()});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kDatabase);
-  EXPECT_NE(refused.error().message.find("written by a newer basal (schema version 8"), std::string::npos)
+  EXPECT_NE(refused.error().message.find("written by a newer basal (schema version 9"), std::string::npos)
       << refused.error().message;
   auto reader = OpenReader(db_->locator());
   ASSERT_FALSE(reader);
-  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "8");
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "9");
 }
 
 TEST_F(PgStoreTest, ABasalSchemaThatIsNotBasalsIsRefusedAndLeftAsItIs) {
@@ -441,6 +443,210 @@ TEST_F(PgStoreTest, ARunAnotherHostsBatchIsStartingIsSkippedNotWaitedFor) {
   ASSERT_TRUE(b->Rollback());
 }
 
+// A run as a host queues it.
+NewRun Queued(std::string input, std::string trigger, bool held = false) {
+  NewRun r;
+  r.flow = "f";
+  r.input_json = std::move(input);
+  r.trigger = std::move(trigger);
+  r.created_unix_us = 1;
+  r.held = held;
+  return r;
+}
+
+// A version 7 store (the first with kv_audit) gains version 8's hosts and holders in place; its
+// queued runs, which had no holder, are any host's to adopt.
+TEST_F(PgStoreTest, AVersion7StoreIsMigratedAndItsQueuedRunsHaveNoHolder) {
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->runs().EnqueueRun(Queued("{}", "api")));
+    ASSERT_TRUE(store->Commit());
+  }
+  db_->Query("DROP TABLE basal.hosts; ALTER TABLE basal.runs DROP COLUMN queued_by, DROP COLUMN held; "
+             "UPDATE basal.meta SET value = '7' WHERE key = 'schema_version'");
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  EXPECT_EQ(db_->Query("SELECT value FROM basal.meta WHERE key = 'schema_version'"), "8");
+  ASSERT_TRUE(store->journal().UseServerClockLeases(std::chrono::seconds(15)));
+  ASSERT_TRUE(store->runs().HoldQueuedRunsAs("host-a"));
+  auto claimed = store->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kLapsed, 10);
+  ASSERT_TRUE(claimed) << claimed.error().message;
+  ASSERT_EQ(claimed->size(), 1u);
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(db_->Query("SELECT queued_by FROM basal.runs"), "host-a");
+}
+
+// Who holds a queued run (several hosts): a live host's runs are left to it, except those it has
+// not held back when another host has room; a host whose row lapsed loses them all; the start is
+// a compare-and-set on the state and the holder, so a run taken while it waited starts once.
+TEST_F(PgStoreTest, QueuedRunsAreHeldByALiveHostAndTakenFromALapsedOne) {
+  auto a = MustOpen();
+  auto b = MustOpen();
+  ASSERT_TRUE(a && b);
+  for (Store* s : {a.get(), b.get()}) ASSERT_TRUE(s->journal().UseServerClockLeases(std::chrono::seconds(15)));
+  ASSERT_TRUE(a->runs().HoldQueuedRunsAs("host-a"));
+  ASSERT_TRUE(b->runs().HoldQueuedRunsAs("host-b"));
+  auto plain = a->runs().EnqueueRun(Queued("1", "api"));
+  auto held = a->runs().EnqueueRun(Queued("2", "schedule:s", true));
+  auto cli = a->runs().EnqueueRun(Queued("3", "cli"));
+  ASSERT_TRUE(plain && held && cli);
+  // Not committed yet: nobody else sees them.
+  auto none = b->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kSpare, 10);
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->empty());
+  ASSERT_TRUE(b->Commit());
+  ASSERT_TRUE(a->Commit());
+  EXPECT_EQ(db_->Query("SELECT string_agg(coalesce(queued_by, '-') || ':' || held, ',' ORDER BY id) FROM basal.runs"),
+            "host-a:false,host-a:true,host-a:false");
+  // host-a lives: nothing of it has lapsed, and its own claim takes nothing of its own.
+  auto lapsed = b->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kLapsed, 10);
+  ASSERT_TRUE(lapsed);
+  EXPECT_TRUE(lapsed->empty());
+  // With room, b takes what a has not held back (not `basal run`'s): the plain run only.
+  auto spare = b->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kSpare, 10);
+  ASSERT_TRUE(spare);
+  ASSERT_EQ(spare->size(), 1u);
+  EXPECT_EQ((*spare)[0].id, plain->run.id);
+  ASSERT_TRUE(b->Commit());
+  // a tries to start it, as its queue would: refused (nothing written), and b starts it.
+  auto a_act = a->journal().BeginActivation(Start());
+  ASSERT_TRUE(a_act);
+  auto refused = a->runs().MarkRunStarted(plain->run.id, *a_act, 2);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  EXPECT_NE(refused.error().message.find("taken by another host"), std::string::npos) << refused.error().message;
+  ASSERT_TRUE(a->Commit());
+  auto b_act = b->journal().BeginActivation(Start());
+  ASSERT_TRUE(b_act);
+  ASSERT_TRUE(b->runs().MarkRunStarted(plain->run.id, *b_act, 3));
+  ASSERT_TRUE(b->Commit());
+  // a stops (or its row lapses): b adopts the held run too, no longer held.
+  ASSERT_TRUE(a->runs().LeaveHosts());
+  ASSERT_TRUE(a->Commit());
+  auto adopted = b->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kLapsed, 10);
+  ASSERT_TRUE(adopted);
+  ASSERT_EQ(adopted->size(), 1u);
+  EXPECT_EQ((*adopted)[0].id, held->run.id);
+  ASSERT_TRUE(b->Commit());
+  EXPECT_EQ(db_->Query("SELECT queued_by || ':' || held FROM basal.runs WHERE id = " + std::to_string(held->run.id)),
+            "host-b:false");
+  // A host that left renews its row no more (its running activations' leases still are).
+  ASSERT_TRUE(a->journal().RenewAndCheckLeases({"a", 1, 1}, {}));
+  ASSERT_TRUE(a->Commit());
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM basal.hosts WHERE host_id = 'host-a' AND lease_until_us > 0"), "0")
+      << "a host that left is renewed no more";
+}
+
+// Two hosts with room claiming one run at the same moment: exactly one gets it (SKIP LOCKED, and
+// the second sees the new holder once the first commits).
+TEST_F(PgStoreTest, OneQueuedRunIsClaimedByOneHost) {
+  auto a = MustOpen();
+  auto b = MustOpen();
+  auto c = MustOpen();
+  ASSERT_TRUE(a && b && c);
+  for (Store* s : {a.get(), b.get(), c.get()})
+    ASSERT_TRUE(s->journal().UseServerClockLeases(std::chrono::seconds(15)));
+  ASSERT_TRUE(a->runs().HoldQueuedRunsAs("host-a"));
+  ASSERT_TRUE(b->runs().HoldQueuedRunsAs("host-b"));
+  ASSERT_TRUE(c->runs().HoldQueuedRunsAs("host-c"));
+  ASSERT_TRUE(b->Commit() && c->Commit());
+  ASSERT_TRUE(a->runs().EnqueueRun(Queued("1", "api")));
+  ASSERT_TRUE(a->Commit());
+  auto by_b = b->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kSpare, 10);  // b's batch holds the row
+  auto by_c = c->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kSpare, 10);  // skipped, not waited for
+  ASSERT_TRUE(by_b && by_c);
+  EXPECT_EQ(by_b->size(), 1u);
+  EXPECT_EQ(by_c->size(), 0u);
+  ASSERT_TRUE(b->Commit() && c->Commit());
+  auto again = c->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kSpare, 10);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->size(), 1u) << "b lives, but the run is not held back: c with room may take it in turn";
+  ASSERT_TRUE(c->Commit());
+}
+
+// An offer (NOTIFY at the commit of the batch that queued the runs) and a claim are heard by the
+// other hosts' listening connections, not by their own host's, and only once committed.
+TEST_F(PgStoreTest, AnOfferIsHeardByTheOtherHostsAtItsCommit) {
+  auto a = MustOpen();
+  auto a_listen = MustOpen();
+  auto b_listen = MustOpen();
+  ASSERT_TRUE(a && a_listen && b_listen);
+  ASSERT_TRUE(a->journal().UseServerClockLeases(std::chrono::seconds(15)));
+  ASSERT_TRUE(a->runs().HoldQueuedRunsAs("host-a"));
+  ASSERT_TRUE(a->Commit());
+  ASSERT_TRUE(a_listen->runs().ListenForOffers("host-a"));
+  ASSERT_TRUE(b_listen->runs().ListenForOffers("host-b"));
+  ASSERT_TRUE(a->runs().OfferQueuedRuns());
+  auto early = b_listen->runs().HeardFromHosts();
+  ASSERT_TRUE(early);
+  EXPECT_FALSE(early->offered) << "nothing before the commit";
+  ASSERT_TRUE(a->Commit());
+  bool heard = false;
+  for (int i = 0; i < 500 && !heard; ++i) {
+    pollfd p{b_listen->io().fd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    auto h = b_listen->runs().HeardFromHosts();
+    ASSERT_TRUE(h) << h.error().message;
+    heard = h->offered;
+  }
+  EXPECT_TRUE(heard);
+  auto own = a_listen->runs().HeardFromHosts();
+  ASSERT_TRUE(own);
+  EXPECT_FALSE(own->offered) << "a host's own offer is not heard as one";
+  // A claim is told to the other hosts at its commit (a former holder drops the runs from its
+  // queue); the claimer's own listener does not take it as news.
+  auto b = MustOpen();
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(b->journal().UseServerClockLeases(std::chrono::seconds(15)));
+  ASSERT_TRUE(b->runs().HoldQueuedRunsAs("host-b"));
+  auto queued = a->runs().EnqueueRun(Queued("1", "api"));
+  ASSERT_TRUE(queued);
+  ASSERT_TRUE(a->Commit());
+  auto claimed = b->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kSpare, 10);
+  ASSERT_TRUE(claimed);
+  ASSERT_EQ(claimed->size(), 1u);
+  ASSERT_TRUE(b->Commit());
+  std::vector<int64_t> taken;
+  for (int i = 0; i < 500 && taken.empty(); ++i) {
+    pollfd p{a_listen->io().fd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    auto h = a_listen->runs().HeardFromHosts();
+    ASSERT_TRUE(h) << h.error().message;
+    taken = h->taken;
+  }
+  EXPECT_EQ(taken, std::vector<int64_t>{queued->run.id});
+  for (int i = 0; i < 20; ++i) {
+    pollfd p{b_listen->io().fd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    auto h = b_listen->runs().HeardFromHosts();
+    ASSERT_TRUE(h) << h.error().message;
+    EXPECT_TRUE(h->taken.empty()) << "a host's own claim";
+  }
+  // Its connection killed: an error, and the store's next use connects and listens again.
+  db_->Query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+             "AND application_name = 'basal' AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'");
+  bool broke = false;
+  for (int i = 0; i < 500 && !broke; ++i) {
+    pollfd p{b_listen->io().fd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    broke = !b_listen->runs().HeardFromHosts();
+  }
+  EXPECT_TRUE(broke);
+  ASSERT_TRUE(b_listen->Check());  // a use between batches: connected again, listening again
+  ASSERT_TRUE(a->runs().OfferQueuedRuns());
+  ASSERT_TRUE(a->Commit());
+  heard = false;
+  for (int i = 0; i < 500 && !heard; ++i) {
+    pollfd p{b_listen->io().fd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    auto h = b_listen->runs().HeardFromHosts();
+    ASSERT_TRUE(h) << h.error().message;
+    heard = h->offered;
+  }
+  EXPECT_TRUE(heard) << "listening again after the connection was made again";
+}
+
 // SQLite is one host: the several-hosts methods are refused, saying so.
 TEST(SeveralHostsOnSqliteTest, AreRefused) {
   char dir[] = "/tmp/basal-sqlite-hosts-XXXXXX";
@@ -452,6 +658,9 @@ TEST(SeveralHostsOnSqliteTest, AreRefused) {
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(r.error().message.find("PostgreSQL"), std::string::npos) << r.error().message;
   EXPECT_FALSE((*store)->journal().TakeExpiredLeases({"h", 1, 1}));
+  EXPECT_FALSE((*store)->runs().HoldQueuedRunsAs("h"));
+  EXPECT_FALSE((*store)->runs().ClaimQueuedRuns(RunStore::QueuedClaim::kLapsed, 1));
+  EXPECT_FALSE((*store)->runs().ListenForOffers("h"));
   store->reset();
   std::filesystem::remove_all(dir);
 }

@@ -389,6 +389,10 @@ struct NewRun {
   int64_t key_expires_unix_us = 0;  // when the key may be reused (ignored if no key)
   std::string state_detail;         // optional JSON text ("" none): e.g. {"scheduled_for_us": ...}
   bool durable = false;             // the flow's manifest says "durable": true (schema 6)
+  // Held back by its holder (a schedule's fire behind its open run): never handed over to another
+  // host while its holder lives (RunStore::ClaimQueuedRuns). Kept only where several hosts may share
+  // the store (PostgreSQL, schema 8).
+  bool held = false;
 };
 
 // What a run is bound to, set by its first start and kept (schema 6): the version it runs under
@@ -674,6 +678,56 @@ class RunStore {
   // which becomes interrupted (it waits to be resumed). Returns how many runs moved. Joins the open
   // batch (commit it). The module calls it after Open's recovery.
   virtual Result<size_t> SettleRunsOfEndedActivations(int64_t at_unix_us) = 0;
+
+  // ---- several hosts: who holds a queued run (PostgreSQL only; docs/postgres.md, "Several hosts") ----
+  // A queued run waits in the memory queue of one host, its holder (runs.queued_by). From this call
+  // on, every run this store queues (EnqueueRun, MoveRun to queued) is held by `host_id`, which is
+  // alive while its row in basal.hosts is renewed: now, and by every RenewAndCheckLeases (server now
+  // + the lease of UseServerClockLeases, in the same statement). MarkRunStarted then starts only a
+  // run this host holds (kConflict when another host took it). Joins the open batch. The SQLite
+  // store is one host: kInvalidArgument.
+  virtual Result<void> HoldQueuedRunsAs(std::string_view host_id) {
+    (void)host_id;
+    return MakeError(ErrorCode::kInvalidArgument, "several hosts need a PostgreSQL store");
+  }
+  // Which queued runs ClaimQueuedRuns takes (always of an API client, a webhook or a schedule, not
+  // of `basal run`; never one this host holds unless kAtStart):
+  //   kLapsed   those no live host holds (its row lapsed by the server's clock, or no holder);
+  //   kSpare    those, and the ones a live host holds but has not held back (NewRun::held);
+  //   kAtStart  kLapsed's, and those this host id held before (a host restarted with its id).
+  enum class QueuedClaim { kLapsed, kSpare, kAtStart };
+  // Makes this host the holder of at most `limit` such runs, oldest first, skipping rows another
+  // transaction holds (FOR UPDATE SKIP LOCKED), and returns them (no longer held back). Joins the
+  // open batch. kInvalidArgument before HoldQueuedRunsAs.
+  virtual Result<std::vector<RunRow>> ClaimQueuedRuns(QueuedClaim which, size_t limit) {
+    (void)which, (void)limit;
+    return MakeError(ErrorCode::kInvalidArgument, "several hosts need a PostgreSQL store");
+  }
+  // A held run may be handed over from now on (joins the open batch). A no-op where runs are not held.
+  virtual Result<void> ReleaseHeldRun(int64_t run_id) {
+    (void)run_id;
+    return Ok();
+  }
+  // Tells the other hosts, at the open batch's commit, that this host holds runs it cannot start
+  // now (PostgreSQL NOTIFY: a hint; the claim decides). A no-op with one host.
+  virtual Result<void> OfferQueuedRuns() { return Ok(); }
+  // This store's connection hears what hosts other than `host_id` tell (PostgreSQL LISTEN, kept
+  // across reconnections): their offers, and the runs they claimed (ClaimQueuedRuns tells them at
+  // its commit, so that their former holder drops them from its queue). Then, when Store::io()'s
+  // descriptor is readable, HeardFromHosts reads what arrived; an error when the connection broke
+  // (it is made again at the store's next use). kInvalidArgument on SQLite.
+  virtual Result<void> ListenForOffers(std::string_view host_id) {
+    (void)host_id;
+    return MakeError(ErrorCode::kInvalidArgument, "several hosts need a PostgreSQL store");
+  }
+  struct Heard {
+    bool offered = false;         // another host holds runs it cannot start now
+    std::vector<int64_t> taken;   // runs another host claimed
+  };
+  virtual Result<Heard> HeardFromHosts() { return Heard{}; }
+  // At a host's stop: its row lapses now and is renewed no more, so that other hosts adopt the runs
+  // it held at their next look (joins the open batch). A no-op before HoldQueuedRunsAs.
+  virtual Result<void> LeaveHosts() { return Ok(); }
 };
 
 // What only `basal serve` keeps, as its extension of the store: API tokens (only their hash) and

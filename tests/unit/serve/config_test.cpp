@@ -378,7 +378,7 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
        }()},
       // Unknown keys, at every level.
       {R"({"database": "/a.db"})",
-       "serve.json: database: unknown key; known keys: db, worker, secrets_dir, host_id, lease, listen, limits, triggers, mcp, console"},
+       "serve.json: database: unknown key; known keys: db, worker, secrets_dir, host_id, lease, queue_poll, listen, limits, triggers, mcp, console"},
       {R"({"listen": {"port": 8470}})",
        "serve.json: listen.port: unknown key; known keys: socket, allowed_groups, tcp, allow_non_loopback"},
       {R"({"limits": {"workers": 8}})",
@@ -448,6 +448,7 @@ TEST(ServeConfigTest, BadConfigsAndTheirMessages) {
       {R"({"host_id": ""})",
        R"(serve.json: host_id: "" is not a host id: use 1 to 128 letters, digits, '.', '_' or '-', e.g. "web-1")"},
       {R"({"lease": "100ms"})", R"(serve.json: lease: "100ms" is out of range: use a duration from 300ms to 10m)"},
+      {R"({"queue_poll": "10ms"})", R"(serve.json: queue_poll: "10ms" is out of range: use a duration from 100ms to 1m)"},
       {R"({"secrets_dir": "/a\nb"})",
        R"(serve.json: secrets_dir: "/a\nb" has a control character: write "/var/lib/basal/secrets")"},
       {R"({"listen": {"socket": "basal.sock"}})",
@@ -840,6 +841,7 @@ constexpr const char* kFullExample = R"({
   "secrets_dir": "/etc/basal/secrets",
   "host_id": "web-1",
   "lease": "10s",
+  "queue_poll": "2s",
   "listen": {"socket": "/run/basal/basal.sock", "allowed_groups": ["basal-ops"], "tcp": "127.0.0.1:8470"},
   "limits": {"max_workers": 8, "queue_max": 1000, "max_body_bytes": 1048576, "wait_max": "60s",
              "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "24h"},
@@ -869,6 +871,7 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
     "secrets_dir": "/etc/basal/secrets",
     "host_id": "web-1",
     "lease": "10s",
+    "queue_poll": "2s",
     "listen": {"socket": "/run/basal/basal.sock", "allowed_groups": ["basal-ops"], "tcp": "127.0.0.1:8470",
                "allow_non_loopback": false},
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
@@ -891,6 +894,7 @@ TEST(ToJsonTest, TheEffectiveConfigInTheFilesShape) {
   // Defaults: empty strings left out, everything else stated.
   EXPECT_EQ(ToJson(ServeConfig{}), nlohmann::json::parse(R"({
     "lease": "15s",
+    "queue_poll": "1s",
     "listen": {"allowed_groups": [], "allow_non_loopback": false},
     "limits": {"max_workers": 8, "max_activations_per_worker": 256, "queue_max": 1000, "max_body_bytes": 1048576,
                "wait_max": "1m", "drain_timeout": "30s", "max_connections": 256, "idempotency_ttl": "1d",

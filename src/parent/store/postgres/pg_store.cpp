@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <utility>
@@ -138,9 +139,36 @@ std::vector<pg::StatementDef> Statements() {
       // (a process that is gone is seen at once).
       {"unfinished_lapsed", activations + " WHERE outcome IS NULL AND (lease_until_us < $1::bigint OR "
                                           "owner_host = $2::text) ORDER BY id"},
+      // The host's own row (its queued runs' holder, $5; NULL: none) is renewed in the same
+      // statement as its activations' leases.
       {"renew_leases_server_clock",
-       "UPDATE activations SET lease_until_us = " + kServerNowUs + " + $1::bigint "
-       "WHERE outcome IS NULL AND owner_host = $2::text AND owner_pid = $3::bigint AND owner_start_ticks = $4::bigint"},
+       "WITH host AS (INSERT INTO hosts(host_id, lease_until_us, seen_us) SELECT $5::text, " + kServerNowUs +
+           " + $1::bigint, " + kServerNowUs + " WHERE $5::text IS NOT NULL ON CONFLICT (host_id) DO UPDATE SET "
+           "lease_until_us = excluded.lease_until_us, seen_us = excluded.seen_us) "
+           "UPDATE activations SET lease_until_us = " + kServerNowUs + " + $1::bigint "
+           "WHERE outcome IS NULL AND owner_host = $2::text AND owner_pid = $3::bigint AND owner_start_ticks = $4::bigint"},
+      // A host's rows lapsed a day ago are forgotten when a host registers (their runs, if any, are
+      // then held by nobody, which the claims treat as lapsed).
+      {"register_host",
+       "WITH gone AS (DELETE FROM hosts WHERE lease_until_us < " + kServerNowUs + " - 86400000000 AND host_id <> $1::text) "
+       "INSERT INTO hosts(host_id, lease_until_us, seen_us) VALUES($1::text, " + kServerNowUs + " + $2::bigint, " +
+           kServerNowUs + ") ON CONFLICT (host_id) DO UPDATE SET lease_until_us = excluded.lease_until_us, "
+           "seen_us = excluded.seen_us"},
+      {"leave_hosts", "UPDATE hosts SET lease_until_us = 0 WHERE host_id = $1::text"},
+      // $2: 0 lapsed holders only, 1 also live holders' runs not held back, 2 at a host's start
+      // (also its own id's). Rows another transaction holds are skipped: a holder starting the run
+      // now, or another host claiming it.
+      {"claim_queued",
+       "WITH c AS (UPDATE runs SET queued_by = $1::text, held = false WHERE id IN (SELECT r.id FROM runs r "
+       "WHERE r.state = 'queued' AND (r.triggered_by = 'api' OR r.triggered_by LIKE 'webhook:%' OR "
+       "r.triggered_by LIKE 'schedule:%') AND ($2::int = 2 OR r.queued_by IS DISTINCT FROM $1::text) AND "
+       "(r.queued_by IS NULL OR NOT EXISTS (SELECT 1 FROM hosts h WHERE h.host_id = r.queued_by AND "
+       "h.lease_until_us >= " + kServerNowUs + ") OR ($2::int = 2 AND r.queued_by = $1::text) OR "
+       "($2::int = 1 AND NOT r.held)) ORDER BY r.id LIMIT $3::bigint FOR UPDATE SKIP LOCKED) RETURNING id) " +
+           std::string(pg::kRunSelect) + " WHERE id IN (SELECT id FROM c) ORDER BY id"},
+      {"release_held", "UPDATE runs SET held = false WHERE id = $1::bigint AND state = 'queued'"},
+      {"notify_queued", "SELECT pg_notify('basal_queued_runs', $1::text)"},
+      {"notify_taken", "SELECT pg_notify('basal_taken_runs', $1::text)"},
       {"taken_over", "SELECT id FROM activations WHERE id = ANY($1::bigint[]) AND outcome IS NOT NULL ORDER BY id"},
       {"close_activation",
        "UPDATE activations SET end_us = $1::bigint, outcome = 'abandoned', result = NULL, error = $2::text, "
@@ -182,8 +210,8 @@ std::vector<pg::StatementDef> Statements() {
       // ---- runs ----
       {"insert_run",
        "INSERT INTO runs(flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, state_detail, "
-       "durable) VALUES($1::text, $2::text, $3::text, $4::text, $5::bigint, 'queued', $6::bigint, $7::text, "
-       "$8::smallint) ON CONFLICT (flow, idempotency_key) WHERE idempotency_key <> '' DO NOTHING RETURNING id"},
+       "durable, queued_by, held) VALUES($1::text, $2::text, $3::text, $4::text, $5::bigint, 'queued', $6::bigint, "
+       "$7::text, $8::smallint, $9::text, $10::boolean) ON CONFLICT (flow, idempotency_key) WHERE idempotency_key <> '' DO NOTHING RETURNING id"},
       {"run_by_key",
        "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow = $1::text AND idempotency_key = $2::text "
        "FOR UPDATE"},
@@ -199,7 +227,7 @@ std::vector<pg::StatementDef> Statements() {
        "manifest_hash = coalesce(manifest_hash, $4::text), manifest_text_hash = coalesce(manifest_text_hash, $5::text), "
        "seed = coalesce(seed, $6::text), clock_us = coalesce(clock_us, $7::bigint), "
        "source_hash = coalesce(source_hash, $8::text) WHERE id = (SELECT id FROM runs WHERE id = $9::bigint AND "
-       "state = 'queued' FOR UPDATE SKIP LOCKED)"},
+       "state = 'queued' AND ($10::text IS NULL OR queued_by = $10::text) FOR UPDATE SKIP LOCKED)"},
       {"run_state", "SELECT state FROM runs WHERE id = $1::bigint FOR UPDATE"},
       {"run_state_unlocked", "SELECT state FROM runs WHERE id = $1::bigint"},
       {"end_run",
@@ -227,7 +255,8 @@ std::vector<pg::StatementDef> Statements() {
        "FROM activations a WHERE a.id = runs.activation_id AND runs.state = 'running' AND a.outcome IS NOT NULL"},
       {"move_run",
        "UPDATE runs SET state = $1::text, state_detail = coalesce($2::text, state_detail), resumes = resumes + $3::bigint, "
-       "attempt = attempt + $4::bigint, wake_us = $5::bigint, waiting_for = $6::text, waiting_key = $7::text "
+       "attempt = attempt + $4::bigint, wake_us = $5::bigint, waiting_for = $6::text, waiting_key = $7::text, "
+       "queued_by = CASE WHEN $1::text = 'queued' THEN $10::text ELSE queued_by END "
        "WHERE id = $8::bigint AND state = $9::text"},
       // ---- parked runs and their events (docs/durable.md) ----
       {"runs_due",
@@ -431,6 +460,13 @@ class PgStore final : public Store,
   Result<size_t> CountPendingKeyedEvents(std::string_view flow) override;
   Result<std::vector<RunEvent>> RunEvents(int64_t run_id, size_t limit) override;
   Result<size_t> DropExpiredEvents(int64_t now_unix_us, size_t limit) override;
+  Result<void> HoldQueuedRunsAs(std::string_view host_id) override;
+  Result<std::vector<RunRow>> ClaimQueuedRuns(QueuedClaim which, size_t limit) override;
+  Result<void> ReleaseHeldRun(int64_t run_id) override;
+  Result<void> OfferQueuedRuns() override;
+  Result<void> ListenForOffers(std::string_view host_id) override;
+  Result<Heard> HeardFromHosts() override;
+  Result<void> LeaveHosts() override;
 
   // ServeTables
   Result<int64_t> AddToken(std::string_view name, std::string_view token_hash, std::string_view scopes_json,
@@ -494,6 +530,9 @@ class PgStore final : public Store,
   std::optional<uint64_t> flight_;          // the COMMIT in flight
   std::optional<Result<void>> flight_outcome_;  // its outcome, heard by a wait before PollCommit asked
   std::deque<int64_t> reserved_ids_;
+  std::string holder_;         // HoldQueuedRunsAs: "" none (one host, or `basal run`)
+  bool renew_holder_ = false;  // the holder's row is renewed with the leases (until LeaveHosts)
+  std::string listen_as_;      // ListenForOffers: offers of this host id are its own, not heard
   int64_t server_lease_us_ = 0;  // > 0: several hosts, leases by the server's clock (UseServerClockLeases)
 
   // Closes the activations in `gone` as abandoned at `now_unix_us` and commits (RecoverAbandoned).
@@ -944,7 +983,8 @@ Result<void> PgStore::UseServerClockLeases(std::chrono::milliseconds lease) {
 Result<std::vector<int64_t>> PgStore::RenewAndCheckLeases(const ActivationOwner& o, const std::vector<int64_t>& held) {
   if (server_lease_us_ <= 0) return StoreError(ErrorCode::kInvalidArgument, "UseServerClockLeases was not called");
   const std::string what = "cannot renew the leases of " + o.host + " pid " + std::to_string(o.pid);
-  const Params renew = Params().Int(server_lease_us_).Text(o.host).Int(o.pid).Int(o.start_ticks);
+  const Params renew = Params().Int(server_lease_us_).Text(o.host).Int(o.pid).Int(o.start_ticks).TextOrNull(
+      renew_holder_ ? holder_ : std::string());
   if (Behind()) {
     if (auto r = SendBehind("renew_leases_server_clock", renew, what); !r) return r.error();
   } else if (auto r = Run("renew_leases_server_clock", renew, true, what); !r) {
@@ -990,6 +1030,99 @@ Result<RecoveryReport> PgStore::TakeExpiredLeases(const ActivationOwner& self) {
     return r.error();
   }
   return CloseAbandoned(gone, self, now_us, /*settle=*/true);
+}
+
+Result<void> PgStore::HoldQueuedRunsAs(std::string_view host_id) {
+  if (host_id.empty()) return StoreError(ErrorCode::kInvalidArgument, "a host holding queued runs needs an id");
+  if (server_lease_us_ <= 0) return StoreError(ErrorCode::kInvalidArgument, "UseServerClockLeases was not called");
+  holder_ = std::string(host_id);
+  renew_holder_ = true;
+  auto r = Run("register_host", Params().Text(holder_).Int(server_lease_us_), true, "cannot register host " + holder_);
+  if (!r) return r.error();
+  return Ok();
+}
+
+Result<std::vector<RunRow>> PgStore::ClaimQueuedRuns(QueuedClaim which, size_t limit) {
+  std::vector<RunRow> out;
+  if (holder_.empty()) return StoreError(ErrorCode::kInvalidArgument, "HoldQueuedRunsAs was not called");
+  if (limit == 0) return out;
+  const int64_t mode = which == QueuedClaim::kLapsed ? 0 : which == QueuedClaim::kSpare ? 1 : 2;
+  auto rows = Run("claim_queued", Params().Text(holder_).Int(mode).IntOrNull(pg::LimitParam(limit)), true,
+                  "cannot claim queued runs for host " + holder_);
+  if (!rows) return rows.error();
+  for (int i = 0; i < rows->rows(); ++i) out.push_back(pg::ReadRunRow(*rows, i));
+  // Their former holders (if alive) drop them from their queues when this batch commits:
+  // "HOST:ID,ID,...", each notification under PostgreSQL's 8000-byte payload limit.
+  std::string payload;
+  auto tell = [&]() -> Result<void> {
+    if (payload.empty()) return Ok();
+    auto sent = SendBehind("notify_taken", Params().Text(holder_ + ":" + payload), "cannot tell the runs claimed");
+    payload.clear();
+    return sent;
+  };
+  for (const RunRow& r : out) {
+    if (payload.size() > 7000) {
+      if (auto t = tell(); !t) return t.error();
+    }
+    payload += (payload.empty() ? "" : ",") + std::to_string(r.id);
+  }
+  if (auto t = tell(); !t) return t.error();
+  return out;
+}
+
+Result<void> PgStore::ReleaseHeldRun(int64_t run_id) {
+  if (holder_.empty()) return Ok();
+  return SendBehind("release_held", Params().Int(run_id), "cannot release held run " + std::to_string(run_id));
+}
+
+Result<void> PgStore::OfferQueuedRuns() {
+  if (holder_.empty()) return Ok();
+  return SendBehind("notify_queued", Params().Text(holder_), "cannot offer the runs queued on host " + holder_);
+}
+
+Result<void> PgStore::ListenForOffers(std::string_view host_id) {
+  if (auto r = CheckBatchUsable(); !r) return r;
+  if (batch_open_ || flight_) return StoreError(ErrorCode::kInvalidArgument, "LISTEN needs a store with no batch");
+  if (auto c = EnsureConnected(); !c) return c;
+  listen_as_ = std::string(host_id);
+  // Kept in the session: a connection made again listens again.
+  for (const char* sql : {"LISTEN basal_queued_runs", "LISTEN basal_taken_runs"}) {
+    if (auto r = conn_->AddToSession(sql); !r)
+      return StoreError(ErrorCode::kDatabase, "cannot listen to the other hosts: " + r.error().message);
+  }
+  return Ok();
+}
+
+Result<RunStore::Heard> PgStore::HeardFromHosts() {
+  auto notes = conn_->TakeNotifications();
+  if (!notes) return StoreError(ErrorCode::kDatabase, notes.error().message);
+  Heard heard;
+  for (const auto& [channel, payload] : *notes) {
+    if (channel == "basal_queued_runs") {
+      if (payload != listen_as_) heard.offered = true;
+      continue;
+    }
+    // basal_taken_runs: "HOST:ID,ID,..." (this host's own claims are not news).
+    const size_t colon = payload.find(':');
+    if (colon == std::string::npos || payload.compare(0, colon, listen_as_) == 0) continue;
+    size_t at = colon + 1;
+    while (at < payload.size()) {
+      size_t end = payload.find(',', at);
+      if (end == std::string::npos) end = payload.size();
+      const int64_t id = std::strtoll(payload.c_str() + at, nullptr, 10);
+      if (id > 0) heard.taken.push_back(id);
+      at = end + 1;
+    }
+  }
+  return heard;
+}
+
+Result<void> PgStore::LeaveHosts() {
+  if (holder_.empty() || !renew_holder_) return Ok();
+  renew_holder_ = false;
+  auto r = Run("leave_hosts", Params().Text(holder_), true, "cannot end host " + holder_ + "'s row");
+  if (!r) return r.error();
+  return Ok();
 }
 
 // ---- KvStore ----
@@ -1319,6 +1452,7 @@ Result<EnqueueResult> PgStore::EnqueueRun(const NewRun& run) {
     p.Text(run.flow).Text(run.input_json).Text(run.trigger).Text(run.idempotency_key);
     p.IntOrNull(keyed ? std::optional<int64_t>(run.key_expires_unix_us) : std::nullopt);
     p.Int(run.created_unix_us).TextOrNull(run.state_detail).Int(run.durable ? 1 : 0);
+    p.TextOrNull(holder_).Text(!holder_.empty() && run.held ? "true" : "false");
     auto inserted = Run("insert_run", p, true, "cannot record a run of flow " + run.flow);
     if (!inserted) return inserted.error();
     if (inserted->rows() == 0) continue;
@@ -1356,7 +1490,7 @@ Result<void> PgStore::MarkRunStarted(int64_t run_id, int64_t activation_id, int6
   text(p, binding.seed);
   p.IntOrNull(bound && !binding.seed.empty() ? std::optional<int64_t>(binding.clock_us) : std::nullopt);
   text(p, binding.source_hash);
-  p.Int(run_id);
+  p.Int(run_id).TextOrNull(holder_);
   auto changed = Run("start_run", p, true, "cannot record the start of run " + id);
   if (!changed) return changed.error();
   if (changed->changed() == 1) return Ok();
@@ -1366,9 +1500,11 @@ Result<void> PgStore::MarkRunStarted(int64_t run_id, int64_t activation_id, int6
   if (state->rows() == 0) return StoreError(ErrorCode::kNotFound, "has no run " + id + " to start");
   const std::string now = state->Text(0, 0);
   if (now == "queued") {
-    // Its owner's batch ends the run or starts it; if that batch fails, that process queues it again.
-    return MakeError(ErrorCode::kConflict, "run " + id + " is being started or ended by another process (its row is held "
-                                                         "by that process's open batch): it is not started here");
+    // Another host took it while it waited here (its holder is that host now), or another
+    // process's open batch holds its row and starts or ends it (if that batch fails, that process
+    // queues it again): either way it does not start here.
+    return MakeError(ErrorCode::kConflict, "run " + id + " was taken by another host, or is being started or ended by "
+                                                         "another process's open batch, while it waited here: it is not started here");
   }
   return MakeError(ErrorCode::kConflict, "run " + id + " is " + now + ", not queued: it cannot start");
 }
@@ -1476,6 +1612,7 @@ Result<RunRow> PgStore::MoveRun(const RunMove& move) {
   p.Text(RunStateName(move.to)).TextOrNull(move.detail_json).Int(move.count_resume ? 1 : 0);
   p.Int(move.count_attempt ? 1 : 0).IntOrNull(parks ? move.wake_unix_us : std::nullopt);
   p.TextOrNull(move.waiting_for).TextOrNull(move.waiting_key).Int(move.run_id).Text(RunStateName(move.from));
+  p.TextOrNull(holder_);
   auto changed = Run("move_run", p, true, "cannot move run " + id + " to " + RunStateName(move.to));
   if (!changed) return changed.error();
   auto row = GetRun(move.run_id);

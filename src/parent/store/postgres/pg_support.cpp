@@ -434,6 +434,30 @@ bool Connection::InFailedTransaction() const {
   return conn_ && PQtransactionStatus(conn_) == PQTRANS_INERROR;
 }
 
+Result<void> Connection::AddToSession(const std::string& sql) {
+  if (!pending_.empty()) return MakeError(ErrorCode::kInternal, "\"" + sql + "\" needs a connection with nothing pending");
+  const uint64_t ticket = SendSql(sql.c_str());
+  Sync();
+  Outcome o = Wait(ticket);
+  if (o.failure != Failure::kNone) return MakeError(ErrorCode::kDatabase, "\"" + sql + "\" failed: " + o.error);
+  session_.push_back(sql);
+  return Ok();
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> Connection::TakeNotifications() {
+  if (broken() || PQconsumeInput(conn_) != 1) {
+    const std::string why = conn_ ? ErrorText(nullptr, conn_) : "no connection";
+    if (conn_) lost_ = true;  // made again at the store's next use
+    return MakeError(ErrorCode::kDatabase, "the connection that hears other hosts broke: " + why);
+  }
+  std::vector<std::pair<std::string, std::string>> heard;
+  while (PGnotify* n = PQnotifies(conn_)) {
+    heard.emplace_back(n->relname, n->extra);
+    PQfreemem(n);
+  }
+  return heard;
+}
+
 Result<void> Connection::Reset() {
   if (conn_) {
     PQfinish(conn_);

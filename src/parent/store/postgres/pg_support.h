@@ -142,6 +142,11 @@ class Connection {
   Result<void> Reset();
   // Whether the open transaction is in error (a statement failed and nothing rolled it back yet).
   bool InFailedTransaction() const;
+  // Runs `sql` now (nothing else pending) and at every connection made again after (a LISTEN).
+  Result<void> AddToSession(const std::string& sql);
+  // Reads what the socket has without blocking and returns the notifications that arrived (channel,
+  // payload); an error when the connection broke.
+  Result<std::vector<std::pair<std::string, std::string>>> TakeNotifications();
 
  private:
   Connection(std::string uri, std::string shown, std::vector<std::string> session, Setup setup,
@@ -165,7 +170,7 @@ class Connection {
     bool has_result = false;
   };
   const std::string uri_, shown_;
-  const std::vector<std::string> session_;
+  std::vector<std::string> session_;
   const Setup setup_;
   const std::vector<StatementDef> statements_;
   PGconn* conn_ = nullptr;

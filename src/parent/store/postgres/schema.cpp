@@ -1,4 +1,4 @@
-// The PostgreSQL store's schema (see schema.h): version 7, created in one transaction under an
+// The PostgreSQL store's schema (see schema.h): version 8, created in one transaction under an
 // advisory lock, with the kv store's usage triggers and its atomic operations as functions.
 #include "parent/store/postgres/schema.h"
 
@@ -374,7 +374,24 @@ CREATE INDEX kv_audit_by_namespace ON basal.kv_audit(namespace, seq);
 ALTER TABLE basal.run_events ADD COLUMN delivery_id text NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX run_events_delivery ON basal.run_events(flow, delivery_id) WHERE delivery_id <> '';
 )sql";
-const std::vector<Migration> kMigrations = {{6, kV7Sql}};
+// 7 -> 8, PostgreSQL only (several hosts; SQLite serves one host): who holds a queued run.
+// - basal.hosts: one row per host id (basal serve's host_id), its liveness by the server's clock,
+//   renewed with the host's activation leases (RenewAndCheckLeases);
+// - runs.queued_by: the host whose queue holds the run while it is queued (NULL: none, e.g. a
+//   `basal run`'s or one queued before version 8); a host adopts the queued runs whose holder's
+//   row lapsed, and a host with room takes those a live host cannot start (docs/postgres.md);
+// - runs.held: a schedule's fire held back behind its open run (buffer_one): never handed over
+//   while its holder lives.
+constexpr const char* kV8Sql = R"sql(
+CREATE TABLE basal.hosts(
+  host_id        text PRIMARY KEY,
+  lease_until_us bigint NOT NULL,
+  seen_us        bigint NOT NULL
+);
+ALTER TABLE basal.runs ADD COLUMN queued_by text;
+ALTER TABLE basal.runs ADD COLUMN held boolean NOT NULL DEFAULT false;
+)sql";
+const std::vector<Migration> kMigrations = {{6, kV7Sql}, {7, kV8Sql}};
 
 Result<Rows> Query(PGconn* conn, const std::string& shown, const std::string& sql, const std::string& what) {
   PGresult* r = PQexec(conn, sql.c_str());

@@ -1,7 +1,8 @@
 // The PostgreSQL store's schema: the same tables and meaning as the SQLite journal's schema 7
-// (sqlite/schema.cpp, docs/journal.md), in a schema named `basal` of the operator's database, with
-// the version kept in basal.meta and migrations applied in order under an advisory lock, as SQLite's
-// are under its write lock. docs/postgres.md describes it for people.
+// (sqlite/schema.cpp, docs/journal.md), and version 8's hosts and queued runs' holders (several
+// hosts, PostgreSQL only), in a schema named `basal` of the operator's database, with the version
+// kept in basal.meta and migrations applied in order under an advisory lock, as SQLite's are under
+// its write lock. docs/postgres.md describes it for people.
 //
 // Adding a column or a table (a new schema version) is one step here: append it to kMigrations
 // (sql run in one transaction from the version before), raise kSchemaVersion, and select the new
@@ -16,7 +17,7 @@
 
 namespace basal::pg {
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 // The advisory lock that creating or migrating the schema holds ("basl", as SQLite's application id).
 inline constexpr int64_t kSchemaLockKey = 0x6261736c;
 // The advisory lock every kv write of a batch takes (held to its commit): kv writers, on every host,
