@@ -55,6 +55,13 @@ uint64_t Pool::FirstCpuSoftLimitSeconds(const Flow& flow) const {
   return WholeCpuSeconds(flow.manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack);
 }
 
+Pool::CpuReading Pool::ReadCpu(const PooledWorker& w) const {
+  CpuReading r;
+  r.at = Clock::now();  // first: the wall time since `at` then bounds the CPU since the reading
+  r.cpu = CpuOf(w);
+  return r;
+}
+
 bool Pool::CpuLimitLeavesRoom(const PooledWorker& w, std::chrono::nanoseconds cpu_now) const {
   if (options_.can_change_worker_limits) return true;  // LimitCpu moves the soft limit
   const auto next = w.flow->manifest.budgets().cpu + options_.cpu_grace;
@@ -86,7 +93,13 @@ PooledWorker* Pool::FindIdle(const Flow& flow) {
   const auto now = Clock::now();
   for (auto& w : workers_) {
     if (w->state != PooledWorker::State::kIdle || w->flow->id != flow.id) continue;
-    const auto cpu_now = CheckIdleCpu(*w);
+    // A worker runs one thread, so its CPU grows no faster than the wall clock: idle for less
+    // than idle_cpu_max since its done's reading, it cannot be over the idle limit, and that
+    // reading (lower than now's: what it spent since counts in the activation) is the base. Only a
+    // longer idle spell costs a read of its CPU clock, a system call each (no vDSO for it).
+    const auto since_reading = now - w->idle_cpu_at;
+    const bool short_idle = since_reading < options_.idle_cpu_max;
+    const auto cpu_now = short_idle ? w->idle_cpu_base : CheckIdleCpu(*w);
     if (w->state != PooledWorker::State::kIdle) continue;
     // Idle past its period while nobody drove the loop (its timer has not run yet): retired, not reused.
     if (now - w->idle_since >= options_.idle_retire) {
@@ -94,7 +107,7 @@ PooledWorker* Pool::FindIdle(const Flow& flow) {
       continue;
     }
     // Its fixed RLIMIT_CPU would stop the next activation before its budget: a fresh worker.
-    if (!CpuLimitLeavesRoom(*w, cpu_now)) {
+    if (!CpuLimitLeavesRoom(*w, short_idle ? cpu_now + since_reading : cpu_now)) {
       Retire(*w, RetireReason::kCpuLimit);
       continue;
     }
@@ -297,7 +310,7 @@ std::chrono::nanoseconds Pool::Claim(PooledWorker& w) {
   return cpu;
 }
 
-void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::optional<std::chrono::nanoseconds> cpu_now) {
+void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::optional<CpuReading> cpu_now) {
   w.activation = nullptr;
   if (!retire && w.activations >= options_.max_activations_per_worker) retire = RetireReason::kActivationCount;
   if (retire) {
@@ -308,7 +321,9 @@ void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::opt
   w.idle_since = Clock::now();
   PooledWorker* raw = &w;
   // A reading from the done is earlier than now: what the worker spends after it counts as idle.
-  w.idle_cpu_base = cpu_now ? *cpu_now : CpuOf(w);
+  const CpuReading reading = cpu_now ? *cpu_now : ReadCpu(w);
+  w.idle_cpu_base = reading.cpu;
+  w.idle_cpu_at = reading.at;
   LimitCpu(w, w.idle_cpu_base, options_.idle_cpu_max);
   ArmIdleCpuCheck(w);
   w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {

@@ -37,6 +37,7 @@ struct PooledWorker {
   bool watching_stdin = false;
   std::optional<ProcessCpuClock> cpu_clock;  // the kernel's count of its CPU time
   std::chrono::nanoseconds idle_cpu_base{0};  // its CPU when it last became idle
+  EventLoop::Clock::time_point idle_cpu_at;    // the wall clock just before idle_cpu_base was read
   // Its CPU as FindIdle read it for the idle check, which Claim hands on as the activation's base.
   std::optional<std::chrono::nanoseconds> found_cpu;
   std::optional<EventLoop::TimerId> idle_cpu_timer;
@@ -88,7 +89,8 @@ class Pool {
   // An idle worker of `flow`, or nullptr. One that used CPU while idle is killed on the way.
   PooledWorker* FindIdle(const Flow& flow);
   // The owner takes an idle worker (from FindIdle) for an activation: its idle timers stop.
-  // Returns its CPU time now, as FindIdle read it (one system call per dispatch, not three).
+  // Returns its CPU time as FindIdle judged it: read there, or, after an idle spell shorter than
+  // idle_cpu_max, the reading at its last done (no system call per dispatch).
   std::chrono::nanoseconds Claim(PooledWorker& worker);
   // Room for one more worker? Evicts an idle worker of another flow if the cap is reached.
   bool MakeRoom();
@@ -105,6 +107,13 @@ class Pool {
   bool HasExited(const PooledWorker& worker) const;
   // The worker's CPU time so far, from the kernel.
   std::chrono::nanoseconds CpuOf(const PooledWorker& worker) const;
+  // The same, with the wall clock read just before it: what the worker can have used since is at
+  // most the wall time since `at` (it runs one thread).
+  struct CpuReading {
+    std::chrono::nanoseconds cpu;
+    EventLoop::Clock::time_point at;
+  };
+  CpuReading ReadCpu(const PooledWorker& worker) const;
   // The activation it starts now may use `budget` of CPU from `base` (its CPU now): RLIMIT_CPU's
   // soft limit, the backstop behind the module's own check, follows it.
   void LimitCpu(PooledWorker& worker, std::chrono::nanoseconds base, std::chrono::milliseconds budget);
@@ -112,7 +121,7 @@ class Pool {
   // `cpu_now`: the worker's CPU clock as the caller just read it (at its done), so the idle
   // check's base costs no second read of a clock that is a system call each time.
   void Release(PooledWorker& worker, std::optional<RetireReason> retire,
-               std::optional<std::chrono::nanoseconds> cpu_now = std::nullopt);
+               std::optional<CpuReading> cpu_now = std::nullopt);
   // Ends the process (never leaves one behind). A worker retired for its activation count is
   // killed now and reaped once its pidfd says it has ended (at most max_workers wait so; the
   // pool's end waits for them all): the loop does not wait while the kernel frees its memory.
