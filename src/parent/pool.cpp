@@ -17,10 +17,6 @@ Pool::Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, Healt
     : options_(std::move(options)), loop_(loop), launcher_(launcher), health_(health), owner_(owner) {}
 
 Pool::~Pool() {
-  for (auto& s : reaping_) {
-    loop_.Unwatch(s->process().pidfd());
-    s->process().KillAndReap();
-  }
   for (auto& w : workers_) {
     if (w->state == PooledWorker::State::kDead) continue;
     w->session->process().KillAndReap();
@@ -249,37 +245,7 @@ void Pool::Retire(PooledWorker& w, RetireReason reason) {
   if (w.state == PooledWorker::State::kDead) return;
   ++health_.retirements[static_cast<int>(reason)];
   w.session->process().CloseStdin();
-  if (reason != RetireReason::kActivationCount) return Kill(w);
-  // The routine retirement, every max_activations_per_worker under load: the SIGKILL now, the
-  // reaping when the process has ended (a worker's exit took 0.1-2 ms here, which the loop used to
-  // wait for: docs/performance.md).
-  w.session->process().Kill();
-  MarkDead(w);
-  w.reap_later = true;
-}
-
-void Pool::ReapLater(std::unique_ptr<WorkerSession> session) {
-  WorkerProcess& p = session->process();
-  if (p.TryReap()) return;
-  // A bound on processes killed but not reaped: past it, the oldest is waited for here.
-  while (!reaping_.empty() && reaping_.size() >= std::max<size_t>(options_.max_workers, 1)) {
-    loop_.Unwatch(reaping_.front()->process().pidfd());
-    reaping_.front()->process().KillAndReap();
-    reaping_.pop_front();
-  }
-  WorkerSession* raw = session.get();
-  if (!loop_.Watch(p.pidfd(), EPOLLIN, [this, raw](uint32_t) { Reaped(raw); })) return;  // waited for here
-  reaping_.push_back(std::move(session));
-}
-
-void Pool::Reaped(WorkerSession* session) {
-  for (auto it = reaping_.begin(); it != reaping_.end(); ++it) {
-    if (it->get() != session) continue;
-    if (!session->process().TryReap()) return;  // not yet: the pidfd says so again when it has
-    loop_.Unwatch(session->process().pidfd());
-    reaping_.erase(it);
-    return;
-  }
+  Kill(w);
 }
 
 void Pool::Violation(PooledWorker& w, const std::string& what) {
@@ -343,15 +309,7 @@ void Pool::RetireAllIdle(RetireReason reason) {
 }
 
 void Pool::Sweep() {
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    PooledWorker& w = **it;
-    if (w.state != PooledWorker::State::kDead) {
-      ++it;
-      continue;
-    }
-    if (w.reap_later) ReapLater(std::move(w.session));
-    it = workers_.erase(it);
-  }
+  workers_.remove_if([](const std::unique_ptr<PooledWorker>& w) { return w->state == PooledWorker::State::kDead; });
 }
 
 void Pool::Count(HealthSnapshot& h) const {

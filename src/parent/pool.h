@@ -41,9 +41,6 @@ struct PooledWorker {
   // Its CPU as FindIdle read it for the idle check, which Claim hands on as the activation's base.
   std::optional<std::chrono::nanoseconds> found_cpu;
   std::optional<EventLoop::TimerId> idle_cpu_timer;
-  // Killed by a routine retirement: Sweep hands its process to the pool's reaper instead of
-  // waiting for it to end.
-  bool reap_later = false;
   pid_t pid() const { return session->pid(); }
 };
 
@@ -122,9 +119,7 @@ class Pool {
   // check's base costs no second read of a clock that is a system call each time.
   void Release(PooledWorker& worker, std::optional<RetireReason> retire,
                std::optional<CpuReading> cpu_now = std::nullopt);
-  // Ends the process (never leaves one behind). A worker retired for its activation count is
-  // killed now and reaped once its pidfd says it has ended (at most max_workers wait so; the
-  // pool's end waits for them all): the loop does not wait while the kernel frees its memory.
+  // Ends the process (never leaves one behind).
   void Retire(PooledWorker& worker, RetireReason reason);
   // Kills the worker for a reason the owner already reports (deadline, cancel, protocol).
   void Kill(PooledWorker& worker);
@@ -154,9 +149,6 @@ class Pool {
   void MarkDead(PooledWorker& w);
   void Lost(PooledWorker& w, Outcome outcome, std::string message);
   void UpdateStdinWatch(PooledWorker& w);
-  // Keeps a killed worker's process until it has ended, then reaps it (Retire says why).
-  void ReapLater(std::unique_ptr<WorkerSession> session);
-  void Reaped(WorkerSession* session);
   // Returns the reading it judged by.
   std::chrono::nanoseconds CheckIdleCpu(PooledWorker& w);
   void ArmIdleCpuCheck(PooledWorker& w);
@@ -175,8 +167,6 @@ class Pool {
   HealthSnapshot& health_;
   PoolOwner& owner_;
   std::list<std::unique_ptr<PooledWorker>> workers_;
-  // Killed, not yet ended: their pidfds are on the loop, oldest first.
-  std::list<std::unique_ptr<WorkerSession>> reaping_;
 };
 
 }  // namespace basal
