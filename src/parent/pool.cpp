@@ -255,7 +255,12 @@ void Pool::Violation(PooledWorker& w, const std::string& what) {
   Lost(w, Outcome::kProtocolViolation, "worker " + std::to_string(w.pid()) + ": " + what);
 }
 
+// The idle timers are armed when a worker becomes idle and they are not armed already, and
+// left armed when it is claimed: one that fires while the worker is busy does nothing, and one
+// that fires early for the present idle spell arms itself again for it. A worker that goes from
+// busy to idle thousands of times a second so costs no timer per activation.
 void Pool::ArmIdleCpuCheck(PooledWorker& w) {
+  if (w.idle_cpu_timer) return;
   PooledWorker* raw = &w;
   w.idle_cpu_timer = loop_.At(Clock::now() + kIdleCpuCheckPeriod, [this, raw] {
     raw->idle_cpu_timer.reset();
@@ -265,11 +270,19 @@ void Pool::ArmIdleCpuCheck(PooledWorker& w) {
   });
 }
 
+void Pool::ArmIdleRetire(PooledWorker& w) {
+  if (w.timer) return;
+  PooledWorker* raw = &w;
+  w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {
+    raw->timer.reset();
+    if (raw->state != PooledWorker::State::kIdle) return;
+    if (Clock::now() - raw->idle_since >= options_.idle_retire) return Retire(*raw, RetireReason::kIdle);
+    ArmIdleRetire(*raw);  // armed in an earlier idle spell: this one ends later
+  });
+}
+
 std::chrono::nanoseconds Pool::Claim(PooledWorker& w) {
-  if (w.timer) loop_.Cancel(*w.timer);
-  w.timer.reset();
-  if (w.idle_cpu_timer) loop_.Cancel(*w.idle_cpu_timer);
-  w.idle_cpu_timer.reset();
+  // The idle timers stay armed (ArmIdleCpuCheck says why).
   // An earlier reading is a lower base: what the worker spent since counts in the activation.
   const auto cpu = w.found_cpu ? *w.found_cpu : CpuOf(w);
   w.found_cpu.reset();
@@ -285,17 +298,13 @@ void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::opt
   }
   w.state = PooledWorker::State::kIdle;
   w.idle_since = Clock::now();
-  PooledWorker* raw = &w;
   // A reading from the done is earlier than now: what the worker spends after it counts as idle.
   const CpuReading reading = cpu_now ? *cpu_now : ReadCpu(w);
   w.idle_cpu_base = reading.cpu;
   w.idle_cpu_at = reading.at;
   LimitCpu(w, w.idle_cpu_base, options_.idle_cpu_max);
   ArmIdleCpuCheck(w);
-  w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {
-    raw->timer.reset();
-    if (raw->state == PooledWorker::State::kIdle) Retire(*raw, RetireReason::kIdle);
-  });
+  ArmIdleRetire(w);
 }
 
 void Pool::RetireIdle(const Flow& flow, RetireReason reason) {

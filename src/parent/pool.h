@@ -32,7 +32,7 @@ struct PooledWorker {
   State state = State::kWelcome;
   uint32_t activations = 0;
   EventLoop::Clock::time_point idle_since;
-  std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement
+  std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement (may outlive an idle spell)
   Activation* activation = nullptr;          // the one it runs or is starting up for
   bool watching_stdin = false;
   std::optional<ProcessCpuClock> cpu_clock;  // the kernel's count of its CPU time
@@ -152,6 +152,7 @@ class Pool {
   // Returns the reading it judged by.
   std::chrono::nanoseconds CheckIdleCpu(PooledWorker& w);
   void ArmIdleCpuCheck(PooledWorker& w);
+  void ArmIdleRetire(PooledWorker& w);
   // RLIMIT_CPU's soft limit, in seconds, for a new worker of `flow`: its first activation's
   // budget + grace + 1 s (RLIMIT_CPU counts whole seconds).
   uint64_t FirstCpuSoftLimitSeconds(const Flow& flow) const;
