@@ -85,7 +85,8 @@ class Pool {
 
   // An idle worker of `flow`, or nullptr. One that used CPU while idle is killed on the way.
   PooledWorker* FindIdle(const Flow& flow);
-  // The owner takes an idle worker (from FindIdle) for an activation: its idle timers stop.
+  // The owner takes an idle worker (from FindIdle) for an activation. Its idle timers stay armed
+  // and do nothing while it is busy (ArmIdleCpuCheck in pool.cpp).
   // Returns its CPU time as FindIdle judged it: read there, or, after an idle spell shorter than
   // idle_cpu_max, the reading at its last done (no system call per dispatch).
   std::chrono::nanoseconds Claim(PooledWorker& worker);
