@@ -154,6 +154,14 @@ int main(int argc, char** argv) {
         std::printf("  max_workers %zu: %.0f /s, WAL %.1f MiB\n", workers, t.activations_per_second,
                     static_cast<double>(t.wal_bytes) / (1 << 20));
       }
+      // The module's defaults as a whole, retirement included (the figure issue 30's target names):
+      // the lines above never retire a worker.
+      const basal::ModuleOptions defaults;
+      basal::bench::Throughput t =
+          basal::bench::PoolThroughput(o, defaults.max_workers, defaults.max_activations_per_worker);
+      std::printf("  module defaults (retired every %u): %.0f /s, %llu spawned, WAL %.1f MiB\n",
+                  t.max_activations_per_worker, t.activations_per_second,
+                  static_cast<unsigned long long>(t.spawned), static_cast<double>(t.wal_bytes) / (1 << 20));
     } else {
       std::fprintf(stderr, "basal-bench: --only takes commit, hostcall, warm, cold, throughput, memory, fetch, serve, mcp or durable\n");
       return 64;

@@ -215,8 +215,8 @@ void Module::Impl::OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg
     bool retire = false;
     ActivationResult r = ResultFromDone(*done, retire);
     // The CPU figure is the kernel's, not the worker's: a subverted engine could say anything.
-    const auto cpu_now = pool->CpuOf(w);
-    const auto used = cpu_now - a.cpu_base;
+    const Pool::CpuReading cpu_now = pool->ReadCpu(w);
+    const auto used = cpu_now.cpu - a.cpu_base;
     r.cpu_us = std::chrono::duration_cast<std::chrono::microseconds>(used).count();
     if (used > CpuLimit(a)) {
       r = CpuExhausted(a, used);

@@ -51,6 +51,13 @@ uint64_t Pool::FirstCpuSoftLimitSeconds(const Flow& flow) const {
   return WholeCpuSeconds(flow.manifest.budgets().cpu + options_.cpu_grace + kCpuLimitSlack);
 }
 
+Pool::CpuReading Pool::ReadCpu(const PooledWorker& w) const {
+  CpuReading r;
+  r.at = Clock::now();  // first: the wall time since `at` then bounds the CPU since the reading
+  r.cpu = CpuOf(w);
+  return r;
+}
+
 bool Pool::CpuLimitLeavesRoom(const PooledWorker& w, std::chrono::nanoseconds cpu_now) const {
   if (options_.can_change_worker_limits) return true;  // LimitCpu moves the soft limit
   const auto next = w.flow->manifest.budgets().cpu + options_.cpu_grace;
@@ -82,7 +89,13 @@ PooledWorker* Pool::FindIdle(const Flow& flow) {
   const auto now = Clock::now();
   for (auto& w : workers_) {
     if (w->state != PooledWorker::State::kIdle || w->flow->id != flow.id) continue;
-    const auto cpu_now = CheckIdleCpu(*w);
+    // A worker runs one thread, so its CPU grows no faster than the wall clock: idle for less
+    // than idle_cpu_max since its done's reading, it cannot be over the idle limit, and that
+    // reading (lower than now's: what it spent since counts in the activation) is the base. Only a
+    // longer idle spell costs a read of its CPU clock, a system call each (no vDSO for it).
+    const auto since_reading = now - w->idle_cpu_at;
+    const bool short_idle = since_reading < options_.idle_cpu_max;
+    const auto cpu_now = short_idle ? w->idle_cpu_base : CheckIdleCpu(*w);
     if (w->state != PooledWorker::State::kIdle) continue;
     // Idle past its period while nobody drove the loop (its timer has not run yet): retired, not reused.
     if (now - w->idle_since >= options_.idle_retire) {
@@ -90,7 +103,7 @@ PooledWorker* Pool::FindIdle(const Flow& flow) {
       continue;
     }
     // Its fixed RLIMIT_CPU would stop the next activation before its budget: a fresh worker.
-    if (!CpuLimitLeavesRoom(*w, cpu_now)) {
+    if (!CpuLimitLeavesRoom(*w, short_idle ? cpu_now + since_reading : cpu_now)) {
       Retire(*w, RetireReason::kCpuLimit);
       continue;
     }
@@ -242,7 +255,12 @@ void Pool::Violation(PooledWorker& w, const std::string& what) {
   Lost(w, Outcome::kProtocolViolation, "worker " + std::to_string(w.pid()) + ": " + what);
 }
 
+// The idle timers are armed when a worker becomes idle and they are not armed already, and
+// left armed when it is claimed: one that fires while the worker is busy does nothing, and one
+// that fires early for the present idle spell arms itself again for it. A worker that goes from
+// busy to idle thousands of times a second so costs no timer per activation.
 void Pool::ArmIdleCpuCheck(PooledWorker& w) {
+  if (w.idle_cpu_timer) return;
   PooledWorker* raw = &w;
   w.idle_cpu_timer = loop_.At(Clock::now() + kIdleCpuCheckPeriod, [this, raw] {
     raw->idle_cpu_timer.reset();
@@ -252,18 +270,26 @@ void Pool::ArmIdleCpuCheck(PooledWorker& w) {
   });
 }
 
+void Pool::ArmIdleRetire(PooledWorker& w) {
+  if (w.timer) return;
+  PooledWorker* raw = &w;
+  w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {
+    raw->timer.reset();
+    if (raw->state != PooledWorker::State::kIdle) return;
+    if (Clock::now() - raw->idle_since >= options_.idle_retire) return Retire(*raw, RetireReason::kIdle);
+    ArmIdleRetire(*raw);  // armed in an earlier idle spell: this one ends later
+  });
+}
+
 std::chrono::nanoseconds Pool::Claim(PooledWorker& w) {
-  if (w.timer) loop_.Cancel(*w.timer);
-  w.timer.reset();
-  if (w.idle_cpu_timer) loop_.Cancel(*w.idle_cpu_timer);
-  w.idle_cpu_timer.reset();
+  // The idle timers stay armed (ArmIdleCpuCheck says why).
   // An earlier reading is a lower base: what the worker spent since counts in the activation.
   const auto cpu = w.found_cpu ? *w.found_cpu : CpuOf(w);
   w.found_cpu.reset();
   return cpu;
 }
 
-void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::optional<std::chrono::nanoseconds> cpu_now) {
+void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::optional<CpuReading> cpu_now) {
   w.activation = nullptr;
   if (!retire && w.activations >= options_.max_activations_per_worker) retire = RetireReason::kActivationCount;
   if (retire) {
@@ -272,15 +298,13 @@ void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::opt
   }
   w.state = PooledWorker::State::kIdle;
   w.idle_since = Clock::now();
-  PooledWorker* raw = &w;
   // A reading from the done is earlier than now: what the worker spends after it counts as idle.
-  w.idle_cpu_base = cpu_now ? *cpu_now : CpuOf(w);
+  const CpuReading reading = cpu_now ? *cpu_now : ReadCpu(w);
+  w.idle_cpu_base = reading.cpu;
+  w.idle_cpu_at = reading.at;
   LimitCpu(w, w.idle_cpu_base, options_.idle_cpu_max);
   ArmIdleCpuCheck(w);
-  w.timer = loop_.At(w.idle_since + options_.idle_retire, [this, raw] {
-    raw->timer.reset();
-    if (raw->state == PooledWorker::State::kIdle) Retire(*raw, RetireReason::kIdle);
-  });
+  ArmIdleRetire(w);
 }
 
 void Pool::RetireIdle(const Flow& flow, RetireReason reason) {

@@ -32,11 +32,12 @@ struct PooledWorker {
   State state = State::kWelcome;
   uint32_t activations = 0;
   EventLoop::Clock::time_point idle_since;
-  std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement
+  std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement (may outlive an idle spell)
   Activation* activation = nullptr;          // the one it runs or is starting up for
   bool watching_stdin = false;
   std::optional<ProcessCpuClock> cpu_clock;  // the kernel's count of its CPU time
   std::chrono::nanoseconds idle_cpu_base{0};  // its CPU when it last became idle
+  EventLoop::Clock::time_point idle_cpu_at;    // the wall clock just before idle_cpu_base was read
   // Its CPU as FindIdle read it for the idle check, which Claim hands on as the activation's base.
   std::optional<std::chrono::nanoseconds> found_cpu;
   std::optional<EventLoop::TimerId> idle_cpu_timer;
@@ -84,8 +85,10 @@ class Pool {
 
   // An idle worker of `flow`, or nullptr. One that used CPU while idle is killed on the way.
   PooledWorker* FindIdle(const Flow& flow);
-  // The owner takes an idle worker (from FindIdle) for an activation: its idle timers stop.
-  // Returns its CPU time now, as FindIdle read it (one system call per dispatch, not three).
+  // The owner takes an idle worker (from FindIdle) for an activation. Its idle timers stay armed
+  // and do nothing while it is busy (ArmIdleCpuCheck in pool.cpp).
+  // Returns its CPU time as FindIdle judged it: read there, or, after an idle spell shorter than
+  // idle_cpu_max, the reading at its last done (no system call per dispatch).
   std::chrono::nanoseconds Claim(PooledWorker& worker);
   // Room for one more worker? Evicts an idle worker of another flow if the cap is reached.
   bool MakeRoom();
@@ -102,6 +105,13 @@ class Pool {
   bool HasExited(const PooledWorker& worker) const;
   // The worker's CPU time so far, from the kernel.
   std::chrono::nanoseconds CpuOf(const PooledWorker& worker) const;
+  // The same, with the wall clock read just before it: what the worker can have used since is at
+  // most the wall time since `at` (it runs one thread).
+  struct CpuReading {
+    std::chrono::nanoseconds cpu;
+    EventLoop::Clock::time_point at;
+  };
+  CpuReading ReadCpu(const PooledWorker& worker) const;
   // The activation it starts now may use `budget` of CPU from `base` (its CPU now): RLIMIT_CPU's
   // soft limit, the backstop behind the module's own check, follows it.
   void LimitCpu(PooledWorker& worker, std::chrono::nanoseconds base, std::chrono::milliseconds budget);
@@ -109,7 +119,7 @@ class Pool {
   // `cpu_now`: the worker's CPU clock as the caller just read it (at its done), so the idle
   // check's base costs no second read of a clock that is a system call each time.
   void Release(PooledWorker& worker, std::optional<RetireReason> retire,
-               std::optional<std::chrono::nanoseconds> cpu_now = std::nullopt);
+               std::optional<CpuReading> cpu_now = std::nullopt);
   // Ends the process (never leaves one behind).
   void Retire(PooledWorker& worker, RetireReason reason);
   // Kills the worker for a reason the owner already reports (deadline, cancel, protocol).
@@ -143,6 +153,7 @@ class Pool {
   // Returns the reading it judged by.
   std::chrono::nanoseconds CheckIdleCpu(PooledWorker& w);
   void ArmIdleCpuCheck(PooledWorker& w);
+  void ArmIdleRetire(PooledWorker& w);
   // RLIMIT_CPU's soft limit, in seconds, for a new worker of `flow`: its first activation's
   // budget + grace + 1 s (RLIMIT_CPU counts whole seconds).
   uint64_t FirstCpuSoftLimitSeconds(const Flow& flow) const;

@@ -152,6 +152,27 @@ TEST_F(PoolTest, AWorkerBusierThanTheIdlePeriodIsNotRetired) {
   EXPECT_EQ(module_->HealthReport()["retirements"]["idle"], 0);
 }
 
+// The idle timer stays armed while the worker works (no timer per activation): when the one armed
+// in an earlier idle spell fires during a later one, it waits for the later spell's full period.
+TEST_F(PoolTest, AnIdleTimerArmedInAnEarlierIdleSpellWaitsForTheFullPeriodOfTheLaterOne) {
+  ModuleOptions o;
+  o.idle_retire = std::chrono::milliseconds(4000);
+  Open(o);
+  FlowRef f = Add(kCounter);
+  ASSERT_TRUE(module_->Run(f, nullptr).ok());
+  module_->RunFor(std::chrono::milliseconds(2000));
+  ActivationResult second = module_->Run(f, nullptr);
+  ASSERT_TRUE(second.ok()) << second.message;
+  EXPECT_EQ(second.result, 2);
+  // Past the first spell's end (4 s after the first activation), a second short of the second's.
+  module_->RunFor(std::chrono::milliseconds(3000));
+  EXPECT_EQ(module_->HealthReport()["retirements"]["idle"], 0);
+  EXPECT_EQ(ChildPids().size(), 1u);
+  module_->RunFor(std::chrono::milliseconds(2000));
+  EXPECT_EQ(module_->HealthReport()["retirements"]["idle"], 1);
+  EXPECT_TRUE(ChildPids().empty());
+}
+
 // Scripts that exhaust a budget: allocating until the heap budget refuses, recursing until the
 // stack budget does.
 constexpr const char* kGrowHeap = "const keep = []; for (;;) keep.push(new Array(65536).fill(0));";

@@ -2,10 +2,12 @@
 #include "soak/soak_proc.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -14,6 +16,24 @@
 
 namespace basal::soak {
 namespace {
+
+// The text of /proc/PID/stat, or "" if the process is gone. The scan reads every process on the
+// machine, and one that exits between the open and the read fails the read with ESRCH (which
+// std::ifstream turns into an exception): not ours, and not an error.
+std::string ReadStat(const char* pid) {
+  const int fd = ::open((std::string("/proc/") + pid + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[1024];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
 
 bool IsNumber(const char* name) {
   if (*name == '\0') return false;
@@ -31,8 +51,7 @@ std::vector<ChildProcess> Children() {
   const pid_t self = getpid();
   while (dirent* e = readdir(d)) {
     if (!IsNumber(e->d_name)) continue;
-    std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
-    const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string stat = ReadStat(e->d_name);
     // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split at the last ')'.
     const size_t open = stat.find('('), close = stat.rfind(')');
     if (open == std::string::npos || close == std::string::npos || close < open) continue;
