@@ -521,7 +521,19 @@ class JsonText {
   std::string fixed_;
 };
 
-std::string JsonQuote(std::string_view s) { return protocol::DumpJson(protocol::Json(std::string(s))); }
+// A host call's name as a JSON string, as protocol::DumpJson writes it. A name of printable ASCII
+// without a quote or backslash (every name basal's host calls have) is written as is, without a
+// tree and a serializer per call; any other goes through DumpJson, which escapes and repairs it.
+std::string JsonQuote(std::string_view s) {
+  for (const char c : s)
+    if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') return protocol::DumpJson(protocol::Json(std::string(s)));
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  out += s;
+  out += '"';
+  return out;
+}
 
 // The refusal of an allocation by the address-space limit, outside any JavaScript call.
 void AddressSpaceExhausted(State* st) {

@@ -108,6 +108,34 @@ TEST_F(FlowTest, GrantedAndDeniedCallsAreJournaledAndDenialIsCatchable) {
   EXPECT_EQ(module_->HealthReport()["denied_calls"], 2);
 }
 
+// A call's name reaches the parent as the script wrote it, whatever it holds: a quote, a
+// backslash, a control character, non-ASCII text; a lone surrogate arrives repaired, each byte of
+// its encoding a U+FFFD, as every text from the worker is repaired. Each is a call the policy does not grant, journaled under that
+// name, and its denial is catchable.
+TEST_F(FlowTest, ACallsNameArrivesAsWrittenWhateverItsCharacters) {
+  Open();
+  FlowRef f = Add(
+      "export default async function (input, host) {"
+      "  const names = ['plain.name', 'a\"b', 'a\\\\b', 'tab\\there', 'caf\\u00e9.\\u4e16', 'lone\\ud800'];"
+      "  const denied = [];"
+      "  for (const n of names) { try { await host.call(n, {}); } catch (e) { denied.push(e.name); } }"
+      "  return denied;"
+      "}");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, Json::parse(R"(["PermissionDenied","PermissionDenied","PermissionDenied","PermissionDenied",
+                                      "PermissionDenied","PermissionDenied"])"));
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 6u);
+  const char* expected[] = {"plain.name", "a\"b",           "a\\b",
+                            "tab\there",  "caf\u00e9.\u4e16", "lone\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ((*calls)[i].name, expected[i]) << i;
+    EXPECT_FALSE((*calls)[i].decision.allowed()) << i;
+  }
+}
+
 TEST_F(FlowTest, ScriptThatThrowsReportsNameMessageAndStack) {
   Open();
   FlowRef f = Add("function inner() { throw new RangeError('too far'); }\nexport default function () { inner(); }");

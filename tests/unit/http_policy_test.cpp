@@ -952,6 +952,46 @@ TEST(HttpAuthorizeTest, HeaderCountAndSizeBounds) {
   EXPECT_TRUE(Contains(*bytes, "the headers exceed 65536 bytes")) << *bytes;
 }
 
+// The grant and the arguments are parsed several times per call (the last parse of each is kept
+// and given back for an equal input): a parse follows its own input, never the one before it.
+TEST(HttpAuthorizeTest, EachParseAnswersForItsOwnInput) {
+  const Json small = G(R"({"rules": [{"url": "https://a.example/", "methods": ["POST"]}], "limits": {"max_request_bytes": 2}})");
+  const Json large = G(R"({"rules": [{"url": "https://b.example/", "methods": ["POST"]}], "limits": {"max_request_bytes": 3}})");
+  const Json bad = G(R"({"rules": []})");
+  for (int round = 0; round < 2; ++round) {
+    auto a = ParseFetchGrant(small, kPath);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->rules[0].url.text, "https://a.example/");
+    EXPECT_EQ(a->limits.max_request_bytes, 2u);
+    EXPECT_FALSE(ParseFetchGrant(bad, kPath).ok());
+    EXPECT_FALSE(ParseFetchGrant(bad, kPath).ok());
+    auto b = ParseFetchGrant(large, kPath);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->rules[0].url.text, "https://b.example/");
+    EXPECT_EQ(b->limits.max_request_bytes, 3u);
+    // The same grant under another path names that path in its errors.
+    auto named = ParseFetchGrant(bad, "elsewhere");
+    ASSERT_FALSE(named.ok());
+    EXPECT_TRUE(Contains(named.error().message, "elsewhere")) << named.error().message;
+  }
+  // The same arguments under other limits: a 3-byte body passes one and not the other.
+  const Json args = Json{{"url", "https://b.example/x"}, {"method", "POST"}, {"body", Json{{"base64", "QUJD"}}}};
+  for (int round = 0; round < 2; ++round) {
+    auto under_large = ParseFetchArgs(args, ParseFetchGrant(large, kPath)->limits);
+    ASSERT_TRUE(under_large.ok()) << under_large.error().message;
+    EXPECT_EQ(under_large->body, "ABC");
+    EXPECT_FALSE(ParseFetchArgs(args, ParseFetchGrant(small, kPath)->limits).ok());
+    EXPECT_EQ(AuthorizeFetch(large, args), std::nullopt);
+    EXPECT_NE(AuthorizeFetch(small, args), std::nullopt);
+    // Other arguments under the same limits.
+    const Json other = Json{{"url", "https://b.example/y"}, {"method", "POST"}, {"body", nullptr}};
+    auto y = ParseFetchArgs(other, FetchLimits{});
+    ASSERT_TRUE(y.ok());
+    EXPECT_EQ(y->url.path, "/y");
+    EXPECT_FALSE(y->body.has_value());
+  }
+}
+
 TEST(HttpAuthorizeTest, StrictBase64Bodies) {
   auto body = [](const std::string& base64) -> std::optional<std::string> {
     auto r = ParseFetchArgs(Json{{"url", "https://a.example/"}, {"method", "POST"}, {"body", Json{{"base64", base64}}}},

@@ -182,6 +182,63 @@ TEST(ParseParentFrameTest, AResultsClockIsReadBesideItsValueText) {
   }
 }
 
+// A host call's answer, as the parent builds it, is read without a tree (the common case); every
+// frame near that shape reads exactly as the shared parser reads it: accepted with the same fields
+// and value, or refused by both. What the direct reading does not take goes the general way.
+TEST(ParseParentFrameTest, AnAnswerReadsAsTheSharedParserReadsItNearItsUsualShape) {
+  const std::string frames[] = {
+      protocol::BuildResultOk(3, 4, R"({"k":[1,2]})"),
+      protocol::BuildResultOk(3, 4, "null", 0),
+      protocol::BuildResultOk(9007199254740991, 9007199254740991, "\"x\"", 9007199254740991),
+      R"(  {"ok" : 1 , "id":2,"activation":3,"type":"result"} )",
+      "\t{\"type\":\"result\",\"activation\":3,\"id\":4,\"ok\":[]}\r\n",
+      R"({"type":"result","activation":3,"id":4,"ok":1,"id":5})",                  // repeated: the last wins
+      R"({"type":"res\u0075lt","activation":3,"id":4,"ok":1})",                   // an escape in a value
+      R"({"type":"result","activation":3,"i\u0064":4,"ok":1})",                   // an escape in a key
+      R"({"type":"result","activation":3,"id":4.0,"ok":1})",                      // not an integer
+      R"({"type":"result","activation":3,"id":4e0,"ok":1})",
+      R"({"type":"result","activation":3,"id":04,"ok":1})",                       // a leading zero: not JSON
+      R"({"type":"result","activation":3,"id":-4,"ok":1})",
+      R"({"type":"result","activation":3,"id":0,"ok":1})",                        // below the range
+      R"({"type":"result","activation":3,"id":9007199254740992,"ok":1})",         // above it
+      R"({"type":"result","activation":3,"id":99999999999999999999,"ok":1})",
+      R"({"type":"result","activation":3,"id":4,"clock_us":-0,"ok":1})",
+      R"({"type":"result","activation":3,"id":4,"clock_us":0,"ok":1})",
+      R"({"type":"result","activation":3,"id":4,"ok":1} x)",                      // after the object
+      R"({"type":"result","activation":3,"id":4,"ok":1}})",
+      R"({"type":"result","activation":3,"id":4,"ok":1,})",
+      R"({"type":"result","activation":3,"id":4,"ok":1 2})",
+      R"({"type":"result","activation":3,"id":4})",                               // no ok
+      R"({"type":"result","activation":3,"ok":1})",                               // no id
+      R"({"type":"result","id":4,"ok":1})",
+      R"({"activation":3,"id":4,"ok":1})",
+      R"({"type":"Result","activation":3,"id":4,"ok":1})",
+      R"({"type":"result","activation":3,"id":4,"ok":1,"extra":2})",
+      R"({"type":"result","activation":"3","id":4,"ok":1})",
+      R"({"type":"result","activation":3,"id":4,"ok":[1,})",
+      R"({"type":"result","activation":3,"id":4,"ok":tru})",
+      "\xef\xbb\xbf{\"type\":\"result\",\"activation\":3,\"id\":4,\"ok\":1}",  // a byte-order mark
+  };
+  for (const std::string& frame : frames) {
+    protocol::ParentMessage shared, read;
+    std::string shared_error, value, error;
+    const bool shared_ok = protocol::ParseParentMessage(frame, shared, shared_error);
+    ASSERT_EQ(ParseParentFrame(frame, read, value, error), shared_ok) << frame << " -> " << error << shared_error;
+    if (!shared_ok) {
+      EXPECT_FALSE(error.empty()) << frame;
+      continue;
+    }
+    const auto& s = std::get<protocol::CallResult>(shared);
+    const auto& r = std::get<protocol::CallResult>(read);
+    EXPECT_EQ(r.activation, s.activation) << frame;
+    EXPECT_EQ(r.id, s.id) << frame;
+    EXPECT_EQ(r.clock_us, s.clock_us) << frame;
+    ASSERT_TRUE(r.ok) << frame;
+    EXPECT_TRUE(r.value.is_null()) << frame;
+    EXPECT_EQ(protocol::Json::parse(value), s.value) << frame;
+  }
+}
+
 // A durable load's seed and clock come through the worker's reader whole.
 TEST(ParseParentFrameTest, ADurableLoadIsReadWhole) {
   protocol::Load load{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}, std::nullopt};
