@@ -48,7 +48,9 @@ scripts/fuzz.sh --smoke || status=1
 
 stage "asan build and its suites"
 echo "test: asan build (labels unit and integration)"
-if cmake --preset asan >build/asan.configure.log 2>&1 && cmake --build --preset asan -j2; then
+# A unity build like setup.sh's trees (BASAL_UNITY_BUILD; the same sanitizers on the same code).
+if cmake --preset asan -DBASAL_UNITY_BUILD="${BASAL_UNITY_BUILD:-ON}" >build/asan.configure.log 2>&1 &&
+  cmake --build --preset asan -j2; then
   # parked_scale_test (10,000 parked runs) runs in the release build only: under ASan it adds a
   # minute and a half of CI for the same code paths parked_test covers with a few runs.
   ctest --test-dir build/asan -L 'unit|integration' -E '^parked_scale_test$' --output-on-failure -j2 || status=1
