@@ -15,9 +15,9 @@
 #
 # QuickJS is fetched by CMake with `npm pack qjsc@0.3.0` and checked against the pinned integrity.
 # BASAL_JOBS: parallel compile jobs (default: the number of cores).
-# BASAL_UNITY_BUILD (default ON): the trees are unity builds (CMakeLists.txt, BASAL_UNITY_BUILD:
-# each target's files compiled in batches), which take about half the CPU from scratch; a tree you
-# edit and rebuild file by file is quicker to rebuild with BASAL_UNITY_BUILD=OFF scripts/setup.sh.
+# BASAL_UNITY_BUILD (default ON): the quick start's tree and build/release are unity builds
+# (CMakeLists.txt: each target's files compiled in batches; docs/performance.md has what it saves
+# from scratch); a tree you edit and rebuild file by file: BASAL_UNITY_BUILD=OFF scripts/setup.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -105,8 +105,8 @@ cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DBASAL_BUILD_TESTS=ON -D
 cmake --build build/release -j"$jobs"
 
 echo "setup: building build/hooks (test hooks: tests only, never deployed)"
-cmake -S . -B build/hooks -DCMAKE_BUILD_TYPE=Release -DBASAL_TEST_HOOKS=ON -DBASAL_BUILD_BENCH=OFF \
-  -DBASAL_UNITY_BUILD="$unity"
+# File by file still: this tree (BASAL_TEST_HOOKS) has not yet been built as a unity build.
+cmake -S . -B build/hooks -DCMAKE_BUILD_TYPE=Release -DBASAL_TEST_HOOKS=ON -DBASAL_BUILD_BENCH=OFF
 # Only what the probe suite (ctest -L confinement) runs: its test and the binaries it drives (the
 # worker, basal, fake-worker, crash-parent). The other suites run in build/release and build/asan.
 cmake --build build/hooks -j"$jobs" --target confinement_probe_test
