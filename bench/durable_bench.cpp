@@ -19,7 +19,7 @@
 namespace basal::bench {
 namespace {
 
-[[noreturn]] void Fatal(const std::string& what) {
+[[noreturn]] void DurableBenchFatal(const std::string& what) {
   std::fprintf(stderr, "basal-bench: durable: %s\n", what.c_str());
   std::exit(1);
 }
@@ -44,7 +44,7 @@ std::unique_ptr<Module> OpenModule(const Options& o, const std::string& db, bool
   mo.journal_path = db;
   mo.worker_path = o.worker_path;
   auto m = Module::Open(std::move(mo));
-  if (!m) Fatal(m.error().message);
+  if (!m) DurableBenchFatal(m.error().message);
   HostCallSpec end;
   end.name = "bench.end";
   end.effect = Effect::kPure;
@@ -53,7 +53,7 @@ std::unique_ptr<Module> OpenModule(const Options& o, const std::string& db, bool
   } else {
     end.handler = [](const HostCallContext&, const Json&, HostCallReply reply) { reply.Ok(nullptr); };
   }
-  if (auto r = (*m)->registry().Register(std::move(end)); !r) Fatal(r.error().message);
+  if (auto r = (*m)->registry().Register(std::move(end)); !r) DurableBenchFatal(r.error().message);
   return std::move(*m);
 }
 
@@ -79,24 +79,24 @@ DurableSamples DurableResume(const Options& o) {
     }
     int status = 0;
     waitpid(child, &status, 0);
-    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) Fatal("the child did not die in its last call");
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) DurableBenchFatal("the child did not die in its last call");
 
     auto m = OpenModule(o, db, /*die_at_end=*/false);
     std::optional<RunStop> stopped;
     const auto t = Clock::now();
     auto resumed = m->host().ResumeRun(1, {}, [&stopped](const RunStop& s) { stopped = s; });
-    if (!resumed) Fatal("resume: " + resumed.error().message);
+    if (!resumed) DurableBenchFatal("resume: " + resumed.error().message);
     m->RunUntilIdle();
     out.resume.Add(MicrosSince(t));
-    if (!stopped || !stopped->result.ok()) Fatal("the resumed run did not end ok: " + (stopped ? stopped->result.message : ""));
+    if (!stopped || !stopped->result.ok()) DurableBenchFatal("the resumed run did not end ok: " + (stopped ? stopped->result.message : ""));
 
     // The same run, live, in the same module: every call served and journaled.
     auto flow = m->AddFlow("bench.js", Source(), kManifest);
-    if (!flow) Fatal(flow.error().message);
+    if (!flow) DurableBenchFatal(flow.error().message);
     const auto t2 = Clock::now();
     const ActivationResult r = m->Run(*flow, nullptr);
     out.live.Add(MicrosSince(t2));
-    if (!r.ok()) Fatal("the live run failed: " + r.message);
+    if (!r.ok()) DurableBenchFatal("the live run failed: " + r.message);
     m.reset();
     std::filesystem::remove_all(dir);
   }

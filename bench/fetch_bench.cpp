@@ -18,7 +18,7 @@
 namespace basal::bench {
 namespace {
 
-[[noreturn]] void Fatal(const std::string& what) {
+[[noreturn]] void FetchBenchFatal(const std::string& what) {
   std::fprintf(stderr, "basal-bench: %s\n", what.c_str());
   std::exit(1);
 }
@@ -45,7 +45,7 @@ struct Arrivals {
 FetchSamples FetchRoundTrip(const Options& o) {
   testing::HttpTestServer server;
   server.RecordRequests(false);  // thousands of round trips: keep no record of them
-  if (!server.Start(/*ipv6=*/false)) Fatal("the loopback test server did not start");
+  if (!server.Start(/*ipv6=*/false)) FetchBenchFatal("the loopback test server did not start");
   Arrivals arrivals;
   server.Handle("/item", [&arrivals](const testing::TestRequest&) {
     arrivals.Add();
@@ -67,7 +67,7 @@ FetchSamples FetchRoundTrip(const Options& o) {
       curl_easy_setopt(e, CURLOPT_URL, url.c_str());
       curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Discard);
       curl_easy_setopt(e, CURLOPT_PROXY, "");
-      if (curl_easy_perform(e) != CURLE_OK) Fatal("the direct libcurl request failed");
+      if (curl_easy_perform(e) != CURLE_OK) FetchBenchFatal("the direct libcurl request failed");
       curl_easy_cleanup(e);
     }
     arrivals.Into(out.direct, 1);
@@ -78,7 +78,7 @@ FetchSamples FetchRoundTrip(const Options& o) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((mo.journal_path + suffix).c_str());
   mo.worker_path = o.worker_path;
   auto m = Module::Open(std::move(mo));
-  if (!m) Fatal(m.error().message);
+  if (!m) FetchBenchFatal(m.error().message);
   const std::string manifest = R"({"grants": {"http.fetch": {"rules": [{"url": "http://127.0.0.1:)" +
                                std::to_string(server.port()) + R"(/", "allow_networks": ["127.0.0.1/32"]}],
                                "limits": {"max_requests": 100000}}}})";
@@ -92,10 +92,10 @@ FetchSamples FetchRoundTrip(const Options& o) {
                          "  return input.n;"
                          "}",
                          manifest);
-  if (!f) Fatal(f.error().message);
+  if (!f) FetchBenchFatal(f.error().message);
   for (int run = 0; run < runs + 1; ++run) {
     ActivationResult r = (*m)->Run(*f, nlohmann::json{{"n", calls}, {"url", url}});
-    if (!r.ok()) Fatal("the fetch flow failed: " + r.message);
+    if (!r.ok()) FetchBenchFatal("the fetch flow failed: " + r.message);
     Samples discard;
     arrivals.Into(run == 0 ? discard : out.fetch, 1);  // the first run warms the worker
   }

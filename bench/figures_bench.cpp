@@ -23,29 +23,29 @@
 namespace basal::bench {
 namespace {
 
-[[noreturn]] void Fatal(const std::string& what) {
+[[noreturn]] void FiguresBenchFatal(const std::string& what) {
   std::fprintf(stderr, "basal-bench: %s\n", what.c_str());
   std::exit(1);
 }
 
-std::unique_ptr<Module> OpenModule(const Options& o, const std::string& name, ModuleOptions mo = {}) {
+std::unique_ptr<Module> OpenFiguresModule(const Options& o, const std::string& name, ModuleOptions mo = {}) {
   mo.journal_path = o.work_dir + "/" + name + ".db";
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((mo.journal_path + suffix).c_str());
   mo.worker_path = o.worker_path;
   if (o.busy_poll) mo.busy_poll = *o.busy_poll;
   auto m = Module::Open(std::move(mo));
-  if (!m) Fatal(m.error().message);
+  if (!m) FiguresBenchFatal(m.error().message);
   return std::move(*m);
 }
 
 FlowRef AddFlow(Module& m, const std::string& source, const std::string& manifest) {
   auto f = m.AddFlow("bench.js", source, manifest);
-  if (!f) Fatal(f.error().message);
+  if (!f) FiguresBenchFatal(f.error().message);
   return *f;
 }
 
 void Expect(const ActivationResult& r) {
-  if (!r.ok()) Fatal("activation " + std::to_string(r.activation_id) + " failed: " + r.message);
+  if (!r.ok()) FiguresBenchFatal("activation " + std::to_string(r.activation_id) + " failed: " + r.message);
 }
 
 // The children of this process named ck-basal-worker (the pool's workers).
@@ -88,7 +88,7 @@ constexpr const char* kTrivialFlow = "export default () => 1";
 Samples ColdStart(const Options& o) {
   // The module computes these once, at Open.
   auto identity = ResolveWorkerUser("");
-  if (!identity) Fatal(identity.error().message);
+  if (!identity) FiguresBenchFatal(identity.error().message);
   WelcomePolicy policy;
   policy.kernel_landlock_abi = KernelLandlockAbi();
   policy.worker_identity = *identity;
@@ -99,17 +99,17 @@ Samples ColdStart(const Options& o) {
   for (int i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
     auto proc = launcher->Launch({o.worker_path, {}, {.address_space_bytes = address_space}, *identity});
-    if (!proc) Fatal(proc.error().message);
+    if (!proc) FiguresBenchFatal(proc.error().message);
     WorkerSession session(std::move(*proc));
     auto msg = session.ReadMessage(Clock::now() + std::chrono::seconds(5));
-    if (!msg) Fatal("no welcome (run `basal doctor`): " + msg.error().message);
+    if (!msg) FiguresBenchFatal("no welcome (run `basal doctor`): " + msg.error().message);
     const auto* welcome = std::get_if<protocol::Welcome>(&*msg);
-    if (!welcome) Fatal("the first message is not a welcome");
+    if (!welcome) FiguresBenchFatal("the first message is not a welcome");
     const WelcomeVerdict v = CheckWorker(*welcome, session.process(), policy);  // claims and /proc, as the pool does
-    if (!v.accepted) Fatal("welcome refused: " + v.reason);
+    if (!v.accepted) FiguresBenchFatal("welcome refused: " + v.reason);
     if (i >= warmup) s.Add(MicrosSince(t0));
     session.process().CloseStdin();  // retire it: it exits 0
-    if (!session.process().WaitFor(std::chrono::milliseconds(5000))) Fatal("the worker did not exit after stdin closed");
+    if (!session.process().WaitFor(std::chrono::milliseconds(5000))) FiguresBenchFatal("the worker did not exit after stdin closed");
   }
   return s;
 }
@@ -117,7 +117,7 @@ Samples ColdStart(const Options& o) {
 WarmResult WarmActivation(const Options& o) {
   ModuleOptions mo;
   mo.max_activations_per_worker = 1'000'000;  // every timed activation on the same, reused worker
-  auto m = OpenModule(o, "warm", mo);
+  auto m = OpenFiguresModule(o, "warm", mo);
   const FlowRef f = AddFlow(*m, kTrivialFlow, "{}");
   const int warmup = 200, n = o.quick ? 500 : 5000;
   WarmResult out;
@@ -127,9 +127,9 @@ WarmResult WarmActivation(const Options& o) {
     if (i >= warmup) out.activation.Add(MicrosSince(t0));
     Expect(r);
   }
-  if (m->HealthReport()["spawned"] != 1) Fatal("the warm activations did not all run on one worker");
+  if (m->HealthReport()["spawned"] != 1) FiguresBenchFatal("the warm activations did not all run on one worker");
   const std::vector<pid_t> workers = WorkerChildren();
-  if (workers.size() != 1) Fatal("expected one idle worker child, found " + std::to_string(workers.size()));
+  if (workers.size() != 1) FiguresBenchFatal("expected one idle worker child, found " + std::to_string(workers.size()));
   out.idle_worker_pid = workers[0];
   out.idle_worker_rss_kib = StatusKib(workers[0], "VmRSS");
   out.idle_worker_anon_kib = StatusKib(workers[0], "RssAnon");
@@ -138,7 +138,7 @@ WarmResult WarmActivation(const Options& o) {
 }
 
 Samples HostCallRoundTrip(const Options& o) {
-  auto m = OpenModule(o, "hostcall");
+  auto m = OpenFiguresModule(o, "hostcall");
   // The handler answers at once; the time between two of its invocations within one activation
   // is one whole round trip: journal + commit + answer, worker resumes and sends the next call,
   // parent reads, validates, authorizes.
@@ -150,7 +150,7 @@ Samples HostCallRoundTrip(const Options& o) {
     stamps.push_back(Clock::now());
     reply.Ok(nullptr);
   };
-  if (auto r = m->registry().Register(std::move(spec)); !r) Fatal(r.error().message);
+  if (auto r = m->registry().Register(std::move(spec)); !r) FiguresBenchFatal(r.error().message);
   const FlowRef f = AddFlow(*m,
                            "export default async function (n, host) {"
                            "  for (let i = 0; i < n; i++) await host.call('bench.noop', null);"
@@ -162,7 +162,7 @@ Samples HostCallRoundTrip(const Options& o) {
   for (int i = 0; i < warmup + runs; ++i) {
     stamps.clear();
     Expect(m->Run(f, calls));
-    if (stamps.size() != calls) Fatal("the flow made " + std::to_string(stamps.size()) + " calls");
+    if (stamps.size() != calls) FiguresBenchFatal("the flow made " + std::to_string(stamps.size()) + " calls");
     if (i < warmup) continue;
     for (size_t k = 1; k < stamps.size(); ++k)
       s.Add(std::chrono::duration<double, std::micro>(stamps[k] - stamps[k - 1]).count());
@@ -174,7 +174,7 @@ Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_act
   ModuleOptions mo;
   mo.max_workers = max_workers;
   mo.max_activations_per_worker = max_activations_per_worker;
-  auto m = OpenModule(o, "throughput", mo);
+  auto m = OpenFiguresModule(o, "throughput", mo);
   const FlowRef f = AddFlow(*m, kTrivialFlow, "{}");
   size_t ok = 0, failed = 0;
   std::string first_failure;
@@ -187,17 +187,17 @@ Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_act
   };
   // Start the pool's workers before the clock runs.
   for (size_t i = 0; i < max_workers; ++i)
-    if (!m->Submit(f, nullptr, done)) Fatal("submit refused");
+    if (!m->Submit(f, nullptr, done)) FiguresBenchFatal("submit refused");
   m->RunUntilIdle();
   const uint64_t spawned_before = m->HealthReport()["spawned"].get<uint64_t>();
   ok = 0;
   const size_t n = o.quick ? 5000 : 50000;
   const auto t0 = Clock::now();
   for (size_t i = 0; i < n; ++i)
-    if (!m->Submit(f, nullptr, done)) Fatal("submit refused");
+    if (!m->Submit(f, nullptr, done)) FiguresBenchFatal("submit refused");
   m->RunUntilIdle();
   const double seconds = MicrosSince(t0) / 1e6;
-  if (failed != 0 || ok != n) Fatal(std::to_string(failed) + " activations failed: " + first_failure);
+  if (failed != 0 || ok != n) FiguresBenchFatal(std::to_string(failed) + " activations failed: " + first_failure);
   Throughput t;
   t.activations = n;
   t.activations_per_second = static_cast<double>(n) / seconds;
@@ -210,12 +210,12 @@ Throughput PoolThroughput(const Options& o, size_t max_workers, uint32_t max_act
 }
 
 MemoryOverCalls ParentMemoryOverCalls(const Options& o) {
-  auto m = OpenModule(o, "memory");
+  auto m = OpenFiguresModule(o, "memory");
   HostCallSpec spec;
   spec.name = "bench.noop";
   spec.effect = Effect::kPure;
   spec.handler = [](const HostCallContext&, const nlohmann::json&, HostCallReply reply) { reply.Ok(nullptr); };
-  if (auto r = m->registry().Register(std::move(spec)); !r) Fatal(r.error().message);
+  if (auto r = m->registry().Register(std::move(spec)); !r) FiguresBenchFatal(r.error().message);
   const FlowRef f = AddFlow(*m,
                             "export default async function (n, host) {"
                             "  for (let i = 0; i < n; i++) await host.call('bench.noop', {i});"

@@ -19,7 +19,7 @@
 namespace basal::bench {
 namespace {
 
-[[noreturn]] void Fatal(const std::string& what) {
+[[noreturn]] void McpBenchFatal(const std::string& what) {
   std::fprintf(stderr, "basal-bench: mcp: %s\n", what.c_str());
   std::exit(1);
 }
@@ -35,7 +35,7 @@ struct McpProcess {
     size_t off = 0;
     while (off < data.size()) {
       const ssize_t n = write(to, data.data() + off, data.size() - off);
-      if (n <= 0) Fatal("writing to basal mcp failed");
+      if (n <= 0) McpBenchFatal("writing to basal mcp failed");
       off += static_cast<size_t>(n);
     }
   }
@@ -49,7 +49,7 @@ struct McpProcess {
       }
       char buf[65536];
       const ssize_t n = read(from, buf, sizeof buf);
-      if (n <= 0) Fatal("basal mcp ended");
+      if (n <= 0) McpBenchFatal("basal mcp ended");
       buffered.append(buf, static_cast<size_t>(n));
     }
   }
@@ -68,9 +68,9 @@ McpSamples McpRoundTrip(const Options& o, const std::string& basal_path) {
   const std::string db = dir + "/journal.db";
   std::ofstream(dir + "/policy.json") << "{\"grants\": {}}\n";
   if (RunQuietly({basal_path, "policy", "approve", "bench", "--manifest", dir + "/policy.json", "--yes", "--db", db}) != 0)
-    Fatal("basal policy approve failed");
+    McpBenchFatal("basal policy approve failed");
   int in[2], out[2];
-  if (pipe(in) != 0 || pipe(out) != 0) Fatal("pipe failed");
+  if (pipe(in) != 0 || pipe(out) != 0) McpBenchFatal("pipe failed");
   McpProcess p;
   p.pid = fork();
   if (p.pid == 0) {
@@ -103,7 +103,7 @@ McpSamples McpRoundTrip(const Options& o, const std::string& basal_path) {
     const auto t = Clock::now();
     const std::string answer = p.Call(run);
     s.run_script.Add(MicrosSince(t));
-    if (answer.find("\"status\":\"ok\"") == std::string::npos) Fatal("run_script did not answer ok: " + answer.substr(0, 300));
+    if (answer.find("\"status\":\"ok\"") == std::string::npos) McpBenchFatal("run_script did not answer ok: " + answer.substr(0, 300));
   }
   close(p.to);  // the end of input: basal mcp exits 0
   int status = 0;

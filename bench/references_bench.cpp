@@ -20,7 +20,7 @@
 namespace basal::bench {
 namespace {
 
-[[noreturn]] void Fatal(const std::string& what) {
+[[noreturn]] void ReferencesBenchFatal(const std::string& what) {
   std::fprintf(stderr, "basal-bench: %s: %s\n", what.c_str(), std::strerror(errno));
   std::exit(1);
 }
@@ -59,9 +59,9 @@ void PinTo(int cpu) {
 Samples PipeRoundTrip(const Options& o, bool cross_cpu) {
   std::fflush(nullptr);  // the child must not flush a copy of our stdio buffers
   int to_child[2], to_parent[2];
-  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(to_parent, O_CLOEXEC) != 0) Fatal("pipe2");
+  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(to_parent, O_CLOEXEC) != 0) ReferencesBenchFatal("pipe2");
   const pid_t pid = fork();
-  if (pid < 0) Fatal("fork");
+  if (pid < 0) ReferencesBenchFatal("fork");
   if (pid == 0) {
     if (cross_cpu) PinTo(1);
     ::close(to_child[1]);  // else the child holds its own EOF off
@@ -84,7 +84,7 @@ Samples PipeRoundTrip(const Options& o, bool cross_cpu) {
   Samples s;
   for (int i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
-    if (!WriteFull(to_child[1], buf, sizeof buf) || !ReadFull(to_parent[0], buf, sizeof buf)) Fatal("echo child");
+    if (!WriteFull(to_child[1], buf, sizeof buf) || !ReadFull(to_parent[0], buf, sizeof buf)) ReferencesBenchFatal("echo child");
     if (i >= warmup) s.Add(MicrosSince(t0));
   }
   ::close(to_child[1]);
@@ -101,7 +101,7 @@ Samples SpawnHello(const Options& o) {
   for (int i = 0; i < warmup + n; ++i) {
     const auto t0 = Clock::now();
     int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) Fatal("pipe2");
+    if (pipe2(out, O_CLOEXEC) != 0) ReferencesBenchFatal("pipe2");
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
@@ -113,7 +113,7 @@ Samples SpawnHello(const Options& o) {
     ::close(out[1]);
     if (rc != 0) {
       errno = rc;
-      Fatal("posix_spawn " + o.hello_path);
+      ReferencesBenchFatal("posix_spawn " + o.hello_path);
     }
     char buf[64];
     std::string got;
@@ -161,18 +161,18 @@ CommitSamples JournalCommits(const Options& o) {
     start.input_json = "null";
     start.start_unix_us = 1'700'000'000'000'000 + i;
     auto id = j.BeginActivation(start);
-    if (!id || !batch.Commit()) Fatal("journal begin");
+    if (!id || !batch.Commit()) ReferencesBenchFatal("journal begin");
     if (i >= warmup) out.begin_activation.Add(MicrosSince(t0));
 
     t0 = Clock::now();
     CallRecord call{*id, 1, "bench.noop", "null", {Verdict::kAllow, "grants.bench.noop", "granted by manifest"},
                     Effect::kPure, CallState::kAnswered, "null", "", 1, 2};
-    if (!j.RecordCall(call) || !batch.Commit()) Fatal("journal call");
+    if (!j.RecordCall(call) || !batch.Commit()) ReferencesBenchFatal("journal call");
     if (i >= warmup) out.record_call.Add(MicrosSince(t0));
 
     t0 = Clock::now();
     ActivationEnd end{*id, 1'700'000'000'000'100 + i, Outcome::kOk, "1", "", 12};
-    if (!j.EndActivation(end) || !batch.Commit()) Fatal("journal end");
+    if (!j.EndActivation(end) || !batch.Commit()) ReferencesBenchFatal("journal end");
     if (i >= warmup) out.end_activation.Add(MicrosSince(t0));
   }
   struct stat st {};

@@ -16,13 +16,16 @@
 # directory that defines <library> (a generated source is only built there), after its
 # target_* calls.
 function(basal_worker_side library)
+  # The worker's side is compiled file by file even in a unity build (BASAL_UNITY_BUILD): the
+  # worker's image stays the one docs/performance.md measures and src/worker/lazy_text.ld lays out.
   if(NOT BASAL_SANITIZE OR BASAL_FUZZ)
+    set_target_properties(${library} PROPERTIES UNITY_BUILD OFF)
     add_library(${library}_worker ALIAS ${library})
     return()
   endif()
   get_target_property(sources ${library} SOURCES)
   add_library(${library}_worker STATIC ${sources})
-  set_target_properties(${library}_worker PROPERTIES BASAL_UNSANITIZED ON)
+  set_target_properties(${library}_worker PROPERTIES BASAL_UNSANITIZED ON UNITY_BUILD OFF)
   get_property(worker_side GLOBAL PROPERTY BASAL_WORKER_SIDE_LIBRARIES)
   foreach(property INCLUDE_DIRECTORIES INTERFACE_INCLUDE_DIRECTORIES INTERFACE_SYSTEM_INCLUDE_DIRECTORIES
                    COMPILE_DEFINITIONS INTERFACE_COMPILE_DEFINITIONS COMPILE_OPTIONS INTERFACE_COMPILE_OPTIONS

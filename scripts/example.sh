@@ -2,9 +2,10 @@
 # Quick start: installs what is missing (apt-get, only for missing packages; QuickJS with npm pack),
 # builds only what running a flow needs (basal and ck-basal-worker, Release), then runs
 # examples/hello.js once with a throw-away journal and shows what the journal recorded. From a
-# bare Debian 12 (455 packages, most of them npm's): 20 min 29 s wall, 8 min 9 s CPU on 2 cores at load
-# 12.88..6.99 (scripts/quickstart-check.sh); about 5 minutes expected on 2 idle cores, about
-# 3 with the packages present (README.md, docs/performance.md: what we measured).
+# bare Debian 12 (457 packages, most of them npm's), unity build: 31 min 43 s wall, 5 min 42 s CPU on
+# 2 cores at load 12.75..5.11 (scripts/quickstart-check.sh); computed for 2 idle cores (build CPU / 2
+# plus the package step as measured under load): about 9 minutes from a bare system, about 3 with
+# the packages present (README.md, docs/performance.md: what we measured).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -15,6 +15,9 @@
 #
 # QuickJS is fetched by CMake with `npm pack qjsc@0.3.0` and checked against the pinned integrity.
 # BASAL_JOBS: parallel compile jobs (default: the number of cores).
+# BASAL_UNITY_BUILD (default ON): the quick start's tree and build/release are unity builds
+# (CMakeLists.txt: each target's files compiled in batches; docs/performance.md has what it saves
+# from scratch); a tree you edit and rebuild file by file: BASAL_UNITY_BUILD=OFF scripts/setup.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -25,6 +28,7 @@ case "${1:-}" in
   *) echo "usage: scripts/setup.sh [--quick]" >&2; exit 2 ;;
 esac
 jobs="${BASAL_JOBS:-$(nproc)}"
+unity="${BASAL_UNITY_BUILD:-ON}"
 
 # What building basal and ck-basal-worker needs. libcurl4-openssl-dev and libidn2-dev: the
 # http.fetch policy (src/parent/http/) checks URLs with libcurl's URL API and writes IDN host names
@@ -91,7 +95,7 @@ if ((quick)); then
   if [[ ! -f build/release/CMakeCache.txt ]]; then
     echo "setup: configuring build/release (Release; without tests and benchmarks)"
     cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DBASAL_BUILD_TESTS=OFF -DBASAL_BUILD_BENCH=OFF \
-      -DBASAL_PRECOMPILED_HEADERS=ON
+      -DBASAL_PRECOMPILED_HEADERS=ON -DBASAL_UNITY_BUILD="$unity"
   fi
   echo "setup: building basal and ck-basal-worker in build/release"
   cmake --build build/release -j"$jobs" --target basal_binaries
@@ -99,10 +103,12 @@ if ((quick)); then
 fi
 
 echo "setup: building build/release"
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DBASAL_BUILD_TESTS=ON -DBASAL_BUILD_BENCH=ON
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DBASAL_BUILD_TESTS=ON -DBASAL_BUILD_BENCH=ON \
+  -DBASAL_UNITY_BUILD="$unity"
 cmake --build build/release -j"$jobs"
 
 echo "setup: building build/hooks (test hooks: tests only, never deployed)"
+# File by file still: this tree (BASAL_TEST_HOOKS) has not yet been built as a unity build.
 cmake -S . -B build/hooks -DCMAKE_BUILD_TYPE=Release -DBASAL_TEST_HOOKS=ON -DBASAL_BUILD_BENCH=OFF
 # Only what the probe suite (ctest -L confinement) runs: its test and the binaries it drives (the
 # worker, basal, fake-worker, crash-parent). The other suites run in build/release and build/asan.

@@ -62,12 +62,6 @@ std::optional<std::string> CheckName(ApprovalKind kind, const std::string& name)
 }
 
 
-int64_t NowUs() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
-}
-
 void Out(const std::string& text) { WriteStdout(text); }
 
 // The journal and a registry of the built-in host calls (whose specs parse and compare grants).
@@ -539,7 +533,7 @@ int Revoke(Opened& opened, const ApprovalOptions& o) {
   return kExitOk;
 }
 
-constexpr const char* kDbHelp =
+constexpr const char* kApprovalsDbHelp =
     "The store: an SQLite journal file, or postgresql://... Default: $BASAL_DB, else "
     "${XDG_STATE_HOME:-$HOME/.local/state}/basal/journal.db";
 
@@ -570,7 +564,7 @@ CLI::App* AddApprovalCommands(CLI::App& app, ApprovalOptions& o, ApprovalKind ki
            : "Approve, inspect and revoke codemode policies: the grants and budgets agents' scripts run under "
              "(docs/approvals.md)");
   top->require_subcommand(1);
-  auto db = [&](CLI::App* c) { c->add_option("--db", o.db_path, kDbHelp)->type_name("FILE|URL"); };
+  auto db = [&](CLI::App* c) { c->add_option("--db", o.db_path, kApprovalsDbHelp)->type_name("FILE|URL"); };
 
   CLI::App* approve = top->add_subcommand(
       "approve", flow ? "Store a new version of flow NAME after showing what it is granted, or what changed"

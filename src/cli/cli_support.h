@@ -2,6 +2,7 @@
 // error kinds, file reading, and the default places (journal, worker binary).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,10 @@ inline constexpr int kExitRefused = 4;      // the approval policy refused: not 
 inline constexpr int kExitWaiting = 5;      // a durable run stopped to wait for an operator: a call is in
                                             // doubt (needs_reconciliation; basal run resolve)
 // 128 + N: `basal run` stopped on signal N (SIGINT, SIGTERM, SIGHUP).
+
+// The wall clock in microseconds since the epoch: what the commands stamp on what they write
+// (approvals, operator kv writes, tokens).
+int64_t NowUs();
 
 // The exit code an activation's outcome calls for: 0 for ok; kExitBasalFailed for the outcomes
 // that are basal's own failure (journal_error, spawn_failed, worker_refused); else kExitFlowFailed.

@@ -15,7 +15,7 @@
 namespace basal::cli {
 namespace {
 
-constexpr const char* kHiddenGroup = "";  // CLI11: a subcommand in the empty group is not listed
+constexpr const char* kHiddenCommandGroup = "";  // CLI11: a subcommand in the empty group is not listed
 
 // The names completions offer, read from the store without creating or changing anything: a
 // journal that is not there, or cannot be read, has no names.
@@ -82,7 +82,7 @@ void AddGenerate(CLI::App& app, int& exit_code) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* c = app.add_subcommand("__generate", "Write basal's man pages, or a shell's completion script");
-  c->group(kHiddenGroup);
+  c->group(kHiddenCommandGroup);
   c->add_option("what", o->what, "man (pages into --out DIR), bash, zsh or fish (a script on stdout)")
       ->required()
       ->check(CLI::IsMember({"man", "bash", "zsh", "fish"}));

@@ -30,12 +30,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-int64_t NowUs() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
-}
-
 std::string Quoted(const std::string& text) { return JsonForTerminal(Json(text)); }
 
 // "2026-12-05T06:30:00Z"

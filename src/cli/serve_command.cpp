@@ -17,11 +17,6 @@
 namespace basal::cli {
 namespace {
 
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 Result<std::string> JournalFor(const std::string& option) {
   if (!option.empty()) return option;
   return DefaultJournalPath();

@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kMaxHostCallNameBytes = 128;  // the protocol's bound on a call's name
 constexpr size_t kMaxToolErrorBytes = 4096;    // a downstream tool's isError text, as the script's error
 
-std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string CodemodeDump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 std::string_view TrimLeft(std::string_view line) {
   while (!line.empty() && (line.front() == ' ' || line.front() == '\t' || line.front() == '\r')) line.remove_prefix(1);
@@ -91,7 +91,7 @@ Json ValueOfToolResult(const Json& result) {
 
 std::string TextOfToolResult(const Json& result) {
   const Json value = ValueOfToolResult(result);
-  return value.is_string() ? value.get<std::string>() : Dump(value);
+  return value.is_string() ? value.get<std::string>() : CodemodeDump(value);
 }
 
 Json TextContent(std::string text) { return Json::array({Json{{"type", "text"}, {"text", std::move(text)}}}); }
@@ -423,7 +423,7 @@ std::vector<ScriptTool> Codemode::ScriptTools(const Manifest& manifest) {
     const protocol::ToolBinding binding = protocol::BindingFor(name);
     ScriptTool tool{name, binding.group, binding.member, "", nullptr, nullptr};
     const auto text = [](const Json& schema) {
-      return schema.is_null() ? SchemaText() : std::make_shared<const std::string>(Dump(schema));
+      return schema.is_null() ? SchemaText() : std::make_shared<const std::string>(CodemodeDump(schema));
     };
     if (const HostCallSpec* spec = module_.registry().Find(name); spec && !spec->description.empty()) {
       tool.description = spec->description;
@@ -587,7 +587,7 @@ Json Codemode::DescribeToolsResult(const Json& arguments) {
     return text ? protocol::CountJsonValues(*text) : size_t{0};
   };
   for (const Json& n : *names) {
-    if (!n.is_string()) return ToolError("invalid", "describe_tools: every name must be a string (got " + CutText(Dump(n), 60) + ")");
+    if (!n.is_string()) return ToolError("invalid", "describe_tools: every name must be a string (got " + CutText(CodemodeDump(n), 60) + ")");
     const std::string wanted = n.get<std::string>();
     bool found = false;
     for (const ScriptTool& t : all) {
@@ -608,11 +608,11 @@ Json Codemode::DescribeToolsResult(const Json& arguments) {
     if (!found) unknown.push_back(wanted);
   }
   std::string text = DeclareTools(chosen, limits_.max_declaration_bytes);
-  if (!unknown.empty()) text += "\n// not tools of this policy: " + CutText(Dump(unknown), 1000) + " (list_tools lists them)\n";
+  if (!unknown.empty()) text += "\n// not tools of this policy: " + CutText(CodemodeDump(unknown), 1000) + " (list_tools lists them)\n";
   if (!not_described.empty())
     text += "\n// not described: " + std::to_string(not_described.size()) + " tool(s) whose schemas pass the " +
             std::to_string(limits_.max_describe_values) + " JSON values one answer parses (" +
-            CutText(Dump(not_described), 1000) + "): ask describe_tools for fewer tools at once\n";
+            CutText(CodemodeDump(not_described), 1000) + "): ask describe_tools for fewer tools at once\n";
   return Json{{"content", TextContent(text)},
               {"structuredContent", Json{{"declarations", text}, {"unknown", std::move(unknown)}}}};
 }
@@ -724,7 +724,7 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
                      {"logs", run->logs},        {"calls", calls}};
   std::string text = status + " (run " + std::to_string(run->run) + ")";
   if (result.ok()) {
-    const std::string json = Dump(result.result);
+    const std::string json = CodemodeDump(result.result);
     if (json.size() > limits_.max_result_bytes) {
       structured["result"] = CutText(json, limits_.max_result_bytes);
       structured["result_cut"] = true;

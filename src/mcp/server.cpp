@@ -25,7 +25,7 @@ Json SupportedVersions() {
   return out;
 }
 
-std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string ServerDump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 }  // namespace
 
@@ -38,13 +38,13 @@ void McpServer::Result(const Json& id, Json result, bool stateless) {
     if (!result.contains("_meta") || !result["_meta"].is_object()) result["_meta"] = Json::object();
     result["_meta"]["io.modelcontextprotocol/serverInfo"] = Json{{"name", info_.name}, {"version", info_.version}};
   }
-  send_(Dump(Json{{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}}));
+  send_(ServerDump(Json{{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}}));
 }
 
 void McpServer::Error(const Json& id, int code, std::string message, Json data) {
   Json error = {{"code", code}, {"message", std::move(message)}};
   if (!data.is_null()) error["data"] = std::move(data);
-  send_(Dump(Json{{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}}));
+  send_(ServerDump(Json{{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}}));
 }
 
 Json McpServer::Capabilities() const { return Json{{"tools", Json{{"listChanged", false}}}}; }
@@ -83,7 +83,7 @@ void McpServer::Notification(const std::string& method, const Json& params) {
   if (method == "notifications/cancelled") {
     auto request = params.find("requestId");
     if (request == params.end()) return;
-    auto it = in_flight_.find(Dump(*request));
+    auto it = in_flight_.find(ServerDump(*request));
     if (it == in_flight_.end()) return;
     const uint64_t key = it->second;
     in_flight_.erase(it);  // its answer is not sent (the spec: the receiver should not respond)
@@ -109,7 +109,7 @@ void McpServer::Request(const Json& id, const std::string& method, const Json& p
     const Json& asked = meta[kVersionMetaKey];
     if (asked != kStatelessRevision && !(asked.is_string() && IsSessionRevision(asked.get<std::string>()) && initialized_)) {
       return Error(id, kUnsupportedVersion,
-                   "basal does not speak MCP revision " + Dump(asked) + "; it speaks " + Dump(SupportedVersions()),
+                   "basal does not speak MCP revision " + ServerDump(asked) + "; it speaks " + ServerDump(SupportedVersions()),
                    Json{{"requested", asked}, {"supported", SupportedVersions()}});
     }
   }
@@ -144,7 +144,7 @@ void McpServer::Request(const Json& id, const std::string& method, const Json& p
     if (name == params.end() || !name->is_string()) return Error(id, kInvalidParams, "tools/call needs params.name, a string");
     Json arguments = params.value("arguments", Json::object());
     if (!arguments.is_object()) return Error(id, kInvalidParams, "tools/call's params.arguments must be an object");
-    const std::string key_text = Dump(id);
+    const std::string key_text = ServerDump(id);
     if (in_flight_.count(key_text) != 0)
       return Error(id, kInvalidRequest, "request id " + key_text + " is already in use by a call that still runs");
     const uint64_t key = next_key_++;
@@ -165,11 +165,11 @@ void McpServer::Request(const Json& id, const std::string& method, const Json& p
     }
     if (!known) {
       in_flight_.erase(key_text);
-      return Error(id, kInvalidParams, "no tool named " + Dump(*name) + " (tools/list names them)");
+      return Error(id, kInvalidParams, "no tool named " + ServerDump(*name) + " (tools/list names them)");
     }
     return;
   }
-  return Error(id, kMethodNotFound, "basal does not serve " + Dump(Json(method)) +
+  return Error(id, kMethodNotFound, "basal does not serve " + ServerDump(Json(method)) +
                                         " (it serves initialize, ping, server/discover, tools/list and tools/call)");
 }
 

@@ -14,7 +14,7 @@ namespace {
 constexpr std::string_view kActivationEnded = "ActivationEnded";
 // The built-in log call (host_calls/log.h): the worker makes it as a notification and ignores its
 // answer, so its answer is not part of the order the script can observe.
-constexpr std::string_view kLogCallName = "log";
+constexpr std::string_view kReplayLogCallName = "log";
 // A durable run's step markers (module_park.cpp): {name, phase: "begin"|"end", ok}.
 constexpr std::string_view kStepCallName = "run.step";
 
@@ -219,7 +219,7 @@ RunAnalysis AnalyzeRun(const std::vector<ActivationRow>& activations, const std:
     plan.calls[call_id] = RecordedCall{c->name, c->args_digest};
     plan.last_call_id = std::max(plan.last_call_id, call_id);
     if (auto a = AnswerOf(*c)) {
-      if (c->name == kLogCallName) {  // a notification: answered as soon as it is made, out of order
+      if (c->name == kReplayLogCallName) {  // a notification: answered as soon as it is made, out of order
         a->notification = true;
         plan.immediate[call_id] = *a;
         continue;
@@ -271,7 +271,7 @@ RunAnalysis AnalyzeRun(const std::vector<ActivationRow>& activations, const std:
       order.erase(std::remove_if(order.begin(), order.end(), [from](int64_t id) { return id >= from; }), order.end());
     std::vector<std::pair<int64_t, int64_t>> own;
     for (const CallRow* c : by_activation[i])
-      if (c->answer_seq && c->name != kLogCallName) own.push_back({*c->answer_seq, c->call_id});
+      if (c->answer_seq && c->name != kReplayLogCallName) own.push_back({*c->answer_seq, c->call_id});
     if (own.empty()) continue;
     std::sort(own.begin(), own.end());
     std::vector<int64_t> merged;

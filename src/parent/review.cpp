@@ -76,10 +76,10 @@ GrantReview CompareGrant(const std::string& name, const Json& before, const Json
   return review;
 }
 
-std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string ReviewDump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 // A constraint value or a grant's constraints, as JSON that cannot drive a terminal.
-std::string ShownJson(const Json& value) { return EscapeForTerminal(Dump(value), TerminalText::kJson); }
+std::string ShownJson(const Json& value) { return EscapeForTerminal(ReviewDump(value), TerminalText::kJson); }
 
 std::string Text(std::string_view text) { return EscapeForTerminal(text, TerminalText::kOneLine); }
 

@@ -42,7 +42,7 @@ const char* OsTitle(WorkerOs os) {
   return "unknown";
 }
 
-std::string Hex(uint64_t mask) {
+std::string HexMask(uint64_t mask) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(mask));
   return buf;
@@ -245,7 +245,7 @@ WelcomeVerdict CheckKernelView(const ProcStatus& s, const WelcomePolicy& policy)
   const std::pair<const char*, uint64_t> always[] = {
       {"CapEff", s.cap_eff}, {"CapPrm", s.cap_prm}, {"CapInh", s.cap_inh}, {"CapAmb", s.cap_amb}};
   for (const auto& [name, mask] : always)
-    if (mask != 0) return refuse(std::string(name) + " " + Hex(mask) + ", not empty: the worker holds capabilities");
+    if (mask != 0) return refuse(std::string(name) + " " + HexMask(mask) + ", not empty: the worker holds capabilities");
   if (policy.worker_identity) {
     const WorkerCredentials& id = *policy.worker_identity;
     const std::string want = " (this parent runs as root; its workers must run as " + id.user + ", uid " +
@@ -257,7 +257,7 @@ WelcomeVerdict CheckKernelView(const ProcStatus& s, const WelcomePolicy& policy)
     for (uint32_t g : s.groups)
       if (g != id.gid) return refuse("Groups containing " + std::to_string(g) + want);
     if (s.cap_bnd != 0)
-      return refuse("CapBnd " + Hex(s.cap_bnd) + ", not empty: a worker of a root parent drops its whole bounding set");
+      return refuse("CapBnd " + HexMask(s.cap_bnd) + ", not empty: a worker of a root parent drops its whole bounding set");
   } else {
     for (uint32_t u : s.uid)
       if (u == 0) return refuse("Uid " + Ids(s.uid) + ": the worker runs as root though this parent does not");

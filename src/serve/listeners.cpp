@@ -23,7 +23,7 @@ namespace {
 // by the listener's max_connections, not by this.
 constexpr int kListenBacklog = SOMAXCONN;
 
-std::optional<int64_t> ParseId(const std::string& text) {
+std::optional<int64_t> ParseUnsignedId(const std::string& text) {
   if (text.empty() || text.size() > 18) return std::nullopt;
   int64_t v = 0;
   for (char c : text) {
@@ -62,7 +62,7 @@ Result<sockaddr_storage> ParseHostPort(const std::string& text, socklen_t* len) 
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
-  auto p = ParseId(port);
+  auto p = ParseUnsignedId(port);
   if (!p || *p < 1 || *p > 65535)
     return MakeError(ErrorCode::kInvalidArgument, "listen.tcp \"" + text + "\": the port must be 1-65535");
   auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);

@@ -22,7 +22,7 @@ namespace {
 using Ran = BasalRun;
 
 // Runs basal with stdin from /dev/null (never a terminal).
-Ran Basal(const std::string& dir, const std::string& args) { return RunBasal(dir, args, "", " </dev/null"); }
+Ran BasalApprovals(const std::string& dir, const std::string& args) { return RunBasal(dir, args, "", " </dev/null"); }
 
 // Runs basal on a pseudo-terminal (stdin, stdout and stderr), typing `answer` once it asks.
 Ran BasalOnTerminal(const std::vector<std::string>& args, const std::string& answer) {
@@ -68,7 +68,7 @@ class ApprovalsTest : public ::testing::Test {
               const std::string& extra = " --yes") {
     WriteFile(P(name + ".js"), source);
     WriteFile(P(name + ".json"), manifest);
-    return Basal(dir_, "flow approve " + name + " " + P(name + ".js") + " --manifest " + P(name + ".json") + extra + Db());
+    return BasalApprovals(dir_, "flow approve " + name + " " + P(name + ".js") + " --manifest " + P(name + ".json") + extra + Db());
   }
   std::string dir_;
 };
@@ -93,18 +93,18 @@ TEST_F(ApprovalsTest, ANewFlowIsReviewedWholeAndStoredOnlyWithConsent) {
   EXPECT_TRUE(Has(refused.out, "cpu_ms")) << refused.out;
   EXPECT_TRUE(Has(refused.out, "deadline_ms")) << "every budget is listed, defaults too: " << refused.out;
   EXPECT_TRUE(Has(refused.err, "basal: refused: the review above needs your confirmation")) << refused.err;
-  auto none = Basal(dir_, "flow list" + Db());
+  auto none = BasalApprovals(dir_, "flow list" + Db());
   EXPECT_EQ(none.exit_code, 0) << none.err;
   EXPECT_TRUE(Has(none.out, "no flow is approved")) << none.out;
 
   auto ok = Approve("orders", kCounter, kCounterManifest, " --yes --note 'first version'");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_TRUE(Has(ok.out, "approved flow \"orders\" version 1")) << ok.out;
-  auto list = Basal(dir_, "flow list" + Db());
+  auto list = BasalApprovals(dir_, "flow list" + Db());
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_TRUE(Has(list.out, "orders")) << list.out;
   EXPECT_TRUE(Has(list.out, "approved")) << list.out;
-  auto show = Basal(dir_, "flow show orders --source" + Db());
+  auto show = BasalApprovals(dir_, "flow show orders --source" + Db());
   EXPECT_EQ(show.exit_code, 0) << show.err;
   EXPECT_TRUE(Has(show.out, "version 1 of 1: approved")) << show.out;
   EXPECT_TRUE(Has(show.out, "first version")) << show.out;
@@ -115,7 +115,7 @@ TEST_F(ApprovalsTest, ANewFlowIsReviewedWholeAndStoredOnlyWithConsent) {
   auto same = Approve("orders", kCounter, kCounterManifest);
   EXPECT_EQ(same.exit_code, 0) << same.err;
   EXPECT_TRUE(Has(same.out, "nothing changed")) << same.out;
-  auto versions = Basal(dir_, "flow show orders --json" + Db());
+  auto versions = BasalApprovals(dir_, "flow show orders --json" + Db());
   auto j = nlohmann::json::parse(versions.out);
   EXPECT_EQ(j["version"], 1);
 }
@@ -162,15 +162,15 @@ TEST_F(ApprovalsTest, ANewVersionIsReviewedAsTheDifferenceFromTheCurrentOne) {
   EXPECT_EQ(whole.exit_code, 0) << whole.err;
   EXPECT_TRUE(Has(whole.out, "+// v2: one more line")) << whole.out;
 
-  auto diff = Basal(dir_, "flow diff orders" + Db());
+  auto diff = BasalApprovals(dir_, "flow diff orders" + Db());
   EXPECT_EQ(diff.exit_code, 0) << diff.err;
   EXPECT_TRUE(Has(diff.out, "+archive")) << diff.out;
-  auto json = Basal(dir_, "flow diff orders 1 2 --json" + Db());
+  auto json = BasalApprovals(dir_, "flow diff orders 1 2 --json" + Db());
   EXPECT_EQ(json.exit_code, 0) << json.err;
   auto j = nlohmann::json::parse(json.out);
   EXPECT_EQ(j["from"], 1);
   EXPECT_EQ(j["to"], 2);
-  auto none = Basal(dir_, "flow diff orders 1 7" + Db());
+  auto none = BasalApprovals(dir_, "flow diff orders 1 7" + Db());
   EXPECT_EQ(none.exit_code, 3);
   EXPECT_TRUE(Has(none.err, "has no version 7 (versions 1 to 2)")) << none.err;
 }
@@ -184,37 +184,37 @@ TEST_F(ApprovalsTest, OnATerminalTheOperatorIsAsked) {
   EXPECT_EQ(no.exit_code, 4) << no.out;
   EXPECT_TRUE(Has(no.out, "Approve flow \"orders\" version 1? [y/N]")) << no.out;
   EXPECT_TRUE(Has(no.out, "not approved")) << no.out;
-  EXPECT_TRUE(Has(Basal(dir_, "flow list" + Db()).out, "no flow is approved"));
+  EXPECT_TRUE(Has(BasalApprovals(dir_, "flow list" + Db()).out, "no flow is approved"));
   auto yes = BasalOnTerminal(args, "y");
   EXPECT_EQ(yes.exit_code, 0) << yes.out;
   EXPECT_TRUE(Has(yes.out, "approved flow \"orders\" version 1")) << yes.out;
 }
 
 TEST_F(ApprovalsTest, RunByNameRunsTheApprovedVersionAndRevokedNeverStarts) {
-  auto never = Basal(dir_, "run orders" + Db());
+  auto never = BasalApprovals(dir_, "run orders" + Db());
   EXPECT_EQ(never.exit_code, 4) << never.err;
   EXPECT_TRUE(Has(never.err, "basal: refused: flow \"orders\" is not approved in this journal")) << never.err;
 
   ASSERT_EQ(Approve("orders", kCounter, kCounterManifest).exit_code, 0);
-  auto one = Basal(dir_, "run orders" + Db());
+  auto one = BasalApprovals(dir_, "run orders" + Db());
   EXPECT_EQ(one.exit_code, 0) << one.err;
   EXPECT_EQ(one.out, "1\n");
   // Editing the file changes nothing until it is approved again.
   WriteFile(P("orders.js"), "export default () => 'edited';");
-  auto still = Basal(dir_, "run orders" + Db());
+  auto still = BasalApprovals(dir_, "run orders" + Db());
   EXPECT_EQ(still.out, "2\n") << still.err;
 
-  auto revoke = Basal(dir_, "flow revoke orders --note 'leaked token'" + Db());
+  auto revoke = BasalApprovals(dir_, "flow revoke orders --note 'leaked token'" + Db());
   EXPECT_EQ(revoke.exit_code, 0) << revoke.err;
   EXPECT_TRUE(Has(revoke.out, "revoked flow \"orders\" version 1")) << revoke.out;
-  auto refused = Basal(dir_, "run orders" + Db());
+  auto refused = BasalApprovals(dir_, "run orders" + Db());
   EXPECT_EQ(refused.exit_code, 4);
   EXPECT_TRUE(Has(refused.err, "version 1 was revoked")) << refused.err;
-  auto again = Basal(dir_, "flow revoke orders" + Db());
+  auto again = BasalApprovals(dir_, "flow revoke orders" + Db());
   EXPECT_EQ(again.exit_code, 3);
   EXPECT_TRUE(Has(again.err, "already revoked")) << again.err;
 
-  auto show = Basal(dir_, "flow show orders" + Db());
+  auto show = BasalApprovals(dir_, "flow show orders" + Db());
   EXPECT_TRUE(Has(show.out, "revoked version 1 by")) << show.out;
   EXPECT_TRUE(Has(show.out, "leaked token")) << show.out;
 
@@ -222,23 +222,23 @@ TEST_F(ApprovalsTest, RunByNameRunsTheApprovedVersionAndRevokedNeverStarts) {
   auto v2 = Approve("orders", "export default () => 'v2';", kCounterManifest);
   EXPECT_EQ(v2.exit_code, 0) << v2.err;
   EXPECT_TRUE(Has(v2.out, "REVOKED")) << "the review names the revoked version it replaces: " << v2.out;
-  auto runs = Basal(dir_, "run orders" + Db());
+  auto runs = BasalApprovals(dir_, "run orders" + Db());
   EXPECT_EQ(runs.out, "\"v2\"\n") << runs.err;
 }
 
 TEST_F(ApprovalsTest, AdHocRunsAreJournaledWithTheirTextsAndRefusedWhenApprovalIsRequired) {
   WriteFile(P("dev.js"), "export default () => 'dev';\n");
   WriteFile(P("m.json"), "{}");
-  auto dev = Basal(dir_, "run " + P("dev.js") + " --manifest " + P("m.json") + Db());
+  auto dev = BasalApprovals(dir_, "run " + P("dev.js") + " --manifest " + P("m.json") + Db());
   EXPECT_EQ(dev.exit_code, 0) << dev.err;
-  auto refused = Basal(dir_, "run " + P("dev.js") + " --manifest " + P("m.json") + " --require-approval" + Db());
+  auto refused = BasalApprovals(dir_, "run " + P("dev.js") + " --manifest " + P("m.json") + " --require-approval" + Db());
   EXPECT_EQ(refused.exit_code, 4);
   EXPECT_TRUE(Has(refused.err, "basal: refused: ad hoc flows are refused here")) << refused.err;
   ASSERT_EQ(Approve("orders", kCounter, kCounterManifest).exit_code, 0);
-  auto approved = Basal(dir_, "run orders --require-approval" + Db());
+  auto approved = BasalApprovals(dir_, "run orders --require-approval" + Db());
   EXPECT_EQ(approved.exit_code, 0) << approved.err;
 
-  auto journal = Basal(dir_, "journal --json" + Db());
+  auto journal = BasalApprovals(dir_, "journal --json" + Db());
   ASSERT_EQ(journal.exit_code, 0) << journal.err;
   std::vector<nlohmann::json> rows;
   std::istringstream lines(journal.out);
@@ -249,72 +249,72 @@ TEST_F(ApprovalsTest, AdHocRunsAreJournaledWithTheirTextsAndRefusedWhenApprovalI
   EXPECT_EQ(rows[1]["origin"], "approved");
   EXPECT_EQ(rows[1]["approval"]["name"], "orders");
   EXPECT_EQ(rows[1]["approval"]["version"], 1);
-  auto readable = Basal(dir_, "journal --activation 2" + Db());
+  auto readable = BasalApprovals(dir_, "journal --activation 2" + Db());
   EXPECT_TRUE(Has(readable.out, "origin    approved flow orders version 1")) << readable.out;
 
-  auto source = Basal(dir_, "journal --activation 1 --source" + Db());
+  auto source = BasalApprovals(dir_, "journal --activation 1 --source" + Db());
   EXPECT_EQ(source.exit_code, 0) << source.err;
   EXPECT_EQ(source.out, "export default () => 'dev';\n");
 }
 
 TEST_F(ApprovalsTest, TheJournalShowsTheSourceOfTheVersionThatRan) {
   ASSERT_EQ(Approve("orders", "export default () => 1;\n", "{}").exit_code, 0);
-  ASSERT_EQ(Basal(dir_, "run orders" + Db()).exit_code, 0);
+  ASSERT_EQ(BasalApprovals(dir_, "run orders" + Db()).exit_code, 0);
   ASSERT_EQ(Approve("orders", "export default () => 2;\n", "{}").exit_code, 0);
-  ASSERT_EQ(Basal(dir_, "run orders" + Db()).exit_code, 0);
-  EXPECT_EQ(Basal(dir_, "journal --activation 1 --source" + Db()).out, "export default () => 1;\n");
-  EXPECT_EQ(Basal(dir_, "journal --activation 2 --source" + Db()).out, "export default () => 2;\n");
-  auto needs = Basal(dir_, "journal --source" + Db());
+  ASSERT_EQ(BasalApprovals(dir_, "run orders" + Db()).exit_code, 0);
+  EXPECT_EQ(BasalApprovals(dir_, "journal --activation 1 --source" + Db()).out, "export default () => 1;\n");
+  EXPECT_EQ(BasalApprovals(dir_, "journal --activation 2 --source" + Db()).out, "export default () => 2;\n");
+  auto needs = BasalApprovals(dir_, "journal --source" + Db());
   EXPECT_EQ(needs.exit_code, 2) << "--source needs --activation: " << needs.err;
 }
 
 TEST_F(ApprovalsTest, CodemodeScriptsRunUnderAnApprovedPolicyWithItsOwnDefaults) {
   WriteFile(P("agents.json"), R"({"grants": {"kv.get": {"namespaces": ["orders"]}}})");
-  auto approve = Basal(dir_, "policy approve agents --manifest " + P("agents.json") + " --yes" + Db());
+  auto approve = BasalApprovals(dir_, "policy approve agents --manifest " + P("agents.json") + " --yes" + Db());
   EXPECT_EQ(approve.exit_code, 0) << approve.err;
   EXPECT_TRUE(Has(approve.out, "a new policy")) << approve.out;
   EXPECT_TRUE(Has(approve.out, "approved codemode policy \"agents\" version 1")) << approve.out;
-  auto show = Basal(dir_, "policy show agents" + Db());
+  auto show = BasalApprovals(dir_, "policy show agents" + Db());
   EXPECT_TRUE(Has(show.out, "60000")) << "codemode's default deadline: " << show.out;
   EXPECT_TRUE(Has(show.out, "5000")) << "codemode's default cpu_ms: " << show.out;
 
   WriteFile(P("script.js"),
             "export default async (input, host) => await host.call('kv.get', {namespace: 'orders', key: 'x'});\n");
-  auto run = Basal(dir_, "run --policy agents " + P("script.js") + Db());
+  auto run = BasalApprovals(dir_, "run --policy agents " + P("script.js") + Db());
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "null\n");
   WriteFile(P("bad.js"),
             "export default async (input, host) => await host.call('kv.put', {namespace: 'orders', key: 'x', value: 1});\n");
-  auto denied = Basal(dir_, "run --policy agents " + P("bad.js") + Db());
+  auto denied = BasalApprovals(dir_, "run --policy agents " + P("bad.js") + Db());
   EXPECT_EQ(denied.exit_code, 1) << denied.err;
   EXPECT_TRUE(Has(denied.err, "PermissionDenied")) << denied.err;
-  auto source = Basal(dir_, "journal --activation 2 --source" + Db());
+  auto source = BasalApprovals(dir_, "journal --activation 2 --source" + Db());
   EXPECT_TRUE(Has(source.out, "kv.put")) << "every codemode script's source is kept: " << source.out;
-  auto journal = Basal(dir_, "journal --activation 2 --json" + Db());
+  auto journal = BasalApprovals(dir_, "journal --activation 2 --json" + Db());
   auto j = nlohmann::json::parse(journal.out);
   EXPECT_EQ(j["origin"], "codemode");
   EXPECT_EQ(j["approval"]["kind"], "policy");
   EXPECT_EQ(j["approval"]["name"], "agents");
 
-  ASSERT_EQ(Basal(dir_, "policy revoke agents" + Db()).exit_code, 0);
-  auto refused = Basal(dir_, "run --policy agents " + P("script.js") + Db());
+  ASSERT_EQ(BasalApprovals(dir_, "policy revoke agents" + Db()).exit_code, 0);
+  auto refused = BasalApprovals(dir_, "run --policy agents " + P("script.js") + Db());
   EXPECT_EQ(refused.exit_code, 4);
   EXPECT_TRUE(Has(refused.err, "was revoked")) << refused.err;
-  auto unknown = Basal(dir_, "run --policy nobody " + P("script.js") + Db());
+  auto unknown = BasalApprovals(dir_, "run --policy nobody " + P("script.js") + Db());
   EXPECT_EQ(unknown.exit_code, 4);
   EXPECT_TRUE(Has(unknown.err, "policy \"nobody\" is not approved")) << unknown.err;
 }
 
 TEST_F(ApprovalsTest, InspectingOnlyReadsTheJournal) {
-  auto list = Basal(dir_, "flow list" + Db());
+  auto list = BasalApprovals(dir_, "flow list" + Db());
   EXPECT_EQ(list.exit_code, 3) << list.err;
   EXPECT_TRUE(Has(list.err, "no journal at " + P("j.db"))) << list.err;
   EXPECT_FALSE(std::filesystem::exists(P("j.db"))) << "list, show and diff never create a journal";
-  auto show = Basal(dir_, "policy show agents" + Db());
+  auto show = BasalApprovals(dir_, "policy show agents" + Db());
   EXPECT_EQ(show.exit_code, 3) << show.err;
   EXPECT_FALSE(std::filesystem::exists(P("j.db")));
   ASSERT_EQ(Approve("orders", kCounter, kCounterManifest).exit_code, 0);
-  auto shown = Basal(dir_, "flow show orders" + Db());
+  auto shown = BasalApprovals(dir_, "flow show orders" + Db());
   EXPECT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_TRUE(Has(shown.out, "kv.put")) << "the read-only review still knows the built-in host calls: " << shown.out;
 }
@@ -322,7 +322,7 @@ TEST_F(ApprovalsTest, InspectingOnlyReadsTheJournal) {
 TEST_F(ApprovalsTest, BadNamesAndNotesAreUsageErrors) {
   auto bad = Approve("../etc", kCounter, kCounterManifest);
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  auto slash = Basal(dir_, "flow show 'a b'" + Db());
+  auto slash = BasalApprovals(dir_, "flow show 'a b'" + Db());
   EXPECT_EQ(slash.exit_code, 2);
   EXPECT_TRUE(Has(slash.err, "may hold only letters, digits")) << slash.err;
 }

@@ -22,14 +22,14 @@ using Cli = BasalRun;
 
 // Runs `basal <args>` through sh (for quoting) in `cwd`, with XDG_STATE_HOME under `state` so that
 // the default journal never is the user's.
-Cli Basal(const std::string& dir, const std::string& args, const std::string& cwd = "") {
+Cli BasalAsNewcomer(const std::string& dir, const std::string& args, const std::string& cwd = "") {
   return RunBasal(dir, args, (cwd.empty() ? "" : "cd " + cwd + " && ") + "XDG_STATE_HOME=" + dir + "/state ");
 }
 
-size_t Lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+size_t CountLines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
 
 // No byte sequence a terminal would act on.
-void ExpectNothingRaw(const std::string& output, const std::string& what) {
+void NewcomerExpectNothingRaw(const std::string& output, const std::string& what) {
   for (const auto& [name, bytes] : std::initializer_list<std::pair<const char*, std::string>>{
            {"ESC", "\x1b"}, {"U+009B", "\xc2\x9b"}, {"DEL", "\x7f"}, {"NUL", "\0"s}, {"U+202E", "\xe2\x80\xae"}})
     EXPECT_EQ(output.find(bytes), std::string::npos) << what << " prints " << name << " raw:\n" << output;
@@ -48,7 +48,7 @@ class CliNewcomerTest : public ::testing::Test {
 // ---- version and help ----
 
 TEST_F(CliNewcomerTest, VersionNamesBasalAndTheWorkersEngine) {
-  const Cli r = Basal(dir_, "--version");
+  const Cli r = BasalAsNewcomer(dir_, "--version");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   // "basal MAJOR.MINOR.PATCH (REVISION)\n" first, the revision "git HASH[+dirty]" or why there is
   // none (tests/package/revision_test.py checks it). std::regex is avoided: GCC 12's
@@ -75,22 +75,22 @@ TEST_F(CliNewcomerTest, VersionNamesBasalAndTheWorkersEngine) {
 }
 
 TEST_F(CliNewcomerTest, HelpPrintsWhatDashDashHelpPrints) {
-  const Cli whole = Basal(dir_, "help");
+  const Cli whole = BasalAsNewcomer(dir_, "help");
   EXPECT_EQ(whole.exit_code, 0) << whole.err;
-  EXPECT_EQ(whole.out, Basal(dir_, "--help").out);
+  EXPECT_EQ(whole.out, BasalAsNewcomer(dir_, "--help").out);
   EXPECT_NE(whole.out.find("Usage: basal"), std::string::npos) << whole.out;
   for (const char* command : {"run", "check", "journal", "doctor", "health", "help"}) {
-    const Cli help = Basal(dir_, "help "s + command);
+    const Cli help = BasalAsNewcomer(dir_, "help "s + command);
     EXPECT_EQ(help.exit_code, 0) << command << ": " << help.err;
     EXPECT_NE(help.out.find("Usage: basal "s + command), std::string::npos) << help.out;
-    EXPECT_EQ(help.out, Basal(dir_, command + " --help"s).out) << command;
+    EXPECT_EQ(help.out, BasalAsNewcomer(dir_, command + " --help"s).out) << command;
   }
   // A subcommand's help, and a subcommand that does not exist.
-  const Cli approve = Basal(dir_, "help flow approve");
+  const Cli approve = BasalAsNewcomer(dir_, "help flow approve");
   EXPECT_EQ(approve.exit_code, 0) << approve.err;
   EXPECT_NE(approve.out.find("Usage: basal flow approve"), std::string::npos) << approve.out;
-  EXPECT_EQ(approve.out, Basal(dir_, "flow approve --help").out);
-  const Cli unknown = Basal(dir_, "help flow frob");
+  EXPECT_EQ(approve.out, BasalAsNewcomer(dir_, "flow approve --help").out);
+  const Cli unknown = BasalAsNewcomer(dir_, "help flow frob");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.err,
             "basal: usage: unknown command \"basal flow frob\" (commands of basal flow: approve, list, show, diff, "
@@ -98,7 +98,7 @@ TEST_F(CliNewcomerTest, HelpPrintsWhatDashDashHelpPrints) {
 }
 
 TEST_F(CliNewcomerTest, NoCommandPrintsTheShortHelpAndExitsTwo) {
-  const Cli r = Basal(dir_, "");
+  const Cli r = BasalAsNewcomer(dir_, "");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("Usage: basal COMMAND [OPTIONS]\nCommands: run, check, journal, runs, tail, doctor, health, flow, "
@@ -113,20 +113,20 @@ TEST_F(CliNewcomerTest, AnUnknownCommandIsNamed) {
       "basal: usage: unknown command \"frob\" (commands: run, check, journal, runs, tail, doctor, health, flow, "
       "policy, secret, kv, serve, mcp, token, schedule, replay, help; see basal help)\n";
   for (const char* args : {"frob", "frob --help", "help frob"}) {
-    const Cli r = Basal(dir_, args);
+    const Cli r = BasalAsNewcomer(dir_, args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(r.err, expected) << args;
     EXPECT_EQ(r.out, "") << args;
   }
   // The name is the operator's, but it is shown escaped all the same.
-  const Cli hostile = Basal(dir_, "\"$(printf 'fr\\033[2Job\\nbasal: ok')\"");
+  const Cli hostile = BasalAsNewcomer(dir_, "\"$(printf 'fr\\033[2Job\\nbasal: ok')\"");
   EXPECT_EQ(hostile.exit_code, 2);
-  EXPECT_EQ(Lines(hostile.err), 1u) << hostile.err;
-  ExpectNothingRaw(hostile.err, "an unknown command");
+  EXPECT_EQ(CountLines(hostile.err), 1u) << hostile.err;
+  NewcomerExpectNothingRaw(hostile.err, "an unknown command");
   EXPECT_NE(hostile.err.find("\"fr\\x1b[2Job\\nbasal: ok\""), std::string::npos) << hostile.err;
   // A known command still parses, and an unknown flag is still a usage error.
-  EXPECT_EQ(Basal(dir_, "health").exit_code, 0);
-  EXPECT_EQ(Basal(dir_, "journal --frob").exit_code, 2);
+  EXPECT_EQ(BasalAsNewcomer(dir_, "health").exit_code, 0);
+  EXPECT_EQ(BasalAsNewcomer(dir_, "journal --frob").exit_code, 2);
 }
 
 // Every --help ends with "Examples", and each example runs and exits 0 (from a copy of the
@@ -139,7 +139,7 @@ TEST_F(CliNewcomerTest, EveryHelpEndsWithExamplesThatWork) {
   const std::string header = "Examples (from the repository's root):\n";
   std::vector<std::string> examples;  // in the order shown: a later one may use what an earlier one made
   for (const char* command : {"", "run", "check", "journal", "doctor", "health", "flow", "policy", "secret", "kv", "help"}) {
-    const Cli help = Basal(dir_, command + " --help"s);
+    const Cli help = BasalAsNewcomer(dir_, command + " --help"s);
     ASSERT_EQ(help.exit_code, 0) << command;
     const size_t at = help.out.rfind(header);
     ASSERT_NE(at, std::string::npos) << "basal " << command << " --help has no examples:\n" << help.out;
@@ -156,11 +156,11 @@ TEST_F(CliNewcomerTest, EveryHelpEndsWithExamplesThatWork) {
     EXPECT_GE(count, 1u) << command;
   }
   // What the journal examples read must exist: the run example first.
-  const Cli first = Basal(dir_, "run examples/hello.js --manifest examples/hello.manifest.json --input '{\"name\":\"x\"}'",
-                          root);
+  const Cli first = BasalAsNewcomer(dir_, "run examples/hello.js --manifest examples/hello.manifest.json --input '{\"name\":\"x\"}'",
+                                    root);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   for (const std::string& example : examples) {
-    const Cli r = Basal(dir_, example, root);
+    const Cli r = BasalAsNewcomer(dir_, example, root);
     EXPECT_EQ(r.exit_code, 0) << "basal " << example << "\nstdout:\n" << r.out << "stderr:\n" << r.err;
     EXPECT_FALSE(r.out.empty()) << "basal " << example;
   }
@@ -189,7 +189,7 @@ TEST_F(CliNewcomerTest, ExitCodesTellTheFlowsFailureFromBasalsOwn) {
       {"check " + dir_ + "/missing.js --manifest " + dir_ + "/m.json", 3, "basal: io: "},
   };
   for (const Case& k : cases) {
-    const Cli r = Basal(dir_, k.args);
+    const Cli r = BasalAsNewcomer(dir_, k.args);
     EXPECT_EQ(r.exit_code, k.exit_code) << k.args << "\n" << r.err;
     EXPECT_EQ(r.err.rfind(k.err_prefix, 0), 0u) << k.args << "\n" << r.err;
   }
@@ -211,17 +211,17 @@ TEST_F(CliNewcomerTest, ADirectoryOrAFifoIsRefusedNotReadAsEmpty) {
       {"run " + dir_ + "/ok.js --manifest " + dir_, dir_ + ": is a directory; give the manifest's file"},
       {"run " + dir_ + "/ok.js --manifest " + dir_ + "/fifo", dir_ + "/fifo: is a FIFO (named pipe); give the manifest's file"},
       {"run " + dir_ + "/fifo --manifest " + dir_ + "/m.json", dir_ + "/fifo: is a FIFO (named pipe); give the flow's file"},
-      {"run " + ok + " --inputs " + dir_, dir_ + ": is a directory; give a JSON Lines file, or - to read standard input"},
-      {"run " + ok + " --inputs /dev/null", "/dev/null: is a character device; give a JSON Lines file, or - to read standard input"},
+      {"run " + ok + " --inputs " + dir_, dir_ + ": is a directory; give a JSON CountLines file, or - to read standard input"},
+      {"run " + ok + " --inputs /dev/null", "/dev/null: is a character device; give a JSON CountLines file, or - to read standard input"},
   };
   for (const Case& k : cases) {
-    const Cli r = Basal(dir_, k.args);
+    const Cli r = BasalAsNewcomer(dir_, k.args);
     EXPECT_EQ(r.exit_code, 3) << k.args;
     EXPECT_EQ(r.err, "basal: io: " + k.err + "\n") << k.args;
   }
   // The allowed paths: regular files, and standard input for --inputs.
-  EXPECT_EQ(Basal(dir_, "run " + ok + " --input 5").out, "5\n");
-  const Cli piped = Basal(dir_, "run " + ok + " --inputs - < " + dir_ + "/m.json");
+  EXPECT_EQ(BasalAsNewcomer(dir_, "run " + ok + " --input 5").out, "5\n");
+  const Cli piped = BasalAsNewcomer(dir_, "run " + ok + " --inputs - < " + dir_ + "/m.json");
   EXPECT_EQ(piped.exit_code, 0) << piped.err;
   EXPECT_NE(piped.out.find("\"ok\":{}"), std::string::npos) << piped.out;
 }
@@ -231,7 +231,7 @@ TEST_F(CliNewcomerTest, ADirectoryOrAFifoIsRefusedNotReadAsEmpty) {
 TEST_F(CliNewcomerTest, CheckReportsASyntaxErrorWithFileAndLine) {
   const std::string flow = dir_ + "/bad.js";
   WriteFile(flow, "// line 1\nexport default (input) => {\n  let x = ;\n};\n");
-  const Cli r = Basal(dir_, "check " + flow + " --manifest " + dir_ + "/m.json");
+  const Cli r = BasalAsNewcomer(dir_, "check " + flow + " --manifest " + dir_ + "/m.json");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, flow + ":3: SyntaxError: unexpected token in expression: ';'\n");
@@ -243,7 +243,7 @@ TEST_F(CliNewcomerTest, CheckPassesAFlowThatLoadsWithoutCallingIt) {
   // Called, the default export would spin until its CPU budget ends it.
   WriteFile(flow, "export default () => { for (;;) {} };");
   WriteFile(dir_ + "/spin.json", R"({"budgets": {"cpu_ms": 100}})");
-  const Cli r = Basal(dir_, "check " + flow + " --manifest " + dir_ + "/spin.json");
+  const Cli r = BasalAsNewcomer(dir_, "check " + flow + " --manifest " + dir_ + "/spin.json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, dir_ + "/spin.json: a valid manifest\n" + flow +
                        ": loads in a confined worker; its default export is a function (not called)\n");
@@ -254,13 +254,13 @@ TEST_F(CliNewcomerTest, CheckPassesAFlowThatLoadsWithoutCallingIt) {
 TEST_F(CliNewcomerTest, CheckNamesTheBadManifestKeyAndOtherLoadFailures) {
   WriteFile(dir_ + "/ok.js", "export default () => 1");
   WriteFile(dir_ + "/typo.json", R"({"grants": {}, "budget": {}})");
-  const Cli manifest = Basal(dir_, "check " + dir_ + "/ok.js --manifest " + dir_ + "/typo.json");
+  const Cli manifest = BasalAsNewcomer(dir_, "check " + dir_ + "/ok.js --manifest " + dir_ + "/typo.json");
   EXPECT_EQ(manifest.exit_code, 3);
   EXPECT_EQ(manifest.err.rfind("basal: manifest: " + dir_ + "/typo.json: ", 0), 0u) << manifest.err;
   EXPECT_NE(manifest.err.find("\"budget\""), std::string::npos) << manifest.err;
 
   WriteFile(dir_ + "/top.js", "const x = 1;\nthrow new Error('top\\nbasal: ok');\nexport default () => x;");
-  const Cli top = Basal(dir_, "check " + dir_ + "/top.js --manifest " + dir_ + "/m.json");
+  const Cli top = BasalAsNewcomer(dir_, "check " + dir_ + "/top.js --manifest " + dir_ + "/m.json");
   EXPECT_EQ(top.exit_code, 1);
   EXPECT_EQ(top.err.rfind("basal: script_error: flow top.js failed to load: Error: top\\nbasal: ok\n", 0), 0u)
       << top.err;
@@ -273,9 +273,9 @@ TEST_F(CliNewcomerTest, CheckShowsAWorkersLoadErrorEscaped) {
   const std::string worker = dir_ + "/fake-worker--hostile_load_error";
   std::filesystem::create_symlink(BASAL_FAKE_WORKER_PATH, worker);
   WriteFile(dir_ + "/ok.js", "export default () => 1");
-  const Cli r = Basal(dir_, "check " + dir_ + "/ok.js --manifest " + dir_ + "/m.json --worker " + worker);
+  const Cli r = BasalAsNewcomer(dir_, "check " + dir_ + "/ok.js --manifest " + dir_ + "/m.json --worker " + worker);
   EXPECT_EQ(r.exit_code, 1);
-  ExpectNothingRaw(r.err, "basal check");
+  NewcomerExpectNothingRaw(r.err, "basal check");
   EXPECT_EQ(r.err, dir_ + "/ok.js:7: Syntax\\x1b[31mError: \\x1b[2J \\u009b \\x7f \\x00 \\u202e caf\xc3\xa9\\nbasal: ok\n");
 }
 
@@ -286,16 +286,16 @@ TEST_F(CliNewcomerTest, RunInputsReportsASyntaxErrorOnceAndRunsNoLine) {
   WriteFile(flow, "export default (input) => {\n  return input +;\n};\n");
   WriteFile(dir_ + "/in.jsonl", "1\n2\n3\n4\n");
   const Cli r =
-      Basal(dir_, "run " + flow + " --manifest " + dir_ + "/m.json --inputs " + dir_ + "/in.jsonl --db " + dir_ + "/j.db");
+      BasalAsNewcomer(dir_, "run " + flow + " --manifest " + dir_ + "/m.json --inputs " + dir_ + "/in.jsonl --db " + dir_ + "/j.db");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "") << "no line ran";
   EXPECT_EQ(r.err, flow + ":2: SyntaxError: unexpected token in expression: ';'\n");
-  const Cli journal = Basal(dir_, "journal --json --db " + dir_ + "/j.db");
+  const Cli journal = BasalAsNewcomer(dir_, "journal --json --db " + dir_ + "/j.db");
   EXPECT_EQ(journal.exit_code, 0) << journal.err;
   EXPECT_EQ(journal.out, "") << "nothing was journaled";
 
   // One activation of the same flow says where the error is, in its one line.
-  const Cli one = Basal(dir_, "run " + flow + " --manifest " + dir_ + "/m.json --input 1 --db " + dir_ + "/j.db");
+  const Cli one = BasalAsNewcomer(dir_, "run " + flow + " --manifest " + dir_ + "/m.json --input 1 --db " + dir_ + "/j.db");
   EXPECT_EQ(one.exit_code, 1);
   EXPECT_EQ(one.err.rfind("basal: script_error: flow bad.js failed to load: bad.js:2: SyntaxError: unexpected token "
                           "in expression: ';' (activation 1)\n",
@@ -305,10 +305,10 @@ TEST_F(CliNewcomerTest, RunInputsReportsASyntaxErrorOnceAndRunsNoLine) {
 
   // The allowed path: a flow that loads runs every line, on the worker the check loaded it on.
   WriteFile(dir_ + "/good.js", "let loads = 0; loads += 1; export default (i) => ({i, loads});");
-  const Cli good = Basal(dir_, "run " + dir_ + "/good.js --manifest " + dir_ + "/m.json --inputs " + dir_ +
+  const Cli good = BasalAsNewcomer(dir_, "run " + dir_ + "/good.js --manifest " + dir_ + "/m.json --inputs " + dir_ +
                                    "/in.jsonl --db " + dir_ + "/j.db --health-out " + dir_ + "/h.json");
   EXPECT_EQ(good.exit_code, 0) << good.err;
-  EXPECT_EQ(Lines(good.out), 4u) << good.out;
+  EXPECT_EQ(CountLines(good.out), 4u) << good.out;
   EXPECT_NE(good.out.find("{\"i\":4,\"loads\":1}"), std::string::npos) << good.out;
   std::ifstream h(dir_ + "/h.json");
   EXPECT_EQ(nlohmann::json::parse(h)["spawned"], 1);
@@ -317,9 +317,9 @@ TEST_F(CliNewcomerTest, RunInputsReportsASyntaxErrorOnceAndRunsNoLine) {
 // ---- run --logs ----
 
 // A running basal with its stderr on a pipe the test reads.
-class Running {
+class RunningBasal {
  public:
-  explicit Running(const std::vector<std::string>& args) {
+  explicit RunningBasal(const std::vector<std::string>& args) {
     int err[2];
     if (pipe2(err, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2";
     pid_ = fork();
@@ -337,7 +337,7 @@ class Running {
     close(err[1]);
     err_ = err[0];
   }
-  ~Running() {
+  ~RunningBasal() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
@@ -382,23 +382,23 @@ TEST_F(CliNewcomerTest, RunLogsPrintsEachConsoleLineEscapedAsItHappens) {
   for (;;) {}
 };)");
   WriteFile(dir_ + "/spin.json", R"({"budgets": {"cpu_ms": 120000, "deadline_ms": 120000, "log_kb": 1}})");
-  Running basal({BASAL_CLI_PATH, "run", dir_ + "/spin.js", "--manifest", dir_ + "/spin.json", "--input", "7", "--db",
-                 dir_ + "/j.db", "--logs"});
+  RunningBasal basal({BASAL_CLI_PATH, "run", dir_ + "/spin.js", "--manifest", dir_ + "/spin.json", "--input", "7", "--db",
+                      dir_ + "/j.db", "--logs"});
   const std::string second = "[activation 1] log: second {\"n\":7}\n";
   const std::string& seen = basal.ReadUntil(second);
   ASSERT_NE(seen.find(second), std::string::npos) << seen;
   EXPECT_TRUE(basal.StillRunning()) << "the lines came before the activation ended";
   EXPECT_EQ(seen, "[activation 1] info: first \\x1b[2J\\u202e\\nbasal: ok\n" + second)
       << "the line past the log budget is dropped, not printed";
-  ExpectNothingRaw(seen, "basal run --logs");
+  NewcomerExpectNothingRaw(seen, "basal run --logs");
   EXPECT_EQ(basal.Stop(SIGTERM), 128 + SIGTERM);
 
   // Without --logs, the console lines are journaled only.
   WriteFile(dir_ + "/quiet.js", "export default () => { console.log('journaled only'); return 1; }");
-  const Cli quiet = Basal(dir_, "run " + dir_ + "/quiet.js --manifest " + dir_ + "/m.json --db " + dir_ + "/j.db");
+  const Cli quiet = BasalAsNewcomer(dir_, "run " + dir_ + "/quiet.js --manifest " + dir_ + "/m.json --db " + dir_ + "/j.db");
   EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
   EXPECT_EQ(quiet.err, "");
-  EXPECT_NE(Basal(dir_, "journal --db " + dir_ + "/j.db").out.find("journaled only"), std::string::npos);
+  EXPECT_NE(BasalAsNewcomer(dir_, "journal --db " + dir_ + "/j.db").out.find("journaled only"), std::string::npos);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool HasPart(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class KvCliTest : public ::testing::Test {
  protected:
@@ -46,8 +46,8 @@ class KvCliTest : public ::testing::Test {
 TEST_F(KvCliTest, PutGetListRmRoundTripThroughBasalDb) {
   auto put = Kv("put --namespace orders o-1 '{\"qty\": 2, \"sku\": \"A\"}' --reason 'fix order 1'");
   ASSERT_EQ(put.exit_code, 0) << put.err;
-  EXPECT_TRUE(Has(put.out, "stored \"o-1\" in namespace \"orders\" (19 bytes)")) << put.out;
-  EXPECT_TRUE(Has(put.out, "kv.put's defaults: no approved flow writes it")) << put.out;
+  EXPECT_TRUE(HasPart(put.out, "stored \"o-1\" in namespace \"orders\" (19 bytes)")) << put.out;
+  EXPECT_TRUE(HasPart(put.out, "kv.put's defaults: no approved flow writes it")) << put.out;
   ASSERT_EQ(Kv("put --namespace orders o-2 7").exit_code, 0);
 
   auto get = Kv("get --namespace orders o-1");
@@ -57,7 +57,7 @@ TEST_F(KvCliTest, PutGetListRmRoundTripThroughBasalDb) {
   EXPECT_EQ(Json::parse(json.out), (Json{{"namespace", "orders"}, {"key", "o-1"}, {"value", {{"qty", 2}, {"sku", "A"}}}}));
   auto other_db = RunBasal(dir_, "kv get --namespace orders o-1 --db " + P("other.db"), "BASAL_DB=" + P("j.db") + " ");
   EXPECT_EQ(other_db.exit_code, 3) << "--db wins over BASAL_DB: " << other_db.out;
-  EXPECT_TRUE(Has(other_db.err, "basal: io: no journal at " + P("other.db"))) << other_db.err;
+  EXPECT_TRUE(HasPart(other_db.err, "basal: io: no journal at " + P("other.db"))) << other_db.err;
 
   auto list = Kv("list --namespace orders");
   EXPECT_EQ(list.exit_code, 0) << list.err;
@@ -66,7 +66,7 @@ TEST_F(KvCliTest, PutGetListRmRoundTripThroughBasalDb) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0], (Json{{"key", "o-2"}, {"value", 7}}));
   auto limited = Kv("list --namespace orders --limit 1");
-  EXPECT_TRUE(Has(limited.out, "(the first 1 keys;")) << limited.out;
+  EXPECT_TRUE(HasPart(limited.out, "(the first 1 keys;")) << limited.out;
   EXPECT_EQ(Kv("list --namespace orders --limit 0").exit_code, 2);
 
   auto rm = Kv("rm --namespace orders o-1");
@@ -78,7 +78,7 @@ TEST_F(KvCliTest, PutGetListRmRoundTripThroughBasalDb) {
   EXPECT_EQ(gone.err, "basal: kv: namespace \"orders\" has no key \"o-1\"\n");
   auto again = Kv("rm --namespace orders o-1");
   EXPECT_EQ(again.exit_code, 0);
-  EXPECT_TRUE(Has(again.out, "had no key \"o-1\" (nothing removed; journaled)")) << again.out;
+  EXPECT_TRUE(HasPart(again.out, "had no key \"o-1\" (nothing removed; journaled)")) << again.out;
 }
 
 // Every put and rm is in the journal with the user, the uid, the reason and the value's digest;
@@ -92,7 +92,7 @@ TEST_F(KvCliTest, EveryWriteIsJournaledWithWhoDidItAndTheValuesDigestOnly) {
 
   auto history = Kv("history --namespace orders --json");
   ASSERT_EQ(history.exit_code, 0) << history.err;
-  EXPECT_FALSE(Has(history.out, "secret-ish")) << "the value is never journaled: " << history.out;
+  EXPECT_FALSE(HasPart(history.out, "secret-ish")) << "the value is never journaled: " << history.out;
   auto rows = Lines(history.out);
   ASSERT_EQ(rows.size(), 3u) << history.out;
   const std::string user = rows[0]["user"];
@@ -111,7 +111,7 @@ TEST_F(KvCliTest, EveryWriteIsJournaledWithWhoDidItAndTheValuesDigestOnly) {
   EXPECT_FALSE(rows[2].contains("value"));
 
   auto text = Kv("history --namespace orders --limit 1");
-  EXPECT_TRUE(Has(text.out, "  " + user + " (uid " + std::to_string(getuid()) + ")  delete \"o-1\"  reason: done\n"))
+  EXPECT_TRUE(HasPart(text.out, "  " + user + " (uid " + std::to_string(getuid()) + ")  delete \"o-1\"  reason: done\n"))
       << text.out;
   EXPECT_EQ(Lines(Kv("history --namespace carts --json").out).size(), 1u);
   EXPECT_EQ(Kv("history --namespace nothing").out, "no operator writes to namespace \"nothing\"\n");
@@ -135,7 +135,7 @@ TEST_F(KvCliTest, AValueThatIsNotJsonIsRefusedWithTheQuotedFormAsAHint) {
   WriteFile(P("bad.json"), "{nope");
   auto bad_file = Kv("put --namespace notes filed --value-file " + P("bad.json"));
   EXPECT_EQ(bad_file.exit_code, 2);
-  EXPECT_TRUE(Has(bad_file.err, "basal: usage: --value-file " + P("bad.json") + " is not JSON")) << bad_file.err;
+  EXPECT_TRUE(HasPart(bad_file.err, "basal: usage: --value-file " + P("bad.json") + " is not JSON")) << bad_file.err;
   EXPECT_EQ(Kv("put --namespace notes k 1 --value-file " + P("v.json")).exit_code, 2) << "one value only";
   EXPECT_EQ(Kv("put --namespace notes k").exit_code, 2) << "a value is required";
   EXPECT_EQ(Kv("get --namespace notes ''").exit_code, 2) << "a key is never empty, as a flow's";
@@ -153,7 +153,7 @@ TEST_F(KvCliTest, APutPastAnApprovedFlowsLimitIsRefusedNamingItsGrant) {
   ASSERT_EQ(Kv("put --namespace orders o-1 1").exit_code, 0);
   auto second = Kv("put --namespace orders o-2 2");
   ASSERT_EQ(second.exit_code, 0) << second.err;
-  EXPECT_TRUE(Has(second.out, "it holds 2 of 2 keys")) << second.out;
+  EXPECT_TRUE(HasPart(second.out, "it holds 2 of 2 keys")) << second.out;
 
   auto third = Kv("put --namespace orders o-3 3");
   EXPECT_EQ(third.exit_code, 4) << third.out;
@@ -166,7 +166,7 @@ TEST_F(KvCliTest, APutPastAnApprovedFlowsLimitIsRefusedNamingItsGrant) {
 
   auto large = Kv("put --namespace orders o-1 '\"0123456789abcdef\"'");
   EXPECT_EQ(large.exit_code, 4);
-  EXPECT_TRUE(Has(large.err, "basal: refused: the value is 18 bytes as JSON; flow \"tally\" version 1 sets "
+  EXPECT_TRUE(HasPart(large.err, "basal: refused: the value is 18 bytes as JSON; flow \"tally\" version 1 sets "
                              "grants.kv.incr.max_value_bytes = 16: "))
       << large.err;
   EXPECT_EQ(Kv("put --namespace orders o-1 '\"in place\"'").exit_code, 0) << "an overwrite adds no key";
@@ -177,7 +177,7 @@ TEST_F(KvCliTest, APutPastAnApprovedFlowsLimitIsRefusedNamingItsGrant) {
   ASSERT_EQ(Approve("counter", R"({"grants": {"kv.put": {"namespaces": ["orders"], "quota": {"keys": 9}}}})").exit_code, 0);
   auto still = Kv("put --namespace orders o-4 4");
   EXPECT_EQ(still.exit_code, 4);
-  EXPECT_TRUE(Has(still.err, "flow \"counter\" version 1 sets grants.kv.put.quota.keys = 2")) << still.err;
+  EXPECT_TRUE(HasPart(still.err, "flow \"counter\" version 1 sets grants.kv.put.quota.keys = 2")) << still.err;
   // Revoked, version 1 runs no more: the next smallest is tally's.
   ASSERT_EQ(RunBasal(dir_, "flow revoke counter --version 1 --db " + P("j.db")).exit_code, 0);
   EXPECT_EQ(Kv("put --namespace orders o-4 4").exit_code, 0);
@@ -208,7 +208,7 @@ TEST_F(KvCliTest, KeysAndValuesArePrintedEscaped) {
     EXPECT_EQ(r.exit_code, 0) << args << r.err;
     EXPECT_FALSE(r.out.empty()) << args;
     for (const char* raw : {"\x1b", "\xc2\x9b", "\x07", "\xe2\x80\xae"})
-      EXPECT_FALSE(Has(r.out, raw)) << args << " prints a control raw:\n" << r.out;
+      EXPECT_FALSE(HasPart(r.out, raw)) << args << " prints a control raw:\n" << r.out;
   }
   EXPECT_EQ(Kv("get --namespace n " + key).out, "\"\\u001b]0;owned\\u0007\\u202e\"\n");
 }

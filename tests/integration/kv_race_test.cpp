@@ -52,7 +52,7 @@ export default async function (input, host) {
 }
 )js";
 
-constexpr const char* kCounterManifest = R"({"grants": {
+constexpr const char* kRaceCounterManifest = R"({"grants": {
   "kv.get": {"namespaces": ["race"]}, "kv.put": {"namespaces": ["race"]},
   "kv.cas": {"namespaces": ["race"]}, "kv.incr": {"namespaces": ["race"]}},
   "budgets": {"deadline_ms": 600000, "cpu_ms": 60000}})";
@@ -64,7 +64,7 @@ class KvRaceTest : public ModuleFixture {
     ModuleOptions o;
     o.max_workers = kActivations;
     if (!module_) Open(o);
-    if (!flow_) flow_ = Add(kCounterFlow, kCounterManifest, "counter.js");
+    if (!flow_) flow_ = Add(kCounterFlow, kRaceCounterManifest, "counter.js");
     std::vector<ActivationResult> results;
     for (int i = 0; i < kActivations; ++i) {
       auto submitted = module_->Submit(flow_, Json{{"way", way}, {"key", key}, {"n", kEach}},
@@ -206,7 +206,7 @@ std::string Finish(Running& r, int* exit_code) {
 
 TEST_F(KvRaceTest, TwoBasalRunProcessesOnOneJournalCountExactly) {
   WriteFile(dir_ + "/counter.js", kCounterFlow);
-  WriteFile(dir_ + "/m.json", kCounterManifest);
+  WriteFile(dir_ + "/m.json", kRaceCounterManifest);
   const std::string db = dir_ + "/journal.db";
   std::map<std::string, Json> totals;
   for (const std::string way : {"incr", "cas", "get_put"}) {

@@ -44,7 +44,7 @@ uint64_t AddressSpaceLimit(pid_t pid) {
 }
 
 // A flow whose module state counts its activations: the count says which worker ran it.
-constexpr const char* kCounter = "let n = 0; export default function () { n += 1; return n; }";
+constexpr const char* kCounterFlow = "let n = 0; export default function () { n += 1; return n; }";
 
 class PoolTest : public ModuleFixture {
  protected:
@@ -71,7 +71,7 @@ TEST_F(PoolTest, WorkerIsRetiredAfterItsConfiguredActivationCount) {
   ModuleOptions o;
   o.max_activations_per_worker = 3;
   Open(o);
-  FlowRef f = Add(kCounter);
+  FlowRef f = Add(kCounterFlow);
   std::vector<int> seen;
   for (int i = 0; i < 7; ++i) {
     ActivationResult r = module_->Run(f, nullptr);
@@ -89,7 +89,7 @@ TEST_F(PoolTest, WorkerIsRetiredAfterItsConfiguredActivationCount) {
 
 TEST_F(PoolTest, ByDefaultThe256thActivationRetiresTheWorker) {
   Open();
-  FlowRef f = Add(kCounter);
+  FlowRef f = Add(kCounterFlow);
   int last = 0;
   for (int i = 0; i < 256; ++i) {
     ActivationResult r = module_->Run(f, nullptr);
@@ -111,7 +111,7 @@ TEST_F(PoolTest, IdleWorkerIsRetiredAfterTheConfiguredPeriodAndItsProcessEnds) {
   ModuleOptions o;
   o.idle_retire = std::chrono::milliseconds(100);
   Open(o);
-  FlowRef f = Add(kCounter);
+  FlowRef f = Add(kCounterFlow);
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   EXPECT_EQ(module_->HealthReport()["workers"]["idle"], 1);
   ASSERT_EQ(ChildPids().size(), 1u);
@@ -130,7 +130,7 @@ TEST_F(PoolTest, AWorkerIdlePastItsPeriodWhileNoLoopRanIsRetiredNotReused) {
   ModuleOptions o;
   o.idle_retire = std::chrono::milliseconds(50);
   Open(o);
-  FlowRef f = Add(kCounter);
+  FlowRef f = Add(kCounterFlow);
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   // The embedder does not drive the loop for a while (no RunFor): the timer cannot fire then.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -144,7 +144,7 @@ TEST_F(PoolTest, AWorkerBusierThanTheIdlePeriodIsNotRetired) {
   ModuleOptions o;
   o.idle_retire = std::chrono::milliseconds(10'000);
   Open(o);
-  FlowRef f = Add(kCounter);
+  FlowRef f = Add(kCounterFlow);
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   module_->RunFor(std::chrono::milliseconds(50));
   ActivationResult r = module_->Run(f, nullptr);
@@ -481,7 +481,7 @@ TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
 
 TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   Open();
-  FlowRef f = Add(kCounter, "{}", "counted.js");
+  FlowRef f = Add(kCounterFlow, "{}", "counted.js");
   Add("export default () => 0", "{}", "never.js");
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   Json h = module_->HealthReport();

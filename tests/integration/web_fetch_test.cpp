@@ -20,7 +20,7 @@ using Json = nlohmann::json;
 
 constexpr const char* kFakeFetchName = "http.fetch";
 
-std::string B64(std::string_view bytes) { return worker::Base64Encode(bytes); }
+std::string Base64Of(std::string_view bytes) { return worker::Base64Encode(bytes); }
 
 // One flow, one function per case; the activation's input names the case.
 constexpr const char* kFlow = R"JS(
@@ -187,7 +187,7 @@ const cases = {
 export default async (name) => cases[name]();
 )JS";
 
-struct Case {
+struct FetchCase {
   const char* name;
   std::optional<Json> answer;                         // the fake's answer; else it echoes
   std::optional<std::pair<std::string, std::string>> error;  // the fake's error (name, message)
@@ -216,12 +216,12 @@ class WebFetchTest : public ModuleFixture {
                 {"url", args.value("url", "")},
                 {"redirected", false},
                 {"headers", Json::array({Json::array({"content-type", "text/plain"})})},
-                {"body_base64", has_body ? args["body"]["base64"].get<std::string>() : B64("hello")}});
+                {"body_base64", has_body ? args["body"]["base64"].get<std::string>() : Base64Of("hello")}});
     };
     ASSERT_TRUE(module_->registry().Replace(std::move(spec)));
     flow_ = Add(kFlow, std::string(R"J({"grants": {")J") + kFakeFetchName + R"J(": {}}})J", "fetch.js");
   }
-  ActivationResult RunCase(const Case& c) {
+  ActivationResult RunCase(const FetchCase& c) {
     sent_.clear();
     answer_ = c.answer;
     error_ = c.error;
@@ -237,32 +237,32 @@ Json Sent(const std::string& url, const std::string& method, Json headers, Json 
   return {{"url", url}, {"method", method}, {"headers", std::move(headers)}, {"body", std::move(body)}, {"redirect", redirect}};
 }
 
-Json Answer(int status, Json headers, std::string_view body, const std::string& url = "https://example.com/r",
-            bool redirected = false, const std::string& status_text = "OK") {
+Json FetchAnswer(int status, Json headers, std::string_view body, const std::string& url = "https://example.com/r",
+                 bool redirected = false, const std::string& status_text = "OK") {
   return {{"status", status}, {"status_text", status_text}, {"url", url}, {"redirected", redirected},
-          {"headers", std::move(headers)}, {"body_base64", B64(body)}};
+          {"headers", std::move(headers)}, {"body_base64", Base64Of(body)}};
 }
 
 TEST_F(WebFetchTest, EveryCaseReturnsWhatTheStandardSaysAndSendsTheWireFormat) {
   const Json kResponseHeaders = Json::parse(R"J([["content-type", "application/json"], ["set-cookie", "a=1"],
       ["x-b", "2"], ["Set-Cookie", "b=2"], ["x-b", "3"]])J");
-  const std::vector<Case> cases = {
+  const std::vector<FetchCase> cases = {
       {"wire", std::nullopt, std::nullopt,
        Json::parse(R"J([200, true, "OK", "https://example.com/a?b=1", false, "basic", null, "{\"k\":1}"])J"),
        Sent("https://example.com/a?b=1", "POST",
-            Json::parse(R"J([["x-one", "1"], ["content-type", "application/json"]])J"), {{"base64", B64("{\"k\":1}")}})},
+            Json::parse(R"J([["x-one", "1"], ["content-type", "application/json"]])J"), {{"base64", Base64Of("{\"k\":1}")}})},
       {"methods", std::nullopt, std::nullopt, Json::parse("[200, 200, 200, 200, 200, 200, 200]")},
       {"stringBody", std::nullopt, std::nullopt, "sent",
        Sent("https://example.com/", "POST", Json::parse(R"J([["content-type", "text/plain;charset=UTF-8"]])J"),
-            {{"base64", B64("h\xC3\xA9\xEF\xBF\xBD")}})},
+            {{"base64", Base64Of("h\xC3\xA9\xEF\xBF\xBD")}})},
       {"variants", std::nullopt, std::nullopt, "sent",
        Sent("https://example.com/v", "POST", Json::parse(R"J([["x-h", "1"]])J"), nullptr, "error")},
       {"formBody", std::nullopt, std::nullopt, "sent",
        Sent("https://example.com/", "POST",
             Json::parse(R"J([["content-type", "application/x-www-form-urlencoded;charset=UTF-8"]])J"),
-            {{"base64", B64("a=1&b=%C3%A9")}})},
+            {{"base64", Base64Of("a=1&b=%C3%A9")}})},
       {"givenContentType", std::nullopt, std::nullopt, "sent",
-       Sent("https://example.com/", "POST", Json::parse(R"J([["content-type", "text/csv"]])J"), {{"base64", B64("a,b")}})},
+       Sent("https://example.com/", "POST", Json::parse(R"J([["content-type", "text/csv"]])J"), {{"base64", Base64Of("a,b")}})},
       {"refusedBeforeSending", std::nullopt, std::nullopt,
        Json::parse(R"J([
          "TypeError: new Request: a GET request cannot have a body (send one with POST or PUT)",
@@ -289,7 +289,7 @@ TEST_F(WebFetchTest, EveryCaseReturnsWhatTheStandardSaysAndSendsTheWireFormat) {
       {"topLevel", std::nullopt, std::nullopt,
        Json::parse(R"J(["TypeError", "fetch: host.call: no activation is running (module top level cannot call the host)"])J")},
       {"urlLike", std::nullopt, std::nullopt, "https://example.com/from-object"},
-      {"response", Answer(200, kResponseHeaders, "{\"n\": [1, 2]}", "https://example.com/r#x"), std::nullopt,
+      {"response", FetchAnswer(200, kResponseHeaders, "{\"n\": [1, 2]}", "https://example.com/r#x"), std::nullopt,
        Json::parse(R"J({
          "status": 200, "ok": true, "statusText": "OK", "url": "https://example.com/r", "redirected": false,
          "type": "basic", "contentType": "application/json", "xb": "2, 3", "cookie": "a=1, b=2",
@@ -301,14 +301,14 @@ TEST_F(WebFetchTest, EveryCaseReturnsWhatTheStandardSaysAndSendsTheWireFormat) {
          "json": {"n": [1, 2]}, "bodyUsed": true,
          "again": ["TypeError", "Response.text: the body was already read (bodyUsed is true); clone() before reading a body twice"],
          "cloneAfter": ["TypeError", "Response.clone: the body was already read (bodyUsed is true)"]})J")},
-      {"readers", Answer(200, Json::array(), "ab"), std::nullopt,
+      {"readers", FetchAnswer(200, Json::array(), "ab"), std::nullopt,
        Json::parse(R"J([true, [97, 98], true, 2, "ab",
                        ["TypeError", "Response.blob: a flow has no Blob; read the body with arrayBuffer() or bytes()"]])J")},
-      {"badJson", Answer(200, Json::array(), "{not json"), std::nullopt, nullptr},
+      {"badJson", FetchAnswer(200, Json::array(), "{not json"), std::nullopt, nullptr},
       // Ill-formed UTF-8 reads as U+FFFD, one per maximal subpart; a leading BOM is dropped.
-      {"decoding", Answer(200, Json::array(), "\xEF\xBB\xBF" "a\xFF" "b\xE2\x82" "c"), std::nullopt,
+      {"decoding", FetchAnswer(200, Json::array(), "\xEF\xBB\xBF" "a\xFF" "b\xE2\x82" "c"), std::nullopt,
        Json::array({"a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c"})},
-      {"redirects", Answer(302, Json::parse(R"J([["location", "https://example.com/next"]])J"), "", "https://example.com/start", false, "Found"),
+      {"redirects", FetchAnswer(302, Json::parse(R"J([["location", "https://example.com/next"]])J"), "", "https://example.com/start", false, "Found"),
        std::nullopt, Json::parse(R"J([302, "https://example.com/start", false, "https://example.com/next", null, ""])J"),
        Sent("https://example.com/start", "GET", Json::array(), nullptr, "manual")},
       {"malformed", Json{{"status", "200"}}, std::nullopt, nullptr},
@@ -322,7 +322,7 @@ TEST_F(WebFetchTest, EveryCaseReturnsWhatTheStandardSaysAndSendsTheWireFormat) {
          "reuse": ["TypeError", "new Request: the input Request's body was already read (bodyUsed is true)"],
          "derivedUsedAfterFetch": true,
          "getWithBody": ["TypeError", "new Request: a GET request cannot have a body (send one with POST or PUT)"]})J"),
-       Sent("https://example.com/q", "PUT", Json::parse(R"J([["x-b", "2"]])J"), {{"base64", B64("body")}})},
+       Sent("https://example.com/q", "PUT", Json::parse(R"J([["x-b", "2"]])J"), {{"base64", Base64Of("body")}})},
       {"responses", std::nullopt, std::nullopt,
        Json::parse(R"J({
          "r": [201, true, "Created", "default", "", false, [["content-type", "text/plain;charset=UTF-8"], ["x-a", "b"]], "hi"],
@@ -341,7 +341,7 @@ TEST_F(WebFetchTest, EveryCaseReturnsWhatTheStandardSaysAndSendsTheWireFormat) {
          "record": [["y", "2"], ["z", "1"]], "tag": "[object Headers]",
          "errors": ["TypeError", "TypeError", "TypeError", "TypeError", "TypeError", "TypeError"]})J")},
   };
-  for (const Case& c : cases) {
+  for (const FetchCase& c : cases) {
     SCOPED_TRACE(c.name);
     ActivationResult r = RunCase(c);
     ASSERT_TRUE(r.ok()) << r.message << "\n" << r.stack;
@@ -374,7 +374,7 @@ TEST_F(WebFetchTest, MethodsAreNormalizedAndBytesSentAsTheyAre) {
   const std::string bodies[] = {std::string("\0\xFF\x01", 3), std::string("\xFF\x01\x09", 3),
                                 std::string("\0\xFF\x01", 3), std::string("\x00\xFF\x01\x00", 4)};
   for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(sent_[i]["body"]["base64"], B64(bodies[i])) << i;
+    EXPECT_EQ(sent_[i]["body"]["base64"], Base64Of(bodies[i])) << i;
     EXPECT_EQ(sent_[i]["headers"], Json::array()) << "bytes get no content-type";
   }
 }

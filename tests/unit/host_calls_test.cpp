@@ -21,12 +21,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void Noop(const HostCallContext&, const Json&, HostCallReply) {}
+void NoopHandler(const HostCallContext&, const Json&, HostCallReply) {}
 
 HostCallSpec Spec(std::string name) {
   HostCallSpec spec;
   spec.name = std::move(name);
-  spec.handler = Noop;
+  spec.handler = NoopHandler;
   return spec;
 }
 

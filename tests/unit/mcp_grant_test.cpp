@@ -20,13 +20,13 @@
 namespace basal {
 namespace {
 
-void Noop(const HostCallContext&, const Json&, HostCallReply) {}
+void NoopMcpHandler(const HostCallContext&, const Json&, HostCallReply) {}
 
-HostCallSpec Spec(std::string name, std::string description = "") {
+HostCallSpec McpSpec(std::string name, std::string description = "") {
   HostCallSpec spec;
   spec.name = std::move(name);
   spec.description = std::move(description);
-  spec.handler = Noop;
+  spec.handler = NoopMcpHandler;
   return spec;
 }
 
@@ -328,7 +328,7 @@ TEST(McpAuthorizeTest, AHugeArgumentIsShownCutInTheReason) {
 // --- The family spec and its registration -------------------------------------------------------
 
 TEST(McpFamilySpecTest, IsAnExternalFamilyWithTheGrantCheck) {
-  HostCallSpec spec = McpFamilySpec(Noop);
+  HostCallSpec spec = McpFamilySpec(NoopMcpHandler);
   EXPECT_EQ(spec.name, "mcp.*");
   EXPECT_EQ(spec.effect, Effect::kExternal);
   EXPECT_TRUE(spec.needs_grant);
@@ -351,8 +351,8 @@ TEST(McpFamilySpecTest, IsAnExternalFamilyWithTheGrantCheck) {
 
 TEST(HostCallFamilyTest, FindServesMembersOfAFamily) {
   HostCallRegistry registry;
-  ASSERT_TRUE(registry.Register(Spec("mcp.*", "family")));
-  ASSERT_TRUE(registry.Register(Spec("kv.get")));
+  ASSERT_TRUE(registry.Register(McpSpec("mcp.*", "family")));
+  ASSERT_TRUE(registry.Register(McpSpec("kv.get")));
   for (const char* member : {"mcp.fs.read", "mcp.fs.read_text_file", "mcp.x", "mcp.fs.*", "mcp.a.b.c"}) {
     const HostCallSpec* spec = registry.Find(member);
     ASSERT_NE(spec, nullptr) << member;
@@ -368,8 +368,8 @@ TEST(HostCallFamilyTest, FindServesMembersOfAFamily) {
 
 TEST(HostCallFamilyTest, AnExactSpecBeatsTheFamily) {
   HostCallRegistry registry;
-  ASSERT_TRUE(registry.Register(Spec("mcp.*", "family")));
-  ASSERT_TRUE(registry.Register(Spec("mcp.special", "exact")));
+  ASSERT_TRUE(registry.Register(McpSpec("mcp.*", "family")));
+  ASSERT_TRUE(registry.Register(McpSpec("mcp.special", "exact")));
   EXPECT_EQ(registry.Find("mcp.special")->description, "exact");
   EXPECT_EQ(registry.Find("mcp.special.x")->description, "family");  // an exact spec is no family
   EXPECT_EQ(registry.Find("mcp.specia")->description, "family");
@@ -380,11 +380,11 @@ TEST(HostCallFamilyTest, TheLongestFamilyPrefixWins) {
   for (bool longer_first : {false, true}) {
     HostCallRegistry registry;
     if (longer_first) {
-      ASSERT_TRUE(registry.Register(Spec("a.b.*", "a.b")));
+      ASSERT_TRUE(registry.Register(McpSpec("a.b.*", "a.b")));
     }
-    ASSERT_TRUE(registry.Register(Spec("a.*", "a")));
+    ASSERT_TRUE(registry.Register(McpSpec("a.*", "a")));
     if (!longer_first) {
-      ASSERT_TRUE(registry.Register(Spec("a.b.*", "a.b")));
+      ASSERT_TRUE(registry.Register(McpSpec("a.b.*", "a.b")));
     }
     EXPECT_EQ(registry.Find("a.b.c")->description, "a.b") << longer_first;
     EXPECT_EQ(registry.Find("a.b.c.d")->description, "a.b") << longer_first;
@@ -400,23 +400,23 @@ TEST(HostCallFamilyTest, TheLongestFamilyPrefixWins) {
 TEST(HostCallFamilyTest, InvalidFamilyNamesAreRefused) {
   HostCallRegistry registry;
   for (const char* bad : {"*", ".*", "a..*", "a.*.*", "*.a", "a*", "a.**", "a.*b", "a.b*", ".a.*", "a. *", "a/.*"}) {
-    auto r = registry.Register(Spec(bad));
+    auto r = registry.Register(McpSpec(bad));
     ASSERT_FALSE(r) << bad;
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << bad;
     EXPECT_TRUE(Contains(r.error().message, std::string("host call \"") + bad + "\"")) << r.error().message;
   }
   EXPECT_TRUE(registry.Names().empty());
-  EXPECT_TRUE(registry.Register(Spec("a.*")));
-  EXPECT_TRUE(registry.Register(Spec("a-b_c.D9.*")));
+  EXPECT_TRUE(registry.Register(McpSpec("a.*")));
+  EXPECT_TRUE(registry.Register(McpSpec("a-b_c.D9.*")));
   // The family's prefix counts toward the name's bound like any name.
-  EXPECT_FALSE(registry.Register(Spec(std::string(127, 'a') + ".*")));
-  EXPECT_TRUE(registry.Register(Spec(std::string(126, 'a') + ".*")));
+  EXPECT_FALSE(registry.Register(McpSpec(std::string(127, 'a') + ".*")));
+  EXPECT_TRUE(registry.Register(McpSpec(std::string(126, 'a') + ".*")));
 }
 
 TEST(HostCallFamilyTest, ReplaceAFamilyByItsName) {
   HostCallRegistry registry;
   ASSERT_TRUE(RegisterMcpHostCalls(registry));
-  HostCallSpec replacement = McpFamilySpec(Noop);
+  HostCallSpec replacement = McpFamilySpec(NoopMcpHandler);
   replacement.description = "served by basal mcp";
   ASSERT_TRUE(registry.Replace(std::move(replacement)));
   ASSERT_NE(registry.Find("mcp.fs.read"), nullptr);
@@ -428,10 +428,10 @@ TEST(HostCallFamilyTest, ReplaceAFamilyByItsName) {
   EXPECT_FALSE(registry.Replace(std::move(broken)));
   EXPECT_EQ(registry.Find("mcp.fs.read")->description, "served by basal mcp");
   // A member's name is not the family's: nothing to replace.
-  auto member = registry.Replace(Spec("mcp.fs.read"));
+  auto member = registry.Replace(McpSpec("mcp.fs.read"));
   ASSERT_FALSE(member);
   EXPECT_EQ(member.error().code, ErrorCode::kNotFound);
-  auto other = registry.Replace(Spec("b.*"));
+  auto other = registry.Replace(McpSpec("b.*"));
   ASSERT_FALSE(other);
   EXPECT_EQ(other.error().code, ErrorCode::kNotFound);
 }
@@ -445,7 +445,7 @@ class McpManifestTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(RegisterLogHostCall(registry_, [](const HostCallContext&, std::string_view, std::string_view) {}));
     ASSERT_TRUE(RegisterKvHostCallSpecs(registry_));
-    ASSERT_TRUE(registry_.Register(Spec("http.fetch")));
+    ASSERT_TRUE(registry_.Register(McpSpec("http.fetch")));
     ASSERT_TRUE(RegisterMcpHostCalls(registry_));
   }
 

@@ -27,7 +27,7 @@ namespace {
 using Direction = ConstraintChange::Direction;
 using Kind = GrantReview::Kind;
 
-void Noop(const HostCallContext&, const Json&, HostCallReply) {}
+void NoopReviewHandler(const HostCallContext&, const Json&, HostCallReply) {}
 
 // --- Line diff -----------------------------------------------------------------------------------
 
@@ -365,7 +365,7 @@ class ReviewTest : public ::testing::Test {
 
     HostCallSpec mail;
     mail.name = "mail.send";
-    mail.handler = Noop;
+    mail.handler = NoopReviewHandler;
     mail.check_grant = [](const Json& c, const std::string& path) -> Result<void> {
       if (!c.contains("to") || !c["to"].is_array()) {
         return MakeError(ErrorCode::kInvalidArgument, path + ": needs \"to\"");
@@ -389,13 +389,13 @@ class ReviewTest : public ::testing::Test {
 
     HostCallSpec clock;
     clock.name = "clock.set";
-    clock.handler = Noop;
+    clock.handler = NoopReviewHandler;
     clock.check_grant = [](const Json&, const std::string&) -> Result<void> { return Ok(); };
     ASSERT_TRUE(registry_.Register(std::move(clock)));
 
     HostCallSpec thrower;
     thrower.name = "fragile.call";
-    thrower.handler = Noop;
+    thrower.handler = NoopReviewHandler;
     thrower.check_grant = [](const Json&, const std::string&) -> Result<void> { return Ok(); };
     thrower.compare_grant = [](const Json&, const Json&) -> std::vector<ConstraintChange> {
       throw std::runtime_error("cannot compare \x1b[31mred\x1b[0m");

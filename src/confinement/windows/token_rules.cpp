@@ -6,7 +6,7 @@
 namespace basal::confinement::windows {
 namespace {
 
-std::string Hex(uint32_t v) {
+std::string ShortHex(uint32_t v) {
   char buf[11];
   std::snprintf(buf, sizeof buf, "0x%04x", v);
   return buf;
@@ -80,11 +80,11 @@ std::string CheckToken(const TokenFacts& t, TokenStage stage, std::string_view e
   for (const TokenGroup& g : t.groups) {
     if (g.attributes & (kGroupIntegrity | kGroupIntegrityEnabled)) continue;  // the label, not an access group
     if (!(g.attributes & kGroupUseForDenyOnly) || (g.attributes & kGroupEnabled))
-      return "group " + g.sid + " (attributes " + Hex(g.attributes) + ") is not deny-only";
+      return "group " + g.sid + " (attributes " + ShortHex(g.attributes) + ") is not deny-only";
   }
   const uint32_t want_rid = stage == TokenStage::kAttestedPrimary ? kIntegrityUntrusted : kIntegrityLow;
   if (t.integrity_rid != want_rid)
-    return std::string("integrity ") + IntegrityName(t.integrity_rid) + " (" + Hex(t.integrity_rid) + "), not " +
+    return std::string("integrity ") + IntegrityName(t.integrity_rid) + " (" + ShortHex(t.integrity_rid) + "), not " +
            IntegrityName(want_rid);
   return "";
 }

@@ -13,10 +13,10 @@
 namespace basal {
 namespace {
 
-std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string KvDump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-std::string Shown(const Json& value, size_t limit = 60) {
-  std::string text = Dump(value);
+std::string KvShown(const Json& value, size_t limit = 60) {
+  std::string text = KvDump(value);
   if (text.size() > limit) {
     size_t cut = limit;
     while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
@@ -25,7 +25,7 @@ std::string Shown(const Json& value, size_t limit = 60) {
   return text;
 }
 
-HostCallAnswer TypeError(std::string message) { return HostCallAnswer::Failure("TypeError", std::move(message)); }
+HostCallAnswer KvTypeError(std::string message) { return HostCallAnswer::Failure("TypeError", std::move(message)); }
 
 // The flow is untrusted and has no business learning where the parent keeps its data, so the
 // store's location stays with the operator (Store::ForFlow).
@@ -58,7 +58,7 @@ std::optional<std::string> CheckStringArg(KvOp op, const Json& args, const char*
   auto it = args.find(name);
   const std::string prefix = std::string(KvOpName(op)) + ": \"" + name + "\"";
   if (it == args.end()) return prefix + " is missing (a string)";
-  if (!it->is_string()) return prefix + " must be a string (got " + Shown(*it) + ")";
+  if (!it->is_string()) return prefix + " must be a string (got " + KvShown(*it) + ")";
   const std::string& s = it->get_ref<const std::string&>();
   if (s.empty() && !allow_empty) return prefix + " must not be empty";
   if (s.size() > max_bytes) {
@@ -83,7 +83,7 @@ const char* KvOpName(KvOp op) {
 
 namespace {
 
-Error Invalid(const std::string& at, const std::string& what) {
+Error InvalidKvLimit(const std::string& at, const std::string& what) {
   return MakeError(ErrorCode::kInvalidArgument, at + ": " + what);
 }
 
@@ -93,8 +93,8 @@ Result<void> CheckLimit(const Json& value, const std::string& at, uint64_t min, 
                   (value.is_number_integer() && value.get<int64_t>() >= 0 &&
                    static_cast<uint64_t>(value.get<int64_t>()) >= min && static_cast<uint64_t>(value.get<int64_t>()) <= max);
   if (ok) return Ok();
-  return Invalid(at, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) + " (got " +
-                         Shown(value) + ")");
+  return InvalidKvLimit(at, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) + " (got " +
+                         KvShown(value) + ")");
 }
 
 uint64_t LimitOr(const Json* grant, const char* key, const char* sub, uint64_t fallback) {
@@ -117,7 +117,7 @@ Result<void> CheckNamespaces(const Json& constraints, const std::string& path);
 
 Result<void> CheckKvPutGrant(const Json& constraints, const std::string& path) {
   if (!constraints.is_object()) {
-    return Invalid(path, "must be an object {\"namespaces\": [...]} (got " + Shown(constraints) + ")");
+    return InvalidKvLimit(path, "must be an object {\"namespaces\": [...]} (got " + KvShown(constraints) + ")");
   }
   for (const auto& [key, value] : constraints.items()) {
     if (key == "namespaces") continue;
@@ -127,19 +127,19 @@ Result<void> CheckKvPutGrant(const Json& constraints, const std::string& path) {
     }
     if (key == "quota") {
       if (!value.is_object())
-        return Invalid(path + ".quota", "must be an object {\"bytes\": N, \"keys\": N} (got " + Shown(value) + ")");
+        return InvalidKvLimit(path + ".quota", "must be an object {\"bytes\": N, \"keys\": N} (got " + KvShown(value) + ")");
       for (const auto& [qk, qv] : value.items()) {
         if (qk == "bytes") {
           if (auto r = CheckLimit(qv, path + ".quota.bytes", 1, 1ull << 50); !r) return r;
         } else if (qk == "keys") {
           if (auto r = CheckLimit(qv, path + ".quota.keys", 1, 1ull << 40); !r) return r;
         } else {
-          return Invalid(path + ".quota", "unknown key " + Dump(Json(qk)) + " (expected \"bytes\" or \"keys\")");
+          return InvalidKvLimit(path + ".quota", "unknown key " + KvDump(Json(qk)) + " (expected \"bytes\" or \"keys\")");
         }
       }
       continue;
     }
-    return Invalid(path, "unknown key " + Dump(Json(key)) +
+    return InvalidKvLimit(path, "unknown key " + KvDump(Json(key)) +
                              " (expected \"namespaces\", \"max_value_bytes\" or \"quota\")");
   }
   return CheckNamespaces(constraints, path);
@@ -147,10 +147,10 @@ Result<void> CheckKvPutGrant(const Json& constraints, const std::string& path) {
 
 Result<void> CheckKvGrant(const Json& constraints, const std::string& path) {
   if (!constraints.is_object()) {
-    return Invalid(path, "must be an object {\"namespaces\": [...]} (got " + Shown(constraints) + ")");
+    return InvalidKvLimit(path, "must be an object {\"namespaces\": [...]} (got " + KvShown(constraints) + ")");
   }
   for (const auto& [key, value] : constraints.items()) {
-    if (key != "namespaces") return Invalid(path, "unknown key " + Dump(Json(key)) + " (expected \"namespaces\")");
+    if (key != "namespaces") return InvalidKvLimit(path, "unknown key " + KvDump(Json(key)) + " (expected \"namespaces\")");
   }
   return CheckNamespaces(constraints, path);
 }
@@ -158,28 +158,28 @@ Result<void> CheckKvGrant(const Json& constraints, const std::string& path) {
 namespace {
 
 Result<void> CheckNamespaces(const Json& constraints, const std::string& path) {
-  auto invalid = [](const std::string& at, const std::string& what) { return Invalid(at, what); };
+  auto invalid = [](const std::string& at, const std::string& what) { return InvalidKvLimit(at, what); };
   auto namespaces = constraints.find("namespaces");
   if (namespaces == constraints.end()) {
     return invalid(path, "missing \"namespaces\": the list of namespaces granted, e.g. {\"namespaces\": [\"orders\"]}");
   }
   const std::string list_path = path + ".namespaces";
   if (!namespaces->is_array() || namespaces->empty()) {
-    return invalid(list_path, "must be a non-empty array of namespace names (got " + Shown(*namespaces) + ")");
+    return invalid(list_path, "must be a non-empty array of namespace names (got " + KvShown(*namespaces) + ")");
   }
   std::set<std::string> seen;
   for (size_t i = 0; i < namespaces->size(); ++i) {
     const Json& ns = (*namespaces)[i];
     const std::string at = list_path + "[" + std::to_string(i) + "]";
     if (!ns.is_string() || ns.get_ref<const std::string&>().empty()) {
-      return invalid(at, "must be a non-empty string (got " + Shown(ns) + ")");
+      return invalid(at, "must be a non-empty string (got " + KvShown(ns) + ")");
     }
     const std::string& name = ns.get_ref<const std::string&>();
     if (name.size() > kKvMaxNamespaceBytes) {
       return invalid(at, "is " + std::to_string(name.size()) + " bytes; a namespace is at most " +
                              std::to_string(kKvMaxNamespaceBytes));
     }
-    if (!seen.insert(name).second) return invalid(at, "duplicate namespace " + Shown(ns));
+    if (!seen.insert(name).second) return invalid(at, "duplicate namespace " + KvShown(ns));
   }
   return Ok();
 }
@@ -188,11 +188,11 @@ Result<void> CheckNamespaces(const Json& constraints, const std::string& path) {
 
 std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const Json& args) {
   const std::string name = KvOpName(op);
-  if (!args.is_object()) return name + " arguments must be an object naming a \"namespace\" (got " + Shown(args) + ")";
+  if (!args.is_object()) return name + " arguments must be an object naming a \"namespace\" (got " + KvShown(args) + ")";
   auto ns = args.find("namespace");
   if (ns == args.end() || !ns->is_string()) {
     return name + " needs a string \"namespace\" argument to be authorized (got " +
-           (ns == args.end() ? std::string("none") : Shown(*ns)) + ")";
+           (ns == args.end() ? std::string("none") : KvShown(*ns)) + ")";
   }
   const std::string& wanted = ns->get_ref<const std::string&>();
   std::string granted;
@@ -204,7 +204,7 @@ std::optional<std::string> AuthorizeKv(KvOp op, const Json& constraints, const J
       granted += (granted.empty() ? "" : ", ") + g.get_ref<const std::string&>();
     }
   }
-  return "namespace " + Shown(*ns, 100) + " is not granted to " + name +
+  return "namespace " + KvShown(*ns, 100) + " is not granted to " + name +
          " (granted: " + (granted.empty() ? std::string("none") : granted) + ")";
 }
 
@@ -225,7 +225,7 @@ HostCallAnswer OverLimit(KvOp op, const std::string& ns, const KvUpdate& update,
                                                         std::to_string(limits.max_value_bytes) + " (max_value_bytes)");
   }
   return HostCallAnswer::Failure(
-      "QuotaExceeded", name + ": namespace " + Shown(Json(ns), 100) + " would hold " +
+      "QuotaExceeded", name + ": namespace " + KvShown(Json(ns), 100) + " would hold " +
                            std::to_string(update.usage_after.bytes) + " bytes in " +
                            std::to_string(update.usage_after.keys) + " keys; its quota is " +
                            std::to_string(limits.quota_bytes) + " bytes and " + std::to_string(limits.quota_keys) +
@@ -253,21 +253,21 @@ HostCallAnswer ServeCas(Store& store, const std::string& ns, const std::string& 
   const std::string name = KvOpName(KvOp::kCas);
   auto expected = args.find("expected");
   if (expected == args.end()) {
-    return TypeError(name + ": \"expected\" is missing (the value the key must hold for the swap, as kv.get or "
+    return KvTypeError(name + ": \"expected\" is missing (the value the key must hold for the swap, as kv.get or "
                             "kv.cas returned it; null: the key must be absent)");
   }
   auto value = args.find("value");
-  if (value == args.end()) return TypeError(name + ": \"value\" is missing (any JSON value; null stores null)");
+  if (value == args.end()) return KvTypeError(name + ": \"value\" is missing (any JSON value; null stores null)");
   std::string value_text, expected_text;
   try {
     value_text = value->dump();  // strict: a string that is not UTF-8 is refused, never altered
   } catch (const Json::type_error&) {
-    return TypeError(name + ": \"value\" holds a string that is not valid UTF-8");
+    return KvTypeError(name + ": \"value\" holds a string that is not valid UTF-8");
   }
   try {
     expected_text = expected->dump();
   } catch (const Json::type_error&) {
-    return TypeError(name + ": \"expected\" holds a string that is not valid UTF-8 (no stored value can equal it)");
+    return KvTypeError(name + ": \"expected\" holds a string that is not valid UTF-8 (no stored value can equal it)");
   }
   const KvLimits limits = LimitsOf(grant);
   auto update = store.kv().CompareAndSwap(
@@ -297,13 +297,13 @@ HostCallAnswer ServeIncr(Store& store, const std::string& ns, const std::string&
   int64_t by = 1;
   if (auto b = args.find("by"); b != args.end()) {
     if (b->is_null()) {
-      return TypeError(name + ": \"by\" must be an integer (got null; NaN and Infinity become null in JSON); leave "
+      return KvTypeError(name + ": \"by\" must be an integer (got null; NaN and Infinity become null in JSON); leave "
                               "it out to add 1");
     }
     const std::optional<int64_t> n = KvIntegerValue(*b);
-    if (!n) return TypeError(name + ": \"by\" must be an integer (got " + Shown(*b) + ")");
+    if (!n) return KvTypeError(name + ": \"by\" must be an integer (got " + KvShown(*b) + ")");
     if (*n > kKvMaxSafeInteger || *n < -kKvMaxSafeInteger) {
-      return HostCallAnswer::Failure("RangeError", name + ": \"by\" is " + Shown(*b) + "; it must be within +-" +
+      return HostCallAnswer::Failure("RangeError", name + ": \"by\" is " + KvShown(*b) + "; it must be within +-" +
                                                        safe + " (JavaScript's safe integers)");
     }
     by = *n;
@@ -311,7 +311,7 @@ HostCallAnswer ServeIncr(Store& store, const std::string& ns, const std::string&
   const KvLimits limits = LimitsOf(grant);
   auto update = store.kv().Increment(ns, key, by, limits);
   if (!update) return HostError(KvOp::kIncr, store, update.error());
-  const std::string where = "key " + Shown(Json(key), 100) + " in namespace " + Shown(Json(ns), 100);
+  const std::string where = "key " + KvShown(Json(key), 100) + " in namespace " + KvShown(Json(ns), 100);
   switch (update->status) {
     case KvUpdate::Status::kWritten: {
       std::optional<Json> now = StoredValue(update->current_json);
@@ -321,9 +321,9 @@ HostCallAnswer ServeIncr(Store& store, const std::string& ns, const std::string&
     case KvUpdate::Status::kNotAnInteger: {
       std::optional<Json> stored = StoredValue(update->current_json);
       if (!stored) return StoredNotJson(KvOp::kIncr);
-      return TypeError(name + ": " + where + " holds " + Shown(*stored) +
-                       ", not an integer: kv.incr counts only in a key that holds an integer or is absent (kv.put a "
-                       "number there first, or count in another key)");
+      return KvTypeError(name + ": " + where + " holds " + KvShown(*stored) +
+                         ", not an integer: kv.incr counts only in a key that holds an integer or is absent (kv.put a "
+                         "number there first, or count in another key)");
     }
     case KvUpdate::Status::kOutOfRange: {
       std::optional<Json> stored = StoredValue(update->current_json);
@@ -334,7 +334,7 @@ HostCallAnswer ServeIncr(Store& store, const std::string& ns, const std::string&
                                                      std::to_string(*now + by) + ","
                                                : ",";
       return HostCallAnswer::Failure(
-          "RangeError", name + ": " + where + " holds " + Shown(*stored) + what + " beyond +-" + safe +
+          "RangeError", name + ": " + where + " holds " + KvShown(*stored) + what + " beyond +-" + safe +
                             ", the integers JavaScript represents exactly (Number.MAX_SAFE_INTEGER); nothing was "
                             "written");
     }
@@ -351,23 +351,23 @@ HostCallAnswer ServeIncr(Store& store, const std::string& ns, const std::string&
 HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* grant) {
   KvStore& kv = store.kv();
   const std::string name = KvOpName(op);
-  if (!args.is_object()) return TypeError(name + ": arguments must be an object (got " + Shown(args) + ")");
+  if (!args.is_object()) return KvTypeError(name + ": arguments must be an object (got " + KvShown(args) + ")");
   const std::vector<std::string_view> allowed = AllowedArgs(op);
   for (const auto& [key, value] : args.items()) {
     bool known = false;
     for (std::string_view a : allowed) known = known || a == key;
     if (!known)
-      return TypeError(name + ": unknown argument " + Shown(Json(key)) + " (expected " + Joined(allowed) + ")");
+      return KvTypeError(name + ": unknown argument " + KvShown(Json(key)) + " (expected " + Joined(allowed) + ")");
   }
   if (auto bad = CheckStringArg(op, args, "namespace", kKvMaxNamespaceBytes, /*allow_empty=*/false)) {
-    return TypeError(*bad);
+    return KvTypeError(*bad);
   }
   const std::string& ns = args["namespace"].get_ref<const std::string&>();
 
   if (op == KvOp::kList) {
     std::string prefix;
     if (auto p = args.find("prefix"); p != args.end() && !p->is_null()) {
-      if (auto bad = CheckStringArg(op, args, "prefix", kKvMaxKeyBytes, /*allow_empty=*/true)) return TypeError(*bad);
+      if (auto bad = CheckStringArg(op, args, "prefix", kKvMaxKeyBytes, /*allow_empty=*/true)) return KvTypeError(*bad);
       prefix = p->get<std::string>();
     }
     size_t limit = kKvListDefaultLimit;
@@ -377,8 +377,8 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
           (l->is_number_integer() && l->get<int64_t>() >= 1 &&
            l->get<int64_t>() <= static_cast<int64_t>(kKvListMaxLimit));
       if (!in_range) {
-        return TypeError(name + ": \"limit\" must be an integer from 1 to " + std::to_string(kKvListMaxLimit) +
-                         " (got " + Shown(*l) + ")");
+        return KvTypeError(name + ": \"limit\" must be an integer from 1 to " + std::to_string(kKvListMaxLimit) +
+                         " (got " + KvShown(*l) + ")");
       }
       limit = static_cast<size_t>(l->get<int64_t>());
     }
@@ -397,7 +397,7 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
       Json value = Json::parse(entry.value_json, nullptr, /*allow_exceptions=*/false);
       if (value.is_discarded()) {
         return HostCallAnswer::Failure("HostError", name + " failed: the stored value of key " +
-                                                        Shown(Json(entry.key)) +
+                                                        KvShown(Json(entry.key)) +
                                                         " is not valid JSON (the database was changed by hand?)");
       }
       out.push_back(Json{{"key", entry.key}, {"value", std::move(value)}});
@@ -405,7 +405,7 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
     return HostCallAnswer::Value(std::move(out));
   }
 
-  if (auto bad = CheckStringArg(op, args, "key", kKvMaxKeyBytes, /*allow_empty=*/false)) return TypeError(*bad);
+  if (auto bad = CheckStringArg(op, args, "key", kKvMaxKeyBytes, /*allow_empty=*/false)) return KvTypeError(*bad);
   const std::string& key = args["key"].get_ref<const std::string&>();
 
   switch (op) {
@@ -423,12 +423,12 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
     }
     case KvOp::kPut: {
       auto value = args.find("value");
-      if (value == args.end()) return TypeError(name + ": \"value\" is missing (any JSON value; null stores null)");
+      if (value == args.end()) return KvTypeError(name + ": \"value\" is missing (any JSON value; null stores null)");
       std::string text;
       try {
         text = value->dump();  // strict: a string that is not UTF-8 is refused, never altered
       } catch (const Json::type_error&) {
-        return TypeError(name + ": \"value\" holds a string that is not valid UTF-8");
+        return KvTypeError(name + ": \"value\" holds a string that is not valid UTF-8");
       }
       const uint64_t max_value = LimitOr(grant, "max_value_bytes", nullptr, kKvDefaultMaxValueBytes);
       if (text.size() > max_value) {
@@ -444,7 +444,7 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
       if (!put) return HostError(op, store, put.error());
       if (put->status == KvUpdate::Status::kOverQuota) {
         return HostCallAnswer::Failure(
-            "QuotaExceeded", name + ": namespace " + Shown(Json(ns), 100) + " would hold " +
+            "QuotaExceeded", name + ": namespace " + KvShown(Json(ns), 100) + " would hold " +
                                  std::to_string(put->usage_after.bytes) + " bytes in " +
                                  std::to_string(put->usage_after.keys) + " keys; its quota is " +
                                  std::to_string(quota_bytes) + " bytes and " + std::to_string(quota_keys) +
@@ -468,7 +468,7 @@ HostCallAnswer ServeKv(KvOp op, Store& store, const Json& args, const Json* gran
 }
 
 namespace {
-Json Digest(const Json& value) { return Json{{"basal_digest", DigestJson(Dump(value))}}; }
+Json Digest(const Json& value) { return Json{{"basal_digest", DigestJson(KvDump(value))}}; }
 }  // namespace
 
 Json KvJournalArgs(const Json& args) {

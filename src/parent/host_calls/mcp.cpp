@@ -12,7 +12,7 @@ constexpr size_t kMaxPredicateArgs = 64;     // arguments one grant constrains
 constexpr size_t kMaxPredicateValues = 256;  // values of one one_of / prefix / path_under
 constexpr size_t kShownBytes = 60;
 
-std::string Shown(const Json& value) {
+std::string McpShown(const Json& value) {
   std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (text.size() > kShownBytes) {
     size_t cut = kShownBytes;
@@ -22,7 +22,7 @@ std::string Shown(const Json& value) {
   return text;
 }
 
-Error Invalid(const std::string& path, const std::string& what) {
+Error InvalidMcpGrant(const std::string& path, const std::string& what) {
   return MakeError(ErrorCode::kInvalidArgument, path + ": " + what);
 }
 
@@ -34,20 +34,20 @@ Result<void> CheckStrings(const Json& value, const std::string& path, bool absol
   } else if (value.is_array() && !value.empty() && value.size() <= kMaxPredicateValues) {
     for (const Json& item : value) items.push_back(&item);
   } else {
-    return Invalid(path, "must be a string or an array of 1 to " + std::to_string(kMaxPredicateValues) +
-                             " strings (got " + Shown(value) + ")");
+    return InvalidMcpGrant(path, "must be a string or an array of 1 to " + std::to_string(kMaxPredicateValues) +
+                             " strings (got " + McpShown(value) + ")");
   }
   for (const Json* item : items) {
-    if (!item->is_string()) return Invalid(path, "must hold strings only (got " + Shown(*item) + ")");
+    if (!item->is_string()) return InvalidMcpGrant(path, "must hold strings only (got " + McpShown(*item) + ")");
     const std::string& text = item->get_ref<const std::string&>();
     if (absolute) {
-      if (text.empty() || text[0] != '/') return Invalid(path, "must be an absolute directory (got " + Shown(*item) + ")");
+      if (text.empty() || text[0] != '/') return InvalidMcpGrant(path, "must be an absolute directory (got " + McpShown(*item) + ")");
       for (size_t start = 1; start <= text.size();) {
         size_t end = text.find('/', start);
         if (end == std::string::npos) end = text.size();
         const std::string_view segment(text.data() + start, end - start);
         if (segment == "." || segment == "..")
-          return Invalid(path, "must not contain \".\" or \"..\" segments (got " + Shown(*item) + ")");
+          return InvalidMcpGrant(path, "must not contain \".\" or \"..\" segments (got " + McpShown(*item) + ")");
         start = end + 1;
       }
     }
@@ -109,29 +109,29 @@ bool Under(const std::string& path, const std::string& dir) {
 
 Result<void> CheckPredicate(const Json& predicate, const std::string& path) {
   if (!predicate.is_object() || predicate.empty())
-    return Invalid(path, "must be an object of predicates (equals, one_of, prefix, path_under, max_length, min, max; got " +
-                             Shown(predicate) + ")");
+    return InvalidMcpGrant(path, "must be an object of predicates (equals, one_of, prefix, path_under, max_length, min, max; got " +
+                             McpShown(predicate) + ")");
   for (const auto& [key, value] : predicate.items()) {
     const std::string at = path + "." + key;
     if (key == "equals") {
       continue;
     } else if (key == "one_of") {
       if (!value.is_array() || value.empty() || value.size() > kMaxPredicateValues)
-        return Invalid(at, "must be an array of 1 to " + std::to_string(kMaxPredicateValues) + " values (got " +
-                               Shown(value) + ")");
+        return InvalidMcpGrant(at, "must be an array of 1 to " + std::to_string(kMaxPredicateValues) + " values (got " +
+                               McpShown(value) + ")");
     } else if (key == "prefix" || key == "path_under") {
       if (auto ok = CheckStrings(value, at, key == "path_under"); !ok) return ok;
     } else if (key == "max_length") {
       if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<int64_t>() < 0))
-        return Invalid(at, "must be a non-negative integer (got " + Shown(value) + ")");
+        return InvalidMcpGrant(at, "must be a non-negative integer (got " + McpShown(value) + ")");
     } else if (key == "min" || key == "max") {
-      if (!value.is_number()) return Invalid(at, "must be a number (got " + Shown(value) + ")");
+      if (!value.is_number()) return InvalidMcpGrant(at, "must be a number (got " + McpShown(value) + ")");
     } else {
-      return Invalid(at, "unknown predicate \"" + key + "\" (expected equals, one_of, prefix, path_under, max_length, min or max)");
+      return InvalidMcpGrant(at, "unknown predicate \"" + key + "\" (expected equals, one_of, prefix, path_under, max_length, min or max)");
     }
   }
   if (predicate.contains("min") && predicate.contains("max") && CompareNumbers(predicate["min"], predicate["max"]) > 0)
-    return Invalid(path, "min is greater than max");
+    return InvalidMcpGrant(path, "min is greater than max");
   return Ok();
 }
 
@@ -140,34 +140,34 @@ std::optional<std::string> Check(const std::string& name, const Json& predicate,
   const std::string arg = "argument \"" + name + "\"";
   for (const auto& [key, want] : predicate.items()) {
     if (key == "equals") {
-      if (value != want) return arg + " must be " + Shown(want) + " (got " + Shown(value) + ")";
+      if (value != want) return arg + " must be " + McpShown(want) + " (got " + McpShown(value) + ")";
     } else if (key == "one_of") {
       bool found = false;
       for (const Json& v : want) found = found || v == value;
-      if (!found) return arg + " must be one of " + Shown(want) + " (got " + Shown(value) + ")";
+      if (!found) return arg + " must be one of " + McpShown(want) + " (got " + McpShown(value) + ")";
     } else if (key == "prefix") {
-      if (!value.is_string()) return arg + " must be a string (got " + Shown(value) + ")";
+      if (!value.is_string()) return arg + " must be a string (got " + McpShown(value) + ")";
       bool found = false;
       for (const std::string& p : Strings(want)) found = found || value.get_ref<const std::string&>().starts_with(p);
-      if (!found) return arg + " must start with " + Shown(want) + " (got " + Shown(value) + ")";
+      if (!found) return arg + " must start with " + McpShown(want) + " (got " + McpShown(value) + ")";
     } else if (key == "path_under") {
-      if (!value.is_string()) return arg + " must be a path, a string (got " + Shown(value) + ")";
+      if (!value.is_string()) return arg + " must be a path, a string (got " + McpShown(value) + ")";
       auto path = NormalPath(value.get_ref<const std::string&>());
-      if (!path) return arg + " must be an absolute path without \".\" or \"..\" segments (got " + Shown(value) + ")";
+      if (!path) return arg + " must be an absolute path without \".\" or \"..\" segments (got " + McpShown(value) + ")";
       bool found = false;
       for (const std::string& dir : Strings(want)) found = found || Under(*path, dir);
-      if (!found) return arg + " must be a path under " + Shown(want) + " (got " + Shown(value) + ")";
+      if (!found) return arg + " must be a path under " + McpShown(want) + " (got " + McpShown(value) + ")";
     } else if (key == "max_length") {
       const uint64_t max = want.get<uint64_t>();
       if (value.is_string() && value.get_ref<const std::string&>().size() > max)
         return arg + " is longer than " + std::to_string(max) + " bytes";
       if (value.is_array() && value.size() > max) return arg + " has more than " + std::to_string(max) + " items";
-      if (!value.is_string() && !value.is_array()) return arg + " must be a string or an array (got " + Shown(value) + ")";
+      if (!value.is_string() && !value.is_array()) return arg + " must be a string or an array (got " + McpShown(value) + ")";
     } else if (key == "min" || key == "max") {
-      if (!value.is_number()) return arg + " must be a number (got " + Shown(value) + ")";
+      if (!value.is_number()) return arg + " must be a number (got " + McpShown(value) + ")";
       const int order = CompareNumbers(value, want);
       if (key == "min" ? order < 0 : order > 0)
-        return arg + " must be " + (key == "min" ? "at least " : "at most ") + Shown(want) + " (got " + Shown(value) + ")";
+        return arg + " must be " + (key == "min" ? "at least " : "at most ") + McpShown(want) + " (got " + McpShown(value) + ")";
     }
   }
   return std::nullopt;
@@ -177,11 +177,11 @@ std::optional<std::string> Check(const std::string& name, const Json& predicate,
 
 Result<void> CheckMcpGrant(const Json& constraints, const std::string& path) {
   for (const auto& [key, value] : constraints.items()) {
-    if (key != "args") return Invalid(path + "." + key, "unknown constraint (expected \"args\")");
+    if (key != "args") return InvalidMcpGrant(path + "." + key, "unknown constraint (expected \"args\")");
     if (!value.is_object())
-      return Invalid(path + ".args", "must be an object of argument names to predicates (got " + Shown(value) + ")");
+      return InvalidMcpGrant(path + ".args", "must be an object of argument names to predicates (got " + McpShown(value) + ")");
     if (value.size() > kMaxPredicateArgs)
-      return Invalid(path + ".args", "constrains more than " + std::to_string(kMaxPredicateArgs) + " arguments");
+      return InvalidMcpGrant(path + ".args", "constrains more than " + std::to_string(kMaxPredicateArgs) + " arguments");
     for (const auto& [name, predicate] : value.items()) {
       if (auto ok = CheckPredicate(predicate, path + ".args." + name); !ok) return ok;
     }

@@ -15,8 +15,8 @@ namespace {
 Error Invalid(std::string message) { return MakeError(ErrorCode::kInvalidArgument, std::move(message)); }
 
 bool IsAlpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool IsDigit(unsigned char c) { return c >= '0' && c <= '9'; }
-bool IsUnreserved(unsigned char c) { return IsAlpha(c) || IsDigit(c) || c == '-' || c == '.' || c == '_' || c == '~'; }
+bool IsAsciiDigit(unsigned char c) { return c >= '0' && c <= '9'; }
+bool IsUnreserved(unsigned char c) { return IsAlpha(c) || IsAsciiDigit(c) || c == '-' || c == '.' || c == '_' || c == '~'; }
 bool IsSubDelim(unsigned char c) {
   switch (c) {
     case '!':
@@ -35,18 +35,18 @@ bool IsSubDelim(unsigned char c) {
 }
 bool IsPchar(unsigned char c) { return IsUnreserved(c) || IsSubDelim(c) || c == ':' || c == '@'; }
 
-int HexValue(unsigned char c) {
+int HexDigitValue(unsigned char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
 
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+char LowerAscii(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
-std::string Lowered(std::string_view s) {
+std::string LoweredAscii(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = Lower(c);
+  for (char& c : out) c = LowerAscii(c);
   return out;
 }
 
@@ -59,7 +59,7 @@ void AppendEscaped(std::string& out, unsigned char c) {
 
 // A piece of untrusted input for a message: at most 60 bytes, every byte outside printable ASCII
 // as \xNN, so that a message never carries control bytes or broken UTF-8.
-std::string Shown(std::string_view s) {
+std::string ShownText(std::string_view s) {
   std::string out = "\"";
   for (size_t i = 0; i < s.size() && i < 60; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
@@ -85,12 +85,12 @@ Result<std::string> NormalizeEscapes(std::string_view in, bool decode_unreserved
   for (size_t i = 0; i < in.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(in[i]);
     if (c == '%') {
-      const int hi = i + 1 < in.size() ? HexValue(static_cast<unsigned char>(in[i + 1])) : -1;
-      const int lo = i + 2 < in.size() ? HexValue(static_cast<unsigned char>(in[i + 2])) : -1;
+      const int hi = i + 1 < in.size() ? HexDigitValue(static_cast<unsigned char>(in[i + 1])) : -1;
+      const int lo = i + 2 < in.size() ? HexDigitValue(static_cast<unsigned char>(in[i + 2])) : -1;
       if (hi < 0 || lo < 0) {
         return Invalid(
             std::string("a '%' in the ") + where +
-            " must start an escape of two hex digits (%2F); write %25 for '%' itself: " + Shown(in.substr(i, 3)));
+            " must start an escape of two hex digits (%2F); write %25 for '%' itself: " + ShownText(in.substr(i, 3)));
       }
       const unsigned char decoded = static_cast<unsigned char>(hi * 16 + lo);
       if (decode_unreserved && IsUnreserved(decoded)) {
@@ -149,7 +149,7 @@ std::optional<uint64_t> ParseIpv4Number(std::string_view part) {
   if (part.empty()) return std::nullopt;
   uint64_t value = 0;
   for (char ch : part) {
-    const int d = HexValue(static_cast<unsigned char>(ch));
+    const int d = HexDigitValue(static_cast<unsigned char>(ch));
     if (d < 0 || d >= base) return std::nullopt;
     value = value * base + static_cast<uint64_t>(d);
     if (value > 0xffffffffull) return uint64_t{1} << 33;  // too large, whatever follows
@@ -164,11 +164,11 @@ bool EndsInNumber(std::string_view host) {
   std::string_view last = dot == std::string_view::npos ? host : host.substr(dot + 1);
   if (last.empty()) return false;
   bool digits = true;
-  for (char c : last) digits = digits && IsDigit(static_cast<unsigned char>(c));
+  for (char c : last) digits = digits && IsAsciiDigit(static_cast<unsigned char>(c));
   if (digits) return true;
   if (last.size() >= 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X')) {
     for (char c : last.substr(2)) {
-      if (HexValue(static_cast<unsigned char>(c)) < 0) return false;
+      if (HexDigitValue(static_cast<unsigned char>(c)) < 0) return false;
     }
     return true;
   }
@@ -177,7 +177,7 @@ bool EndsInNumber(std::string_view host) {
 
 // WHATWG's IPv4 parser: 1 to 4 numbers; all but the last at most 255, the last fills the rest.
 Result<Address> ParseUrlIpv4(std::string_view host) {
-  const std::string shown = Shown(host);
+  const std::string shown = ShownText(host);
   auto bad = [&]() {
     return Invalid("host " + shown +
                    " ends in a number, so it must be an IPv4 address (browsers read it as one), and it is not one: "
@@ -223,17 +223,17 @@ Result<std::string> CanonicalHostName(std::string_view raw) {
       ascii = false;
       continue;
     }
-    if (!(IsAlpha(u) || IsDigit(u) || u == '-' || u == '.' || u == '_')) {
+    if (!(IsAlpha(u) || IsAsciiDigit(u) || u == '-' || u == '.' || u == '_')) {
       if (u == '%')
-        return Invalid("host " + Shown(raw) +
+        return Invalid("host " + ShownText(raw) +
                        ": percent-encoding in a host name is not accepted: write the name itself");
-      return Invalid("host " + Shown(raw) + " has the character '" + std::string(1, c) +
+      return Invalid("host " + ShownText(raw) + " has the character '" + std::string(1, c) +
                      "': a host name has only letters, digits, '-', '_' and '.' (or IDN letters)");
     }
   }
   std::string host;
   if (ascii) {
-    host = Lowered(raw);
+    host = LoweredAscii(raw);
   } else {
     // UTS #46 non-transitional with NFC, as browsers do: it also maps full-width digits and dots, so
     // the IPv4 check below comes after it.
@@ -242,10 +242,10 @@ Result<std::string> CanonicalHostName(std::string_view raw) {
     const int rc = idn2_lookup_u8(reinterpret_cast<const uint8_t*>(input.c_str()), reinterpret_cast<uint8_t**>(&out),
                                   IDN2_NFC_INPUT | IDN2_NONTRANSITIONAL);
     if (rc != IDN2_OK) {
-      return Invalid("host " + Shown(raw) + " is not a valid international domain name (" + idn2_strerror(rc) +
+      return Invalid("host " + ShownText(raw) + " is not a valid international domain name (" + idn2_strerror(rc) +
                      "): write it in punycode (xn--...) or fix it");
     }
-    host = Lowered(out);
+    host = LoweredAscii(out);
     idn2_free(out);
   }
   return host;
@@ -259,7 +259,7 @@ Result<Parts> Parse(std::string_view text, bool pattern) {
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c <= 0x20 || c == 0x7f) {
-      return Invalid("the URL has a space or control byte (" + Shown(text.substr(i, 1)) + ") at byte " +
+      return Invalid("the URL has a space or control byte (" + ShownText(text.substr(i, 1)) + ") at byte " +
                      std::to_string(i) + ": percent-encode it (%20) or remove it");
     }
     if (c == '\\') {
@@ -270,11 +270,11 @@ Result<Parts> Parse(std::string_view text, bool pattern) {
   Parts parts;
   const size_t colon = text.find(':');
   if (colon == std::string_view::npos || colon == 0) {
-    return Invalid("not an absolute URL: " + Shown(text) + " (write https://host/path)");
+    return Invalid("not an absolute URL: " + ShownText(text) + " (write https://host/path)");
   }
-  parts.scheme = Lowered(text.substr(0, colon));
+  parts.scheme = LoweredAscii(text.substr(0, colon));
   if (parts.scheme != "http" && parts.scheme != "https") {
-    return Invalid("the scheme " + Shown(text.substr(0, colon)) + " is not allowed: only http and https");
+    return Invalid("the scheme " + ShownText(text.substr(0, colon)) + " is not allowed: only http and https");
   }
   std::string_view rest = text.substr(colon + 1);
   if (rest.substr(0, 2) != "//") return Invalid("the URL must start with " + parts.scheme + "://");
@@ -296,16 +296,16 @@ Result<Parts> Parse(std::string_view text, bool pattern) {
     host_text = authority.substr(1, close - 1);
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
-      if (after[0] != ':') return Invalid("after the IPv6 host ']' comes ':port' or '/', not " + Shown(after));
+      if (after[0] != ':') return Invalid("after the IPv6 host ']' comes ':port' or '/', not " + ShownText(after));
       has_port = true;
       port_text = after.substr(1);
     }
     if (host_text.find('%') != std::string_view::npos) {
-      return Invalid("the IPv6 host " + Shown(host_text) +
+      return Invalid("the IPv6 host " + ShownText(host_text) +
                      " has a zone id (%...): zone ids name a local interface and are not accepted");
     }
     auto ip = ParseAddress(host_text);
-    if (!ip || !ip->v6) return Invalid("the host [" + std::string(Shown(host_text)) + "] is not an IPv6 address");
+    if (!ip || !ip->v6) return Invalid("the host [" + std::string(ShownText(host_text)) + "] is not an IPv6 address");
     parts.ip = *ip;
     parts.host = FormatAddress(*ip);
   } else {
@@ -334,7 +334,7 @@ Result<Parts> Parse(std::string_view text, bool pattern) {
       std::string name_only = std::move(*host);
       if (!name_only.empty() && name_only.back() == '.') name_only.pop_back();  // one trailing dot
       if (!IsCanonicalHostName(name_only)) {
-        return Invalid("host " + Shown(host_text) +
+        return Invalid("host " + ShownText(host_text) +
                        " is not a valid host name: labels of 1 to 63 bytes separated by single dots, 253 bytes in all "
                        "(one trailing dot is accepted)");
       }
@@ -347,11 +347,11 @@ Result<Parts> Parse(std::string_view text, bool pattern) {
     uint32_t port = 0;
     bool ok = port_text.size() <= 5;
     for (char c : port_text) {
-      if (!IsDigit(static_cast<unsigned char>(c))) ok = false;
+      if (!IsAsciiDigit(static_cast<unsigned char>(c))) ok = false;
       if (ok) port = port * 10 + static_cast<uint32_t>(c - '0');
     }
     if (!ok || port == 0 || port > 65535)
-      return Invalid("the port " + Shown(port_text) + " is not a number from 1 to 65535");
+      return Invalid("the port " + ShownText(port_text) + " is not a number from 1 to 65535");
     parts.port = static_cast<uint16_t>(port);
   }
   // Path, query, fragment.
@@ -406,9 +406,9 @@ std::optional<std::string> CurlDisagrees(const CanonicalUrl& u) {
     // libcurl writes IPv6 its own way (inet_ntop: ::ffff:127.0.0.1): compare the addresses.
     const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
     auto theirs = bracketed ? ParseAddress(std::string_view(host).substr(1, host.size() - 2)) : std::nullopt;
-    if (!theirs || !(*theirs == *u.ip)) return "libcurl reads the host as " + Shown(host);
-  } else if (Lowered(host) != u.host) {
-    return "libcurl reads the host as " + Shown(host);
+    if (!theirs || !(*theirs == *u.ip)) return "libcurl reads the host as " + ShownText(host);
+  } else if (LoweredAscii(host) != u.host) {
+    return "libcurl reads the host as " + ShownText(host);
   }
   if (get(CURLUPART_PORT, CURLU_DEFAULT_PORT) != std::to_string(u.port)) return "libcurl reads another port";
   if (get(CURLUPART_PATH, 0) != u.path) return "libcurl reads another path";
@@ -434,7 +434,7 @@ bool IsCanonicalHostName(std::string_view host) {
       continue;
     }
     const unsigned char u = static_cast<unsigned char>(c);
-    if (!((u >= 'a' && u <= 'z') || IsDigit(u) || u == '-' || u == '_')) return false;
+    if (!((u >= 'a' && u <= 'z') || IsAsciiDigit(u) || u == '-' || u == '_')) return false;
     if (++label > 63) return false;
   }
   return label > 0;
@@ -457,7 +457,7 @@ Result<CanonicalUrl> CanonicalizeUrl(std::string_view text) {
                    std::to_string(kMaxUrlBytes));
   }
   if (auto differs = CurlDisagrees(u)) {
-    return Invalid("the URL " + Shown(u.url) + " is refused: " + *differs + " than basal (report this as a bug)");
+    return Invalid("the URL " + ShownText(u.url) + " is refused: " + *differs + " than basal (report this as a bug)");
   }
   return u;
 }

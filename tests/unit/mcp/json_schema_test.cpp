@@ -15,7 +15,7 @@ namespace {
 
 Json Parse(const char* text) { return Json::parse(text); }
 
-bool Contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+bool HasText(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
 
 size_t Occurrences(const std::string& haystack, const std::string& needle) {
   size_t count = 0;
@@ -268,7 +268,7 @@ TEST(JsonSchemaCheckTest, MessagesAreCut) {
   for (int i = 0; i < 1000; ++i) big_object["k" + std::to_string(i)] = i;
   problem = CheckAgainstSchema(Parse(R"({"type": "array"})"), big_object);
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, "got object ({\"k0\":0,\"k1\":1,")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "got object ({\"k0\":0,\"k1\":1,")) << *problem;
   EXPECT_LE(problem->size(), 6 + 30 + kMaxShownValueBytes + 1);
 
   // A long property name, a long enum, a long allowed list: each bounded, the whole at most 300.
@@ -278,23 +278,23 @@ TEST(JsonSchemaCheckTest, MessagesAreCut) {
   Json value = {{std::string(1000, 'k'), 1}};
   problem = CheckAgainstSchema(schema, value);
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, "args: unexpected property \"kkk")) << *problem;
-  EXPECT_TRUE(Contains(*problem, "allowed: property_number_0, ")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "args: unexpected property \"kkk")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "allowed: property_number_0, ")) << *problem;
   EXPECT_LE(problem->size(), kMaxProblemBytes);
 
   Json choices = Json::array();
   for (int i = 0; i < 1000; ++i) choices.push_back("choice-" + std::to_string(i));
   problem = CheckAgainstSchema(Json{{"enum", choices}}, Json("nope"));
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, "must be one of \"choice-0\", \"choice-1\", ")) << *problem;
-  EXPECT_TRUE(Contains(*problem, ", ... (got \"nope\")")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "must be one of \"choice-0\", \"choice-1\", ")) << *problem;
+  EXPECT_TRUE(HasText(*problem, ", ... (got \"nope\")")) << *problem;
   EXPECT_LE(problem->size(), kMaxProblemBytes);
 
   // Bytes that are not UTF-8 (only a Json built in C++ can hold them) are shown, not thrown on.
   std::optional<std::string> bad;
   EXPECT_NO_THROW(bad = CheckAgainstSchema(Parse(R"({"type": "number", "properties": {}})"), Json(std::string("\xff\xfe", 2))));
   ASSERT_TRUE(bad);
-  EXPECT_TRUE(Contains(*bad, "got string (")) << *bad;
+  EXPECT_TRUE(HasText(*bad, "got string (")) << *bad;
   EXPECT_NO_THROW(bad = CheckAgainstSchema(Parse(R"({"additionalProperties": false})"), Json{{std::string("\xc3", 1), 1}}));
   ASSERT_TRUE(bad);
 }
@@ -307,7 +307,7 @@ TEST(JsonSchemaCheckTest, RefCycleEndsAtTheDepthBound) {
     std::optional<std::string> problem;
     EXPECT_NO_THROW(problem = CheckAgainstSchema(Parse(schema), Parse("1"))) << schema;
     ASSERT_TRUE(problem) << schema;
-    EXPECT_TRUE(Contains(*problem, "args: schema nesting deeper than 64")) << *problem;
+    EXPECT_TRUE(HasText(*problem, "args: schema nesting deeper than 64")) << *problem;
   }
 }
 
@@ -322,10 +322,10 @@ TEST(JsonSchemaCheckTest, DeepValuesEndAtTheDepthBound) {
   EXPECT_FALSE(CheckAgainstSchema(Parse(tree), nested(31)));
   std::optional<std::string> problem = CheckAgainstSchema(Parse(tree), nested(150));
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, "schema nesting deeper than 64")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "schema nesting deeper than 64")) << *problem;
   // The deep path keeps its end.
   EXPECT_EQ(problem->rfind("args...", 0), 0u) << *problem;
-  EXPECT_TRUE(Contains(*problem, ".child_node.child_node: schema nesting")) << *problem;
+  EXPECT_TRUE(HasText(*problem, ".child_node.child_node: schema nesting")) << *problem;
   EXPECT_LE(problem->size(), kMaxProblemBytes);
 
   // A problem within the bound is still found at depth.
@@ -335,7 +335,7 @@ TEST(JsonSchemaCheckTest, DeepValuesEndAtTheDepthBound) {
   (*at)["name"] = 7;
   problem = CheckAgainstSchema(Parse(tree), bad);
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, ".child_node.name: expected string, got number (7)")) << *problem;
+  EXPECT_TRUE(HasText(*problem, ".child_node.name: expected string, got number (7)")) << *problem;
 }
 
 TEST(JsonSchemaCheckTest, WorkBound) {
@@ -353,14 +353,14 @@ TEST(JsonSchemaCheckTest, WorkBound) {
   for (int i = 0; i < 1'100'000; ++i) items.push_back(i);
   problem = CheckAgainstSchema(Parse(R"({"items": {"type": "number"}})"), items);
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, "too complex to check")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "too complex to check")) << *problem;
   items.erase(items.begin() + 400'000, items.end());
   EXPECT_FALSE(CheckAgainstSchema(Parse(R"({"items": {"type": "number"}})"), items));
 
   // uniqueItems: n log n, spent before sorting; a moderate array is fine.
   problem = CheckAgainstSchema(Parse(R"({"uniqueItems": true})"), items);
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, "too complex to check")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "too complex to check")) << *problem;
   items.erase(items.begin() + 10'000, items.end());
   EXPECT_FALSE(CheckAgainstSchema(Parse(R"({"uniqueItems": true})"), items));
 
@@ -375,11 +375,11 @@ TEST(JsonSchemaCheckTest, WorkBound) {
   tripling["$ref"] = "#/$defs/d0";
   problem = CheckAgainstSchema(tripling, Json(1));
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, "too complex to check")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "too complex to check")) << *problem;
   Json negated = {{"not", tripling}, {"$defs", tripling["$defs"]}};
   problem = CheckAgainstSchema(negated, Json(1));
   ASSERT_TRUE(problem);
-  EXPECT_TRUE(Contains(*problem, "too complex to check")) << *problem;
+  EXPECT_TRUE(HasText(*problem, "too complex to check")) << *problem;
 }
 
 TEST(JsonSchemaCheckTest, MalformedSchemasAreAbsentKeywords) {
@@ -485,7 +485,7 @@ TEST(JsonSchemaTypeScriptTest, Bounds) {
   for (size_t i = 0; i <= kMaxEnumLiterals; ++i) many.push_back("v" + std::to_string(i));
   EXPECT_EQ(TypeScriptType({{"enum", many}}), "string");
   many.erase(many.begin());
-  EXPECT_TRUE(Contains(TypeScriptType({{"enum", many}}), "\"v1\" | \"v2\""));
+  EXPECT_TRUE(HasText(TypeScriptType({{"enum", many}}), "\"v1\" | \"v2\""));
 
   // $refs that double at every level: the node bound keeps the rendering small.
   Json doubling = Json::object();
@@ -495,13 +495,13 @@ TEST(JsonSchemaTypeScriptTest, Bounds) {
   }
   doubling["$ref"] = "#/$defs/d0";
   type = TypeScriptType(doubling);
-  EXPECT_TRUE(Contains(type, "unknown"));
+  EXPECT_TRUE(HasText(type, "unknown"));
   EXPECT_LE(type.size(), 2 * kMaxTypeScriptBytes);
 
   // A long property description is cut; "*/" in it is made harmless.
   Json described = {{"properties", {{"p", {{"description", std::string(1000, 'd') + "*/"}}}}}};
   type = TypeScriptType(described);
-  EXPECT_TRUE(Contains(type, std::string(kMaxPropertyDescriptionBytes - 3, 'd') + "... */ p?: unknown")) << type;
+  EXPECT_TRUE(HasText(type, std::string(kMaxPropertyDescriptionBytes - 3, 'd') + "... */ p?: unknown")) << type;
   EXPECT_EQ(Occurrences(type, "*/"), 1u);
 
   // Many long descriptions count toward the byte bound.
@@ -509,8 +509,8 @@ TEST(JsonSchemaTypeScriptTest, Bounds) {
   for (int i = 0; i < 5000; ++i) wordy["properties"]["p" + std::to_string(i)] = {{"description", std::string(400, 'w')}};
   type = TypeScriptType(wordy);
   EXPECT_LT(type.size(), kMaxTypeScriptBytes + kMaxTypeScriptBytes / 16);
-  EXPECT_TRUE(Contains(type, "p0?: unknown")) << type.substr(0, 200);
-  EXPECT_FALSE(Contains(type, "p999?: unknown"));  // past the bound
+  EXPECT_TRUE(HasText(type, "p0?: unknown")) << type.substr(0, 200);
+  EXPECT_FALSE(HasText(type, "p999?: unknown"));  // past the bound
 
   // A choice of thousands of branches: past the node bound a branch is unknown, and so the union.
   Json branches = Json::array();
@@ -519,7 +519,7 @@ TEST(JsonSchemaTypeScriptTest, Bounds) {
   branches.erase(branches.begin() + 1000, branches.end());
   type = TypeScriptType({{"anyOf", branches}});
   EXPECT_EQ(type.rfind("0 | 1 | 2 | ", 0), 0u);
-  EXPECT_TRUE(Contains(type, " | 999")) << type.substr(type.size() - 20);
+  EXPECT_TRUE(HasText(type, " | 999")) << type.substr(type.size() - 20);
 
   // A huge enum counts as its size: a second one past the bound is unknown.
   Json huge = Json::array();
@@ -616,20 +616,20 @@ TEST(JsonSchemaTypeScriptTest, DescriptionsCannotCloseTheComment) {
                                     Parse(R"({"properties": {"p": {"type": "string", "description": "a */ b"}}})"), nullptr}});
   // Every "*/" left is one of ours: the tool's closer and the property's.
   EXPECT_EQ(Occurrences(text, "*/"), 2u) << text;
-  EXPECT_TRUE(Contains(text, "     * Reads a file. *\\/ declare const evil: 1; /*\n")) << text;
-  EXPECT_TRUE(Contains(text, "     * second line *\\/ and more  **\\/\n")) << text;
-  EXPECT_TRUE(Contains(text, "/** a *\\/ b */ p?: string")) << text;
-  EXPECT_FALSE(Contains(text, "\r")) << text;
-  EXPECT_FALSE(Contains(text, "\x01")) << text;
+  EXPECT_TRUE(HasText(text, "     * Reads a file. *\\/ declare const evil: 1; /*\n")) << text;
+  EXPECT_TRUE(HasText(text, "     * second line *\\/ and more  **\\/\n")) << text;
+  EXPECT_TRUE(HasText(text, "/** a *\\/ b */ p?: string")) << text;
+  EXPECT_FALSE(HasText(text, "\r")) << text;
+  EXPECT_FALSE(HasText(text, "\x01")) << text;
 
   // A description of one short line is one JSDoc line; an empty one is none.
-  EXPECT_TRUE(Contains(DeclareTools({{"a", "b", "  Short.  \n\n", nullptr, nullptr}}), "    /** Short. */\n    b(args?"));
+  EXPECT_TRUE(HasText(DeclareTools({{"a", "b", "  Short.  \n\n", nullptr, nullptr}}), "    /** Short. */\n    b(args?"));
   EXPECT_EQ(Occurrences(DeclareTools({{"a", "b", " \n ", nullptr, nullptr}}), "/**"), 0u);
 
   // A very long description is cut at its bound.
   std::string text_long = DeclareTools({{"a", "b", std::string(10000, 'w'), nullptr, nullptr}}, 1 << 20);
-  EXPECT_TRUE(Contains(text_long, std::string(kMaxToolDescriptionBytes - 3, 'w') + "...\n")) << text_long.size();
-  EXPECT_FALSE(Contains(text_long, std::string(kMaxToolDescriptionBytes, 'w')));
+  EXPECT_TRUE(HasText(text_long, std::string(kMaxToolDescriptionBytes - 3, 'w') + "...\n")) << text_long.size();
+  EXPECT_FALSE(HasText(text_long, std::string(kMaxToolDescriptionBytes, 'w')));
 }
 
 std::vector<ToolDeclaration> ManyTools(int count) {
@@ -645,7 +645,7 @@ TEST(JsonSchemaTypeScriptTest, CutAtMaxBytes) {
   std::vector<ToolDeclaration> tools = ManyTools(40);
   std::string full = DeclareTools(tools, SIZE_MAX);
   ASSERT_GT(full.size(), 4000u);
-  EXPECT_FALSE(Contains(full, "more bytes cut"));
+  EXPECT_FALSE(HasText(full, "more bytes cut"));
   EXPECT_EQ(DeclareTools(tools, full.size()), full);  // exactly fits: no cut
 
   for (size_t max_bytes : {full.size() - 1, size_t{4000}, size_t{1000}, size_t{400}}) {
@@ -662,7 +662,7 @@ TEST(JsonSchemaTypeScriptTest, CutAtMaxBytes) {
     std::string kept = text.substr(0, marker_at);
     EXPECT_EQ(Occurrences(kept, "{"), Occurrences(kept, "}")) << kept;
     EXPECT_EQ(kept.substr(kept.size() - 3), "};\n");
-    EXPECT_TRUE(Contains(kept, "tool_0(args:")) << kept;
+    EXPECT_TRUE(HasText(kept, "tool_0(args:")) << kept;
   }
 
   // Too small for even the frame: the marker alone.
@@ -674,8 +674,8 @@ TEST(JsonSchemaTypeScriptTest, CutAtMaxBytes) {
   for (int i = 0; i < 200; ++i) wide["properties"]["property_" + std::to_string(i)] = {{"type", "string"}};
   std::string one = DeclareTools({{"g", "wide", "Wide.", wide, nullptr}}, 2000);
   EXPECT_LE(one.size(), 2000u);
-  EXPECT_TRUE(Contains(one, "    wide(args?: {\n      property_0?: string;\n")) << one;
-  EXPECT_TRUE(Contains(one, "more bytes cut")) << one;
+  EXPECT_TRUE(HasText(one, "    wide(args?: {\n      property_0?: string;\n")) << one;
+  EXPECT_TRUE(HasText(one, "more bytes cut")) << one;
 }
 
 TEST(JsonSchemaTypeScriptTest, SummaryLines) {
@@ -705,7 +705,7 @@ TEST(JsonSchemaTypeScriptTest, SummaryLines) {
   for (int i = 0; i < 100; ++i) wide["properties"]["parameter_" + std::to_string(i)] = Json::object();
   line = SummaryLine({"g", "t", "", wide, nullptr});
   EXPECT_LE(line.size(), 4 + kMaxSummaryParametersBytes + 8) << line;
-  EXPECT_TRUE(Contains(line, "({parameter_0?, parameter_1?, ")) << line;
+  EXPECT_TRUE(HasText(line, "({parameter_0?, parameter_1?, ")) << line;
   EXPECT_EQ(line.substr(line.size() - 7), ", ...})") << line;
 
   // No line breaks or control characters, whatever the names and description hold.

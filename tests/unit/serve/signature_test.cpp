@@ -65,7 +65,7 @@ TEST(HmacSha256HexTest, BytesAfterANulCount) {
 // that recipe, computed outside basal).
 constexpr const char* kSecret = "whsec_test";
 constexpr const char* kTimestamp = "1733310000";
-constexpr int64_t kNow = 1733310000;
+constexpr int64_t kNowSeconds = 1733310000;
 constexpr int64_t kWindow = 300;
 const std::string kBody = R"({"event":"push","n":1})";
 const std::string kGoodHex = "c85c1d6f60363c55a5c459323b4d31b82f06e9725f8990f5a8c1c97a9fdd7294";
@@ -104,67 +104,67 @@ TEST(VerifyWebhookSignatureTest, VerdictTable) {
       "sha256=" + HmacSha256Hex(kSecret, std::string("1733310001.") + kBody);
 
   const std::vector<DeliveryCase> cases = {
-      {"good", kSecret, kTimestamp, good, kBody, kNow, ""},
-      {"good, uppercase hex", kSecret, kTimestamp, "sha256=" + Upper(kGoodHex), kBody, kNow, ""},
-      {"good, uppercase scheme", kSecret, kTimestamp, "SHA256=" + kGoodHex, kBody, kNow, ""},
-      {"good, at the window's past edge", kSecret, kTimestamp, good, kBody, kNow + kWindow, ""},
-      {"good, at the window's future edge", kSecret, kTimestamp, good, kBody, kNow - kWindow, ""},
-      {"rotation: old then new", kSecret, kTimestamp, "sha256=" + kOldHex + ",sha256=" + kGoodHex, kBody, kNow, ""},
+      {"good", kSecret, kTimestamp, good, kBody, kNowSeconds, ""},
+      {"good, uppercase hex", kSecret, kTimestamp, "sha256=" + Upper(kGoodHex), kBody, kNowSeconds, ""},
+      {"good, uppercase scheme", kSecret, kTimestamp, "SHA256=" + kGoodHex, kBody, kNowSeconds, ""},
+      {"good, at the window's past edge", kSecret, kTimestamp, good, kBody, kNowSeconds + kWindow, ""},
+      {"good, at the window's future edge", kSecret, kTimestamp, good, kBody, kNowSeconds - kWindow, ""},
+      {"rotation: old then new", kSecret, kTimestamp, "sha256=" + kOldHex + ",sha256=" + kGoodHex, kBody, kNowSeconds, ""},
       {"rotation: new then old, spaces", kSecret, kTimestamp, "sha256=" + kGoodHex + " , sha256=" + kOldHex, kBody,
-       kNow, ""},
+       kNowSeconds, ""},
       {"rotation: the old secret is the trigger's", "whsec_old", kTimestamp,
-       "sha256=" + kGoodHex + ",sha256=" + kOldHex, kBody, kNow, ""},
+       "sha256=" + kGoodHex + ",sha256=" + kOldHex, kBody, kNowSeconds, ""},
       {"rotation: no value valid", "whsec_other", kTimestamp, "sha256=" + kGoodHex + ",sha256=" + kOldHex, kBody,
-       kNow, "bad_signature"},
-      {"wrong secret", "whsec_wrong", kTimestamp, good, kBody, kNow, "bad_signature"},
-      {"secret differs by case", "WHSEC_TEST", kTimestamp, good, kBody, kNow, "bad_signature"},
-      {"body changed by one byte", kSecret, kTimestamp, good, one_byte_changed, kNow, "bad_signature"},
-      {"body with a byte appended", kSecret, kTimestamp, good, kBody + "\n", kNow, "bad_signature"},
-      {"empty body", kSecret, kTimestamp, good, "", kNow, "bad_signature"},
-      {"signature with one digit changed", kSecret, kTimestamp, "sha256=" + flipped_hex, kBody, kNow,
+       kNowSeconds, "bad_signature"},
+      {"wrong secret", "whsec_wrong", kTimestamp, good, kBody, kNowSeconds, "bad_signature"},
+      {"secret differs by case", "WHSEC_TEST", kTimestamp, good, kBody, kNowSeconds, "bad_signature"},
+      {"body changed by one byte", kSecret, kTimestamp, good, one_byte_changed, kNowSeconds, "bad_signature"},
+      {"body with a byte appended", kSecret, kTimestamp, good, kBody + "\n", kNowSeconds, "bad_signature"},
+      {"empty body", kSecret, kTimestamp, good, "", kNowSeconds, "bad_signature"},
+      {"signature with one digit changed", kSecret, kTimestamp, "sha256=" + flipped_hex, kBody, kNowSeconds,
        "bad_signature"},
-      {"signature for another timestamp", kSecret, kTimestamp, signed_at_other_time, kBody, kNow, "bad_signature"},
-      {"timestamp with a leading zero signs differently", kSecret, "01733310000", good, kBody, kNow, "bad_signature"},
-      {"no secret on the trigger", "", kTimestamp, good, kBody, kNow, "no_secret"},
-      {"timestamp too old", kSecret, kTimestamp, good, kBody, kNow + kWindow + 1, "stale_timestamp"},
-      {"timestamp too far ahead", kSecret, kTimestamp, good, kBody, kNow - kWindow - 1, "stale_timestamp"},
-      {"timestamp 0", kSecret, "0", good, kBody, kNow, "stale_timestamp"},
+      {"signature for another timestamp", kSecret, kTimestamp, signed_at_other_time, kBody, kNowSeconds, "bad_signature"},
+      {"timestamp with a leading zero signs differently", kSecret, "01733310000", good, kBody, kNowSeconds, "bad_signature"},
+      {"no secret on the trigger", "", kTimestamp, good, kBody, kNowSeconds, "no_secret"},
+      {"timestamp too old", kSecret, kTimestamp, good, kBody, kNowSeconds + kWindow + 1, "stale_timestamp"},
+      {"timestamp too far ahead", kSecret, kTimestamp, good, kBody, kNowSeconds - kWindow - 1, "stale_timestamp"},
+      {"timestamp 0", kSecret, "0", good, kBody, kNowSeconds, "stale_timestamp"},
       {"now far before the epoch", kSecret, kTimestamp, good, kBody, INT64_MIN, "stale_timestamp"},
       {"now far after", kSecret, kTimestamp, good, kBody, INT64_MAX, "stale_timestamp"},
-      {"missing timestamp", kSecret, "", good, kBody, kNow, "missing_timestamp"},
-      {"timestamp with a sign", kSecret, "+1733310000", good, kBody, kNow, "bad_timestamp"},
-      {"negative timestamp", kSecret, "-1733310000", good, kBody, kNow, "bad_timestamp"},
-      {"timestamp with a space", kSecret, "1733310000 ", good, kBody, kNow, "bad_timestamp"},
-      {"timestamp with a leading space", kSecret, " 1733310000", good, kBody, kNow, "bad_timestamp"},
-      {"timestamp in milliseconds with a point", kSecret, "1733310000.123", good, kBody, kNow, "bad_timestamp"},
-      {"timestamp in hex", kSecret, "0x6751d0b0", good, kBody, kNow, "bad_timestamp"},
-      {"timestamp with an exponent", kSecret, "1.7e9", good, kBody, kNow, "bad_timestamp"},
-      {"timestamp of 16 digits", kSecret, "1733310000000000", good, kBody, kNow, "bad_timestamp"},
-      {"timestamp past int64", kSecret, "99999999999999999999999", good, kBody, kNow, "bad_timestamp"},
-      {"timestamp with a NUL", kSecret, "1733310000\0"s, good, kBody, kNow, "bad_timestamp"},
-      {"timestamp in non-ASCII digits", kSecret, "\xd9\xa1\xd9\xa7", good, kBody, kNow, "bad_timestamp"},
-      {"missing signature", kSecret, kTimestamp, "", kBody, kNow, "missing_signature"},
-      {"signature without scheme", kSecret, kTimestamp, kGoodHex, kBody, kNow, "malformed_signature"},
-      {"signature with another scheme", kSecret, kTimestamp, "sha512=" + kGoodHex, kBody, kNow,
+      {"missing timestamp", kSecret, "", good, kBody, kNowSeconds, "missing_timestamp"},
+      {"timestamp with a sign", kSecret, "+1733310000", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"negative timestamp", kSecret, "-1733310000", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp with a space", kSecret, "1733310000 ", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp with a leading space", kSecret, " 1733310000", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp in milliseconds with a point", kSecret, "1733310000.123", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp in hex", kSecret, "0x6751d0b0", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp with an exponent", kSecret, "1.7e9", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp of 16 digits", kSecret, "1733310000000000", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp past int64", kSecret, "99999999999999999999999", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp with a NUL", kSecret, "1733310000\0"s, good, kBody, kNowSeconds, "bad_timestamp"},
+      {"timestamp in non-ASCII digits", kSecret, "\xd9\xa1\xd9\xa7", good, kBody, kNowSeconds, "bad_timestamp"},
+      {"missing signature", kSecret, kTimestamp, "", kBody, kNowSeconds, "missing_signature"},
+      {"signature without scheme", kSecret, kTimestamp, kGoodHex, kBody, kNowSeconds, "malformed_signature"},
+      {"signature with another scheme", kSecret, kTimestamp, "sha512=" + kGoodHex, kBody, kNowSeconds,
        "malformed_signature"},
-      {"signature of 63 digits", kSecret, kTimestamp, good.substr(0, good.size() - 1), kBody, kNow,
+      {"signature of 63 digits", kSecret, kTimestamp, good.substr(0, good.size() - 1), kBody, kNowSeconds,
        "malformed_signature"},
-      {"signature of 65 digits", kSecret, kTimestamp, good + "0", kBody, kNow, "malformed_signature"},
-      {"signature with a non-hex digit", kSecret, kTimestamp, "sha256=" + kGoodHex.substr(0, 63) + "g", kBody, kNow,
+      {"signature of 65 digits", kSecret, kTimestamp, good + "0", kBody, kNowSeconds, "malformed_signature"},
+      {"signature with a non-hex digit", kSecret, kTimestamp, "sha256=" + kGoodHex.substr(0, 63) + "g", kBody, kNowSeconds,
        "malformed_signature"},
-      {"scheme only", kSecret, kTimestamp, "sha256=", kBody, kNow, "malformed_signature"},
-      {"trailing comma", kSecret, kTimestamp, good + ",", kBody, kNow, "malformed_signature"},
-      {"a good value beside a malformed one", kSecret, kTimestamp, good + ",sha256=zz", kBody, kNow,
+      {"scheme only", kSecret, kTimestamp, "sha256=", kBody, kNowSeconds, "malformed_signature"},
+      {"trailing comma", kSecret, kTimestamp, good + ",", kBody, kNowSeconds, "malformed_signature"},
+      {"a good value beside a malformed one", kSecret, kTimestamp, good + ",sha256=zz", kBody, kNowSeconds,
        "malformed_signature"},
       {"nine values", kSecret, kTimestamp, [&] {
          std::string s = good;
          for (int i = 0; i < 8; ++i) s += ",sha256=" + kOldHex;
          return s;
-       }(), kBody, kNow, "malformed_signature"},
-      {"overlong header", kSecret, kTimestamp, good + "," + std::string(100000, 'a'), kBody, kNow,
+       }(), kBody, kNowSeconds, "malformed_signature"},
+      {"overlong header", kSecret, kTimestamp, good + "," + std::string(100000, 'a'), kBody, kNowSeconds,
        "malformed_signature"},
       {"a header too long to read, even if it begins well", kSecret, kTimestamp,
-       good + std::string(kMaxSignatureHeaderBytes, ' '), kBody, kNow, "malformed_signature"},
+       good + std::string(kMaxSignatureHeaderBytes, ' '), kBody, kNowSeconds, "malformed_signature"},
   };
   for (const DeliveryCase& c : cases) {
     const SignatureVerdict v = VerifyWebhookSignature(c.secret, c.timestamp, c.signature, c.body, c.now, kWindow);
@@ -178,33 +178,33 @@ TEST(VerifyWebhookSignatureTest, EightValuesAreAccepted) {
   std::string header;
   for (int i = 0; i < 7; ++i) header += "sha256=" + kOldHex + ",";
   header += "sha256=" + kGoodHex;
-  EXPECT_TRUE(VerifyWebhookSignature(kSecret, kTimestamp, header, kBody, kNow, kWindow).ok);
+  EXPECT_TRUE(VerifyWebhookSignature(kSecret, kTimestamp, header, kBody, kNowSeconds, kWindow).ok);
 }
 
 TEST(VerifyWebhookSignatureTest, ANegativeWindowAcceptsOnlyTheSameSecond) {
   const std::string good = "sha256=" + kGoodHex;
-  EXPECT_TRUE(VerifyWebhookSignature(kSecret, kTimestamp, good, kBody, kNow, -5).ok);
-  EXPECT_EQ(VerifyWebhookSignature(kSecret, kTimestamp, good, kBody, kNow + 1, -5).reason, "stale_timestamp");
+  EXPECT_TRUE(VerifyWebhookSignature(kSecret, kTimestamp, good, kBody, kNowSeconds, -5).ok);
+  EXPECT_EQ(VerifyWebhookSignature(kSecret, kTimestamp, good, kBody, kNowSeconds + 1, -5).reason, "stale_timestamp");
 }
 
 TEST(VerifyWebhookSignatureTest, MessagesNameTheProblemAndTheFixWithoutEchoingHeaders) {
   const std::string hostile = "\x1b[31m<script>";
   const SignatureVerdict stale =
-      VerifyWebhookSignature(kSecret, kTimestamp, "sha256=" + kGoodHex, kBody, kNow + 1000, kWindow);
+      VerifyWebhookSignature(kSecret, kTimestamp, "sha256=" + kGoodHex, kBody, kNowSeconds + 1000, kWindow);
   EXPECT_NE(stale.message.find("1000 s behind"), std::string::npos) << stale.message;
   EXPECT_NE(stale.message.find("300 s"), std::string::npos) << stale.message;
   const SignatureVerdict ahead =
-      VerifyWebhookSignature(kSecret, kTimestamp, "sha256=" + kGoodHex, kBody, kNow - 1000, kWindow);
+      VerifyWebhookSignature(kSecret, kTimestamp, "sha256=" + kGoodHex, kBody, kNowSeconds - 1000, kWindow);
   EXPECT_NE(ahead.message.find("1000 s ahead"), std::string::npos) << ahead.message;
-  const SignatureVerdict bad_ts = VerifyWebhookSignature(kSecret, hostile, "sha256=" + kGoodHex, kBody, kNow, kWindow);
+  const SignatureVerdict bad_ts = VerifyWebhookSignature(kSecret, hostile, "sha256=" + kGoodHex, kBody, kNowSeconds, kWindow);
   EXPECT_EQ(bad_ts.reason, "bad_timestamp");
   EXPECT_EQ(bad_ts.message.find(hostile), std::string::npos) << bad_ts.message;
   const SignatureVerdict malformed =
-      VerifyWebhookSignature(kSecret, kTimestamp, "sha256=" + kGoodHex + "," + hostile, kBody, kNow, kWindow);
+      VerifyWebhookSignature(kSecret, kTimestamp, "sha256=" + kGoodHex + "," + hostile, kBody, kNowSeconds, kWindow);
   EXPECT_EQ(malformed.reason, "malformed_signature");
   EXPECT_NE(malformed.message.find("value 2"), std::string::npos) << malformed.message;
   EXPECT_EQ(malformed.message.find(hostile), std::string::npos) << malformed.message;
-  const SignatureVerdict bad = VerifyWebhookSignature("whsec_wrong", kTimestamp, "sha256=" + kGoodHex, kBody, kNow,
+  const SignatureVerdict bad = VerifyWebhookSignature("whsec_wrong", kTimestamp, "sha256=" + kGoodHex, kBody, kNowSeconds,
                                                       kWindow);
   EXPECT_NE(bad.message.find("HMAC-SHA256"), std::string::npos) << bad.message;
   EXPECT_EQ(bad.message.find(kGoodHex), std::string::npos) << bad.message;

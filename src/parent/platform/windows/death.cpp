@@ -12,7 +12,7 @@
 namespace basal {
 namespace {
 
-std::string Hex(uint32_t status) {
+std::string HexStatus(uint32_t status) {
   char buf[11];
   std::snprintf(buf, sizeof buf, "0x%08x", status);
   return buf;
@@ -40,7 +40,7 @@ bool LooksLikeStatus(uint32_t status) { return (status & 0xC0000000u) != 0; }
 
 std::string DescribeWindowsStatus(uint32_t status) {
   const char* name = StatusName(status);
-  std::string text = LooksLikeStatus(status) || status == kWindowsParentKillExitCode ? Hex(status) : std::to_string(status);
+  std::string text = LooksLikeStatus(status) || status == kWindowsParentKillExitCode ? HexStatus(status) : std::to_string(status);
   if (name) text += std::string(" (") + name + ")";
   return text;
 }
@@ -57,7 +57,7 @@ DeathVerdict ClassifyWindowsDeath(uint32_t status, bool welcomed) {
   } else if (status == kWindowsCpuLimitExitCode) {
     v.kind = DeathKind::kCpuLimit;
   } else {
-    v.crash_key = LooksLikeStatus(status) ? "status " + Hex(status) : "exit " + std::to_string(status);
+    v.crash_key = LooksLikeStatus(status) ? "status " + HexStatus(status) : "exit " + std::to_string(status);
   }
   return v;
 }

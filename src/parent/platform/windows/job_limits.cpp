@@ -6,7 +6,7 @@
 namespace basal {
 namespace {
 
-std::string Hex(uint32_t v) {
+std::string Hex32(uint32_t v) {
   char buf[11];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
   return buf;
@@ -74,7 +74,7 @@ std::string CheckJobLimits(const JobLimits& shown, const JobLimits& wanted) {
     if (has != want) return std::string("the job ") + (has ? "has " : "lacks ") + f.name;
   }
   if (shown.limit_flags != wanted.limit_flags)
-    return "the job's limit flags are " + Hex(shown.limit_flags) + ", not " + Hex(wanted.limit_flags);
+    return "the job's limit flags are " + Hex32(shown.limit_flags) + ", not " + Hex32(wanted.limit_flags);
   if ((wanted.limit_flags & kJobLimitProcessMemory) && shown.process_memory_bytes != wanted.process_memory_bytes)
     return "the job's per-process commit limit is " + std::to_string(shown.process_memory_bytes) + " bytes, not " +
            std::to_string(wanted.process_memory_bytes);
@@ -85,7 +85,7 @@ std::string CheckJobLimits(const JobLimits& shown, const JobLimits& wanted) {
     return "the job's per-process CPU time limit is " + std::to_string(shown.process_time_100ns) + " x 100 ns, not " +
            std::to_string(wanted.process_time_100ns);
   if (shown.ui_restrictions != wanted.ui_restrictions)
-    return "the job's UI restrictions are " + Hex(shown.ui_restrictions) + ", not " + Hex(wanted.ui_restrictions);
+    return "the job's UI restrictions are " + Hex32(shown.ui_restrictions) + ", not " + Hex32(wanted.ui_restrictions);
   return "";
 }
 

@@ -33,7 +33,7 @@ constexpr int kReservedIds = 32;
 const std::string kServerNowUs = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
 
 // The states a call record may move to `to` from (store.h: CallState), as in the SQLite backend.
-std::vector<const char*> AllowedFrom(CallState to) {
+std::vector<const char*> PgAllowedFrom(CallState to) {
   switch (to) {
     case CallState::kDecided: return {};
     case CallState::kStarted: return {"decided"};
@@ -45,7 +45,7 @@ std::vector<const char*> AllowedFrom(CallState to) {
 }
 
 // The moves of RunState's diagram (store.h) that do not end a run.
-bool RunMoveAllowed(RunState from, RunState to) {
+bool PgRunMoveAllowed(RunState from, RunState to) {
   switch (to) {
     case RunState::kInterrupted:
       return from == RunState::kRunning || from == RunState::kNeedsReconciliation || RunParked(from);
@@ -861,7 +861,7 @@ Result<void> PgStore::RecordCall(const CallRecord& c) {
 }
 
 Result<void> PgStore::UpdateCall(const CallUpdate& u) {
-  const std::vector<const char*> from = AllowedFrom(u.state);
+  const std::vector<const char*> from = PgAllowedFrom(u.state);
   auto from_at = [&](size_t i) { return from.empty() ? "" : from[std::min(i, from.size() - 1)]; };
   const std::string what = "cannot move host call " + std::to_string(u.call_id) + " of activation " +
                            std::to_string(u.activation_id) + " to " + CallStateName(u.state);
@@ -1595,7 +1595,7 @@ Result<size_t> PgStore::SettleRunsOfEndedActivations(int64_t at_unix_us) {
 
 Result<RunRow> PgStore::MoveRun(const RunMove& move) {
   const std::string id = std::to_string(move.run_id);
-  if (!RunMoveAllowed(move.from, move.to)) {
+  if (!PgRunMoveAllowed(move.from, move.to)) {
     return MakeError(ErrorCode::kInvalidArgument, "run " + id + ": no move from " + RunStateName(move.from) + " to " +
                                                       RunStateName(move.to) + " (a bug in the caller)");
   }
