@@ -158,7 +158,7 @@ TEST_F(PoolTest, AnIdleTimerArmedInAnEarlierIdleSpellWaitsForTheFullPeriodOfTheL
   ModuleOptions o;
   o.idle_retire = std::chrono::milliseconds(4000);
   Open(o);
-  FlowRef f = Add(kCounter);
+  FlowRef f = Add(kCounterFlow);
   ASSERT_TRUE(module_->Run(f, nullptr).ok());
   module_->RunFor(std::chrono::milliseconds(2000));
   ActivationResult second = module_->Run(f, nullptr);
