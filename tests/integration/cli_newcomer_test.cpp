@@ -211,8 +211,8 @@ TEST_F(CliNewcomerTest, ADirectoryOrAFifoIsRefusedNotReadAsEmpty) {
       {"run " + dir_ + "/ok.js --manifest " + dir_, dir_ + ": is a directory; give the manifest's file"},
       {"run " + dir_ + "/ok.js --manifest " + dir_ + "/fifo", dir_ + "/fifo: is a FIFO (named pipe); give the manifest's file"},
       {"run " + dir_ + "/fifo --manifest " + dir_ + "/m.json", dir_ + "/fifo: is a FIFO (named pipe); give the flow's file"},
-      {"run " + ok + " --inputs " + dir_, dir_ + ": is a directory; give a JSON CountLines file, or - to read standard input"},
-      {"run " + ok + " --inputs /dev/null", "/dev/null: is a character device; give a JSON CountLines file, or - to read standard input"},
+      {"run " + ok + " --inputs " + dir_, dir_ + ": is a directory; give a JSON Lines file, or - to read standard input"},
+      {"run " + ok + " --inputs /dev/null", "/dev/null: is a character device; give a JSON Lines file, or - to read standard input"},
   };
   for (const Case& k : cases) {
     const Cli r = BasalAsNewcomer(dir_, k.args);
