@@ -4,6 +4,8 @@
 // PostgreSQL cannot hold, and the health check.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -720,6 +722,82 @@ TEST_F(PgStoreTest, CheckSaysWhetherTheServerTakesWritesAndReconnects) {
   ASSERT_FALSE(no);
   EXPECT_EQ(no.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(no.error().message.find("read only"), std::string::npos) << no.error().message;
+}
+
+// A server whose packets go nowhere (a host gone from the network, a failover's old address)
+// holds a reconnect for a brief step at each use of the store, not for connect_timeout: the
+// attempt goes on in the background. Here the locator names a socket directory of the test's;
+// first its socket is a link to the cluster's, then a socket that takes connections and never
+// answers them, then the link again. connect_timeout is 600 s: a blocking reconnect would hold
+// the test until ctest's timeout kills it.
+TEST_F(PgStoreTest, AReconnectToAServerThatNeverAnswersHoldsNoUseOfTheStore) {
+  const std::string real = db_->locator();
+  const size_t host_at = real.find("host=");
+  ASSERT_NE(host_at, std::string::npos) << real;
+  std::string host_dir;
+  {
+    // The cluster's socket directory, percent-decoded.
+    const std::string encoded = real.substr(host_at + 5, real.find('&', host_at) - host_at - 5);
+    for (size_t i = 0; i < encoded.size(); ++i) {
+      if (encoded[i] == '%' && i + 2 < encoded.size()) {
+        host_dir += static_cast<char>(std::stoi(encoded.substr(i + 1, 2), nullptr, 16));
+        i += 2;
+      } else {
+        host_dir += encoded[i];
+      }
+    }
+  }
+  char dir_template[] = "/tmp/basal-pg-relay-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string socket_name = dir + "/.s.PGSQL.5432";
+  std::filesystem::create_symlink(host_dir + "/.s.PGSQL.5432", socket_name);
+  std::string encoded_dir;
+  for (char c : dir) encoded_dir += c == '/' ? std::string("%2F") : std::string(1, c);
+  const std::string locator = real.substr(0, host_at) + "host=" + encoded_dir + "&connect_timeout=600";
+  auto opened = OpenStore({.locator = locator});
+  ASSERT_TRUE(opened) << opened.error().message;
+  Store& store = **opened;
+  ASSERT_TRUE(store.Check());
+
+  // The server becomes a listener that never answers; the store's session is ended.
+  std::filesystem::remove(socket_name);
+  const int silent = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(socket_name.size(), sizeof(address.sun_path));
+  std::copy(socket_name.begin(), socket_name.end(), address.sun_path);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);
+  db_->Query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+             "AND application_name = 'basal'");
+  // Every use answers, refused, while the attempt waits for the silent server.
+  std::string said;
+  for (int use = 0; use < 5; ++use) {
+    auto checked = store.Check();
+    ASSERT_FALSE(checked);
+    said = checked.error().message;
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  }
+  EXPECT_NE(said.find("has not completed the connection yet"), std::string::npos) << said;
+
+  // The server is back: the attempt on the silent socket ends when that socket goes, and a new one
+  // connects.
+  ::close(silent);
+  std::filesystem::remove(socket_name);
+  std::filesystem::create_symlink(host_dir + "/.s.PGSQL.5432", socket_name);
+  Result<void> back = MakeError(ErrorCode::kIo, "not checked");
+  for (int use = 0; use < 100 && !back; ++use) {
+    back = store.Check();
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(back) << back.error().message;
+  auto id = store.journal().BeginActivation(Start());
+  ASSERT_TRUE(id) << id.error().message;
+  ASSERT_TRUE(store.Commit());
+  opened->reset();
+  std::filesystem::remove_all(dir);
 }
 
 // PostgreSQL's text holds UTF-8 only: other bytes are refused before anything is sent, so the

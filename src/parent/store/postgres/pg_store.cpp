@@ -540,6 +540,10 @@ class PgStore final : public Store,
   Result<RecoveryReport> CloseAbandoned(const std::vector<ActivationRow>& gone, const ActivationOwner& self,
                                         int64_t now_unix_us, bool settle = false);
   static constexpr std::chrono::milliseconds kConnectBackoffMin{100}, kConnectBackoffMax{2000};
+  // How long one use of the store waits for a connection under way (Connection::Reset's step):
+  // the first use of an attempt long enough for a server that answers, even a loaded one, to
+  // complete it at once; each later use (one per kConnectBackoffMin) briefly.
+  static constexpr std::chrono::milliseconds kConnectFirstStep{250}, kConnectStep{20};
   std::chrono::milliseconds connect_backoff_{0};  // 0: the last attempt worked (or none failed)
   std::chrono::steady_clock::time_point next_connect_{};
   std::string connect_failed_;                    // why the last attempt failed
@@ -589,16 +593,30 @@ Result<void> PgStore::EnsureConnected() {
     return StoreError(ErrorCode::kIo, "the server cannot be reached (" + connect_failed_ + "); the next attempt to "
                                       "connect is in " + std::to_string(wait) + " ms");
   }
-  reserved_ids_.clear();
-  needs_rollback_ = false;
-  flight_outcome_.reset();
-  if (auto r = conn_->Reset(); !r) {
-    connect_failed_ = r.error().message;
+  if (!conn_->connecting()) {
+    reserved_ids_.clear();
+    needs_rollback_ = false;
+    flight_outcome_.reset();
+  }
+  // The attempt goes on across uses of the store, each waiting a step at most, so a server whose
+  // packets are dropped stalls the loop for a step now and then, not for connect_timeout.
+  auto connected = conn_->Reset(conn_->connecting() ? kConnectStep : kConnectFirstStep);
+  if (!connected) {
+    connect_failed_ = connected.error().message;
     const std::string prefix = "store " + conn_->shown() + ": ";
     if (connect_failed_.rfind(prefix, 0) == 0) connect_failed_.erase(0, prefix.size());
     connect_backoff_ = std::min(kConnectBackoffMax, std::max(kConnectBackoffMin, connect_backoff_ * 2));
     next_connect_ = now + connect_backoff_;
-    return r;
+    return connected.error();
+  }
+  if (!*connected) {
+    // Under way: look again after the shortest backoff, without waiting in between.
+    connect_failed_ = "connecting: the server has not completed the connection yet";
+    connect_backoff_ = std::max(connect_backoff_, kConnectBackoffMin);
+    next_connect_ = now + kConnectBackoffMin;
+    return StoreError(ErrorCode::kIo, "the server has not completed the connection yet (the attempt goes on, up to the "
+                                      "locator's connect_timeout; the store looks again in " +
+                                          std::to_string(kConnectBackoffMin.count()) + " ms)");
   }
   connect_backoff_ = std::chrono::milliseconds(0);
   connect_failed_.clear();

@@ -3,9 +3,11 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 
 namespace basal::pg {
 
@@ -154,11 +156,114 @@ Connection::~Connection() {
   if (conn_) PQfinish(conn_);
 }
 
-Result<void> Connection::Connect() {
+PGconn* Connection::StartConnect() const {
   // The locator's own values win over the defaults before it; the encoding after it is basal's.
   const char* keys[] = {"connect_timeout", "application_name", "dbname", "client_encoding", nullptr};
   const char* values[] = {"10", "basal", uri_.c_str(), "UTF8", nullptr};
-  conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  return PQconnectStartParams(keys, values, /*expand_dbname=*/1);
+}
+
+namespace {
+
+constexpr const char* kCannotConnectAdvice =
+    "check the locator, that the server runs and that it lets this user in (a password belongs in "
+    "~/.pgpass or the file passfile= names, not on the command line; docs/postgres.md)";
+
+// The connect_timeout a connection was made with, in seconds (0: none, as libpq reads it).
+int ConnectTimeoutSeconds(PGconn* conn) {
+  int seconds = 0;
+  PQconninfoOption* options = PQconninfo(conn);
+  for (PQconninfoOption* o = options; o && o->keyword; ++o) {
+    if (std::string_view(o->keyword) == "connect_timeout" && o->val) seconds = std::atoi(o->val);
+  }
+  PQconninfoFree(options);
+  return std::max(seconds, 0);
+}
+
+}  // namespace
+
+Result<void> Connection::Connect() {
+  conn_ = StartConnect();
+  if (conn_ && PQstatus(conn_) != CONNECTION_BAD) {
+    // At Open nothing else waits for this process: the attempt may block, up to connect_timeout.
+    connecting_ = true;
+    connect_poll_ = PGRES_POLLING_WRITING;
+    const int timeout = ConnectTimeoutSeconds(conn_);
+    connect_deadline_ = timeout > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(timeout)
+                                    : std::chrono::steady_clock::time_point::max();
+    for (;;) {
+      auto step = Reset(std::chrono::hours(1));
+      if (!step) return step.error();
+      if (*step) return Ok();
+    }
+  }
+  std::string why = conn_ ? ErrorText(nullptr, conn_) : "out of memory";
+  if (conn_) {
+    PQfinish(conn_);
+    conn_ = nullptr;
+  }
+  return MakeError(ErrorCode::kIo, "store " + shown_ + ": cannot connect: " + why + "; " + kCannotConnectAdvice);
+}
+
+Result<bool> Connection::Reset(std::chrono::milliseconds step) {
+  using std::chrono::steady_clock;
+  auto fail = [&](const std::string& why) -> Error {
+    connecting_ = false;
+    if (conn_) {
+      PQfinish(conn_);
+      conn_ = nullptr;
+    }
+    return MakeError(ErrorCode::kIo, "store " + shown_ + ": cannot connect: " + why + "; " + kCannotConnectAdvice);
+  };
+  if (!connecting_) {
+    if (conn_) {
+      PQfinish(conn_);
+      conn_ = nullptr;
+    }
+    FailAll("the connection was reset");
+    done_.clear();
+    want_write_ = false;
+    lost_ = false;
+    broken_why_.clear();
+    conn_ = StartConnect();
+    if (!conn_ || PQstatus(conn_) == CONNECTION_BAD) return fail(conn_ ? ErrorText(nullptr, conn_) : "out of memory");
+    connecting_ = true;
+    connect_poll_ = PGRES_POLLING_WRITING;  // libpq: wait until writable before the first poll
+    const int timeout = ConnectTimeoutSeconds(conn_);
+    connect_deadline_ = timeout > 0 ? steady_clock::now() + std::chrono::seconds(timeout) : steady_clock::time_point::max();
+  }
+  const auto now = steady_clock::now();
+  const auto until = step >= std::chrono::hours(1) ? steady_clock::time_point::max() : now + step;
+  for (;;) {
+    const auto at = steady_clock::now();
+    if (at >= connect_deadline_) {
+      return fail("the server did not complete the connection within connect_timeout (" +
+                  std::to_string(ConnectTimeoutSeconds(conn_)) + " s): is it reachable from here?");
+    }
+    const auto end = std::min(until, connect_deadline_);
+    const int wait_ms = end == steady_clock::time_point::max()
+                            ? -1
+                            : static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(std::max(end - at, steady_clock::duration(0))).count());
+    pollfd p{PQsocket(conn_), static_cast<short>(connect_poll_ == PGRES_POLLING_READING ? POLLIN : POLLOUT), 0};
+    const int ready = p.fd < 0 ? 1 : ::poll(&p, 1, wait_ms);
+    if (ready < 0 && errno != EINTR) return fail(std::string("poll: ") + std::strerror(errno));
+    if (ready <= 0) {
+      if (steady_clock::now() >= until) return false;  // still under way: the next call goes on
+      continue;
+    }
+    connect_poll_ = PQconnectPoll(conn_);
+    if (connect_poll_ == PGRES_POLLING_FAILED) return fail(ErrorText(nullptr, conn_));
+    if (connect_poll_ == PGRES_POLLING_OK) {
+      connecting_ = false;
+      if (auto r = SetUpConnected(); !r) return r.error();
+      lost_ = false;
+      broken_why_.clear();
+      return true;
+    }
+  }
+}
+
+Result<void> Connection::SetUpConnected() {
   auto fail = [&](const std::string& what, const std::string& advice) -> Error {
     std::string why = conn_ ? ErrorText(nullptr, conn_) : "out of memory";
     if (conn_) {
@@ -167,11 +272,6 @@ Result<void> Connection::Connect() {
     }
     return MakeError(ErrorCode::kIo, "store " + shown_ + ": " + what + ": " + why + "; " + advice);
   };
-  if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
-    return fail("cannot connect",
-                "check the locator, that the server runs and that it lets this user in (a password belongs in "
-                "~/.pgpass or the file passfile= names, not on the command line; docs/postgres.md)");
-  }
   if (PQserverVersion(conn_) < 140000) {
     const int version = PQserverVersion(conn_);
     PQfinish(conn_);
@@ -456,19 +556,6 @@ Result<std::vector<std::pair<std::string, std::string>>> Connection::TakeNotific
     PQfreemem(n);
   }
   return heard;
-}
-
-Result<void> Connection::Reset() {
-  if (conn_) {
-    PQfinish(conn_);
-    conn_ = nullptr;
-  }
-  FailAll("the connection was reset");
-  done_.clear();
-  want_write_ = false;
-  lost_ = false;
-  broken_why_.clear();
-  return Connect();
 }
 
 }  // namespace basal::pg

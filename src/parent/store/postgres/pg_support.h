@@ -14,6 +14,7 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -138,8 +139,16 @@ class Connection {
   bool want_write() const { return want_write_; }
   const std::string& shown() const { return shown_; }
   // Drops the connection and connects again (session and statements too). Everything pending
-  // fails (kConnection).
-  Result<void> Reset();
+  // fails (kConnection). The connection is made without blocking (libpq's PQconnectStart): each
+  // call waits at most `step` for the server, and answers false while the attempt goes on (the
+  // next call carries it on, without dropping anything) and true once connected. The attempt
+  // fails after the locator's connect_timeout (10 s unless it says otherwise), counted from its
+  // start; a server that answers the handshake is then set up with blocking round trips, as at
+  // Open. So a server whose packets are dropped holds the caller `step` at a time, not a whole
+  // connect_timeout.
+  Result<bool> Reset(std::chrono::milliseconds step);
+  // Whether an attempt of Reset is under way (begun, neither connected nor failed yet).
+  bool connecting() const { return connecting_; }
   // Whether the open transaction is in error (a statement failed and nothing rolled it back yet).
   bool InFailedTransaction() const;
   // Runs `sql` now (nothing else pending) and at every connection made again after (a LISTEN).
@@ -157,6 +166,11 @@ class Connection {
         setup_(std::move(setup)),
         statements_(std::move(statements)) {}
   Result<void> Connect();
+  // The libpq parameters of a connection: basal's defaults, the locator's, the encoding.
+  PGconn* StartConnect() const;
+  // Everything after the handshake: the server's version and encoding, the session, the setup,
+  // the prepared statements, pipeline mode. Drops the connection on failure.
+  Result<void> SetUpConnected();
   void FailAll(const std::string& why);
   bool ReadAvailable();  // processes what libpq has; false when the connection failed
   uint64_t Push(bool sync);
@@ -181,6 +195,9 @@ class Connection {
   std::string segment_error_, segment_state_;  // the current segment's first error
   bool want_write_ = false;
   bool lost_ = false;  // the server said it ends the session
+  bool connecting_ = false;  // Reset's attempt is under way on conn_
+  PostgresPollingStatusType connect_poll_ = PGRES_POLLING_WRITING;  // what the attempt waits for
+  std::chrono::steady_clock::time_point connect_deadline_{};  // max() when connect_timeout is 0
   std::string broken_why_;
   std::string last_failure_state_;
 };
