@@ -371,11 +371,15 @@ TEST_F(PgStoreTest, ACallOfAnActivationTakenOverIsNeverRecorded) {
   EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
   EXPECT_NE(refused.error().message.find("taken over by another host"), std::string::npos) << refused.error().message;
   ASSERT_TRUE(a->Rollback());
-  // Behind a commit in flight: sent without waiting, then its batch fails at the commit.
+  // Behind a commit in flight: sent without waiting, then its batch fails at the commit. The
+  // commit is held on the server until the call is sent (a commit that landed first would make
+  // the call wait for its answer, and be refused at once, as above).
+  ASSERT_NO_FATAL_FAILURE(HoldCommits());
   auto fresh = a->journal().BeginActivation(Start("fresh.js", 1000, host_a));
   ASSERT_TRUE(fresh);
   ASSERT_EQ(a->StartCommit(), std::nullopt);
   ASSERT_TRUE(a->journal().RecordCall(Call(*lost, 3))) << "sent behind the commit";
+  ReleaseCommits();
   ASSERT_TRUE(LandCommit(*a)) << "the batch before it is not touched";
   auto failed = a->Commit();
   ASSERT_FALSE(failed);
