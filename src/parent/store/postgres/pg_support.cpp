@@ -183,26 +183,12 @@ int ConnectTimeoutSeconds(PGconn* conn) {
 }  // namespace
 
 Result<void> Connection::Connect() {
-  conn_ = StartConnect();
-  if (conn_ && PQstatus(conn_) != CONNECTION_BAD) {
-    // At Open nothing else waits for this process: the attempt may block, up to connect_timeout.
-    connecting_ = true;
-    connect_poll_ = PGRES_POLLING_WRITING;
-    const int timeout = ConnectTimeoutSeconds(conn_);
-    connect_deadline_ = timeout > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(timeout)
-                                    : std::chrono::steady_clock::time_point::max();
-    for (;;) {
-      auto step = Reset(std::chrono::hours(1));
-      if (!step) return step.error();
-      if (*step) return Ok();
-    }
+  // At Open nothing else waits for this process: the attempt may block, up to connect_timeout.
+  for (;;) {
+    auto step = Reset(std::chrono::hours(1));
+    if (!step) return step.error();
+    if (*step) return Ok();
   }
-  std::string why = conn_ ? ErrorText(nullptr, conn_) : "out of memory";
-  if (conn_) {
-    PQfinish(conn_);
-    conn_ = nullptr;
-  }
-  return MakeError(ErrorCode::kIo, "store " + shown_ + ": cannot connect: " + why + "; " + kCannotConnectAdvice);
 }
 
 Result<bool> Connection::Reset(std::chrono::milliseconds step) {
