@@ -26,7 +26,6 @@ What runs here:
   has 30 s of lease left, and closes nothing.
 
 Run by ctest: clock_skew_test.py --bin-dir DIR."""
-import argparse
 import json
 import os
 import shutil
@@ -36,7 +35,6 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-import pg_cluster  # noqa: E402
 import serve_test  # noqa: E402
 from durable_test import HoldServer, durable_manifest, COUNTER  # noqa: E402
 import postgres_test  # noqa: E402
@@ -211,24 +209,15 @@ class SkewedBasalRunTest(unittest.TestCase):
         self.assertEqual(a.stop(), 0)
 
 
+def suite():
+    s = unittest.TestSuite()
+    for case in (SkewedBasalRunTest, SkewedHostsTest):
+        s.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(case))
+    return s
+
+
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bin-dir", required=True)
-    p.add_argument("-k", default=None, help="only tests whose name contains this")
-    args = p.parse_args()
-    serve_test.BIN = args.bin_dir
-    serve_test.STORE = postgres_test.on_postgres
-    with pg_cluster.Cluster() as pg:
-        postgres_test.CLUSTER = pg
-        s = unittest.TestSuite()
-        for case in (SkewedBasalRunTest, SkewedHostsTest):
-            s.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(case))
-        if args.k:
-            s = unittest.TestSuite([t for t in s if args.k in t.id()])
-        result = unittest.TextTestRunner(verbosity=2).run(s)
-        if not result.wasSuccessful():
-            print("clock_skew_test: the server's log ends with:\n" + pg.server_log()[-4000:], flush=True)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    postgres_test.main_on_a_cluster("clock_skew_test", suite)
 
 
 if __name__ == "__main__":

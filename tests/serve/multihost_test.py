@@ -20,7 +20,6 @@ within the test. What runs here:
   first of them starting is printed, not asserted: docs/postgres.md quotes it).
 
 Run by ctest: multihost_test.py --bin-dir DIR."""
-import argparse
 import hashlib
 import hmac
 import json
@@ -33,7 +32,6 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-import pg_cluster  # noqa: E402
 import serve_test  # noqa: E402
 import durable_test  # noqa: E402
 from durable_test import HoldServer, durable_manifest, COUNTER  # noqa: E402
@@ -370,24 +368,7 @@ def suite():
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bin-dir", required=True)
-    p.add_argument("-k", default=None, help="only tests whose name contains this")
-    args = p.parse_args()
-    serve_test.BIN = args.bin_dir
-    serve_test.STORE = postgres_test.on_postgres
-    started = time.monotonic()
-    with pg_cluster.Cluster() as pg:
-        postgres_test.CLUSTER = pg
-        print("multihost_test: a private cluster in %s (%.1f s to start)" % (pg.dir, time.monotonic() - started),
-              flush=True)
-        s = suite()
-        if args.k:
-            s = unittest.TestSuite([t for t in s if args.k in t.id()])
-        result = unittest.TextTestRunner(verbosity=2).run(s)
-        if not result.wasSuccessful():
-            print("multihost_test: the server's log ends with:\n" + pg.server_log()[-4000:], flush=True)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    postgres_test.main_on_a_cluster("multihost_test", suite)
 
 
 if __name__ == "__main__":

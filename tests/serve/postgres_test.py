@@ -247,22 +247,32 @@ def suite():
     return s
 
 
-def main():
+def main_on_a_cluster(name, make_suite):
+    """The main of a test file whose daemons keep their store on PostgreSQL: --bin-dir DIR and -k
+    TEXT (only tests whose name contains it); one private cluster for the whole file, its server's
+    log printed when a test failed."""
     global CLUSTER
     p = argparse.ArgumentParser()
     p.add_argument("--bin-dir", required=True)
+    p.add_argument("-k", default=None, help="only tests whose name contains this")
     args = p.parse_args()
     serve_test.BIN = args.bin_dir
     serve_test.STORE = on_postgres
     started = time.monotonic()
     with pg_cluster.Cluster() as pg:
         CLUSTER = pg
-        print("postgres_test: a private cluster in %s (%.1f s to start)" % (pg.dir, time.monotonic() - started),
-              flush=True)
-        result = unittest.TextTestRunner(verbosity=2).run(suite())
+        print("%s: a private cluster in %s (%.1f s to start)" % (name, pg.dir, time.monotonic() - started), flush=True)
+        s = make_suite()
+        if args.k:
+            s = unittest.TestSuite([t for t in s if args.k in t.id()])
+        result = unittest.TextTestRunner(verbosity=2).run(s)
         if not result.wasSuccessful():
-            print("postgres_test: the server's log ends with:\n" + pg.server_log()[-4000:], flush=True)
+            print("%s: the server's log ends with:\n%s" % (name, pg.server_log()[-4000:]), flush=True)
     sys.exit(0 if result.wasSuccessful() else 1)
+
+
+def main():
+    main_on_a_cluster("postgres_test", suite)
 
 
 if __name__ == "__main__":
