@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Quick start: installs what is missing (apt-get, only for missing packages; QuickJS with npm pack),
 # builds only what running a flow needs (basal and ck-basal-worker, Release), then runs
-# examples/hello.js once with a throw-away journal and shows what the journal recorded. From a
-# bare Debian 12 (457 packages, most of them npm's), unity build: 31 min 43 s wall, 5 min 42 s CPU on
-# 2 cores at load 12.75..5.11 (scripts/quickstart-check.sh); computed for 2 idle cores (build CPU / 2
-# plus the package step as measured under load): about 9 minutes from a bare system, about 3 with
-# the packages present (README.md, docs/performance.md: what we measured).
+# examples/hello.js once with a throw-away journal and shows what the journal recorded. Measured
+# from a fresh clone on 2 cores with g++, cmake, node and npm present (9 packages installed on the
+# way, nothing cached): 2 min 34 s. From a bare Debian 12 (457 packages, most of them npm's):
+# about 9 minutes on 2 idle cores, computed (README.md, docs/performance.md: what we measured).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

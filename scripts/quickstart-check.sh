@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# Measures the README's quick start as a new user meets it: a bare Debian 12 (mmdebstrap's minbase
-# with git), a fresh clone of this repository, then `scripts/example.sh` exactly as the README
-# writes it, timed with bash's `time` (wall, and the CPU of everything it ran: apt-get, dpkg, npm,
-# cmake, the compiler). The machine's load is printed before and after: on a shared machine the wall
-# time is not the idle figure, the CPU time is. Not run in CI (it needs root and the network);
-# docs/performance.md (The quick start) has the figures and how to read them.
+# Measures the README's quick start as a new user meets it, timed with bash's `time` (wall, and the
+# CPU of everything it ran: apt-get, dpkg, npm, cmake, the compiler), the machine's load printed
+# before and after (on a shared machine the wall time is not the idle figure, the CPU time is). Not
+# run in CI; docs/performance.md (The quick start) has the figures and how to read them.
 #
-#   sudo scripts/quickstart-check.sh [BRANCH]     (default: the checkout's current branch)
+#   sudo scripts/quickstart-check.sh [BRANCH]          a bare Debian 12 (mmdebstrap's minbase with
+#                                                      git), a fresh clone of BRANCH in it, then
+#                                                      `scripts/example.sh` exactly as the README says
+#   scripts/quickstart-check.sh --here [BRANCH]        this machine as it is: a fresh clone of BRANCH
+#                                                      in a new temporary folder, ccache off, an empty
+#                                                      npm cache, then `scripts/example.sh`; packages
+#                                                      the machine has are not installed again
 #
-# Needs root, mmdebstrap (apt-get install mmdebstrap) and the host's Debian mirror (the first
-# Debian URI in /etc/apt/sources.list or /etc/apt/sources.list.d/*.sources; override with
-# QUICKSTART_MIRROR=URI). QUICKSTART_DIR: where the root is made (default: a new folder in /var/tmp);
-# it is removed at the end.
+# BRANCH defaults to the checkout's current branch. The bare mode needs root, mmdebstrap (apt-get
+# install mmdebstrap) and the host's Debian mirror (the first Debian URI in /etc/apt/sources.list or
+# /etc/apt/sources.list.d/*.sources; override with QUICKSTART_MIRROR=URI). QUICKSTART_DIR: where the
+# root or the clone is made (default: a new folder in /var/tmp); it is removed at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [[ "${1:-}" == --here ]]; then
+  branch="${2:-$(git rev-parse --abbrev-ref HEAD)}"
+  work="$(mktemp -d "${QUICKSTART_DIR:-/var/tmp}/quickstart.XXXXXX")"
+  trap 'rm -rf "$work"' EXIT
+  git clone --quiet --single-branch --branch "$branch" . "$work/basal"
+  echo "quickstart-check: $(nproc) cores; a fresh clone of $(git -C "$work/basal" rev-parse --short HEAD) in $work/basal"
+  echo "quickstart-check: load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  (cd "$work/basal" &&
+    env -u CMAKE_CXX_COMPILER_LAUNCHER -u CMAKE_C_COMPILER_LAUNCHER CCACHE_DISABLE=1 \
+      npm_config_cache="$work/npm-cache" bash -c 'time scripts/example.sh')
+  echo "quickstart-check: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "quickstart-check: real is the wall time; user + sys the CPU time of everything it ran"
+  exit 0
+fi
 
 if [[ "$(id -u)" != 0 ]]; then
   echo "quickstart-check: needs root (mmdebstrap, chroot, mount)" >&2
