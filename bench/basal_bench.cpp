@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
       o.busy_poll = std::chrono::microseconds(us);
     } else {
       std::fprintf(stderr, "basal-bench: unknown argument %s (usage: basal-bench [--work-dir DIR] "
-                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US])\n", a.c_str());
+                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US] [--journal LOCATOR])\n", a.c_str());
       return 64;
     }
   }
@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
     o.work_dir = t;
   }
   std::filesystem::create_directories(o.work_dir);
-  std::printf("basal-bench: worker %s, journals in %s%s\n\n", o.worker_path.c_str(), o.work_dir.c_str(),
+  std::printf("basal-bench: worker %s, journals in %s%s\n\n", o.worker_path.c_str(),
+              o.journal.empty() ? o.work_dir.c_str() : (o.journal + " (all but the durable figure's)").c_str(),
               o.quick ? " (--quick: a smoke run, not figures to publish)" : "");
 
   if (!only.empty()) {
@@ -179,8 +180,9 @@ int main(int argc, char** argv) {
   PrintSamples("journal batch: BeginActivation + Commit", commits.begin_activation);
   PrintSamples("journal batch: RecordCall + Commit", commits.record_call);
   PrintSamples("journal batch: EndActivation + Commit", commits.end_activation);
-  std::printf("  %-44s %.1f MiB after %zu commits\n", "journal WAL file", static_cast<double>(commits.wal_bytes) / (1 << 20),
-              3 * commits.begin_activation.size());
+  if (o.journal.empty())
+    std::printf("  %-44s %.1f MiB after %zu commits\n", "journal WAL file", static_cast<double>(commits.wal_bytes) / (1 << 20),
+                3 * commits.begin_activation.size());
 
   std::printf("\nfigures\n");
   Samples hostcall = basal::bench::HostCallRoundTrip(o);

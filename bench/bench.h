@@ -55,10 +55,16 @@ struct Options {
   // ModuleOptions::busy_poll of the in-process modules (figures_bench.cpp); unset: the module's
   // default. 0 turns polling off, so the parent's CPU per activation is its work, not its wait.
   std::optional<std::chrono::microseconds> busy_poll;
-  // --journal: the store the commit figure writes to (a file path or a postgresql:// locator);
-  // unset: a new SQLite file in work_dir.
+  // --journal: the store the references' commits and the figures that journal write to (a file
+  // path or a postgresql:// locator, shared by all of them; FigureStore); unset: a new SQLite file
+  // in work_dir for each.
   std::string journal;
 };
+
+// The store a figure journals to: --journal's when given, else `sqlite_path`, a new SQLite file
+// (removed first, with its -wal and -shm). The durable figure keeps its own SQLite files (its
+// resume must find only its own interrupted run).
+std::string FigureStore(const Options& o, const std::string& sqlite_path);
 
 // ---- references (references_bench.cpp) ----
 // 64 bytes there and back, to a forked echo child; cross_cpu pins the two to CPUs 0 and 1 (the

@@ -74,8 +74,7 @@ FetchSamples FetchRoundTrip(const Options& o) {
   }
 
   ModuleOptions mo;
-  mo.journal_path = o.work_dir + "/fetch.db";
-  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((mo.journal_path + suffix).c_str());
+  mo.journal_path = FigureStore(o, o.work_dir + "/fetch.db");
   mo.worker_path = o.worker_path;
   auto m = Module::Open(std::move(mo));
   if (!m) FetchBenchFatal(m.error().message);

@@ -29,8 +29,7 @@ namespace {
 }
 
 std::unique_ptr<Module> OpenFiguresModule(const Options& o, const std::string& name, ModuleOptions mo = {}) {
-  mo.journal_path = o.work_dir + "/" + name + ".db";
-  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((mo.journal_path + suffix).c_str());
+  mo.journal_path = FigureStore(o, o.work_dir + "/" + name + ".db");
   mo.worker_path = o.worker_path;
   if (o.busy_poll) mo.busy_poll = *o.busy_poll;
   auto m = Module::Open(std::move(mo));

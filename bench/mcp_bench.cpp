@@ -65,7 +65,7 @@ McpSamples McpRoundTrip(const Options& o, const std::string& basal_path) {
   const std::string dir = o.work_dir + "/mcp";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string db = dir + "/journal.db";
+  const std::string db = FigureStore(o, dir + "/journal.db");
   std::ofstream(dir + "/policy.json") << "{\"grants\": {}}\n";
   if (RunQuietly({basal_path, "policy", "approve", "bench", "--manifest", dir + "/policy.json", "--yes", "--db", db}) != 0)
     McpBenchFatal("basal policy approve failed");

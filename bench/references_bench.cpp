@@ -135,11 +135,15 @@ Samples SpawnHello(const Options& o) {
   return s;
 }
 
+std::string FigureStore(const Options& o, const std::string& sqlite_path) {
+  if (!o.journal.empty()) return o.journal;
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((sqlite_path + suffix).c_str());
+  return sqlite_path;
+}
+
 CommitSamples JournalCommits(const Options& o) {
   const bool own = o.journal.empty();
-  const std::string path = own ? o.work_dir + "/reference-journal.db" : o.journal;
-  if (own)
-    for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+  const std::string path = FigureStore(o, o.work_dir + "/reference-journal.db");
   auto store = OpenStore({path, Durability::kNormal});
   if (!store) {
     std::fprintf(stderr, "basal-bench: %s\n", store.error().message.c_str());

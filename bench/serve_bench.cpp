@@ -84,7 +84,7 @@ ServeSamples ServeRoundTrip(const Options& o, const std::string& basal_path) {
   const std::string dir = o.work_dir + "/serve";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string db = dir + "/journal.db", socket = dir + "/basal.sock";
+  const std::string db = FigureStore(o, dir + "/journal.db"), socket = dir + "/basal.sock";
   {
     std::ofstream(dir + "/bench.js") << "export default (input) => input;\n";
     std::ofstream(dir + "/bench.json") << "{\"grants\": {}}\n";

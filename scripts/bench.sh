@@ -7,8 +7,14 @@
 # basal-bench in the same session, alternating within each round, side by side. Not part of ctest
 # pass/fail: a missed target is printed as MISSED, never an error.
 #
-#   scripts/bench.sh [--rounds N] [--compare REV] [--quick] [--only FIGURE] [--plan]
+#   scripts/bench.sh [--rounds N] [--compare REV] [--quick] [--only FIGURE] [--postgres] [--plan]
 #   scripts/bench.sh --only burndown [--runs N] [--rounds N]
+#
+# --postgres journals on PostgreSQL instead of SQLite: each round's basal-bench runs inside a new
+# private cluster (tests/support/pg_cluster.py, with fsync, full_page_writes and synchronous_commit
+# on, as a server runs) and writes the references' commits and every figure that journals (all but
+# the durable figure and the cold start) to its database (basal-bench --journal). With --compare,
+# REV must know --journal for the figures too (this commit's basal-bench and later).
 #
 # --only burndown is the burn-down benchmark (bench/burndown.py, docs/performance.md): N runs
 # (20,000 unless --runs says) queued, then worked off by 1 host on SQLite, 1 host and 2 hosts on
@@ -20,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
-  echo "usage: scripts/bench.sh [--rounds N] [--compare REV] [--quick] [--only FIGURE] [--plan] [--runs N (burndown)]" >&2
+  echo "usage: scripts/bench.sh [--rounds N] [--compare REV] [--quick] [--only FIGURE] [--postgres] [--plan] [--runs N (burndown)]" >&2
   exit 64
 }
 
@@ -30,6 +36,7 @@ runs=20000
 only=""
 compare=""
 plan=0
+postgres=0
 bench_args=()
 while (($#)); do
   case "$1" in
@@ -65,6 +72,10 @@ while (($#)); do
       plan=1
       shift
       ;;
+    --postgres)
+      postgres=1
+      shift
+      ;;
     -h | --help)
       usage
       ;;
@@ -79,6 +90,7 @@ build=build/release
 
 if [[ "$only" == burndown ]]; then
   [[ -z "$compare" ]] || { echo "bench.sh: --only burndown does not take --compare" >&2; exit 64; }
+  ((!postgres)) || { echo "bench.sh: --only burndown runs on both stores already; it does not take --postgres" >&2; exit 64; }
   ((rounds_given)) || rounds=1
   if ((plan)); then
     echo "build: $build (basal, ck-basal-worker, basal-bench)"
@@ -111,7 +123,7 @@ if ((plan)); then
     order=("${labels[@]}")
     if ((${#labels[@]} == 2 && r % 2 == 0)); then order=("${labels[1]}" "${labels[0]}"); fi
     for l in "${order[@]}"; do
-      echo "round $r/$rounds: $l basal-bench${bench_args[*]:+ ${bench_args[*]}}"
+      echo "round $r/$rounds: $l basal-bench${bench_args[*]:+ ${bench_args[*]}}$( ((postgres)) && echo " --journal (a new private PostgreSQL cluster)")"
     done
   done
   exit 0
@@ -155,8 +167,13 @@ if [[ -n "$compare" ]]; then
 fi
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+if ((postgres)); then
+  store="PostgreSQL (a private cluster in ${TMPDIR:-/tmp}, on $(df -T "${TMPDIR:-/tmp}" | awk 'NR==2 {print $2}'))"
+else
+  store="SQLite on $(df -T "$work" | awk 'NR==2 {print $2}')"
+fi
 echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), kernel $(uname -r)," \
-     "journal on $(df -T "$work" | awk 'NR==2 {print $2}'), load average $load_start"
+     "journal on $store, load average $load_start"
 echo "this: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)')${compare:+; compare: $compare ($(git rev-parse --short "$rev"))}"
 echo "$rounds round(s), raw output in $results"
 
@@ -168,7 +185,13 @@ for ((r = 1; r <= rounds; r++)); do
     [[ "$l" == this ]] || dir="$results/compare"
     echo "round $r/$rounds: $l (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     rm -rf "$work" && mkdir -p "$work"
-    "${bench_bin[$l]}" --work-dir "$work" "${bench_args[@]}" >"$dir/round-$r.txt" 2>&1 ||
+    run=("${bench_bin[$l]}" --work-dir "$work" "${bench_args[@]}")
+    if ((postgres)); then
+      # The locator is the cluster's (BASAL_TEST_PG), known only inside it.
+      run=(python3 tests/support/pg_cluster.py --set fsync=on --set full_page_writes=on --set synchronous_commit=on
+           --set shared_buffers=128MB -- sh -c 'exec "$@" --journal "$BASAL_TEST_PG"' sh "${run[@]}")
+    fi
+    "${run[@]}" >"$dir/round-$r.txt" 2>&1 ||
       { echo "bench.sh: basal-bench ($l) failed in round $r:" >&2; tail -20 "$dir/round-$r.txt" >&2; exit 1; }
   done
 done

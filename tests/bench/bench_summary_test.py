@@ -185,6 +185,16 @@ class Arguments(unittest.TestCase):
         self.assertEqual(r.returncode, 64)
         self.assertIn("--only burndown does not take --compare", r.stderr)
 
+    def test_postgres_runs_every_round_in_a_cluster_of_its_own(self):
+        r = self.plan("--postgres", "--rounds", "2", "--only", "hostcall")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([line for line in r.stdout.splitlines() if line.startswith("round")],
+                         ["round 1/2: this basal-bench --only hostcall --journal (a new private PostgreSQL cluster)",
+                          "round 2/2: this basal-bench --only hostcall --journal (a new private PostgreSQL cluster)"])
+        r = self.plan("--only", "burndown", "--postgres")
+        self.assertEqual(r.returncode, 64)
+        self.assertIn("--only burndown runs on both stores already", r.stderr)
+
     def test_bad_arguments_are_refused_with_64(self):
         for args, message in [(["--rounds", "0"], "--rounds takes a whole number"),
                               (["--rounds", "two"], "--rounds takes a whole number"),

@@ -16,6 +16,10 @@ As a library (tests/serve/*.py):
 As a command, around another command that finds the locator in BASAL_TEST_PG:
 
     tests/support/pg_cluster.py -- build/release/tests/store_test --gtest_filter='Postgres/*'
+    tests/support/pg_cluster.py --set fsync=on --set synchronous_commit=on -- COMMAND...
+
+(`--set KEY=VALUE`: a server setting over the tests' defaults below; the benchmarks turn fsync back
+on, as a server should run.)
 
 The server binaries are looked up in BASAL_PG_BINDIR, then PATH, then /usr/lib/postgresql/*/bin
 (Debian's postgresql-15, which scripts/setup.sh installs).
@@ -156,13 +160,22 @@ class Cluster:
 
 
 def main(argv):
+    usage = "usage: pg_cluster.py [--set KEY=VALUE]... -- COMMAND [ARG...]   (COMMAND finds the locator in BASAL_TEST_PG)"
     if "--" not in argv:
-        print("usage: pg_cluster.py -- COMMAND [ARG...]   (COMMAND finds the locator in BASAL_TEST_PG)",
-              file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     command = argv[argv.index("--") + 1:]
+    options = argv[:argv.index("--")]
+    settings = {}
+    while options:
+        if len(options) < 2 or options[0] != "--set" or "=" not in options[1] or options[1].startswith("="):
+            print("pg_cluster.py: not understood: %s\n%s" % (" ".join(options), usage), file=sys.stderr)
+            return 2
+        key, value = options[1].split("=", 1)
+        settings[key] = value
+        options = options[2:]
     started = time.monotonic()
-    with Cluster() as pg:
+    with Cluster(settings) as pg:
         print(f"pg_cluster: a private cluster in {pg.dir} ({time.monotonic() - started:.1f} s to start)",
               flush=True)
         env = dict(os.environ, BASAL_TEST_PG=pg.locator())
