@@ -58,6 +58,9 @@ struct Options {
   // --journal: the store the commit figure writes to (a file path or a postgresql:// locator);
   // unset: a new SQLite file in work_dir.
   std::string journal;
+  // --web-fetch: the fetch figure's flow calls fetch(url), the web global (Request, Response,
+  // Headers in the worker), instead of host.call('http.fetch', ...) directly.
+  bool web_fetch = false;
 };
 
 // ---- references (references_bench.cpp) ----
