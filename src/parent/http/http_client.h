@@ -24,7 +24,8 @@
 // ended, not inside it (CURLOPT_CLOSESOCKETFUNCTION): closing a TCP socket costs about 10 us, and
 // in that pass the response's journal commit and the answer to the worker are still to come. The
 // socket is already out of curl's hands and out of the loop's epoll set; only its descriptor lives
-// on until the pass after (or the client's destructor), so at most the sockets of one pass wait.
+// on, until the loop's next pass (or the client's destruction): the sockets waiting are never more
+// than those of the exchanges that ended since.
 #pragma once
 
 #include <sys/socket.h>
