@@ -3,9 +3,11 @@
 // Run it through scripts/bench.sh. Not a test: it never fails on a missed target.
 //
 //   basal-bench [--work-dir DIR] [--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US]
+//               [--web-fetch]
 //
 // --busy-poll sets the in-process modules' ModuleOptions::busy_poll (0: off), for profiling the
-// parent's own CPU per activation (docs/performance.md, "Where the time goes").
+// parent's own CPU per activation (docs/performance.md, "Where the time goes"). --web-fetch makes
+// the fetch figure's flow call fetch(), the web global, instead of the http.fetch host call.
 #include <unistd.h>
 
 #include <cstdio>
@@ -70,6 +72,8 @@ int main(int argc, char** argv) {
       only = value();
     } else if (a == "--journal") {
       o.journal = value();
+    } else if (a == "--web-fetch") {
+      o.web_fetch = true;
     } else if (a == "--busy-poll") {
       const std::string v = value();
       char* end = nullptr;
@@ -81,9 +85,14 @@ int main(int argc, char** argv) {
       o.busy_poll = std::chrono::microseconds(us);
     } else {
       std::fprintf(stderr, "basal-bench: unknown argument %s (usage: basal-bench [--work-dir DIR] "
-                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US] [--journal LOCATOR])\n", a.c_str());
+                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US] [--journal LOCATOR] "
+                           "[--web-fetch])\n", a.c_str());
       return 64;
     }
+  }
+  if (o.web_fetch && only != "fetch") {
+    std::fprintf(stderr, "basal-bench: --web-fetch goes with --only fetch (the full table's fetch figure is the host call's)\n");
+    return 64;
   }
   const bool own_work_dir = o.work_dir.empty();
   if (own_work_dir) {
@@ -129,7 +138,7 @@ int main(int argc, char** argv) {
     } else if (only == "fetch") {
       basal::bench::FetchSamples f = basal::bench::FetchRoundTrip(o);
       PrintSamples("direct libcurl request, loopback", f.direct);
-      PrintSamples("http.fetch round trip, loopback", f.fetch);
+      PrintSamples(o.web_fetch ? "fetch() round trip, loopback" : "http.fetch round trip, loopback", f.fetch);
     } else if (only == "mcp") {
       basal::bench::McpSamples m = basal::bench::McpRoundTrip(o, BASAL_CLI_PATH);
       PrintSamples("basal mcp: ping", m.ping);

@@ -59,6 +59,9 @@ struct Options {
   // path or a postgresql:// locator, shared by all of them; FigureStore); unset: a new SQLite file
   // in work_dir for each.
   std::string journal;
+  // --web-fetch: the fetch figure's flow calls fetch(url), the web global (Request, Response,
+  // Headers in the worker), instead of host.call('http.fetch', ...) directly.
+  bool web_fetch = false;
 };
 
 // The store a figure journals to: --journal's when given, else `sqlite_path`, a new SQLite file

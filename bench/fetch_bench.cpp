@@ -81,11 +81,14 @@ FetchSamples FetchRoundTrip(const Options& o) {
   const std::string manifest = R"({"grants": {"http.fetch": {"rules": [{"url": "http://127.0.0.1:)" +
                                std::to_string(server.port()) + R"(/", "allow_networks": ["127.0.0.1/32"]}],
                                "limits": {"max_requests": 100000}}}})";
+  // The host call as the web global's fetch() makes it, or fetch() itself (--web-fetch).
+  const std::string request = o.web_fetch ? "await fetch(input.url)"
+                                          : "await host.call('http.fetch', {url: input.url, method: 'GET', "
+                                            "headers: [], body: null, redirect: 'follow'})";
   auto f = (*m)->AddFlow("fetch.js",
                          "export default async function (input, host) {"
                          "  for (let i = 0; i < input.n; i++) {"
-                         "    const r = await host.call('http.fetch', {url: input.url, method: 'GET', headers: [],"
-                         "                                             body: null, redirect: 'follow'});"
+                         "    const r = " + request + ";"
                          "    if (r.status !== 200) throw new Error('status ' + r.status);"
                          "  }"
                          "  return input.n;"

@@ -183,6 +183,31 @@ const cases = {
       ],
     };
   },
+  // Request's URL beside the URL class's href, for URLs the parser keeps as written and for URLs
+  // it rewrites (fetch.js reads the first kind without the URL class).
+  async urlForms() {
+    const urls = [
+      'http://127.0.0.1:8080/item', 'https://api.example.com/v1/items?page=2&sort=-date', 'http://a-b.c9.example/x/',
+      'https://example.com/a:b@c/~_!$&()*+,;=-.x?q=/?:@', 'http://255.255.255.255/', 'http://0.0.0.0:1/',
+      'http://example.com//double//slash', 'https://example.com/.hidden/..name/a..', 'https://example.com/?',
+      'http://127.0.0.1:80/', 'https://example.com:443/x', 'http://example.com:080/', 'HTTP://Example.COM/A',
+      'http://example.com', 'http://example.com/a/./b', 'http://example.com/a/../b', 'http://example.com/a/..',
+      'http://example.com/a/%2e%2e/b', 'http://127.1/', 'http://0x7f.0.0.1/', 'http://010.0.0.1/',
+      'http://1.2.3.4./', 'http://example.com./', 'http://a..b/', 'http://xn--nxasmq6b.com/',
+      'http://example.123/', 'http://example.0x/', 'http://exämple.com/', 'http://example.com/a b',
+      "http://example.com/it's?q='x'", 'http://example.com/a\\b', 'http://example.com/{x}|^`',
+      'http://example.com/p#frag', 'http://user:pw@example.com/', ' http://example.com/ ', 'http://exa\tmple.com/',
+      'http://example.com:65535/', 'http://example.com:65536/', 'https://example.com/%41%zz',
+    ];
+    const out = [];
+    for (const u of urls) {
+      let viaRequest, viaUrl;
+      try { viaRequest = new Request(u).url; } catch (e) { viaRequest = e.name; }
+      try { viaUrl = new URL(u).href; } catch (e) { viaUrl = 'TypeError'; }
+      out.push([u, viaRequest, viaUrl]);
+    }
+    return out;
+  },
 };
 export default async (name) => cases[name]();
 )JS";
@@ -358,6 +383,29 @@ TEST_F(WebFetchTest, EveryCaseReturnsWhatTheStandardSaysAndSendsTheWireFormat) {
       EXPECT_EQ(sent_.back(), c.sent) << sent_.back().dump();
     }
   }
+}
+
+TEST_F(WebFetchTest, ARequestsUrlIsTheUrlClassesHrefWhetherOrNotTheParserRewritesIt) {
+  ActivationResult r = RunCase({"urlForms", std::nullopt, std::nullopt, nullptr});
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_TRUE(r.result.is_array());
+  ASSERT_EQ(r.result.size(), 39u);
+  size_t kept = 0, rewritten = 0, refused = 0;
+  for (const Json& row : r.result) {
+    const std::string& written = row[0].get_ref<const std::string&>();
+    EXPECT_EQ(row[1], row[2]) << written;
+    if (row[2] == "TypeError") {
+      ++refused;
+    } else if (row[2] == written) {
+      ++kept;
+    } else {
+      ++rewritten;
+    }
+  }
+  // The table holds every kind: so a fast path that wrongly kept a URL as written shows here.
+  EXPECT_GE(kept, 8u);
+  EXPECT_GE(rewritten, 15u);
+  EXPECT_GE(refused, 2u);
 }
 
 TEST_F(WebFetchTest, MethodsAreNormalizedAndBytesSentAsTheyAre) {

@@ -349,7 +349,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     hop["status"] = r.status;
     if (RetryLater(f, hop, r)) return;
     if (f->attempt > 1) hop["attempt"] = f->attempt;
-    f->hop_log.push_back(hop);
+    f->hop_log.push_back(std::move(hop));
     const auto location =
         std::find_if(r.headers.begin(), r.headers.end(), [](const auto& h) { return h.first == "location"; });
     if (IsRedirect(r.status) && location != r.headers.end() && f->redirect != http::RedirectMode::kManual) {
@@ -421,7 +421,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
                 {"redirected", f.hops > 0},
                 {"headers", std::move(headers)},
                 {"body_base64", EncodeBase64(body)},
-                {"basal", {{"hops", f.hop_log}, {"secrets", std::move(secrets)}}}});
+                {"basal", {{"hops", std::move(f.hop_log)}, {"secrets", std::move(secrets)}}}});
   }
 
   EventLoop& loop_;
@@ -432,11 +432,16 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
 };
 
 // The journal's view of a response: the body as text (bytes that are not UTF-8 are replaced when
-// the record is written), beside its size. The call gate caps each journaled value.
+// the record is written), beside its size. The call gate caps each journaled value. Built member
+// by member: a copy of the whole result would copy the base64 text only to drop it (up to 11 MiB
+// for a body at max_response_bytes).
 Json JournalResult(const Json& result) {
-  Json view = result;
-  auto b = view.find("body_base64");
-  if (b == view.end() || !b->is_string()) return view;
+  auto b = result.find("body_base64");
+  if (b == result.end() || !b->is_string()) return result;
+  Json view = Json::object();
+  for (auto it = result.begin(); it != result.end(); ++it) {
+    if (it.key() != "body_base64") view[it.key()] = it.value();
+  }
   const std::string& text = b->get_ref<const std::string&>();
   std::string bytes(text.size() / 4 * 3 + 3, '\0');
   const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
@@ -445,7 +450,6 @@ Json JournalResult(const Json& result) {
   if (!text.empty() && text.back() == '=') ++pad;
   if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
   bytes.resize(n < 0 ? 0 : static_cast<size_t>(n) - pad);
-  view.erase("body_base64");
   view["body_bytes"] = bytes.size();
   view["body"] = std::move(bytes);
   return view;

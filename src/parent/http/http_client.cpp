@@ -183,7 +183,9 @@ HttpClient::~HttpClient() {
   running_.clear();
   queue_.clear();
   for (int fd : watched_) loop_.Unwatch(fd);
-  if (multi_) curl_multi_cleanup(static_cast<CURLM*>(multi_));
+  if (multi_) curl_multi_cleanup(static_cast<CURLM*>(multi_));  // may still close sockets (CloseLater)
+  if (close_timer_) loop_.Cancel(*close_timer_);
+  CloseNow();
 }
 
 void HttpClient::EnsureMulti() {
@@ -288,6 +290,8 @@ void HttpClient::Launch(std::unique_ptr<Transfer> t) {
   curl_easy_setopt(e, CURLOPT_HEADERDATA, raw);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &OnOpenSocket);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, raw);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
   if (x.method == "HEAD") {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else if (x.method == "GET" && !x.body) {
@@ -357,6 +361,37 @@ int HttpClient::OnSocket(void* /*easy*/, int fd, int what, void* client, void* /
   });
   if (watched) self->watched_.insert(fd);
   return watched ? 0 : -1;
+}
+
+int HttpClient::OnCloseSocket(void* client, int fd) {
+  static_cast<HttpClient*>(client)->CloseLater(fd);
+  return 0;
+}
+
+void HttpClient::CloseLater(int fd) {
+  // curl has forgotten the socket (it told OnSocket to stop watching it first); so does the loop.
+  if (watched_.erase(fd)) loop_.Unwatch(fd);
+  closing_.push_back(fd);
+  if (close_scheduled_) return;
+  close_scheduled_ = true;
+  // Work posted now runs later in this pass, before the pass's after_pass (the journal's commit and
+  // the answers it releases); a timer that work sets for now is run by the loop's next RunTimers,
+  // which comes only after that after_pass. So the sockets close once this pass's answers are out.
+  std::weak_ptr<bool> alive = alive_;
+  loop_.Post([this, alive] {
+    if (auto a = alive.lock(); !a || !*a) return;
+    close_timer_ = loop_.At(EventLoop::Clock::now(), [this, alive] {
+      if (auto a = alive.lock(); !a || !*a) return;
+      close_timer_.reset();
+      CloseNow();
+    });
+  });
+}
+
+void HttpClient::CloseNow() {
+  close_scheduled_ = false;
+  for (int fd : closing_) ::close(fd);
+  closing_.clear();
 }
 
 int HttpClient::OnTimer(void* /*multi*/, long timeout_ms, void* client) {

@@ -1,0 +1,134 @@
+// The parent's HTTP client (src/parent/http/http_client.h) on an event loop of its own, against
+// the loopback test server: every exchange has its own connection, and each connection is closed
+// once the exchange is answered (its close waits for the end of that loop pass, never longer than
+// the next pass or the client's destruction), so no descriptor outlives its exchange.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "parent/http/http_client.h"
+#include "parent/loop/event_loop.h"
+#include "support/http_test_server.h"
+
+namespace basal::testing {
+namespace {
+
+// This process's descriptors that are TCP sockets connected to 127.0.0.1:`port` from the client
+// side (the remote port is the server's): the client's connections, not the server's ends.
+size_t ClientSocketsTo(uint16_t port) {
+  std::set<unsigned long> inodes;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (dirent* e = ::readdir(d)) {
+      char target[PATH_MAX] = {};
+      const std::string link = std::string("/proc/self/fd/") + e->d_name;
+      const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+      unsigned long inode = 0;
+      if (n > 0 && std::sscanf(target, "socket:[%lu]", &inode) == 1) inodes.insert(inode);
+    }
+    ::closedir(d);
+  }
+  size_t count = 0;
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the column names
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
+    unsigned long inode = 0;
+    fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+    const size_t colon = remote.find(':');
+    if (colon == std::string::npos) continue;
+    const unsigned long remote_port = std::stoul(remote.substr(colon + 1), nullptr, 16);
+    if (remote_port == port && inodes.count(inode)) ++count;
+  }
+  return count;
+}
+
+class HttpClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.Handle("/item", [](const TestRequest&) {
+      TestResponse r;
+      r.status = 200;
+      r.body = "item";
+      return r;
+    });
+    ASSERT_TRUE(server_.Start(/*ipv6=*/false)) << server_.error();
+    auto loop = EventLoop::Create();
+    ASSERT_TRUE(loop) << loop.error().message;
+    loop_ = std::move(*loop);
+  }
+
+  // Starts one GET and runs the loop until its `done` has run (at most 10 s).
+  std::optional<http::ExchangeResult> Exchange(http::HttpClient& client) {
+    std::optional<http::ExchangeResult> got;
+    http::Exchange x;
+    x.url = server_.url("/item");
+    x.method = "GET";
+    client.Start(std::move(x), [&got](http::ExchangeResult r) { got = std::move(r); });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!got && std::chrono::steady_clock::now() < until) loop_->RunOnce(std::chrono::milliseconds(100));
+    return got;
+  }
+
+  HttpTestServer server_;
+  std::unique_ptr<EventLoop> loop_;
+};
+
+TEST_F(HttpClientTest, EachExchangeHasItsOwnConnectionClosedByThePassAfterItsAnswer) {
+  http::HttpClient client(*loop_, {});
+  for (int i = 0; i < 20; ++i) {
+    std::optional<http::ExchangeResult> r = Exchange(client);
+    ASSERT_TRUE(r) << "exchange " << i << " never finished";
+    ASSERT_TRUE(r->ok()) << r->message;
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "item");
+    loop_->RunOnce(std::chrono::milliseconds(0));  // the pass after the one that answered
+    EXPECT_EQ(ClientSocketsTo(server_.port()), 0u) << "after exchange " << i;
+  }
+  EXPECT_EQ(server_.connections_accepted(), 20u);  // none reused
+}
+
+TEST_F(HttpClientTest, DestroyingTheClientClosesTheConnectionsItHadYetToClose) {
+  {
+    http::HttpClient client(*loop_, {});
+    std::optional<http::ExchangeResult> r = Exchange(client);
+    ASSERT_TRUE(r && r->ok());
+  }  // no further pass of the loop
+  EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
+  loop_->RunOnce(std::chrono::milliseconds(0));  // what the client left on the loop is inert
+  EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
+}
+
+TEST_F(HttpClientTest, AFailedConnectionLeavesNoSocketOpen) {
+  http::HttpClient client(*loop_, {});
+  std::optional<http::ExchangeResult> got;
+  http::Exchange x;
+  x.url = server_.url("/item");
+  x.method = "GET";
+  x.check_address = [](const http::SocketAddress&) -> std::optional<std::string> { return "is refused by the test"; };
+  client.Start(std::move(x), [&got](http::ExchangeResult r) { got = std::move(r); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!got && std::chrono::steady_clock::now() < until) loop_->RunOnce(std::chrono::milliseconds(100));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->failure, http::ExchangeResult::Failure::kAddressRefused) << got->message;
+  loop_->RunOnce(std::chrono::milliseconds(0));
+  EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
+  // The allowed path still works on the same client.
+  std::optional<http::ExchangeResult> ok = Exchange(client);
+  ASSERT_TRUE(ok && ok->ok());
+  loop_->RunOnce(std::chrono::milliseconds(0));
+  EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
+}
+
+}  // namespace
+}  // namespace basal::testing
