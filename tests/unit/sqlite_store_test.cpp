@@ -14,12 +14,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "parent/store/owner.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "unit/store_test_support.h"
 
@@ -1194,6 +1196,47 @@ TEST(SqliteStoreTest, ARunCannotStartWithAnUnknownActivation) {
   auto row = store->reader().GetRun(run->run.id);
   ASSERT_TRUE(row && row->has_value());
   EXPECT_EQ((*row)->state, RunState::kQueued);
+}
+
+// UtcText computes the calendar itself (owner.cpp): the same text as gmtime_r and snprintf, at
+// every 7th day from 1970 to 9999 with a moving time of day, at each day's edges around every
+// leap day and year's end, and past the range it computes (where it is libc's anyway).
+TEST(UtcTextTest, MatchesGmtimeFrom1970To9999) {
+  auto libc = [](int64_t unix_us) {
+    const time_t secs = static_cast<time_t>(unix_us / 1'000'000);
+    tm t{};
+    gmtime_r(&secs, &t);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                  t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>((unix_us % 1'000'000) / 1000));
+    return std::string(buf);
+  };
+  constexpr int64_t kDay = 86'400'000'000;
+  constexpr int64_t kLastDay = 2'932'896;  // 9999-12-31
+  int checked = 0;
+  for (int64_t day = 0; day <= kLastDay; day += 7) {
+    const int64_t us = day * kDay + (day * 7'919'113'117) % kDay;
+    ASSERT_EQ(UtcText(us), libc(us)) << us;
+    ++checked;
+  }
+  for (int64_t day = 0; day <= kLastDay; ++day) {
+    tm t{};
+    const time_t secs = static_cast<time_t>(day * 86'400);
+    gmtime_r(&secs, &t);
+    const bool edge = (t.tm_mon == 1 && t.tm_mday >= 28) || (t.tm_mon == 2 && t.tm_mday == 1) ||
+                      (t.tm_mon == 11 && t.tm_mday == 31) || (t.tm_mon == 0 && t.tm_mday == 1);
+    if (!edge) continue;
+    for (const int64_t us : {day * kDay, day * kDay + kDay - 1, day * kDay + 999, day * kDay + 43'200'000'000}) {
+      ASSERT_EQ(UtcText(us), libc(us)) << us;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 400'000);
+  EXPECT_EQ(UtcText(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(UtcText(951'782'400'000'000), "2000-02-29T00:00:00.000Z");
+  EXPECT_EQ(UtcText(253'402'300'799'999'999), "9999-12-31T23:59:59.999Z");
+  for (const int64_t us : {int64_t{-1}, int64_t{-86'400'000'001}, int64_t{253'402'300'800'000'000}})
+    EXPECT_EQ(UtcText(us), libc(us)) << us;
 }
 
 // The unfinished schema-1 activation has no recorded owner: recovery closes it.
