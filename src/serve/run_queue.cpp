@@ -28,7 +28,6 @@ bool DaemonTrigger(const std::string& trigger) {
 RunQueue::RunQueue(Options options) : o_(std::move(options)) { o_.host.SetMaxWorkers(o_.limits.max_workers); }
 
 RunQueue::~RunQueue() {
-  *alive_ = false;
   WriteStopRecords();
   if (resume_timer_) o_.host.loop().Cancel(*resume_timer_);
   if (wake_timer_) o_.host.loop().Cancel(*wake_timer_);
@@ -405,8 +404,14 @@ void RunQueue::OnStop(const std::string& flow, const std::string& trigger, const
   // here runs after them in that pass. Each keeps the time of the stop, and the order of the
   // stops. Bounded by the runs that stop in one pass (at most the workers and the queue's runs
   // ended without one).
-  StopRecord record{flow, trigger, stop, o_.now_us()};
-  record.stop.end.reset();
+  // What the line and the metrics read, not the result's texts (up to the journal's value cap).
+  StopRecord record{flow, trigger, RunStop{}, o_.now_us()};
+  record.stop.run_id = stop.run_id;
+  record.stop.state = stop.state;
+  record.stop.outcome = stop.outcome;
+  record.stop.started_unix_us = stop.started_unix_us;
+  record.stop.result.outcome = stop.result.outcome;
+  record.stop.result.message = stop.result.message;
   stop_records_.push_back(std::move(record));
   if (!stop_records_posted_) {
     stop_records_posted_ = true;

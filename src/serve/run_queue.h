@@ -175,7 +175,7 @@ class RunQueue {
   // per-flow metrics of a stopped run, as they were at its stop.
   struct StopRecord {
     std::string flow, trigger;
-    RunStop stop;  // without its end record (the waiters had it)
+    RunStop stop;  // its id, state, outcome, start and the result's outcome and message only
     int64_t now_us = 0;
   };
   void WriteStopRecords();
