@@ -74,12 +74,12 @@ Result<FlowRef> Module::Impl::NewestFlow(std::string_view name, bool under_batch
   if (under_batch) {
     if (auto opened = store->OpenBatch(); !opened) return opened.error();
   }
-  auto versions = store->reader().Versions(ApprovalKind::kFlow, std::string(name));
-  if (!versions) return versions.error();
-  if (versions->empty())
+  auto found = store->reader().NewestVersion(ApprovalKind::kFlow, std::string(name));
+  if (!found) return found.error();
+  if (!*found)
     return MakeError(ErrorCode::kNotFound,
                      "no flow named " + std::string(name) + " is approved in this store (basal flow approve)");
-  const ApprovalRow& newest = versions->back();
+  const ApprovalRow& newest = **found;
   if (newest.revoked_unix_us)
     return MakeError(ErrorCode::kRefused, "flow " + std::string(name) + " version " + std::to_string(newest.version) +
                                               " was revoked; approve a new version to run it again");

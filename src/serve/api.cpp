@@ -162,7 +162,7 @@ std::optional<HttpResponse> Api::Admit(const HttpRequest& head, size_t* max_body
   return refusal;
 }
 
-void Api::Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone) {
+void Api::Handle(const HttpRequest& req, Respond respond, OnClientGone on_client_gone) {
   // A browser may reach the TCP listener (the console signs it in); whatever it is answered there
   // is kept from being sniffed, framed or run as a document.
   if (!req.unix_socket)

@@ -79,7 +79,7 @@ class Api {
   // *max_body bytes: the route's limit).
   std::optional<HttpResponse> Admit(const HttpRequest& head, size_t* max_body);
   // HttpListener's `handle`.
-  void Handle(HttpRequest req, Respond respond, OnClientGone on_client_gone);
+  void Handle(const HttpRequest& req, Respond respond, OnClientGone on_client_gone);
   // HttpListener's `on_response`: counts the answer.
   void Answered(const HttpRequest& req, int status);
   // New runs are refused (503), waits and long-polls answer at once, tails end.

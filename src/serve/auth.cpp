@@ -103,7 +103,9 @@ std::optional<HttpResponse> Admission::Admit(const HttpRequest& head, const Rout
   }
   if (head.unix_socket) {
     if (!head.peer.known) return JsonError(403, "forbidden", "the peer's credentials could not be read");
-    if (PeerMayUse(head.peer, geteuid(), allowed_gids_)) return std::nullopt;
+    // The parent never changes its user (only the worker drops privileges): read once.
+    static const uid_t kDaemonUid = geteuid();
+    if (PeerMayUse(head.peer, kDaemonUid, allowed_gids_)) return std::nullopt;
     return JsonError(403, "forbidden",
                      "uid " + std::to_string(head.peer.uid) +
                          " may not use this socket: only the daemon's own user, root and the groups in "

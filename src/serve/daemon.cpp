@@ -294,8 +294,8 @@ Result<void> Daemon::Listen(const std::string& name, Result<int> fd, bool unix_s
   lo.max_connections_per_client = config_.limits.max_connections_per_client;
   lo.unsent = unsent_;
   lo.admit = [this](const HttpRequest& head, size_t* max_body) { return api_->Admit(head, max_body); };
-  lo.handle = [this](HttpRequest req, Respond respond, OnClientGone on_client_gone) {
-    api_->Handle(std::move(req), std::move(respond), std::move(on_client_gone));
+  lo.handle = [this](const HttpRequest& req, Respond respond, OnClientGone on_client_gone) {
+    api_->Handle(req, std::move(respond), std::move(on_client_gone));
   };
   lo.on_response = [this](const HttpRequest& req, int status) { api_->Answered(req, status); };
   auto l = HttpListener::Start(module_->host().loop(), std::move(lo));

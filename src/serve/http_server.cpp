@@ -60,6 +60,10 @@ struct Conn {
   EventLoop::Clock::time_point deadline{};
   std::list<Conn*>::iterator in_idle;  // valid while awaits == kHead
   bool closing = false;
+  // A Unix socket's peer, read at the connection's first request: the kernel keeps the credentials
+  // of connect() for the socket's life (SO_PEERCRED, SO_PEERGROUPS), so every later request on it
+  // has the same, and reading them again would be two system calls per request for nothing.
+  std::optional<PeerCred> peer;
 };
 
 MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* value) {
@@ -347,6 +351,11 @@ struct HttpListener::Impl {
     MHD_get_connection_values(x.connection, MHD_GET_ARGUMENT_KIND, &CollectQuery, &req);
     if (options.unix_socket) {
       req.remote = "unix";
+      Conn* c = ConnOf(x.connection);
+      if (c && c->peer) {
+        req.peer = *c->peer;
+        return;
+      }
       const MHD_ConnectionInfo* info = MHD_get_connection_info(x.connection, MHD_CONNECTION_INFO_CONNECTION_FD);
       ucred cred{};
       socklen_t len = sizeof cred;
@@ -359,6 +368,7 @@ struct HttpListener::Impl {
         socklen_t glen = sizeof groups;
         if (getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
           for (size_t i = 0; i < glen / sizeof(gid_t); ++i) req.peer.groups.push_back(groups[i]);
+        if (c) c->peer = req.peer;  // an unreadable peer is read again at the next request
       }
     } else {
       const MHD_ConnectionInfo* info = MHD_get_connection_info(x.connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);

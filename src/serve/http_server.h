@@ -5,7 +5,7 @@
 //   HttpListener::Options o;
 //   o.name = "unix"; o.listen_fd = fd; o.unix_socket = true;
 //   o.admit = [](const HttpRequest& head, size_t* max_body) -> std::optional<HttpResponse> { ... };
-//   o.handle = [](HttpRequest req, Respond respond, OnClientGone) { respond({200, "application/json", "{}"}); };
+//   o.handle = [](const HttpRequest& req, Respond respond, OnClientGone) { respond({200, "application/json", "{}"}); };
 //   auto listener = HttpListener::Start(module.loop(), std::move(o));
 //
 // A handler may answer at once or later (respond is kept and called from a `done` callback, say):
@@ -71,7 +71,9 @@ class HttpListener {
     // The headers are in, the body is not: return a response to refuse the request unread (401,
     // 403, 404, 413), or nullopt to read the body; may lower or raise *max_body for this request.
     std::function<std::optional<HttpResponse>(const HttpRequest& head, size_t* max_body)> admit;
-    std::function<void(HttpRequest request, Respond respond, OnClientGone on_client_gone)> handle;
+    // The request stays the listener's (on_response reads it after the answer): a handler copies
+    // what it keeps past its return.
+    std::function<void(const HttpRequest& request, Respond respond, OnClientGone on_client_gone)> handle;
     std::function<void(const HttpRequest& request, int status)> on_response;  // metrics, after each answer
   };
   static Result<std::unique_ptr<HttpListener>> Start(EventLoop& loop, Options options);

@@ -28,6 +28,7 @@ bool DaemonTrigger(const std::string& trigger) {
 RunQueue::RunQueue(Options options) : o_(std::move(options)) { o_.host.SetMaxWorkers(o_.limits.max_workers); }
 
 RunQueue::~RunQueue() {
+  WriteStopRecords();
   if (resume_timer_) o_.host.loop().Cancel(*resume_timer_);
   if (wake_timer_) o_.host.loop().Cancel(*wake_timer_);
   if (claim_timer_) o_.host.loop().Cancel(*claim_timer_);
@@ -388,23 +389,51 @@ std::string RunStopLine(const std::string& flow, const std::string& trigger, con
 }
 
 void RunQueue::OnStop(const std::string& flow, const std::string& trigger, const RunStop& stop) {
-  if (o_.log) o_.log(RunStopLine(flow, trigger, stop, o_.now_us()));
   if (stop.result.outcome == Outcome::kJournalError && o_.host.journal_failing()) {
     // Its end was lost with its batch: not ready until a commit succeeds again.
     journal_ok_ = false;
     journal_why_ = stop.result.message;
-  }
-  if (stop.started_unix_us > 0) {
-    const std::string outcome = OutcomeName(stop.result.outcome);
-    o_.metrics.Add("basal_activations_total", {flow, outcome});
-    o_.metrics.Observe("basal_activation_duration_seconds", {flow},
-                       static_cast<double>(std::max<int64_t>(0, o_.now_us() - stop.started_unix_us)) / 1e6);
   }
   // A run that waits for an operator has not ended: a schedule's overlap policy still counts it.
   if (stop.state == RunState::kEnded) RunEnded(stop.run_id);
   if (RunParked(stop.state)) ArmWake();  // its wake may be the earliest now
   WakeWaiters(stop.run_id, &stop);
   PublishGauges();
+  // The log line and the metrics are written after the answers: the waiters' answers are sent at
+  // the start of the next pass (HttpListener's Run, posted by their Respond), and what is posted
+  // here runs after them in that pass. Each keeps the time of the stop, and the order of the
+  // stops. Bounded by the runs that stop in one pass (at most the workers and the queue's runs
+  // ended without one).
+  // What the line and the metrics read, not the result's texts (up to the journal's value cap).
+  StopRecord record{flow, trigger, RunStop{}, o_.now_us()};
+  record.stop.run_id = stop.run_id;
+  record.stop.state = stop.state;
+  record.stop.outcome = stop.outcome;
+  record.stop.started_unix_us = stop.started_unix_us;
+  record.stop.result.outcome = stop.result.outcome;
+  record.stop.result.message = stop.result.message;
+  stop_records_.push_back(std::move(record));
+  if (!stop_records_posted_) {
+    stop_records_posted_ = true;
+    o_.host.loop().Post([this, alive = std::weak_ptr<bool>(alive_)] {
+      if (!alive.expired()) WriteStopRecords();
+    });
+  }
+}
+
+void RunQueue::WriteStopRecords() {
+  stop_records_posted_ = false;
+  std::vector<StopRecord> records;
+  records.swap(stop_records_);
+  for (const StopRecord& r : records) {
+    if (o_.log) o_.log(RunStopLine(r.flow, r.trigger, r.stop, r.now_us));
+    if (r.stop.started_unix_us > 0) {
+      const std::string outcome = OutcomeName(r.stop.result.outcome);
+      o_.metrics.Add("basal_activations_total", {r.flow, outcome});
+      o_.metrics.Observe("basal_activation_duration_seconds", {r.flow},
+                         static_cast<double>(std::max<int64_t>(0, r.now_us - r.stop.started_unix_us)) / 1e6);
+    }
+  }
 }
 
 void RunQueue::RunEnded(int64_t run_id) {

@@ -24,6 +24,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -170,6 +171,14 @@ class RunQueue {
 
   // The module's word that a run stopped (ended, or waits for an operator), after its commit.
   void OnStop(const std::string& flow, const std::string& trigger, const RunStop& stop);
+  // What OnStop leaves for after the answers of this pass have gone out: the log line and the
+  // per-flow metrics of a stopped run, as they were at its stop.
+  struct StopRecord {
+    std::string flow, trigger;
+    RunStop stop;  // its id, state, outcome, start and the result's outcome and message only
+    int64_t now_us = 0;
+  };
+  void WriteStopRecords();
   void RunEnded(int64_t run_id);
   void WakeWaiters(int64_t run_id, const RunStop* stop = nullptr);
   void PublishGauges();
@@ -201,6 +210,9 @@ class RunQueue {
   std::optional<EventLoop::TimerId> wake_timer_;
   EventLoop::Clock::time_point wake_at_{};
   std::function<void(const std::string&)> log_;
+  std::vector<StopRecord> stop_records_;  // OnStop's, written by the next pass (or the destructor)
+  bool stop_records_posted_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::map<int64_t, std::string> refused_resumes_;  // run -> why (logged once, not retried by the scan)
   uint64_t next_waiter_ = 1;
   std::vector<std::function<void(int64_t)>> ended_observers_;

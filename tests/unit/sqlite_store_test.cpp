@@ -14,12 +14,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "parent/store/owner.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "unit/store_test_support.h"
 
@@ -32,7 +34,7 @@ using testing_support::End;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 constexpr int kApplicationId = 0x6261736c;
 
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
@@ -929,6 +931,206 @@ TEST(SqliteMigrationTest, WriterMigratesASchema7FileFindingItsRunsByState) {
       << "a migrated file has the schema of a new one";
 }
 
+// Schema 9's CHECKs, back as schema 8 wrote them (IN lists): a version 8 file, whatever its table
+// texts' layout. Edited in the schema table, as a CHECK cannot be altered and the rows' format does
+// not depend on it.
+constexpr const char* kDowngradeV9ToV8 = R"sql(
+PRAGMA writable_schema=ON;
+UPDATE sqlite_master SET sql = replace(sql,
+  'CHECK (origin = ''unrecorded'' OR origin = ''adhoc'' OR origin = ''approved'' OR origin = ''codemode'')',
+  'CHECK (origin IN (''unrecorded'', ''adhoc'', ''approved'', ''codemode''))') WHERE name = 'activations';
+UPDATE sqlite_master SET sql = replace(replace(replace(sql,
+  'CHECK (verdict = ''allow'' OR verdict = ''deny'' OR verdict = ''needs_approval'' OR verdict = ''quota_exceeded'')',
+  'CHECK (verdict IN (''allow'', ''deny'', ''needs_approval'', ''quota_exceeded''))'),
+  'CHECK (effect = ''pure'' OR effect = ''idempotent'' OR effect = ''external'')',
+  'CHECK (effect IN (''pure'', ''idempotent'', ''external''))'),
+  'CHECK (state = ''decided'' OR state = ''started'' OR state = ''answered'' OR
+                                     state = ''abandoned'' OR state = ''unknown'')',
+  'CHECK (state IN (''decided'', ''started'', ''answered'', ''abandoned'', ''unknown''))') WHERE name = 'calls';
+UPDATE sqlite_master SET sql = replace(sql,
+  'CHECK (state = ''queued'' OR state = ''running'' OR state = ''ended'' OR
+                                          state = ''interrupted'' OR state = ''needs_reconciliation'' OR
+                                          state = ''sleeping'' OR state = ''waiting'' OR state = ''retrying'')',
+  'CHECK (state IN (''queued'', ''running'', ''ended'', ''interrupted'', ''needs_reconciliation'', ''sleeping'', ''waiting'', ''retrying''))')
+  WHERE name = 'runs';
+PRAGMA writable_schema=OFF;
+PRAGMA user_version=8;
+)sql";
+
+// The number of ephemeral tables SQLite's program for `sql` opens (EXPLAIN's OpenEphemeral): an
+// IN list of more than two constants in a CHECK is one, built at every execution. Read-write: on a
+// read-only connection SQLite leaves the constraint checks out of a write's program.
+int EphemeralTables(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, ("EXPLAIN " + sql).c_str(), -1, &s, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(db);
+  int n = 0;
+  while (sqlite3_step(s) == SQLITE_ROW)
+    if (std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 1))) == "OpenEphemeral") ++n;
+  sqlite3_finalize(s);
+  sqlite3_close_v2(db);
+  return n;
+}
+
+// The writes of every activation, call and run, shaped as the store's statements (sqlite_store.cpp).
+const std::vector<std::string> kHotWrites = {
+    "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
+    "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from) "
+    "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
+    "start_us, end_us) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "UPDATE calls SET state=?, result=?, error=?, end_us=? WHERE activation_id=? AND call_id=?",
+    "INSERT INTO runs(flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, state_detail, "
+    "durable) VALUES(?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+    "UPDATE runs SET state='running', activation_id=?, started_us=? WHERE id=? AND state='queued'",
+    "UPDATE runs SET state='ended', outcome=?, error=?, ended_us=? WHERE id=? AND state=?",
+};
+
+// Schema 8 to 9: activations, calls and runs are rebuilt with their CHECKs as ORs of equalities.
+// Every row is kept with its id, the indexes are there again, foreign keys hold again after, and
+// none of the hot writes builds an ephemeral table any more (each did in schema 8).
+TEST(SqliteMigrationTest, WriterMigratesASchema8FileKeepingItsRowsWithoutEphemeralChecks) {
+  TempDir dir;
+  const std::string db = dir.File("v8.db");
+  int64_t queued = 0, running = 0, ended = 0, activation = 0;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    auto q = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})"));
+    auto r = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})"));
+    auto e = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":3})"));
+    ASSERT_TRUE(q && r && e);
+    queued = q->run.id;
+    running = r->run.id;
+    ended = e->run.id;
+    ActivationStart start = Start("orders", 1000, {"h", 1, 2});
+    start.origin = Origin::kCodemode;
+    auto a = store->journal().BeginActivation(start);
+    ASSERT_TRUE(a);
+    activation = *a;
+    ASSERT_TRUE(store->journal().RecordCall(Call(activation, 1)));
+    ASSERT_TRUE(store->journal().RecordCall(Call(activation, 2, false)));
+    ASSERT_TRUE(store->runs().MarkRunStarted(running, activation, 1000));
+    ASSERT_TRUE(store->runs().MarkRunEnded(ended, "cancelled", R"({"kind":"cancelled","message":"m"})", 1100));
+    ASSERT_TRUE(store->Commit());
+  }
+  for (const std::string& sql : kHotWrites) EXPECT_EQ(EphemeralTables(db, sql), 0) << "a new file: " << sql;
+  std::string fresh_schema;
+  {
+    RawDb raw(db);
+    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    raw.Exec(kDowngradeV9ToV8);
+  }
+  // The downgrade brought schema 8's cost back, so the check below can fail.
+  int before = 0;
+  for (const std::string& sql : kHotWrites) before += EphemeralTables(db, sql);
+  EXPECT_EQ(before, 8) << "as schema 8 built them: an activation's insert 1 (origin), a call's insert 3 (verdict, "
+                          "effect, state) and its update 1 (state), a run's insert and its two updates 1 each (state)";
+
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  for (const std::string& sql : kHotWrites) EXPECT_EQ(EphemeralTables(db, sql), 0) << "migrated: " << sql;
+  {
+    RawDb raw(db);
+    EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+    EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+                       "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+              fresh_schema)
+        << "a migrated file has the schema of a new one";
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  }
+  auto q = store->runs().RunsInState(RunState::kQueued, 10);
+  ASSERT_TRUE(q) << q.error().message;
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].id, queued);
+  auto r = store->reader().GetRun(running);
+  ASSERT_TRUE(r && r->has_value());
+  EXPECT_EQ((*r)->state, RunState::kRunning);
+  EXPECT_EQ((*r)->activation_id, activation);
+  auto e = store->reader().GetRun(ended);
+  ASSERT_TRUE(e && e->has_value());
+  EXPECT_EQ((*e)->outcome, "cancelled");
+  auto rows = store->reader().Activations(activation, 1);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].origin, Origin::kCodemode);
+  auto calls = store->reader().Calls(activation);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 2u);
+  EXPECT_EQ((*calls)[1].decision.verdict, Verdict::kDeny);
+  // Foreign keys are on again for the store's writes: a run cannot start with an activation the
+  // journal does not have.
+  auto refused = store->runs().MarkRunStarted(queued, activation + 100, 2000);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kDatabase);
+  ASSERT_TRUE(store->journal().EndActivation(End(activation)));
+  ASSERT_TRUE(store->runs().MarkRunEnded(running, "ok", "", 3000));
+  ASSERT_TRUE(store->Commit());
+}
+
+// Schema 9's CHECKs keep out what schema 8's did: an origin, a verdict, an effect, a call state or
+// a run state that is not one of the allowed texts is refused, and each allowed one is taken.
+TEST(SqliteStoreTest, TheChecksWithoutInListsStillRefuseAnUnknownText) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  auto exec = [&](const std::string& sql) {
+    char* message = nullptr;
+    const int rc = sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, &message);
+    std::string text = message ? message : "";
+    sqlite3_free(message);
+    return std::make_pair(rc, text);
+  };
+  auto activation = [](const std::string& origin) {
+    return "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, origin) VALUES('f', 'h', 'm', "
+           "'1', 1, '" + origin + "')";
+  };
+  for (const char* origin : {"unrecorded", "adhoc", "approved", "codemode"})
+    EXPECT_EQ(exec(activation(origin)).first, SQLITE_OK) << origin;
+  for (const char* origin : {"bogus", "Adhoc", ""}) {
+    auto [rc, message] = exec(activation(origin));
+    EXPECT_EQ(rc, SQLITE_CONSTRAINT) << origin;
+    EXPECT_NE(message.find("CHECK constraint failed"), std::string::npos) << message;
+  }
+  auto call = [](int call_id, const std::string& verdict, const std::string& effect, const std::string& state) {
+    return "INSERT INTO calls(activation_id, call_id, name, args, verdict, rule, reason, effect, state, start_us) "
+           "VALUES(1, " + std::to_string(call_id) + ", 'kv.get', '{}', '" + verdict + "', 'r', 'why', '" + effect +
+           "', '" + state + "', 1)";
+  };
+  int id = 0;
+  for (const char* verdict : {"allow", "deny", "needs_approval", "quota_exceeded"})
+    EXPECT_EQ(exec(call(++id, verdict, "pure", "answered")).first, SQLITE_OK) << verdict;
+  for (const char* effect : {"pure", "idempotent", "external"})
+    EXPECT_EQ(exec(call(++id, "allow", effect, "answered")).first, SQLITE_OK) << effect;
+  for (const char* state : {"decided", "started", "answered", "abandoned", "unknown"})
+    EXPECT_EQ(exec(call(++id, "allow", "pure", state)).first, SQLITE_OK) << state;
+  EXPECT_EQ(exec(call(++id, "maybe", "pure", "answered")).first, SQLITE_CONSTRAINT);
+  EXPECT_EQ(exec(call(++id, "allow", "impure", "answered")).first, SQLITE_CONSTRAINT);
+  EXPECT_EQ(exec(call(++id, "allow", "pure", "done")).first, SQLITE_CONSTRAINT);
+  EXPECT_EQ(exec("UPDATE calls SET state='finished' WHERE call_id=1").first, SQLITE_CONSTRAINT);
+  EXPECT_EQ(exec("UPDATE calls SET state='abandoned' WHERE call_id=1").first, SQLITE_OK);
+  auto run = [](const std::string& state) {
+    const bool ended = state == "ended";
+    return "INSERT INTO runs(flow, input, triggered_by, state, created_us, outcome, activation_id, wake_us, "
+           "waiting_for) VALUES('f', '1', 'api', '" + state + "', 1, " + (ended ? "'ok'" : "NULL") + ", " +
+           (state == "running" ? "1" : "NULL") + ", " + (state == "sleeping" || state == "retrying" ? "5" : "NULL") +
+           ", " + (state == "waiting" ? "'e'" : "NULL") + ")";
+  };
+  for (const char* state : {"queued", "running", "ended", "interrupted", "needs_reconciliation", "sleeping", "waiting",
+                            "retrying"})
+    EXPECT_EQ(exec(run(state)).first, SQLITE_OK) << state << ": " << exec(run(state)).second;
+  EXPECT_EQ(exec(run("paused")).first, SQLITE_CONSTRAINT);
+  EXPECT_EQ(exec("UPDATE runs SET state='gone' WHERE state='queued'").first, SQLITE_CONSTRAINT);
+  sqlite3_close_v2(raw);
+}
+
 // The query plan of `sql` (EXPLAIN QUERY PLAN's details, one a line), with `?1` bound to `state`
 // when given: SQLite plans a statement again with the values bound, as the store's are.
 std::string PlanOf(const std::string& db_path, const std::string& sql, const char* state = nullptr) {
@@ -994,6 +1196,47 @@ TEST(SqliteStoreTest, ARunCannotStartWithAnUnknownActivation) {
   auto row = store->reader().GetRun(run->run.id);
   ASSERT_TRUE(row && row->has_value());
   EXPECT_EQ((*row)->state, RunState::kQueued);
+}
+
+// UtcText computes the calendar itself (owner.cpp): the same text as gmtime_r and snprintf, at
+// every 7th day from 1970 to 9999 with a moving time of day, at each day's edges around every
+// leap day and year's end, and past the range it computes (where it is libc's anyway).
+TEST(UtcTextTest, MatchesGmtimeFrom1970To9999) {
+  auto libc = [](int64_t unix_us) {
+    const time_t secs = static_cast<time_t>(unix_us / 1'000'000);
+    tm t{};
+    gmtime_r(&secs, &t);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                  t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>((unix_us % 1'000'000) / 1000));
+    return std::string(buf);
+  };
+  constexpr int64_t kDay = 86'400'000'000;
+  constexpr int64_t kLastDay = 2'932'896;  // 9999-12-31
+  int checked = 0;
+  for (int64_t day = 0; day <= kLastDay; day += 7) {
+    const int64_t us = day * kDay + (day * 7'919'113'117) % kDay;
+    ASSERT_EQ(UtcText(us), libc(us)) << us;
+    ++checked;
+  }
+  for (int64_t day = 0; day <= kLastDay; ++day) {
+    tm t{};
+    const time_t secs = static_cast<time_t>(day * 86'400);
+    gmtime_r(&secs, &t);
+    const bool edge = (t.tm_mon == 1 && t.tm_mday >= 28) || (t.tm_mon == 2 && t.tm_mday == 1) ||
+                      (t.tm_mon == 11 && t.tm_mday == 31) || (t.tm_mon == 0 && t.tm_mday == 1);
+    if (!edge) continue;
+    for (const int64_t us : {day * kDay, day * kDay + kDay - 1, day * kDay + 999, day * kDay + 43'200'000'000}) {
+      ASSERT_EQ(UtcText(us), libc(us)) << us;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 400'000);
+  EXPECT_EQ(UtcText(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(UtcText(951'782'400'000'000), "2000-02-29T00:00:00.000Z");
+  EXPECT_EQ(UtcText(253'402'300'799'999'999), "9999-12-31T23:59:59.999Z");
+  for (const int64_t us : {int64_t{-1}, int64_t{-86'400'000'001}, int64_t{253'402'300'800'000'000}})
+    EXPECT_EQ(UtcText(us), libc(us)) << us;
 }
 
 // The unfinished schema-1 activation has no recorded owner: recovery closes it.

@@ -1242,6 +1242,38 @@ TEST_P(StoreContract, ApprovedVersionsAreNumberedBoundToTheirTextsAndJournaled) 
   EXPECT_EQ(detail["review"], nlohmann::json({{"first", true}}));
 }
 
+// What a run's admission reads (module_runs.cpp, NewestFlow): the newest version of the name, as
+// the last of Versions, revoked or not, and nothing for a name never approved or of another kind.
+TEST_P(StoreContract, TheNewestVersionIsTheLastOfTheVersions) {
+  auto none = store_->reader().NewestVersion(ApprovalKind::kFlow, "orders");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_FALSE(*none);
+  for (int v = 1; v <= 3; ++v) {
+    auto approved = store_->catalog().Approve(
+        FlowApproval("orders", "export default () => " + std::to_string(v) + ";\n", v - 1, 5000 + v));
+    ASSERT_TRUE(approved) << approved.error().message;
+    ASSERT_TRUE(store_->catalog().Approve(
+        FlowApproval("other" + std::to_string(v), "export default () => 0;\n", 0, 5000 + v)));
+    auto newest = store_->reader().NewestVersion(ApprovalKind::kFlow, "orders");
+    ASSERT_TRUE(newest && *newest);
+    auto versions = store_->reader().Versions(ApprovalKind::kFlow, "orders");
+    ASSERT_TRUE(versions);
+    ASSERT_EQ(versions->size(), static_cast<size_t>(v));
+    EXPECT_EQ((*newest)->id, versions->back().id);
+    EXPECT_EQ((*newest)->version, v);
+    EXPECT_EQ((*newest)->source_hash, versions->back().source_hash);
+    EXPECT_FALSE((*newest)->revoked_unix_us);
+  }
+  ASSERT_TRUE(store_->catalog().Revoke(ApprovalKind::kFlow, "orders", 3, {0, "root"}, 9000, "bad"));
+  auto revoked = store_->reader().NewestVersion(ApprovalKind::kFlow, "orders");
+  ASSERT_TRUE(revoked && *revoked);
+  EXPECT_EQ((*revoked)->version, 3) << "a revoked newest version is still the newest: the run is refused";
+  EXPECT_EQ((*revoked)->revoked_unix_us, std::optional<int64_t>(9000));
+  auto policy = store_->reader().NewestVersion(ApprovalKind::kPolicy, "orders");
+  ASSERT_TRUE(policy);
+  EXPECT_FALSE(*policy);
+}
+
 TEST_P(StoreContract, AStaleReviewStoresNothing) {
   ASSERT_TRUE(store_->catalog().Approve(FlowApproval("orders", "a", 0)));
   // Reviewed against "no version" but version 1 exists now.

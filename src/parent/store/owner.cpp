@@ -64,7 +64,9 @@ bool OwnerIsGone(const ActivationOwner& owner, int64_t lease_until_unix_us, cons
   return *ticks != owner.start_ticks;
 }
 
-std::string UtcText(int64_t unix_us) {
+namespace {
+
+std::string UtcTextByLibc(int64_t unix_us) {
   const time_t secs = static_cast<time_t>(unix_us / 1'000'000);
   tm t{};
   gmtime_r(&secs, &t);
@@ -72,6 +74,53 @@ std::string UtcText(int64_t unix_us) {
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
                 t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>((unix_us % 1'000'000) / 1000));
   return buf;
+}
+
+}  // namespace
+
+// Every run's answer and listing row carries three of these: the calendar is computed here
+// (days since 1970 to a proleptic Gregorian date, in 400-year eras of 146,097 days, March-based
+// years so that the leap day ends a year) and the digits written in place, rather than through
+// gmtime_r and snprintf. Years 1970 to 9999 only; anything else goes the libc way, which the test
+// compares this with.
+std::string UtcText(int64_t unix_us) {
+  constexpr int64_t kMaxUs = 253402300799999999;  // 9999-12-31T23:59:59.999999Z
+  if (unix_us < 0 || unix_us > kMaxUs) return UtcTextByLibc(unix_us);
+  const int64_t secs = unix_us / 1'000'000;
+  const int ms = static_cast<int>((unix_us % 1'000'000) / 1000);
+  const int64_t days = secs / 86'400;
+  const int64_t in_day = secs % 86'400;
+  const int64_t z = days + 719'468;  // days since 0000-03-01
+  const int64_t era = z / 146'097;
+  const int64_t doe = z - era * 146'097;                                      // [0, 146096]
+  const int64_t yoe = (doe - doe / 1460 + doe / 36'524 - doe / 146'096) / 365;  // [0, 399]
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);                // [0, 365], from March 1
+  const int64_t mp = (5 * doy + 2) / 153;                                     // [0, 11], March = 0
+  const int day = static_cast<int>(doy - (153 * mp + 2) / 5 + 1);
+  const int month = static_cast<int>(mp < 10 ? mp + 3 : mp - 9);
+  const int year = static_cast<int>(yoe + era * 400 + (month <= 2 ? 1 : 0));
+  char buf[24];
+  auto put = [&buf](int at, int value, int width) {
+    for (int i = width - 1; i >= 0; --i) {
+      buf[at + i] = static_cast<char>('0' + value % 10);
+      value /= 10;
+    }
+  };
+  put(0, year, 4);
+  buf[4] = '-';
+  put(5, month, 2);
+  buf[7] = '-';
+  put(8, day, 2);
+  buf[10] = 'T';
+  put(11, static_cast<int>(in_day / 3600), 2);
+  buf[13] = ':';
+  put(14, static_cast<int>(in_day / 60 % 60), 2);
+  buf[16] = ':';
+  put(17, static_cast<int>(in_day % 60), 2);
+  buf[19] = '.';
+  put(20, ms, 3);
+  buf[23] = 'Z';
+  return std::string(buf, sizeof buf);
 }
 
 std::string AbandonedActivationErrorJson(const ActivationOwner& owner, const ActivationOwner& self,

@@ -763,6 +763,15 @@ class JournalReader {
   // `name` (all names when empty), oldest first.
   virtual Result<std::optional<ApprovalRow>> Approval(int64_t id) = 0;
   virtual Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name) = 0;
+  // The newest version of `name` (revoked or not); nullopt when it has none. What a run's
+  // admission reads: one row however many versions were approved (SQLite), or the last of
+  // Versions (a backend that does not read it apart).
+  virtual Result<std::optional<ApprovalRow>> NewestVersion(ApprovalKind kind, const std::string& name) {
+    auto versions = Versions(kind, name);
+    if (!versions) return versions.error();
+    if (versions->empty()) return std::optional<ApprovalRow>();
+    return std::optional<ApprovalRow>(std::move(versions->back()));
+  }
   virtual Result<std::vector<ApprovalRow>> Names(ApprovalKind kind) = 0;
   virtual Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name) = 0;
   // A kept text (flow source or manifest) by its "sha256:<hex>"; nullopt when not kept.

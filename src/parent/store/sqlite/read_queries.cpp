@@ -218,6 +218,7 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
   } catalog[] = {
       {&approval_, std::string(kApprovalSelectSql) + " WHERE id=?"},
       {&versions_, std::string(kApprovalSelectSql) + " WHERE kind=? AND name=? ORDER BY version"},
+      {&newest_version_, std::string(kApprovalSelectSql) + " WHERE kind=? AND name=? ORDER BY version DESC LIMIT 1"},
       {&names_, std::string(kApprovalSelectSql) +
                     " WHERE kind=?1 AND version=(SELECT max(version) FROM approvals b WHERE b.kind=?1 AND b.name=approvals.name)"
                     " ORDER BY name"},
@@ -260,6 +261,16 @@ Result<std::vector<ApprovalRow>> ReadQueries::Versions(ApprovalKind kind, const 
   }
   if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the versions of " + name);
   return rows;
+}
+
+Result<std::optional<ApprovalRow>> ReadQueries::NewestVersion(ApprovalKind kind, const std::string& name) {
+  if (!has_catalog_) return std::optional<ApprovalRow>();
+  Use use(newest_version_);
+  int rc = Binder(use.get()).Text(ApprovalKindName(kind)).Text(name).rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+  if (rc == SQLITE_ROW) return std::optional<ApprovalRow>(ReadApprovalRow(use.get()));
+  if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot read the newest version of " + name);
+  return std::optional<ApprovalRow>();
 }
 
 Result<std::vector<ApprovalRow>> ReadQueries::Names(ApprovalKind kind) {
@@ -441,6 +452,7 @@ void ReadQueries::Finalize() {
   }
   approval_.reset();
   versions_.reset();
+  newest_version_.reset();
   names_.reset();
   events_.reset();
   text_.reset();

@@ -23,6 +23,7 @@ class ReadQueries {
   // The approvals (JournalReader's); empty answers for a journal older than schema 4.
   Result<std::optional<ApprovalRow>> Approval(int64_t id);
   Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name);
+  Result<std::optional<ApprovalRow>> NewestVersion(ApprovalKind kind, const std::string& name);
   Result<std::vector<ApprovalRow>> Names(ApprovalKind kind);
   Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name);
   Result<std::optional<std::string>> Text(const std::string& hash);
@@ -48,7 +49,7 @@ class ReadQueries {
   Stmt kv_audit_all_, kv_audit_of_;
   Stmt run_activations_, run_calls_, resolutions_;
   Stmt by_id_, newest_, calls_of_;
-  Stmt approval_, versions_, names_, events_, text_;
+  Stmt approval_, versions_, newest_version_, names_, events_, text_;
   // list_runs_[by flow][by state]: one statement per filter, so each is served by its index.
   Stmt run_by_id_, list_runs_[2][2], tokens_;
 };

@@ -1,4 +1,4 @@
-// Schema version 8, creation, and the migrations from versions 1 to 7 (see schema.h, docs/journal.md).
+// Schema version 9, creation, and the migrations from versions 1 to 8 (see schema.h, docs/journal.md).
 #include "parent/store/sqlite/schema.h"
 
 #include <sys/random.h>
@@ -316,6 +316,133 @@ CREATE INDEX runs_unended ON runs(state, id) WHERE state = 'queued' OR state = '
   OR state = 'needs_reconciliation' OR state = 'sleeping' OR state = 'waiting' OR state = 'retrying';
 )sql";
 
+// Version 9 (from 8, and the last step of creation): the CHECKs that name a column's allowed texts
+// are written as ORs of equalities, not IN lists. SQLite codes `x IN ('a', 'b', 'c')` over more than
+// two constants as an ephemeral table, built (opened, filled, closed) each time the CHECK runs: at
+// every INSERT of an activation, a call or a run, and at every change of a call's or a run's state
+// (docs/performance.md). The same texts are allowed, NULL is treated the same (an OR of
+// comparisons with NULL is NULL, which a CHECK lets through, as it does IN's), and the NOT NULLs
+// stay. A CHECK cannot be altered, so the three tables are rebuilt with every row, id and index
+// kept, under the write lock and with foreign keys off (InitializeForWriting): other tables refer
+// to them by name, which is the new table's once it is renamed. IN lists of one or two constants
+// are coded as comparisons already and are left as they are.
+constexpr const char* kV9Sql = R"sql(
+CREATE TABLE activations_v9(
+  id                 INTEGER PRIMARY KEY,
+  flow               TEXT NOT NULL,
+  source_hash        TEXT NOT NULL,
+  manifest_hash      TEXT NOT NULL,
+  input              TEXT NOT NULL,
+  start_us           INTEGER NOT NULL,
+  end_us             INTEGER,
+  outcome            TEXT,
+  result             TEXT,
+  error              TEXT,
+  cpu_us             INTEGER,
+  owner_host         TEXT NOT NULL DEFAULT '',
+  owner_pid          INTEGER NOT NULL DEFAULT 0,
+  owner_start_ticks  INTEGER NOT NULL DEFAULT 0,
+  lease_until_us     INTEGER NOT NULL DEFAULT 0,
+  logs_dropped       INTEGER NOT NULL DEFAULT 0,
+  origin             TEXT NOT NULL DEFAULT 'unrecorded'
+    CHECK (origin = 'unrecorded' OR origin = 'adhoc' OR origin = 'approved' OR origin = 'codemode'),
+  approval_id        INTEGER REFERENCES approvals(id),
+  manifest_text_hash TEXT,
+  run_id             INTEGER,
+  retry_from         INTEGER
+);
+INSERT INTO activations_v9(id, flow, source_hash, manifest_hash, input, start_us, end_us, outcome, result, error,
+                           cpu_us, owner_host, owner_pid, owner_start_ticks, lease_until_us, logs_dropped, origin,
+                           approval_id, manifest_text_hash, run_id, retry_from)
+  SELECT id, flow, source_hash, manifest_hash, input, start_us, end_us, outcome, result, error, cpu_us, owner_host,
+         owner_pid, owner_start_ticks, lease_until_us, logs_dropped, origin, approval_id, manifest_text_hash, run_id,
+         retry_from FROM activations;
+DROP TABLE activations;
+ALTER TABLE activations_v9 RENAME TO activations;
+CREATE INDEX activations_unfinished ON activations(owner_host, owner_pid, owner_start_ticks)
+  WHERE outcome IS NULL;
+CREATE INDEX activations_by_run ON activations(run_id) WHERE run_id IS NOT NULL;
+CREATE TABLE calls_v9(
+  seq           INTEGER PRIMARY KEY,
+  activation_id INTEGER NOT NULL REFERENCES activations(id),
+  call_id       INTEGER NOT NULL,
+  name          TEXT NOT NULL,
+  args          TEXT NOT NULL,
+  verdict       TEXT NOT NULL
+    CHECK (verdict = 'allow' OR verdict = 'deny' OR verdict = 'needs_approval' OR verdict = 'quota_exceeded'),
+  rule          TEXT NOT NULL,
+  reason        TEXT NOT NULL CHECK (reason <> ''),
+  effect        TEXT NOT NULL CHECK (effect = 'pure' OR effect = 'idempotent' OR effect = 'external'),
+  state         TEXT NOT NULL CHECK (state = 'decided' OR state = 'started' OR state = 'answered' OR
+                                     state = 'abandoned' OR state = 'unknown'),
+  result        TEXT,
+  error         TEXT,
+  start_us      INTEGER NOT NULL,
+  end_us        INTEGER,
+  args_digest   TEXT,
+  answer_seq    INTEGER,
+  replay        TEXT,
+  UNIQUE (activation_id, call_id)
+);
+INSERT INTO calls_v9(seq, activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error,
+                     start_us, end_us, args_digest, answer_seq, replay)
+  SELECT seq, activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, start_us,
+         end_us, args_digest, answer_seq, replay FROM calls;
+DROP TABLE calls;
+ALTER TABLE calls_v9 RENAME TO calls;
+CREATE INDEX calls_by_activation ON calls(activation_id, seq);
+CREATE TABLE runs_v9(
+  id                 INTEGER PRIMARY KEY,
+  flow               TEXT NOT NULL,
+  input              TEXT NOT NULL,
+  triggered_by       TEXT NOT NULL,
+  idempotency_key    TEXT NOT NULL DEFAULT '',
+  key_expires_us     INTEGER,
+  state              TEXT NOT NULL CHECK (state = 'queued' OR state = 'running' OR state = 'ended' OR
+                                          state = 'interrupted' OR state = 'needs_reconciliation' OR
+                                          state = 'sleeping' OR state = 'waiting' OR state = 'retrying'),
+  activation_id      INTEGER REFERENCES activations(id),
+  created_us         INTEGER NOT NULL,
+  started_us         INTEGER,
+  ended_us           INTEGER,
+  outcome            TEXT,
+  error              TEXT,
+  state_detail       TEXT,
+  durable            INTEGER NOT NULL DEFAULT 0 CHECK (durable IN (0, 1)),
+  approval_id        INTEGER REFERENCES approvals(id),
+  source_hash        TEXT,
+  manifest_hash      TEXT,
+  manifest_text_hash TEXT,
+  seed               TEXT,
+  clock_us           INTEGER,
+  resumes            INTEGER NOT NULL DEFAULT 0,
+  attempt            INTEGER NOT NULL DEFAULT 1,
+  wake_us            INTEGER,
+  waiting_for        TEXT,
+  waiting_key        TEXT,
+  CHECK ((state = 'ended') = (outcome IS NOT NULL)),
+  CHECK ((state IN ('sleeping', 'retrying')) <= (wake_us IS NOT NULL)),
+  CHECK ((state = 'waiting') = (waiting_for IS NOT NULL)),
+  CHECK (state <> 'queued' OR activation_id IS NULL OR durable = 1),
+  CHECK (state <> 'running' OR activation_id IS NOT NULL)
+);
+INSERT INTO runs_v9(id, flow, input, triggered_by, idempotency_key, key_expires_us, state, activation_id, created_us,
+                    started_us, ended_us, outcome, error, state_detail, durable, approval_id, source_hash,
+                    manifest_hash, manifest_text_hash, seed, clock_us, resumes, attempt, wake_us, waiting_for,
+                    waiting_key)
+  SELECT id, flow, input, triggered_by, idempotency_key, key_expires_us, state, activation_id, created_us, started_us,
+         ended_us, outcome, error, state_detail, durable, approval_id, source_hash, manifest_hash, manifest_text_hash,
+         seed, clock_us, resumes, attempt, wake_us, waiting_for, waiting_key FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v9 RENAME TO runs;
+CREATE INDEX runs_by_flow ON runs(flow, id);
+CREATE UNIQUE INDEX runs_idempotency ON runs(flow, idempotency_key) WHERE idempotency_key <> '';
+CREATE INDEX runs_by_wake ON runs(wake_us) WHERE wake_us IS NOT NULL;
+CREATE INDEX runs_waiting ON runs(flow, waiting_for, waiting_key) WHERE waiting_for IS NOT NULL;
+CREATE INDEX runs_unended ON runs(state, id) WHERE state = 'queued' OR state = 'running' OR state = 'interrupted'
+  OR state = 'needs_reconciliation' OR state = 'sleeping' OR state = 'waiting' OR state = 'retrying';
+)sql";
+
 // Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
 std::string MigrateFromV2Sql() {
   return std::string("ALTER TABLE activations ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0;\n") +
@@ -386,20 +513,21 @@ Result<void> CreateOrMigrateLocked(sqlite3* db, const std::string& path) {
   if (h.empty()) {
     if (auto r = Exec(db, path,
                       kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage + kV4Sql +
-                          kV5Sql + kV6Sql + kV7Sql + kV8Sql,
+                          kV5Sql + kV6Sql + kV7Sql + kV8Sql + kV9Sql,
                       "cannot create the schema");
         !r)
       return r;
   } else if (h.user_version == 1) {
-    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql + kV6Sql + kV7Sql + kV8Sql,
+    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql + kV6Sql + kV7Sql + kV8Sql + kV9Sql,
                       "cannot migrate the journal from schema version 1");
         !r)
       return r;
   } else if (h.user_version >= 2 && h.user_version < kSchemaVersion) {
-    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5 -> 6 -> 7 -> 8.
+    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5 -> 6 -> 7 -> 8 -> 9.
     const std::string steps = (h.user_version == 2 ? MigrateFromV2Sql() : std::string()) +
                               (h.user_version <= 3 ? kV4Sql : "") + (h.user_version <= 4 ? kV5Sql : "") +
-                              (h.user_version <= 5 ? kV6Sql : "") + (h.user_version <= 6 ? kV7Sql : "") + kV8Sql;
+                              (h.user_version <= 5 ? kV6Sql : "") + (h.user_version <= 6 ? kV7Sql : "") +
+                              (h.user_version <= 7 ? kV8Sql : "") + kV9Sql;
     if (auto r = Exec(db, path, steps + "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";",
                       "cannot migrate the journal from schema version " + std::to_string(h.user_version));
         !r)
@@ -474,10 +602,20 @@ Result<void> InitializeForWriting(sqlite3* db, const std::string& path, Durabili
   }
   const char* sync_sql = durability == Durability::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
   rc = sqlite3_exec(db, sync_sql, nullptr, nullptr, nullptr);
-  if (rc == SQLITE_OK) rc = sqlite3_exec(db, "PRAGMA foreign_keys=ON", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot apply connection settings");
 
-  if (!h.empty() && h.user_version == kSchemaVersion) return Ok();
+  auto foreign_keys_on = [&]() -> Result<void> {
+    if (const int fk = sqlite3_exec(db, "PRAGMA foreign_keys=ON", nullptr, nullptr, nullptr); fk != SQLITE_OK)
+      return DbError(path, db, fk, "cannot apply connection settings");
+    return Ok();
+  };
+  if (!h.empty() && h.user_version == kSchemaVersion) return foreign_keys_on();
+  // Off while the schema is made: a step that rebuilds a table other tables refer to (version 9)
+  // drops the old one, which with foreign keys on would first delete its rows and be refused. The
+  // rows are copied with their ids, so every reference holds again once the new table is renamed.
+  // (The pragma is a no-op inside a transaction: set before BEGIN, and again after its end.)
+  rc = sqlite3_exec(db, "PRAGMA foreign_keys=OFF", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return DbError(path, db, rc, "cannot apply connection settings");
   rc = RetryWhileBusy([&] { return sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr); });
   if (rc != SQLITE_OK) return DbError(path, db, rc, h.empty() ? "cannot start creating the schema"
                                                                : "cannot start migrating the schema");
@@ -487,6 +625,7 @@ Result<void> InitializeForWriting(sqlite3* db, const std::string& path, Durabili
     if (rc != SQLITE_OK) made = DbError(path, db, rc, "cannot commit the new schema");
   }
   if (!made && sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  if (auto on = foreign_keys_on(); !on && made) return on;
   return made;
 }
 

@@ -40,6 +40,9 @@ class SqliteReader final : public JournalReader {
   Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name) override {
     return reads_.Versions(kind, name);
   }
+  Result<std::optional<ApprovalRow>> NewestVersion(ApprovalKind kind, const std::string& name) override {
+    return reads_.NewestVersion(kind, name);
+  }
   Result<std::vector<ApprovalRow>> Names(ApprovalKind kind) override { return reads_.Names(kind); }
   Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name) override {
     return reads_.Events(kind, name);
