@@ -359,6 +359,8 @@ Result<void> Codemode::Start(const std::string& secrets_dir) {
   if (!policy) return policy.error();
   policy_version_ = policy->version;
   budgets_ = policy->manifest.budgets();
+  // Scripts come one after another: each leaves a welcomed worker for the next (docs/codemode.md).
+  module_.host().KeepCodemodeSpares(true);
 
   // The `mcp.*` host calls reach this policy's servers from now on.
   std::weak_ptr<bool> alive = alive_;
