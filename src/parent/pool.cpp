@@ -1,6 +1,7 @@
 #include "parent/pool.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 
@@ -33,6 +34,12 @@ Pool::Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, Healt
       launches_(std::make_shared<LaunchQueue>()) {
   launches_->pool = this;
   launch_thread_ = std::thread([q = launches_, &launcher, &loop] {
+    // Every signal blocked: signals are the loop thread's (serve's signalfd blocks SIGTERM there
+    // and would lose it to a thread that left it at its default). The worker's own mask is set by
+    // the launch (posix_spawn's SETSIGMASK), not inherited from here.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
     std::unique_lock lock(q->mu);
     for (;;) {
       q->cv.wait(lock, [&] { return q->stopping || !q->requests.empty(); });
