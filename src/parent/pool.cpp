@@ -228,6 +228,14 @@ PooledWorker& Pool::StartLaunch(const FlowRef& flow, const LaunchOptions& launch
   w->spare = spare;
   w->launch = launch;
   w->launch_ticket = next_ticket_++;
+  // Workers started together (a backlog meets an empty pool) take activations at the same pace:
+  // with one count they would all retire in the same millisecond, every pool-full of activations,
+  // and the flow would wait for all their successors at once. Each worker's count is lowered by a
+  // stagger of 0 to max/8 - 1 (0 for the pool's first worker; 5 apart from one launch to the next),
+  // so retirements spread out and stay spread. No worker runs more than max_activations_per_worker.
+  const uint32_t spread = options_.max_activations_per_worker / 8;
+  w->max_activations = options_.max_activations_per_worker -
+                       (spread ? static_cast<uint32_t>(((w->launch_ticket - 1) * 5) % spread) : 0);
   PooledWorker* raw = w.get();
   workers_.push_back(std::move(w));
   {
@@ -294,7 +302,7 @@ void Pool::StartCodemodeSpare(const LaunchOptions& launch) {
 
 void Pool::CountActivation(PooledWorker& w) {
   ++w.activations;
-  if (w.activations >= options_.max_activations_per_worker) StartSuccessor(w);
+  if (w.activations >= w.max_activations) StartSuccessor(w);
 }
 
 void Pool::StartSuccessor(PooledWorker& w) {
@@ -456,7 +464,7 @@ std::chrono::nanoseconds Pool::Claim(PooledWorker& w) {
 
 void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::optional<CpuReading> cpu_now) {
   w.activation = nullptr;
-  const bool used_up = !retire && w.activations >= options_.max_activations_per_worker;
+  const bool used_up = !retire && w.activations >= w.max_activations;
   if (used_up) retire = RetireReason::kActivationCount;
   if (retire) {
     Retire(w, *retire);

@@ -116,6 +116,25 @@ TEST_F(PoolTest, ByDefaultThe256thActivationRetiresTheWorkerAndItsSuccessorIsWel
   EXPECT_EQ(ChildPids(), before);
 }
 
+TEST_F(PoolTest, RetirementCountsAreStaggeredAndNeverPassTheConfiguredCount) {
+  ModuleOptions o;
+  o.max_activations_per_worker = 16;  // a stagger of 0 or 1 (16 / 8 = 2 values), by launch order
+  Open(o);
+  FlowRef f = Add(kCounterFlow);
+  std::vector<int> seen;
+  for (int i = 0; i < 16 + 15 + 16 + 2; ++i) {
+    ActivationResult r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    seen.push_back(r.result.get<int>());
+  }
+  std::vector<int> expected;
+  for (int life : {16, 15, 16, 2})
+    for (int n = 1; n <= life; ++n) expected.push_back(n);
+  EXPECT_EQ(seen, expected) << "the first worker runs 16, its successor 15, the next 16 again";
+  EXPECT_EQ(*std::max_element(seen.begin(), seen.end()), 16) << "none runs more than max_activations_per_worker";
+  EXPECT_EQ(module_->HealthReport()["retirements"]["activation_count"], 3);
+}
+
 TEST_F(PoolTest, AnActivationThatComesWhileTheSuccessorStartsTakesItInsteadOfASecondProcess) {
   ModuleOptions o;
   o.max_activations_per_worker = 1;  // every activation is a worker's last: each starts a successor
