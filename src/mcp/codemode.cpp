@@ -680,7 +680,6 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
   call_of_run_.erase(run->run);
   run_of_activation_.erase(result.activation_id);
   downstream_calls_.erase(result.activation_id);
-  (void)module_.RemoveFlow(run->flow);
 
   std::string status = OutcomeName(result.outcome);
   std::string message = result.message;
@@ -754,7 +753,13 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
     text += "\nlogs:" + CutText(logs, limits_.max_text_result_bytes);
   }
   if (!calls.empty()) text += "\ncalls: " + CutText(calls_text, 1024) + (calls_cut ? " (+" + std::to_string(calls_cut) + " more)" : "");
+  // The script's flow (and so its worker) goes after the answer: the worker's kill and reap
+  // (100-200 us) are not the agent's wait. Nothing can start on that flow meanwhile (its one run
+  // ended), and its worker still counts against max_workers until then, in this same pass.
+  const FlowRef flow = run->flow;
+  std::weak_ptr<bool> alive = alive_;
   run->done(Json{{"content", TextContent(std::move(text))}, {"structuredContent", std::move(structured)}, {"isError", !result.ok()}});
+  if (!alive.expired() && *alive.lock()) (void)module_.RemoveFlow(flow);
 }
 
 void Codemode::Cancel(uint64_t call_key) {

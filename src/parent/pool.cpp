@@ -289,6 +289,9 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   } else {
     taken = &StartLaunch(flow, launch, activation, /*spare=*/false);
   }
+  // The next spare starts now, beside this script: it has the script's whole run, its commit and
+  // the agent's next request to become ready (started at `loaded` instead, most next scripts found
+  // it still starting and waited: run_script 2.08-2.14 ms against 1.89-2.03 ms, same load).
   if (codemode) StartCodemodeSpare(launch);
   return taken;
 }
