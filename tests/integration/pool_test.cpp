@@ -156,6 +156,20 @@ TEST_F(PoolTest, AnActivationThatComesWhileTheSuccessorStartsTakesItInsteadOfASe
   EXPECT_TRUE(ChildPids().empty()) << "closing the module ends the successor, started or starting";
 }
 
+TEST_F(PoolTest, ASuccessorStartedAheadHasItsFlowsLimits) {
+  ModuleOptions o;
+  o.flow_memory_headroom_bytes = 200ull << 20;
+  o.max_activations_per_worker = 1;  // the first activation is the worker's last: its successor starts
+  Open(o);
+  FlowRef f = Add("export default () => 1", R"({"budgets": {"heap_mb": 48}})");
+  ASSERT_TRUE(module_->Run(f, nullptr).ok());
+  for (int i = 0; i < 3000 && module_->Health().workers.idle != 1; ++i) module_->RunFor(std::chrono::milliseconds(10));
+  const std::vector<pid_t> pids = ChildPids();
+  ASSERT_EQ(pids.size(), 1u) << "the successor alone";
+  EXPECT_EQ(AddressSpaceLimit(pids[0]), (48ull + 200) << 20) << "its flow's heap budget plus the flow headroom";
+  EXPECT_EQ(module_->HealthReport()["refused_welcomes"], 0) << "welcomed: its limits passed the kernel-view check";
+}
+
 TEST_F(PoolTest, SuccessorsStartedAheadNeverTakeTheWorkerCountPastMaxWorkers) {
   ModuleOptions o;
   o.max_workers = 2;
