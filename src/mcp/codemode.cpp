@@ -359,6 +359,8 @@ Result<void> Codemode::Start(const std::string& secrets_dir) {
   if (!policy) return policy.error();
   policy_version_ = policy->version;
   budgets_ = policy->manifest.budgets();
+  // Scripts come one after another: each leaves a welcomed worker for the next (docs/codemode.md).
+  module_.host().KeepCodemodeSpares(true);
 
   // The `mcp.*` host calls reach this policy's servers from now on.
   std::weak_ptr<bool> alive = alive_;
@@ -678,7 +680,6 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
   call_of_run_.erase(run->run);
   run_of_activation_.erase(result.activation_id);
   downstream_calls_.erase(result.activation_id);
-  (void)module_.RemoveFlow(run->flow);
 
   std::string status = OutcomeName(result.outcome);
   std::string message = result.message;
@@ -752,7 +753,13 @@ void Codemode::Finish(uint64_t call_key, const ActivationResult& result) {
     text += "\nlogs:" + CutText(logs, limits_.max_text_result_bytes);
   }
   if (!calls.empty()) text += "\ncalls: " + CutText(calls_text, 1024) + (calls_cut ? " (+" + std::to_string(calls_cut) + " more)" : "");
+  // The script's flow (and so its worker) goes after the answer: the worker's kill and reap
+  // (100-200 us) are not the agent's wait. Nothing can start on that flow meanwhile (its one run
+  // ended), and its worker still counts against max_workers until then, in this same pass.
+  const FlowRef flow = run->flow;
+  std::weak_ptr<bool> alive = alive_;
   run->done(Json{{"content", TextContent(std::move(text))}, {"structuredContent", std::move(structured)}, {"isError", !result.ok()}});
+  if (!alive.expired() && *alive.lock()) (void)module_.RemoveFlow(flow);
 }
 
 void Codemode::Cancel(uint64_t call_key) {

@@ -368,7 +368,7 @@ void Module::Impl::StartOn(PooledWorker& w) {
   a.worker = &w;
   a.started = true;
   w.state = PooledWorker::State::kBusy;
-  ++w.activations;
+  pool->CountActivation(w);  // at its last one, its successor is launched ahead
   pool->Send(w, protocol::BuildActivate(a.id, a.input_json));
 }
 

@@ -173,6 +173,9 @@ class ModuleHost {
 
   // Workers alive at once from now on (basal serve's reload of limits.max_workers).
   virtual void SetMaxWorkers(size_t max_workers) = 0;
+  // From now on a codemode script's worker leaves a welcomed spare behind for the next script
+  // (Pool::KeepCodemodeSpares): basal mcp and serve's /mcp, whose scripts come one after another.
+  virtual void KeepCodemodeSpares(bool keep) = 0;
   // Starts no run from now on (a drain): the runs waiting here stay journaled as queued for the
   // next process to start, and are forgotten here (their callbacks are not called). What runs,
   // runs on.

@@ -321,6 +321,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   size_t running_runs() const override { return running_runs_.size(); }
   bool RunLive(RunId run) const override { return waiting_runs.count(run) || running_runs_.count(run); }
   void SetMaxWorkers(size_t max_workers) override { pool->SetMaxWorkers(max_workers); }
+  void KeepCodemodeSpares(bool keep) override { pool->KeepCodemodeSpares(keep); }
   void StopStartingRuns() override;
 };
 

@@ -1,10 +1,14 @@
 #include "parent/pool.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 
 #include "parent/activation.h"
 #include "protocol/frame.h"
@@ -13,15 +17,66 @@ namespace basal {
 
 using Clock = EventLoop::Clock;
 
+// Shared by the loop and the launch thread. `pool` is read and cleared on the loop thread only
+// (the posted hand-back runs there), so a hand-back posted just before ~Pool finds it null.
+struct LaunchQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<uint64_t, LaunchOptions>> requests;
+  std::vector<std::pair<uint64_t, Result<std::unique_ptr<WorkerProcess>>>> results;
+  bool stopping = false;
+  bool posted = false;  // a hand-back is posted and has not run yet
+  Pool* pool = nullptr;
+};
+
 Pool::Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, HealthSnapshot& health, PoolOwner& owner)
-    : options_(std::move(options)), loop_(loop), launcher_(launcher), health_(health), owner_(owner) {}
+    : options_(std::move(options)), loop_(loop), launcher_(launcher), health_(health), owner_(owner),
+      launches_(std::make_shared<LaunchQueue>()) {
+  launches_->pool = this;
+  launch_thread_ = std::thread([q = launches_, &launcher, &loop] {
+    // Every signal blocked: signals are the loop thread's (serve's signalfd blocks SIGTERM there
+    // and would lose it to a thread that left it at its default). The worker's own mask is set by
+    // the launch (posix_spawn's SETSIGMASK), not inherited from here.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    std::unique_lock lock(q->mu);
+    for (;;) {
+      q->cv.wait(lock, [&] { return q->stopping || !q->requests.empty(); });
+      if (q->stopping) return;
+      auto [ticket, launch] = std::move(q->requests.front());
+      q->requests.pop_front();
+      lock.unlock();
+      auto proc = launcher.Launch(launch);  // the vfork wait and the exec happen here, off the loop
+      lock.lock();
+      q->results.emplace_back(ticket, std::move(proc));
+      if (!q->posted) {
+        q->posted = true;
+        loop.Post([q] {
+          if (q->pool) q->pool->TakeLaunched();
+        });
+      }
+    }
+  });
+}
 
 Pool::~Pool() {
   for (auto& w : workers_) {
-    if (w->state == PooledWorker::State::kDead) continue;
+    if (w->state == PooledWorker::State::kDead || !w->session) continue;
     w->session->process().KillAndReap();
     MarkDead(*w);
   }
+  launches_->pool = nullptr;
+  {
+    std::lock_guard lock(launches_->mu);
+    launches_->stopping = true;
+  }
+  launches_->cv.notify_all();
+  launch_thread_.join();  // a launch in flight ends first
+  // What it launched that no worker took: killed and reaped (~WorkerProcess) before the thread's
+  // end could matter to them.
+  std::lock_guard lock(launches_->mu);
+  launches_->results.clear();
 }
 
 namespace {
@@ -76,7 +131,7 @@ std::chrono::nanoseconds Pool::CheckIdleCpu(PooledWorker& w) {
   if (used <= options_.idle_cpu_max) return now;
   ++health_.idle_cpu_kills;
   owner_.OnEvent({ModuleEvent::Kind::kIdleCpu,
-                  "killed idle worker " + std::to_string(w.pid()) + " of flow " + w.flow->name + ": it used " +
+                  "killed idle worker " + std::to_string(w.pid()) + " of flow " + (w.flow ? w.flow->name : std::string("(a spare)")) + ": it used " +
                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(used).count()) +
                       " ms of CPU between activations (the limit is " + std::to_string(options_.idle_cpu_max.count()) +
                       " ms)",
@@ -88,7 +143,7 @@ std::chrono::nanoseconds Pool::CheckIdleCpu(PooledWorker& w) {
 PooledWorker* Pool::FindIdle(const Flow& flow) {
   const auto now = Clock::now();
   for (auto& w : workers_) {
-    if (w->state != PooledWorker::State::kIdle || w->flow->id != flow.id) continue;
+    if (w->state != PooledWorker::State::kIdle || !w->flow || w->flow->id != flow.id) continue;
     // A worker runs one thread, so its CPU grows no faster than the wall clock: idle for less
     // than idle_cpu_max since its done's reading, it cannot be over the idle limit, and that
     // reading (lower than now's: what it spent since counts in the activation) is the base. Only a
@@ -139,54 +194,172 @@ bool Pool::MakeRoom() {
   return true;
 }
 
-Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
+LaunchOptions Pool::LaunchFor(const Flow& flow) const {
   LaunchOptions launch;
   launch.path = options_.worker_path;
   launch.args = options_.worker_args;
   launch.credentials = options_.welcome_policy.worker_identity;
-  const uint64_t headroom = flow->profile == Profile::kFlow ? options_.flow_memory_headroom_bytes
-                                                            : options_.codemode_memory_headroom_bytes;
+  const uint64_t headroom = flow.profile == Profile::kFlow ? options_.flow_memory_headroom_bytes
+                                                           : options_.codemode_memory_headroom_bytes;
   // The worker sets its limits itself (a worker that already runs as the worker user may be out of
   // this parent's reach); the first activation's CPU counts from the spawn (it includes loading).
-  launch.limits.address_space_bytes = flow->manifest.budgets().heap_limit_bytes + headroom;
-  launch.limits.cpu_hard_seconds = WholeCpuSeconds(LifetimeCpu(*flow));
-  launch.limits.cpu_soft_seconds = std::min(FirstCpuSoftLimitSeconds(*flow), launch.limits.cpu_hard_seconds);
-  launch.profile = flow->profile == Profile::kFlow ? WorkerProfile::kFlow : WorkerProfile::kCodemode;
-  launch.heap_budget_bytes = flow->manifest.budgets().heap_limit_bytes;
-  auto proc = launcher_.Launch(launch);
-  if (!proc) {
-    ++health_.spawn_failures;
-    return proc.error();
-  }
+  launch.limits.address_space_bytes = flow.manifest.budgets().heap_limit_bytes + headroom;
+  launch.limits.cpu_hard_seconds = WholeCpuSeconds(LifetimeCpu(flow));
+  launch.limits.cpu_soft_seconds = std::min(FirstCpuSoftLimitSeconds(flow), launch.limits.cpu_hard_seconds);
+  launch.profile = flow.profile == Profile::kFlow ? WorkerProfile::kFlow : WorkerProfile::kCodemode;
+  launch.heap_budget_bytes = flow.manifest.budgets().heap_limit_bytes;
+  return launch;
+}
+
+namespace {
+// Whether a spare launched with `a` may serve a flow that would be launched with `b`: the same
+// limits the worker set on itself and the same profile (the same binary, arguments and user).
+bool SameLaunch(const LaunchOptions& a, const LaunchOptions& b) {
+  return a.limits.address_space_bytes == b.limits.address_space_bytes &&
+         a.limits.cpu_soft_seconds == b.limits.cpu_soft_seconds && a.limits.cpu_hard_seconds == b.limits.cpu_hard_seconds &&
+         a.profile == b.profile && a.heap_budget_bytes == b.heap_budget_bytes;
+}
+}  // namespace
+
+PooledWorker& Pool::StartLaunch(const FlowRef& flow, const LaunchOptions& launch, Activation* activation, bool spare) {
   auto w = std::make_unique<PooledWorker>();
-  w->session = std::make_unique<WorkerSession>(std::move(*proc));
   w->flow = flow;
-  w->cpu_clock = launcher_.CpuClock(w->session->process());
-  if (!w->cpu_clock) {
-    ++health_.spawn_failures;
-    w->session->process().KillAndReap();
-    return MakeError(ErrorCode::kSpawn, "cannot read the CPU clock of worker " + std::to_string(w->pid()));
-  }
   w->activation = activation;
+  w->spare = spare;
+  w->launch = launch;
+  w->launch_ticket = next_ticket_++;
+  // Workers started together (a backlog meets an empty pool) take activations at the same pace:
+  // with one count they would all retire in the same millisecond, every pool-full of activations,
+  // and the flow would wait for all their successors at once. Each worker's count is lowered by a
+  // stagger of 0 to max/8 - 1 (0 for the pool's first worker; 5 apart from one launch to the next),
+  // so retirements spread out and stay spread. No worker runs more than max_activations_per_worker.
+  const uint32_t spread = options_.max_activations_per_worker / 8;
+  w->max_activations = options_.max_activations_per_worker -
+                       (spread ? static_cast<uint32_t>(((w->launch_ticket - 1) * 5) % spread) : 0);
   PooledWorker* raw = w.get();
-  WorkerProcess& p = raw->session->process();
-  Result<void> watched = loop_.Watch(p.stdout_fd(), EPOLLIN, [this, raw](uint32_t) { OnReadable(*raw); });
-  if (watched) watched = loop_.Watch(p.stderr_fd(), EPOLLIN, [raw](uint32_t) { raw->session->DrainStderr(); });
-  if (watched) watched = loop_.Watch(p.pidfd(), EPOLLIN, [this, raw](uint32_t) { OnExit(*raw); });
   workers_.push_back(std::move(w));
-  ++health_.spawned;
-  if (!watched) {
-    ++health_.spawn_failures;
-    raw->activation = nullptr;
-    raw->session->process().KillAndReap();
-    MarkDead(*raw);
-    return watched.error();
+  {
+    std::lock_guard lock(launches_->mu);
+    launches_->requests.emplace_back(raw->launch_ticket, launch);
   }
+  launches_->cv.notify_one();
+  // The welcome's time limit counts from the request: a launch that never returns is bounded too.
   raw->timer = loop_.At(Clock::now() + options_.welcome_timeout, [this, raw] {
     raw->timer.reset();
     WelcomeTimedOut(*raw);
   });
-  return raw;
+  return *raw;
+}
+
+Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
+  const LaunchOptions launch = LaunchFor(*flow);
+  // A durable run's activation starts in a process launched for it (its load carries the run's
+  // clock and seed, as its replay's will).
+  const bool fresh = activation && activation->durable;
+  const bool codemode = !fresh && codemode_spares_ && flow->profile == Profile::kCodemode;
+  PooledWorker* taken = nullptr;
+  // A successor of this flow still starting: it takes the activation once it has loaded, rather
+  // than a second process being started beside it.
+  for (auto& w : workers_) {
+    if (fresh) break;
+    const bool starting = w->state == PooledWorker::State::kLaunching || w->state == PooledWorker::State::kWelcome ||
+                          w->state == PooledWorker::State::kLoading;
+    if (starting && w->spare && !w->activation && w->flow && w->flow->id == flow->id) {
+      w->activation = activation;
+      w->spare = false;
+      return w.get();
+    }
+  }
+  if (codemode) {
+    for (auto& w : workers_) {
+      const bool unbound = !w->flow && (w->state == PooledWorker::State::kLaunching ||
+                                        w->state == PooledWorker::State::kWelcome || w->state == PooledWorker::State::kIdle);
+      if (unbound && SameLaunch(w->launch, launch)) {
+        taken = w.get();
+        break;
+      }
+    }
+  }
+  if (taken) {
+    // Bound to this script for life: it never goes back to being a spare.
+    taken->flow = flow;
+    taken->activation = activation;
+    taken->spare = false;
+    if (taken->state == PooledWorker::State::kIdle) SendLoad(*taken);  // welcomed already
+  } else {
+    taken = &StartLaunch(flow, launch, activation, /*spare=*/false);
+  }
+  // The next spare starts now, beside this script: it has the script's whole run, its commit and
+  // the agent's next request to become ready (started at `loaded` instead, most next scripts found
+  // it still starting and waited: run_script 2.08-2.14 ms against 1.89-2.03 ms, same load).
+  if (codemode) StartCodemodeSpare(launch);
+  return taken;
+}
+
+void Pool::StartCodemodeSpare(const LaunchOptions& launch) {
+  for (const auto& w : workers_)
+    if (!w->flow && w->state != PooledWorker::State::kDead && SameLaunch(w->launch, launch)) return;  // one is enough
+  if (Live() >= options_.max_workers) return;  // a spare counts against the cap; none at it
+  StartLaunch(nullptr, launch, nullptr, /*spare=*/true);
+}
+
+void Pool::CountActivation(PooledWorker& w) {
+  ++w.activations;
+  if (w.activations >= w.max_activations) StartSuccessor(w);
+}
+
+void Pool::StartSuccessor(PooledWorker& w) {
+  if (w.successor_started || !w.flow || Live() >= options_.max_workers) return;
+  w.successor_started = true;
+  StartLaunch(w.flow, w.launch, nullptr, /*spare=*/true);
+}
+
+void Pool::TakeLaunched() {
+  std::vector<std::pair<uint64_t, Result<std::unique_ptr<WorkerProcess>>>> results;
+  {
+    std::lock_guard lock(launches_->mu);
+    results.swap(launches_->results);
+    launches_->posted = false;
+  }
+  for (auto& [ticket, proc] : results) {
+    PooledWorker* w = nullptr;
+    for (auto& c : workers_)
+      if (c->launch_ticket == ticket) w = c.get();
+    // Retired, timed out or swept while it launched: its process is killed and reaped here.
+    if (!w || w->state != PooledWorker::State::kLaunching) continue;
+    if (!proc) {
+      ++health_.spawn_failures;
+      MarkDead(*w);
+      Lost(*w, Outcome::kSpawnFailed, proc.error().message);
+      continue;
+    }
+    Attach(*w, std::move(*proc));
+  }
+}
+
+void Pool::Attach(PooledWorker& w, std::unique_ptr<WorkerProcess> process) {
+  w.session = std::make_unique<WorkerSession>(std::move(process));
+  w.cpu_clock = launcher_.CpuClock(w.session->process());
+  if (!w.cpu_clock) {
+    ++health_.spawn_failures;
+    w.session->process().KillAndReap();
+    MarkDead(w);
+    Lost(w, Outcome::kSpawnFailed, "cannot read the CPU clock of worker " + std::to_string(w.pid()));
+    return;
+  }
+  w.state = PooledWorker::State::kWelcome;
+  PooledWorker* raw = &w;
+  WorkerProcess& p = w.session->process();
+  Result<void> watched = loop_.Watch(p.stdout_fd(), EPOLLIN, [this, raw](uint32_t) { OnReadable(*raw); });
+  if (watched) watched = loop_.Watch(p.stderr_fd(), EPOLLIN, [raw](uint32_t) { raw->session->DrainStderr(); });
+  if (watched) watched = loop_.Watch(p.pidfd(), EPOLLIN, [this, raw](uint32_t) { OnExit(*raw); });
+  ++health_.spawned;
+  if (!watched) {
+    ++health_.spawn_failures;
+    w.session->process().KillAndReap();
+    MarkDead(w);
+    Lost(w, Outcome::kSpawnFailed, watched.error().message);
+  }
 }
 
 void Pool::UpdateStdinWatch(PooledWorker& w) {
@@ -203,7 +376,7 @@ void Pool::UpdateStdinWatch(PooledWorker& w) {
 }
 
 void Pool::Send(PooledWorker& w, std::string_view payload) {
-  if (w.state == PooledWorker::State::kDead) return;
+  if (w.state == PooledWorker::State::kDead || !w.session) return;
   w.session->Send(payload);  // a broken pipe shows up as the worker's exit
   UpdateStdinWatch(w);
 }
@@ -218,9 +391,11 @@ void Pool::OnWritable(PooledWorker& w) {
 
 void Pool::MarkDead(PooledWorker& w) {
   if (w.state == PooledWorker::State::kDead) return;
-  WorkerProcess& p = w.session->process();
-  for (int fd : {p.stdout_fd(), p.stderr_fd(), p.pidfd(), p.stdin_fd()})
-    if (fd >= 0) loop_.Unwatch(fd);
+  if (w.session) {
+    WorkerProcess& p = w.session->process();
+    for (int fd : {p.stdout_fd(), p.stderr_fd(), p.pidfd(), p.stdin_fd()})
+      if (fd >= 0) loop_.Unwatch(fd);
+  }
   w.watching_stdin = false;
   if (w.timer) loop_.Cancel(*w.timer);
   w.timer.reset();
@@ -235,16 +410,17 @@ void Pool::Lost(PooledWorker& w, Outcome outcome, std::string message) {
   w.activation = nullptr;
 }
 
+// A worker still launching has no process yet: marked dead, its process is killed when it arrives.
 void Pool::Kill(PooledWorker& w) {
   if (w.state == PooledWorker::State::kDead) return;
-  w.session->process().KillAndReap();
+  if (w.session) w.session->process().KillAndReap();
   MarkDead(w);
 }
 
 void Pool::Retire(PooledWorker& w, RetireReason reason) {
   if (w.state == PooledWorker::State::kDead) return;
   ++health_.retirements[static_cast<int>(reason)];
-  w.session->process().CloseStdin();
+  if (w.session) w.session->process().CloseStdin();
   Kill(w);
 }
 
@@ -291,9 +467,12 @@ std::chrono::nanoseconds Pool::Claim(PooledWorker& w) {
 
 void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::optional<CpuReading> cpu_now) {
   w.activation = nullptr;
-  if (!retire && w.activations >= options_.max_activations_per_worker) retire = RetireReason::kActivationCount;
+  const bool used_up = !retire && w.activations >= w.max_activations;
+  if (used_up) retire = RetireReason::kActivationCount;
   if (retire) {
     Retire(w, *retire);
+    // Its place, at once: the successor the cap did not leave room for at its last activation.
+    if (used_up) StartSuccessor(w);
     return;
   }
   w.state = PooledWorker::State::kIdle;
@@ -308,8 +487,12 @@ void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::opt
 }
 
 void Pool::RetireIdle(const Flow& flow, RetireReason reason) {
-  for (auto& w : workers_)
-    if (w->state == PooledWorker::State::kIdle && w->flow->id == flow.id) Retire(*w, reason);
+  for (auto& w : workers_) {
+    if (!w->flow || w->flow->id != flow.id) continue;
+    // A successor still starting for a flow that is gone would otherwise idle for idle_retire.
+    const bool starting_spare = w->spare && !w->activation && w->state != PooledWorker::State::kBusy;
+    if (w->state == PooledWorker::State::kIdle || starting_spare) Retire(*w, reason);
+  }
 }
 
 void Pool::RetireAllIdle(RetireReason reason) {
@@ -324,17 +507,13 @@ void Pool::Sweep() {
 void Pool::Count(HealthSnapshot& h) const {
   for (const auto& w : workers_) {
     if (w->state == PooledWorker::State::kDead) continue;
-    WorkerCounts& c = h.workers_per_flow[w->flow->name];
     const bool idle = w->state == PooledWorker::State::kIdle;
-    ++c.live;
     ++h.workers.live;
-    if (idle) {
-      ++c.idle;
-      ++h.workers.idle;
-    } else {
-      ++c.busy;
-      ++h.workers.busy;
-    }
+    ++(idle ? h.workers.idle : h.workers.busy);
+    if (!w->flow) continue;  // a codemode spare: no flow's yet
+    WorkerCounts& c = h.workers_per_flow[w->flow->name];
+    ++c.live;
+    ++(idle ? c.idle : c.busy);
   }
 }
 
@@ -389,6 +568,7 @@ void Pool::OnFrame(PooledWorker& w, protocol::WorkerMessage& msg) {
         return;
       }
       w.state = PooledWorker::State::kBusy;
+      if (!w.activation && w.spare) return Release(w, std::nullopt);  // a successor, loaded ahead: idle
       if (!w.activation) return Retire(w, RetireReason::kCancelled);  // its activation was cancelled meanwhile
       owner_.OnWorkerReady(w);
       return;
@@ -399,6 +579,7 @@ void Pool::OnFrame(PooledWorker& w, protocol::WorkerMessage& msg) {
       return;
     case PooledWorker::State::kIdle:
       return Violation(w, "frame from an idle worker");
+    case PooledWorker::State::kLaunching:  // no session, so no frames
     case PooledWorker::State::kDead:
       return;
   }
@@ -425,7 +606,23 @@ void Pool::OnWelcome(PooledWorker& w, const protocol::Welcome& welcome) {
     Lost(w, Outcome::kWorkerRefused, "worker refused before it saw flow code: " + v.reason);
     return;
   }
-  if (!w.activation) return Retire(w, RetireReason::kCancelled);  // nobody waits for it any more
+  if (!w.flow) {
+    // A codemode spare, welcomed: it waits for a script (Spawn binds it) as an idle worker would,
+    // under the same idle timers (idle_cpu_max, idle_retire).
+    w.state = PooledWorker::State::kIdle;
+    w.idle_since = Clock::now();
+    const CpuReading reading = ReadCpu(w);
+    w.idle_cpu_base = reading.cpu;
+    w.idle_cpu_at = reading.at;
+    ArmIdleCpuCheck(w);
+    ArmIdleRetire(w);
+    return;
+  }
+  if (!w.activation && !w.spare) return Retire(w, RetireReason::kCancelled);  // nobody waits for it any more
+  SendLoad(w);
+}
+
+void Pool::SendLoad(PooledWorker& w) {
   const Flow& f = *w.flow;
   protocol::Load load;
   load.flow = f.name;
@@ -436,18 +633,19 @@ void Pool::OnWelcome(PooledWorker& w, const protocol::Welcome& welcome) {
   load.stack_bytes = static_cast<int64_t>(f.manifest.budgets().stack_limit_bytes);
   for (const std::string& name : f.tools) load.tools.push_back(protocol::BindingFor(name));
   // A durable run's worker runs one activation, loaded with the run's clock and seed.
-  if (w.activation->durable) load.durable = *w.activation->durable;
+  if (w.activation && w.activation->durable) load.durable = *w.activation->durable;
   w.state = PooledWorker::State::kLoading;
   Send(w, protocol::BuildLoad(load));
 }
 
 void Pool::WelcomeTimedOut(PooledWorker& w) {
-  if (w.state != PooledWorker::State::kWelcome) return;
+  if (w.state != PooledWorker::State::kWelcome && w.state != PooledWorker::State::kLaunching) return;
   ++health_.refused_welcomes;
-  w.session->DrainStderr();
+  if (w.session) w.session->DrainStderr();
   Kill(w);
   Lost(w, Outcome::kWorkerRefused,
-       "no welcome within " + std::to_string(options_.welcome_timeout.count()) + " ms" + w.session->StderrNote());
+       "no welcome within " + std::to_string(options_.welcome_timeout.count()) + " ms" +
+           (w.session ? w.session->StderrNote() : std::string(" (its launch had not returned)")));
 }
 
 // The process ended (or closed stdout). Reads what it left, then classifies its end.

@@ -1,7 +1,14 @@
-// The pool: worker processes from spawn to retirement. spawn -> welcome (checked) -> load (the
-// flow's source) -> idle <-> busy -> retired (by count, idle time, budget, eviction, cancel) or
-// dead (crash, SIGSYS, protocol violation, deadline). A worker is bound to one flow for life.
-// While a worker runs an activation, its frames go to the PoolOwner (the module).
+// The pool: worker processes from spawn to retirement. launch (on the pool's launch thread) ->
+// welcome (checked) -> load (the flow's source) -> idle <-> busy -> retired (by count, idle time,
+// budget, eviction, cancel) or dead (crash, SIGSYS, protocol violation, deadline). A worker is
+// bound to one flow for life. While a worker runs an activation, its frames go to the PoolOwner
+// (the module).
+//
+// Workers started ahead (docs/architecture.md, "The pool"): the successor of a worker that starts
+// its last activation (or retires by count) is launched, welcomed and loaded before any activation
+// needs it; with KeepCodemodeSpares, a codemode worker is launched and welcomed ahead of the next
+// script, bound to no flow until that script's first activation takes it. Either counts in Live()
+// against max_workers from its launch on.
 #pragma once
 
 #include <chrono>
@@ -11,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "basal/health.h"
 #include "basal/flow.h"
@@ -26,11 +34,21 @@ namespace basal {
 struct Activation;
 
 struct PooledWorker {
-  enum class State { kWelcome, kLoading, kIdle, kBusy, kDead };
-  std::unique_ptr<WorkerSession> session;
-  FlowRef flow;
-  State state = State::kWelcome;
+  // kLaunching: its process is being started on the launch thread (no session yet).
+  enum class State { kLaunching, kWelcome, kLoading, kIdle, kBusy, kDead };
+  std::unique_ptr<WorkerSession> session;  // null while kLaunching
+  FlowRef flow;                            // null for a codemode spare not bound to a script yet
+  State state = State::kLaunching;
+  // Started ahead of any activation (a successor, or a codemode spare): it goes idle after its
+  // load (or, unbound, after its welcome) instead of being retired as cancelled.
+  bool spare = false;
+  bool successor_started = false;  // a successor was launched for it (at most one)
+  uint64_t launch_ticket = 0;
+  LaunchOptions launch;            // what it was launched with: a spare is bound only to a flow of the same
+
   uint32_t activations = 0;
+  // Its own retirement count: max_activations_per_worker, less a stagger (Pool::StartLaunch).
+  uint32_t max_activations = 0;
   EventLoop::Clock::time_point idle_since;
   std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement (may outlive an idle spell)
   Activation* activation = nullptr;          // the one it runs or is starting up for
@@ -41,7 +59,7 @@ struct PooledWorker {
   // Its CPU as FindIdle read it for the idle check, which Claim hands on as the activation's base.
   std::optional<std::chrono::nanoseconds> found_cpu;
   std::optional<EventLoop::TimerId> idle_cpu_timer;
-  pid_t pid() const { return session->pid(); }
+  pid_t pid() const { return session ? session->pid() : 0; }
 };
 
 class PoolOwner {
@@ -78,6 +96,8 @@ struct PoolOptions {
   bool can_change_worker_limits;
 };
 
+struct LaunchQueue;  // the launch thread's requests and results (pool.cpp)
+
 class Pool {
  public:
   Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, HealthSnapshot& health, PoolOwner& owner);
@@ -92,9 +112,20 @@ class Pool {
   std::chrono::nanoseconds Claim(PooledWorker& worker);
   // Room for one more worker? Evicts an idle worker of another flow if the cap is reached.
   bool MakeRoom();
-  // Starts a worker for `activation` (it gets the activation once it has loaded). Null: the
-  // error says why (the caller fails the activation with spawn_failed).
+  // Starts a worker for `activation` (it gets the activation once it has loaded): a codemode spare
+  // launched with the same limits if there is one, else a new process, launched on the launch
+  // thread (the loop does not wait for posix_spawn's vfork). A launch that fails later is counted
+  // in spawn_failures and reaches the owner as OnWorkerLost (spawn_failed). An error here: the
+  // caller fails the activation with spawn_failed.
   Result<PooledWorker*> Spawn(const FlowRef& flow, Activation* activation);
+  // Counts an activation the owner starts on `worker`; at its last one (max_activations_per_worker)
+  // its successor is launched ahead if the cap leaves room (else when it retires).
+  void CountActivation(PooledWorker& worker);
+  // From now on a codemode script's worker leaves a spare behind: one welcomed worker per launch
+  // limits (the policy's heap budget + codemode headroom, its CPU budget), bound to the next
+  // script's flow at its first activation. For `basal mcp` and serve's /mcp, whose scripts come one
+  // after another; off by default (a one-shot `basal run` would only start a process to kill it).
+  void KeepCodemodeSpares(bool keep) { codemode_spares_ = keep; }
   // Sends a frame; if the worker's pipe is full the rest goes out when it drains (and the owner
   // hears OnWorkerDrained). How much is sent is the owner's flow control (module.cpp).
   void Send(PooledWorker& worker, std::string_view payload);
@@ -139,6 +170,17 @@ class Pool {
   void Count(HealthSnapshot& snapshot) const;
 
  private:
+  LaunchOptions LaunchFor(const Flow& flow) const;
+  // Queues the launch of a worker (state kLaunching); its process arrives through TakeLaunched.
+  PooledWorker& StartLaunch(const FlowRef& flow, const LaunchOptions& launch, Activation* activation, bool spare);
+  // On the loop: the launch thread's results, each given to its worker (or killed, if that worker
+  // was retired meanwhile).
+  void TakeLaunched();
+  void Attach(PooledWorker& w, std::unique_ptr<WorkerProcess> process);
+  // A successor for `w` (same flow and limits), if the cap leaves room.
+  void StartSuccessor(PooledWorker& w);
+  void StartCodemodeSpare(const LaunchOptions& launch);
+  void SendLoad(PooledWorker& w);
   bool ReadFrames(PooledWorker& w, bool until_empty, WorkerSession::ReadStatus& status);
   void OnReadable(PooledWorker& w);
   void OnWritable(PooledWorker& w);
@@ -169,6 +211,12 @@ class Pool {
   HealthSnapshot& health_;
   PoolOwner& owner_;
   std::list<std::unique_ptr<PooledWorker>> workers_;
+  bool codemode_spares_ = false;
+  uint64_t next_ticket_ = 1;
+  // One thread for the pool's life: a worker's parent-death signal follows the thread that
+  // spawned it, so that thread must outlive every worker it started (~Pool kills them first).
+  std::shared_ptr<LaunchQueue> launches_;
+  std::thread launch_thread_;
 };
 
 }  // namespace basal

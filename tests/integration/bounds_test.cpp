@@ -499,9 +499,8 @@ TEST_F(BoundsTest, AWorkerKilledRightAfterItsWelcomeIsACrashNotARefusal) {
 
 // A child of this process that has ended and waits to be reaped.
 bool AChildIsAZombie() {
-  std::ifstream children("/proc/self/task/" + std::to_string(::gettid()) + "/children");
-  pid_t pid;
-  while (children >> pid) {
+  // Every thread's children: the pool launches its workers from a thread of its own.
+  for (pid_t pid : ChildrenOf(::getpid())) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     std::getline(stat, line);

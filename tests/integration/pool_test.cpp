@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "integration/test_support.h"
+#include "parent/module_host.h"
 
 namespace basal::testing {
 namespace {
@@ -87,7 +88,7 @@ TEST_F(PoolTest, WorkerIsRetiredAfterItsConfiguredActivationCount) {
   EXPECT_EQ(ChildPids().size(), 1u) << "a retired worker's process must be gone";
 }
 
-TEST_F(PoolTest, ByDefaultThe256thActivationRetiresTheWorker) {
+TEST_F(PoolTest, ByDefaultThe256thActivationRetiresTheWorkerAndItsSuccessorIsWelcomedAhead) {
   Open();
   FlowRef f = Add(kCounterFlow);
   int last = 0;
@@ -97,14 +98,160 @@ TEST_F(PoolTest, ByDefaultThe256thActivationRetiresTheWorker) {
     last = r.result.get<int>();
   }
   EXPECT_EQ(last, 256) << "one worker ran all 256";
+  // The successor was launched when the 256th started: it welcomes and loads with no activation
+  // waiting for it (the loop runs until it is idle; no time is measured).
+  for (int i = 0; i < 3000 && module_->Health().workers.idle != 1; ++i) module_->RunFor(std::chrono::milliseconds(10));
   Json h = module_->HealthReport();
   EXPECT_EQ(h["retirements"]["activation_count"], 1);
-  EXPECT_EQ(h["workers"]["live"], 0);
-  EXPECT_TRUE(ChildPids().empty());
+  EXPECT_EQ(h["spawned"], 2) << "the retired worker and its successor";
+  EXPECT_EQ(h["refused_welcomes"], 0);
+  EXPECT_EQ(h["workers"]["live"], 1);
+  EXPECT_EQ(h["workers"]["idle"], 1) << "the successor, welcomed and loaded";
+  const std::vector<pid_t> before = ChildPids();
+  ASSERT_EQ(before.size(), 1u) << "the retired worker's process is gone; its successor's is there";
   ActivationResult next = module_->Run(f, nullptr);
   ASSERT_TRUE(next.ok()) << next.message;
   EXPECT_EQ(next.result, 1) << "the 257th runs on a fresh worker";
-  EXPECT_EQ(module_->HealthReport()["spawned"], 2);
+  EXPECT_EQ(module_->HealthReport()["spawned"], 2) << "the 257th took the successor: no launch while it waited";
+  EXPECT_EQ(ChildPids(), before);
+}
+
+TEST_F(PoolTest, RetirementCountsAreStaggeredAndNeverPassTheConfiguredCount) {
+  ModuleOptions o;
+  o.max_activations_per_worker = 16;  // a stagger of 0 or 1 (16 / 8 = 2 values), by launch order
+  Open(o);
+  FlowRef f = Add(kCounterFlow);
+  std::vector<int> seen;
+  for (int i = 0; i < 16 + 15 + 16 + 2; ++i) {
+    ActivationResult r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    seen.push_back(r.result.get<int>());
+  }
+  std::vector<int> expected;
+  for (int life : {16, 15, 16, 2})
+    for (int n = 1; n <= life; ++n) expected.push_back(n);
+  EXPECT_EQ(seen, expected) << "the first worker runs 16, its successor 15, the next 16 again";
+  EXPECT_EQ(*std::max_element(seen.begin(), seen.end()), 16) << "none runs more than max_activations_per_worker";
+  EXPECT_EQ(module_->HealthReport()["retirements"]["activation_count"], 3);
+}
+
+TEST_F(PoolTest, AnActivationThatComesWhileTheSuccessorStartsTakesItInsteadOfASecondProcess) {
+  ModuleOptions o;
+  o.max_activations_per_worker = 1;  // every activation is a worker's last: each starts a successor
+  Open(o);
+  FlowRef f = Add(kCounterFlow);
+  for (int i = 0; i < 20; ++i) {
+    ActivationResult r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, 1);
+  }
+  Json h = module_->HealthReport();
+  // 20 activations, each on its own worker, and one successor after the last: never a second
+  // process for an activation that found the successor still starting.
+  EXPECT_EQ(h["retirements"]["activation_count"], 20);
+  EXPECT_LE(h["spawned"].get<int>(), 21);
+  EXPECT_GE(h["spawned"].get<int>(), 20);
+  EXPECT_EQ(h["spawn_failures"], 0);
+  module_.reset();
+  EXPECT_TRUE(ChildPids().empty()) << "closing the module ends the successor, started or starting";
+}
+
+TEST_F(PoolTest, ASuccessorStartedAheadHasItsFlowsLimits) {
+  ModuleOptions o;
+  o.flow_memory_headroom_bytes = 200ull << 20;
+  o.max_activations_per_worker = 1;  // the first activation is the worker's last: its successor starts
+  Open(o);
+  FlowRef f = Add("export default () => 1", R"({"budgets": {"heap_mb": 48}})");
+  ASSERT_TRUE(module_->Run(f, nullptr).ok());
+  for (int i = 0; i < 3000 && module_->Health().workers.idle != 1; ++i) module_->RunFor(std::chrono::milliseconds(10));
+  const std::vector<pid_t> pids = ChildPids();
+  ASSERT_EQ(pids.size(), 1u) << "the successor alone";
+  EXPECT_EQ(AddressSpaceLimit(pids[0]), (48ull + 200) << 20) << "its flow's heap budget plus the flow headroom";
+  EXPECT_EQ(module_->HealthReport()["refused_welcomes"], 0) << "welcomed: its limits passed the kernel-view check";
+}
+
+TEST_F(PoolTest, SuccessorsStartedAheadNeverTakeTheWorkerCountPastMaxWorkers) {
+  ModuleOptions o;
+  o.max_workers = 2;
+  o.max_activations_per_worker = 2;
+  Open(o);
+  size_t most = 0;
+  HostCallSpec spec;
+  spec.name = "count_workers";
+  spec.handler = [&most](const HostCallContext&, const Json&, HostCallReply reply) {
+    most = std::max(most, ChildPids().size());  // processes, launched or starting up
+    reply.Ok(nullptr);
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  const std::string source = "export default async (i, host) => { await host.call('count_workers', {}); return 1; }";
+  FlowRef a = Add(source, R"({"grants": {"count_workers": {}}})", "a.js");
+  FlowRef b = Add(source, R"({"grants": {"count_workers": {}}})", "b.js");
+  int ok = 0;
+  for (int i = 0; i < 40; ++i)
+    ASSERT_TRUE(module_->Submit(i % 2 ? a : b, nullptr, [&ok](const ActivationResult& r) { ok += r.ok(); }));
+  module_->RunUntilIdle();
+  EXPECT_EQ(ok, 40);
+  EXPECT_GE(most, 1u);
+  EXPECT_LE(most, 2u) << "max_workers counts every process, successors started ahead included";
+  EXPECT_LE(module_->Health().workers.live, 2u);
+  // Retirements by count happened (each started a successor), beside evictions between the flows.
+  EXPECT_GT(module_->HealthReport()["retirements"]["activation_count"].get<int>(), 0);
+}
+
+TEST_F(PoolTest, ClosingTheModuleWithLaunchesInFlightLeavesNoChild) {
+  for (int round = 0; round < 5; ++round) {
+    Open();
+    FlowRef f = Add(kCounterFlow);
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(module_->Submit(f, nullptr, [](const ActivationResult&) {}));
+    module_->RunFor(std::chrono::milliseconds(0));  // one pass: eight launches queued on the launch thread
+    module_.reset();
+    EXPECT_TRUE(ChildPids().empty()) << "round " << round << ": a launch in flight at close left a child (or a zombie)";
+  }
+}
+
+TEST_F(PoolTest, ACodemodeSpareServesExactlyOneScriptAndTheNextScriptGetsAnother) {
+  Open();
+  module_->host().KeepCodemodeSpares(true);
+  const std::string manifest = R"({"budgets": {"heap_mb": 32}})";
+  auto wait_for_spare = [&] {
+    for (int i = 0; i < 3000 && module_->Health().workers.idle != 1; ++i) module_->RunFor(std::chrono::milliseconds(10));
+  };
+  std::vector<pid_t> spares;
+  for (int script = 0; script < 3; ++script) {
+    // As basal mcp runs a script: a flow of its own, removed when it ends.
+    auto flow = module_->AddFlow("s" + std::to_string(script) + ".js",
+                                 "export default () => { globalThis.runs = (globalThis.runs || 0) + 1; return globalThis.runs; }",
+                                 manifest, Profile::kCodemode);
+    ASSERT_TRUE(flow);
+    const int spawned_before = module_->HealthReport()["spawned"].get<int>();
+    ActivationResult r = module_->Run(*flow, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, 1) << "script " << script << " ran in a fresh engine";
+    ASSERT_TRUE(module_->RemoveFlow(*flow));
+    wait_for_spare();
+    const std::vector<pid_t> now = ChildPids();
+    ASSERT_EQ(now.size(), 1u) << "the script's worker retired with its flow; the next spare waits";
+    const Json h = module_->HealthReport();
+    EXPECT_EQ(h["retirements"]["flow_removed"], script + 1);
+    if (script == 0) {
+      EXPECT_EQ(h["spawned"], 2) << "the first script's worker, and a spare for the next";
+    } else {
+      EXPECT_EQ(h["spawned"].get<int>(), spawned_before + 1) << "script " << script << " took the spare: one launch, for the next";
+      EXPECT_EQ(std::count(spares.begin(), spares.end(), now[0]), 0) << "a spare serves one script, never two";
+      // The spare the script took was killed with its flow.
+      EXPECT_EQ(std::count(now.begin(), now.end(), spares.back()), 0);
+    }
+    spares.push_back(now[0]);
+  }
+  // Another policy's limits (heap budget): not served by this spare.
+  auto other = module_->AddFlow("big.js", "export default () => 2", R"({"budgets": {"heap_mb": 48}})", Profile::kCodemode);
+  ASSERT_TRUE(other);
+  const int spawned_before = module_->HealthReport()["spawned"].get<int>();
+  ActivationResult r = module_->Run(*other, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_GE(module_->HealthReport()["spawned"].get<int>(), spawned_before + 1);
+  const std::vector<pid_t> after = ChildPids();
+  EXPECT_EQ(std::count(after.begin(), after.end(), spares.back()), 1) << "the spare of other limits stays for its own";
 }
 
 TEST_F(PoolTest, IdleWorkerIsRetiredAfterTheConfiguredPeriodAndItsProcessEnds) {
@@ -392,7 +539,8 @@ TEST_F(PoolTest, TheWorkersAddressSpaceIsCappedAtTheHeapBudgetPlusTheProfilesHea
   ModuleOptions o;
   o.flow_memory_headroom_bytes = 200ull << 20;
   o.codemode_memory_headroom_bytes = 100ull << 20;
-  o.max_activations_per_worker = 1;  // so the one child during each call is that call's worker
+  o.max_activations_per_worker = 1;  // so the one child during each call is that call's worker:
+  o.max_workers = 1;                 // at the cap, no successor is started beside it
   Open(o);
   RegisterHold();
   const std::string source = "export default async function (i, host) { await host.call('hold', {}); return 1; }";
