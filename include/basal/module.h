@@ -64,7 +64,7 @@ struct ModuleOptions {
   std::string worker_user;
   // Pool.
   size_t max_workers = 8;                         // global cap; further activations queue
-  uint32_t max_activations_per_worker = 256;      // then (or up to 1/8 sooner: staggered) the worker is retired
+  uint32_t max_activations_per_worker = 256;      // then the worker is retired (one started on demand up to 1/8 sooner: staggered)
   std::chrono::milliseconds idle_retire{600'000}; // a worker idle this long is retired
   // Before sleeping, poll this long for a worker's next frame, but only while fewer workers are
   // busy than there are CPUs (so the polling takes no CPU a worker could use). Zero disables it.

@@ -230,9 +230,11 @@ PooledWorker& Pool::StartLaunch(const FlowRef& flow, const LaunchOptions& launch
   w->launch_ticket = next_ticket_++;
   // Workers started together (a backlog meets an empty pool) take activations at the same pace:
   // with one count they would all retire in the same millisecond, every pool-full of activations,
-  // and the flow would wait for all their successors at once. Each worker's count is lowered by a
-  // stagger of 0 to max/8 - 1 (0 for the pool's first worker; 5 apart from one launch to the next),
-  // so retirements spread out and stay spread. No worker runs more than max_activations_per_worker.
+  // and the flow would wait for all their successors at once. The count of a worker started on
+  // demand is lowered by a stagger of 0 to max/8 - 1 (0 for the pool's first worker; 5 apart from
+  // one launch to the next), so retirements spread out; a successor runs the full count
+  // (StartSuccessor), so they stay spread without shortening any later worker's life. No worker
+  // runs more than max_activations_per_worker.
   const uint32_t spread = options_.max_activations_per_worker / 8;
   w->max_activations = options_.max_activations_per_worker -
                        (spread ? static_cast<uint32_t>(((w->launch_ticket - 1) * 5) % spread) : 0);
@@ -311,7 +313,7 @@ void Pool::CountActivation(PooledWorker& w) {
 void Pool::StartSuccessor(PooledWorker& w) {
   if (w.successor_started || !w.flow || Live() >= options_.max_workers) return;
   w.successor_started = true;
-  StartLaunch(w.flow, w.launch, nullptr, /*spare=*/true);
+  StartLaunch(w.flow, w.launch, nullptr, /*spare=*/true).max_activations = options_.max_activations_per_worker;
 }
 
 void Pool::TakeLaunched() {

@@ -47,7 +47,8 @@ struct PooledWorker {
   LaunchOptions launch;            // what it was launched with: a spare is bound only to a flow of the same
 
   uint32_t activations = 0;
-  // Its own retirement count: max_activations_per_worker, less a stagger (Pool::StartLaunch).
+  // Its own retirement count: max_activations_per_worker, less a stagger for a worker started on
+  // demand (Pool::StartLaunch); a successor's is the full count (Pool::StartSuccessor).
   uint32_t max_activations = 0;
   EventLoop::Clock::time_point idle_since;
   std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement (may outlive an idle spell)
