@@ -37,6 +37,12 @@ using testing_support::TempDir;
 constexpr int kSchemaVersion = 9;
 constexpr int kApplicationId = 0x6261736c;
 
+// Every table, index and trigger of a file with its SQL, by name: two files of the same schema
+// read the same.
+constexpr const char* kSchemaText =
+    "SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
+    "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)";
+
 // A second, independent connection, as another process (or `sqlite3 journal.db`) would see it.
 class RawDb {
  public:
@@ -676,8 +682,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
   {
     RawDb raw(db);
     // What a new file's schema is, to compare the migrated one with.
-    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    fresh_schema = raw.Text(kSchemaText);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -738,8 +743,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
-  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+  EXPECT_EQ(raw.Text(kSchemaText),
             fresh_schema)
       << "a migrated file has the schema of a new one";
   auto again = MustOpen(db);  // already migrated: opened as it is
@@ -776,8 +780,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
   std::string fresh_schema;
   {
     RawDb raw(db);
-    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    fresh_schema = raw.Text(kSchemaText);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -816,8 +819,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
-  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+  EXPECT_EQ(raw.Text(kSchemaText),
             fresh_schema)
       << "a migrated file has the schema of a new one";
 }
@@ -836,8 +838,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsKv) {
   std::string fresh_schema;
   {
     RawDb raw(db);
-    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    fresh_schema = raw.Text(kSchemaText);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
   }
@@ -865,8 +866,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsKv) {
   EXPECT_EQ((*audit)[0].actor.name, "ops");
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
-  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+  EXPECT_EQ(raw.Text(kSchemaText),
             fresh_schema)
       << "a migrated file has the schema of a new one";
 }
@@ -896,8 +896,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema7FileFindingItsRunsByState) {
   std::string fresh_schema;
   {
     RawDb raw(db);
-    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    fresh_schema = raw.Text(kSchemaText);
     raw.Exec(kDowngradeV8ToV7);
     EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='runs_unended'"), 0);
   }
@@ -925,8 +924,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema7FileFindingItsRunsByState) {
   RawDb raw(db);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='runs_by_state'"), 0);
-  EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                     "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+  EXPECT_EQ(raw.Text(kSchemaText),
             fresh_schema)
       << "a migrated file has the schema of a new one";
 }
@@ -1019,8 +1017,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema8FileKeepingItsRowsWithoutEphemer
   std::string fresh_schema;
   {
     RawDb raw(db);
-    fresh_schema = raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                            "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)");
+    fresh_schema = raw.Text(kSchemaText);
     raw.Exec(kDowngradeV9ToV8);
   }
   // The downgrade brought schema 8's cost back, so the check below can fail.
@@ -1035,8 +1032,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema8FileKeepingItsRowsWithoutEphemer
   {
     RawDb raw(db);
     EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
-    EXPECT_EQ(raw.Text("SELECT group_concat(type || ' ' || name || ': ' || sql, char(10)) FROM "
-                       "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)"),
+    EXPECT_EQ(raw.Text(kSchemaText),
               fresh_schema)
         << "a migrated file has the schema of a new one";
     EXPECT_EQ(raw.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
