@@ -241,11 +241,14 @@ void HttpClient::Abort(uint64_t id) {
 void HttpClient::ScheduleFinish(std::unique_ptr<Transfer> t, ExchangeResult r) {
   // Never call `done` from inside Start, Abort or a curl call: post it to the loop.
   std::shared_ptr<Transfer> held(std::move(t));
-  loop_.Post([alive = alive_, held, r = std::move(r)]() mutable {
+  loop_.Post([this, alive = alive_, held, r = std::move(r)]() mutable {
     if (!*alive) return;
     Done done = std::move(held->done);
-    held.reset();
     if (done) done(std::move(r));
+    // The easy handle's cleanup (about 5 us) waits until the answer `done` leads to is out.
+    if (!*alive) return;  // `done` destroyed the client: the transfer goes with this lambda
+    finished_.push_back(std::move(held));
+    ScheduleCleanup();
   });
 }
 
@@ -327,7 +330,12 @@ void HttpClient::Launch(std::unique_ptr<Transfer> t) {
     r.failure = ExchangeResult::Failure::kOther;
     r.message = "libcurl refused the request (curl_multi_add_handle failed)";
     ScheduleFinish(std::move(back), std::move(r));
+    return;
   }
+  // Adding the handle asked for a 0 ms timeout: the transfer starts now, not in the loop's next
+  // pass. Not from inside Drive (a queued exchange launched as another ends): the loop's timer
+  // set by OnTimer starts those, so Drive never recurses.
+  if (due_now_ && !driving_) Drive(CURL_SOCKET_TIMEOUT, 0);
 }
 
 void HttpClient::LaunchQueued() {
@@ -352,6 +360,9 @@ int HttpClient::OnSocket(void* /*easy*/, int fd, int what, void* client, void* /
     self->loop_.Modify(fd, events);
     return 0;
   }
+  // A connection being made (curl waits for it to become writable): tried again right after this
+  // action (SocketAction), since on loopback or a near host it is often made already.
+  if (events == EPOLLOUT && self->connecting_ < 0) self->connecting_ = fd;
   auto watched = self->loop_.Watch(fd, events, [self, fd](uint32_t ready) {
     int flags = 0;
     if (ready & EPOLLIN) flags |= CURL_CSELECT_IN;
@@ -372,6 +383,10 @@ void HttpClient::CloseLater(int fd) {
   // curl has forgotten the socket (it told OnSocket to stop watching it first); so does the loop.
   if (watched_.erase(fd)) loop_.Unwatch(fd);
   closing_.push_back(fd);
+  ScheduleCleanup();
+}
+
+void HttpClient::ScheduleCleanup() {
   if (close_scheduled_) return;
   close_scheduled_ = true;
   // Work posted now runs later in this pass, before the pass's after_pass (the journal's commit and
@@ -390,6 +405,10 @@ void HttpClient::CloseLater(int fd) {
 
 void HttpClient::CloseNow() {
   close_scheduled_ = false;
+  // First the easy handles: a cleanup may still hand curl's socket back (CloseLater), closed below.
+  std::vector<std::shared_ptr<Transfer>> finished = std::move(finished_);
+  finished_.clear();
+  finished.clear();
   for (int fd : closing_) ::close(fd);
   closing_.clear();
 }
@@ -401,6 +420,7 @@ int HttpClient::OnTimer(void* /*multi*/, long timeout_ms, void* client) {
     self->timer_.reset();
   }
   if (timeout_ms < 0) return 0;
+  if (timeout_ms == 0) self->due_now_ = true;  // Launch acts on it at once when it may
   std::weak_ptr<bool> alive = self->alive_;
   self->timer_ = self->loop_.At(EventLoop::Clock::now() + std::chrono::milliseconds(timeout_ms), [self, alive] {
     if (auto a = alive.lock(); !a || !*a) return;
@@ -412,9 +432,25 @@ int HttpClient::OnTimer(void* /*multi*/, long timeout_ms, void* client) {
 
 void HttpClient::Drive(int fd, int curl_events) {
   if (!multi_) return;
-  int running = 0;
-  curl_multi_socket_action(static_cast<CURLM*>(multi_), fd, curl_events, &running);
+  const bool outer = !driving_;
+  driving_ = true;
+  SocketAction(fd, curl_events);
   Collect();
+  if (outer) driving_ = false;
+}
+
+void HttpClient::SocketAction(int fd, int curl_events) {
+  CURLM* multi = static_cast<CURLM*>(multi_);
+  due_now_ = false;
+  connecting_ = -1;
+  int running = 0;
+  curl_multi_socket_action(multi, fd, curl_events, &running);
+  // A connect started in that action that completed inside connect() (loopback, a near host)
+  // sends its request now rather than after an epoll round. curl looks at the socket itself
+  // (poll with no wait, then SO_ERROR), so one still connecting goes on waiting for EPOLLOUT.
+  const int fresh = connecting_;
+  connecting_ = -1;
+  if (fresh >= 0 && watched_.count(fresh)) curl_multi_socket_action(multi, fresh, CURL_CSELECT_OUT, &running);
 }
 
 void HttpClient::Collect() {

@@ -25,7 +25,15 @@
 // in that pass the response's journal commit and the answer to the worker are still to come. The
 // socket is already out of curl's hands and out of the loop's epoll set; only its descriptor lives
 // on, until the loop's next pass (or the client's destruction): the sockets waiting are never more
-// than those of the exchanges that ended since.
+// than those of the exchanges that ended since. The finished exchange's easy handle is cleaned up
+// then too (curl_easy_cleanup), after its `done` has run, not before it.
+//
+// No loop pass is spent waiting on nothing: an exchange started outside curl's own calls is driven
+// at once (curl asks for a 0 ms timeout when a handle is added; it is not left to the loop's next
+// pass), and a connection curl starts is tried once more right away for writability (a connect
+// that completed inside connect(), as on loopback or a near host, sends its request in the same
+// pass instead of after an epoll round; curl checks the socket itself, so a connect still in
+// progress just goes on waiting for EPOLLOUT).
 #pragma once
 
 #include <sys/socket.h>
@@ -126,10 +134,12 @@ class HttpClient {
   void LaunchQueued();
   void ScheduleFinish(std::unique_ptr<Transfer> t, ExchangeResult r);
   void Drive(int fd, int curl_events);  // curl_multi_socket_action, then collect finished transfers
+  void SocketAction(int fd, int curl_events);  // curl_multi_socket_action, and a new connection's second look
   void Collect();
   void EnsureMulti();
   void CloseLater(int fd);  // a socket curl has closed, closed for real once this pass ended
-  void CloseNow();
+  void ScheduleCleanup();   // CloseNow once this pass ended
+  void CloseNow();  // closes the sockets curl closed, cleans up the finished exchanges' handles
 
   static int OnCloseSocket(void* client, int fd);
   static int OnSocket(void* easy, int fd, int what, void* client, void* socketp);
@@ -144,6 +154,10 @@ class HttpClient {
   std::set<int> watched_;
   std::optional<EventLoop::TimerId> timer_;
   std::vector<int> closing_;  // sockets curl closed, to close after this pass (CloseLater)
+  std::vector<std::shared_ptr<Transfer>> finished_;  // easy handles to clean up after this pass
+  bool driving_ = false;       // inside Drive: a 0 ms timeout is left to the loop's timer
+  bool due_now_ = false;       // curl asked for a 0 ms timeout since the last socket action
+  int connecting_ = -1;        // a socket curl first asked to watch for EPOLLOUT in this action
   bool close_scheduled_ = false;
   std::optional<EventLoop::TimerId> close_timer_;
   std::shared_ptr<bool> alive_;  // posted completions check it: the client may be gone
