@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -14,6 +15,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "parent/http/http_client.h"
 #include "parent/loop/event_loop.h"
@@ -117,15 +120,66 @@ TEST_F(HttpClientTest, AFailedConnectionLeavesNoSocketOpen) {
   x.method = "GET";
   x.check_address = [](const http::SocketAddress&) -> std::optional<std::string> { return "is refused by the test"; };
   client.Start(std::move(x), [&got](http::ExchangeResult r) { got = std::move(r); });
+  EXPECT_FALSE(got) << "done ran from inside Start";  // refused while Start drove it, told later
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!got && std::chrono::steady_clock::now() < until) loop_->RunOnce(std::chrono::milliseconds(100));
   ASSERT_TRUE(got);
   EXPECT_EQ(got->failure, http::ExchangeResult::Failure::kAddressRefused) << got->message;
+  EXPECT_EQ(server_.connections_accepted(), 0u);
   loop_->RunOnce(std::chrono::milliseconds(0));
   EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
   // The allowed path still works on the same client.
   std::optional<http::ExchangeResult> ok = Exchange(client);
   ASSERT_TRUE(ok && ok->ok());
+  loop_->RunOnce(std::chrono::milliseconds(0));
+  EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
+}
+
+// An exchange is started by Start itself, not by the loop's next pass: its connection reaches the
+// server while the loop is not running at all (the server accepts on a thread of its own). Before,
+// nothing was sent until a pass ran curl's 0 ms timeout. `done` still never runs inside Start.
+TEST_F(HttpClientTest, StartConnectsAtOnceWithoutWaitingForALoopPass) {
+  http::HttpClient client(*loop_, {});
+  std::optional<http::ExchangeResult> got;
+  http::Exchange x;
+  x.url = server_.url("/item");
+  x.method = "GET";
+  client.Start(std::move(x), [&got](http::ExchangeResult r) { got = std::move(r); });
+  EXPECT_FALSE(got) << "done ran from inside Start";
+  // Waiting for the server's thread, not timing the client: the loop never runs meanwhile.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server_.connections_accepted() == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(server_.connections_accepted(), 1u) << "Start left the connect to the loop";
+  const auto done_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!got && std::chrono::steady_clock::now() < done_by) loop_->RunOnce(std::chrono::milliseconds(100));
+  ASSERT_TRUE(got);
+  ASSERT_TRUE(got->ok()) << got->message;
+  EXPECT_EQ(got->body, "item");
+}
+
+// A queued exchange is launched as another ends, from inside the client's own handling of curl's
+// events: it is left to the loop's timer there (never driven re-entrantly), and still completes.
+TEST_F(HttpClientTest, QueuedExchangesStartAsOthersEndAndAllComplete) {
+  http::HttpClient client(*loop_, {.max_in_flight = 1});
+  std::vector<std::optional<http::ExchangeResult>> got(4);
+  for (auto& slot : got) {
+    http::Exchange x;
+    x.url = server_.url("/item");
+    x.method = "GET";
+    client.Start(std::move(x), [&slot](http::ExchangeResult r) { slot = std::move(r); });
+  }
+  EXPECT_EQ(client.in_flight(), 1u);
+  EXPECT_EQ(client.queued(), 3u);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto all = [&got] { return std::all_of(got.begin(), got.end(), [](const auto& r) { return r.has_value(); }); };
+  while (!all() && std::chrono::steady_clock::now() < until) loop_->RunOnce(std::chrono::milliseconds(100));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i]) << "exchange " << i << " never finished";
+    EXPECT_TRUE(got[i]->ok()) << got[i]->message;
+    EXPECT_EQ(got[i]->body, "item");
+  }
+  EXPECT_EQ(server_.connections_accepted(), 4u);
   loop_->RunOnce(std::chrono::milliseconds(0));
   EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
 }
