@@ -1316,6 +1316,86 @@ TEST(SqliteStoreTest, ARunAcceptedInTheOpenBatchIsThereForEveryStatementAfterIt)
   }
 }
 
+// A run's admission reads the newest approval once per change (the store keeps it while no other
+// connection commits): another process's revocation or new version is seen by the next read, in a
+// batch as the admission reads it and outside one; so is this connection's own. Another process's
+// run, committed in between, is never given the id this connection reserves next.
+TEST(SqliteStoreTest, TheNewestApprovalKeptIsForgottenWhenAnotherProcessCommits) {
+  TempDir dir;
+  const std::string path = dir.File("j.db");
+  auto approval = [](const std::string& name, const std::string& source, int64_t reviewed) {
+    NewApproval a;
+    a.kind = ApprovalKind::kFlow;
+    a.name = name;
+    a.source = source;
+    a.manifest_text = R"({"grants": {}})";
+    a.manifest_hash = "sha256:canonical";
+    a.approver = {1000, "alice"};
+    a.at_unix_us = 5000;
+    a.reviewed_version = reviewed;
+    return a;
+  };
+  auto mine = MustOpen(path);
+  auto theirs = MustOpen(path);
+  ASSERT_TRUE(mine && theirs);
+  auto newest = [&](const std::string& name, bool in_batch) {
+    if (in_batch) {
+      EXPECT_TRUE(mine->OpenBatch());
+    }
+    auto row = mine->reader().NewestVersion(ApprovalKind::kFlow, name);
+    EXPECT_TRUE(row && *row);
+    if (in_batch) {
+      EXPECT_TRUE(mine->Commit());
+    }
+    return row && *row ? **row : ApprovalRow{};
+  };
+  for (bool in_batch : {true, false}) {
+    SCOPED_TRACE(in_batch ? "in a batch" : "outside a batch");
+    const std::string name = in_batch ? "orders" : "invoices";
+    ASSERT_TRUE(theirs->catalog().Approve(approval(name, "export default () => 1;\n", 0)));
+    const ApprovalRow first = newest(name, in_batch);
+    EXPECT_EQ(first.version, 1);
+    EXPECT_EQ(newest(name, in_batch).id, first.id);  // kept
+    auto approved = theirs->catalog().Approve(approval(name, "export default () => 2;\n", 1));
+    ASSERT_TRUE(approved) << approved.error().message;
+    const ApprovalRow second = newest(name, in_batch);
+    EXPECT_EQ(second.version, 2);
+    EXPECT_FALSE(second.revoked_unix_us);
+    ASSERT_TRUE(theirs->catalog().Revoke(ApprovalKind::kFlow, name, 2, {0, "root"}, 9000, "bad"));
+    const ApprovalRow revoked = newest(name, in_batch);
+    EXPECT_EQ(revoked.id, second.id);
+    EXPECT_EQ(revoked.revoked_unix_us, std::optional<int64_t>(9000)) << "the revocation must refuse the next run";
+  }
+  // This connection's own approval and revocation.
+  ASSERT_TRUE(mine->catalog().Approve(approval("receipts", "export default () => 1;\n", 0)));
+  EXPECT_FALSE(newest("receipts", true).revoked_unix_us);
+  ASSERT_TRUE(mine->catalog().Revoke(ApprovalKind::kFlow, "receipts", 1, {0, "root"}, 9100, "own"));
+  EXPECT_EQ(newest("receipts", true).revoked_unix_us, std::optional<int64_t>(9100));
+
+  // Run ids: this connection knows its largest; another's run in between moves it.
+  auto first = mine->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})"));
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(mine->Commit());
+  auto second = mine->runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})"));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->run.id, first->run.id + 1);
+  ASSERT_TRUE(mine->Commit());
+  auto other = theirs->runs().EnqueueRun(testing_support::Run("orders", R"({"n":3})"));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->run.id, second->run.id + 1);
+  ASSERT_TRUE(theirs->Commit());
+  auto third = mine->runs().EnqueueRun(testing_support::Run("orders", R"({"n":4})"));
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->run.id, other->run.id + 1);
+  ASSERT_TRUE(mine->Commit());
+  for (auto [id, input] : {std::pair{first->run.id, R"({"n":1})"}, std::pair{second->run.id, R"({"n":2})"},
+                           std::pair{other->run.id, R"({"n":3})"}, std::pair{third->run.id, R"({"n":4})"}}) {
+    auto row = theirs->reader().GetRun(id);
+    ASSERT_TRUE(row && row->has_value()) << id;
+    EXPECT_EQ((*row)->input_json, input);
+  }
+}
+
 // UtcText computes the calendar itself (owner.cpp): the same text as gmtime_r and snprintf, at
 // every 7th day from 1970 to 9999 with a moving time of day, at each day's edges around every
 // leap day and year's end, and past the range it computes (where it is libc's anyway).

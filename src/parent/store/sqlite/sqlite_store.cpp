@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string_view>
 #include <utility>
 
@@ -136,9 +137,11 @@ class SqliteStore final : public Store,
   Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name) override {
     return reads_.Versions(kind, name);
   }
-  Result<std::optional<ApprovalRow>> NewestVersion(ApprovalKind kind, const std::string& name) override {
-    return reads_.NewestVersion(kind, name);
-  }
+  // Kept from the last read while no other connection has committed (PRAGMA data_version) and
+  // this one has approved or revoked nothing since (Approve, Revoke clear it): a run's admission
+  // reads the approval once per change, not once per run, and a revocation committed anywhere
+  // before this batch took its lock is seen (docs/performance.md, the fifth round).
+  Result<std::optional<ApprovalRow>> NewestVersion(ApprovalKind kind, const std::string& name) override;
   Result<std::vector<ApprovalRow>> Names(ApprovalKind kind) override { return reads_.Names(kind); }
   Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name) override {
     return reads_.Events(kind, name);
@@ -224,7 +227,7 @@ class SqliteStore final : public Store,
     Stmt insert_call, update_call, call_state, calls_to_state;
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
-    Stmt insert_run, insert_started_run, max_run_id, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
+    Stmt insert_run, insert_started_run, max_run_id, data_version, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
     Stmt interrupt_runs, move_run, insert_resolution, insert_kv_audit;
     Stmt runs_due, next_wake, count_parked, count_parked_flow, runs_waiting_for, insert_run_event, next_run_event,
         deliver_run_event, count_pending_events, count_pending_keyed, run_events, drop_expired_events, run_event_of_delivery;
@@ -305,6 +308,15 @@ class SqliteStore final : public Store,
   };
   std::vector<PendingRun> pending_runs_;
   int64_t reserved_run_id_ = 0;  // the last id reserved in the open batch; 0: none yet (read at the next)
+  // What this connection knows of the store while no other connection commits (SeenByOthers): the
+  // largest run id (0: read it), and the newest approvals read, by kind and name.
+  int64_t seen_data_version_ = -1;
+  bool version_read_in_batch_ = false;  // seen_data_version_ was read under the open batch's lock
+  int64_t known_max_run_id_ = 0;
+  std::map<std::pair<ApprovalKind, std::string>, std::optional<ApprovalRow>> newest_versions_;
+  // Reads PRAGMA data_version; when another connection has committed since the last call, forgets
+  // what the members above knew.
+  Result<void> ForgetWhatOthersChanged();
   bool batch_lost_ = false;  // SQLite rolled the open batch back on its own; Rollback() clears
 };
 
@@ -398,6 +410,7 @@ Result<void> SqliteStore::Prepare() {
        "state_detail, durable, activation_id, started_us, approval_id, manifest_hash, manifest_text_hash, seed, "
        "clock_us, source_hash) VALUES(?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?,?,?,?)"},
       {&s->max_run_id, "SELECT coalesce(max(id), 0) FROM runs"},
+      {&s->data_version, "PRAGMA data_version"},
       {&s->run_by_key, "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow=? AND idempotency_key=?"},
       {&s->clear_run_key, "UPDATE runs SET idempotency_key='', key_expires_us=NULL WHERE id=?"},
       // The binding is set once, by the first start: a resume keeps it.
@@ -549,6 +562,34 @@ Result<void> SqliteStore::InsertRun(const Stmt& stmt, int64_t id, const NewRun& 
   return Ok();
 }
 
+Result<void> SqliteStore::ForgetWhatOthersChanged() {
+  // Under the batch's write lock no other connection commits: once read in a batch, it holds.
+  if (batch_open_ && version_read_in_batch_) return Ok();
+  Use use(stmts_->data_version);
+  const int rc = sqlite3_step(use.get());
+  if (rc != SQLITE_ROW) return DbError(path_, db_, rc, "cannot read the data version");
+  const int64_t version = sqlite3_column_int64(use.get(), 0);
+  version_read_in_batch_ = batch_open_;
+  if (version != seen_data_version_) {
+    seen_data_version_ = version;
+    known_max_run_id_ = 0;
+    newest_versions_.clear();
+  }
+  return Ok();
+}
+
+Result<std::optional<ApprovalRow>> SqliteStore::NewestVersion(ApprovalKind kind, const std::string& name) {
+  if (auto r = ForgetWhatOthersChanged(); !r) return r.error();
+  auto key = std::make_pair(kind, name);
+  if (auto it = newest_versions_.find(key); it != newest_versions_.end()) return it->second;
+  auto row = reads_.NewestVersion(kind, name);
+  if (!row) return row;
+  // Bounded by the names asked for; a daemon asks for its flows' few names.
+  if (newest_versions_.size() >= 1024) newest_versions_.clear();
+  newest_versions_.emplace(std::move(key), *row);
+  return row;
+}
+
 Result<void> SqliteStore::BatchUsable() {
   if (batch_open_ && !batch_lost_ && sqlite3_get_autocommit(db_) != 0) batch_lost_ = true;
   if (batch_lost_) {
@@ -571,6 +612,7 @@ Result<void> SqliteStore::OpenBatchKeepingPending() {
   const int rc = sqlite3_step(use.get());
   if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot start a batch");
   batch_open_ = true;
+  version_read_in_batch_ = false;
   return Ok();
 }
 
@@ -591,13 +633,17 @@ Result<void> SqliteStore::Commit() {
                    std::string(sqlite::AdviceFor(rc)) + "; call Rollback() and answer nothing from this batch");
   }
   batch_open_ = false;
+  // Every id reserved is written now (FlushPendingRuns, MarkRunStarted): the largest is this one.
+  if (reserved_run_id_ > known_max_run_id_) known_max_run_id_ = reserved_run_id_;
   reserved_run_id_ = 0;
+  version_read_in_batch_ = false;
   return Ok();
 }
 
 Result<void> SqliteStore::Rollback() {
   pending_runs_.clear();
   reserved_run_id_ = 0;
+  version_read_in_batch_ = false;
   batch_open_ = false;
   batch_lost_ = false;
   if (sqlite3_get_autocommit(db_) != 0) return Ok();  // nothing open, or SQLite already rolled back
@@ -958,6 +1004,9 @@ Result<ApprovalRow> SqliteStore::InOwnTransaction(const char* what, const std::f
                      std::string(what) + ": a batch is open; commit it first (approvals commit on their own)");
   }
   if (auto r = BeginBatchIfNone(); !r) return r.error();
+  // This connection's own approval or revocation does not move PRAGMA data_version: the newest
+  // versions it knew are forgotten here, whatever the outcome.
+  newest_versions_.clear();
   Result<ApprovalRow> done = body();
   if (done) {
     if (auto c = Commit(); !c) done = c.error();
@@ -1113,6 +1162,11 @@ Result<EnqueueResult> SqliteStore::EnqueueRun(const NewRun& run) {
   // under the write lock, which this batch holds until it commits; the row is written by
   // MarkRunStarted if the run starts in this batch, else before the next statement that may read
   // it, at the latest by the commit (FlushPendingRuns).
+  // Known without a read while no other connection has written a run since this one last did.
+  if (reserved_run_id_ == 0) {
+    if (auto r = ForgetWhatOthersChanged(); !r) return r.error();
+    reserved_run_id_ = known_max_run_id_;
+  }
   if (reserved_run_id_ == 0) {
     Use use(stmts_->max_run_id);
     const int rc = sqlite3_step(use.get());
