@@ -1194,6 +1194,208 @@ TEST(SqliteStoreTest, ARunCannotStartWithAnUnknownActivation) {
   EXPECT_EQ((*row)->state, RunState::kQueued);
 }
 
+// A run accepted and started in one batch is written once, as running (EnqueueRun keeps it pending,
+// MarkRunStarted inserts it started): no UPDATE of the run's row, counted by a trigger the test adds.
+// A run accepted in one batch and started in a later one is inserted queued and updated, as before;
+// every column reads the same either way.
+TEST(SqliteStoreTest, ARunStartedInTheBatchThatAcceptedItIsWrittenOnceAsRunning) {
+  TempDir dir;
+  const std::string path = dir.File("j.db");
+  { ASSERT_TRUE(MustOpen(path)); }
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "CREATE TABLE run_updates(n INTEGER);"
+                           "CREATE TRIGGER count_run_updates AFTER UPDATE ON runs BEGIN INSERT INTO run_updates VALUES(1); END;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  auto store = MustOpen(path);
+  ASSERT_TRUE(store);
+  RunBinding binding{0, "sha256:src", "sha256:man", "sha256:text", "", 0};
+  auto once = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})"));
+  ASSERT_TRUE(once);
+  auto later = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})"));
+  ASSERT_TRUE(later);
+  EXPECT_EQ(later->run.id, once->run.id + 1);
+  ActivationStart start = Start("orders", 2000);
+  start.run_id = once->run.id;
+  auto a = store->journal().BeginActivation(start);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(store->runs().MarkRunStarted(once->run.id, *a, 2000, binding));
+  ASSERT_TRUE(store->Commit());
+  // The second, not started in its batch, was written queued at the commit.
+  auto queued = store->reader().GetRun(later->run.id);
+  ASSERT_TRUE(queued && queued->has_value());
+  EXPECT_EQ((*queued)->state, RunState::kQueued);
+  EXPECT_EQ((*queued)->input_json, R"({"n":2})");
+  start.run_id = later->run.id;
+  auto b = store->journal().BeginActivation(start);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(store->runs().MarkRunStarted(later->run.id, *b, 2000, binding));
+  ASSERT_TRUE(store->Commit());
+  for (auto [id, activation] : {std::pair{once->run.id, *a}, std::pair{later->run.id, *b}}) {
+    auto row = store->reader().GetRun(id);
+    ASSERT_TRUE(row && row->has_value()) << id;
+    const RunRow& r = **row;
+    EXPECT_EQ(r.state, RunState::kRunning);
+    EXPECT_EQ(r.activation_id, activation);
+    EXPECT_EQ(r.started_unix_us, 2000);
+    EXPECT_EQ(r.created_unix_us, 1000);
+    EXPECT_EQ(r.flow, "orders");
+    EXPECT_EQ(r.trigger, "api");
+    EXPECT_EQ(r.binding.source_hash, "sha256:src");
+    EXPECT_EQ(r.binding.manifest_hash, "sha256:man");
+    EXPECT_EQ(r.binding.manifest_text_hash, "sha256:text");
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT count(*) FROM run_updates", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(st, 0), 1) << "only the run started in a later batch is updated";
+  sqlite3_finalize(st);
+  sqlite3_close(raw);
+}
+
+// A run accepted in the open batch and not yet written is there for every statement after it: a
+// read of it, a listing, its end without a start, another run with its idempotency key; a rolled
+// back batch leaves none of them; and the ids reserved never meet a run another process wrote.
+TEST(SqliteStoreTest, ARunAcceptedInTheOpenBatchIsThereForEveryStatementAfterIt) {
+  TempDir dir;
+  const std::string path = dir.File("j.db");
+  auto store = MustOpen(path);
+  ASSERT_TRUE(store);
+  auto run = store->runs().EnqueueRun(testing_support::Run());
+  ASSERT_TRUE(run);
+  auto read = store->reader().GetRun(run->run.id);
+  ASSERT_TRUE(read && read->has_value());
+  EXPECT_EQ((*read)->state, RunState::kQueued);
+  auto keyed = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})", "key-1"));
+  ASSERT_TRUE(keyed);
+  auto again = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})", "key-1"));
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->existing);
+  EXPECT_EQ(again->run.id, keyed->run.id);
+  auto listed = store->reader().ListRuns({});
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->size(), 2u);
+  auto ended_unstarted = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":3})"));
+  ASSERT_TRUE(ended_unstarted);
+  ASSERT_TRUE(store->runs().MarkRunEnded(ended_unstarted->run.id, "cancelled", R"({"kind":"cancelled"})", 1500));
+  ASSERT_TRUE(store->Commit());
+  auto ended = store->reader().GetRun(ended_unstarted->run.id);
+  ASSERT_TRUE(ended && ended->has_value());
+  EXPECT_EQ((*ended)->state, RunState::kEnded);
+  EXPECT_EQ((*ended)->outcome, "cancelled");
+
+  auto dropped = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":4})"));
+  ASSERT_TRUE(dropped);
+  ASSERT_TRUE(store->Rollback());
+  auto gone = store->reader().GetRun(dropped->run.id);
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(gone->has_value());
+
+  // Another process writes a run between two batches of this one: the next id reserved here is
+  // past it.
+  {
+    auto other = MustOpen(path);
+    ASSERT_TRUE(other);
+    auto theirs = other->runs().EnqueueRun(testing_support::Run("orders", R"({"n":5})"));
+    ASSERT_TRUE(theirs);
+    ASSERT_TRUE(other->Commit());
+    auto mine = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":6})"));
+    ASSERT_TRUE(mine);
+    EXPECT_EQ(mine->run.id, theirs->run.id + 1);
+    ASSERT_TRUE(store->Commit());
+    auto row = other->reader().GetRun(mine->run.id);
+    ASSERT_TRUE(row && row->has_value());
+    EXPECT_EQ((*row)->input_json, R"({"n":6})");
+  }
+}
+
+// A run's admission reads the newest approval once per change (the store keeps it while no other
+// connection commits): another process's revocation or new version is seen by the next read, in a
+// batch as the admission reads it and outside one; so is this connection's own. Another process's
+// run, committed in between, is never given the id this connection reserves next.
+TEST(SqliteStoreTest, TheNewestApprovalKeptIsForgottenWhenAnotherProcessCommits) {
+  TempDir dir;
+  const std::string path = dir.File("j.db");
+  auto approval = [](const std::string& name, const std::string& source, int64_t reviewed) {
+    NewApproval a;
+    a.kind = ApprovalKind::kFlow;
+    a.name = name;
+    a.source = source;
+    a.manifest_text = R"({"grants": {}})";
+    a.manifest_hash = "sha256:canonical";
+    a.approver = {1000, "alice"};
+    a.at_unix_us = 5000;
+    a.reviewed_version = reviewed;
+    return a;
+  };
+  auto mine = MustOpen(path);
+  auto theirs = MustOpen(path);
+  ASSERT_TRUE(mine && theirs);
+  auto newest = [&](const std::string& name, bool in_batch) {
+    if (in_batch) {
+      EXPECT_TRUE(mine->OpenBatch());
+    }
+    auto row = mine->reader().NewestVersion(ApprovalKind::kFlow, name);
+    EXPECT_TRUE(row && *row);
+    if (in_batch) {
+      EXPECT_TRUE(mine->Commit());
+    }
+    return row && *row ? **row : ApprovalRow{};
+  };
+  for (bool in_batch : {true, false}) {
+    SCOPED_TRACE(in_batch ? "in a batch" : "outside a batch");
+    const std::string name = in_batch ? "orders" : "invoices";
+    ASSERT_TRUE(theirs->catalog().Approve(approval(name, "export default () => 1;\n", 0)));
+    const ApprovalRow first = newest(name, in_batch);
+    EXPECT_EQ(first.version, 1);
+    EXPECT_EQ(newest(name, in_batch).id, first.id);  // kept
+    auto approved = theirs->catalog().Approve(approval(name, "export default () => 2;\n", 1));
+    ASSERT_TRUE(approved) << approved.error().message;
+    const ApprovalRow second = newest(name, in_batch);
+    EXPECT_EQ(second.version, 2);
+    EXPECT_FALSE(second.revoked_unix_us);
+    ASSERT_TRUE(theirs->catalog().Revoke(ApprovalKind::kFlow, name, 2, {0, "root"}, 9000, "bad"));
+    const ApprovalRow revoked = newest(name, in_batch);
+    EXPECT_EQ(revoked.id, second.id);
+    EXPECT_EQ(revoked.revoked_unix_us, std::optional<int64_t>(9000)) << "the revocation must refuse the next run";
+  }
+  // This connection's own approval and revocation.
+  ASSERT_TRUE(mine->catalog().Approve(approval("receipts", "export default () => 1;\n", 0)));
+  EXPECT_FALSE(newest("receipts", true).revoked_unix_us);
+  ASSERT_TRUE(mine->catalog().Revoke(ApprovalKind::kFlow, "receipts", 1, {0, "root"}, 9100, "own"));
+  EXPECT_EQ(newest("receipts", true).revoked_unix_us, std::optional<int64_t>(9100));
+
+  // Run ids: this connection knows its largest; another's run in between moves it.
+  auto first = mine->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})"));
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(mine->Commit());
+  auto second = mine->runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})"));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->run.id, first->run.id + 1);
+  ASSERT_TRUE(mine->Commit());
+  auto other = theirs->runs().EnqueueRun(testing_support::Run("orders", R"({"n":3})"));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->run.id, second->run.id + 1);
+  ASSERT_TRUE(theirs->Commit());
+  auto third = mine->runs().EnqueueRun(testing_support::Run("orders", R"({"n":4})"));
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->run.id, other->run.id + 1);
+  ASSERT_TRUE(mine->Commit());
+  for (auto [id, input] : {std::pair{first->run.id, R"({"n":1})"}, std::pair{second->run.id, R"({"n":2})"},
+                           std::pair{other->run.id, R"({"n":3})"}, std::pair{third->run.id, R"({"n":4})"}}) {
+    auto row = theirs->reader().GetRun(id);
+    ASSERT_TRUE(row && row->has_value()) << id;
+    EXPECT_EQ((*row)->input_json, input);
+  }
+}
+
 // UtcText computes the calendar itself (owner.cpp): the same text as gmtime_r and snprintf, at
 // every 7th day from 1970 to 9999 with a moving time of day, at each day's edges around every
 // leap day and year's end, and past the range it computes (where it is libc's anyway).

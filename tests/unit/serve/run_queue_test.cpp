@@ -307,16 +307,17 @@ TEST_F(RunQueueTest, ARunsEndThatCannotBeWrittenFailsItsBatch) {
   EXPECT_EQ(Queue().in_flight(), 0u);
 }
 
-TEST_F(RunQueueTest, ARowTheStoreRefusesIsAnErrorAtOnce) {
+// The row is written when the run starts (in the batch that accepted it, SQLite writes it once, as
+// running) or at the batch's commit: a row the store refuses fails that batch, and the client is
+// told an error, never an acceptance; nothing of the run stays queued, running or in the store.
+TEST_F(RunQueueTest, ARowTheStoreRefusesIsAnErrorNeverAnAcceptance) {
   RawSql("CREATE TRIGGER no_runs BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'no runs today'); END;");
-  bool told = false;
-  Queue().Enqueue(Request("echo", 1), [&](Result<AcceptedRun> a) {
-    told = true;
-    EXPECT_FALSE(a);
-  });
-  EXPECT_TRUE(told);
-  EXPECT_EQ(Queue().in_flight(), 0u);
+  auto a = Enqueue(Request("echo", 1));
+  ASSERT_FALSE(a);
+  EXPECT_NE(a.error().message.find("no runs today"), std::string::npos) << a.error().message;
+  Drive([&] { return Queue().in_flight() == 0; });
   EXPECT_EQ(Queue().queued(), 0u);
+  EXPECT_FALSE(CommittedState(1).has_value());
 }
 
 TEST_F(RunQueueTest, AnIdempotencyKeyGivesTheSameRunUntilItExpires) {

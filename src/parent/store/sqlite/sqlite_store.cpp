@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string_view>
 #include <utility>
 
@@ -80,7 +81,8 @@ class SqliteStore final : public Store,
   JournalStore& journal() override { return *this; }
   KvStore& kv() override { return *this; }
   JournalReader& reader() override { return *this; }
-  Result<void> OpenBatch() override { return BeginBatchIfNone(); }
+  // Opens the write lock only: a run accepted before in this batch stays pending (EnqueueRun).
+  Result<void> OpenBatch() override { return OpenBatchKeepingPending(); }
   Catalog& catalog() override { return *this; }
   RunStore& runs() override { return *this; }
   ServeTables& serve() override { return *this; }
@@ -135,9 +137,11 @@ class SqliteStore final : public Store,
   Result<std::vector<ApprovalRow>> Versions(ApprovalKind kind, const std::string& name) override {
     return reads_.Versions(kind, name);
   }
-  Result<std::optional<ApprovalRow>> NewestVersion(ApprovalKind kind, const std::string& name) override {
-    return reads_.NewestVersion(kind, name);
-  }
+  // Kept from the last read while no other connection has committed (PRAGMA data_version) and
+  // this one has approved or revoked nothing since (Approve, Revoke clear it): a run's admission
+  // reads the approval once per change, not once per run, and a revocation committed anywhere
+  // before this batch took its lock is seen (docs/performance.md, the fifth round).
+  Result<std::optional<ApprovalRow>> NewestVersion(ApprovalKind kind, const std::string& name) override;
   Result<std::vector<ApprovalRow>> Names(ApprovalKind kind) override { return reads_.Names(kind); }
   Result<std::vector<ApprovalEvent>> Events(ApprovalKind kind, const std::string& name) override {
     return reads_.Events(kind, name);
@@ -223,7 +227,7 @@ class SqliteStore final : public Store,
     Stmt insert_call, update_call, call_state, calls_to_state;
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
-    Stmt insert_run, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
+    Stmt insert_run, insert_started_run, max_run_id, data_version, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
     Stmt interrupt_runs, move_run, insert_resolution, insert_kv_audit;
     Stmt runs_due, next_wake, count_parked, count_parked_flow, runs_waiting_for, insert_run_event, next_run_event,
         deliver_run_event, count_pending_events, count_pending_keyed, run_events, drop_expired_events, run_event_of_delivery;
@@ -247,7 +251,16 @@ class SqliteStore final : public Store,
   // writes. Fills `update` (status, value_bytes, usage_after, current_json when written).
   Result<void> StoreChecked(const std::string& ns, const std::string& key, std::optional<uint64_t> old_bytes,
                             const std::string& value_json, const KvLimits& limits, KvUpdate& update);
+  // The open batch is usable, and every run it accepted is written (FlushPendingRuns): what any
+  // statement that may read or change a run calls first.
   Result<void> CheckBatchUsable();
+  Result<void> BatchUsable();  // the first half alone
+  // BeginBatchIfNone without writing the pending runs: the path of a run's acceptance and start.
+  Result<void> OpenBatchKeepingPending();
+  // Writes the runs EnqueueRun accepted and MarkRunStarted did not start, as queued, in the order
+  // accepted. A failure loses the batch (the caller answered those runs as accepted).
+  Result<void> FlushPendingRuns();
+  Result<void> InsertRun(const Stmt& stmt, int64_t id, const NewRun& run);
   void NoteWriteFailure();
   // A run's state under the batch's write lock; nullopt when there is no such run.
   Result<std::optional<RunState>> RunStateOf(int64_t run_id);
@@ -258,6 +271,13 @@ class SqliteStore final : public Store,
   template <typename What, typename... Args>
   Result<int> Write(const Stmt& stmt, What&& what, const Args&... args) {
     if (auto r = BeginBatchIfNone(); !r) return r.error();
+    return WriteKeepingPending(stmt, what, args...);
+  }
+  // Write without writing the pending runs first: only for statements that neither read nor change
+  // a run's row (an activation's start), and for the pending runs' own inserts.
+  template <typename What, typename... Args>
+  Result<int> WriteKeepingPending(const Stmt& stmt, What&& what, const Args&... args) {
+    if (auto r = OpenBatchKeepingPending(); !r) return r.error();
     Use use(stmt);
     Binder binder(use.get());
     (BindOne(binder, args), ...);
@@ -277,6 +297,26 @@ class SqliteStore final : public Store,
   sqlite::ReadQueries reads_;
   std::unique_ptr<sqlite::Checkpointer> checkpointer_;  // null when SQLite is built without threads
   bool batch_open_ = false;  // we issued BEGIN and have not committed or rolled back
+  // Runs accepted in the open batch and not yet written: the id reserved under the write lock, and
+  // the run. Started in the same batch, a run is written once, as running (MarkRunStarted), not
+  // inserted queued and updated: one statement and its index moves fewer per run
+  // (docs/performance.md, fifth round). Every other statement writes them first (CheckBatchUsable,
+  // BeginBatchIfNone), so nothing reads the store without them.
+  struct PendingRun {
+    int64_t id = 0;
+    NewRun run;
+  };
+  std::vector<PendingRun> pending_runs_;
+  int64_t reserved_run_id_ = 0;  // the last id reserved in the open batch; 0: none yet (read at the next)
+  // What this connection knows of the store while no other connection commits (SeenByOthers): the
+  // largest run id (0: read it), and the newest approvals read, by kind and name.
+  int64_t seen_data_version_ = -1;
+  bool version_read_in_batch_ = false;  // seen_data_version_ was read under the open batch's lock
+  int64_t known_max_run_id_ = 0;
+  std::map<std::pair<ApprovalKind, std::string>, std::optional<ApprovalRow>> newest_versions_;
+  // Reads PRAGMA data_version; when another connection has committed since the last call, forgets
+  // what the members above knew.
+  Result<void> ForgetWhatOthersChanged();
   bool batch_lost_ = false;  // SQLite rolled the open batch back on its own; Rollback() clears
 };
 
@@ -360,9 +400,17 @@ Result<void> SqliteStore::Prepare() {
       {&s->kv_delete, "DELETE FROM kv WHERE namespace=? AND key=?"},
       {&s->kv_list_bounded, "SELECT key, value FROM kv WHERE namespace=? AND key>=? AND key<? ORDER BY key LIMIT ?"},
       {&s->kv_list_open, "SELECT key, value FROM kv WHERE namespace=? AND key>=? ORDER BY key LIMIT ?"},
+      // Both with the id EnqueueRun reserved: queued (FlushPendingRuns), or started in the batch
+      // that accepted it (MarkRunStarted), its start's columns as start_run sets them at a first start.
       {&s->insert_run,
-       "INSERT INTO runs(flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, state_detail, "
-       "durable) VALUES(?,?,?,?,?,'queued',?,?,?)"},
+       "INSERT INTO runs(id, flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, "
+       "state_detail, durable) VALUES(?,?,?,?,?,?,'queued',?,?,?)"},
+      {&s->insert_started_run,
+       "INSERT INTO runs(id, flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, "
+       "state_detail, durable, activation_id, started_us, approval_id, manifest_hash, manifest_text_hash, seed, "
+       "clock_us, source_hash) VALUES(?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?,?,?,?)"},
+      {&s->max_run_id, "SELECT coalesce(max(id), 0) FROM runs"},
+      {&s->data_version, "PRAGMA data_version"},
       {&s->run_by_key, "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow=? AND idempotency_key=?"},
       {&s->clear_run_key, "UPDATE runs SET idempotency_key='', key_expires_us=NULL WHERE id=?"},
       // The binding is set once, by the first start: a resume keeps it.
@@ -486,6 +534,63 @@ Result<void> SqliteStore::Check() {
 }
 
 Result<void> SqliteStore::CheckBatchUsable() {
+  if (auto r = BatchUsable(); !r) return r;
+  return FlushPendingRuns();
+}
+
+Result<void> SqliteStore::FlushPendingRuns() {
+  if (pending_runs_.empty()) return Ok();
+  std::vector<PendingRun> runs;
+  runs.swap(pending_runs_);
+  for (const PendingRun& p : runs) {
+    if (auto inserted = InsertRun(stmts_->insert_run, p.id, p.run); !inserted) {
+      // Its acceptance was answered (or will be, at the commit): nothing of this batch may commit.
+      batch_lost_ = true;
+      return inserted;
+    }
+  }
+  return Ok();
+}
+
+Result<void> SqliteStore::InsertRun(const Stmt& stmt, int64_t id, const NewRun& run) {
+  const bool keyed = !run.idempotency_key.empty();
+  const std::optional<int64_t> expires = keyed ? std::optional<int64_t>(run.key_expires_unix_us) : std::nullopt;
+  auto inserted = WriteKeepingPending(stmt, [&] { return "cannot record run " + std::to_string(id) + " of flow " + run.flow; },
+                                      id, run.flow, run.input_json, run.trigger, run.idempotency_key, expires,
+                                      run.created_unix_us, OrNull{run.state_detail}, int64_t{run.durable ? 1 : 0});
+  if (!inserted) return inserted.error();
+  return Ok();
+}
+
+Result<void> SqliteStore::ForgetWhatOthersChanged() {
+  // Under the batch's write lock no other connection commits: once read in a batch, it holds.
+  if (batch_open_ && version_read_in_batch_) return Ok();
+  Use use(stmts_->data_version);
+  const int rc = sqlite3_step(use.get());
+  if (rc != SQLITE_ROW) return DbError(path_, db_, rc, "cannot read the data version");
+  const int64_t version = sqlite3_column_int64(use.get(), 0);
+  version_read_in_batch_ = batch_open_;
+  if (version != seen_data_version_) {
+    seen_data_version_ = version;
+    known_max_run_id_ = 0;
+    newest_versions_.clear();
+  }
+  return Ok();
+}
+
+Result<std::optional<ApprovalRow>> SqliteStore::NewestVersion(ApprovalKind kind, const std::string& name) {
+  if (auto r = ForgetWhatOthersChanged(); !r) return r.error();
+  auto key = std::make_pair(kind, name);
+  if (auto it = newest_versions_.find(key); it != newest_versions_.end()) return it->second;
+  auto row = reads_.NewestVersion(kind, name);
+  if (!row) return row;
+  // Bounded by the names asked for; a daemon asks for its flows' few names.
+  if (newest_versions_.size() >= 1024) newest_versions_.clear();
+  newest_versions_.emplace(std::move(key), *row);
+  return row;
+}
+
+Result<void> SqliteStore::BatchUsable() {
   if (batch_open_ && !batch_lost_ && sqlite3_get_autocommit(db_) != 0) batch_lost_ = true;
   if (batch_lost_) {
     return JournalError(ErrorCode::kDatabase, path_,
@@ -496,12 +601,18 @@ Result<void> SqliteStore::CheckBatchUsable() {
 }
 
 Result<void> SqliteStore::BeginBatchIfNone() {
-  if (auto r = CheckBatchUsable(); !r) return r;
+  if (auto r = OpenBatchKeepingPending(); !r) return r;
+  return FlushPendingRuns();
+}
+
+Result<void> SqliteStore::OpenBatchKeepingPending() {
+  if (auto r = BatchUsable(); !r) return r;
   if (batch_open_) return Ok();
   Use use(stmts_->begin);
   const int rc = sqlite3_step(use.get());
   if (rc != SQLITE_DONE) return DbError(path_, db_, rc, "cannot start a batch");
   batch_open_ = true;
+  version_read_in_batch_ = false;
   return Ok();
 }
 
@@ -512,7 +623,7 @@ void SqliteStore::NoteWriteFailure() {
 }
 
 Result<void> SqliteStore::Commit() {
-  if (auto r = CheckBatchUsable(); !r) return r;
+  if (auto r = CheckBatchUsable(); !r) return r;  // the accepted runs not started are written queued
   if (!batch_open_) return Ok();
   Use use(stmts_->commit);
   const int rc = sqlite3_step(use.get());
@@ -522,10 +633,17 @@ Result<void> SqliteStore::Commit() {
                    std::string(sqlite::AdviceFor(rc)) + "; call Rollback() and answer nothing from this batch");
   }
   batch_open_ = false;
+  // Every id reserved is written now (FlushPendingRuns, MarkRunStarted): the largest is this one.
+  if (reserved_run_id_ > known_max_run_id_) known_max_run_id_ = reserved_run_id_;
+  reserved_run_id_ = 0;
+  version_read_in_batch_ = false;
   return Ok();
 }
 
 Result<void> SqliteStore::Rollback() {
+  pending_runs_.clear();
+  reserved_run_id_ = 0;
+  version_read_in_batch_ = false;
   batch_open_ = false;
   batch_lost_ = false;
   if (sqlite3_get_autocommit(db_) != 0) return Ok();  // nothing open, or SQLite already rolled back
@@ -536,7 +654,9 @@ Result<void> SqliteStore::Rollback() {
 }
 
 Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
-  auto written = Write(
+  // An activation's start neither reads nor changes a run's row: the run it starts stays pending,
+  // to be written once, started (MarkRunStarted).
+  auto written = WriteKeepingPending(
       stmts_->insert_activation, [&] { return "cannot record the start of an activation of flow " + a.flow; }, a.flow,
       a.source_hash, a.manifest_hash, a.run_id > 0 ? std::string() : a.input_json, a.start_unix_us, a.owner.host,
       a.owner.pid, a.owner.start_ticks, a.lease_until_unix_us, std::string(OriginName(a.origin)),
@@ -884,6 +1004,9 @@ Result<ApprovalRow> SqliteStore::InOwnTransaction(const char* what, const std::f
                      std::string(what) + ": a batch is open; commit it first (approvals commit on their own)");
   }
   if (auto r = BeginBatchIfNone(); !r) return r.error();
+  // This connection's own approval or revocation does not move PRAGMA data_version: the newest
+  // versions it knew are forgotten here, whatever the outcome.
+  newest_versions_.clear();
   Result<ApprovalRow> done = body();
   if (done) {
     if (auto c = Commit(); !c) done = c.error();
@@ -995,9 +1118,11 @@ Result<std::optional<RunState>> SqliteStore::RunStateOf(int64_t run_id) {
 
 Result<EnqueueResult> SqliteStore::EnqueueRun(const NewRun& run) {
   // The write lock first, as in CompareAndSwap: the key read below is what the insert relies on,
-  // and no other process may insert a run for the same key in between.
-  if (auto r = BeginBatchIfNone(); !r) return r.error();
+  // and no other process may insert a run for the same key in between. A keyed run is looked up
+  // with every run this batch accepted written first (BeginBatchIfNone); an unkeyed one reads
+  // nothing that they could change.
   const bool keyed = !run.idempotency_key.empty();
+  if (auto r = keyed ? BeginBatchIfNone() : OpenBatchKeepingPending(); !r) return r.error();
   if (keyed) {
     int64_t earlier = 0, expires_us = 0;
     std::string earlier_input;
@@ -1033,14 +1158,26 @@ Result<EnqueueResult> SqliteStore::EnqueueRun(const NewRun& run) {
       if (!cleared) return cleared.error();
     }
   }
-  const std::optional<int64_t> expires = keyed ? std::optional<int64_t>(run.key_expires_unix_us) : std::nullopt;
-  auto inserted = Write(stmts_->insert_run, [&] { return "cannot record a run of flow " + run.flow; }, run.flow,
-                        run.input_json, run.trigger, run.idempotency_key, expires, run.created_unix_us,
-                        OrNull{run.state_detail}, int64_t{run.durable ? 1 : 0});
-  if (!inserted) return inserted.error();
+  // The id the insert would have taken (the largest plus one: runs has no AUTOINCREMENT), reserved
+  // under the write lock, which this batch holds until it commits; the row is written by
+  // MarkRunStarted if the run starts in this batch, else before the next statement that may read
+  // it, at the latest by the commit (FlushPendingRuns).
+  // Known without a read while no other connection has written a run since this one last did.
+  if (reserved_run_id_ == 0) {
+    if (auto r = ForgetWhatOthersChanged(); !r) return r.error();
+    reserved_run_id_ = known_max_run_id_;
+  }
+  if (reserved_run_id_ == 0) {
+    Use use(stmts_->max_run_id);
+    const int rc = sqlite3_step(use.get());
+    if (rc != SQLITE_ROW) return DbError(path_, db_, rc, "cannot reserve an id for a run of flow " + run.flow);
+    reserved_run_id_ = sqlite3_column_int64(use.get(), 0);
+  }
+  const int64_t id = ++reserved_run_id_;
+  pending_runs_.push_back({id, run});
   EnqueueResult result;
   RunRow& row = result.run;
-  row.id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  row.id = id;
   row.flow = run.flow;
   row.input_json = run.input_json;
   row.trigger = run.trigger;
@@ -1063,12 +1200,29 @@ Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, 
   // Bound at the first start only (the statement keeps a binding already there).
   const bool bound = !binding.source_hash.empty();
   auto text = [bound](const std::string& v) { return bound ? OrNull{v} : OrNull{}; };
+  const std::optional<int64_t> approval =
+      bound && binding.approval_id > 0 ? std::optional<int64_t>(binding.approval_id) : std::nullopt;
+  const std::optional<int64_t> clock =
+      bound && !binding.seed.empty() ? std::optional<int64_t>(binding.clock_us) : std::nullopt;
+  for (auto it = pending_runs_.begin(); it != pending_runs_.end(); ++it) {
+    if (it->id != run_id) continue;
+    // Accepted in this batch: written once, as running, with what start_run would have set.
+    const NewRun& r = it->run;
+    const std::optional<int64_t> expires =
+        r.idempotency_key.empty() ? std::nullopt : std::optional<int64_t>(r.key_expires_unix_us);
+    auto inserted = WriteKeepingPending(
+        stmts_->insert_started_run, [&] { return "cannot record the start of run " + id; }, run_id, r.flow,
+        r.input_json, r.trigger, r.idempotency_key, expires, r.created_unix_us, OrNull{r.state_detail},
+        int64_t{r.durable ? 1 : 0}, activation_id, at_unix_us, approval, text(binding.manifest_hash),
+        text(binding.manifest_text_hash), text(binding.seed), clock, text(binding.source_hash));
+    // Refused (an activation the store does not have): the run stays accepted, still queued.
+    if (!inserted) return inserted.error();
+    pending_runs_.erase(it);
+    return Ok();
+  }
   auto changed = Write(stmts_->start_run, [&] { return "cannot record the start of run " + id; }, activation_id,
-                       at_unix_us,
-                       bound && binding.approval_id > 0 ? std::optional<int64_t>(binding.approval_id) : std::nullopt,
-                       text(binding.manifest_hash), text(binding.manifest_text_hash), text(binding.seed),
-                       bound && !binding.seed.empty() ? std::optional<int64_t>(binding.clock_us) : std::nullopt,
-                       text(binding.source_hash), run_id);
+                       at_unix_us, approval, text(binding.manifest_hash), text(binding.manifest_text_hash),
+                       text(binding.seed), clock, text(binding.source_hash), run_id);
   if (!changed) return changed.error();
   if (*changed == 1) return Ok();
   auto state = RunStateOf(run_id);
