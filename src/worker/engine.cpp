@@ -182,6 +182,7 @@ struct Engine::State {
   Value host;       // the frozen `host` object handed to every activation
   Value tools;      // the frozen `tools` object (codemode: the load's tool bindings; else empty)
   Value settle_fn;
+  Value tools_builder;  // kToolsSource, evaluated ahead; called once at load with the load's tools
 
   // Budgets.
   uint64_t heap_limit_bytes = 0;
@@ -983,6 +984,7 @@ Engine::~Engine() {
   state_->host.Reset();
   state_->tools.Reset();
   state_->settle_fn.Reset();
+  state_->tools_builder.Reset();
   if (state_->ctx) JS_FreeContext(state_->ctx);
   if (state_->rt) JS_FreeRuntime(state_->rt);
 }
@@ -997,28 +999,41 @@ bool Engine::Load(const protocol::Load& load, protocol::ScriptError& error) {
   }
 }
 
-bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) {
-  // Before the runtime exists: everything QuickJS reads of the time, from its first call on, and
-  // the module's top level read a durable run's clock.
-  StartClocks(load.durable);
+void Engine::Prepare() {
+  if (state_ || prepare_error_) return;
+  try {
+    Build();
+  } catch (const std::bad_alloc&) {
+    prepare_error_ = protocol::ScriptError{"budget_exhausted", "memory", "InternalError",
+                                           "the worker's address-space limit refused an allocation while it made the "
+                                           "JavaScript runtime",
+                                           ""};
+  }
+}
+
+// Everything of the engine that no load decides: the runtime, the context, the globals, the
+// runner and the host object. A worker makes them right after its welcome, before any script
+// exists (a worker runs one script for life), so its `load` is only the script's budgets, its
+// tools and its compile. No budget is in force yet, and none is needed: nothing here runs a
+// script's code; the runtime's allocations so far are counted in its heap (malloc_size) and so
+// charged to the budget the load sets. QuickJS reads the time once here (JS_NewContext seeds its
+// own Math.random from gettimeofday, before a durable run's clock has started); that generator is
+// unreachable, since Math.random is replaced below.
+void Engine::Build() {
   auto st = std::make_unique<State>();
   st->channel = &channel_;
-  st->heap_limit_bytes = static_cast<uint64_t>(load.heap_bytes);
-  st->cpu_budget_ns = load.cpu_ms * 1'000'000;
   st->rt = JS_NewRuntime2(&kBudgetMalloc, st.get());
   if (!st->rt) {
-    error = {"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript runtime", ""};
-    return false;
+    prepare_error_ = protocol::ScriptError{"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript runtime", ""};
+    return;
   }
-  JS_SetMemoryLimit(st->rt, st->heap_limit_bytes);
-  JS_SetMaxStackSize(st->rt, static_cast<size_t>(load.stack_bytes));
   JS_SetInterruptHandler(st->rt, InterruptHandler, st.get());
   JS_SetModuleLoaderFunc(st->rt, nullptr, RefuseImport, nullptr);
   st->ctx = JS_NewContext(st->rt);
   if (!st->ctx) {
-    error = {"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript context", ""};
+    prepare_error_ = protocol::ScriptError{"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript context", ""};
     state_ = std::move(st);
-    return false;
+    return;
   }
   JSContext* ctx = st->ctx;
   JS_SetContextOpaque(ctx, st.get());
@@ -1031,15 +1046,16 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
     JS_SetPropertyStr(ctx, console.get(), kConsoleMethods[i],
                       JS_NewCFunctionMagic(ctx, ConsoleLog, kConsoleMethods[i], 0, JS_CFUNC_generic_magic, i));
   JS_SetPropertyStr(ctx, global.get(), "console", console.dup());
-  if (!ActiveDurableRun()) s->random_state = RandomSeed();
+  // A durable run draws from its own stream instead (MathRandom); the seed is then never read.
+  s->random_state = RandomSeed();
   {
     Value math(ctx, JS_GetPropertyStr(ctx, global.get(), "Math"));
     JS_DefinePropertyValueStr(ctx, math.get(), "random", JS_NewCFunction(ctx, MathRandom, "random", 0),
                               JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
   }
   if (!InstallLazyGlobals(ctx, WebGlobals())) {  // accessors only: nothing loads before first use
-    error = {"budget_exhausted", "memory", "InternalError", "cannot install the web globals", ""};
-    return false;
+    prepare_error_ = protocol::ScriptError{"budget_exhausted", "memory", "InternalError", "cannot install the web globals", ""};
+    return;
   }
 #ifdef BASAL_TEST_HOOKS
   Value test(ctx, JS_NewObject(ctx));
@@ -1055,25 +1071,57 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
   s->runner = Value(ctx, JS_Eval(ctx, kRunnerSource.data(), kRunnerSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
   if (s->runner.exception()) {
     Value exc(ctx, JS_GetException(ctx));
-    error = ClassifyFailure(s, exc.get());
-    return false;
+    prepare_error_ = ClassifyFailure(s, exc.get());
+    return;
   }
   {
     Value freeze(ctx, JS_Eval(ctx, "Object.freeze", 13, "<basal>", JS_EVAL_TYPE_GLOBAL));
     JSValue h = s->host.get();
     JS_FreeValue(ctx, JS_Call(ctx, freeze.get(), JS_UNDEFINED, 1, &h));
   }
+  s->tools_builder = Value(ctx, JS_Eval(ctx, kToolsSource.data(), kToolsSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
+  if (s->tools_builder.exception()) {
+    Value exc(ctx, JS_GetException(ctx));
+    prepare_error_ = ClassifyFailure(s, exc.get());
+    return;
+  }
+}
+
+bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) {
+  // Before any script runs: everything the script reads of the time, from its module's top level
+  // on, reads a durable run's clock.
+  StartClocks(load.durable);
+  Prepare();  // done after the welcome already (main.cpp); here only for an engine that was not
+  if (prepare_error_) {
+    error = *prepare_error_;
+    return false;
+  }
+  State* s = state_.get();
+  JSContext* ctx = s->ctx;
+  // The load's budgets, in force before anything of the script exists. The stack is measured from
+  // here, as it was when the runtime was made at load.
+  s->heap_limit_bytes = static_cast<uint64_t>(load.heap_bytes);
+  s->cpu_budget_ns = load.cpu_ms * 1'000'000;
+  if (JsHeapBytes(s) > s->heap_limit_bytes) {
+    // What the runtime already holds would not have fitted had it been made under this budget.
+    error = {"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript context", ""};
+    return false;
+  }
+  JS_SetMemoryLimit(s->rt, s->heap_limit_bytes);
+  JS_UpdateStackTop(s->rt);
+  JS_SetMaxStackSize(s->rt, static_cast<size_t>(load.stack_bytes));
+  Value global(ctx, JS_GetGlobalObject(ctx));
   {
     protocol::Json list = protocol::Json::array();
     for (const protocol::ToolBinding& t : load.tools) list.push_back(protocol::Json::array({t.group, t.member, t.name}));
     const std::string list_json = protocol::DumpJson(list);
-    Value build(ctx, JS_Eval(ctx, kToolsSource.data(), kToolsSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
-    Value parsed(ctx, build.exception() ? JS_EXCEPTION : JS_ParseJSON(ctx, list_json.data(), list_json.size(), "<tools>"));
-    if (!build.exception() && !parsed.exception()) {
+    Value parsed(ctx, JS_ParseJSON(ctx, list_json.data(), list_json.size(), "<tools>"));
+    if (!parsed.exception()) {
       JSValue args[2] = {s->host.get(), parsed.get()};
-      s->tools = Value(ctx, JS_Call(ctx, build.get(), JS_UNDEFINED, 2, args));
+      s->tools = Value(ctx, JS_Call(ctx, s->tools_builder.get(), JS_UNDEFINED, 2, args));
     }
-    if (build.exception() || parsed.exception() || s->tools.exception()) {
+    s->tools_builder.Reset();
+    if (parsed.exception() || s->tools.exception()) {
       Value exc(ctx, JS_GetException(ctx));
       error = ClassifyFailure(s, exc.get());
       return false;

@@ -182,7 +182,10 @@ int main(int argc, char** argv) {
   channel.Send(welcome);
   if (!channel.Flush()) _exit(kExitOk);
 
+  // The engine is made while the parent checks the welcome (and, for a spare, long before its
+  // script comes): `load` then costs only the script's budgets and compile.
   basal::worker::Engine engine(channel);
+  engine.Prepare();
   bool loaded = false;
   bool load_failed = false;
   bool activated = false;
