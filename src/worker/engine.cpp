@@ -178,7 +178,7 @@ struct Engine::State {
   JSRuntime* rt = nullptr;
   JSContext* ctx = nullptr;
   Value flow_fn;    // the flow module's default export
-  Value runner;     // bootstrap: (fn, input, host, settle) => runs and settles once
+  Value runner;     // (value, settle): settles once with what a returned object resolves to
   Value host;       // the frozen `host` object handed to every activation
   Value tools;      // the frozen `tools` object (codemode: the load's tool bindings; else empty)
   Value settle_fn;
@@ -885,12 +885,16 @@ constexpr std::string_view kToolsSource = R"JS((function (host, list) {
 
 constexpr const char* kConsoleMethods[] = {"log", "info", "warn", "error", "debug"};
 
-// Runs fn(input, host, tools) so that a synchronous throw, a rejection and a value all reach
-// settle. `then` is captured before any flow code runs, so a flow cannot reroute it.
+// Settles the activation with what the export's returned object resolves to (a promise, a thenable
+// or a plain object: resolving reads its `then` once, as the language does), through the same
+// promise jobs as `await`. A value that is no object settles directly (RunActivation): nothing it
+// could resolve to is other than itself. `Promise` and `then` are captured before any flow code
+// runs, so a flow cannot reroute them.
 constexpr std::string_view kRunnerSource = R"JS((function () {
-  const then = Promise.prototype.then;
-  return function (fn, input, host, tools, settle) {
-    const p = new Promise(function (resolve) { resolve(fn(input, host, tools)); });
+  const P = Promise;
+  const then = P.prototype.then;
+  return function (value, settle) {
+    const p = new P(function (resolve) { resolve(value); });
     then.call(p, function (v) { settle(true, v); }, function (e) { settle(false, e); });
   };
 })())JS";
@@ -1225,15 +1229,28 @@ Engine::Status Engine::RunActivation(std::string input_json) {
     s->settled_ok = false;
     s->settled_value = Value(ctx, JS_GetException(ctx));
   } else {
-    JSValue args[5] = {s->flow_fn.get(), input.get(), s->host.get(), s->tools.get(), s->settle_fn.get()};
-    Value ran(ctx, JS_Call(ctx, s->runner.get(), JS_UNDEFINED, 5, args));
-    if (ran.exception()) {
+    // The export is called here, not inside a promise's executor: a throw and a value that is no
+    // object settle the activation at once, as the jobs of `new Promise(r => r(fn(...)))` would
+    // settle it once drained (the loop below drains every job before it asks whether the
+    // activation settled), without the promise, its closures and their jobs on every activation.
+    JSValue args[3] = {input.get(), s->host.get(), s->tools.get()};
+    Value returned(ctx, JS_Call(ctx, s->flow_fn.get(), JS_UNDEFINED, 3, args));
+    Value ran;
+    if (!returned.exception() && JS_IsObject(returned.get())) {
+      JSValue settle_args[2] = {returned.get(), s->settle_fn.get()};
+      ran = Value(ctx, JS_Call(ctx, s->runner.get(), JS_UNDEFINED, 2, settle_args));
+    }
+    if (returned.exception() || ran.exception()) {
       Value exc(ctx, JS_GetException(ctx));
       if (!s->settled) {
         s->settled = true;
         s->settled_ok = false;
         s->settled_value = std::move(exc);
       }
+    } else if (!JS_IsObject(returned.get()) && !s->settled) {
+      s->settled = true;
+      s->settled_ok = true;
+      s->settled_value = std::move(returned);
     }
   }
   input.Reset();
