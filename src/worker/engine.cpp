@@ -522,6 +522,26 @@ class JsonText {
   std::string fixed_;
 };
 
+// The JSON text of a value whose text JSON.stringify would write without looking at anything
+// (an integer QuickJS holds as one, a boolean, null; undefined, as the result's "null"): the
+// common result of a flow, sent without JSON.stringify's holder object and string buffer.
+bool PlainJson(JSValueConst v, std::string& text) {
+  switch (JS_VALUE_GET_TAG(v)) {
+    case JS_TAG_INT:
+      text = std::to_string(JS_VALUE_GET_INT(v));
+      return true;
+    case JS_TAG_BOOL:
+      text = JS_VALUE_GET_BOOL(v) ? "true" : "false";
+      return true;
+    case JS_TAG_NULL:
+    case JS_TAG_UNDEFINED:
+      text = "null";
+      return true;
+    default:
+      return false;
+  }
+}
+
 // A host call's name as a JSON string, as protocol::DumpJson writes it. A name of printable ASCII
 // without a quote or backslash (every name basal's host calls have) is written as is, without a
 // tree and a serializer per call; any other goes through DumpJson, which escapes and repairs it.
@@ -1279,6 +1299,7 @@ Engine::Status Engine::RunActivation(std::string input_json) {
   const std::string head = "{\"type\":\"done\",\"activation\":" + std::to_string(s->activation) +
                            ",\"cpu_us\":" + std::to_string(cpu_ns > 0 ? cpu_ns / 1000 : 0);
   std::string error;  // the `error` field's JSON, unless the result is sent
+  std::string plain;  // a result JSON.stringify need not write (PlainJson)
   if (s->cpu_exhausted) {
     error = ErrorJson(ClassifyFailure(s, JS_UNDEFINED));
   } else if (s->address_space_exhausted) {
@@ -1289,6 +1310,13 @@ Engine::Status Engine::RunActivation(std::string input_json) {
                             "(no timer is pending and no host call is in flight)",
                             ""};
     error = ErrorJson(AfterRefusedAllocation(s, std::move(e)));
+  } else if (s->settled_ok && PlainJson(s->settled_value.get(), plain)) {
+    if (!OwnRoomFor(s, plain.size() + head.size() + 64, "the activation's result")) {
+      error = ErrorJson(MemoryExhausted(s));
+    } else {
+      const bool caught = s->refused_allocations > 0;
+      channel_.Send({head, ",\"ok\":", plain, caught ? ",\"caught_budget_failure\":true}" : "}"});
+    }
   } else if (s->settled_ok) {
     std::string why;
     bool propagate = false;

@@ -439,6 +439,10 @@ TEST_F(FlowTest, WhatTheExportReturnsSettlesAsAwaitWouldSettleIt) {
   Open();
   EXPECT_EQ(module_->Run(Add("export default () => 7", "{}", "n.js"), nullptr).result, 7);
   EXPECT_EQ(module_->Run(Add("export default () => 'x'", "{}", "s.js"), nullptr).result, "x");
+  EXPECT_EQ(module_->Run(Add("export default () => -2147483648", "{}", "i.js"), nullptr).result, -2147483648LL);
+  EXPECT_EQ(module_->Run(Add("export default () => 0.5", "{}", "f.js"), nullptr).result, 0.5);
+  EXPECT_EQ(module_->Run(Add("export default () => false", "{}", "b.js"), nullptr).result, false);
+  EXPECT_TRUE(module_->Run(Add("export default () => NaN", "{}", "nan.js"), nullptr).result.is_null());
   EXPECT_EQ(module_->Run(Add("export default () => ({a: [1]})", "{}", "o.js"), nullptr).result, Json({{"a", {1}}}));
   EXPECT_EQ(module_->Run(Add("export default () => ({then(r) { r(5); }})", "{}", "t.js"), nullptr).result, 5);
   FlowRef counted = Add(
