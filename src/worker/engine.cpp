@@ -1036,13 +1036,12 @@ void Engine::Prepare() {
 }
 
 // Everything of the engine that no load decides: the runtime, the context, the globals, the
-// runner and the host object. A worker makes them right after its welcome, before any script
-// exists (a worker runs one script for life), so its `load` is only the script's budgets, its
-// tools and its compile. No budget is in force yet, and none is needed: nothing here runs a
-// script's code; the runtime's allocations so far are counted in its heap (malloc_size) and so
-// charged to the budget the load sets. QuickJS reads the time once here (JS_NewContext seeds its
-// own Math.random from gettimeofday, before a durable run's clock has started); that generator is
-// unreachable, since Math.random is replaced below.
+// runner and the host object, made before any script exists (a worker runs one script for life).
+// No budget is in force yet, and none is needed: nothing here runs a script's code; the
+// runtime's allocations so far are counted in its heap (malloc_size) and so charged to the budget
+// the load sets. QuickJS reads the time once here (JS_NewContext seeds its own Math.random from
+// gettimeofday; made ahead of a load, before a durable run's clock has started); that generator
+// is unreachable, since Math.random is replaced below.
 void Engine::Build() {
   auto st = std::make_unique<State>();
   st->channel = &channel_;
@@ -1115,7 +1114,7 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
   // Before any script runs: everything the script reads of the time, from its module's top level
   // on, reads a durable run's clock.
   StartClocks(load.durable);
-  Prepare();  // done after the welcome already (main.cpp); here only for an engine that was not
+  Prepare();  // unless it was made ahead
   if (prepare_error_) {
     error = *prepare_error_;
     return false;
