@@ -178,10 +178,11 @@ struct Engine::State {
   JSRuntime* rt = nullptr;
   JSContext* ctx = nullptr;
   Value flow_fn;    // the flow module's default export
-  Value runner;     // bootstrap: (fn, input, host, settle) => runs and settles once
+  Value runner;     // (value, settle): settles once with what a returned object resolves to
   Value host;       // the frozen `host` object handed to every activation
   Value tools;      // the frozen `tools` object (codemode: the load's tool bindings; else empty)
   Value settle_fn;
+  Value tools_builder;  // kToolsSource, evaluated ahead; called once at load with the load's tools
 
   // Budgets.
   uint64_t heap_limit_bytes = 0;
@@ -520,6 +521,26 @@ class JsonText {
   std::string_view text_;
   std::string fixed_;
 };
+
+// The JSON text of a value whose text JSON.stringify would write without looking at anything
+// (an integer QuickJS holds as one, a boolean, null; undefined, as the result's "null"): the
+// common result of a flow, sent without JSON.stringify's holder object and string buffer.
+bool PlainJson(JSValueConst v, std::string& text) {
+  switch (JS_VALUE_GET_TAG(v)) {
+    case JS_TAG_INT:
+      text = std::to_string(JS_VALUE_GET_INT(v));
+      return true;
+    case JS_TAG_BOOL:
+      text = JS_VALUE_GET_BOOL(v) ? "true" : "false";
+      return true;
+    case JS_TAG_NULL:
+    case JS_TAG_UNDEFINED:
+      text = "null";
+      return true;
+    default:
+      return false;
+  }
+}
 
 // A host call's name as a JSON string, as protocol::DumpJson writes it. A name of printable ASCII
 // without a quote or backslash (every name basal's host calls have) is written as is, without a
@@ -884,12 +905,16 @@ constexpr std::string_view kToolsSource = R"JS((function (host, list) {
 
 constexpr const char* kConsoleMethods[] = {"log", "info", "warn", "error", "debug"};
 
-// Runs fn(input, host, tools) so that a synchronous throw, a rejection and a value all reach
-// settle. `then` is captured before any flow code runs, so a flow cannot reroute it.
+// Settles the activation with what the export's returned object resolves to (a promise, a thenable
+// or a plain object: resolving reads its `then` once, as the language does), through the same
+// promise jobs as `await`. A value that is no object settles directly (RunActivation): nothing it
+// could resolve to is other than itself. `Promise` and `then` are captured before any flow code
+// runs, so a flow cannot reroute them.
 constexpr std::string_view kRunnerSource = R"JS((function () {
-  const then = Promise.prototype.then;
-  return function (fn, input, host, tools, settle) {
-    const p = new Promise(function (resolve) { resolve(fn(input, host, tools)); });
+  const P = Promise;
+  const then = P.prototype.then;
+  return function (value, settle) {
+    const p = new P(function (resolve) { resolve(value); });
     then.call(p, function (v) { settle(true, v); }, function (e) { settle(false, e); });
   };
 })())JS";
@@ -983,6 +1008,7 @@ Engine::~Engine() {
   state_->host.Reset();
   state_->tools.Reset();
   state_->settle_fn.Reset();
+  state_->tools_builder.Reset();
   if (state_->ctx) JS_FreeContext(state_->ctx);
   if (state_->rt) JS_FreeRuntime(state_->rt);
 }
@@ -997,28 +1023,40 @@ bool Engine::Load(const protocol::Load& load, protocol::ScriptError& error) {
   }
 }
 
-bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) {
-  // Before the runtime exists: everything QuickJS reads of the time, from its first call on, and
-  // the module's top level read a durable run's clock.
-  StartClocks(load.durable);
+void Engine::Prepare() {
+  if (state_ || prepare_error_) return;
+  try {
+    Build();
+  } catch (const std::bad_alloc&) {
+    prepare_error_ = protocol::ScriptError{"budget_exhausted", "memory", "InternalError",
+                                           "the worker's address-space limit refused an allocation while it made the "
+                                           "JavaScript runtime",
+                                           ""};
+  }
+}
+
+// Everything of the engine that no load decides: the runtime, the context, the globals, the
+// runner and the host object, made before any script exists (a worker runs one script for life).
+// No budget is in force yet, and none is needed: nothing here runs a script's code; the
+// runtime's allocations so far are counted in its heap (malloc_size) and so charged to the budget
+// the load sets. QuickJS reads the time once here (JS_NewContext seeds its own Math.random from
+// gettimeofday; made ahead of a load, before a durable run's clock has started); that generator
+// is unreachable, since Math.random is replaced below.
+void Engine::Build() {
   auto st = std::make_unique<State>();
   st->channel = &channel_;
-  st->heap_limit_bytes = static_cast<uint64_t>(load.heap_bytes);
-  st->cpu_budget_ns = load.cpu_ms * 1'000'000;
   st->rt = JS_NewRuntime2(&kBudgetMalloc, st.get());
   if (!st->rt) {
-    error = {"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript runtime", ""};
-    return false;
+    prepare_error_ = protocol::ScriptError{"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript runtime", ""};
+    return;
   }
-  JS_SetMemoryLimit(st->rt, st->heap_limit_bytes);
-  JS_SetMaxStackSize(st->rt, static_cast<size_t>(load.stack_bytes));
   JS_SetInterruptHandler(st->rt, InterruptHandler, st.get());
   JS_SetModuleLoaderFunc(st->rt, nullptr, RefuseImport, nullptr);
   st->ctx = JS_NewContext(st->rt);
   if (!st->ctx) {
-    error = {"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript context", ""};
+    prepare_error_ = protocol::ScriptError{"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript context", ""};
     state_ = std::move(st);
-    return false;
+    return;
   }
   JSContext* ctx = st->ctx;
   JS_SetContextOpaque(ctx, st.get());
@@ -1031,15 +1069,16 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
     JS_SetPropertyStr(ctx, console.get(), kConsoleMethods[i],
                       JS_NewCFunctionMagic(ctx, ConsoleLog, kConsoleMethods[i], 0, JS_CFUNC_generic_magic, i));
   JS_SetPropertyStr(ctx, global.get(), "console", console.dup());
-  if (!ActiveDurableRun()) s->random_state = RandomSeed();
+  // A durable run draws from its own stream instead (MathRandom); the seed is then never read.
+  s->random_state = RandomSeed();
   {
     Value math(ctx, JS_GetPropertyStr(ctx, global.get(), "Math"));
     JS_DefinePropertyValueStr(ctx, math.get(), "random", JS_NewCFunction(ctx, MathRandom, "random", 0),
                               JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
   }
   if (!InstallLazyGlobals(ctx, WebGlobals())) {  // accessors only: nothing loads before first use
-    error = {"budget_exhausted", "memory", "InternalError", "cannot install the web globals", ""};
-    return false;
+    prepare_error_ = protocol::ScriptError{"budget_exhausted", "memory", "InternalError", "cannot install the web globals", ""};
+    return;
   }
 #ifdef BASAL_TEST_HOOKS
   Value test(ctx, JS_NewObject(ctx));
@@ -1055,25 +1094,57 @@ bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) 
   s->runner = Value(ctx, JS_Eval(ctx, kRunnerSource.data(), kRunnerSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
   if (s->runner.exception()) {
     Value exc(ctx, JS_GetException(ctx));
-    error = ClassifyFailure(s, exc.get());
-    return false;
+    prepare_error_ = ClassifyFailure(s, exc.get());
+    return;
   }
   {
     Value freeze(ctx, JS_Eval(ctx, "Object.freeze", 13, "<basal>", JS_EVAL_TYPE_GLOBAL));
     JSValue h = s->host.get();
     JS_FreeValue(ctx, JS_Call(ctx, freeze.get(), JS_UNDEFINED, 1, &h));
   }
+  s->tools_builder = Value(ctx, JS_Eval(ctx, kToolsSource.data(), kToolsSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
+  if (s->tools_builder.exception()) {
+    Value exc(ctx, JS_GetException(ctx));
+    prepare_error_ = ClassifyFailure(s, exc.get());
+    return;
+  }
+}
+
+bool Engine::LoadFlow(const protocol::Load& load, protocol::ScriptError& error) {
+  // Before any script runs: everything the script reads of the time, from its module's top level
+  // on, reads a durable run's clock.
+  StartClocks(load.durable);
+  Prepare();  // unless it was made ahead
+  if (prepare_error_) {
+    error = *prepare_error_;
+    return false;
+  }
+  State* s = state_.get();
+  JSContext* ctx = s->ctx;
+  // The load's budgets, in force before anything of the script exists. The stack is measured from
+  // here, as it was when the runtime was made at load.
+  s->heap_limit_bytes = static_cast<uint64_t>(load.heap_bytes);
+  s->cpu_budget_ns = load.cpu_ms * 1'000'000;
+  if (JsHeapBytes(s) > s->heap_limit_bytes) {
+    // What the runtime already holds would not have fitted had it been made under this budget.
+    error = {"budget_exhausted", "memory", "InternalError", "cannot create the JavaScript context", ""};
+    return false;
+  }
+  JS_SetMemoryLimit(s->rt, s->heap_limit_bytes);
+  JS_UpdateStackTop(s->rt);
+  JS_SetMaxStackSize(s->rt, static_cast<size_t>(load.stack_bytes));
+  Value global(ctx, JS_GetGlobalObject(ctx));
   {
     protocol::Json list = protocol::Json::array();
     for (const protocol::ToolBinding& t : load.tools) list.push_back(protocol::Json::array({t.group, t.member, t.name}));
     const std::string list_json = protocol::DumpJson(list);
-    Value build(ctx, JS_Eval(ctx, kToolsSource.data(), kToolsSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
-    Value parsed(ctx, build.exception() ? JS_EXCEPTION : JS_ParseJSON(ctx, list_json.data(), list_json.size(), "<tools>"));
-    if (!build.exception() && !parsed.exception()) {
+    Value parsed(ctx, JS_ParseJSON(ctx, list_json.data(), list_json.size(), "<tools>"));
+    if (!parsed.exception()) {
       JSValue args[2] = {s->host.get(), parsed.get()};
-      s->tools = Value(ctx, JS_Call(ctx, build.get(), JS_UNDEFINED, 2, args));
+      s->tools = Value(ctx, JS_Call(ctx, s->tools_builder.get(), JS_UNDEFINED, 2, args));
     }
-    if (build.exception() || parsed.exception() || s->tools.exception()) {
+    s->tools_builder.Reset();
+    if (parsed.exception() || s->tools.exception()) {
       Value exc(ctx, JS_GetException(ctx));
       error = ClassifyFailure(s, exc.get());
       return false;
@@ -1177,15 +1248,28 @@ Engine::Status Engine::RunActivation(std::string input_json) {
     s->settled_ok = false;
     s->settled_value = Value(ctx, JS_GetException(ctx));
   } else {
-    JSValue args[5] = {s->flow_fn.get(), input.get(), s->host.get(), s->tools.get(), s->settle_fn.get()};
-    Value ran(ctx, JS_Call(ctx, s->runner.get(), JS_UNDEFINED, 5, args));
-    if (ran.exception()) {
+    // The export is called here, not inside a promise's executor: a throw and a value that is no
+    // object settle the activation at once, as the jobs of `new Promise(r => r(fn(...)))` would
+    // settle it once drained (the loop below drains every job before it asks whether the
+    // activation settled), without the promise, its closures and their jobs on every activation.
+    JSValue args[3] = {input.get(), s->host.get(), s->tools.get()};
+    Value returned(ctx, JS_Call(ctx, s->flow_fn.get(), JS_UNDEFINED, 3, args));
+    Value ran;
+    if (!returned.exception() && JS_IsObject(returned.get())) {
+      JSValue settle_args[2] = {returned.get(), s->settle_fn.get()};
+      ran = Value(ctx, JS_Call(ctx, s->runner.get(), JS_UNDEFINED, 2, settle_args));
+    }
+    if (returned.exception() || ran.exception()) {
       Value exc(ctx, JS_GetException(ctx));
       if (!s->settled) {
         s->settled = true;
         s->settled_ok = false;
         s->settled_value = std::move(exc);
       }
+    } else if (!JS_IsObject(returned.get()) && !s->settled) {
+      s->settled = true;
+      s->settled_ok = true;
+      s->settled_value = std::move(returned);
     }
   }
   input.Reset();
@@ -1214,6 +1298,7 @@ Engine::Status Engine::RunActivation(std::string input_json) {
   const std::string head = "{\"type\":\"done\",\"activation\":" + std::to_string(s->activation) +
                            ",\"cpu_us\":" + std::to_string(cpu_ns > 0 ? cpu_ns / 1000 : 0);
   std::string error;  // the `error` field's JSON, unless the result is sent
+  std::string plain;  // a result JSON.stringify need not write (PlainJson)
   if (s->cpu_exhausted) {
     error = ErrorJson(ClassifyFailure(s, JS_UNDEFINED));
   } else if (s->address_space_exhausted) {
@@ -1224,6 +1309,13 @@ Engine::Status Engine::RunActivation(std::string input_json) {
                             "(no timer is pending and no host call is in flight)",
                             ""};
     error = ErrorJson(AfterRefusedAllocation(s, std::move(e)));
+  } else if (s->settled_ok && PlainJson(s->settled_value.get(), plain)) {
+    if (!OwnRoomFor(s, plain.size() + head.size() + 64, "the activation's result")) {
+      error = ErrorJson(MemoryExhausted(s));
+    } else {
+      const bool caught = s->refused_allocations > 0;
+      channel_.Send({head, ",\"ok\":", plain, caught ? ",\"caught_budget_failure\":true}" : "}"});
+    }
   } else if (s->settled_ok) {
     std::string why;
     bool propagate = false;

@@ -182,6 +182,11 @@ int main(int argc, char** argv) {
   channel.Send(welcome);
   if (!channel.Flush()) _exit(kExitOk);
 
+  // The engine is made at `load` (Engine::Load prepares it), not here after the welcome: made
+  // here, a codemode spare's engine competed for the two CPUs with the script it was started
+  // beside, and `run_script` measured slower on a quiet machine (docs/performance.md, "Issue 30,
+  // the worker's side, fifth round"). Engine::Prepare is the place to call once a worker knows it
+  // was started ahead of its script.
   basal::worker::Engine engine(channel);
   bool loaded = false;
   bool load_failed = false;

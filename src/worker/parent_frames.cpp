@@ -67,19 +67,15 @@ std::optional<int64_t> PlainInteger(std::string_view digits, int64_t min) {
   return v;
 }
 
-// The frame of every host call's answer, {"type":"result","activation":A,"id":I,"ok":V} with an
-// optional "clock_us", read without a tree: the parent builds it (protocol::BuildResultOk), and
-// parsing it into protocol::Json was about half of the worker's CPU per host call. Only a frame
-// whose every member is one of those, once, with a key free of escapes, "result" written as is,
-// integers written plainly in their ranges and nothing after the object is read here, to the
-// message ParseParentMessage would make of it; anything else returns false and goes the general
-// way, which has the last word (fuzz/parent_message_fuzzer.cpp checks both agree). `ok` is where
-// the value lies.
-bool ReadPlainOkResult(std::string_view t, protocol::CallResult& r, std::pair<size_t, size_t>& ok) {
+// Walks a JSON object written plainly, member by member: `take(key, value, value_begin, value_end)`
+// for each (the key as written, between its quotes), until `take` refuses one. True when the walk
+// reached the closing brace with nothing after it. Whether the values are valid JSON is not asked
+// here; what the readers below take, they check.
+template <typename Take>
+bool WalkPlainObject(std::string_view t, Take&& take) {
   size_t i = SkipSpace(t, 0);
   if (i >= t.size() || t[i] != '{') return false;
   i = SkipSpace(t, i + 1);
-  bool type = false, activation = false, id = false, has_ok = false, clock = false;
   while (i < t.size() && t[i] == '"') {
     const size_t key_end = SkipString(t, i);
     if (key_end == kNone) return false;
@@ -89,41 +85,82 @@ bool ReadPlainOkResult(std::string_view t, protocol::CallResult& r, std::pair<si
     i = SkipSpace(t, i + 1);
     const size_t value_end = SkipValue(t, i);
     if (value_end == kNone) return false;
-    const std::string_view v = t.substr(i, value_end - i);
-    if (k == "type" && !type) {
-      if (v != "\"result\"") return false;
-      type = true;
-    } else if (k == "activation" && !activation) {
-      const auto n = PlainInteger(v, 1);
-      if (!n) return false;
-      r.activation = *n;
-      activation = true;
-    } else if (k == "id" && !id) {
-      const auto n = PlainInteger(v, 1);
-      if (!n) return false;
-      r.id = *n;
-      id = true;
-    } else if (k == "clock_us" && !clock) {
-      const auto n = PlainInteger(v, 0);
-      if (!n) return false;
-      r.clock_us = *n;
-      clock = true;
-    } else if (k == "ok" && !has_ok) {
-      ok = {i, value_end};
-      has_ok = true;
-    } else {
-      return false;  // "error", a member the protocol does not have, a repeated or escaped key
-    }
+    if (!take(k, t.substr(i, value_end - i), i, value_end)) return false;
     i = SkipSpace(t, value_end);
-    if (i < t.size() && t[i] == '}') {
-      if (SkipSpace(t, i + 1) != t.size()) return false;
-      r.ok = true;
-      return type && activation && id && has_ok;
-    }
+    if (i < t.size() && t[i] == '}') return SkipSpace(t, i + 1) == t.size();
     if (i >= t.size() || t[i] != ',') return false;
     i = SkipSpace(t, i + 1);
   }
   return false;
+}
+
+// The frame of every host call's answer, {"type":"result","activation":A,"id":I,"ok":V} with an
+// optional "clock_us", read without a tree: the parent builds it (protocol::BuildResultOk), and
+// parsing it into protocol::Json was about half of the worker's CPU per host call. Only a frame
+// whose every member is one of those, once, with a key free of escapes, "result" written as is,
+// integers written plainly in their ranges and nothing after the object is read here, to the
+// message ParseParentMessage would make of it; anything else returns false and goes the general
+// way, which has the last word (fuzz/parent_message_fuzzer.cpp checks both agree). `ok` is where
+// the value lies.
+bool ReadPlainOkResult(std::string_view t, protocol::CallResult& r, std::pair<size_t, size_t>& ok) {
+  bool type = false, activation = false, id = false, has_ok = false, clock = false;
+  const bool walked = WalkPlainObject(t, [&](std::string_view k, std::string_view v, size_t begin, size_t end) {
+    if (k == "type" && !type) {
+      type = true;
+      return v == "\"result\"";
+    }
+    if (k == "activation" && !activation) {
+      const auto n = PlainInteger(v, 1);
+      if (!n) return false;
+      r.activation = *n;
+      return activation = true;
+    }
+    if (k == "id" && !id) {
+      const auto n = PlainInteger(v, 1);
+      if (!n) return false;
+      r.id = *n;
+      return id = true;
+    }
+    if (k == "clock_us" && !clock) {
+      const auto n = PlainInteger(v, 0);
+      if (!n) return false;
+      r.clock_us = *n;
+      return clock = true;
+    }
+    if (k == "ok" && !has_ok) {
+      ok = {begin, end};
+      return has_ok = true;
+    }
+    return false;  // "error", a member the protocol does not have, a repeated or escaped key
+  });
+  r.ok = true;
+  return walked && type && activation && id && has_ok;
+}
+
+// The frame of every activation, {"type":"activate","activation":A,"input":V}, read without a tree
+// on the same terms as ReadPlainOkResult (protocol::BuildActivate writes it so): the shared parser's
+// tree of the frame around the input was most of what the worker spent on a trivial activation's
+// frame. `input` is where the value lies.
+bool ReadPlainActivate(std::string_view t, protocol::Activate& a, std::pair<size_t, size_t>& input) {
+  bool type = false, activation = false, has_input = false;
+  const bool walked = WalkPlainObject(t, [&](std::string_view k, std::string_view v, size_t begin, size_t end) {
+    if (k == "type" && !type) {
+      type = true;
+      return v == "\"activate\"";
+    }
+    if (k == "activation" && !activation) {
+      const auto n = PlainInteger(v, 1);
+      if (!n) return false;
+      a.activation = *n;
+      return activation = true;
+    }
+    if (k == "input" && !has_input) {
+      input = {begin, end};
+      return has_input = true;
+    }
+    return false;  // a member the protocol does not have, a repeated or escaped key
+  });
+  return walked && type && activation && has_input;
 }
 
 // The value's checks, as ParseParentMessage's bounds and parser would make them of the field.
@@ -191,6 +228,17 @@ bool ParseParentFrame(std::string payload, protocol::ParentMessage& out, std::st
       if (!CheckValue("ok", std::string_view(payload).substr(ok.first, ok.second - ok.first), error)) return false;
       out = std::move(r);
       TakeValue(payload, ok, value_json);
+      return true;
+    }
+  }
+  {
+    protocol::Activate a;
+    std::pair<size_t, size_t> input;
+    if (ReadPlainActivate(payload, a, input)) {
+      if (!CheckValue("input", std::string_view(payload).substr(input.first, input.second - input.first), error))
+        return false;
+      out = std::move(a);
+      TakeValue(payload, input, value_json);
       return true;
     }
   }

@@ -431,6 +431,41 @@ TEST_F(FlowTest, ABadManifestNamesTheKey) {
   EXPECT_NE(f.error().message.find("kv.gte"), std::string::npos) << f.error().message;
 }
 
+// What the export returns settles the activation as `await` would settle it: a value that is no
+// object as it is, an object through its `then` (read once by the engine, once more by the result's
+// JSON), a synchronous throw as a failure; and a flow that replaces the global Promise does not
+// reach the engine's own settling in a later activation.
+TEST_F(FlowTest, WhatTheExportReturnsSettlesAsAwaitWouldSettleIt) {
+  Open();
+  EXPECT_EQ(module_->Run(Add("export default () => 7", "{}", "n.js"), nullptr).result, 7);
+  EXPECT_EQ(module_->Run(Add("export default () => 'x'", "{}", "s.js"), nullptr).result, "x");
+  EXPECT_EQ(module_->Run(Add("export default () => -2147483648", "{}", "i.js"), nullptr).result, -2147483648LL);
+  EXPECT_EQ(module_->Run(Add("export default () => 0.5", "{}", "f.js"), nullptr).result, 0.5);
+  EXPECT_EQ(module_->Run(Add("export default () => false", "{}", "b.js"), nullptr).result, false);
+  EXPECT_TRUE(module_->Run(Add("export default () => NaN", "{}", "nan.js"), nullptr).result.is_null());
+  EXPECT_EQ(module_->Run(Add("export default () => ({a: [1]})", "{}", "o.js"), nullptr).result, Json({{"a", {1}}}));
+  EXPECT_EQ(module_->Run(Add("export default () => ({then(r) { r(5); }})", "{}", "t.js"), nullptr).result, 5);
+  FlowRef counted = Add(
+      "let reads = 0;\n"
+      "export default (input) => input === 'count' ? reads : {get then() { reads += 1; return undefined; }, k: 1};",
+      "{}", "c.js");
+  ActivationResult first = module_->Run(counted, nullptr);
+  ASSERT_TRUE(first.ok()) << first.message;
+  EXPECT_EQ(first.result, Json({{"k", 1}}));
+  EXPECT_EQ(module_->Run(counted, "count").result, 2);
+  ActivationResult thrown = module_->Run(Add("export default () => { throw 'plain'; }", "{}", "th.js"), nullptr);
+  EXPECT_EQ(thrown.outcome, Outcome::kScriptError);
+  EXPECT_NE(thrown.message.find("plain"), std::string::npos) << thrown.message;
+  FlowRef rerouted = Add(
+      "export default () => { globalThis.Promise = function () { throw new Error('rerouted'); }; return {ok: 1}; }", "{}",
+      "r.js");
+  for (int i = 0; i < 2; ++i) {
+    ActivationResult r = module_->Run(rerouted, nullptr);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.message;
+    EXPECT_EQ(r.result, Json({{"ok", 1}}));
+  }
+}
+
 TEST_F(FlowTest, ResultsThatAreNotJsonAndNeverSettlingPromisesFailClearly) {
   Open();
   FlowRef never = Add("export default function () { return new Promise(() => {}); }");

@@ -196,7 +196,7 @@ TEST_F(WorkerMemoryTest, AHostCallResultThatDoesNotFitTheBudgetEndsOnMemory) {
       "let keep; export default async function (input, host) {"
       "  keep = 'k'.repeat(20 << 20);"
       "  try { await host.call('make', {text: 10 << 20}); }"
-      "  catch (e) { if (input.rethrow) throw e; return String(e); }"
+      "  catch (e) { if (input.rethrow) throw e; return input.plain ? 7 : String(e); }"
       "  return 'fitted';"
       "}";
   FlowRef f = Add(body, Manifest(32, R"(, "journal_kb": 65536)"));
@@ -207,6 +207,13 @@ TEST_F(WorkerMemoryTest, AHostCallResultThatDoesNotFitTheBudgetEndsOnMemory) {
   ASSERT_TRUE(caught.ok()) << caught.message;
   EXPECT_EQ(caught.result, "InternalError: out of memory");
   EXPECT_EQ(module_->HealthReport()["caught_budget_failures"], 1);
+  // A plain result (an integer, sent without JSON.stringify) carries the caught refusal too.
+  // (Another flow's worker: this one's module still keeps its 20 MiB.)
+  FlowRef g = Add(body, Manifest(32, R"(, "journal_kb": 65536)"), "plain.js");
+  ActivationResult plain = module_->Run(g, {{"rethrow", false}, {"plain", true}});
+  ASSERT_TRUE(plain.ok()) << plain.message;
+  EXPECT_EQ(plain.result, 7);
+  EXPECT_EQ(module_->HealthReport()["caught_budget_failures"], 2);
   ExpectNoWorkerDied();
 }
 

@@ -239,6 +239,57 @@ TEST(ParseParentFrameTest, AnAnswerReadsAsTheSharedParserReadsItNearItsUsualShap
   }
 }
 
+// An activation's frame is read directly in the shape the parent builds it (BuildActivate); every
+// frame near that shape reads exactly as the shared parser reads it: accepted with the same
+// activation and input, or refused by both.
+TEST(ParseParentFrameTest, AnActivationReadsAsTheSharedParserReadsItNearItsUsualShape) {
+  const std::string frames[] = {
+      protocol::BuildActivate(3, R"({"k":[1,2]})"),
+      protocol::BuildActivate(1, "7"),
+      protocol::BuildActivate(9007199254740991, "\"x\""),
+      R"(  {"input" : 1 , "activation":3,"type":"activate"} )",
+      "\t{\"type\":\"activate\",\"activation\":3,\"input\":[]}\r\n",
+      R"({"type":"activate","activation":3,"input":1,"activation":5})",   // repeated: the last wins
+      R"({"type":"activate","activation":3,"input":1,"input":2})",
+      R"({"type":"activ\u0061te","activation":3,"input":1})",            // an escape in a value
+      R"({"type":"activate","activ\u0061tion":3,"input":1})",            // an escape in a key
+      R"({"type":"activate","activation":3.0,"input":1})",               // not an integer
+      R"({"type":"activate","activation":3e0,"input":1})",
+      R"({"type":"activate","activation":03,"input":1})",                // a leading zero: not JSON
+      R"({"type":"activate","activation":-3,"input":1})",
+      R"({"type":"activate","activation":0,"input":1})",                 // below the range
+      R"({"type":"activate","activation":9007199254740992,"input":1})",  // above it
+      R"({"type":"activate","activation":3,"input":1} x)",               // after the object
+      R"({"type":"activate","activation":3,"input":1}})",
+      R"({"type":"activate","activation":3,"input":1,})",
+      R"({"type":"activate","activation":3})",                           // no input
+      R"({"type":"activate","input":1})",                                // no activation
+      R"({"activation":3,"input":1})",
+      R"({"type":"Activate","activation":3,"input":1})",
+      R"({"type":"activate","activation":3,"input":1,"extra":2})",
+      R"({"type":"activate","activation":"3","input":1})",
+      R"({"type":"activate","activation":3,"input":[1,})",
+      R"({"type":"activate","activation":3,"input":nul})",
+      R"({"type":"activate","activation":3,"input":"\ud800"})",          // a lone surrogate
+      "\xef\xbb\xbf{\"type\":\"activate\",\"activation\":3,\"input\":1}",  // a byte-order mark
+  };
+  for (const std::string& frame : frames) {
+    protocol::ParentMessage shared, read;
+    std::string shared_error, input, error;
+    const bool shared_ok = protocol::ParseParentMessage(frame, shared, shared_error);
+    ASSERT_EQ(ParseParentFrame(frame, read, input, error), shared_ok) << frame << " -> " << error << shared_error;
+    if (!shared_ok) {
+      EXPECT_FALSE(error.empty()) << frame;
+      continue;
+    }
+    const auto& s = std::get<protocol::Activate>(shared);
+    const auto& r = std::get<protocol::Activate>(read);
+    EXPECT_EQ(r.activation, s.activation) << frame;
+    EXPECT_TRUE(r.input.is_null()) << frame;
+    EXPECT_EQ(protocol::Json::parse(input), s.input) << frame;
+  }
+}
+
 // A durable load's seed and clock come through the worker's reader whole.
 TEST(ParseParentFrameTest, ADurableLoadIsReadWhole) {
   protocol::Load load{"f.js", "export default () => 1", "flow", 100, 1 << 20, 1 << 16, {}, std::nullopt};
