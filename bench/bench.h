@@ -137,8 +137,14 @@ DurableSamples DurableResume(const Options& o);
 // ---- basal mcp (mcp_bench.cpp) ----
 struct McpSamples {
   Samples ping;        // ping through basal mcp's stdio: the transport's own round trip
-  Samples run_script;  // tools/call run_script {code: "return input"}: a new codemode script each time
+  // tools/call run_script {code: "return input"}: a new codemode script each time, sent after an
+  // agent's turn (kAgentTurn untimed since the last answer), as an agent sends its scripts
+  Samples run_script;
+  Samples back_to_back;  // the same, each script sent the moment the last answer arrived (the figure before)
 };
+// The pause before each timed run_script: far shorter than any model's turn between two tool
+// calls, long enough for the codemode spare started beside the last script to be welcomed.
+inline constexpr std::chrono::milliseconds kAgentTurn{10};
 McpSamples McpRoundTrip(const Options& o, const std::string& basal_path);
 
 }  // namespace basal::bench
