@@ -291,10 +291,10 @@ Result<PooledWorker*> Pool::Spawn(const FlowRef& flow, Activation* activation) {
   } else {
     taken = &StartLaunch(flow, launch, activation, /*spare=*/false);
   }
-  // The next spare starts now, beside this script: it has the script's whole run, its commit and
-  // the agent's next request to become ready (started at `loaded` instead, most next scripts found
-  // it still starting and waited: run_script 2.08-2.14 ms against 1.89-2.03 ms, same load).
-  if (codemode) StartCodemodeSpare(launch);
+  // The next spare starts when this script's worker is retired with its flow (Retire): after the
+  // script's answer, in the agent's turn, not beside the script on the same CPUs (where its start
+  // and its engine slowed the script as much as they spared the next one: docs/performance.md,
+  // "Issue 30, run_script, fifth round").
   return taken;
 }
 
@@ -302,7 +302,9 @@ void Pool::StartCodemodeSpare(const LaunchOptions& launch) {
   for (const auto& w : workers_)
     if (!w->flow && w->state != PooledWorker::State::kDead && SameLaunch(w->launch, launch)) return;  // one is enough
   if (Live() >= options_.max_workers) return;  // a spare counts against the cap; none at it
-  StartLaunch(nullptr, launch, nullptr, /*spare=*/true);
+  LaunchOptions ahead = launch;
+  ahead.started_ahead = true;  // it makes its engine while it waits for a script
+  StartLaunch(nullptr, ahead, nullptr, /*spare=*/true);
 }
 
 void Pool::CountActivation(PooledWorker& w) {
@@ -424,6 +426,13 @@ void Pool::Retire(PooledWorker& w, RetireReason reason) {
   ++health_.retirements[static_cast<int>(reason)];
   if (w.session) w.session->process().CloseStdin();
   Kill(w);
+  // A codemode script's worker, retired as its script ended (removed with its flow, or a budget,
+  // a failed load, a cancellation ended it): the next script's spare starts now, in the agent's
+  // turn. Not for an idle, evicted or shut-down worker: nothing waits for a spare then.
+  const bool script_ended = reason == RetireReason::kFlowRemoved || reason == RetireReason::kBudget ||
+                            reason == RetireReason::kLoadFailed || reason == RetireReason::kCancelled ||
+                            reason == RetireReason::kCpuLimit;
+  if (script_ended && codemode_spares_ && w.flow && w.flow->profile == Profile::kCodemode) StartCodemodeSpare(w.launch);
 }
 
 void Pool::Violation(PooledWorker& w, const std::string& what) {

@@ -1,17 +1,18 @@
 // ck-basal-worker: confines itself, says welcome, then runs ONE flow's activations.
 //
 // Command line: `ck-basal-worker --parent-pid <pid> [--address-space-limit <bytes>] [--cpu-limit
-// <soft>:<hard>] [--uid <uid> --gid <gid>]`: the pid of the basal that starts it, the RLIMIT_AS
-// and RLIMIT_CPU (seconds) it sets on itself first, and, when that basal runs as root, the
-// unprivileged user and group it becomes next (the only arguments a release worker takes; a
-// test-hooks worker also takes its --test-* switches).
+// <soft>:<hard>] [--uid <uid> --gid <gid>] [--started-ahead]`: the pid of the basal that starts
+// it, the RLIMIT_AS and RLIMIT_CPU (seconds) it sets on itself first, when that basal runs as
+// root, the unprivileged user and group it becomes next, and whether it was started ahead of its
+// script (a codemode spare: it makes its engine right after the welcome, while it waits) (the only
+// arguments a release worker takes; a test-hooks worker also takes its --test-* switches).
 //
 // Exit codes (docs/protocol.md):
 //   0   stdin closed: the parent retired the worker
 //   64  bad command line (--parent-pid missing, repeated or not a pid > 1; --uid or --gid
 //       without the other, repeated, 0 or not an id; --address-space-limit repeated or not a
 //       count of bytes from 1 MiB to 2^62; --cpu-limit repeated or not SOFT:HARD seconds with
-//       1 <= SOFT <= HARD <= 2^62; any other argument)
+//       1 <= SOFT <= HARD <= 2^62; --started-ahead repeated; any other argument)
 //   65  the parent's stream broke the protocol (a durable worker's rules included: one
 //       activation, clock_us on every result and only then)
 //   69  the parent that started the worker died before its death signal was set
@@ -51,7 +52,7 @@ static_assert(basal::confinement::kExitParentGone != kExitUsage && basal::confin
 
 constexpr std::string_view kUsage =
     "usage: ck-basal-worker --parent-pid PID [--address-space-limit BYTES] [--cpu-limit SOFT:HARD] [--uid UID --gid "
-    "GID] (it is started by basal, which speaks frames on stdin/stdout)";
+    "GID] [--started-ahead] (it is started by basal, which speaks frames on stdin/stdout)";
 
 // A pid as basal writes it: decimal digits only (no sign, no space), no overflow, above 1 (0 is
 // no process and 1 is init, which is never basal's parent-to-be).
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   test_hooks = true;
 #endif
   std::optional<uint32_t> uid, gid;
+  bool started_ahead = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--parent-pid") {
@@ -143,6 +145,9 @@ int main(int argc, char** argv) {
       if (!ParseCpuLimit(argv[++i], options.cpu_limit_soft_seconds, options.cpu_limit_hard_seconds))
         Die(kExitUsage, "--cpu-limit " + std::string(argv[i]) + " is not SOFT:HARD seconds (1 <= SOFT <= HARD <= 2^62); " +
                             std::string(kUsage));
+    } else if (a == "--started-ahead") {
+      if (started_ahead) Die(kExitUsage, "--started-ahead given twice; " + std::string(kUsage));
+      started_ahead = true;
     } else if (a == "--uid" || a == "--gid") {
       std::optional<uint32_t>& slot = a == "--uid" ? uid : gid;
       if (slot) Die(kExitUsage, std::string(a) + " given twice; " + std::string(kUsage));
@@ -182,12 +187,14 @@ int main(int argc, char** argv) {
   channel.Send(welcome);
   if (!channel.Flush()) _exit(kExitOk);
 
-  // The engine is made at `load` (Engine::Load prepares it), not here after the welcome: made
-  // here, a codemode spare's engine competed for the two CPUs with the script it was started
-  // beside, and `run_script` measured slower on a quiet machine (docs/performance.md, "Issue 30,
-  // the worker's side, fifth round"). Engine::Prepare is the place to call once a worker knows it
-  // was started ahead of its script.
+  // A worker started on demand makes its engine at `load` (Engine::Load prepares it): its parent
+  // sends the load as soon as it has checked the welcome, and an engine made here would compete
+  // with that check for the CPUs. A worker started ahead of its script (a codemode spare) makes it
+  // now, while it waits: its script's load is then only the budgets and the compile
+  // (docs/performance.md, "Issue 30, the worker's side, fifth round"). Budgets are set at load
+  // either way; what the engine holds already counts against the heap limit set then.
   basal::worker::Engine engine(channel);
+  if (started_ahead) engine.Prepare();
   bool loaded = false;
   bool load_failed = false;
   bool activated = false;

@@ -78,6 +78,9 @@ TEST(WorkerParentPid, MissingOrGarbageParentPidIsAUsageError) {
       {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "11:10"},
       {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "2:-1"},
       {"--parent-pid", std::to_string(getpid()), "--cpu-limit", "2:10", "--cpu-limit", "2:10"},
+      // --started-ahead: once at most, no value
+      {"--parent-pid", std::to_string(getpid()), "--started-ahead", "--started-ahead"},
+      {"--parent-pid", std::to_string(getpid()), "--started-ahead=1"},
   };
   for (const auto& args : bad) {
     std::vector<std::string> argv = {BASAL_WORKER_PATH};

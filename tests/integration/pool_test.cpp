@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -27,6 +29,14 @@ std::vector<pid_t> ChildPids() {
     while (in >> pid) pids.push_back(pid);
   }
   return pids;
+}
+
+// A process's command line, its arguments separated by spaces.
+std::string CommandLine(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
 }
 
 // The soft "Max address space" of a process, from /proc/PID/limits ("unlimited" as 0).
@@ -247,6 +257,8 @@ TEST_F(PoolTest, ACodemodeSpareServesExactlyOneScriptAndTheNextScriptGetsAnother
       // The spare the script took was killed with its flow.
       EXPECT_EQ(std::count(now.begin(), now.end(), spares.back()), 0);
     }
+    // Started ahead of its script: it makes its engine while it waits (the worker's --started-ahead).
+    EXPECT_NE(CommandLine(now[0]).find("--started-ahead"), std::string::npos) << CommandLine(now[0]);
     spares.push_back(now[0]);
   }
   // Another policy's limits (heap budget): not served by this spare.
@@ -367,6 +379,52 @@ TEST_F(PoolTest, MemoryFailureCaughtButFollowedByAnotherErrorStillRetiresTheWork
   Json h = module_->HealthReport();
   EXPECT_EQ(h["retirements"]["budget"], 1);
   EXPECT_EQ(h["caught_budget_failures"], 0);
+}
+
+// A spare made its engine before its script came; the script's budgets are in force all the same:
+// its heap budget (what the engine made ahead counts against it) and a fresh engine (nothing of
+// another script). A worker started on demand is not started ahead.
+TEST_F(PoolTest, AScriptOnASpareThatMadeItsEngineAheadRunsUnderItsOwnHeapBudget) {
+  Open();
+  module_->host().KeepCodemodeSpares(true);
+  const std::string manifest = R"({"budgets": {"heap_mb": 16}})";
+  auto first = module_->AddFlow("first.js", "export default () => { const t = Date.now(); while (Date.now() - t < 400); return 1; }",
+                                manifest, Profile::kCodemode);
+  ASSERT_TRUE(first);
+  ASSERT_EQ(ChildPids().size(), 0u);
+  std::optional<ActivationResult> r;
+  ASSERT_TRUE(module_->Submit(*first, nullptr, [&r](const ActivationResult& got) { r = got; }));
+  for (int i = 0; i < 3000 && module_->Health().workers.busy != 1; ++i) module_->RunFor(std::chrono::milliseconds(5));
+  module_->RunFor(std::chrono::milliseconds(100));
+  // No spare starts beside a running script: it would take the CPUs the script runs on.
+  EXPECT_EQ(ChildPids().size(), 1u) << "only the script's own worker while it runs";
+  while (!r) module_->RunFor(std::chrono::milliseconds(10));
+  ASSERT_TRUE(r->ok()) << r->message;
+  ASSERT_TRUE(module_->RemoveFlow(*first));
+  for (int i = 0; i < 3000 && module_->Health().workers.idle != 1; ++i) module_->RunFor(std::chrono::milliseconds(10));
+  const std::vector<pid_t> spare = ChildPids();
+  ASSERT_EQ(spare.size(), 1u);
+  ASSERT_NE(CommandLine(spare[0]).find("--started-ahead"), std::string::npos) << CommandLine(spare[0]);
+  // The spare's engine is made: its RSS holds a runtime and a context before any script came.
+  const int spawned = module_->HealthReport()["spawned"].get<int>();
+  auto greedy = module_->AddFlow("greedy.js", Exhausting(kGrowHeap, false), manifest, Profile::kCodemode);
+  ASSERT_TRUE(greedy);
+  ActivationResult g = module_->Run(*greedy, nullptr);
+  // Its worker retired on the budget; the next script's spare starts then (in the agent's turn).
+  for (int i = 0; i < 3000 && module_->Health().workers.idle != 1; ++i) module_->RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(module_->HealthReport()["spawned"].get<int>(), spawned + 1) << "the script took the spare; one launch for the next";
+  EXPECT_EQ(g.outcome, Outcome::kBudgetExhausted) << g.message;
+  EXPECT_EQ(g.budget, Budget::kMemory);
+  EXPECT_NE(g.message.find("16 MiB"), std::string::npos) << g.message;
+  ASSERT_TRUE(module_->RemoveFlow(*greedy));
+  // A flow's worker, started on demand, is not started ahead.
+  FlowRef f = Add("export default () => 2");
+  ActivationResult a = module_->Run(f, nullptr);
+  ASSERT_TRUE(a.ok()) << a.message;
+  size_t on_demand = 0;
+  for (pid_t pid : ChildPids())
+    if (CommandLine(pid).find("--started-ahead") == std::string::npos) ++on_demand;
+  EXPECT_GE(on_demand, 1u);
 }
 
 TEST_F(PoolTest, UncaughtMemoryFailureIsABudgetExhaustionAndRetiresTheWorker) {

@@ -73,6 +73,9 @@ struct LaunchOptions {
   // Windows: the job's commit limit is this heap budget plus the profile's headroom.
   WorkerProfile profile = WorkerProfile::kFlow;
   uint64_t heap_budget_bytes = 0;
+  // Started ahead of its script (a codemode spare): the Linux worker makes its engine while it
+  // waits (--started-ahead). The Windows worker makes it at load either way.
+  bool started_ahead = false;
 };
 
 class WorkerProcess {

@@ -166,6 +166,7 @@ class LinuxLauncher final : public WorkerLauncher {
       args = {"--uid", std::to_string(options.credentials->uid), "--gid", std::to_string(options.credentials->gid)};
     }
     args.insert(args.end(), options.args.begin(), options.args.end());
+    if (options.started_ahead) args.emplace_back("--started-ahead");
     return WorkerProcess::Spawn(options.path, args, options.limits);
   }
 
