@@ -14,30 +14,11 @@ Checkpointer::~Checkpointer() {
   if (thread_.joinable()) thread_.join();
 }
 
-CheckpointPlan::Step CheckpointPlan::OnCommit(int wal_pages, bool running, bool failed) {
-  // A WAL that shrank started over from its beginning (the batch after a complete checkpoint).
-  if (wal_pages < last_wal_pages_) ++life_;
-  last_wal_pages_ = wal_pages;
-  if (wal_pages < kCheckpointPages) return Step::kNone;
-  if (failed || wal_pages >= kWalHardLimitPages) return Step::kInline;
-  if (running) return Step::kNone;  // look again after the next commit
-  const int64_t b = backfilled_.load();
-  const bool this_life = b >= 0 && static_cast<uint32_t>(b >> 32) == life_;
-  const int copied = this_life ? static_cast<int>(b & 0xffffffff) : -1;
-  const int tail = copied >= 0 && copied <= wal_pages ? wal_pages - copied : wal_pages;
-  return tail <= kInlineCheckpointMaxTailPages ? Step::kInline : Step::kBackground;
-}
-
-void CheckpointPlan::PassEnded(uint32_t life, int copied) {
-  backfilled_ = copied < 0 ? int64_t{-1} : static_cast<int64_t>((static_cast<uint64_t>(life) << 32) | static_cast<uint32_t>(copied));
-}
-
-void Checkpointer::Request(uint32_t life) {
+void Checkpointer::Request() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = true;
     wanted_ = true;
-    wanted_life_ = life;
     if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
   }
   cv_.notify_one();
@@ -56,12 +37,11 @@ void Checkpointer::Run() {
     cv_.wait(lock, [this] { return wanted_ || stop_; });
     if (stop_) break;
     wanted_ = false;
-    const uint32_t life = wanted_life_;
     lock.unlock();
     int log = 0, copied = -1;
     if (!opened || sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied) != SQLITE_OK)
       copied = -1;
-    plan_.PassEnded(life, copied);
+    backfilled_ = copied;
     running_ = false;
     lock.lock();
   }
@@ -71,18 +51,17 @@ void Checkpointer::Run() {
 
 int Checkpointer::OnWalCommit(void* arg, sqlite3* db, const char* schema, int wal_pages) {
   auto* c = static_cast<Checkpointer*>(arg);
-  if (c == nullptr) {
-    if (wal_pages >= kCheckpointPages)
-      (void)sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-    return SQLITE_OK;
+  if (wal_pages < kCheckpointPages) return SQLITE_OK;
+  bool inline_checkpoint = c == nullptr || c->failed_.load() || wal_pages >= kWalHardLimitPages;
+  if (!inline_checkpoint) {
+    if (c->running_.load()) return SQLITE_OK;  // look again after the next commit
+    // A backfilled count above the WAL's size is from before the WAL started over.
+    const int backfilled = c->backfilled_.load();
+    const int tail = backfilled >= 0 && backfilled <= wal_pages ? wal_pages - backfilled : wal_pages;
+    inline_checkpoint = tail <= kInlineCheckpointMaxTailPages;
+    if (!inline_checkpoint) c->Request();
   }
-  switch (c->plan_.OnCommit(wal_pages, c->running_.load(), c->failed_.load())) {
-    case CheckpointPlan::Step::kNone: break;
-    case CheckpointPlan::Step::kBackground: c->Request(c->plan_.life()); break;
-    case CheckpointPlan::Step::kInline:
-      (void)sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-      break;
-  }
+  if (inline_checkpoint) (void)sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
   return SQLITE_OK;
 }
 
