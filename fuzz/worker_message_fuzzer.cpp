@@ -8,7 +8,8 @@
 //   script_error (no budget) or budget_exhausted (budget cpu, memory or stack), a confinement
 //   object;
 // - every field holds the value the message carried, not a truncated or wrapped one;
-// - written back as protocol JSON (docs/protocol.md), it parses again to the same message.
+// - written back as protocol JSON (docs/protocol.md), it parses again to the same message;
+// - the fast path for a result's `done` (the worker's own spelling) agrees with the general one.
 // A refused message always says why.
 #include <cstddef>
 #include <cstdint>
@@ -117,7 +118,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view payload(reinterpret_cast<const char*>(data), size);
   WorkerMessage message;
   std::string error;
-  if (!ParseWorkerMessage(payload, message, error)) {
+  const bool accepted = ParseWorkerMessage(payload, message, error);
+  // A result's `done` in the worker's own spelling has a path of its own: the same payload with a
+  // space after its `{` takes the general one, and must be accepted or refused alike.
+  if (!payload.empty() && payload.front() == '{') {
+    const std::string general = "{ " + std::string(payload.substr(1));
+    WorkerMessage other;
+    std::string other_error;
+    const bool other_accepted = ParseWorkerMessage(general, other, other_error);
+    FUZZ_CHECK(accepted == other_accepted && error == other_error,
+               "the worker's spelling and the general path disagree: " + error + " / " + other_error);
+    if (accepted) FUZZ_CHECK(DumpJson(ToJson(message)) == DumpJson(ToJson(other)), "the two paths read different fields");
+  }
+  if (!accepted) {
     FUZZ_CHECK(!error.empty(), "a refusal without a reason");
     return 0;
   }

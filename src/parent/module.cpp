@@ -76,6 +76,7 @@ Module::Impl::~Impl() {
     flight.reset();  // Commit waits for it
     if (watched_store_fd >= 0) loop_->Unwatch(watched_store_fd);
     if (journal_retry_timer) loop_->Cancel(*journal_retry_timer);
+    if (group_timer) loop_->Cancel(*group_timer);
     (void)store->Commit();
   }
   gate.reset();  // replies held elsewhere now answer into nothing
@@ -866,17 +867,26 @@ void Module::Impl::FlushAnswers(Activation& a) {
 void Module::Impl::OnWorkerDrained(PooledWorker& w) { FlushAnswers(*w.activation); }
 
 // Group commit across passes, only under a backlog: activations wait in the queue for a worker
-// (the pool is full), so whoever waits for this batch waits behind them anyway, and the loop has
-// frames ready (it never blocks with a batch left open: the before-wait hook set in Open commits it
-// first). A group is bounded in ends and in age. What a batch holds is answered only after its
-// commit, grouped or not: a crash loses only what nobody heard of (docs/journal.md).
-constexpr size_t kGroupMaxEnds = 64;
-constexpr std::chrono::microseconds kGroupMaxAge{1000};
+// (the pool is full), so whoever waits for this batch waits behind them anyway. A group is bounded
+// in ends and in age. What a batch holds is answered only after its commit, grouped or not: a crash
+// loses only what nobody heard of (docs/journal.md).
+constexpr size_t kGroupMaxEnds = 128;
+constexpr std::chrono::microseconds kGroupMaxAge{2000};
 
 bool Module::Impl::GroupsBatch() const {
   if (queued == 0 || !journal_failure.empty() || !store->HasPendingBatch()) return false;
   if (finished.size() >= kGroupMaxEnds) return false;
   return !grouping_since || Clock::now() - *grouping_since < kGroupMaxAge;
+}
+
+// Whether the loop may block with the group open (the before-wait hook set in Open commits it
+// otherwise). Only ends may wait there, for the group's age at most (group_timer): their callers
+// hear of them after the commit either way. An activation's start is committed before the loop
+// waits on its worker, a host call's answer and a `started` record's handler wait for the commit,
+// and so does whatever AfterCommit holds (a serve run's answer): none of these waits for a timer.
+bool Module::Impl::GroupMayWait() const {
+  return begun_in_batch.empty() && runs_in_batch.empty() && sends.empty() && commit_waiters.empty() &&
+         !gate->has_started_waiting();
 }
 
 void Module::Impl::EndOfPass(bool may_group) {
@@ -893,9 +903,15 @@ void Module::Impl::EndOfPass(bool may_group) {
     }
   }
   if (!flight && may_group && GroupsBatch()) {
-    if (!grouping_since) grouping_since = Clock::now();
+    if (!grouping_since) {
+      grouping_since = Clock::now();
+      // Wakes a loop that blocked with a group of ends: the pass it ends commits (GroupsBatch says no).
+      group_timer = loop_->At(*grouping_since + kGroupMaxAge, [this] { group_timer.reset(); });
+    }
   } else if (!flight) {
     grouping_since.reset();
+    if (group_timer) loop_->Cancel(*group_timer);
+    group_timer.reset();
     const bool started = gate->has_started_waiting();
     Launch();
     // A backend that committed at once ran the started handlers in Land: what they wrote commits
@@ -1219,7 +1235,8 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.pool = std::make_unique<Pool>(std::move(po), *m.loop_, *m.launcher, m.health, m);
 
   m.loop_->set_after_pass([&m] { m.EndOfPass(); });
-  m.loop_->set_before_wait([&m] { return m.grouping_since.has_value(); }, [&m] { m.EndOfPass(false); });
+  m.loop_->set_before_wait([&m] { return m.grouping_since.has_value() && !m.GroupMayWait(); },
+                           [&m] { m.EndOfPass(false); });
   m.loop_->set_busy_poll(m.options.busy_poll, [&m] {
     const size_t busy = m.pool->Busy();
     return busy > 0 && busy < m.cpus;

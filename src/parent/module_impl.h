@@ -209,8 +209,11 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   // `may_group`: the batch may wait for a later pass (GroupsBatch) instead of committing now.
   void EndOfPass(bool may_group = true);
   bool GroupsBatch() const;
-  // Set while a batch waits for a later pass: the loop commits it before it blocks.
+  // Set while a batch waits for a later pass: the loop commits it before it blocks, unless it
+  // holds only ends (GroupMayWait); then group_timer ends the group at its age.
   std::optional<EventLoop::Clock::time_point> grouping_since;
+  std::optional<EventLoop::TimerId> group_timer;
+  bool GroupMayWait() const;
   bool Busy() const {
     return !live.empty() || !finished.empty() || !waiting_runs.empty() || flight.has_value();
   }

@@ -287,7 +287,58 @@ bool ParseJsonObject(std::string_view payload, Json& out, std::string& error) {
 
 std::string DumpJson(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+namespace {
+
+constexpr std::string_view kDoneHead = R"({"type":"done","activation":)";
+
+bool TakeText(std::string_view s, size_t& p, std::string_view text) {
+  if (s.substr(p, text.size()) != text) return false;
+  p += text.size();
+  return true;
+}
+
+// 1 to 16 digits, no sign, no leading zero, no fraction or exponent, from `min` to
+// kMaxMessageInteger; anything else is left to the general path.
+bool TakeInteger(std::string_view s, size_t& p, int64_t min, int64_t& out) {
+  const size_t start = p;
+  int64_t v = 0;
+  while (p < s.size() && p - start < 16 && s[p] >= '0' && s[p] <= '9') v = v * 10 + (s[p++] - '0');
+  const size_t n = p - start;
+  if (n == 0 || (n > 1 && s[start] == '0') || v < min || v > kMaxMessageInteger) return false;
+  out = v;
+  return true;
+}
+
+// The `done` of a result as the worker writes it, {"type":"done","activation":N,"cpu_us":N,"ok":V}
+// (src/worker/engine.cpp), read without building the message's tree: only V is parsed. False for
+// any other spelling (another order, spaces, an error, a number out of range, V not one value),
+// which then takes the general path, so both accept and refuse alike (messages_test compares
+// them). The caller has scanned the whole payload as the general path does (NUL, depth, values).
+bool ParseResultDone(std::string_view payload, Done& d) {
+  size_t p = 0;
+  if (!TakeText(payload, p, kDoneHead) || !TakeInteger(payload, p, 1, d.activation) ||
+      !TakeText(payload, p, R"(,"cpu_us":)") || !TakeInteger(payload, p, 0, d.cpu_us) ||
+      !TakeText(payload, p, R"(,"ok":)"))
+    return false;
+  if (payload.size() <= p + 1 || payload.back() != '}') return false;
+  const std::string_view value = payload.substr(p, payload.size() - 1 - p);
+  d.result = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+  if (d.result.is_discarded()) return false;
+  d.ok = true;
+  return true;
+}
+
+}  // namespace
+
 bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::string& error) {
+  if (payload.substr(0, kDoneHead.size()) == kDoneHead) {
+    const JsonScan scan = ScanJson(payload, kMaxJsonDepth);
+    Done d;
+    if (!scan.nul && !scan.too_deep && scan.values <= kMaxMessageValues && ParseResultDone(payload, d)) {
+      out = std::move(d);
+      return true;
+    }
+  }
   Json j;
   if (!ParseJsonObject(payload, j, error)) return false;
   Fields f(j, error);

@@ -777,5 +777,45 @@ TEST_F(PoolTest, UnderABacklogAGroupedBatchIsCommittedBeforeTheLoopWaits) {
   EXPECT_EQ(started_visible, n) << "a handler ran before its call's started record was committed";
 }
 
+// Under a backlog a group that holds only ends may stay open while the loop waits (starts, call
+// answers and `started` records never do), but for the group's age at most (its timer): here no
+// frame comes to end the group, since the second activation's pure call is answered only from the
+// first one's callback. Without the group's timer the loop would sleep until some other timer (the
+// worker's idle check, a second later); with it both go on at once. The first end is still
+// committed before its caller hears.
+TEST_F(PoolTest, UnderABacklogAGroupOfEndsIsCommittedAtItsAgeWhenNothingElseWakesTheLoop) {
+  ModuleOptions o;
+  o.max_workers = 1;
+  Open(o);
+  auto reader = Reader();
+  ASSERT_NE(reader, nullptr);
+  std::optional<HostCallReply> held;
+  HostCallSpec spec;
+  spec.name = "wait.for.first";
+  spec.effect = Effect::kPure;  // its record is written with its answer: nothing commits before that
+  spec.handler = [&](const HostCallContext&, const Json&, HostCallReply reply) { held.emplace(std::move(reply)); };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  // One flow, so the second activation runs on the first one's worker at once (no launch between).
+  FlowRef f = Add("export default async (n, host) => n === 2 ? await host.call('wait.for.first', n) : n",
+                  R"({"grants": {"wait.for.first": {}}})");
+  bool first_heard = false, first_committed = false, second_ok = false, third_ok = false;
+  ASSERT_TRUE(module_->Submit(f, 1, [&](const ActivationResult& r) {
+    first_heard = true;
+    auto rows = reader->Activations(r.activation_id, 1);
+    first_committed = rows && rows->size() == 1 && rows->front().outcome == "ok";
+    if (held) held->Ok(Json("after the first"));
+  }));
+  ASSERT_TRUE(module_->Submit(f, 2, [&](const ActivationResult& r) {
+    second_ok = r.ok() && r.result == "after the first";
+    EXPECT_TRUE(first_heard);
+  }));
+  ASSERT_TRUE(module_->Submit(f, 3, [&](const ActivationResult& r) { third_ok = r.ok(); }));  // the backlog
+  module_->RunUntilIdle();
+  EXPECT_TRUE(first_heard);
+  EXPECT_TRUE(first_committed) << "an end was heard of before its commit";
+  EXPECT_TRUE(second_ok);
+  EXPECT_TRUE(third_ok);
+}
+
 }  // namespace
 }  // namespace basal::testing

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <string>
+#include <vector>
 
 namespace basal::protocol {
 namespace {
@@ -19,6 +21,67 @@ std::string MustFail(const std::string& s) {
   std::string error;
   EXPECT_FALSE(ParseWorkerMessage(s, m, error)) << s;
   return error;
+}
+
+// A result's `done` as the worker spells it is read by a path of its own (no tree for the
+// message). The same frame with one space after its `{` takes the general path: both must accept
+// and refuse alike, with the same fields and the same error.
+TEST(MessagesTest, AResultDoneInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
+  const std::string deep_ok = std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']');
+  const std::string too_deep = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  std::string many = "[";
+  for (size_t i = 0; i < kMaxMessageValues; ++i) many += i ? ",0" : "0";
+  many += "]";
+  const std::vector<std::string> cases = {
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":1})",
+      R"({"type":"done","activation":42,"cpu_us":123,"ok":null})",
+      R"({"type":"done","activation":7,"cpu_us":5,"ok":{"a":[1,2,{"b":"c}"}],"d":"\u0041\"}"}})",
+      R"({"type":"done","activation":7,"cpu_us":5,"ok": "spaced" })",
+      R"({"type":"done","activation":9007199254740991,"cpu_us":9007199254740991,"ok":true})",
+      R"({"type":"done","activation":9007199254740992,"cpu_us":0,"ok":1})",
+      R"({"type":"done","activation":1,"cpu_us":99999999999999999,"ok":1})",
+      R"({"type":"done","activation":0,"cpu_us":0,"ok":1})",
+      R"({"type":"done","activation":01,"cpu_us":0,"ok":1})",
+      R"({"type":"done","activation":1,"cpu_us":-1,"ok":1})",
+      R"({"type":"done","activation":1,"cpu_us":1.5,"ok":1})",
+      R"({"type":"done","activation":1,"cpu_us":1e3,"ok":1})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":1}})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":1,"x":2})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":1,"ok":2})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":1,"error":{}})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":1} )",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":"unterminated})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":[1,2})",
+      std::string(R"({"type":"done","activation":1,"cpu_us":0,"ok":"a)") + '\0' + R"("})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":)" + deep_ok + "}",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":)" + too_deep + "}",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":)" + many + "}",
+      R"({"type":"done","activation":1,"cpu_us":0,"caught_budget_failure":true,"ok":1})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":[1],"caught_budget_failure":true})",
+  };
+  for (const std::string& own : cases) {
+    const std::string general = "{ " + own.substr(1);
+    WorkerMessage a, b;
+    std::string ea, eb;
+    const bool ra = ParseWorkerMessage(own, a, ea);
+    const bool rb = ParseWorkerMessage(general, b, eb);
+    ASSERT_EQ(ra, rb) << own.substr(0, 120) << ": " << ea << " / " << eb;
+    EXPECT_EQ(ea, eb) << own.substr(0, 120);
+    if (!ra) continue;
+    const Done& da = std::get<Done>(a);
+    const Done& db = std::get<Done>(b);
+    EXPECT_EQ(da.activation, db.activation);
+    EXPECT_EQ(da.cpu_us, db.cpu_us);
+    EXPECT_EQ(da.ok, db.ok);
+    EXPECT_EQ(da.result, db.result);
+    EXPECT_EQ(da.caught_budget_failure, db.caught_budget_failure);
+  }
+  // The ones the worker writes are accepted, with their values.
+  const Done d = std::get<Done>(MustParse(cases[2]));
+  EXPECT_EQ(d.activation, 7);
+  EXPECT_EQ(d.cpu_us, 5);
+  EXPECT_EQ(d.result["d"], "A\"}");
 }
 
 TEST(MessagesTest, ParsesCall) {
