@@ -8,6 +8,7 @@
 // --busy-poll sets the in-process modules' ModuleOptions::busy_poll (0: off), for profiling the
 // parent's own CPU per activation (docs/performance.md, "Where the time goes"). --web-fetch makes
 // the fetch figure's flow call fetch(), the web global, instead of the http.fetch host call.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -43,6 +44,17 @@ std::string Fmt(const char* format, double a, double b = 0) {
 std::string Us(double us) { return us >= 1000 ? Fmt("%.2f ms", us / 1000) : Fmt("%.1f us", us); }
 
 std::string Latency(Samples& s) { return Us(s.Median()) + " (p99 " + Us(s.P99()) + ")"; }
+
+// Flushes the file system the journals are on before a figure starts, so a figure does not pay
+// for the writeback of what the figures before it wrote (the commit reference's 10,000 batches,
+// another figure's journal, the other build's round under --compare): what a figure's own commits
+// and checkpoints cost still counts.
+void SettleDisk(const basal::bench::Options& o) {
+  const int fd = ::open(o.work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::syncfs(fd);
+  ::close(fd);
+}
 
 }  // namespace
 
@@ -109,6 +121,7 @@ int main(int argc, char** argv) {
               o.quick ? " (--quick: a smoke run, not figures to publish)" : "");
 
   if (!only.empty()) {
+    SettleDisk(o);
     if (only == "commit") {
       // One batch (an activation's start) committed, on the store --journal names: p50 and p99 in
       // microseconds, on one line for bench/burndown.py.
@@ -180,12 +193,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf("references\n");
+  SettleDisk(o);
   Samples pipe = basal::bench::PipeRoundTrip(o, false);
   PrintSamples("pipe round trip, 64 bytes, forked echo child", pipe);
+  SettleDisk(o);
   Samples pipe_cross = basal::bench::PipeRoundTrip(o, true);
   PrintSamples("the same, pinned to two different CPUs", pipe_cross);
+  SettleDisk(o);
   Samples spawn = basal::bench::SpawnHello(o);
   PrintSamples("posix_spawn + read + reap, dynamic hello", spawn);
+  SettleDisk(o);
   basal::bench::CommitSamples commits = basal::bench::JournalCommits(o);
   PrintSamples("journal batch: BeginActivation + Commit", commits.begin_activation);
   PrintSamples("journal batch: RecordCall + Commit", commits.record_call);
@@ -195,10 +212,13 @@ int main(int argc, char** argv) {
                 3 * commits.begin_activation.size());
 
   std::printf("\nfigures\n");
+  SettleDisk(o);
   Samples hostcall = basal::bench::HostCallRoundTrip(o);
   PrintSamples("host-call round trip (trivial host call)", hostcall);
+  SettleDisk(o);
   basal::bench::WarmResult warm = basal::bench::WarmActivation(o);
   PrintSamples("warm activation of `export default () => 1`", warm.activation);
+  SettleDisk(o);
   Samples cold = basal::bench::ColdStart(o);
   PrintSamples("cold start: spawn to accepted welcome", cold);
   std::printf("  %-44s %llu KiB (anon %llu, file %llu), pid %d\n", "idle worker VmRSS",
@@ -207,6 +227,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(warm.idle_worker_file_kib), static_cast<int>(warm.idle_worker_pid));
   std::fflush(stdout);
   const basal::ModuleOptions defaults;
+  SettleDisk(o);
   basal::bench::Throughput tp =
       basal::bench::PoolThroughput(o, defaults.max_workers, defaults.max_activations_per_worker);
   std::printf("  %-44s %.0f /s  (%zu activations, max_workers %zu, %u per worker, %llu spawned, WAL %.1f MiB)\n",
@@ -214,32 +235,38 @@ int main(int argc, char** argv) {
               tp.max_activations_per_worker, static_cast<unsigned long long>(tp.spawned),
               static_cast<double>(tp.wal_bytes) / (1 << 20));
   std::fflush(stdout);
+  SettleDisk(o);
   basal::bench::Throughput tp_reuse = basal::bench::PoolThroughput(o, defaults.max_workers, 1'000'000);
   std::printf("  %-44s %.0f /s  (%zu activations, max_workers %zu, %u per worker, %llu spawned)\n",
               "pool throughput, workers never retired", tp_reuse.activations_per_second, tp_reuse.activations,
               tp_reuse.max_workers, tp_reuse.max_activations_per_worker,
               static_cast<unsigned long long>(tp_reuse.spawned));
 
+  SettleDisk(o);
   const basal::bench::MemoryOverCalls mem = basal::bench::ParentMemoryOverCalls(o);
   std::printf("  %-44s %llu KiB after %zu calls, %llu KiB after %zu\n", "parent VmRSS over host calls",
               static_cast<unsigned long long>(mem.early_rss_kib), mem.early_calls,
               static_cast<unsigned long long>(mem.late_rss_kib), mem.late_calls);
 
+  SettleDisk(o);
   basal::bench::FetchSamples fetch = basal::bench::FetchRoundTrip(o);
   PrintSamples("direct libcurl request, loopback (reference)", fetch.direct);
   PrintSamples("http.fetch round trip, loopback", fetch.fetch);
 
+  SettleDisk(o);
   basal::bench::ServeSamples serve = basal::bench::ServeRoundTrip(o, BASAL_CLI_PATH);
   PrintSamples("basal serve: GET /healthz (reference)", serve.healthz);
   PrintSamples("basal serve: POST a run with ?wait", serve.run);
   std::printf("  %-44s %.0f /s (%d clients)\n", "basal serve: runs with ?wait, concurrent", serve.concurrent_runs_per_second,
               serve.concurrent_clients);
 
+  SettleDisk(o);
   basal::bench::McpSamples mcp = basal::bench::McpRoundTrip(o, BASAL_CLI_PATH);
   PrintSamples("basal mcp: ping (reference)", mcp.ping);
   PrintSamples("basal mcp: run_script", mcp.back_to_back);
   PrintSamples("basal mcp: run_script after an agent's turn", mcp.run_script);
 
+  SettleDisk(o);
   basal::bench::DurableSamples durable = basal::bench::DurableResume(o);
   PrintSamples("durable: the same 1,000-call run, live (reference)", durable.live);
   PrintSamples("durable: resume of a 1,000-call run", durable.resume);
