@@ -31,6 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing_support::Call;
 using testing_support::End;
+using testing_support::FlowApproval;
 using testing_support::Start;
 using testing_support::TempDir;
 
@@ -1323,18 +1324,6 @@ TEST(SqliteStoreTest, ARunAcceptedInTheOpenBatchIsThereForEveryStatementAfterIt)
 TEST(SqliteStoreTest, TheNewestApprovalKeptIsForgottenWhenAnotherProcessCommits) {
   TempDir dir;
   const std::string path = dir.File("j.db");
-  auto approval = [](const std::string& name, const std::string& source, int64_t reviewed) {
-    NewApproval a;
-    a.kind = ApprovalKind::kFlow;
-    a.name = name;
-    a.source = source;
-    a.manifest_text = R"({"grants": {}})";
-    a.manifest_hash = "sha256:canonical";
-    a.approver = {1000, "alice"};
-    a.at_unix_us = 5000;
-    a.reviewed_version = reviewed;
-    return a;
-  };
   auto mine = MustOpen(path);
   auto theirs = MustOpen(path);
   ASSERT_TRUE(mine && theirs);
@@ -1352,11 +1341,11 @@ TEST(SqliteStoreTest, TheNewestApprovalKeptIsForgottenWhenAnotherProcessCommits)
   for (bool in_batch : {true, false}) {
     SCOPED_TRACE(in_batch ? "in a batch" : "outside a batch");
     const std::string name = in_batch ? "orders" : "invoices";
-    ASSERT_TRUE(theirs->catalog().Approve(approval(name, "export default () => 1;\n", 0)));
+    ASSERT_TRUE(theirs->catalog().Approve(FlowApproval(name, "export default () => 1;\n", 0)));
     const ApprovalRow first = newest(name, in_batch);
     EXPECT_EQ(first.version, 1);
     EXPECT_EQ(newest(name, in_batch).id, first.id);  // kept
-    auto approved = theirs->catalog().Approve(approval(name, "export default () => 2;\n", 1));
+    auto approved = theirs->catalog().Approve(FlowApproval(name, "export default () => 2;\n", 1));
     ASSERT_TRUE(approved) << approved.error().message;
     const ApprovalRow second = newest(name, in_batch);
     EXPECT_EQ(second.version, 2);
@@ -1367,7 +1356,7 @@ TEST(SqliteStoreTest, TheNewestApprovalKeptIsForgottenWhenAnotherProcessCommits)
     EXPECT_EQ(revoked.revoked_unix_us, std::optional<int64_t>(9000)) << "the revocation must refuse the next run";
   }
   // This connection's own approval and revocation.
-  ASSERT_TRUE(mine->catalog().Approve(approval("receipts", "export default () => 1;\n", 0)));
+  ASSERT_TRUE(mine->catalog().Approve(FlowApproval("receipts", "export default () => 1;\n", 0)));
   EXPECT_FALSE(newest("receipts", true).revoked_unix_us);
   ASSERT_TRUE(mine->catalog().Revoke(ApprovalKind::kFlow, "receipts", 1, {0, "root"}, 9100, "own"));
   EXPECT_EQ(newest("receipts", true).revoked_unix_us, std::optional<int64_t>(9100));

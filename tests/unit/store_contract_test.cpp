@@ -1171,20 +1171,7 @@ TEST_P(StoreContract, KvPutWithinHoldsAQuotaAcrossProcesses) {
 
 // ---- Approvals (Catalog, and JournalReader's reads of it) ----------------------------------
 
-NewApproval FlowApproval(const std::string& name, const std::string& source, int64_t reviewed, int64_t at = 5000) {
-  NewApproval a;
-  a.kind = ApprovalKind::kFlow;
-  a.name = name;
-  a.source = source;
-  a.manifest_text = R"({"grants": {}})";
-  a.manifest_hash = "sha256:canonical";
-  a.approver = {1000, "alice"};
-  a.at_unix_us = at;
-  a.note = "first review";
-  a.reviewed_version = reviewed;
-  a.review_json = R"({"first": true})";
-  return a;
-}
+using testing_support::FlowApproval;
 
 TEST_P(StoreContract, ApprovedVersionsAreNumberedBoundToTheirTextsAndJournaled) {
   auto v1 = store_->catalog().Approve(FlowApproval("orders", "export default () => 1;\n", 0));

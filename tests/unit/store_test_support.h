@@ -91,4 +91,21 @@ inline NewRun Run(const std::string& flow = "orders", const std::string& input =
   return r;
 }
 
+// A flow's approval of `source` by alice at `at`, reviewing `reviewed` (0: the first).
+inline NewApproval FlowApproval(const std::string& name, const std::string& source, int64_t reviewed,
+                                int64_t at = 5000) {
+  NewApproval a;
+  a.kind = ApprovalKind::kFlow;
+  a.name = name;
+  a.source = source;
+  a.manifest_text = R"({"grants": {}})";
+  a.manifest_hash = "sha256:canonical";
+  a.approver = {1000, "alice"};
+  a.at_unix_us = at;
+  a.note = "first review";
+  a.reviewed_version = reviewed;
+  a.review_json = R"({"first": true})";
+  return a;
+}
+
 }  // namespace basal::testing_support
