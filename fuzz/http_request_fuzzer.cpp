@@ -34,7 +34,6 @@
 //   unsent answer bytes.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -70,6 +69,7 @@
 #include "serve/listeners.h"
 #include "serve/mcp_endpoint.h"
 #include "serve/metrics.h"
+#include "serve/rooms.h"
 #include "serve/run_queue.h"
 #include "serve/signature.h"
 #include "serve/tail.h"
@@ -87,22 +87,9 @@ constexpr const char* kSecret = "s3cret-for-the-fuzzer";
   std::abort();
 }
 
-// Unpredictable bytes for the console's session ids and CSRF tokens, as the daemon draws them.
-std::string RandomBytes(size_t n) {
-  std::string out(n, '\0');
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = getrandom(out.data() + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) Die("getrandom failed");
-    got += static_cast<size_t>(r);
-  }
-  return out;
-}
-
-// The daemon's rooms on one module, wired as daemon.cpp's BuildRooms wires them (each room gets
+// The daemon's rooms on one module, wired by the daemon's own BuildRooms (rooms.h) (each room gets
 // the parts of the module's host it uses); made once per process.
-struct Rooms {
+struct Harness {
   std::string dir;
   std::unique_ptr<Module> module;
   ServeConfig config;
@@ -120,7 +107,7 @@ struct Rooms {
   uint16_t tcp_port = 0;
   std::string token;
 
-  Rooms() {
+  Harness() {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/basal-fuzz-serve-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) Die("mkdtemp failed");
@@ -132,6 +119,12 @@ struct Rooms {
     config.limits.queue_max = 8;
     config.limits.wait_max = std::chrono::milliseconds(0);  // no request waits
     config.limits.max_body_bytes = 64 << 10;
+    config.limits.max_connections = 16;
+    config.limits.max_connections_per_client = 8;
+    // Short, so that a connection libmicrohttpd keeps (a head cut short by the client's close can
+    // stay until a timeout) is closed within an input's run, by the listener's own sweep.
+    config.limits.header_timeout = std::chrono::milliseconds(20);
+    config.limits.body_timeout = std::chrono::milliseconds(20);
     WebhookTrigger hook;
     hook.name = "push";
     hook.flow = "echo";
@@ -168,66 +161,29 @@ struct Rooms {
     if (auto c = (*store)->Commit(); !c) Die("commit: " + c.error().message);
     store->reset();
 
-    ModuleHost& host = module->host();
-    EventLoop& loop = host.loop();
-    tail = std::make_unique<Tail>(Tail::Options{
-        .loop = loop,
-        .limits = config.limits,
-        .run_of =
-            [&host](int64_t activation) -> int64_t {
-              auto rows = host.reader().Activations(activation, 1);
-              return rows && !rows->empty() ? rows->front().run_id : 0;
-            },
-    });
-    queue = std::make_unique<RunQueue>(RunQueue::Options{
-        .host = host,
+    mcp = std::make_unique<McpEndpoint>(std::nullopt, [](const std::string&) {});
+    // The daemon's own wiring (rooms.h), with the daemon's parts it does not have here: no gids
+    // let in without a token, always ready.
+    serve::Rooms built = BuildRooms({
+        .module = *module,
+        .config = config,
         .metrics = metrics,
-        .limits = config.limits,
-        .now_us = SystemNowUs,
-        .flow_for = [&host](const std::string& name) { return host.CurrentFlow(name); },
-    });
-    triggers = std::make_unique<Triggers>(Triggers::Options{
-        .queue = *queue,
-        .marks = host.serve(),
-        .loop = loop,
-        .host = host,
-        .metrics = metrics,
-        .limits = config.limits,
+        .mcp = *mcp,
         .secrets_dir = dir + "/secrets",
         .now_us = SystemNowUs,
         .log = [](const std::string&) {},
-    });
-    if (auto c = triggers->Check(config); !c) Die("triggers: " + c.error().message);
-    mcp = std::make_unique<McpEndpoint>(std::nullopt, [](const std::string&) {});
-    if (auto m = mcp->Start(*module, loop, dir + "/secrets"); !m) Die("mcp: " + m.error().message);
-    if (auto l = triggers->Load(config, /*at_start=*/true); !l) Die("triggers: " + l.error().message);
-    auto find_token = [&tables = host.serve()](std::string_view hash) { return tables.FindToken(hash); };
-    console = std::make_unique<Console>(Console::Options{
-        .config = config.console,
-        .find_token = find_token,
-        .now_us = SystemNowUs,
-        .random = RandomBytes,
-        .loop = loop,
-    });
-    admission = std::make_unique<Admission>(std::vector<gid_t>{}, find_token,
-                                            [this](std::string_view id) { return console->FindSession(id); });
-    api = std::make_unique<Api>(Api::Options{
-        .module = *module,
-        .reader = host.reader(),
-        .queue = *queue,
-        .host = host,
-        .triggers = *triggers,
-        .mcp = *mcp,
-        .tail = *tail,
-        .console = *console,
-        .admission = *admission,
-        .metrics = metrics,
-        .loop = loop,
-        .limits = config.limits,
         .ready = [](std::string*) { return true; },
         .started_us = SystemNowUs(),
-        .now_us = SystemNowUs,
     });
+    tail = std::move(built.tail);
+    queue = std::move(built.queue);
+    triggers = std::move(built.triggers);
+    console = std::move(built.console);
+    admission = std::move(built.admission);
+    api = std::move(built.api);
+    if (auto c = triggers->Check(config); !c) Die("triggers: " + c.error().message);
+    if (auto m = mcp->Start(*module, module->host().loop(), dir + "/secrets"); !m) Die("mcp: " + m.error().message);
+    if (auto l = triggers->Load(config, /*at_start=*/true); !l) Die("triggers: " + l.error().message);
 
     socket_path = dir + "/basal.sock";
     unix_listener = Listen("unix", ListenUnix(socket_path, {}), true);
@@ -252,24 +208,8 @@ struct Rooms {
 
   std::unique_ptr<HttpListener> Listen(const std::string& name, Result<int> fd, bool unix_socket) {
     if (!fd) Die(name + ": " + fd.error().message);
-    HttpListener::Options lo;
-    lo.name = name;
-    lo.listen_fd = *fd;
-    lo.unix_socket = unix_socket;
-    lo.max_connections = 16;
-    lo.max_body_bytes = config.limits.max_body_bytes;
-    // Short, so that a connection libmicrohttpd keeps (a head cut short by the client's close can
-    // stay until a timeout) is closed within an input's run, by the listener's own sweep.
-    lo.header_timeout = std::chrono::milliseconds(20);
-    lo.body_timeout = std::chrono::milliseconds(20);
-    lo.max_connections_per_client = 8;
-    lo.unsent = unsent;
-    lo.admit = [this](const HttpRequest& head, size_t* max_body) { return api->Admit(head, max_body); };
-    lo.handle = [this](HttpRequest req, Respond respond, OnClientGone gone) {
-      api->Handle(std::move(req), std::move(respond), std::move(gone));
-    };
-    lo.on_response = [this](const HttpRequest& req, int status) { api->Answered(req, status); };
-    auto l = HttpListener::Start(module->host().loop(), std::move(lo));
+    auto l = HttpListener::Start(module->host().loop(),
+                                 ListenerOptionsFor(*api, config.limits, name, *fd, unix_socket, unsent));
     if (!l) Die(name + ": " + l.error().message);
     return std::move(*l);
   }
@@ -277,12 +217,12 @@ struct Rooms {
   void Pass() { module->RunFor(std::chrono::milliseconds(0)); }
 };
 
-Rooms& TheRooms() {
-  static Rooms* rooms = [] {
-    auto* r = new Rooms;
+Harness& TheHarness() {
+  static Harness* rooms = [] {
+    auto* r = new Harness;
     std::atexit([] {
       std::error_code ignored;
-      std::filesystem::remove_all(TheRooms().dir, ignored);
+      std::filesystem::remove_all(TheHarness().dir, ignored);
     });
     return r;
   }();
@@ -291,7 +231,7 @@ Rooms& TheRooms() {
 
 // ---- a request as the listener hands it over
 
-HttpRequest Structured(std::string_view text, uint8_t flags, const Rooms& rooms) {
+HttpRequest Structured(std::string_view text, uint8_t flags, const Harness& rooms) {
   HttpRequest req;
   req.listener = (flags & 0x02) ? "tcp" : "unix";
   req.unix_socket = !(flags & 0x02);
@@ -393,7 +333,7 @@ void CheckAnswer(const HttpRequest& req, const HttpResponse& r, uint8_t flags, c
   }
 }
 
-void OneStructured(Rooms& rooms, std::string_view text, uint8_t flags) {
+void OneStructured(Harness& rooms, std::string_view text, uint8_t flags) {
   HttpRequest req = Structured(text, flags, rooms);
   size_t max_body = 0;
   std::optional<HttpResponse> answer;
@@ -423,7 +363,7 @@ void OneStructured(Rooms& rooms, std::string_view text, uint8_t flags) {
 
 // ---- raw bytes on a connection
 
-void OneRaw(Rooms& rooms, std::string_view bytes, uint8_t flags) {
+void OneRaw(Harness& rooms, std::string_view bytes, uint8_t flags) {
   const bool tcp = flags & 0x02;
   const int fd = socket(tcp ? AF_INET : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) Die("socket");
@@ -473,7 +413,7 @@ void OneRaw(Rooms& rooms, std::string_view bytes, uint8_t flags) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > 16384) return 0;
-  basal::serve::Rooms& rooms = basal::serve::TheRooms();
+  basal::serve::Harness& rooms = basal::serve::TheHarness();
   const uint8_t flags = data[0];
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (flags & 0x01) {

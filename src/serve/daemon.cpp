@@ -11,7 +11,6 @@
 //   listeners    the Unix socket and the TCP address, on http_server
 #include "serve/daemon.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,6 +35,7 @@
 #include "serve/log_line.h"
 #include "serve/mcp_endpoint.h"
 #include "serve/metrics.h"
+#include "serve/rooms.h"
 #include "serve/run_queue.h"
 #include "serve/tail.h"
 #include "serve/triggers.h"
@@ -48,23 +48,6 @@ int64_t SystemNowUs() {
 }
 
 namespace {
-
-// Unpredictable bytes for the console's session ids and CSRF tokens. The kernel's generator does
-// not fail once it is seeded (getrandom(2) blocks until then); anything else is a broken system.
-std::string RandomBytes(size_t n) {
-  std::string out(n, '\0');
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = getrandom(out.data() + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      std::fprintf(stderr, "basal serve: getrandom failed: %s\n", std::strerror(errno));
-      std::abort();
-    }
-    got += static_cast<size_t>(r);
-  }
-  return out;
-}
 
 // The daemon's metrics, in the order of docs/serve.md's table. Each name is declared once, with a
 // valid name and labels: a false here is a bug in this list.
@@ -203,68 +186,29 @@ Result<void> Daemon::OpenModule() {
   return Ok();
 }
 
-// The only place that reaches into the module's host: each room gets the parts it uses.
+// The rooms (rooms.h: the one place that reaches into the module's host), and the lifecycle.
 void Daemon::BuildRooms() {
-  ModuleHost& host = module_->host();
-  EventLoop& loop = host.loop();
-  tail_ = std::make_unique<Tail>(Tail::Options{
-      .loop = loop,
-      .limits = config_.limits,
-      .run_of =
-          [&host](int64_t activation) -> int64_t {
-            auto rows = host.reader().Activations(activation, 1);
-            return rows && !rows->empty() ? rows->front().run_id : 0;
-          },
-  });
-  queue_ = std::make_unique<RunQueue>(RunQueue::Options{
-      .host = host,
+  Rooms rooms = serve::BuildRooms({
+      .module = *module_,
+      .config = config_,
       .metrics = metrics_,
-      .limits = config_.limits,
-      .now_us = o_.now_us,
-      .flow_for = [&host](const std::string& name) { return host.CurrentFlowForRun(name); },
-      .log = o_.log,
-      .several_hosts = several_hosts_,
-  });
-  triggers_ = std::make_unique<Triggers>(Triggers::Options{
-      .queue = *queue_,
-      .marks = host.serve(),
-      .loop = loop,
-      .host = host,
-      .metrics = metrics_,
-      .limits = config_.limits,
+      .mcp = mcp_,
       .secrets_dir = o_.secrets_dir,
       .now_us = o_.now_us,
       .log = o_.log,
       .several_hosts = several_hosts_,
-  });
-  auto find_token = [&tables = host.serve()](std::string_view hash) { return tables.FindToken(hash); };
-  console_ = std::make_unique<Console>(Console::Options{
-      .config = config_.console,
-      .find_token = find_token,
-      .now_us = o_.now_us,
-      .random = RandomBytes,
-      .loop = loop,
-  });
-  admission_ = std::make_unique<Admission>(allowed_gids_, find_token,
-                                           [this](std::string_view id) { return console_->FindSession(id); });
-  api_ = std::make_unique<Api>(Api::Options{
-      .module = *module_,
-      .reader = host.reader(),
-      .queue = *queue_,
-      .host = host,
-      .triggers = *triggers_,
-      .mcp = mcp_,
-      .tail = *tail_,
-      .console = *console_,
-      .admission = *admission_,
-      .metrics = metrics_,
-      .loop = loop,
-      .limits = config_.limits,
+      .allowed_gids = allowed_gids_,
       .ready = [this](std::string* why) { return Ready(why); },
       .started_us = started_us_,
-      .now_us = o_.now_us,
       .host_id = host_id_,
   });
+  tail_ = std::move(rooms.tail);
+  queue_ = std::move(rooms.queue);
+  triggers_ = std::move(rooms.triggers);
+  console_ = std::move(rooms.console);
+  admission_ = std::move(rooms.admission);
+  api_ = std::move(rooms.api);
+  EventLoop& loop = module_->host().loop();
   lifecycle_ = std::make_unique<Lifecycle>(Lifecycle::Options{
       .loop = loop,
       .config = config_,
@@ -283,22 +227,8 @@ void Daemon::BuildRooms() {
 
 Result<void> Daemon::Listen(const std::string& name, Result<int> fd, bool unix_socket) {
   if (!fd) return fd.error();
-  HttpListener::Options lo;
-  lo.name = name;
-  lo.listen_fd = *fd;
-  lo.unix_socket = unix_socket;
-  lo.max_connections = config_.limits.max_connections;
-  lo.max_body_bytes = config_.limits.max_body_bytes;
-  lo.header_timeout = config_.limits.header_timeout;
-  lo.body_timeout = config_.limits.body_timeout;
-  lo.max_connections_per_client = config_.limits.max_connections_per_client;
-  lo.unsent = unsent_;
-  lo.admit = [this](const HttpRequest& head, size_t* max_body) { return api_->Admit(head, max_body); };
-  lo.handle = [this](const HttpRequest& req, Respond respond, OnClientGone on_client_gone) {
-    api_->Handle(req, std::move(respond), std::move(on_client_gone));
-  };
-  lo.on_response = [this](const HttpRequest& req, int status) { api_->Answered(req, status); };
-  auto l = HttpListener::Start(module_->host().loop(), std::move(lo));
+  auto l = HttpListener::Start(module_->host().loop(),
+                               ListenerOptionsFor(*api_, config_.limits, name, *fd, unix_socket, unsent_));
   if (!l) return l.error();
   listeners_.push_back(std::move(*l));
   return Ok();
