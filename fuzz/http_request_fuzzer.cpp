@@ -1,4 +1,4 @@
-// Fuzz target: basal serve's HTTP request path, the daemon's rooms as daemon.cpp wires them on a
+// Fuzz target: basal serve's HTTP request path, the daemon's rooms as rooms.cpp wires them on a
 // real module and store (in a temporary directory): admission (auth: tokens and the console's
 // session cookies), the route table and its handlers (api, the console's files and sign-in, the
 // live tail), run requests into the run queue, webhook deliveries through their signature check
@@ -94,13 +94,8 @@ struct Harness {
   std::unique_ptr<Module> module;
   ServeConfig config;
   MetricsRegistry metrics;
-  std::unique_ptr<Tail> tail;
-  std::unique_ptr<RunQueue> queue;
-  std::unique_ptr<Triggers> triggers;
-  std::unique_ptr<McpEndpoint> mcp;
-  std::unique_ptr<Console> console;
-  std::unique_ptr<Admission> admission;
-  std::unique_ptr<Api> api;
+  std::unique_ptr<McpEndpoint> mcp;  // before the rooms: the api keeps a reference to it
+  Rooms rooms;
   std::shared_ptr<UnsentAnswers> unsent = std::make_shared<UnsentAnswers>(UnsentAnswers{4u << 20, 0});
   std::unique_ptr<HttpListener> unix_listener, tcp_listener;
   std::string socket_path;
@@ -164,7 +159,7 @@ struct Harness {
     mcp = std::make_unique<McpEndpoint>(std::nullopt, [](const std::string&) {});
     // The daemon's own wiring (rooms.h), with the daemon's parts it does not have here: no gids
     // let in without a token, always ready.
-    serve::Rooms built = BuildRooms({
+    rooms = BuildRooms({
         .module = *module,
         .config = config,
         .metrics = metrics,
@@ -175,15 +170,9 @@ struct Harness {
         .ready = [](std::string*) { return true; },
         .started_us = SystemNowUs(),
     });
-    tail = std::move(built.tail);
-    queue = std::move(built.queue);
-    triggers = std::move(built.triggers);
-    console = std::move(built.console);
-    admission = std::move(built.admission);
-    api = std::move(built.api);
-    if (auto c = triggers->Check(config); !c) Die("triggers: " + c.error().message);
+    if (auto c = rooms.triggers->Check(config); !c) Die("triggers: " + c.error().message);
     if (auto m = mcp->Start(*module, module->host().loop(), dir + "/secrets"); !m) Die("mcp: " + m.error().message);
-    if (auto l = triggers->Load(config, /*at_start=*/true); !l) Die("triggers: " + l.error().message);
+    if (auto l = rooms.triggers->Load(config, /*at_start=*/true); !l) Die("triggers: " + l.error().message);
 
     socket_path = dir + "/basal.sock";
     unix_listener = Listen("unix", ListenUnix(socket_path, {}), true);
@@ -209,7 +198,7 @@ struct Harness {
   std::unique_ptr<HttpListener> Listen(const std::string& name, Result<int> fd, bool unix_socket) {
     if (!fd) Die(name + ": " + fd.error().message);
     auto l = HttpListener::Start(module->host().loop(),
-                                 ListenerOptionsFor(*api, config.limits, name, *fd, unix_socket, unsent));
+                                 ListenerOptionsFor(*rooms.api, config.limits, name, *fd, unix_socket, unsent));
     if (!l) Die(name + ": " + l.error().message);
     return std::move(*l);
   }
@@ -218,7 +207,7 @@ struct Harness {
 };
 
 Harness& TheHarness() {
-  static Harness* rooms = [] {
+  static Harness* harness = [] {
     auto* r = new Harness;
     std::atexit([] {
       std::error_code ignored;
@@ -226,12 +215,12 @@ Harness& TheHarness() {
     });
     return r;
   }();
-  return *rooms;
+  return *harness;
 }
 
 // ---- a request as the listener hands it over
 
-HttpRequest Structured(std::string_view text, uint8_t flags, const Harness& rooms) {
+HttpRequest Structured(std::string_view text, uint8_t flags, const Harness& harness) {
   HttpRequest req;
   req.listener = (flags & 0x02) ? "tcp" : "unix";
   req.unix_socket = !(flags & 0x02);
@@ -265,7 +254,7 @@ HttpRequest Structured(std::string_view text, uint8_t flags, const Harness& room
     }
   }
   // The harness's own headers first: HttpRequest::Header takes the first of a name.
-  if (flags & 0x04) req.headers.emplace_back("authorization", "Bearer " + rooms.token);
+  if (flags & 0x04) req.headers.emplace_back("authorization", "Bearer " + harness.token);
   if (flags & 0x08) {
     const std::string ts = std::to_string(SystemNowUs() / 1'000'000);
     req.headers.emplace_back("x-basal-timestamp", ts);
@@ -333,37 +322,37 @@ void CheckAnswer(const HttpRequest& req, const HttpResponse& r, uint8_t flags, c
   }
 }
 
-void OneStructured(Harness& rooms, std::string_view text, uint8_t flags) {
-  HttpRequest req = Structured(text, flags, rooms);
+void OneStructured(Harness& h, std::string_view text, uint8_t flags) {
+  HttpRequest req = Structured(text, flags, h);
   size_t max_body = 0;
   std::optional<HttpResponse> answer;
   int answers = 0;
-  if (auto refusal = rooms.api->Admit(req, &max_body)) {
+  if (auto refusal = h.rooms.api->Admit(req, &max_body)) {
     answer = std::move(*refusal);
     answers = 1;
   } else {
     if (req.body.size() > max_body) return;  // the listener answers 413 before handing it over
-    rooms.api->Handle(req, [&](HttpResponse r) {
+    h.rooms.api->Handle(req, [&](HttpResponse r) {
       ++answers;
       answer = std::move(r);
     }, [](std::function<void()>) {});
-    for (int pass = 0; pass < 50 && answers == 0; ++pass) rooms.Pass();
+    for (int pass = 0; pass < 50 && answers == 0; ++pass) h.Pass();
   }
   FUZZ_CHECK(answers == 1, req.method + " " + req.path + ": answered " + std::to_string(answers) + " times");
-  CheckAnswer(req, *answer, flags, rooms.token);
+  CheckAnswer(req, *answer, flags, h.token);
   // A streamed answer (GET /v1/tail): the client leaves, as the transport tells it; the stream's
   // subscriber is then forgotten, so streams do not pile up from input to input.
   if (answer->stream) answer->stream->Detach();
-  rooms.Pass();
+  h.Pass();
   FUZZ_CHECK(answers == 1, req.method + " " + req.path + ": answered again later");
-  FUZZ_CHECK(rooms.tail->subscribers() == 0, req.method + " " + req.path + ": a tail subscriber outlived its stream");
-  FUZZ_CHECK(rooms.queue->in_flight() == 0, "an activation started");
-  FUZZ_CHECK(rooms.queue->queued() <= rooms.config.limits.queue_max, std::to_string(rooms.queue->queued()) + " queued");
+  FUZZ_CHECK(h.rooms.tail->subscribers() == 0, req.method + " " + req.path + ": a tail subscriber outlived its stream");
+  FUZZ_CHECK(h.rooms.queue->in_flight() == 0, "an activation started");
+  FUZZ_CHECK(h.rooms.queue->queued() <= h.config.limits.queue_max, std::to_string(h.rooms.queue->queued()) + " queued");
 }
 
 // ---- raw bytes on a connection
 
-void OneRaw(Harness& rooms, std::string_view bytes, uint8_t flags) {
+void OneRaw(Harness& h, std::string_view bytes, uint8_t flags) {
   const bool tcp = flags & 0x02;
   const int fd = socket(tcp ? AF_INET : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) Die("socket");
@@ -371,20 +360,20 @@ void OneRaw(Harness& rooms, std::string_view bytes, uint8_t flags) {
   if (tcp) {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_port = htons(rooms.tcp_port);
+    sa.sin_port = htons(h.tcp_port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     rc = connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   } else {
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
-    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", rooms.socket_path.c_str());
+    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", h.socket_path.c_str());
     rc = connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   }
   if (rc != 0 && errno != EINPROGRESS) Die(std::string("connect: ") + std::strerror(errno));
   size_t sent = 0;
   bool closed = false;
   for (int pass = 0; pass < 400 && !closed; ++pass) {
-    rooms.Pass();
+    h.Pass();
     if (sent < bytes.size()) {
       const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
       if (n > 0) sent += static_cast<size_t>(n);
@@ -398,14 +387,14 @@ void OneRaw(Harness& rooms, std::string_view bytes, uint8_t flags) {
   close(fd);
   // Closed at once, or at the latest by the header or body timeout (20 ms here).
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while ((rooms.unix_listener->connections() + rooms.tcp_listener->connections()) > 0 &&
+  while ((h.unix_listener->connections() + h.tcp_listener->connections()) > 0 &&
          std::chrono::steady_clock::now() < give_up)
-    rooms.module->RunFor(std::chrono::milliseconds(1));
-  const size_t open = rooms.unix_listener->connections() + rooms.tcp_listener->connections();
+    h.module->RunFor(std::chrono::milliseconds(1));
+  const size_t open = h.unix_listener->connections() + h.tcp_listener->connections();
   FUZZ_CHECK(open == 0, std::to_string(open) + " connections left open after the client closed");
-  FUZZ_CHECK(rooms.unix_listener->pending() + rooms.tcp_listener->pending() == 0, "a request left pending");
-  FUZZ_CHECK(rooms.unsent->bytes == 0, std::to_string(rooms.unsent->bytes) + " unsent bytes left counted");
-  FUZZ_CHECK(rooms.queue->in_flight() == 0, "an activation started");
+  FUZZ_CHECK(h.unix_listener->pending() + h.tcp_listener->pending() == 0, "a request left pending");
+  FUZZ_CHECK(h.unsent->bytes == 0, std::to_string(h.unsent->bytes) + " unsent bytes left counted");
+  FUZZ_CHECK(h.rooms.queue->in_flight() == 0, "an activation started");
 }
 
 }  // namespace
@@ -413,13 +402,13 @@ void OneRaw(Harness& rooms, std::string_view bytes, uint8_t flags) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > 16384) return 0;
-  basal::serve::Harness& rooms = basal::serve::TheHarness();
+  basal::serve::Harness& h = basal::serve::TheHarness();
   const uint8_t flags = data[0];
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (flags & 0x01) {
-    basal::serve::OneRaw(rooms, rest, flags);
+    basal::serve::OneRaw(h, rest, flags);
   } else {
-    basal::serve::OneStructured(rooms, rest, flags);
+    basal::serve::OneStructured(h, rest, flags);
   }
   return 0;
 }

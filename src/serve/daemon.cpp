@@ -103,12 +103,12 @@ class Daemon final : public ModuleObserver {
   void OnEvent(const ModuleEvent& e) override {
     metrics_.Add("basal_module_events_total", {ModuleEventKindName(e.kind)});
     Log(std::string(ModuleEventKindName(e.kind)) + ": " + EscapeForLog(e.message));
-    if (e.kind == ModuleEvent::Kind::kJournalRecovered && queue_) queue_->JournalRecovered();
+    if (e.kind == ModuleEvent::Kind::kJournalRecovered && rooms_.queue) rooms_.queue->JournalRecovered();
   }
   // The module's activity goes to the live tail, and only while somebody tails.
-  bool WantsActivity() const override { return tail_ && tail_->wanted(); }
+  bool WantsActivity() const override { return rooms_.tail && rooms_.tail->wanted(); }
   void OnActivity(const ActivityEvent& e) override {
-    if (tail_) tail_->OnActivity(e);
+    if (rooms_.tail) rooms_.tail->OnActivity(e);
   }
 
  private:
@@ -131,12 +131,7 @@ class Daemon final : public ModuleObserver {
   std::string doctor_why_;
   int64_t started_us_ = 0;
   // The rooms, built once the module is open, in the order they use each other.
-  std::unique_ptr<Tail> tail_;
-  std::unique_ptr<RunQueue> queue_;
-  std::unique_ptr<Triggers> triggers_;
-  std::unique_ptr<Console> console_;
-  std::unique_ptr<Admission> admission_;
-  std::unique_ptr<Api> api_;
+  Rooms rooms_;
   bool several_hosts_ = false;  // the store is PostgreSQL: other hosts may share it
   std::string host_id_;  // config host_id, or the host name and a random suffix (OpenModule)
   std::unique_ptr<Lifecycle> lifecycle_;
@@ -162,7 +157,7 @@ Result<void> Daemon::OpenModule() {
   // Console lines go to /mcp's scripts (their `logs`) and to the live tail.
   mo.log_sink = [this, mcp = mcp_.LogSink()](const HostCallContext& ctx, std::string_view level, std::string_view message) {
     if (mcp) mcp(ctx, level, message);
-    if (tail_) tail_->OnLog(ctx, level, message);
+    if (rooms_.tail) rooms_.tail->OnLog(ctx, level, message);
   };
   // Several hosts may share a PostgreSQL store: leases by the server's clock, a heartbeat, takeover.
   const auto where = ParseLocator(o_.journal_path);
@@ -188,7 +183,7 @@ Result<void> Daemon::OpenModule() {
 
 // The rooms (rooms.h: the one place that reaches into the module's host), and the lifecycle.
 void Daemon::BuildRooms() {
-  Rooms rooms = serve::BuildRooms({
+  rooms_ = serve::BuildRooms({
       .module = *module_,
       .config = config_,
       .metrics = metrics_,
@@ -202,24 +197,18 @@ void Daemon::BuildRooms() {
       .started_us = started_us_,
       .host_id = host_id_,
   });
-  tail_ = std::move(rooms.tail);
-  queue_ = std::move(rooms.queue);
-  triggers_ = std::move(rooms.triggers);
-  console_ = std::move(rooms.console);
-  admission_ = std::move(rooms.admission);
-  api_ = std::move(rooms.api);
   EventLoop& loop = module_->host().loop();
   lifecycle_ = std::make_unique<Lifecycle>(Lifecycle::Options{
       .loop = loop,
       .config = config_,
       .config_path = o_.config_path,
-      .queue = *queue_,
-      .triggers = *triggers_,
+      .queue = *rooms_.queue,
+      .triggers = *rooms_.triggers,
       .mcp = mcp_,
       .stop_serving =
           [this] {
             for (auto& l : listeners_) l->StopAccepting();
-            api_->Drain();
+            rooms_.api->Drain();
           },
       .log = o_.log,
   });
@@ -228,7 +217,7 @@ void Daemon::BuildRooms() {
 Result<void> Daemon::Listen(const std::string& name, Result<int> fd, bool unix_socket) {
   if (!fd) return fd.error();
   auto l = HttpListener::Start(module_->host().loop(),
-                               ListenerOptionsFor(*api_, config_.limits, name, *fd, unix_socket, unsent_));
+                               ListenerOptionsFor(*rooms_.api, config_.limits, name, *fd, unix_socket, unsent_));
   if (!l) return l.error();
   listeners_.push_back(std::move(*l));
   return Ok();
@@ -244,7 +233,7 @@ bool Daemon::Ready(std::string* why) {
     return false;
   }
   std::string journal_why;
-  if (!queue_->journal_ok(&journal_why)) {
+  if (!rooms_.queue->journal_ok(&journal_why)) {
     *why = "the last journal commit failed: " + journal_why;
     return false;
   }
@@ -268,24 +257,24 @@ Result<void> Daemon::Start() {
 
   // Runs that were running when a previous daemon died: their activations were closed abandoned by
   // Open's recovery; the runs take that outcome. Queued runs start again.
-  auto recovered = queue_->Recover();
+  auto recovered = rooms_.queue->Recover();
   if (!recovered) return recovered.error();
   if (recovered->resumed > 0)
     Log("recovery: " + std::to_string(recovered->resumed) + " durable runs of a previous daemon resume (docs/durable.md)");
   if (!recovered->queued.empty()) Log("recovery: " + std::to_string(recovered->queued.size()) + " queued runs will start");
   for (const std::string& refused : recovered->refused) Log("recovery: " + refused);
-  triggers_->AdoptOpenRuns(recovered->queued);
+  rooms_.triggers->AdoptOpenRuns(recovered->queued);
 
   Module::DoctorReport d = module_->Doctor();
   doctor_ok_ = d.accepted;
   doctor_why_ = d.verdict;
   if (!d.accepted) Log("a worker was refused at start: " + d.verdict + " (/readyz says not ready)");
 
-  if (auto c = triggers_->Check(config_); !c) return c;
+  if (auto c = rooms_.triggers->Check(config_); !c) return c;
   // Before the triggers: starting the downstream servers turns the loop, when no schedule may fire
   // yet (a refused start must have started nothing).
   if (auto m = mcp_.Start(*module_, module_->host().loop(), o_.secrets_dir); !m) return m;
-  if (auto t = triggers_->Load(config_, /*at_start=*/true); !t) return t;
+  if (auto t = rooms_.triggers->Load(config_, /*at_start=*/true); !t) return t;
   if (auto s = lifecycle_->Start(); !s) return s;
 
   if (auto u = Listen("unix", ListenUnix(o_.socket_path, allowed_gids_), true); !u) return u;
@@ -320,21 +309,21 @@ Result<void> Daemon::Start() {
                                                                : ""));
   lifecycle_->Serving();
   // Durable runs resolved by an operator (basal run resolve) resume within a second.
-  queue_->ResumeInterruptedEvery(std::chrono::seconds(1), o_.log);
-  queue_->WakeParkedRuns(std::chrono::seconds(1));
-  queue_->ClaimQueuedEvery(config_.queue_poll);
-  queue_->Dispatch();
+  rooms_.queue->ResumeInterruptedEvery(std::chrono::seconds(1), o_.log);
+  rooms_.queue->WakeParkedRuns(std::chrono::seconds(1));
+  rooms_.queue->ClaimQueuedEvery(config_.queue_poll);
+  rooms_.queue->Dispatch();
   return Ok();
 }
 
 // After the drain: cancel what still runs (its runs end cancelled, a script's /mcp request gets
 // its result), answer every wait with its run as it stands, let the last answers go out, close.
 void Daemon::Stop() {
-  const size_t running = queue_->in_flight() + mcp_.running();
+  const size_t running = rooms_.queue->in_flight() + mcp_.running();
   if (running > 0) Log("drain timeout: cancelling " + std::to_string(running) + " running activations");
   module_->Shutdown(std::chrono::milliseconds(0));
   module_->RunFor(std::chrono::milliseconds(0));
-  queue_->AnswerWaiters();
+  rooms_.queue->AnswerWaiters();
   module_->RunFor(std::chrono::milliseconds(50));
   mcp_.Stop();
   listeners_.clear();
