@@ -620,14 +620,9 @@ HttpResponse Api::TailStream(const HttpRequest& req) {
         head.headers.emplace_back(name, value);
     still_admitted = [this, head = std::move(head)]() -> std::optional<std::string> {
       static const RouteAccess kRead{.scope = "read"};
-      auto refusal = o_.admission.Admit(head, &kRead);
+      auto refusal = o_.admission.Check(head, &kRead);
       if (!refusal) return std::nullopt;
-      const Json body = Json::parse(refusal->body, nullptr, false);
-      if (body.is_object() && body.contains("error") && body["error"].is_object() &&
-          body["error"].value("message", Json()).is_string())
-        return body["error"]["message"].get<std::string>();
-      return "the credential this stream was opened with no longer admits it (HTTP " +
-             std::to_string(refusal->status) + ")";
+      return std::move(refusal->message);
     };
   }
   auto subscribed = o_.tail.Subscribe(std::move(flow), std::move(still_admitted));

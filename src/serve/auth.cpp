@@ -91,25 +91,31 @@ std::optional<std::string> Admission::PresentedTokenHash(const HttpRequest& requ
 Admission::Admission(std::vector<gid_t> allowed_gids, FindToken find_token, FindSession find_session)
     : allowed_gids_(std::move(allowed_gids)), find_token_(std::move(find_token)), find_session_(std::move(find_session)) {}
 
-std::optional<HttpResponse> Admission::Admit(const HttpRequest& head, const RouteAccess* route) const {
+HttpResponse Refusal::Response() const {
+  HttpResponse r = JsonError(status, code, message);
+  if (!www_authenticate.empty()) r.headers.emplace_back("WWW-Authenticate", www_authenticate);
+  return r;
+}
+
+std::optional<Refusal> Admission::Check(const HttpRequest& head, const RouteAccess* route) const {
   if (route && route->local_origin_only) {
     if (auto origin = head.Header("origin"); origin && !IsLocalOrigin(*origin)) {
       const std::string shown(origin->substr(0, 200));
-      return JsonError(403, "forbidden_origin",
-                       "Origin \"" + shown + "\" is not this machine: /mcp serves only requests without an Origin or "
-                       "from pages of http(s)://localhost, 127.0.0.1 or [::1] (a page elsewhere could reach a "
-                       "loopback port by DNS rebinding)");
+      return Refusal{403, "forbidden_origin",
+                     "Origin \"" + shown + "\" is not this machine: /mcp serves only requests without an Origin or "
+                     "from pages of http(s)://localhost, 127.0.0.1 or [::1] (a page elsewhere could reach a "
+                     "loopback port by DNS rebinding)"};
     }
   }
   if (head.unix_socket) {
-    if (!head.peer.known) return JsonError(403, "forbidden", "the peer's credentials could not be read");
+    if (!head.peer.known) return Refusal{403, "forbidden", "the peer's credentials could not be read"};
     // The parent never changes its user (only the worker drops privileges): read once.
     static const uid_t kDaemonUid = geteuid();
     if (PeerMayUse(head.peer, kDaemonUid, allowed_gids_)) return std::nullopt;
-    return JsonError(403, "forbidden",
-                     "uid " + std::to_string(head.peer.uid) +
-                         " may not use this socket: only the daemon's own user, root and the groups in "
-                         "listen.allowed_groups may");
+    return Refusal{403, "forbidden",
+                   "uid " + std::to_string(head.peer.uid) +
+                       " may not use this socket: only the daemon's own user, root and the groups in "
+                       "listen.allowed_groups may"};
   }
   std::string need = route ? route->scope : "read";
   if (need.empty()) return std::nullopt;  // a health probe; a webhook, whose signature is its credential
@@ -120,58 +126,58 @@ std::optional<HttpResponse> Admission::Admit(const HttpRequest& head, const Rout
     auto cookies = head.Header("cookie");
     return find_session_ && cookies && CookieValue(*cookies, kSessionCookie).has_value();
   }();
-  if (!head.Header("authorization") && has_cookie) return AdmitSession(head, need);
+  if (!head.Header("authorization") && has_cookie) return CheckSession(head, need);
   auto auth = head.Header("authorization");
   auto token = auth ? BearerToken(*auth) : std::nullopt;
   if (!token || !LooksLikeApiToken(*token)) {
     // An MCP client that gets a bare challenge goes looking for an OAuth server basal does not have;
     // say which token it needs instead, in the challenge (realm, scope: RFC 6750) and the body.
     const bool mcp = head.path == "/mcp";
-    HttpResponse r = JsonError(
+    Refusal r{
         401, "unauthorized",
         "send Authorization: Bearer TOKEN, a token of scope " + need + " (basal token create --name NAME --scope " +
             need + ")" +
             (mcp ? "; an MCP client sends it as a header its HTTP transport is configured with: basal has no OAuth "
                    "authorization server (docs/serve.md, MCP for AI agents)"
-                 : ""));
-    r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"basal\", scope=\"" + need + "\"");
+                 : "")};
+    r.www_authenticate = "Bearer realm=\"basal\", scope=\"" + need + "\"";
     return r;
   }
   auto row = find_token_(ApiTokenHash(*token));
   if (!row || !*row) {
-    HttpResponse r = JsonError(401, "unauthorized", "the bearer token is not known or was revoked");
-    r.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+    Refusal r{401, "unauthorized", "the bearer token is not known or was revoked"};
+    r.www_authenticate = "Bearer error=\"invalid_token\"";
     return r;
   }
   const nlohmann::json scopes = nlohmann::json::parse((*row)->scopes_json, nullptr, false);
   if (!ScopeAllows(scopes, need))
-    return JsonError(403, "forbidden", "token " + (*row)->name + " lacks the scope \"" + need + "\" this request needs");
+    return Refusal{403, "forbidden", "token " + (*row)->name + " lacks the scope \"" + need + "\" this request needs"};
   return std::nullopt;
 }
 
-std::optional<HttpResponse> Admission::AdmitSession(const HttpRequest& head, const std::string& need) const {
+std::optional<Refusal> Admission::CheckSession(const HttpRequest& head, const std::string& need) const {
   std::optional<SessionCredential> session;
   auto hash = PresentedTokenHash(head, &session);
   if (!hash || !session)
-    return JsonError(401, "unauthorized", "the console session is not known or has expired: sign in again (/console/)");
+    return Refusal{401, "unauthorized", "the console session is not known or has expired: sign in again (/console/)"};
   // Every request of a session carries its CSRF token, which only the console's own page holds.
   // Not only those that change something: a browser sends the cookie with any request a page
   // makes of this host, and to every port of it (cookies do not keep to a port), so a page or a
   // server elsewhere on the host may hold the cookie; without the token it reads nothing either.
   auto sent = head.Header(kCsrfHeader);
   if (!sent || !ConstantTimeEquals(*sent, session->csrf_token))
-    return JsonError(403, "bad_csrf_token",
-                     std::string(sent ? "X-CSRF-Token is not this console session's" : "no X-CSRF-Token") +
-                         ": every request of a console session carries the session's CSRF token, which only the "
-                         "console's own page holds; a form, script or server of another page or port that has the "
-                         "cookie is refused (cross-site request forgery)");
+    return Refusal{403, "bad_csrf_token",
+                   std::string(sent ? "X-CSRF-Token is not this console session's" : "no X-CSRF-Token") +
+                       ": every request of a console session carries the session's CSRF token, which only the "
+                       "console's own page holds; a form, script or server of another page or port that has the "
+                       "cookie is refused (cross-site request forgery)"};
   auto row = find_token_(*hash);
   if (!row || !*row)
-    return JsonError(401, "unauthorized",
-                     "the token this console session was signed in with is not known or was revoked: sign in again");
+    return Refusal{401, "unauthorized",
+                   "the token this console session was signed in with is not known or was revoked: sign in again"};
   const nlohmann::json scopes = nlohmann::json::parse((*row)->scopes_json, nullptr, false);
   if (!ScopeAllows(scopes, need))
-    return JsonError(403, "forbidden", "token " + (*row)->name + " lacks the scope \"" + need + "\" this request needs");
+    return Refusal{403, "forbidden", "token " + (*row)->name + " lacks the scope \"" + need + "\" this request needs"};
   return std::nullopt;
 }
 

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,19 @@ struct SessionCredential {
   std::string csrf_token;
 };
 
+// Why a request is not let in: what its answer says (JsonError's status, error.code and
+// error.message) and, for a 401, the challenge it carries.
+struct Refusal {
+  Refusal(int status_, std::string code_, std::string message_, std::string www_authenticate_ = "")
+      : status(status_), code(std::move(code_)), message(std::move(message_)),
+        www_authenticate(std::move(www_authenticate_)) {}
+  int status;
+  std::string code;
+  std::string message;
+  std::string www_authenticate;  // "": none
+  HttpResponse Response() const;
+};
+
 class Admission {
  public:
   // The unrevoked token with this hash (ServeTables::FindToken).
@@ -70,7 +84,13 @@ class Admission {
 
   // nullopt: let in. `route` is the access of the route the path names (nullptr for a path the
   // table does not know: it still needs a credential, so that no stranger learns which exist).
-  std::optional<HttpResponse> Admit(const HttpRequest& head, const RouteAccess* route) const;
+  std::optional<HttpResponse> Admit(const HttpRequest& head, const RouteAccess* route) const {
+    auto refusal = Check(head, route);
+    if (!refusal) return std::nullopt;
+    return refusal->Response();
+  }
+  // The same decision, as what it would answer (a stream's credential checked again: tail.h).
+  std::optional<Refusal> Check(const HttpRequest& head, const RouteAccess* route) const;
   // Who sent an admitted request, for what the journal keeps of an operator's decision: the Unix
   // peer's user, or "token:NAME" of a TCP client's token, sent as a bearer token or through a
   // console session (uid -1).
@@ -82,7 +102,7 @@ class Admission {
   std::optional<std::string> PresentedTokenHash(const HttpRequest& request,
                                                 std::optional<SessionCredential>* session) const;
   // A TCP request that sends a console session's cookie and no Authorization header.
-  std::optional<HttpResponse> AdmitSession(const HttpRequest& head, const std::string& need) const;
+  std::optional<Refusal> CheckSession(const HttpRequest& head, const std::string& need) const;
 
   std::vector<gid_t> allowed_gids_;
   FindToken find_token_;

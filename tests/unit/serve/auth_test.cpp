@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <iterator>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "serve/auth.h"
 #include "serve/signature.h"
@@ -98,6 +101,36 @@ TEST_F(AdmissionTest, TcpNeedsAKnownTokenWithTheScope) {
   EXPECT_EQ(Status(admission_.Admit(Tcp("GET", "/metrics", "Bearer " + token_), &metrics)), 0);
   // A path no route has still needs a credential: nobody learns which paths exist without one.
   EXPECT_EQ(Status(admission_.Admit(Tcp("GET", "/secret-path"), nullptr)), 401);
+}
+
+// What a stream checks again at every keepalive (Check) is what the request would be answered
+// (Admit): the same status, code, message and challenge; the message is what the stream's last
+// event says.
+TEST_F(AdmissionTest, CheckIsTheRefusalAdmitAnswers) {
+  const RouteAccess read{.scope = "read"}, metrics{.scope = "metrics"};
+  const HttpRequest cases[] = {Tcp("GET", "/v1/flows"), Tcp("GET", "/v1/flows", "Bearer " + NewApiToken()),
+                               Tcp("GET", "/metrics", "Bearer " + token_), Unix(geteuid() == 65534 ? 65533 : 65534, 7)};
+  const RouteAccess* routes[] = {&read, &read, &metrics, &read};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    auto refusal = admission_.Check(cases[i], routes[i]);
+    auto answer = admission_.Admit(cases[i], routes[i]);
+    ASSERT_TRUE(refusal.has_value()) << i;
+    ASSERT_TRUE(answer.has_value()) << i;
+    EXPECT_EQ(answer->status, refusal->status) << i;
+    const auto body = nlohmann::json::parse(answer->body);
+    EXPECT_EQ(body["error"]["code"], refusal->code) << i;
+    EXPECT_EQ(body["error"]["message"], refusal->message) << i;
+    EXPECT_FALSE(refusal->message.empty()) << i;
+    std::string challenge;
+    for (const auto& [name, value] : answer->headers)
+      if (name == "WWW-Authenticate") challenge = value;
+    EXPECT_EQ(challenge, refusal->www_authenticate) << i;
+  }
+  auto unknown = admission_.Check(Tcp("GET", "/v1/flows", "Bearer " + NewApiToken()), &read);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->message, "the bearer token is not known or was revoked");
+  EXPECT_EQ(unknown->www_authenticate, "Bearer error=\"invalid_token\"");
+  EXPECT_FALSE(admission_.Check(Tcp("GET", "/v1/flows", "Bearer " + token_), &read).has_value());
 }
 
 TEST_F(AdmissionTest, OpenRoutesNeedNoCredential) {
