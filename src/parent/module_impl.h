@@ -208,6 +208,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void FlushAnswers(Activation& a);
   // `may_group`: the batch may wait for a later pass (GroupsBatch) instead of committing now.
   void EndOfPass(bool may_group = true);
+  // Before a batch that starts one activation commits: reads its worker's frames (its `done`, if
+  // written already, ends it in the same batch).
+  void ReadBegunWorker();
   bool GroupsBatch() const;
   // Set while a batch waits for a later pass: the loop commits it before it blocks, unless it
   // holds only ends (GroupMayWait); then group_timer ends the group at its age.
