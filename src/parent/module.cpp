@@ -521,9 +521,11 @@ void Module::Impl::Launch() {
 
 void Module::Impl::Land(Flight f, const Result<void>& outcome) {
   if (!outcome) return FailPending(std::move(f), outcome.error().message);
+  // Landed before the waiters hear of the commit, so that a run which ended in it is still live
+  // to them (RunLive): its stop is told later in this pass.
+  for (Finished& done : f.finished) landed.push_back(std::move(done));
   for (auto& fn : f.waiters) fn(Ok());
   SendAnswers(std::move(f.sends));
-  for (Finished& done : f.finished) landed.push_back(std::move(done));
   // Handlers of idempotent and external calls run only now that their `started` record is durable.
   if (f.started > 0) {
     gate->RunStarted(f.started);

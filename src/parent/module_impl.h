@@ -325,7 +325,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   Result<void> CancelRun(RunId run, std::string why) override;
   size_t queued_runs() const override;
   size_t running_runs() const override { return running_runs_.size(); }
-  bool RunLive(RunId run) const override { return waiting_runs.count(run) || running_runs_.count(run); }
+  bool RunLive(RunId run) const override;
   void SetMaxWorkers(size_t max_workers) override { pool->SetMaxWorkers(max_workers); }
   void KeepCodemodeSpares(bool keep) override { pool->KeepCodemodeSpares(keep); }
   void StopStartingRuns() override;

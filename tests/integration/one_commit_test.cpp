@@ -116,7 +116,19 @@ TEST_F(OneCommitTest, ARunAcceptedStartedAndEndedInOnePassCommitsOnceAndItsStopC
     commits_when_stopped = Commits();
   });
   ASSERT_TRUE(accepted) << accepted.error().message;
+  // Whoever hears of the commit (serve's answer to the request that started the run) finds the run
+  // live, its stop still to come: it waits for the stop, which carries the end, and reads nothing back.
+  std::optional<bool> live_at_commit, stopped_at_commit;
+  module_->host().AfterCommit([&](const Result<void>& committed) {
+    EXPECT_TRUE(committed);
+    live_at_commit = module_->host().RunLive(accepted->run.id);
+    stopped_at_commit = stop.has_value();
+  });
   module_->RunUntilIdle();
+  ASSERT_TRUE(live_at_commit.has_value());
+  EXPECT_TRUE(*live_at_commit);
+  EXPECT_FALSE(*stopped_at_commit);
+  EXPECT_FALSE(module_->host().RunLive(accepted->run.id));  // told now
   ASSERT_TRUE(stop.has_value());
   EXPECT_EQ(stop->state, RunState::kEnded);
   EXPECT_EQ(stop->outcome, "ok");
