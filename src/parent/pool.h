@@ -135,7 +135,7 @@ class Pool {
   uint64_t WrittenBytes(const PooledWorker& worker) const { return worker.session->written_bytes(); }
   // Reads what a busy worker has written so far, as the loop would when its pipe is readable
   // (its frames reach the owner now; nothing is waited for). The module's pass end, before it
-  // commits a batch that starts an activation on it (module.cpp, ReadBegunWorkers).
+  // commits a batch that starts an activation on it (module.cpp, ReadBegunWorker).
   void ReadReady(PooledWorker& worker);
   // The process has ended (its pidfd is readable); the loop reports how, on this pass.
   bool HasExited(const PooledWorker& worker) const;
