@@ -521,9 +521,11 @@ void Module::Impl::Launch() {
 
 void Module::Impl::Land(Flight f, const Result<void>& outcome) {
   if (!outcome) return FailPending(std::move(f), outcome.error().message);
+  // Landed before the waiters hear of the commit, so that a run which ended in it is still live
+  // to them (RunLive): its stop is told later in this pass.
+  for (Finished& done : f.finished) landed.push_back(std::move(done));
   for (auto& fn : f.waiters) fn(Ok());
   SendAnswers(std::move(f.sends));
-  for (Finished& done : f.finished) landed.push_back(std::move(done));
   // Handlers of idempotent and external calls run only now that their `started` record is durable.
   if (f.started > 0) {
     gate->RunStarted(f.started);
@@ -889,6 +891,21 @@ bool Module::Impl::GroupMayWait() const {
          !gate->has_started_waiting();
 }
 
+// A batch that starts one activation on a worker: that worker may have run and written its `done`
+// already (woken by the `activate` write on this CPU, it preempts the loop there). Read now, the end
+// joins the start's batch: one commit for both, and still nothing leaves before it. Only for a
+// batch of one start (a sequential caller's, which waits for both commits): under a backlog the
+// read would cost a system call per start, and the ends are grouped there anyway.
+void Module::Impl::ReadBegunWorker() {
+  if (begun_in_batch.size() != 1) return;
+  auto it = live.find(begun_in_batch.front());
+  if (it == live.end() || !it->second->started || !it->second->worker) return;
+  pool->ReadReady(*it->second->worker);
+  // Its worker is idle again if it ended: a run or activation queued behind it starts in this batch
+  // (the loop would not wake for it).
+  if (it = live.find(begun_in_batch.front()); it == live.end()) Dispatch();
+}
+
 void Module::Impl::EndOfPass(bool may_group) {
   if (in_pass) return;
   in_pass = true;
@@ -912,6 +929,7 @@ void Module::Impl::EndOfPass(bool may_group) {
     grouping_since.reset();
     if (group_timer) loop_->Cancel(*group_timer);
     group_timer.reset();
+    ReadBegunWorker();
     const bool started = gate->has_started_waiting();
     Launch();
     // A backend that committed at once ran the started handlers in Land: what they wrote commits

@@ -208,6 +208,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void FlushAnswers(Activation& a);
   // `may_group`: the batch may wait for a later pass (GroupsBatch) instead of committing now.
   void EndOfPass(bool may_group = true);
+  // Before a batch that starts one activation commits: reads its worker's frames (its `done`, if
+  // written already, ends it in the same batch).
+  void ReadBegunWorker();
   bool GroupsBatch() const;
   // Set while a batch waits for a later pass: the loop commits it before it blocks, unless it
   // holds only ends (GroupMayWait); then group_timer ends the group at its age.
@@ -322,7 +325,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   Result<void> CancelRun(RunId run, std::string why) override;
   size_t queued_runs() const override;
   size_t running_runs() const override { return running_runs_.size(); }
-  bool RunLive(RunId run) const override { return waiting_runs.count(run) || running_runs_.count(run); }
+  bool RunLive(RunId run) const override;
   void SetMaxWorkers(size_t max_workers) override { pool->SetMaxWorkers(max_workers); }
   void KeepCodemodeSpares(bool keep) override { pool->KeepCodemodeSpares(keep); }
   void StopStartingRuns() override;

@@ -160,6 +160,14 @@ Result<void> Module::Impl::ReleaseRun(RunId run) {
   return Ok();
 }
 
+bool Module::Impl::RunLive(RunId run) const {
+  if (waiting_runs.count(run) || running_runs_.count(run)) return true;
+  // Ended in the batch that has just committed (with its start, when its worker answered before
+  // that commit): its stop is told at this pass's end, after the commit's waiters.
+  return std::any_of(landed.begin(), landed.end(),
+                     [run](const Finished& f) { return f.run_done && f.stop.run_id == run; });
+}
+
 Activation* Module::Impl::BeginRunActivation(RunId run, WaitingRun& w) {
   const int64_t now = NowUnixUs();
   const FlowRef flow = w.flow;

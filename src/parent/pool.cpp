@@ -558,6 +558,10 @@ void Pool::OnReadable(PooledWorker& w) {
   if (ReadFrames(w, /*until_empty=*/false, status) && status == WorkerSession::ReadStatus::kEof) OnExit(w);
 }
 
+void Pool::ReadReady(PooledWorker& w) {
+  if (w.state == PooledWorker::State::kBusy) OnReadable(w);
+}
+
 void Pool::OnFrame(PooledWorker& w, protocol::WorkerMessage& msg) {
   switch (w.state) {
     case PooledWorker::State::kWelcome: {

@@ -133,6 +133,10 @@ class Pool {
   // Bytes sent to the worker that it has not read yet, and bytes it has read so far.
   size_t PendingOutput(const PooledWorker& worker) const { return worker.session->pending_output_bytes(); }
   uint64_t WrittenBytes(const PooledWorker& worker) const { return worker.session->written_bytes(); }
+  // Reads what a busy worker has written so far, as the loop would when its pipe is readable
+  // (its frames reach the owner now; nothing is waited for). The module's pass end, before it
+  // commits a batch that starts an activation on it (module.cpp, ReadBegunWorker).
+  void ReadReady(PooledWorker& worker);
   // The process has ended (its pidfd is readable); the loop reports how, on this pass.
   bool HasExited(const PooledWorker& worker) const;
   // The worker's CPU time so far, from the kernel.

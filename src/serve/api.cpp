@@ -470,6 +470,8 @@ void Api::Delivered(std::shared_ptr<const Triggers::Delivery> d, const std::stri
   o_.queue.Wait(a.run.id, d->wait, RunQueue::WaitedFn([this, d, respond, existing](const Result<RunRow>& run, const ActivationRow* ended) {
     if (!run) return respond(JsonError(500, "internal", run.error().message));
     HttpResponse r = DeliveryAnswer(*d, *run, ended);
+    // "ack" answers a new delivery 202, also when its run ended in the commit that accepted it.
+    if (!existing && d->respond == WebhookTrigger::Respond::kAck && r.status == 200) r.status = 202;
     if (existing) r.headers.emplace_back("Idempotent-Replayed", "true");
     respond(std::move(r));
   }), existing ? nullptr : &a.run);
@@ -512,7 +514,12 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
         respond(std::move(r));
       }, wait);
     }
-    AnswerWithRun(id, [respond, id](HttpResponse r) {
+    const bool waits = wait && wait->count() > 0;
+    AnswerWithRun(id, [respond, id, waits](HttpResponse r) {
+      // Without a wait the answer is 202, also for a run that ended in the commit that accepted
+      // it (its worker answered before that commit: module.cpp, ReadBegunWorker); the body is the
+      // run as it stands.
+      if (!waits && r.status == 200) r.status = 202;
       r.headers.emplace_back("Location", "/v1/runs/" + std::to_string(id));
       respond(std::move(r));
     }, wait, &a->run);

@@ -1129,8 +1129,11 @@ class WebhookWaitTest(unittest.TestCase):
         self.assertEqual(code, 200, data)
         self.assertEqual((data["state"], data["outcome"], data["result"]), ("ended", "ok", {"order": 17}))
         code, data, _ = d.curl("POST", "/hooks/async", body, headers=d.sign("s3cret", body))
+        # "ack" is 202 once the run is journaled, never a wait for its end: the run as it stands
+        # then, which has a result only if its worker answered before the accepting commit did.
         self.assertEqual(code, 202, data)
-        self.assertNotIn("result", data)
+        if data["state"] != "ended":
+            self.assertNotIn("result", data)
         code, ended, _ = d.curl("GET", "/v1/runs/%d?wait=30s" % data["id"])
         self.assertEqual((code, ended["result"]), (200, {"order": 17}))
 
@@ -1364,7 +1367,12 @@ class QueueMaxTest(unittest.TestCase):
         con.close()
         d.proc.send_signal(signal.SIGHUP)
         d.wait_for_log("SIGHUP: reloaded")
-        rows = d.query("SELECT state, outcome, error FROM runs WHERE triggered_by='schedule:daily'")
+        # The skipped fire's row holds no answer, so its batch may be grouped for up to 2 ms after
+        # the log line while runs wait in the queue (docs/journal.md): read until it is there.
+        deadline = time.monotonic() + 30
+        rows = []
+        while not rows and time.monotonic() < deadline:
+            rows = d.query("SELECT state, outcome, error FROM runs WHERE triggered_by='schedule:daily'")
         self.assertEqual([(r[0], r[1]) for r in rows], [("ended", "skipped")], rows)
         self.assertIn("queue_max", json.loads(rows[0][2])["message"])
         self.assertEqual(d.metric('basal_schedule_events_total{trigger="daily",event="skipped"}'), 1)
