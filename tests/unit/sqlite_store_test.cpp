@@ -35,7 +35,7 @@ using testing_support::FlowApproval;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 constexpr int kApplicationId = 0x6261736c;
 
 // Every table, index and trigger of a file with its SQL, by name: two files of the same schema
@@ -441,6 +441,10 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   EXPECT_EQ(again->journal_id(), id);
 }
 
+// What schema 10 changed, undone: a version 9 file as that basal left it (an index of each
+// activation's calls in record order).
+constexpr const char* kDowngradeV10ToV9 =
+    "CREATE INDEX calls_by_activation ON calls(activation_id, seq); PRAGMA user_version=9;";
 // What schema 8 changed, undone: a version 7 file as that basal left it (the runs' state index over
 // every run).
 constexpr const char* kDowngradeV8ToV7 =
@@ -471,6 +475,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsEvents) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
   }
@@ -561,6 +566,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
   {
     RawDb raw(db);
     raw.Exec("PRAGMA foreign_keys=OFF");
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -614,6 +620,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -684,6 +691,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
     RawDb raw(db);
     // What a new file's schema is, to compare the migrated one with.
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -782,6 +790,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
   {
     RawDb raw(db);
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -840,6 +849,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsKv) {
   {
     RawDb raw(db);
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
   }
@@ -898,6 +908,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema7FileFindingItsRunsByState) {
   {
     RawDb raw(db);
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='runs_unended'"), 0);
   }
@@ -1019,6 +1030,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema8FileKeepingItsRowsWithoutEphemer
   {
     RawDb raw(db);
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV9ToV8);
   }
   // The downgrade brought schema 8's cost back, so the check below can fail.
@@ -1065,6 +1077,58 @@ TEST(SqliteMigrationTest, WriterMigratesASchema8FileKeepingItsRowsWithoutEphemer
   ASSERT_TRUE(store->journal().EndActivation(End(activation)));
   ASSERT_TRUE(store->runs().MarkRunEnded(running, "ok", "", 3000));
   ASSERT_TRUE(store->Commit());
+}
+
+// Schema 9 to 10: calls_by_activation is dropped; a schema 9 file's calls are read in record order
+// before (by a reader, without changing the file) and after the migration, and the migrated file
+// has the schema of a new one.
+TEST(SqliteMigrationTest, WriterMigratesASchema9FileKeepingItsCallsInRecordOrder) {
+  TempDir dir;
+  const std::string db = dir.File("v9.db");
+  int64_t activation = 0;
+  const std::vector<int64_t> order = {2, 3, 1};
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    auto a = store->journal().BeginActivation(Start("orders", 1000, {"h", 1, 2}));
+    ASSERT_TRUE(a);
+    activation = *a;
+    for (int64_t id : order) ASSERT_TRUE(store->journal().RecordCall(Call(activation, id)));
+    ASSERT_TRUE(store->Commit());
+  }
+  auto ids_of = [](const Result<std::vector<CallRow>>& calls) {
+    std::vector<int64_t> ids;
+    if (calls) {
+      for (const CallRow& c : *calls) ids.push_back(c.call_id);
+    } else {
+      ADD_FAILURE() << calls.error().message;
+    }
+    return ids;
+  };
+  std::string fresh_schema;
+  {
+    RawDb raw(db);
+    fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='calls_by_activation'"), 1);
+  }
+  const std::string before = Contents(db);
+  {
+    auto reader = OpenSqliteReader(db);
+    ASSERT_TRUE(reader) << reader.error().message;
+    EXPECT_EQ(ids_of((*reader)->Calls(activation)), order) << "schema 9, read as it is";
+  }
+  EXPECT_EQ(Contents(db), before) << "the reader changed the file";
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(ids_of(store->reader().Calls(activation)), order);
+  ASSERT_TRUE(store->journal().RecordCall(Call(activation, 0)));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(ids_of(store->reader().Calls(activation)), (std::vector<int64_t>{2, 3, 1, 0}));
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='calls_by_activation'"), 0);
+  EXPECT_EQ(raw.Text(kSchemaText), fresh_schema) << "a migrated file has the schema of a new one";
 }
 
 // Schema 9's CHECKs keep out what schema 8's did: an origin, a verdict, an effect, a call state or
@@ -1173,6 +1237,130 @@ TEST(SqliteStoreTest, RunsNotEndedAreFoundByTheirIndexWithoutAScan) {
   EXPECT_EQ(parked.find("SCAN runs"), std::string::npos) << parked;
   // The ended runs are not in it: counting them reads the table.
   EXPECT_NE(PlanOf(db, "SELECT count(*) FROM runs WHERE state=?1", "ended").find("SCAN runs"), std::string::npos);
+}
+
+// Every statement the store and its readers run on calls (the shapes of sqlite_store.cpp's and
+// read_queries.cpp's) finds its rows through UNIQUE (activation_id, call_id), never by a scan;
+// an activation's calls come in call id order without a sort by SQLite (schema 10 dropped the
+// index in record order: the reader sorts in memory, CallsRecordedOutOfCallIdOrderAreReadInRecordOrder).
+TEST(SqliteStoreTest, EveryQueryOnCallsUsesTheUniqueIndexWithoutAScan) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+  }
+  const char* const unsorted[] = {
+      "SELECT * FROM calls WHERE activation_id=? ORDER BY activation_id, call_id",
+      "SELECT * FROM calls WHERE activation_id IN (SELECT id FROM activations WHERE run_id=?) ORDER BY activation_id, "
+      "call_id",
+  };
+  const char* const others[] = {
+      "SELECT state FROM calls WHERE activation_id=? AND call_id=?",
+      "UPDATE calls SET state=?, result=coalesce(?, result), error=coalesce(?, error), end_us=coalesce(?, end_us), "
+      "answer_seq=coalesce(?, answer_seq), replay=coalesce(?, replay) WHERE activation_id=? AND call_id=? AND state "
+      "IN (?,?,?)",
+      "UPDATE calls SET state=?, error=coalesce(error, ?), end_us=coalesce(end_us, ?) WHERE activation_id=? AND state=?",
+  };
+  for (const char* sql : unsorted) {
+    const std::string plan = PlanOf(db, sql);
+    EXPECT_NE(plan.find("SEARCH calls USING INDEX sqlite_autoindex_calls_1 (activation_id=?)"), std::string::npos)
+        << sql << ": " << plan;
+    EXPECT_EQ(plan.find("TEMP B-TREE"), std::string::npos) << sql << ": " << plan;
+  }
+  for (const char* sql : others) {
+    const std::string plan = PlanOf(db, sql);
+    EXPECT_NE(plan.find("sqlite_autoindex_calls_1"), std::string::npos) << sql << ": " << plan;
+    EXPECT_EQ(plan.find("SCAN calls"), std::string::npos) << sql << ": " << plan;
+  }
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE type='index' AND tbl_name='calls'"), 1)
+      << "calls has one index, its UNIQUE constraint's";
+}
+
+// Calls in flight at once are recorded in the order their answers came: an activation's calls are
+// read in that order (seq), whatever their ids, on the writer's connection and a reader's.
+TEST(SqliteStoreTest, CallsRecordedOutOfCallIdOrderAreReadInRecordOrder) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto a = store->journal().BeginActivation(Start());
+  auto b = store->journal().BeginActivation(Start());
+  ASSERT_TRUE(a && b);
+  const std::vector<int64_t> order = {3, 1, 4, 2, 6, 5};
+  for (int64_t id : order) {
+    ASSERT_TRUE(store->journal().RecordCall(Call(*a, id)));
+    ASSERT_TRUE(store->journal().RecordCall(Call(*b, 7 - id)));
+  }
+  ASSERT_TRUE(store->Commit());
+  auto reader = OpenSqliteReader(db);
+  ASSERT_TRUE(reader) << reader.error().message;
+  for (JournalReader* r : {&store->reader(), reader->get()}) {
+    auto calls = r->Calls(*a);
+    ASSERT_TRUE(calls) << calls.error().message;
+    std::vector<int64_t> ids;
+    for (const CallRow& c : *calls) {
+      EXPECT_EQ(c.activation_id, *a);
+      ids.push_back(c.call_id);
+    }
+    EXPECT_EQ(ids, order);
+    auto other = r->Calls(*b);
+    ASSERT_TRUE(other);
+    ids.clear();
+    for (const CallRow& c : *other) ids.push_back(c.call_id);
+    EXPECT_EQ(ids, (std::vector<int64_t>{4, 6, 3, 5, 1, 2}));
+  }
+}
+
+// WAL frames (pages) a commit appended, from the -wal file's size: its 32-byte header, then per
+// frame a 24-byte header and a page.
+int64_t WalFrames(const std::string& db_path) {
+  struct stat st {};
+  if (::stat((db_path + "-wal").c_str(), &st) != 0 || st.st_size < 32) return 0;
+  RawDb raw(db_path);
+  return (st.st_size - 32) / (raw.Int("PRAGMA page_size") + 24);
+}
+
+// What a host call's records cost in the commits on its path (each frame a page written): its
+// first record 2 (the calls leaf and its UNIQUE index's leaf; 3 in schema 9, with an index in record
+// order), its answer 1 (the row, in place). Measured on a journal small enough to have one page
+// per table and index, and no checkpoint in between.
+TEST(SqliteStoreTest, AHostCallsRecordsWriteTheFewestPages) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto a = store->journal().BeginActivation(Start());
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(store->Commit());
+  int64_t frames = WalFrames(db);
+  auto appended = [&] {
+    const int64_t now = WalFrames(db);
+    const int64_t n = now - frames;
+    frames = now;
+    return n;
+  };
+  ASSERT_TRUE(store->journal().RecordCall(Call(*a, 1)));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(appended(), 2) << "a pure call, recorded with its answer";
+  CallRecord intent = Call(*a, 2);
+  intent.effect = Effect::kExternal;
+  intent.state = CallState::kStarted;
+  intent.result_json.clear();
+  intent.end_unix_us.reset();
+  ASSERT_TRUE(store->journal().RecordCall(intent));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(appended(), 2) << "an external call's intent";
+  CallUpdate answer;
+  answer.activation_id = *a;
+  answer.call_id = 2;
+  answer.state = CallState::kAnswered;
+  answer.result_json = R"({"status":200})";
+  answer.end_unix_us = 1300;
+  ASSERT_TRUE(store->journal().UpdateCall(answer));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(appended(), 1) << "its answer";
 }
 
 // A run refers to its activation: the store refuses to start a run with an activation it does
