@@ -444,7 +444,9 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
 // What schema 10 changed, undone: a version 9 file as that basal left it (an index of each
 // activation's calls in record order).
 constexpr const char* kDowngradeV10ToV9 =
-    "CREATE INDEX calls_by_activation ON calls(activation_id, seq); PRAGMA user_version=9;";
+    "CREATE INDEX calls_by_activation ON calls(activation_id, seq); DROP INDEX activations_by_run; "
+    "ALTER TABLE activations DROP COLUMN listed_by_run; "
+    "CREATE INDEX activations_by_run ON activations(run_id) WHERE run_id IS NOT NULL; PRAGMA user_version=9;";
 // What schema 8 changed, undone: a version 7 file as that basal left it (the runs' state index over
 // every run).
 constexpr const char* kDowngradeV8ToV7 =
@@ -1252,8 +1254,8 @@ TEST(SqliteStoreTest, EveryQueryOnCallsUsesTheUniqueIndexWithoutAScan) {
   }
   const char* const unsorted[] = {
       "SELECT * FROM calls WHERE activation_id=? ORDER BY activation_id, call_id",
-      "SELECT * FROM calls WHERE activation_id IN (SELECT id FROM activations WHERE run_id=?) ORDER BY activation_id, "
-      "call_id",
+      "SELECT * FROM calls WHERE activation_id IN (SELECT id FROM activations WHERE run_id=?1 AND listed_by_run=1 "
+      "UNION SELECT activation_id FROM runs WHERE id=?1) ORDER BY activation_id, call_id",
   };
   const char* const others[] = {
       "SELECT state FROM calls WHERE activation_id=? AND call_id=?",
@@ -1266,7 +1268,7 @@ TEST(SqliteStoreTest, EveryQueryOnCallsUsesTheUniqueIndexWithoutAScan) {
     const std::string plan = PlanOf(db, sql);
     EXPECT_NE(plan.find("SEARCH calls USING INDEX sqlite_autoindex_calls_1 (activation_id=?)"), std::string::npos)
         << sql << ": " << plan;
-    EXPECT_EQ(plan.find("TEMP B-TREE"), std::string::npos) << sql << ": " << plan;
+    EXPECT_EQ(plan.find("TEMP B-TREE FOR ORDER BY"), std::string::npos) << sql << ": " << plan;
   }
   for (const char* sql : others) {
     const std::string plan = PlanOf(db, sql);
@@ -1361,6 +1363,168 @@ TEST(SqliteStoreTest, AHostCallsRecordsWriteTheFewestPages) {
   ASSERT_TRUE(store->journal().UpdateCall(answer));
   ASSERT_TRUE(store->Commit());
   EXPECT_EQ(appended(), 1) << "its answer";
+}
+
+// The runs of testing the readers of a run's activations: a plain run started in the batch that
+// accepted it, a plain run queued in an earlier batch and started in a later one, a durable run
+// resumed once (two activations), and a plain run cancelled before the activation made for it
+// could start (the store refused the start: the run's row never names that activation).
+struct RunsOfEveryKind {
+  int64_t plain_now = 0, plain_later = 0, durable = 0, cancelled = 0;
+  std::vector<int64_t> plain_now_activations, plain_later_activations, durable_activations, cancelled_activations;
+};
+
+RunsOfEveryKind MakeRunsOfEveryKind(Store& store) {
+  RunsOfEveryKind k;
+  auto start = [&](int64_t run, std::vector<int64_t>* ids) {
+    ActivationStart s = Start("orders", 1000, {"h", 1, 2});
+    s.run_id = run;
+    auto a = store.journal().BeginActivation(s);
+    EXPECT_TRUE(a) << a.error().message;
+    if (!a) return int64_t{0};
+    ids->push_back(*a);
+    EXPECT_TRUE(store.journal().RecordCall(Call(*a, 1)));
+    return *a;
+  };
+  auto later = store.runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})"));
+  NewRun d = testing_support::Run("orders", R"({"n":3})");
+  d.durable = true;
+  auto durable = store.runs().EnqueueRun(d);
+  auto cancelled = store.runs().EnqueueRun(testing_support::Run("orders", R"({"n":4})"));
+  EXPECT_TRUE(later && durable && cancelled);
+  EXPECT_TRUE(store.Commit());
+  k.plain_later = later->run.id;
+  k.durable = durable->run.id;
+  k.cancelled = cancelled->run.id;
+  auto now = store.runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})"));
+  EXPECT_TRUE(now);
+  k.plain_now = now->run.id;
+  EXPECT_TRUE(store.runs().MarkRunStarted(k.plain_now, start(k.plain_now, &k.plain_now_activations), 1000));
+  EXPECT_TRUE(store.runs().MarkRunStarted(k.plain_later, start(k.plain_later, &k.plain_later_activations), 1000));
+  EXPECT_TRUE(store.runs().MarkRunStarted(k.durable, start(k.durable, &k.durable_activations), 1000));
+  EXPECT_TRUE(store.runs().MarkRunEnded(k.cancelled, "cancelled", R"({"kind":"cancelled","message":"m"})", 1000));
+  auto refused = store.runs().MarkRunStarted(k.cancelled, start(k.cancelled, &k.cancelled_activations), 1000);
+  EXPECT_FALSE(refused);
+  if (!refused) {
+    EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  }
+  EXPECT_TRUE(store.journal().EndActivation(End(k.cancelled_activations.at(0), Outcome::kCancelled)));
+  EXPECT_TRUE(store.Commit());
+  // The durable run's activation is abandoned and the run resumed.
+  EXPECT_TRUE(store.journal().EndActivation(End(k.durable_activations.at(0), Outcome::kAbandoned)));
+  EXPECT_TRUE(store.runs().MoveRun({k.durable, RunState::kRunning, RunState::kInterrupted, "", false}));
+  EXPECT_TRUE(store.runs().MoveRun({k.durable, RunState::kInterrupted, RunState::kQueued, "", true}));
+  EXPECT_TRUE(store.Commit());
+  EXPECT_TRUE(store.runs().MarkRunStarted(k.durable, start(k.durable, &k.durable_activations), 2000));
+  EXPECT_TRUE(store.Commit());
+  return k;
+}
+
+// Every reader of a run's activations and calls (basal run show, the API's run view, resume,
+// replay, settle: RunActivations and RunCalls) finds each of them, on the writer's connection and
+// a reader's, whether the run's activations are indexed or named by its row.
+void ExpectEveryActivationOfEveryRun(Store& store, const std::string& db, const RunsOfEveryKind& k) {
+  auto reader = OpenSqliteReader(db);
+  ASSERT_TRUE(reader) << reader.error().message;
+  const std::pair<int64_t, const std::vector<int64_t>*> runs[] = {{k.plain_now, &k.plain_now_activations},
+                                                                  {k.plain_later, &k.plain_later_activations},
+                                                                  {k.durable, &k.durable_activations},
+                                                                  {k.cancelled, &k.cancelled_activations}};
+  for (JournalReader* r : {&store.reader(), reader->get()}) {
+    for (const auto& [run, expected] : runs) {
+      auto activations = r->RunActivations(run);
+      ASSERT_TRUE(activations) << activations.error().message;
+      std::vector<int64_t> ids;
+      for (const ActivationRow& a : *activations) {
+        EXPECT_EQ(a.run_id, run);
+        ids.push_back(a.id);
+      }
+      EXPECT_EQ(ids, *expected) << "run " << run;
+      auto calls = r->RunCalls(run);
+      ASSERT_TRUE(calls) << calls.error().message;
+      ids.clear();
+      for (const CallRow& c : *calls) ids.push_back(c.activation_id);
+      EXPECT_EQ(ids, *expected) << "run " << run << ": one call per activation";
+    }
+    auto none = r->RunActivations(k.cancelled + 100);
+    ASSERT_TRUE(none);
+    EXPECT_TRUE(none->empty());
+  }
+}
+
+// Schema 10: only the activations a run's row may not name are in activations_by_run (a durable
+// run's, and one whose start was refused); a plain run's one activation, named by its row, is not,
+// so its start writes no page of that index. Every reader still finds every activation.
+TEST(SqliteStoreTest, APlainRunsActivationIsFoundThroughItsRowAndOnlyTheOthersAreIndexed) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  const RunsOfEveryKind k = MakeRunsOfEveryKind(*store);
+  ExpectEveryActivationOfEveryRun(*store, db, k);
+  RawDb raw(db);
+  EXPECT_EQ(raw.Text("SELECT group_concat(id) FROM (SELECT id FROM activations INDEXED BY activations_by_run "
+                     "WHERE listed_by_run = 1 ORDER BY id)"),
+            std::to_string(k.durable_activations[0]) + "," + std::to_string(k.cancelled_activations[0]) + "," +
+                std::to_string(k.durable_activations[1]));
+  for (const char* sql : {"SELECT * FROM activations WHERE run_id=?1 AND listed_by_run=1",
+                          "SELECT * FROM activations WHERE id=(SELECT activation_id FROM runs WHERE id=?1) AND "
+                          "run_id=?1 AND listed_by_run IS NULL"}) {
+    const std::string plan = PlanOf(db, sql);
+    EXPECT_EQ(plan.find("SCAN activations"), std::string::npos) << sql << ": " << plan;
+  }
+}
+
+// What a serve run's start commits: the pages of a plain run's start in the batch that accepted
+// it (the run's and the activation's rows, the activation's call, and their indexes), and one
+// more for a durable run's (activations_by_run). Measured on a fresh journal (one page per table
+// and index), as AHostCallsRecordsWriteTheFewestPages.
+TEST(SqliteStoreTest, APlainRunsStartWritesNoPageOfTheRunsActivationIndex) {
+  for (const bool durable : {false, true}) {
+    TempDir dir;
+    const std::string db = dir.File("j.db");
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->runs().EnqueueRun(testing_support::Run("warm-up")));
+    ASSERT_TRUE(store->Commit());
+    const int64_t before = WalFrames(db);
+    NewRun n = testing_support::Run("orders");
+    n.durable = durable;
+    auto run = store->runs().EnqueueRun(n);
+    ASSERT_TRUE(run);
+    ActivationStart s = Start("orders", 1000, {"h", 1, 2});
+    s.run_id = run->run.id;
+    auto a = store->journal().BeginActivation(s);
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(store->runs().MarkRunStarted(run->run.id, *a, 1000));
+    ASSERT_TRUE(store->Commit());
+    // runs (row, runs_unended, runs_by_flow) and activations (row, activations_unfinished): 5.
+    EXPECT_EQ(WalFrames(db) - before, durable ? 6 : 5) << (durable ? "durable" : "plain");
+  }
+}
+
+// Schema 9 to 10: a version 9 file's activations of runs are marked from its runs (a durable
+// run's and one its run's row does not name are listed), and every reader finds each of them.
+TEST(SqliteMigrationTest, WriterMigratesASchema9FileFindingEveryActivationOfItsRuns) {
+  TempDir dir;
+  const std::string db = dir.File("v9.db");
+  RunsOfEveryKind k;
+  std::string fresh_schema;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    k = MakeRunsOfEveryKind(*store);
+    RawDb raw(db);
+    fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
+  }
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  ExpectEveryActivationOfEveryRun(*store, db, k);
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE listed_by_run = 1"), 3);
+  EXPECT_EQ(raw.Text(kSchemaText), fresh_schema) << "a migrated file has the schema of a new one";
 }
 
 // A run refers to its activation: the store refuses to start a run with an activation it does

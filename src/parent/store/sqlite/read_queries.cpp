@@ -158,13 +158,25 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
   }
   has_durable_ = schema_version >= 6;
   if (has_durable_) {
+    // Schema 10 indexes a run's activations only when its row may not name them all (listed_by_run,
+    // schema.cpp): the others are the one its row names.
+    const bool listed = schema_version >= 10;
+    const std::string run_activations =
+        listed ? activations + " WHERE run_id=?1 AND listed_by_run=1 UNION ALL " + activations +
+                     " WHERE id=(SELECT activation_id FROM runs WHERE id=?1) AND run_id=?1 AND listed_by_run IS NULL "
+                     "ORDER BY 1"
+               : activations + " WHERE run_id=?1 ORDER BY id";
+    const std::string run_activation_ids =
+        listed ? "SELECT id FROM activations WHERE run_id=?1 AND listed_by_run=1 UNION SELECT activation_id FROM runs "
+                 "WHERE id=?1"
+               : "SELECT id FROM activations WHERE run_id=?1";
     const struct {
       Stmt* stmt;
       std::string sql;
     } durable[] = {
-        {&run_activations_, activations + " WHERE run_id=? ORDER BY id"},
-        {&run_calls_, CallSelectSql(schema_version) +
-                          " WHERE activation_id IN (SELECT id FROM activations WHERE run_id=?) ORDER BY activation_id, call_id"},
+        {&run_activations_, run_activations},
+        {&run_calls_, CallSelectSql(schema_version) + " WHERE activation_id IN (" + run_activation_ids +
+                          ") ORDER BY activation_id, call_id"},
         {&resolutions_, std::string(kResolutionSelectSql) + " WHERE run_id=? ORDER BY seq"},
     };
     for (const auto& row : durable) {

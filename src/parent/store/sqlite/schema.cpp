@@ -449,8 +449,18 @@ CREATE INDEX runs_unended ON runs(state, id) WHERE state = 'queued' OR state = '
 // call's record wrote a page of it, one WAL frame more per host call. An activation's calls are
 // read through UNIQUE (activation_id, call_id)'s prefix, in call id order, and put in record order
 // (seq) by the reader (read_queries.cpp), at most one activation's records (budgets.journal_kb).
+// activations_by_run holds only the activations marked listed_by_run: a durable run's (it has
+// several, and its row names the last) and one its run's row does not name (a start the store
+// refused because the run had ended or was taken: MarkRunStarted). A plain run's one activation
+// is found through runs.activation_id instead, so its start writes no page of the index. Files of
+// version 9 are marked from their runs.
 constexpr const char* kV10Sql = R"sql(
 DROP INDEX calls_by_activation;
+ALTER TABLE activations ADD COLUMN listed_by_run INTEGER CHECK (listed_by_run = 1);
+UPDATE activations SET listed_by_run = 1 WHERE run_id IS NOT NULL AND NOT EXISTS
+  (SELECT 1 FROM runs r WHERE r.id = activations.run_id AND r.durable = 0 AND r.activation_id = activations.id);
+DROP INDEX activations_by_run;
+CREATE INDEX activations_by_run ON activations(run_id) WHERE listed_by_run = 1;
 )sql";
 
 // Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
