@@ -35,7 +35,7 @@ using testing_support::FlowApproval;
 using testing_support::Start;
 using testing_support::TempDir;
 
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 constexpr int kApplicationId = 0x6261736c;
 
 // Every table, index and trigger of a file with its SQL, by name: two files of the same schema
@@ -441,6 +441,12 @@ TEST(SqliteMigrationTest, WriterMigratesASchema1FileOnce) {
   EXPECT_EQ(again->journal_id(), id);
 }
 
+// What schema 10 changed, undone: a version 9 file as that basal left it (an index of each
+// activation's calls in record order).
+constexpr const char* kDowngradeV10ToV9 =
+    "CREATE INDEX calls_by_activation ON calls(activation_id, seq); DROP INDEX activations_by_run; "
+    "ALTER TABLE activations DROP COLUMN listed_by_run; "
+    "CREATE INDEX activations_by_run ON activations(run_id) WHERE run_id IS NOT NULL; PRAGMA user_version=9;";
 // What schema 8 changed, undone: a version 7 file as that basal left it (the runs' state index over
 // every run).
 constexpr const char* kDowngradeV8ToV7 =
@@ -471,6 +477,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsEvents) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
   }
@@ -561,6 +568,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema3File) {
   {
     RawDb raw(db);
     raw.Exec("PRAGMA foreign_keys=OFF");
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -614,6 +622,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema2File) {
   }
   {
     RawDb raw(db);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -684,6 +693,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema4FileKeepingItsData) {
     RawDb raw(db);
     // What a new file's schema is, to compare the migrated one with.
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -782,6 +792,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema5FileKeepingItsRuns) {
   {
     RawDb raw(db);
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
     raw.Exec(kDowngradeV6ToV5);
@@ -840,6 +851,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema6FileKeepingItsKv) {
   {
     RawDb raw(db);
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     raw.Exec(kDowngradeV7ToV6);
   }
@@ -898,6 +910,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema7FileFindingItsRunsByState) {
   {
     RawDb raw(db);
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV8ToV7);
     EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='runs_unended'"), 0);
   }
@@ -1019,6 +1032,7 @@ TEST(SqliteMigrationTest, WriterMigratesASchema8FileKeepingItsRowsWithoutEphemer
   {
     RawDb raw(db);
     fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
     raw.Exec(kDowngradeV9ToV8);
   }
   // The downgrade brought schema 8's cost back, so the check below can fail.
@@ -1065,6 +1079,58 @@ TEST(SqliteMigrationTest, WriterMigratesASchema8FileKeepingItsRowsWithoutEphemer
   ASSERT_TRUE(store->journal().EndActivation(End(activation)));
   ASSERT_TRUE(store->runs().MarkRunEnded(running, "ok", "", 3000));
   ASSERT_TRUE(store->Commit());
+}
+
+// Schema 9 to 10: calls_by_activation is dropped; a schema 9 file's calls are read in record order
+// before (by a reader, without changing the file) and after the migration, and the migrated file
+// has the schema of a new one.
+TEST(SqliteMigrationTest, WriterMigratesASchema9FileKeepingItsCallsInRecordOrder) {
+  TempDir dir;
+  const std::string db = dir.File("v9.db");
+  int64_t activation = 0;
+  const std::vector<int64_t> order = {2, 3, 1};
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    auto a = store->journal().BeginActivation(Start("orders", 1000, {"h", 1, 2}));
+    ASSERT_TRUE(a);
+    activation = *a;
+    for (int64_t id : order) ASSERT_TRUE(store->journal().RecordCall(Call(activation, id)));
+    ASSERT_TRUE(store->Commit());
+  }
+  auto ids_of = [](const Result<std::vector<CallRow>>& calls) {
+    std::vector<int64_t> ids;
+    if (calls) {
+      for (const CallRow& c : *calls) ids.push_back(c.call_id);
+    } else {
+      ADD_FAILURE() << calls.error().message;
+    }
+    return ids;
+  };
+  std::string fresh_schema;
+  {
+    RawDb raw(db);
+    fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='calls_by_activation'"), 1);
+  }
+  const std::string before = Contents(db);
+  {
+    auto reader = OpenSqliteReader(db);
+    ASSERT_TRUE(reader) << reader.error().message;
+    EXPECT_EQ(ids_of((*reader)->Calls(activation)), order) << "schema 9, read as it is";
+  }
+  EXPECT_EQ(Contents(db), before) << "the reader changed the file";
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(ids_of(store->reader().Calls(activation)), order);
+  ASSERT_TRUE(store->journal().RecordCall(Call(activation, 0)));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(ids_of(store->reader().Calls(activation)), (std::vector<int64_t>{2, 3, 1, 0}));
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name='calls_by_activation'"), 0);
+  EXPECT_EQ(raw.Text(kSchemaText), fresh_schema) << "a migrated file has the schema of a new one";
 }
 
 // Schema 9's CHECKs keep out what schema 8's did: an origin, a verdict, an effect, a call state or
@@ -1173,6 +1239,292 @@ TEST(SqliteStoreTest, RunsNotEndedAreFoundByTheirIndexWithoutAScan) {
   EXPECT_EQ(parked.find("SCAN runs"), std::string::npos) << parked;
   // The ended runs are not in it: counting them reads the table.
   EXPECT_NE(PlanOf(db, "SELECT count(*) FROM runs WHERE state=?1", "ended").find("SCAN runs"), std::string::npos);
+}
+
+// Every statement the store and its readers run on calls (the shapes of sqlite_store.cpp's and
+// read_queries.cpp's) finds its rows through UNIQUE (activation_id, call_id), never by a scan;
+// an activation's calls come in call id order without a sort by SQLite (schema 10 dropped the
+// index in record order: the reader sorts in memory, CallsRecordedOutOfCallIdOrderAreReadInRecordOrder).
+TEST(SqliteStoreTest, EveryQueryOnCallsUsesTheUniqueIndexWithoutAScan) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+  }
+  const char* const unsorted[] = {
+      "SELECT * FROM calls WHERE activation_id=? ORDER BY activation_id, call_id",
+      "SELECT * FROM calls WHERE activation_id IN (SELECT id FROM activations WHERE run_id=?1 AND listed_by_run=1 "
+      "UNION SELECT activation_id FROM runs WHERE id=?1) ORDER BY activation_id, call_id",
+  };
+  const char* const others[] = {
+      "SELECT state FROM calls WHERE activation_id=? AND call_id=?",
+      "UPDATE calls SET state=?, result=coalesce(?, result), error=coalesce(?, error), end_us=coalesce(?, end_us), "
+      "answer_seq=coalesce(?, answer_seq), replay=coalesce(?, replay) WHERE activation_id=? AND call_id=? AND state "
+      "IN (?,?,?)",
+      "UPDATE calls SET state=?, error=coalesce(error, ?), end_us=coalesce(end_us, ?) WHERE activation_id=? AND state=?",
+  };
+  for (const char* sql : unsorted) {
+    const std::string plan = PlanOf(db, sql);
+    EXPECT_NE(plan.find("SEARCH calls USING INDEX sqlite_autoindex_calls_1 (activation_id=?)"), std::string::npos)
+        << sql << ": " << plan;
+    EXPECT_EQ(plan.find("TEMP B-TREE FOR ORDER BY"), std::string::npos) << sql << ": " << plan;
+  }
+  for (const char* sql : others) {
+    const std::string plan = PlanOf(db, sql);
+    EXPECT_NE(plan.find("sqlite_autoindex_calls_1"), std::string::npos) << sql << ": " << plan;
+    EXPECT_EQ(plan.find("SCAN calls"), std::string::npos) << sql << ": " << plan;
+  }
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE type='index' AND tbl_name='calls'"), 1)
+      << "calls has one index, its UNIQUE constraint's";
+}
+
+// Calls in flight at once are recorded in the order their answers came: an activation's calls are
+// read in that order (seq), whatever their ids, on the writer's connection and a reader's.
+TEST(SqliteStoreTest, CallsRecordedOutOfCallIdOrderAreReadInRecordOrder) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto a = store->journal().BeginActivation(Start());
+  auto b = store->journal().BeginActivation(Start());
+  ASSERT_TRUE(a && b);
+  const std::vector<int64_t> order = {3, 1, 4, 2, 6, 5};
+  for (int64_t id : order) {
+    ASSERT_TRUE(store->journal().RecordCall(Call(*a, id)));
+    ASSERT_TRUE(store->journal().RecordCall(Call(*b, 7 - id)));
+  }
+  ASSERT_TRUE(store->Commit());
+  auto reader = OpenSqliteReader(db);
+  ASSERT_TRUE(reader) << reader.error().message;
+  for (JournalReader* r : {&store->reader(), reader->get()}) {
+    auto calls = r->Calls(*a);
+    ASSERT_TRUE(calls) << calls.error().message;
+    std::vector<int64_t> ids;
+    for (const CallRow& c : *calls) {
+      EXPECT_EQ(c.activation_id, *a);
+      ids.push_back(c.call_id);
+    }
+    EXPECT_EQ(ids, order);
+    auto other = r->Calls(*b);
+    ASSERT_TRUE(other);
+    ids.clear();
+    for (const CallRow& c : *other) ids.push_back(c.call_id);
+    EXPECT_EQ(ids, (std::vector<int64_t>{4, 6, 3, 5, 1, 2}));
+  }
+}
+
+// WAL frames (pages) a commit appended, from the -wal file's size: its 32-byte header, then per
+// frame a 24-byte header and a page.
+int64_t WalFrames(const std::string& db_path) {
+  struct stat st {};
+  if (::stat((db_path + "-wal").c_str(), &st) != 0 || st.st_size < 32) return 0;
+  RawDb raw(db_path);
+  return (st.st_size - 32) / (raw.Int("PRAGMA page_size") + 24);
+}
+
+// What a host call's records cost in the commits on its path (each frame a page written): its
+// first record 2 (the calls leaf and its UNIQUE index's leaf; 3 in schema 9, with an index in record
+// order), its answer 1 (the row, in place). Measured on a journal small enough to have one page
+// per table and index, and no checkpoint in between.
+TEST(SqliteStoreTest, AHostCallsRecordsWriteTheFewestPages) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto a = store->journal().BeginActivation(Start());
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(store->Commit());
+  int64_t frames = WalFrames(db);
+  auto appended = [&] {
+    const int64_t now = WalFrames(db);
+    const int64_t n = now - frames;
+    frames = now;
+    return n;
+  };
+  ASSERT_TRUE(store->journal().RecordCall(Call(*a, 1)));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(appended(), 2) << "a pure call, recorded with its answer";
+  CallRecord intent = Call(*a, 2);
+  intent.effect = Effect::kExternal;
+  intent.state = CallState::kStarted;
+  intent.result_json.clear();
+  intent.end_unix_us.reset();
+  ASSERT_TRUE(store->journal().RecordCall(intent));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(appended(), 2) << "an external call's intent";
+  CallUpdate answer;
+  answer.activation_id = *a;
+  answer.call_id = 2;
+  answer.state = CallState::kAnswered;
+  answer.result_json = R"({"status":200})";
+  answer.end_unix_us = 1300;
+  ASSERT_TRUE(store->journal().UpdateCall(answer));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(appended(), 1) << "its answer";
+}
+
+// The runs of testing the readers of a run's activations: a plain run started in the batch that
+// accepted it, a plain run queued in an earlier batch and started in a later one, a durable run
+// resumed once (two activations), and a plain run cancelled before the activation made for it
+// could start (the store refused the start: the run's row never names that activation).
+struct RunsOfEveryKind {
+  int64_t plain_now = 0, plain_later = 0, durable = 0, cancelled = 0;
+  std::vector<int64_t> plain_now_activations, plain_later_activations, durable_activations, cancelled_activations;
+};
+
+RunsOfEveryKind MakeRunsOfEveryKind(Store& store) {
+  RunsOfEveryKind k;
+  auto start = [&](int64_t run, std::vector<int64_t>* ids) {
+    ActivationStart s = Start("orders", 1000, {"h", 1, 2});
+    s.run_id = run;
+    auto a = store.journal().BeginActivation(s);
+    EXPECT_TRUE(a) << a.error().message;
+    if (!a) return int64_t{0};
+    ids->push_back(*a);
+    EXPECT_TRUE(store.journal().RecordCall(Call(*a, 1)));
+    return *a;
+  };
+  auto later = store.runs().EnqueueRun(testing_support::Run("orders", R"({"n":2})"));
+  NewRun d = testing_support::Run("orders", R"({"n":3})");
+  d.durable = true;
+  auto durable = store.runs().EnqueueRun(d);
+  auto cancelled = store.runs().EnqueueRun(testing_support::Run("orders", R"({"n":4})"));
+  EXPECT_TRUE(later && durable && cancelled);
+  EXPECT_TRUE(store.Commit());
+  k.plain_later = later->run.id;
+  k.durable = durable->run.id;
+  k.cancelled = cancelled->run.id;
+  auto now = store.runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})"));
+  EXPECT_TRUE(now);
+  k.plain_now = now->run.id;
+  EXPECT_TRUE(store.runs().MarkRunStarted(k.plain_now, start(k.plain_now, &k.plain_now_activations), 1000));
+  EXPECT_TRUE(store.runs().MarkRunStarted(k.plain_later, start(k.plain_later, &k.plain_later_activations), 1000));
+  EXPECT_TRUE(store.runs().MarkRunStarted(k.durable, start(k.durable, &k.durable_activations), 1000));
+  EXPECT_TRUE(store.runs().MarkRunEnded(k.cancelled, "cancelled", R"({"kind":"cancelled","message":"m"})", 1000));
+  auto refused = store.runs().MarkRunStarted(k.cancelled, start(k.cancelled, &k.cancelled_activations), 1000);
+  EXPECT_FALSE(refused);
+  if (!refused) {
+    EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  }
+  EXPECT_TRUE(store.journal().EndActivation(End(k.cancelled_activations.at(0), Outcome::kCancelled)));
+  EXPECT_TRUE(store.Commit());
+  // The durable run's activation is abandoned and the run resumed.
+  EXPECT_TRUE(store.journal().EndActivation(End(k.durable_activations.at(0), Outcome::kAbandoned)));
+  EXPECT_TRUE(store.runs().MoveRun({k.durable, RunState::kRunning, RunState::kInterrupted, "", false}));
+  EXPECT_TRUE(store.runs().MoveRun({k.durable, RunState::kInterrupted, RunState::kQueued, "", true}));
+  EXPECT_TRUE(store.Commit());
+  EXPECT_TRUE(store.runs().MarkRunStarted(k.durable, start(k.durable, &k.durable_activations), 2000));
+  EXPECT_TRUE(store.Commit());
+  return k;
+}
+
+// Every reader of a run's activations and calls (basal run show, the API's run view, resume,
+// replay, settle: RunActivations and RunCalls) finds each of them, on the writer's connection and
+// a reader's, whether the run's activations are indexed or named by its row.
+void ExpectEveryActivationOfEveryRun(Store& store, const std::string& db, const RunsOfEveryKind& k) {
+  auto reader = OpenSqliteReader(db);
+  ASSERT_TRUE(reader) << reader.error().message;
+  const std::pair<int64_t, const std::vector<int64_t>*> runs[] = {{k.plain_now, &k.plain_now_activations},
+                                                                  {k.plain_later, &k.plain_later_activations},
+                                                                  {k.durable, &k.durable_activations},
+                                                                  {k.cancelled, &k.cancelled_activations}};
+  for (JournalReader* r : {&store.reader(), reader->get()}) {
+    for (const auto& [run, expected] : runs) {
+      auto activations = r->RunActivations(run);
+      ASSERT_TRUE(activations) << activations.error().message;
+      std::vector<int64_t> ids;
+      for (const ActivationRow& a : *activations) {
+        EXPECT_EQ(a.run_id, run);
+        ids.push_back(a.id);
+      }
+      EXPECT_EQ(ids, *expected) << "run " << run;
+      auto calls = r->RunCalls(run);
+      ASSERT_TRUE(calls) << calls.error().message;
+      ids.clear();
+      for (const CallRow& c : *calls) ids.push_back(c.activation_id);
+      EXPECT_EQ(ids, *expected) << "run " << run << ": one call per activation";
+    }
+    auto none = r->RunActivations(k.cancelled + 100);
+    ASSERT_TRUE(none);
+    EXPECT_TRUE(none->empty());
+  }
+}
+
+// Schema 10: only the activations a run's row may not name are in activations_by_run (a durable
+// run's, and one whose start was refused); a plain run's one activation, named by its row, is not,
+// so its start writes no page of that index. Every reader still finds every activation.
+TEST(SqliteStoreTest, APlainRunsActivationIsFoundThroughItsRowAndOnlyTheOthersAreIndexed) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  const RunsOfEveryKind k = MakeRunsOfEveryKind(*store);
+  ExpectEveryActivationOfEveryRun(*store, db, k);
+  RawDb raw(db);
+  EXPECT_EQ(raw.Text("SELECT group_concat(id) FROM (SELECT id FROM activations INDEXED BY activations_by_run "
+                     "WHERE listed_by_run = 1 ORDER BY id)"),
+            std::to_string(k.durable_activations[0]) + "," + std::to_string(k.cancelled_activations[0]) + "," +
+                std::to_string(k.durable_activations[1]));
+  for (const char* sql : {"SELECT * FROM activations WHERE run_id=?1 AND listed_by_run=1",
+                          "SELECT * FROM activations WHERE id=(SELECT activation_id FROM runs WHERE id=?1) AND "
+                          "run_id=?1 AND listed_by_run IS NULL"}) {
+    const std::string plan = PlanOf(db, sql);
+    EXPECT_EQ(plan.find("SCAN activations"), std::string::npos) << sql << ": " << plan;
+  }
+}
+
+// What a serve run's start commits: the pages of a plain run's start in the batch that accepted
+// it (the run's and the activation's rows, the activation's call, and their indexes), and one
+// more for a durable run's (activations_by_run). Measured on a fresh journal (one page per table
+// and index), as AHostCallsRecordsWriteTheFewestPages.
+TEST(SqliteStoreTest, APlainRunsStartWritesNoPageOfTheRunsActivationIndex) {
+  for (const bool durable : {false, true}) {
+    TempDir dir;
+    const std::string db = dir.File("j.db");
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->runs().EnqueueRun(testing_support::Run("warm-up")));
+    ASSERT_TRUE(store->Commit());
+    const int64_t before = WalFrames(db);
+    NewRun n = testing_support::Run("orders");
+    n.durable = durable;
+    auto run = store->runs().EnqueueRun(n);
+    ASSERT_TRUE(run);
+    ActivationStart s = Start("orders", 1000, {"h", 1, 2});
+    s.run_id = run->run.id;
+    auto a = store->journal().BeginActivation(s);
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(store->runs().MarkRunStarted(run->run.id, *a, 1000));
+    ASSERT_TRUE(store->Commit());
+    // runs (row, runs_unended, runs_by_flow) and activations (row, activations_unfinished): 5.
+    EXPECT_EQ(WalFrames(db) - before, durable ? 6 : 5) << (durable ? "durable" : "plain");
+  }
+}
+
+// Schema 9 to 10: a version 9 file's activations of runs are marked from its runs (a durable
+// run's and one its run's row does not name are listed), and every reader finds each of them.
+TEST(SqliteMigrationTest, WriterMigratesASchema9FileFindingEveryActivationOfItsRuns) {
+  TempDir dir;
+  const std::string db = dir.File("v9.db");
+  RunsOfEveryKind k;
+  std::string fresh_schema;
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    k = MakeRunsOfEveryKind(*store);
+    RawDb raw(db);
+    fresh_schema = raw.Text(kSchemaText);
+    raw.Exec(kDowngradeV10ToV9);
+  }
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  ExpectEveryActivationOfEveryRun(*store, db, k);
+  RawDb raw(db);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE listed_by_run = 1"), 3);
+  EXPECT_EQ(raw.Text(kSchemaText), fresh_schema) << "a migrated file has the schema of a new one";
 }
 
 // A run refers to its activation: the store refuses to start a run with an activation it does

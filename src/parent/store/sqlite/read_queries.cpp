@@ -1,7 +1,9 @@
 // See read_queries.h.
 #include "parent/store/sqlite/read_queries.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "parent/store/sqlite/schema.h"
 
@@ -146,7 +148,9 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
   } rows[] = {
       {&by_id_, activations + " WHERE id=?"},
       {&newest_, "SELECT * FROM (" + activations + " ORDER BY id DESC LIMIT ?) ORDER BY id"},
-      {&calls_of_, CallSelectSql(schema_version) + " WHERE activation_id=? ORDER BY seq"},
+      // In call id order, straight from UNIQUE (activation_id, call_id) (schema 10 has no index on
+      // (activation_id, seq)); Calls() puts them in record order.
+      {&calls_of_, CallSelectSql(schema_version) + " WHERE activation_id=? ORDER BY activation_id, call_id"},
   };
   for (const auto& row : rows) {
     const int rc = sqlite::Prepare(db, row.sql, row.stmt);
@@ -154,13 +158,25 @@ Result<void> ReadQueries::Prepare(sqlite3* db, const std::string& path, int64_t 
   }
   has_durable_ = schema_version >= 6;
   if (has_durable_) {
+    // Schema 10 indexes a run's activations only when its row may not name them all (listed_by_run,
+    // schema.cpp): the others are the one its row names.
+    const bool listed = schema_version >= 10;
+    const std::string run_activations =
+        listed ? activations + " WHERE run_id=?1 AND listed_by_run=1 UNION ALL " + activations +
+                     " WHERE id=(SELECT activation_id FROM runs WHERE id=?1) AND run_id=?1 AND listed_by_run IS NULL "
+                     "ORDER BY 1"
+               : activations + " WHERE run_id=?1 ORDER BY id";
+    const std::string run_activation_ids =
+        listed ? "SELECT id FROM activations WHERE run_id=?1 AND listed_by_run=1 UNION SELECT activation_id FROM runs "
+                 "WHERE id=?1"
+               : "SELECT id FROM activations WHERE run_id=?1";
     const struct {
       Stmt* stmt;
       std::string sql;
     } durable[] = {
-        {&run_activations_, activations + " WHERE run_id=? ORDER BY id"},
-        {&run_calls_, CallSelectSql(schema_version) +
-                          " WHERE activation_id IN (SELECT id FROM activations WHERE run_id=?) ORDER BY activation_id, call_id"},
+        {&run_activations_, run_activations},
+        {&run_calls_, CallSelectSql(schema_version) + " WHERE activation_id IN (" + run_activation_ids +
+                          ") ORDER BY activation_id, call_id"},
         {&resolutions_, std::string(kResolutionSelectSql) + " WHERE run_id=? ORDER BY seq"},
     };
     for (const auto& row : durable) {
@@ -478,15 +494,29 @@ Result<std::vector<ActivationRow>> ReadQueries::Activations(std::optional<int64_
 
 Result<std::vector<CallRow>> ReadQueries::Calls(int64_t activation_id) {
   std::vector<CallRow> rows;
+  std::vector<std::pair<int64_t, size_t>> order;  // (seq, index in rows)
   Use use(calls_of_);
   int rc = Binder(use.get()).Int(activation_id).rc();
   if (rc == SQLITE_OK) {
-    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) rows.push_back(ReadCallRow(use.get()));
+    while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
+      order.emplace_back(sqlite3_column_int64(use.get(), kCallSeqColumn), rows.size());
+      rows.push_back(ReadCallRow(use.get()));
+    }
   }
   if (rc != SQLITE_DONE) {
     return DbError(path_, db_, rc, "cannot read the host calls of activation " + std::to_string(activation_id));
   }
-  return rows;
+  // Record order. Call id order is record order for calls made one after another; calls in flight
+  // at once may be recorded in another order (a pure call is recorded with its answer, and answers
+  // come back in any order). Then the rows, all in memory already (one activation's: at most
+  // budgets.journal_kb / 128 bytes + 1 records, docs/journal.md) are sorted here instead of by
+  // SQLite's sorter, which spilled a large activation's rows to a temporary file.
+  if (std::is_sorted(order.begin(), order.end())) return rows;
+  std::sort(order.begin(), order.end());
+  std::vector<CallRow> sorted;
+  sorted.reserve(rows.size());
+  for (const auto& [seq, index] : order) sorted.push_back(std::move(rows[index]));
+  return sorted;
 }
 
 }  // namespace basal::sqlite

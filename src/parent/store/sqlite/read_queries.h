@@ -66,8 +66,9 @@ ApprovalRow ReadApprovalRow(sqlite3_stmt* s);
 
 // The columns of RunSelectSql (schema.h), in order.
 RunRow ReadRunRow(sqlite3_stmt* s);
-// The columns of CallSelectSql, in order.
+// The columns of CallSelectSql, in order; the record's seq follows them (kCallSeqColumn).
 CallRow ReadCallRow(sqlite3_stmt* s);
+inline constexpr int kCallSeqColumn = 16;
 
 // The 10 columns ReadResolution reads, in order (schema 6).
 inline constexpr const char* kResolutionSelectSql =

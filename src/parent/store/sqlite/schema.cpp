@@ -1,4 +1,4 @@
-// Schema version 9, creation, and the migrations from versions 1 to 8 (see schema.h, docs/journal.md).
+// Schema version 10, creation, and the migrations from versions 1 to 9 (see schema.h, docs/journal.md).
 #include "parent/store/sqlite/schema.h"
 
 #include <sys/random.h>
@@ -65,7 +65,8 @@ CREATE TABLE kv(
 )sql";
 
 // Version 3: an activation's calls in record order straight from an index (the reader's query; a
-// sort of a large activation's rows spilled to a temporary file and took seconds), and what each
+// sort of a large activation's rows spilled to a temporary file and took seconds; dropped in
+// version 10, whose reader sorts in memory), and what each
 // kv namespace holds (bytes of keys and values, keys), kept by triggers so
 // that every write path keeps it true; kv.put's quota reads it instead of scanning the namespace.
 constexpr const char* kCreateKvUsage = R"sql(
@@ -443,6 +444,25 @@ CREATE INDEX runs_unended ON runs(state, id) WHERE state = 'queued' OR state = '
   OR state = 'needs_reconciliation' OR state = 'sleeping' OR state = 'waiting' OR state = 'retrying';
 )sql";
 
+// Version 10 (from 9, and the last step of creation): fewer index pages in the hot commits
+// (docs/performance.md, "Schema 10"). calls_by_activation (activation_id, seq) is dropped: every
+// call's record wrote a page of it, one WAL frame more per host call. An activation's calls are
+// read through UNIQUE (activation_id, call_id)'s prefix, in call id order, and put in record order
+// (seq) by the reader (read_queries.cpp), at most one activation's records (budgets.journal_kb).
+// activations_by_run holds only the activations marked listed_by_run: a durable run's (it has
+// several, and its row names the last) and one its run's row does not name (a start the store
+// refused because the run had ended or was taken: MarkRunStarted). A plain run's one activation
+// is found through runs.activation_id instead, so its start writes no page of the index. Files of
+// version 9 are marked from their runs.
+constexpr const char* kV10Sql = R"sql(
+DROP INDEX calls_by_activation;
+ALTER TABLE activations ADD COLUMN listed_by_run INTEGER CHECK (listed_by_run = 1);
+UPDATE activations SET listed_by_run = 1 WHERE run_id IS NOT NULL AND NOT EXISTS
+  (SELECT 1 FROM runs r WHERE r.id = activations.run_id AND r.durable = 0 AND r.activation_id = activations.id);
+DROP INDEX activations_by_run;
+CREATE INDEX activations_by_run ON activations(run_id) WHERE listed_by_run = 1;
+)sql";
+
 // Version 2 to 3: the dropped-log count of an activation, and kv usage filled from what kv holds.
 std::string MigrateFromV2Sql() {
   return std::string("ALTER TABLE activations ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0;\n") +
@@ -513,21 +533,22 @@ Result<void> CreateOrMigrateLocked(sqlite3* db, const std::string& path) {
   if (h.empty()) {
     if (auto r = Exec(db, path,
                       kCreateActivationsAndKv + CallsTableSql("calls") + kCreateCommon + kCreateKvUsage + kV4Sql +
-                          kV5Sql + kV6Sql + kV7Sql + kV8Sql + kV9Sql,
+                          kV5Sql + kV6Sql + kV7Sql + kV8Sql + kV9Sql + kV10Sql,
                       "cannot create the schema");
         !r)
       return r;
   } else if (h.user_version == 1) {
-    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql + kV6Sql + kV7Sql + kV8Sql + kV9Sql,
+    if (auto r = Exec(db, path, MigrateFromV1Sql() + kV4Sql + kV5Sql + kV6Sql + kV7Sql + kV8Sql + kV9Sql + kV10Sql,
                       "cannot migrate the journal from schema version 1");
         !r)
       return r;
   } else if (h.user_version >= 2 && h.user_version < kSchemaVersion) {
-    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5 -> 6 -> 7 -> 8 -> 9.
+    // Each step the file lacks, in order: 2 -> 3 -> 4 -> 5 -> 6 -> 7 -> 8 -> 9 -> 10.
     const std::string steps = (h.user_version == 2 ? MigrateFromV2Sql() : std::string()) +
                               (h.user_version <= 3 ? kV4Sql : "") + (h.user_version <= 4 ? kV5Sql : "") +
                               (h.user_version <= 5 ? kV6Sql : "") + (h.user_version <= 6 ? kV7Sql : "") +
-                              (h.user_version <= 7 ? kV8Sql : "") + kV9Sql;
+                              (h.user_version <= 7 ? kV8Sql : "") + (h.user_version <= 8 ? kV9Sql : "") +
+                              kV10Sql;
     if (auto r = Exec(db, path, steps + "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";",
                       "cannot migrate the journal from schema version " + std::to_string(h.user_version));
         !r)
@@ -680,10 +701,10 @@ std::string CallSelectSql(int64_t schema_version) {
       schema_version >= 6 ? ", coalesce(args_digest, ''), answer_seq, coalesce(replay, '')" : ", '', NULL, ''";
   if (schema_version >= 2) {
     return "SELECT activation_id, call_id, name, args, verdict, rule, reason, effect, state, result, error, "
-           "start_us, end_us" + replay + " FROM calls";
+           "start_us, end_us" + replay + ", seq FROM calls";
   }
   return std::string("SELECT activation_id, call_id, name, args, ") + kV1VerdictSql + ", reason, reason, " +
-         kV1EffectSql + ", 'answered', result, error, start_us, end_us" + replay + " FROM calls";
+         kV1EffectSql + ", 'answered', result, error, start_us, end_us" + replay + ", seq FROM calls";
 }
 
 std::string RunSelectSql(int64_t schema_version) {

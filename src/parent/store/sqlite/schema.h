@@ -1,5 +1,5 @@
-// The SQLite journal's file format: what a file is (header), its schema (version 9), creating it,
-// and migrating version 1 to 8 files. docs/journal.md describes the schema for people.
+// The SQLite journal's file format: what a file is (header), its schema (version 10), creating it,
+// and migrating version 1 to 9 files. docs/journal.md describes the schema for people.
 #pragma once
 
 #include <sqlite3.h>
@@ -12,7 +12,7 @@
 
 namespace basal::sqlite {
 
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 inline constexpr int kOldestReadableSchemaVersion = 1;
 inline constexpr int kApplicationId = 0x6261736c;  // "basl" in the SQLite header
 inline constexpr int kBusyTimeoutMs = 5000;
@@ -31,7 +31,7 @@ int ReadHeader(sqlite3* db, Header* header);  // SQLite's result code
 Result<void> CheckHeader(const std::string& path, const Header& header);
 
 // Makes the file a current journal: WAL, `durability`, foreign keys; creates the schema in an
-// empty file or migrates a version 1 to 8 file, under the write lock, re-checked inside it. Every step
+// empty file or migrates a version 1 to 9 file, under the write lock, re-checked inside it. Every step
 // that SQLite may refuse with SQLITE_BUSY while other processes do the same is retried.
 Result<void> InitializeForWriting(sqlite3* db, const std::string& path, Durability durability);
 
@@ -43,7 +43,7 @@ std::string NewJournalId();
 
 // How a reader selects rows of either schema version into the same columns.
 std::string ActivationSelectSql(int64_t schema_version);  // "SELECT <20 columns> FROM activations"
-std::string CallSelectSql(int64_t schema_version);        // "SELECT <16 columns> FROM calls"
+std::string CallSelectSql(int64_t schema_version);        // "SELECT <16 columns>, seq FROM calls"
 std::string RunSelectSql(int64_t schema_version);         // "SELECT <21 columns> FROM runs" (schema 5 on)
 
 }  // namespace basal::sqlite

@@ -224,7 +224,7 @@ class SqliteStore final : public Store,
   struct Statements {
     Stmt begin, commit, rollback;
     Stmt insert_activation, end_activation, renew_leases, unfinished;
-    Stmt insert_call, update_call, call_state, calls_to_state;
+    Stmt insert_call, update_call, call_state, calls_to_state, list_by_run;
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
     Stmt insert_run, insert_started_run, max_run_id, data_version, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
@@ -361,8 +361,10 @@ Result<void> SqliteStore::Prepare() {
       {&s->rollback, "ROLLBACK"},
       {&s->insert_activation,
        "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
-       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from, listed_by_run) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?, CASE WHEN coalesce(?15, (SELECT durable FROM runs WHERE id=?13)) = 1 "
+       "THEN 1 END)"},
+      {&s->list_by_run, "UPDATE activations SET listed_by_run=1 WHERE id=? AND run_id=?"},
       {&s->keep_text, "INSERT INTO texts(hash, body) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING"},
       {&s->insert_approval,
        "INSERT INTO approvals(kind, name, version, source_hash, manifest_text_hash, manifest_hash, approver_uid, "
@@ -655,14 +657,20 @@ Result<void> SqliteStore::Rollback() {
 
 Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
   // An activation's start neither reads nor changes a run's row: the run it starts stays pending,
-  // to be written once, started (MarkRunStarted).
+  // to be written once, started (MarkRunStarted). A durable run's activation is listed in
+  // activations_by_run (schema.cpp, version 10): whether the run is durable is known here for a
+  // run pending in this batch, else the insert reads it from the run's row.
+  std::optional<int64_t> durable;
+  for (const PendingRun& p : pending_runs_) {
+    if (p.id == a.run_id) durable = p.run.durable ? 1 : 0;
+  }
   auto written = WriteKeepingPending(
       stmts_->insert_activation, [&] { return "cannot record the start of an activation of flow " + a.flow; }, a.flow,
       a.source_hash, a.manifest_hash, a.run_id > 0 ? std::string() : a.input_json, a.start_unix_us, a.owner.host,
       a.owner.pid, a.owner.start_ticks, a.lease_until_unix_us, std::string(OriginName(a.origin)),
       a.approval_id > 0 ? std::optional<int64_t>(a.approval_id) : std::optional<int64_t>(),
       OrNull{a.manifest_text_hash}, a.run_id > 0 ? std::optional<int64_t>(a.run_id) : std::optional<int64_t>(),
-      a.retry_from_call > 0 ? std::optional<int64_t>(a.retry_from_call) : std::optional<int64_t>());
+      a.retry_from_call > 0 ? std::optional<int64_t>(a.retry_from_call) : std::optional<int64_t>(), durable);
   if (!written) return written.error();
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -1228,6 +1236,10 @@ Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, 
   auto state = RunStateOf(run_id);
   if (!state) return state.error();
   if (!*state) return JournalError(ErrorCode::kNotFound, path_, "has no run " + id + " to start");
+  // The run's row will not name this activation: it is listed, so its run's readers still find it.
+  auto listed = Write(stmts_->list_by_run, [&] { return "cannot list activation " + std::to_string(activation_id) +
+                                                        " under run " + id; }, activation_id, run_id);
+  if (!listed) return listed.error();
   return MakeError(ErrorCode::kConflict,
                    "run " + id + " is " + RunStateName(**state) + ", not queued: it cannot start");
 }
