@@ -188,6 +188,12 @@ struct Engine::State {
   uint64_t heap_limit_bytes = 0;
   int64_t cpu_budget_ns = 0;
   int64_t cpu_start_ns = 0;
+  // The thread's CPU clock as the last activation's `done` read it (-1: none yet). The next
+  // activation's budget starts there, not at a reading of its own: one system call less per
+  // activation (a thread's CPU clock has no vDSO path), at the price of counting the worker's own
+  // work between the two (writing that `done`, the end hooks, reading the next frame) into the
+  // next activation's `cpu_us` and budget: stricter, never looser.
+  int64_t last_done_cpu_ns = -1;
   bool cpu_armed = false;
   bool cpu_exhausted = false;
   uint64_t refused_allocations = 0;
@@ -1204,7 +1210,7 @@ Engine::Status Engine::Activate(int64_t activation, std::string input_json) {
   s->first_refusal = {};
   s->activity = {};
   s->address_space_exhausted = false;
-  s->cpu_start_ns = ThreadCpuNs();
+  s->cpu_start_ns = s->last_done_cpu_ns >= 0 ? s->last_done_cpu_ns : ThreadCpuNs();
   s->cpu_armed = true;
   Status status = Status::kOk;
   try {
@@ -1214,7 +1220,8 @@ Engine::Status Engine::Activate(int64_t activation, std::string input_json) {
     // before it is built, so only the address-space limit (RLIMIT_AS, the budget plus headroom)
     // refusing an allocation lands here. The activation ends on its memory budget all the same;
     // what it held is released by now, so the small `done` below fits.
-    const int64_t cpu_ns = ThreadCpuNs() - s->cpu_start_ns;
+    s->last_done_cpu_ns = ThreadCpuNs();
+    const int64_t cpu_ns = s->last_done_cpu_ns - s->cpu_start_ns;
     AddressSpaceExhausted(s);
     s->pending.clear();
     s->settled_value.Reset();
@@ -1292,7 +1299,8 @@ Engine::Status Engine::RunActivation(std::string input_json) {
     s->settled_value.Reset();
     return s->channel_status;
   }
-  const int64_t cpu_ns = ThreadCpuNs() - s->cpu_start_ns;
+  s->last_done_cpu_ns = ThreadCpuNs();
+  const int64_t cpu_ns = s->last_done_cpu_ns - s->cpu_start_ns;
   s->cpu_armed = false;
 
   const std::string head = "{\"type\":\"done\",\"activation\":" + std::to_string(s->activation) +
