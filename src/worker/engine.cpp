@@ -6,6 +6,7 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,25 @@ namespace basal::worker {
 namespace {
 
 constexpr size_t kMallocOverhead = 8;
+
+// `{"type":"done","activation":A,"cpu_us":C` in `out` (two integers of at most 20 characters each).
+std::string_view DoneHead(char (&out)[96], int64_t activation, int64_t cpu_us) {
+  constexpr std::string_view kType = "{\"type\":\"done\",\"activation\":";
+  constexpr std::string_view kCpu = ",\"cpu_us\":";
+  char a[24], c[24];  // an int64_t takes at most 20
+  const size_t na = static_cast<size_t>(std::to_chars(a, a + sizeof a, activation).ptr - a);
+  const size_t nc = static_cast<size_t>(std::to_chars(c, c + sizeof c, cpu_us).ptr - c);
+  char* p = out;
+  std::memcpy(p, kType.data(), kType.size());
+  p += kType.size();
+  std::memcpy(p, a, na);
+  p += na;
+  std::memcpy(p, kCpu.data(), kCpu.size());
+  p += kCpu.size();
+  std::memcpy(p, c, nc);
+  p += nc;
+  return std::string_view(out, static_cast<size_t>(p - out));
+}
 
 int64_t ThreadCpuNs() {
   timespec ts{};
@@ -1303,8 +1323,9 @@ Engine::Status Engine::RunActivation(std::string input_json) {
   const int64_t cpu_ns = s->last_done_cpu_ns - s->cpu_start_ns;
   s->cpu_armed = false;
 
-  const std::string head = "{\"type\":\"done\",\"activation\":" + std::to_string(s->activation) +
-                           ",\"cpu_us\":" + std::to_string(cpu_ns > 0 ? cpu_ns / 1000 : 0);
+  // Written on the stack: the `done` of every activation, with no allocation for its head.
+  char head_text[96];
+  const std::string_view head = DoneHead(head_text, s->activation, cpu_ns > 0 ? cpu_ns / 1000 : 0);
   std::string error;  // the `error` field's JSON, unless the result is sent
   std::string plain;  // a result JSON.stringify need not write (PlainJson)
   if (s->cpu_exhausted) {
