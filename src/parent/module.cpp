@@ -528,11 +528,7 @@ void Module::Impl::Land(Flight f, const Result<void>& outcome) {
   if (!outcome) return FailPending(std::move(f), outcome.error().message);
   for (auto& fn : f.waiters) fn(Ok());
   SendAnswers(std::move(f.sends));
-  if (landed.empty()) {
-    landed = std::move(f.finished);  // the whole vector, not end by end
-  } else {
-    for (Finished& done : f.finished) landed.push_back(std::move(done));
-  }
+  for (Finished& done : f.finished) landed.push_back(std::move(done));
   // Handlers of idempotent and external calls run only now that their `started` record is durable.
   if (f.started > 0) {
     gate->RunStarted(f.started);
