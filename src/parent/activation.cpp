@@ -1,6 +1,7 @@
 #include "parent/activation.h"
 
 #include <chrono>
+#include <utility>
 
 #include "parent/journal_value.h"
 
@@ -18,13 +19,13 @@ ActivationResult Failure(Outcome outcome, std::string message) {
   return r;
 }
 
-ActivationResult ResultFromDone(const protocol::Done& done, bool& retire) {
+ActivationResult ResultFromDone(protocol::Done&& done, bool& retire) {
   ActivationResult r;
   r.cpu_us = done.cpu_us;
   retire = false;
   if (done.ok) {
     r.outcome = Outcome::kOk;
-    r.result = done.result;
+    r.result = std::move(done.result);
   } else if (done.error.kind == "budget_exhausted") {
     r.outcome = Outcome::kBudgetExhausted;
     r.budget = ParseBudget(done.error.budget);  // the parser admits only known names
@@ -34,7 +35,7 @@ ActivationResult ResultFromDone(const protocol::Done& done, bool& retire) {
   } else {
     r.outcome = Outcome::kScriptError;
     r.error_name = done.error.name;
-    r.stack = done.error.stack;
+    r.stack = std::move(done.error.stack);
     r.message = done.error.name + ": " + done.error.message;
   }
   return r;

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "basal/flow.h"
 #include "parent/loop/event_loop.h"
@@ -61,7 +61,10 @@ struct Activation {
   // journaled in the open batch, then answers held, oldest first, until the worker has read
   // enough of what was sent before them.
   uint64_t answers_in_batch_bytes = 0;
-  std::deque<std::string> held_answers;
+  // From held_head on (a vector and its head, not a deque: a deque allocates twice when it is made,
+  // and most activations never hold an answer).
+  std::vector<std::string> held_answers;
+  size_t held_head = 0;
   uint64_t held_bytes = 0;
   bool room_posted = false;  // the calls that wait for room are to run in the next pass
   // While more than worker_output_max_bytes waits: what the worker had read, and since when it
@@ -76,7 +79,8 @@ struct Activation {
 
 // What a worker's `done` (or failed `loaded`) means. `retire` is set when the worker's engine state
 // is not to be trusted after it (an exhausted budget).
-ActivationResult ResultFromDone(const protocol::Done& done, bool& retire);
+// The done's result and texts are moved out of it.
+ActivationResult ResultFromDone(protocol::Done&& done, bool& retire);
 ActivationResult ResultFromFailedLoad(const Flow& flow, const protocol::ScriptError& error);
 ActivationResult Failure(Outcome outcome, std::string message);
 

@@ -214,7 +214,8 @@ void Module::Impl::OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg
       return pool->Violation(w, "done for activation " + std::to_string(done->activation) + " during activation " +
                                     std::to_string(a.id));
     bool retire = false;
-    ActivationResult r = ResultFromDone(*done, retire);
+    const bool caught_budget_failure = done->ok && done->caught_budget_failure;
+    ActivationResult r = ResultFromDone(std::move(*done), retire);
     // The CPU figure is the kernel's, not the worker's: a subverted engine could say anything.
     const Pool::CpuReading cpu_now = pool->ReadCpu(w);
     const auto used = cpu_now.cpu - a.cpu_base;
@@ -228,7 +229,7 @@ void Module::Impl::OnWorkerMessage(PooledWorker& w, protocol::WorkerMessage& msg
       r = Failure(Outcome::kDiverged, "the run diverged from its record: " + *leftover);
       r.cpu_us = cpu_us;
     }
-    if (done->ok && done->caught_budget_failure) ++health.caught_budget_failures;
+    if (caught_budget_failure) ++health.caught_budget_failures;
     const bool removed = !flows.count(a.flow->id);
     const bool durable = a.durable.has_value();
     Finish(a, std::move(r));
@@ -370,7 +371,7 @@ void Module::Impl::StartOn(PooledWorker& w) {
   a.started = true;
   w.state = PooledWorker::State::kBusy;
   pool->CountActivation(w);  // at its last one, its successor is launched ahead
-  pool->Send(w, protocol::BuildActivate(a.id, a.input_json));
+  pool->SendActivate(w, a.id, a.input_json);
 }
 
 void Module::Impl::Place(Activation& a, PooledWorker* idle) {
@@ -495,6 +496,10 @@ void Module::Impl::Launch() {
   sends.clear();
   f.finished = std::move(finished);
   finished.clear();
+  // The next batch likely ends as many: one allocation for it instead of a doubling vector's
+  // several, each moving every end it holds (bounded: a batch that cancelled a whole queue is no
+  // measure of the next).
+  finished.reserve(std::min<size_t>(f.finished.size(), 256));
   f.waiters = std::move(commit_waiters);
   commit_waiters.clear();
   f.begun = std::move(begun_in_batch);
@@ -816,12 +821,19 @@ bool Module::Impl::WorkerHasRoom(ActivationId id) const {
 }
 
 void Module::Impl::FlushAnswers(Activation& a) {
-  while (!a.held_answers.empty() && a.worker &&
+  while (a.held_head < a.held_answers.size() && a.worker &&
          pool->PendingOutput(*a.worker) < options.worker_output_budget_bytes) {
-    std::string payload = std::move(a.held_answers.front());
-    a.held_answers.pop_front();
+    std::string payload = std::move(a.held_answers[a.held_head++]);
     a.held_bytes -= payload.size();
     pool->Send(*a.worker, payload);
+  }
+  if (a.held_head == a.held_answers.size()) {  // all handed on: the vector starts over
+    a.held_answers.clear();
+    a.held_head = 0;
+  } else if (a.held_head >= 64 && a.held_head * 2 >= a.held_answers.size()) {
+    // A worker that reads slowly but never drains all: the handed-on prefix does not grow for life.
+    a.held_answers.erase(a.held_answers.begin(), a.held_answers.begin() + static_cast<std::ptrdiff_t>(a.held_head));
+    a.held_head = 0;
   }
   if (!a.worker) return;
   const uint64_t outgoing = OutgoingBytes(a);
@@ -1498,10 +1510,25 @@ Result<ActivationId> Module::Submit(const FlowRef& flow, nlohmann::json input, D
   if (std::string why; !protocol::FitsInMessage(a->input_json, why))
     return MakeError(ErrorCode::kInvalidArgument, "the input cannot be sent to the flow: " + why);
   a->start_unix_us = NowUnixUs();
-  ActivationStart start{flow->name, flow->source_hash, flow->manifest.hash(),
-                        CapForJournal(a->input_json, m.options.journal_value_max_bytes), a->start_unix_us, m.owner,
-                        a->start_unix_us + m.options.lease.count() * 1000, JournalOrigin(flow->origin),
-                        flow->approval_id, flow->manifest_text_hash};
+  // One record reused for every Submit: assigned into, its strings keep their capacity, so the
+  // hashes, the names and a small input are copied without an allocation each.
+  ActivationStart& start = m.submit_start;
+  start.flow = flow->name;
+  start.source_hash = flow->source_hash;
+  start.manifest_hash = flow->manifest.hash();
+  if (a->input_json.size() <= m.options.journal_value_max_bytes) {
+    start.input_json = a->input_json;
+  } else {
+    start.input_json = CapForJournal(a->input_json, m.options.journal_value_max_bytes);
+  }
+  start.start_unix_us = a->start_unix_us;
+  start.owner = m.owner;
+  start.lease_until_unix_us = a->start_unix_us + m.options.lease.count() * 1000;
+  start.origin = JournalOrigin(flow->origin);
+  start.approval_id = flow->approval_id;
+  start.manifest_text_hash = flow->manifest_text_hash;
+  start.run_id = 0;
+  start.retry_from_call = 0;
   auto id = m.store->journal().BeginActivation(start);
   if (!id) return id.error();
   a->id = *id;

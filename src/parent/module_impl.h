@@ -84,6 +84,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   std::unique_ptr<CallGate> gate;
   std::unique_ptr<Pool> pool;
   ActivationOwner owner;
+  ActivationStart submit_start;  // Submit's journal record, reused (Module::Submit says why)
   int kernel_landlock_abi = 0;
   WelcomePolicy welcome_policy;  // the pool's and the doctor's
   size_t cpus = 1;

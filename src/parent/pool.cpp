@@ -385,6 +385,12 @@ void Pool::Send(PooledWorker& w, std::string_view payload) {
   UpdateStdinWatch(w);
 }
 
+void Pool::SendActivate(PooledWorker& w, int64_t activation, std::string_view input_json) {
+  if (w.state == PooledWorker::State::kDead || !w.session) return;
+  w.session->SendActivate(activation, input_json);  // as Send
+  UpdateStdinWatch(w);
+}
+
 void Pool::OnWritable(PooledWorker& w) {
   const uint64_t before = w.session->written_bytes();
   w.session->Flush();

@@ -130,6 +130,8 @@ class Pool {
   // Sends a frame; if the worker's pipe is full the rest goes out when it drains (and the owner
   // hears OnWorkerDrained). How much is sent is the owner's flow control (module.cpp).
   void Send(PooledWorker& worker, std::string_view payload);
+  // Sends the `activate` frame of `activation` (built in place, no string of its own).
+  void SendActivate(PooledWorker& worker, int64_t activation, std::string_view input_json);
   // Bytes sent to the worker that it has not read yet, and bytes it has read so far.
   size_t PendingOutput(const PooledWorker& worker) const { return worker.session->pending_output_bytes(); }
   uint64_t WrittenBytes(const PooledWorker& worker) const { return worker.session->written_bytes(); }

@@ -11,9 +11,8 @@ namespace basal {
 WorkerSession::WorkerSession(std::unique_ptr<WorkerProcess> process) : process_(std::move(process)) {}
 
 bool WorkerSession::Decode(const std::function<bool(protocol::WorkerMessage&)>& on_message) {
-  std::string payload;
   for (;;) {
-    const auto st = decoder_.Next(payload);
+    const auto st = decoder_.Next(frame_);
     if (st == protocol::FrameDecoder::Status::kNeedMore) return true;
     if (st == protocol::FrameDecoder::Status::kError) {
       broken_ = decoder_.error();
@@ -21,7 +20,9 @@ bool WorkerSession::Decode(const std::function<bool(protocol::WorkerMessage&)>& 
     }
     protocol::WorkerMessage msg;
     std::string error;
-    if (!protocol::ParseWorkerMessage(payload, msg, error)) {
+    const bool parsed = protocol::ParseWorkerMessage(frame_, msg, error);
+    if (frame_.capacity() > (1u << 20)) std::string().swap(frame_);  // a large frame's buffer is not kept
+    if (!parsed) {
       broken_ = "invalid frame: " + error;
       return false;
     }
@@ -94,6 +95,11 @@ Result<protocol::WorkerMessage> WorkerSession::ReadMessage(std::chrono::steady_c
 
 bool WorkerSession::Send(std::string_view payload) {
   protocol::AppendFrame(out_, payload);
+  return Flush();
+}
+
+bool WorkerSession::SendActivate(int64_t activation, std::string_view input_json) {
+  protocol::AppendActivateFrame(out_, activation, input_json);
   return Flush();
 }
 

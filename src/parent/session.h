@@ -48,6 +48,8 @@ class WorkerSession {
 
   // Queues a frame and writes as much as the pipe takes. Returns false if the worker is gone.
   bool Send(std::string_view payload);
+  // The same for an `activate` frame, built in place (protocol::AppendActivateFrame).
+  bool SendActivate(int64_t activation, std::string_view input_json);
   bool Flush();
   bool has_pending_output() const { return !out_.empty(); }
   size_t pending_output_bytes() const { return out_.size() - out_pos_; }
@@ -64,6 +66,7 @@ class WorkerSession {
 
   std::unique_ptr<WorkerProcess> process_;
   protocol::FrameDecoder decoder_;
+  std::string frame_;  // the frame being parsed: kept between frames (one allocation less each)
   std::string out_;
   size_t out_pos_ = 0;
   uint64_t written_ = 0;

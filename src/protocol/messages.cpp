@@ -1,6 +1,9 @@
 #include "protocol/messages.h"
 
+#include <charconv>
 #include <limits>
+
+#include "protocol/frame.h"
 
 namespace basal::protocol {
 namespace {
@@ -285,7 +288,48 @@ bool ParseJsonObject(std::string_view payload, Json& out, std::string& error) {
   return true;
 }
 
-std::string DumpJson(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string DumpJson(const Json& value) {
+  // A scalar without a string is written as dump writes it, without dump's serializer (an
+  // allocation for its output adapter on every call): most results and inputs are one.
+  switch (value.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return value.get<bool>() ? "true" : "false";
+    case Json::value_t::number_unsigned:
+      return std::to_string(value.get<uint64_t>());
+    case Json::value_t::number_integer:
+      return std::to_string(value.get<int64_t>());
+    default:
+      return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+
+bool ParsePlainScalar(std::string_view text, Json& out) {
+  if (text == "null") {
+    out = nullptr;
+    return true;
+  }
+  if (text == "true" || text == "false") {
+    out = text[0] == 't';
+    return true;
+  }
+  const bool negative = !text.empty() && text[0] == '-';
+  const std::string_view digits = text.substr(negative ? 1 : 0);
+  if (digits.empty() || digits.size() > 15 || (digits[0] == '0' && digits.size() > 1)) return false;
+  uint64_t v = 0;
+  for (const char c : digits) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  // As nlohmann reads them: a number with a minus is signed (-0 too), one without is unsigned.
+  if (negative) {
+    out = -static_cast<int64_t>(v);
+  } else {
+    out = v;
+  }
+  return true;
+}
 
 namespace {
 
@@ -322,8 +366,10 @@ bool ParseResultDone(std::string_view payload, Done& d) {
     return false;
   if (payload.size() <= p + 1 || payload.back() != '}') return false;
   const std::string_view value = payload.substr(p, payload.size() - 1 - p);
-  d.result = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
-  if (d.result.is_discarded()) return false;
+  if (!ParsePlainScalar(value, d.result)) {
+    d.result = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+    if (d.result.is_discarded()) return false;
+  }
   d.ok = true;
   return true;
 }
@@ -485,11 +531,33 @@ std::string SeedHex(const std::array<uint8_t, kDurableSeedBytes>& seed) {
   return hex;
 }
 
+namespace {
+constexpr std::string_view kActivateHead = R"({"type":"activate","activation":)";
+constexpr std::string_view kActivateInput = R"(,"input":)";
+}  // namespace
+
 std::string BuildActivate(int64_t activation, std::string_view input_json) {
-  std::string out = "{\"type\":\"activate\",\"activation\":" + std::to_string(activation) + ",\"input\":";
+  std::string out;
+  AppendActivateFrame(out, activation, input_json);
+  return out.substr(kFrameHeaderBytes);
+}
+
+void AppendActivateFrame(std::string& out, int64_t activation, std::string_view input_json) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, activation);
+  (void)ec;  // 24 characters hold every int64_t
+  const std::string_view id(digits, static_cast<size_t>(end - digits));
+  const size_t n = kActivateHead.size() + id.size() + kActivateInput.size() + input_json.size() + 1;
+  const auto len = static_cast<uint32_t>(n);
+  const char header[kFrameHeaderBytes] = {static_cast<char>(len & 0xff), static_cast<char>((len >> 8) & 0xff),
+                                          static_cast<char>((len >> 16) & 0xff), static_cast<char>((len >> 24) & 0xff)};
+  out.reserve(out.size() + kFrameHeaderBytes + n);
+  out.append(header, kFrameHeaderBytes);
+  out.append(kActivateHead);
+  out.append(id);
+  out.append(kActivateInput);
   out.append(input_json);
   out += '}';
-  return out;
 }
 
 std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json, std::optional<int64_t> clock_us) {

@@ -54,6 +54,11 @@ bool ParseJsonValue(std::string_view text, Json& out, std::string& error, size_t
 size_t CountJsonValues(std::string_view text, size_t stop_after = SIZE_MAX);
 // Serializes without throwing: invalid UTF-8 is replaced, never an exception.
 std::string DumpJson(const Json& value);
+// A JSON text that is one literal (null, true, false) or a plain integer (an optional minus, 1 to
+// 15 digits, no leading zero: always inside kMaxMessageInteger), read into `out` as Json::parse
+// reads it (a number without a minus as unsigned) without the parser; false for any other text,
+// which then takes the parser. What most activations send and return (a count, a flag, nothing).
+bool ParsePlainScalar(std::string_view text, Json& out);
 // Whether a serialized value can travel as one field of a message (an activation's input, a host
 // call's result): nested at most kMaxJsonDepth - 1 levels, since the message adds one, small
 // enough for the message to fit in one frame, and of at most kMaxFieldValues values. On false,
@@ -168,6 +173,9 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
 std::string BuildLoad(const Load& m);
 // `input_json` and `value_json` are serialized JSON (DumpJson) that passed FitsInMessage.
 std::string BuildActivate(int64_t activation, std::string_view input_json);
+// The same message framed (frame.h) and appended to `out`, with no string of its own on the way:
+// the parent writes one per activation straight into the worker's output buffer.
+void AppendActivateFrame(std::string& out, int64_t activation, std::string_view input_json);
 // `clock_us`: for a durable worker only (docs/protocol.md); absent for any other.
 std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json,
                           std::optional<int64_t> clock_us = std::nullopt);

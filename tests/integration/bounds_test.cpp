@@ -140,6 +140,52 @@ TEST_F(BoundsTest, HeldAnswersReachADurableRunsWorkerInTheOrderTheyWereJournaled
   EXPECT_EQ(module_->Health().output_overflows, 0u);
 }
 
+// Well over a hundred answers that complete in one pass behind large ones: the parent holds them,
+// hands them on as the worker reads, and forgets those it handed on while others still wait (the
+// held list is compacted), in the journal's order all the same.
+TEST_F(BoundsTest, ManyAnswersHeldBehindLargeOnesLeaveInTheOrderTheyWereJournaled) {
+  Open();
+  constexpr size_t kCalls = 152;
+  std::vector<std::pair<HostCallReply, int>> waiting;  // (reply, MiB)
+  HostCallSpec spec;
+  spec.name = "blob";
+  spec.effect = Effect::kPure;
+  spec.handler = [&waiting](const HostCallContext&, const Json& args, HostCallReply reply) {
+    waiting.emplace_back(std::move(reply), args.value("mib", 0));
+    if (waiting.size() < kCalls) return;
+    for (auto& [r, mib] : waiting) r.Ok(std::string(static_cast<size_t>(mib) << 20, 'b'));  // all in this pass
+    waiting.clear();
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  // Two of 9 MiB pass the 16 MiB budget: the 100 small ones behind them wait, then go with the next
+  // 9 MiB once the worker read the first, while the rest still waits behind the last two.
+  FlowRef f = Add(R"(export default async (i, host) => {
+      const sizes = [9, 9, ...Array(100).fill(0), 9, 9, ...Array(48).fill(0)];
+      const order = [];
+      await Promise.all(sizes.map((mib, k) => host.call('blob', {mib}).then(() => order.push(k))));
+      return order;
+    })",
+                  R"({"durable": true, "grants": {"blob": {}},
+                      "budgets": {"heap_mb": 256, "journal_kb": 65536, "calls_in_flight": 1024}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_NE(r.run_id, 0);
+  auto calls = Reader()->RunCalls(r.run_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), kCalls);
+  std::vector<std::pair<int64_t, int64_t>> by_seq;  // (answer_seq, k)
+  for (const CallRow& c : *calls) {
+    ASSERT_TRUE(c.answer_seq) << c.call_id;
+    by_seq.emplace_back(*c.answer_seq, c.call_id - 1);
+  }
+  std::sort(by_seq.begin(), by_seq.end());
+  Json journaled = Json::array();
+  for (const auto& [seq, k] : by_seq) journaled.push_back(k);
+  EXPECT_EQ(r.result, journaled) << "the worker saw its answers in the journal's order";
+  EXPECT_EQ(r.result.size(), kCalls);
+  EXPECT_EQ(module_->Health().output_overflows, 0u);
+}
+
 // Point 7's other half: four answers of 9 MiB that complete in the same pass (four fetches of
 // 8 MiB) are more than the budget at once; a worker that reads them is served, not killed.
 TEST_F(BoundsTest, AnswersCompletingTogetherPastTheBudgetReachAWorkerThatReads) {

@@ -4,7 +4,10 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "protocol/frame.h"
 
 namespace basal::protocol {
 namespace {
@@ -59,6 +62,20 @@ TEST(MessagesTest, AResultDoneInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
       R"({"type":"done","activation":1,"cpu_us":0,"ok":)" + many + "}",
       R"({"type":"done","activation":1,"cpu_us":0,"caught_budget_failure":true,"ok":1})",
       R"({"type":"done","activation":1,"cpu_us":0,"ok":[1],"caught_budget_failure":true})",
+      // Scalars the fast path reads without the parser, and near misses it leaves to the parser.
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":0})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":-0})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":-7})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":false})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":999999999999999})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":9999999999999999})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":18446744073709551615})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":-9223372036854775808})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":01})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":-})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":1.0})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":nul})",
+      R"({"type":"done","activation":1,"cpu_us":0,"ok":truex})",
   };
   for (const std::string& own : cases) {
     const std::string general = "{ " + own.substr(1);
@@ -75,6 +92,7 @@ TEST(MessagesTest, AResultDoneInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
     EXPECT_EQ(da.cpu_us, db.cpu_us);
     EXPECT_EQ(da.ok, db.ok);
     EXPECT_EQ(da.result, db.result);
+    EXPECT_EQ(da.result.type(), db.result.type()) << own;  // == calls 1u and 1 equal
     EXPECT_EQ(da.caught_budget_failure, db.caught_budget_failure);
   }
   // The ones the worker writes are accepted, with their values.
@@ -281,6 +299,70 @@ TEST(MessagesTest, AFieldValueLeavesRoomForItsMessage) {
 
 TEST(MessagesTest, InvalidUtf8IsRefusedNotThrown) {
   EXPECT_EQ(MustFail("{\"type\":\"call\",\"activation\":1,\"id\":1,\"name\":\"\xff\",\"args\":1}"), "malformed JSON");
+}
+
+// ParsePlainScalar reads what it takes exactly as the parser does (type included: a number with a
+// minus is signed, one without unsigned), and leaves everything else to it.
+TEST(MessagesTest, APlainScalarReadsAsTheParserReadsIt) {
+  const std::vector<std::string> taken = {"null", "true", "false", "0", "-0", "7", "-7", "999999999999999",
+                                          "-999999999999999", "100000000000000"};
+  const std::vector<std::string> left = {"",     "nul",   "nulll", "True", " 1",  "1 ",  "01",   "-01",  "-",
+                                         "--1",  "+1",    "1.0",   "1e3",  "0x1", "\"1\"", "[1]", "1,2",
+                                         "9999999999999999", "18446744073709551616", std::string("1\0", 2)};
+  for (const std::string& text : taken) {
+    Json fast;
+    ASSERT_TRUE(ParsePlainScalar(text, fast)) << text;
+    const Json parsed = Json::parse(text);
+    EXPECT_EQ(fast, parsed) << text;
+    EXPECT_EQ(fast.type(), parsed.type()) << text;
+    EXPECT_EQ(DumpJson(fast), parsed.dump()) << text;
+  }
+  for (const std::string& text : left) {
+    Json fast;
+    EXPECT_FALSE(ParsePlainScalar(text, fast)) << text;
+  }
+}
+
+// DumpJson writes a scalar without dump's serializer, and writes it as dump does.
+TEST(MessagesTest, DumpJsonWritesEveryValueAsDumpDoes) {
+  const std::vector<Json> values = {nullptr,
+                                    true,
+                                    false,
+                                    Json(0u),
+                                    Json(-0),
+                                    Json(std::numeric_limits<uint64_t>::max()),
+                                    Json(std::numeric_limits<int64_t>::min()),
+                                    Json(std::numeric_limits<int64_t>::max()),
+                                    Json(-1),
+                                    Json(1.5),
+                                    Json(-0.0),
+                                    Json("a \"quoted\" \u00e9"),
+                                    Json::array({1, "x", nullptr}),
+                                    Json::object({{"k", {1, 2}}})};
+  for (const Json& v : values) EXPECT_EQ(DumpJson(v), v.dump()) << v.dump();
+  EXPECT_EQ(DumpJson(Json(std::string("\xff"))), "\"\xef\xbf\xbd\"");  // invalid UTF-8 replaced, not thrown
+}
+
+// The parent writes each activate frame into its output buffer in place: the same bytes as the
+// built message in a frame, after whatever the buffer held.
+TEST(MessagesTest, AnActivateFrameIsAppendedAsTheMessageIsBuilt) {
+  for (const auto& [id, input] : std::vector<std::pair<int64_t, std::string>>{
+           {1, "null"}, {42, R"({"a":[1,2]})"}, {kMaxMessageInteger, "\"x\""}}) {
+    std::string out = "held";
+    AppendActivateFrame(out, id, input);
+    const std::string message = R"({"type":"activate","activation":)" + std::to_string(id) + R"(,"input":)" + input + "}";
+    EXPECT_EQ(out, "held" + EncodeFrame(message));
+    EXPECT_EQ(BuildActivate(id, input), message);
+    FrameDecoder decoder;
+    decoder.Feed(out.data() + 4, out.size() - 4);
+    std::string payload;
+    ASSERT_EQ(decoder.Next(payload), FrameDecoder::Status::kFrame);
+    ParentMessage m;
+    std::string error;
+    ASSERT_TRUE(ParseParentMessage(payload, m, error)) << error;
+    EXPECT_EQ(std::get<Activate>(m).activation, id);
+    EXPECT_EQ(std::get<Activate>(m).input, Json::parse(input));
+  }
 }
 
 TEST(MessagesTest, ParentMessagesRoundTrip) {

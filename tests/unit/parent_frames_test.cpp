@@ -270,6 +270,18 @@ TEST(ParseParentFrameTest, AnActivationReadsAsTheSharedParserReadsItNearItsUsual
       R"({"type":"activate","activation":"3","input":1})",
       R"({"type":"activate","activation":3,"input":[1,})",
       R"({"type":"activate","activation":3,"input":nul})",
+      // Scalars: a literal or a plain integer is checked without the parser; the rest with it.
+      protocol::BuildActivate(3, "null"),
+      protocol::BuildActivate(3, "false"),
+      protocol::BuildActivate(3, "-0"),
+      protocol::BuildActivate(3, "-999999999999999"),
+      protocol::BuildActivate(3, "1234567890123456"),  // 16 digits: the parser's
+      protocol::BuildActivate(3, "01"),
+      protocol::BuildActivate(3, "-"),
+      protocol::BuildActivate(3, "1.5"),
+      protocol::BuildActivate(3, "nulll"),
+      protocol::BuildActivate(3, "truefalse"),
+      protocol::BuildActivate(3, "--1"),
       R"({"type":"activate","activation":3,"input":"\ud800"})",          // a lone surrogate
       "\xef\xbb\xbf{\"type\":\"activate\",\"activation\":3,\"input\":1}",  // a byte-order mark
   };
