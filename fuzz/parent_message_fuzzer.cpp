@@ -12,7 +12,8 @@
 // - rebuilt with the parent's builder, it parses again to the same message, and rebuilding that
 //   gives the same bytes;
 // - ParseParentFrame accepts exactly what ParseParentMessage accepts, with the same fields, and
-//   the value text it cuts out is JSON of the same value.
+//   the value text it cuts out is JSON of the same value;
+// and for every input: the worker's JSON check (IsJsonText) agrees with nlohmann's accept().
 // A refused message always says why.
 #include <cstddef>
 #include <cstdint>
@@ -94,6 +95,15 @@ void CheckAgainstSent(const ParentMessage& message, const Json& sent) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace basal::protocol;
   const std::string_view payload(reinterpret_cast<const char*>(data), size);
+  // The worker's JSON check (IsJsonText) against the shared parser's, the whole input taken as one
+  // value. nlohmann takes a NUL for the end of its input and skips a leading byte-order mark, which
+  // IsJsonText refuses (in a frame neither is JSON): such inputs are not compared.
+  if (payload.find('\0') == std::string_view::npos && !(size > 0 && data[0] == 0xEF)) {
+    const bool ours = basal::worker::IsJsonText(payload);
+    FUZZ_CHECK(ours == Json::accept(payload.begin(), payload.end()),
+               std::string("IsJsonText ") + (ours ? "accepts" : "refuses") + " what nlohmann does not: " +
+                   std::string(payload.substr(0, 200)));
+  }
   ParentMessage message;
   std::string error;
   const bool accepted = ParseParentMessage(payload, message, error);

@@ -374,6 +374,34 @@ bool ParseResultDone(std::string_view payload, Done& d) {
   return true;
 }
 
+constexpr std::string_view kCallHead = R"({"type":"call","activation":)";
+
+// A host call as the worker writes it, {"type":"call","activation":A,"id":I,"name":"N","args":V}
+// (StartCall in src/worker/engine.cpp), read on the same terms as ParseResultDone: only V is
+// parsed into a tree (the gate needs it as one), not the frame around it, whose tree cost as much
+// again. N of 1 to 128 bytes of printable ASCII without a quote or a backslash (every host call's
+// name); V not starting with a byte-order mark (nlohmann would skip it, the general path refuses
+// it). Anything else takes the general path, which accepts and refuses alike (messages_test and
+// fuzz/worker_message_fuzzer.cpp compare them).
+bool ParseCallFrame(std::string_view payload, Call& c) {
+  size_t p = 0;
+  if (!TakeText(payload, p, kCallHead) || !TakeInteger(payload, p, 1, c.activation) ||
+      !TakeText(payload, p, R"(,"id":)") || !TakeInteger(payload, p, 1, c.id) || !TakeText(payload, p, R"(,"name":")"))
+    return false;
+  const size_t name = p;
+  while (p < payload.size() && payload[p] >= 0x20 && payload[p] < 0x7f && payload[p] != '"' && payload[p] != '\\') ++p;
+  if (p == name || p - name > 128) return false;
+  const std::string_view name_text = payload.substr(name, p - name);
+  if (!TakeText(payload, p, R"(","args":)")) return false;
+  if (payload.size() <= p + 1 || payload.back() != '}' || static_cast<unsigned char>(payload[p]) == 0xEF) return false;
+  const std::string_view value = payload.substr(p, payload.size() - 1 - p);
+  c.args = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+  if (c.args.is_discarded()) return false;
+  c.name = std::string(name_text);
+  c.frame_bytes = payload.size();
+  return true;
+}
+
 }  // namespace
 
 bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::string& error) {
@@ -382,6 +410,14 @@ bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::strin
     Done d;
     if (!scan.nul && !scan.too_deep && scan.values <= kMaxMessageValues && ParseResultDone(payload, d)) {
       out = std::move(d);
+      return true;
+    }
+  }
+  if (payload.substr(0, kCallHead.size()) == kCallHead) {
+    const JsonScan scan = ScanJson(payload, kMaxJsonDepth);
+    Call c;
+    if (!scan.nul && !scan.too_deep && scan.values <= kMaxMessageValues && ParseCallFrame(payload, c)) {
+      out = std::move(c);
       return true;
     }
   }

@@ -184,5 +184,67 @@ TEST_F(HttpClientTest, QueuedExchangesStartAsOthersEndAndAllComplete) {
   EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
 }
 
+// The client keeps a finished exchange's easy handle, reset, for the next one: nothing of an
+// exchange (its method, body, headers, limits, address check) reaches the next, and each still
+// has a connection of its own.
+TEST_F(HttpClientTest, AKeptHandleCarriesNothingOfItsExchangeIntoTheNext) {
+  http::HttpClient client(*loop_, {});
+  const auto run = [&](http::Exchange x) {
+    std::optional<http::ExchangeResult> got;
+    client.Start(std::move(x), [&got](http::ExchangeResult r) { got = std::move(r); });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!got && std::chrono::steady_clock::now() < until) loop_->RunOnce(std::chrono::milliseconds(100));
+    loop_->RunOnce(std::chrono::milliseconds(0));  // the pass that closes its socket and keeps its handle
+    return got;
+  };
+  const auto exchange = [&](std::string method) {
+    http::Exchange x;
+    x.url = server_.url("/item");
+    x.method = std::move(method);
+    return x;
+  };
+  http::Exchange post = exchange("POST");
+  post.body = "abc";
+  post.headers = {{"X-One", "1"}};
+  auto r = run(std::move(post));
+  ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
+  r = run(exchange("GET"));
+  ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
+  EXPECT_EQ(r->body, "item");
+  r = run(exchange("HEAD"));
+  ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
+  EXPECT_EQ(r->body, "");
+  r = run(exchange("GET"));  // a body again after the HEAD
+  ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
+  EXPECT_EQ(r->body, "item");
+  http::Exchange small = exchange("GET");
+  small.max_response_bytes = 2;
+  r = run(std::move(small));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->failure, http::ExchangeResult::Failure::kTooLarge) << r->message;
+  http::Exchange refused = exchange("GET");
+  refused.check_address = [](const http::SocketAddress&) -> std::optional<std::string> { return "is refused"; };
+  r = run(std::move(refused));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->failure, http::ExchangeResult::Failure::kAddressRefused) << r->message;
+  r = run(exchange("GET"));  // neither the limit nor the check stayed
+  ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
+  EXPECT_EQ(r->body, "item");
+
+  const std::vector<TestRequest> seen = server_.requests();
+  ASSERT_EQ(seen.size(), 6u);  // the refused exchange reached no server
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].body, "abc");
+  EXPECT_EQ(seen[0].header("X-One").value_or(""), "1");
+  for (size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].method, i == 2 ? "HEAD" : "GET") << "request " << i;
+    EXPECT_EQ(seen[i].body, "") << "request " << i;
+    EXPECT_FALSE(seen[i].header("X-One")) << "request " << i << " carried the POST's header";
+    EXPECT_FALSE(seen[i].header("Content-Length")) << "request " << i << " carried the POST's body";
+    EXPECT_NE(seen[i].connection, seen[i - 1].connection) << "request " << i << " reused a connection";
+  }
+  EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
+}
+
 }  // namespace
 }  // namespace basal::testing

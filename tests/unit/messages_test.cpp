@@ -29,6 +29,71 @@ std::string MustFail(const std::string& s) {
 // A result's `done` as the worker spells it is read by a path of its own (no tree for the
 // message). The same frame with one space after its `{` takes the general path: both must accept
 // and refuse alike, with the same fields and the same error.
+// A host call as the worker spells it is read by a path of its own too (only its arguments are
+// parsed into a tree): the same frame with one space after its `{` takes the general path, and
+// both must accept and refuse alike, with the same fields and the same error.
+TEST(MessagesTest, ACallInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
+  const std::string too_deep = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  std::string many = "[";
+  for (size_t i = 0; i < kMaxMessageValues; ++i) many += i ? ",0" : "0";
+  many += "]";
+  const std::string head = R"({"type":"call","activation":1,"id":2,"name":"http.fetch","args":)";
+  const std::vector<std::string> cases = {
+      head + R"({"url":"http://127.0.0.1:8080/item","method":"GET","headers":[],"body":null,"redirect":"follow"}})",
+      head + "null}",
+      head + R"( {"a": [1, "}"]} })",
+      R"({"type":"call","activation":9007199254740991,"id":9007199254740991,"name":"kv.get","args":1})",
+      R"({"type":"call","activation":9007199254740992,"id":1,"name":"kv.get","args":1})",
+      R"({"type":"call","activation":0,"id":1,"name":"kv.get","args":1})",
+      R"({"type":"call","activation":1,"id":01,"name":"kv.get","args":1})",
+      R"({"type":"call","activation":1,"id":1,"name":"","args":1})",
+      R"({"type":"call","activation":1,"id":1,"name":")" + std::string(128, 'n') + R"(","args":1})",
+      R"({"type":"call","activation":1,"id":1,"name":")" + std::string(129, 'n') + R"(","args":1})",
+      R"({"type":"call","activation":1,"id":1,"name":"k\u0076.get","args":1})",
+      R"({"type":"call","activation":1,"id":1,"name":"caf)" "\xc3\xa9" R"(","args":1})",
+      R"({"type":"call","activation":1,"id":1,"name":"bad)" "\xff" R"(","args":1})",
+      head + "}",
+      head + "1}}",
+      head + "1,\"args\":2}",
+      head + "1,\"x\":2}",
+      head + "1} ",
+      head + "[1,2}",
+      head + "\"a\xff\"}",
+      head + "\xEF\xBB\xBF" "1}",
+      head + std::string("\"a") + '\0' + "\"}",
+      head + too_deep + "}",
+      head + many + "}",
+      R"({"type":"call","activation":1,"id":1,"args":1,"name":"kv.get"})",
+      R"({"type":"call","activation":1,"id":1,"name":"kv.get"})",
+  };
+  for (const std::string& own : cases) {
+    const std::string general = "{ " + own.substr(1);
+    WorkerMessage a, b;
+    std::string ea, eb;
+    const bool ra = ParseWorkerMessage(own, a, ea);
+    const bool rb = ParseWorkerMessage(general, b, eb);
+    ASSERT_EQ(ra, rb) << own.substr(0, 160) << ": " << ea << " / " << eb;
+    EXPECT_EQ(ea, eb) << own.substr(0, 160);
+    if (!ra) continue;
+    const Call& ca = std::get<Call>(a);
+    const Call& cb = std::get<Call>(b);
+    EXPECT_EQ(ca.activation, cb.activation);
+    EXPECT_EQ(ca.id, cb.id);
+    EXPECT_EQ(ca.name, cb.name);
+    EXPECT_EQ(ca.args, cb.args);
+    EXPECT_EQ(ca.frame_bytes + 1, cb.frame_bytes);  // the space
+  }
+  WorkerMessage m;
+  std::string e;
+  ASSERT_TRUE(ParseWorkerMessage(cases[0], m, e)) << e;
+  const Call& c = std::get<Call>(m);
+  EXPECT_EQ(c.activation, 1);
+  EXPECT_EQ(c.id, 2);
+  EXPECT_EQ(c.name, "http.fetch");
+  EXPECT_EQ(c.args.at("method"), "GET");
+  EXPECT_EQ(c.frame_bytes, cases[0].size());
+}
+
 TEST(MessagesTest, AResultDoneInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
   const std::string deep_ok = std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']');
   const std::string too_deep = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <variant>
+#include <vector>
 
 namespace basal::worker {
 namespace {
@@ -41,6 +43,35 @@ TEST(FindTopLevelValueTest, ARepeatedKeyOrAnyEscapedKeyIsLeftToTheFullParser) {
   EXPECT_EQ(At(R"({"ok": 1, "x\"": 2})", "ok"), "<none>");
   EXPECT_EQ(At(R"({"ok": 1, "okay": 2})", "ok"), "1");
   EXPECT_EQ(At(R"({"ok": 1)", "ok"), "<none>") << "an object that never closes is the parser's to refuse";
+}
+
+// The worker's own JSON check of a result or an input (in place of nlohmann's accept(), which
+// reads the text a character at a time through its lexer: about a third of the worker's frame
+// handling per host call) accepts exactly what the shared parser does.
+TEST(IsJsonTextTest, AcceptsWhatTheSharedParserAccepts) {
+  const std::vector<std::string> texts = {
+      "", " ", "1", " 1 ", "-0", "01", "-", "1.", ".5", "+1", "1e", "1e+", "1E-5", "1.5e300", "1e400", "-1e400",
+      "1e-400", "123456789012345678", "1234567890123456789012345", std::string(400, '9'), "0.1e-2", "00", "1 2",
+      "true", "false", "null", "tru", "nulls", "True", "NaN", "Infinity", "\"\"", "\"a\\\"b\"", "\"\\/\\b\\f\\n\\r\\t\"",
+      "\"\\x\"", "\"\\u00e9\"", "\"\\u00G9\"", "\"\\ud83d\\ude00\"", "\"\\ud83d\"", "\"\\ude00\"", "\"\\ud83dx\"",
+      "\"\\ud83d\\u0041\"", "\"tab\\there\"", "\"raw\ttab\"", "\"\\u0000\"", "\"\x7f\"", "\"caf\xc3\xa9\"",
+      "\"\xc3\"", "\"\xc0\xaf\"", "\"\xe0\x80\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xf0\x9f\x98\x80\"",
+      "\"\xff\"", "\"unterminated", "[]", "{}", "[ ]", "{ }", "[1,]", "[,1]", "[1 2]", "[1,2]", "[[[]]]", "[[]",
+      "{\"a\":1}", "{\"a\" : [1, {\"b\": null}] }", "{\"a\":1,}", "{\"a\"}", "{\"a\":}", "{a:1}", "{\"a\":1 \"b\":2}",
+      "{\"a\":1}}", "{\"a\":1,\"a\":2}", "[\"x\",{\"y\":[true,false,null,-1.5e-3]}]", "\r\n\t[1]\r\n\t", "[1]\f",
+  };
+  for (const std::string& t : texts)
+    EXPECT_EQ(IsJsonText(t), protocol::Json::accept(t.begin(), t.end())) << "text: " << t;
+}
+
+TEST(IsJsonTextTest, RefusesALeadingByteOrderMarkThatTheWholeFrameWouldNotAccept) {
+  EXPECT_TRUE(protocol::Json::accept(std::string("\xEF\xBB\xBF" "1")));  // nlohmann skips it
+  EXPECT_FALSE(IsJsonText("\xEF\xBB\xBF" "1"));
+  protocol::ParentMessage msg;
+  std::string value, error;
+  const std::string frame = "{\"type\":\"result\",\"activation\":1,\"id\":2,\"ok\":\xEF\xBB\xBF" "1}";
+  EXPECT_FALSE(protocol::ParseParentMessage(frame, msg, error));
+  EXPECT_FALSE(ParseParentFrame(frame, msg, value, error)) << "the worker read a frame the shared parser refuses";
 }
 
 // Found by fuzz/parent_message_fuzzer.cpp: a value followed by NUL bytes passed the value check

@@ -27,6 +27,9 @@
 namespace basal {
 namespace {
 
+// Built once: a std::string this long is an allocation each time it is made.
+const std::string kGrantPath = "grants.http.fetch";
+
 std::string EncodeBase64(const std::string& bytes) {
   std::string out((bytes.size() + 2) / 3 * 4 + 1, '\0');
   const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
@@ -81,7 +84,7 @@ Result<http::CanonicalUrl> ResolveReference(const std::string& base, const std::
 // One fetch of one activation, across its redirect hops.
 struct Fetch {
   int64_t activation = 0;
-  http::FetchGrant grant;
+  std::shared_ptr<const http::FetchGrant> grant;  // the memo's (http::SharedFetchGrant), not a copy
   http::CanonicalUrl url;  // the current hop's
   std::string method;
   http::HeaderList script_headers;
@@ -114,25 +117,26 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     f->activation = ctx.activation_id;
     f->idempotency_key = ctx.idempotency_key;
     // authorize admitted these args against this grant a moment ago: both parse.
-    auto grant = http::ParseFetchGrant(ctx.grant ? *ctx.grant : Json::object(), "grants.http.fetch");
+    auto grant = http::SharedFetchGrant(ctx.grant ? *ctx.grant : Json::object(), kGrantPath);
     if (!grant) return Refuse(*f, "bad_grant", "the grant of http.fetch is invalid: " + grant.error().message);
     f->grant = std::move(*grant);
-    auto request = http::ParseFetchArgs(args, f->grant.limits);
+    auto request = http::SharedFetchArgs(args, f->grant->limits);
     if (!request) return Refuse(*f, "bad_request", request.error().message);
-    f->url = std::move(request->url);
-    f->method = std::move(request->method);
-    f->script_headers = std::move(request->headers);
-    f->body = std::move(request->body);
-    f->redirect = request->redirect;
+    const http::FetchRequest& r = **request;  // the memo's: copied, since a redirect changes them
+    f->url = r.url;
+    f->method = r.method;
+    f->script_headers = r.headers;
+    f->body = r.body;
+    f->redirect = r.redirect;
 
     PerActivation& a = activations_[f->activation];
-    if (a.started >= f->grant.limits.max_requests) {
+    if (a.started >= f->grant->limits.max_requests) {
       return Refuse(*f, "too_many_requests",
-                    "this activation already made max_requests (" + std::to_string(f->grant.limits.max_requests) +
+                    "this activation already made max_requests (" + std::to_string(f->grant->limits.max_requests) +
                         ") fetches; the grant's limits.max_requests bounds them");
     }
     ++a.started;
-    if (a.running >= f->grant.limits.max_in_flight) {
+    if (a.running >= f->grant->limits.max_in_flight) {
       a.waiting.push_back(f);  // its turn comes when one of the activation's fetches ends
       return;
     }
@@ -169,8 +173,8 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
   // status. If so the hop is logged with the wait, and the same request starts again after it.
   bool RetryLater(const std::shared_ptr<Fetch>& f, Json& hop, const http::ExchangeResult& r) {
     const size_t index = hop.value("rule", size_t{0});
-    if (index >= f->grant.rules.size()) return false;
-    const http::FetchRule& rule = f->grant.rules[index];
+    if (index >= f->grant->rules.size()) return false;
+    const http::FetchRule& rule = f->grant->rules[index];
     if (!rule.retry || f->attempt >= rule.retry->max_attempts) return false;
     if (http::RequestEffect(rule, f->method) != Effect::kIdempotent) return false;
     using F = http::ExchangeResult::Failure;
@@ -226,7 +230,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     if (it == activations_.end()) return;
     if (it->second.running > 0) --it->second.running;
     while (it != activations_.end() && !it->second.waiting.empty() &&
-           it->second.running < f.grant.limits.max_in_flight) {
+           it->second.running < f.grant->limits.max_in_flight) {
       auto next = std::move(it->second.waiting.front());
       it->second.waiting.pop_front();
       ++it->second.running;
@@ -241,13 +245,13 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
   }
 
   void StartHop(const std::shared_ptr<Fetch>& f) {
-    const http::RuleMatch match = http::MatchRequest(f->grant, f->url, f->method);
+    const http::RuleMatch match = http::MatchRequest(*f->grant, f->url, f->method);
     if (!match.rule) {
       if (f->hops == 0) return RefuseAndEnd(f, "not_granted", match.denial);
       return RefuseAndEnd(f, "redirect_not_granted", "redirect hop " + std::to_string(f->hops) + ": " + match.denial);
     }
     const http::FetchRule& rule = *match.rule;
-    const size_t rule_index = static_cast<size_t>(match.rule - f->grant.rules.data());
+    const size_t rule_index = static_cast<size_t>(match.rule - f->grant->rules.data());
     if (!http::SecretRefs(rule).empty() && f->url.scheme != "https" && !rule.allow_plain_http) {
       return RefuseAndEnd(f, "plain_http_secret",
                           "rule " + rule.url.text + " would send a secret over plain http; it needs \"allow_plain_http\": true");
@@ -298,9 +302,9 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     x.method = f->method;
     x.headers = std::move(*headers);
     x.body = f->body;
-    x.connect_timeout = std::chrono::milliseconds(f->grant.limits.connect_timeout_ms);
-    x.timeout = std::chrono::milliseconds(f->grant.limits.timeout_ms);
-    x.max_response_bytes = f->grant.limits.max_response_bytes;
+    x.connect_timeout = std::chrono::milliseconds(f->grant->limits.connect_timeout_ms);
+    x.timeout = std::chrono::milliseconds(f->grant->limits.timeout_ms);
+    x.max_response_bytes = f->grant->limits.max_response_bytes;
     x.check_address = [networks = rule.allow_networks](const http::SocketAddress& sa) -> std::optional<std::string> {
       const auto address = AddressOf(sa);
       if (!address) return "is not an IPv4 or IPv6 address";
@@ -358,7 +362,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
                "the response redirects (status " + std::to_string(r.status) + ") and the request said redirect: \"error\"");
         return Ended(*f);
       }
-      const uint64_t max = f->grant.limits.max_redirects;
+      const uint64_t max = f->grant->limits.max_redirects;
       if (max > 0) {
         if (static_cast<uint64_t>(f->hops) >= max) {
           Refuse(*f, "too_many_redirects", "more than max_redirects (" + std::to_string(max) + ") redirects");
@@ -467,12 +471,12 @@ HostCallSpec MakeSpec() {
   // By the method and the rule that admits it (http::RequestEffect); a request that matches no
   // rule is denied before its effect matters.
   spec.effect_of = [](const Json* grant, const Json& args) {
-    auto parsed = http::ParseFetchGrant(grant ? *grant : Json::object(), "grants.http.fetch");
+    auto parsed = http::SharedFetchGrant(grant ? *grant : Json::object(), kGrantPath);
     if (!parsed) return Effect::kExternal;
-    auto request = http::ParseFetchArgs(args, parsed->limits);
+    auto request = http::SharedFetchArgs(args, (*parsed)->limits);
     if (!request) return Effect::kExternal;
-    const http::RuleMatch match = http::MatchRequest(*parsed, request->url, request->method);
-    return match.rule ? http::RequestEffect(*match.rule, request->method) : Effect::kExternal;
+    const http::RuleMatch match = http::MatchRequest(**parsed, (*request)->url, (*request)->method);
+    return match.rule ? http::RequestEffect(*match.rule, (*request)->method) : Effect::kExternal;
   };
   spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
     reply.Error("HostError", "http.fetch is not served by this registry (no event loop)");

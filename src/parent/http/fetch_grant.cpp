@@ -454,7 +454,7 @@ Result<FetchGrant> ParseFetchGrantOnce(const Json& grant, const std::string& pat
 struct GrantMemo {
   Json grant;
   std::string path;
-  std::optional<Result<FetchGrant>> parsed;
+  std::optional<Result<std::shared_ptr<const FetchGrant>>> parsed;
 };
 
 // Arguments with a body larger than this are parsed again rather than held a second time.
@@ -463,7 +463,7 @@ constexpr size_t kMemoMaxBodyText = 64 * 1024;
 struct ArgsMemo {
   Json args;
   FetchLimits limits;
-  std::optional<Result<FetchRequest>> parsed;
+  std::optional<Result<std::shared_ptr<const FetchRequest>>> parsed;
 };
 
 // The bytes of the arguments' body text ({"base64": "..."}), 0 without one.
@@ -484,14 +484,23 @@ bool SameLimits(const FetchLimits& a, const FetchLimits& b) {
 
 }  // namespace
 
-Result<FetchGrant> ParseFetchGrant(const Json& grant, const std::string& path) {
+Result<std::shared_ptr<const FetchGrant>> SharedFetchGrant(const Json& grant, const std::string& path) {
   thread_local GrantMemo memo;
   if (memo.parsed && memo.path == path && memo.grant == grant) return *memo.parsed;
-  Result<FetchGrant> parsed = ParseFetchGrantOnce(grant, path);
+  Result<FetchGrant> once = ParseFetchGrantOnce(grant, path);
+  Result<std::shared_ptr<const FetchGrant>> parsed =
+      once ? Result<std::shared_ptr<const FetchGrant>>(std::make_shared<const FetchGrant>(std::move(*once)))
+           : Result<std::shared_ptr<const FetchGrant>>(once.error());
   memo.grant = grant;
   memo.path = path;
   memo.parsed = parsed;
   return parsed;
+}
+
+Result<FetchGrant> ParseFetchGrant(const Json& grant, const std::string& path) {
+  auto shared = SharedFetchGrant(grant, path);
+  if (!shared) return shared.error();
+  return **shared;
 }
 
 Result<void> CheckFetchGrant(const Json& grant, const std::string& path) {
@@ -677,10 +686,13 @@ Result<FetchRequest> ParseFetchArgsOnce(const Json& args, const FetchLimits& lim
 
 }  // namespace
 
-Result<FetchRequest> ParseFetchArgs(const Json& args, const FetchLimits& limits) {
+Result<std::shared_ptr<const FetchRequest>> SharedFetchArgs(const Json& args, const FetchLimits& limits) {
   thread_local ArgsMemo memo;
   if (memo.parsed && SameLimits(memo.limits, limits) && memo.args == args) return *memo.parsed;
-  Result<FetchRequest> parsed = ParseFetchArgsOnce(args, limits);
+  Result<FetchRequest> once = ParseFetchArgsOnce(args, limits);
+  Result<std::shared_ptr<const FetchRequest>> parsed =
+      once ? Result<std::shared_ptr<const FetchRequest>>(std::make_shared<const FetchRequest>(std::move(*once)))
+           : Result<std::shared_ptr<const FetchRequest>>(once.error());
   if (BodyText(args) <= kMemoMaxBodyText) {
     memo.args = args;
     memo.limits = limits;
@@ -691,16 +703,24 @@ Result<FetchRequest> ParseFetchArgs(const Json& args, const FetchLimits& limits)
   return parsed;
 }
 
+Result<FetchRequest> ParseFetchArgs(const Json& args, const FetchLimits& limits) {
+  auto shared = SharedFetchArgs(args, limits);
+  if (!shared) return shared.error();
+  return **shared;
+}
+
 std::optional<std::string> AuthorizeFetch(const Json& constraints, const Json& args) {
-  auto grant = ParseFetchGrant(constraints, "grants.http.fetch");
+  static const std::string kPath = "grants.http.fetch";
+  auto grant = SharedFetchGrant(constraints, kPath);
   if (!grant) return "the grant of http.fetch is invalid: " + grant.error().message;
-  auto request = ParseFetchArgs(args, grant->limits);
+  auto request = SharedFetchArgs(args, (*grant)->limits);
   if (!request) return request.error().message;
-  RuleMatch match = MatchRequest(*grant, request->url, request->method);
+  RuleMatch match = MatchRequest(**grant, (*request)->url, (*request)->method);
   if (match.rule == nullptr) return match.denial;
   // An IP literal needs no resolver: refuse it now, with its reason, rather than at connect time.
-  if (request->url.ip) {
-    if (auto refusal = ConnectRefusal(*request->url.ip, match.rule->allow_networks)) return "http.fetch: " + *refusal;
+  if ((*request)->url.ip) {
+    if (auto refusal = ConnectRefusal(*(*request)->url.ip, match.rule->allow_networks))
+      return "http.fetch: " + *refusal;
   }
   return std::nullopt;
 }

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -113,6 +114,9 @@ struct FetchGrant {
 Result<void> CheckFetchGrant(const Json& grant, const std::string& path);
 // The same checks, and the parsed grant.
 Result<FetchGrant> ParseFetchGrant(const Json& grant, const std::string& path);
+// The same, shared with this thread's memo of the last grant parsed: the gate's authorize, the
+// call's effect and the handler each ask for the grant of one call, and get it without a copy.
+Result<std::shared_ptr<const FetchGrant>> SharedFetchGrant(const Json& grant, const std::string& path);
 
 // The first rule that admits the URL and the method, or the reason none does, written for the
 // flow's author: "no rule of grant http.fetch admits https://evil.example/x (rules: ...)" or
@@ -166,6 +170,8 @@ struct FetchRequest {
 // decoding), base64 that is not strict RFC 4648 (padded, no whitespace), and every URL error of
 // CanonicalizeUrl. The error message is the denial reason.
 Result<FetchRequest> ParseFetchArgs(const Json& args, const FetchLimits& limits);
+// The same, shared with this thread's memo of the last arguments parsed (SharedFetchGrant's reason).
+Result<std::shared_ptr<const FetchRequest>> SharedFetchArgs(const Json& args, const FetchLimits& limits);
 
 // authorize of http.fetch: nullopt when the grant admits the call, else the reason. Validates the
 // arguments (ParseFetchArgs), matches them (MatchRequest), and guards an IP-literal host at once
