@@ -27,6 +27,22 @@ using namespace std::chrono_literals;
 
 class BoundsTest : public ModuleFixture {
  protected:
+  // `r`'s result is the order (call k = call id k+1) in which its flow saw its calls' answers:
+  // the order the journal answered them in (answer_seq), for all `calls` of its run.
+  void ExpectAnswersSeenInJournalOrder(const ActivationResult& r, size_t calls_made) {
+    auto calls = Reader()->RunCalls(r.run_id);
+    ASSERT_TRUE(calls);
+    ASSERT_EQ(calls->size(), calls_made);
+    std::vector<std::pair<int64_t, int64_t>> by_seq;  // (answer_seq, k)
+    for (const CallRow& c : *calls) {
+      ASSERT_TRUE(c.answer_seq) << c.call_id;
+      by_seq.emplace_back(*c.answer_seq, c.call_id - 1);
+    }
+    std::sort(by_seq.begin(), by_seq.end());
+    Json journaled = Json::array();
+    for (const auto& [seq, k] : by_seq) journaled.push_back(k);
+    EXPECT_EQ(r.result, journaled) << "the worker saw its answers in the journal's order";
+  }
   // A pure host call that answers `args.bytes` bytes of text.
   void RegisterBlob() {
     HostCallSpec spec;
@@ -125,18 +141,7 @@ TEST_F(BoundsTest, HeldAnswersReachADurableRunsWorkerInTheOrderTheyWereJournaled
   ActivationResult r = module_->Run(f, nullptr);
   ASSERT_TRUE(r.ok()) << r.message;
   ASSERT_NE(r.run_id, 0);
-  auto calls = Reader()->RunCalls(r.run_id);
-  ASSERT_TRUE(calls);
-  ASSERT_EQ(calls->size(), 7u);
-  std::vector<std::pair<int64_t, int64_t>> by_seq;  // (answer_seq, k)
-  for (const CallRow& c : *calls) {
-    ASSERT_TRUE(c.answer_seq) << c.call_id;
-    by_seq.emplace_back(*c.answer_seq, c.call_id - 1);
-  }
-  std::sort(by_seq.begin(), by_seq.end());
-  Json journaled = Json::array();
-  for (const auto& [seq, k] : by_seq) journaled.push_back(k);
-  EXPECT_EQ(r.result, journaled) << "the worker saw its answers in the journal's order";
+  ExpectAnswersSeenInJournalOrder(r, 7);
   EXPECT_EQ(module_->Health().output_overflows, 0u);
 }
 
@@ -170,18 +175,7 @@ TEST_F(BoundsTest, ManyAnswersHeldBehindLargeOnesLeaveInTheOrderTheyWereJournale
   ActivationResult r = module_->Run(f, nullptr);
   ASSERT_TRUE(r.ok()) << r.message;
   ASSERT_NE(r.run_id, 0);
-  auto calls = Reader()->RunCalls(r.run_id);
-  ASSERT_TRUE(calls);
-  ASSERT_EQ(calls->size(), kCalls);
-  std::vector<std::pair<int64_t, int64_t>> by_seq;  // (answer_seq, k)
-  for (const CallRow& c : *calls) {
-    ASSERT_TRUE(c.answer_seq) << c.call_id;
-    by_seq.emplace_back(*c.answer_seq, c.call_id - 1);
-  }
-  std::sort(by_seq.begin(), by_seq.end());
-  Json journaled = Json::array();
-  for (const auto& [seq, k] : by_seq) journaled.push_back(k);
-  EXPECT_EQ(r.result, journaled) << "the worker saw its answers in the journal's order";
+  ExpectAnswersSeenInJournalOrder(r, kCalls);
   EXPECT_EQ(r.result.size(), kCalls);
   EXPECT_EQ(module_->Health().output_overflows, 0u);
 }

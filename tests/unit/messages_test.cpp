@@ -26,12 +26,25 @@ std::string MustFail(const std::string& s) {
   return error;
 }
 
-// A result's `done` as the worker spells it is read by a path of its own (no tree for the
-// message). The same frame with one space after its `{` takes the general path: both must accept
-// and refuse alike, with the same fields and the same error.
-// A host call as the worker spells it is read by a path of its own too (only its arguments are
-// parsed into a tree): the same frame with one space after its `{` takes the general path, and
-// both must accept and refuse alike, with the same fields and the same error.
+// A frame as the worker spells it may be read by a path of its own; the same frame with one space
+// after its `{` takes the general path. Both must accept and refuse every case alike, with the same
+// error; `same` compares what both read of an accepted one.
+template <typename Message, typename Same>
+void ExpectOwnAndGeneralPathsAgree(const std::vector<std::string>& cases, Same same) {
+  for (const std::string& own : cases) {
+    const std::string general = "{ " + own.substr(1);
+    WorkerMessage a, b;
+    std::string ea, eb;
+    const bool ra = ParseWorkerMessage(own, a, ea);
+    const bool rb = ParseWorkerMessage(general, b, eb);
+    ASSERT_EQ(ra, rb) << own.substr(0, 160) << ": " << ea << " / " << eb;
+    EXPECT_EQ(ea, eb) << own.substr(0, 160);
+    if (ra) same(std::get<Message>(a), std::get<Message>(b), own);
+  }
+}
+
+// A host call as the worker spells it is read by a path of its own (only its arguments are parsed
+// into a tree).
 TEST(MessagesTest, ACallInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
   const std::string too_deep = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
   std::string many = "[";
@@ -66,23 +79,13 @@ TEST(MessagesTest, ACallInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
       R"({"type":"call","activation":1,"id":1,"args":1,"name":"kv.get"})",
       R"({"type":"call","activation":1,"id":1,"name":"kv.get"})",
   };
-  for (const std::string& own : cases) {
-    const std::string general = "{ " + own.substr(1);
-    WorkerMessage a, b;
-    std::string ea, eb;
-    const bool ra = ParseWorkerMessage(own, a, ea);
-    const bool rb = ParseWorkerMessage(general, b, eb);
-    ASSERT_EQ(ra, rb) << own.substr(0, 160) << ": " << ea << " / " << eb;
-    EXPECT_EQ(ea, eb) << own.substr(0, 160);
-    if (!ra) continue;
-    const Call& ca = std::get<Call>(a);
-    const Call& cb = std::get<Call>(b);
-    EXPECT_EQ(ca.activation, cb.activation);
-    EXPECT_EQ(ca.id, cb.id);
-    EXPECT_EQ(ca.name, cb.name);
-    EXPECT_EQ(ca.args, cb.args);
-    EXPECT_EQ(ca.frame_bytes + 1, cb.frame_bytes);  // the space
-  }
+  ExpectOwnAndGeneralPathsAgree<Call>(cases, [](const Call& ca, const Call& cb, const std::string& own) {
+    EXPECT_EQ(ca.activation, cb.activation) << own;
+    EXPECT_EQ(ca.id, cb.id) << own;
+    EXPECT_EQ(ca.name, cb.name) << own;
+    EXPECT_EQ(ca.args, cb.args) << own;
+    EXPECT_EQ(ca.frame_bytes + 1, cb.frame_bytes) << own;  // the space
+  });
   WorkerMessage m;
   std::string e;
   ASSERT_TRUE(ParseWorkerMessage(cases[0], m, e)) << e;
@@ -94,6 +97,7 @@ TEST(MessagesTest, ACallInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
   EXPECT_EQ(c.frame_bytes, cases[0].size());
 }
 
+// A result's `done` as the worker spells it is read by a path of its own (no tree for the message).
 TEST(MessagesTest, AResultDoneInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
   const std::string deep_ok = std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']');
   const std::string too_deep = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
@@ -142,24 +146,14 @@ TEST(MessagesTest, AResultDoneInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
       R"({"type":"done","activation":1,"cpu_us":0,"ok":nul})",
       R"({"type":"done","activation":1,"cpu_us":0,"ok":truex})",
   };
-  for (const std::string& own : cases) {
-    const std::string general = "{ " + own.substr(1);
-    WorkerMessage a, b;
-    std::string ea, eb;
-    const bool ra = ParseWorkerMessage(own, a, ea);
-    const bool rb = ParseWorkerMessage(general, b, eb);
-    ASSERT_EQ(ra, rb) << own.substr(0, 120) << ": " << ea << " / " << eb;
-    EXPECT_EQ(ea, eb) << own.substr(0, 120);
-    if (!ra) continue;
-    const Done& da = std::get<Done>(a);
-    const Done& db = std::get<Done>(b);
-    EXPECT_EQ(da.activation, db.activation);
-    EXPECT_EQ(da.cpu_us, db.cpu_us);
-    EXPECT_EQ(da.ok, db.ok);
-    EXPECT_EQ(da.result, db.result);
+  ExpectOwnAndGeneralPathsAgree<Done>(cases, [](const Done& da, const Done& db, const std::string& own) {
+    EXPECT_EQ(da.activation, db.activation) << own;
+    EXPECT_EQ(da.cpu_us, db.cpu_us) << own;
+    EXPECT_EQ(da.ok, db.ok) << own;
+    EXPECT_EQ(da.result, db.result) << own;
     EXPECT_EQ(da.result.type(), db.result.type()) << own;  // == calls 1u and 1 equal
-    EXPECT_EQ(da.caught_budget_failure, db.caught_budget_failure);
-  }
+    EXPECT_EQ(da.caught_budget_failure, db.caught_budget_failure) << own;
+  });
   // The ones the worker writes are accepted, with their values.
   const Done d = std::get<Done>(MustParse(cases[2]));
   EXPECT_EQ(d.activation, 7);
