@@ -402,25 +402,24 @@ bool ParseCallFrame(std::string_view payload, Call& c) {
   return true;
 }
 
+// A frame in the worker's own spelling (it starts with `head`), read by `parse` without a tree of
+// the whole frame, within the general path's bounds. False leaves the frame to the general path.
+template <typename Message>
+bool ReadOwnSpelling(std::string_view payload, std::string_view head, bool (*parse)(std::string_view, Message&),
+                     WorkerMessage& out) {
+  if (payload.substr(0, head.size()) != head) return false;
+  const JsonScan scan = ScanJson(payload, kMaxJsonDepth);
+  Message m;
+  if (scan.nul || scan.too_deep || scan.values > kMaxMessageValues || !parse(payload, m)) return false;
+  out = std::move(m);
+  return true;
+}
+
 }  // namespace
 
 bool ParseWorkerMessage(std::string_view payload, WorkerMessage& out, std::string& error) {
-  if (payload.substr(0, kDoneHead.size()) == kDoneHead) {
-    const JsonScan scan = ScanJson(payload, kMaxJsonDepth);
-    Done d;
-    if (!scan.nul && !scan.too_deep && scan.values <= kMaxMessageValues && ParseResultDone(payload, d)) {
-      out = std::move(d);
-      return true;
-    }
-  }
-  if (payload.substr(0, kCallHead.size()) == kCallHead) {
-    const JsonScan scan = ScanJson(payload, kMaxJsonDepth);
-    Call c;
-    if (!scan.nul && !scan.too_deep && scan.values <= kMaxMessageValues && ParseCallFrame(payload, c)) {
-      out = std::move(c);
-      return true;
-    }
-  }
+  if (ReadOwnSpelling(payload, kDoneHead, ParseResultDone, out) || ReadOwnSpelling(payload, kCallHead, ParseCallFrame, out))
+    return true;
   Json j;
   if (!ParseJsonObject(payload, j, error)) return false;
   Fields f(j, error);

@@ -72,12 +72,17 @@ class HttpClientTest : public ::testing::Test {
   }
 
   // Starts one GET and runs the loop until its `done` has run (at most 10 s).
-  std::optional<http::ExchangeResult> Exchange(http::HttpClient& client) {
-    std::optional<http::ExchangeResult> got;
+  // GET /item of the test server.
+  http::Exchange GetItem() {
     http::Exchange x;
     x.url = server_.url("/item");
     x.method = "GET";
-    client.Start(std::move(x), [&got](http::ExchangeResult r) { got = std::move(r); });
+    return x;
+  }
+
+  std::optional<http::ExchangeResult> Exchange(http::HttpClient& client) {
+    std::optional<http::ExchangeResult> got;
+    client.Start(GetItem(), [&got](http::ExchangeResult r) { got = std::move(r); });
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!got && std::chrono::steady_clock::now() < until) loop_->RunOnce(std::chrono::milliseconds(100));
     return got;
@@ -115,9 +120,7 @@ TEST_F(HttpClientTest, DestroyingTheClientClosesTheConnectionsItHadYetToClose) {
 TEST_F(HttpClientTest, AFailedConnectionLeavesNoSocketOpen) {
   http::HttpClient client(*loop_, {});
   std::optional<http::ExchangeResult> got;
-  http::Exchange x;
-  x.url = server_.url("/item");
-  x.method = "GET";
+  http::Exchange x = GetItem();
   x.check_address = [](const http::SocketAddress&) -> std::optional<std::string> { return "is refused by the test"; };
   client.Start(std::move(x), [&got](http::ExchangeResult r) { got = std::move(r); });
   EXPECT_FALSE(got) << "done ran from inside Start";  // refused while Start drove it, told later
@@ -141,9 +144,7 @@ TEST_F(HttpClientTest, AFailedConnectionLeavesNoSocketOpen) {
 TEST_F(HttpClientTest, StartConnectsAtOnceWithoutWaitingForALoopPass) {
   http::HttpClient client(*loop_, {});
   std::optional<http::ExchangeResult> got;
-  http::Exchange x;
-  x.url = server_.url("/item");
-  x.method = "GET";
+  http::Exchange x = GetItem();
   client.Start(std::move(x), [&got](http::ExchangeResult r) { got = std::move(r); });
   EXPECT_FALSE(got) << "done ran from inside Start";
   // Waiting for the server's thread, not timing the client: the loop never runs meanwhile.
