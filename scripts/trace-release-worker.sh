@@ -46,7 +46,13 @@ if grep -qa -- "__basal_test" "$worker"; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/basal-trace-XXXXXX")
-if [[ -z "${KEEP_TRACES:-}" ]]; then trap 'rm -rf "$work"' EXIT; fi
+servers=()  # pid files of the example servers started below, stopped at exit
+cleanup() {
+  local f
+  for f in "${servers[@]}"; do [[ -s "$f" ]] && kill "$(cat "$f")" 2>/dev/null || true; done
+  if [[ -z "${KEEP_TRACES:-}" ]]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
 
 # The allowlist: "name rule" per admitted row, from the "Admitted system calls" table only.
 "$policy_dump" markdown | awk '
@@ -67,6 +73,19 @@ for js in examples/*.js; do
   [[ -f "$manifest" ]] || { echo "trace-release-worker: skipping $js: no $manifest" >&2; continue; }
   name=$(basename "$base")
   flows+=("$name")
+  # What the flow's page sets up before running it (docs/http.md for orders.js): the example's
+  # server (examples/NAME_server.py, on the port of the manifest's first 127.0.0.1 URL) and a
+  # throw-away value for each ${secret:NAME} its manifest names, stored beside this trace's journal.
+  if [[ -f "${base}_server.py" ]]; then
+    port=$(grep -o '127\.0\.0\.1:[0-9]*' "$manifest" | head -1 | cut -d: -f2)
+    [[ -n "$port" ]] || die "$manifest names no http://127.0.0.1:PORT URL for ${base}_server.py"
+    servers+=("$work/$name.server.pid")
+    python3 "${base}_server.py" "$port" "$work/$name.server.pid" ||
+      die "${base}_server.py could not listen on 127.0.0.1:$port (is another one running?)"
+  fi
+  for secret in $(grep -o '\${secret:[A-Za-z0-9_.-]*}' "$manifest" | sed 's/^${secret://; s/}$//' | sort -u); do
+    printf '%s\n' "trace-$secret" | "$cli" secret set "$secret" --db "$work/$name.db" >/dev/null
+  done
   if [[ -f "$base.jsonl" ]]; then
     input=(--inputs "$base.jsonl")
   else
