@@ -191,7 +191,9 @@ TEST(WorkerLimits, APrlimitOfTheWorkerNeedsItsIdsOrCapSysResource) {
 // retires (`cpu_limit`) and a fresh one runs the activation. Where the parent can, it moves the
 // limit and one worker serves them all.
 TEST_F(ModuleFixture, AWorkerIsReusedOnlyWhileItsCpuLimitLeavesRoom) {
-  const bool movable = CanChangeWorkerLimits(geteuid() == 0 ? *ResolveWorkerUser("") : std::nullopt);
+  auto user = ResolveWorkerUser("");
+  ASSERT_TRUE(user) << user.error().message;
+  const bool movable = CanChangeWorkerLimits(*user);
   ModuleOptions o;
   o.max_activations_per_worker = 100'000;
   Open(o);
@@ -200,7 +202,8 @@ TEST_F(ModuleFixture, AWorkerIsReusedOnlyWhileItsCpuLimitLeavesRoom) {
                   R"({"budgets": {"cpu_ms": 100}})");
   int64_t cpu_us = 0, last_cpu_us = 0;
   int runs = 0;
-  // Until this worker's CPU must have passed 1.8 s (or, with a movable limit, well past 2 s).
+  // Until this worker's CPU must have passed 1.44 s (or, with a movable limit, well past 2 s: it is
+  // then reused up to 4 s, where a quarter of its CPU would outgrow the 1 s of slack).
   while (cpu_us < 2'500'000 && runs < 2000 && module_->Health().retired(RetireReason::kCpuLimit) == 0) {
     const ActivationResult r = module_->Run(f, nullptr);
     ASSERT_EQ(r.outcome, Outcome::kOk) << r.message;
@@ -218,11 +221,13 @@ TEST_F(ModuleFixture, AWorkerIsReusedOnlyWhileItsCpuLimitLeavesRoom) {
   } else {
     ASSERT_EQ(h.retired(RetireReason::kCpuLimit), 1u);
     // The last activation ran on the fresh worker; the first worker's activations used the rest.
-    // It was reused while its CPU (these plus its start and load) + 200 ms <= 2 s, so it retired
-    // with 1.8 s plus at most one activation (<= 100 ms + 100 ms grace) behind it.
+    // It was reused while its CPU (these plus its start and load), a quarter more for the kernel's
+    // tick accounting, and 200 ms fit in 2 s (CPU <= 1.44 s), so it retired with 1.44 s plus at
+    // most one activation (<= 100 ms + 100 ms grace) behind it. Without that quarter this test met
+    // SIGXCPU in 9 of 15 runs at load 5: the kernel charged 2 s at 1.79-1.94 s of the worker's CPU.
     const int64_t first_worker_us = cpu_us - last_cpu_us;
-    EXPECT_GE(first_worker_us, 1'500'000) << "retired long before its limit";
-    EXPECT_LE(first_worker_us, 2'000'000) << "reused past the room its limit left";
+    EXPECT_GE(first_worker_us, 1'300'000) << "retired long before its limit";
+    EXPECT_LE(first_worker_us, 1'640'000) << "reused past the room its limit left";
     EXPECT_EQ(module_->Run(f, nullptr).outcome, Outcome::kOk);
     EXPECT_EQ(module_->Health().spawned, 2u) << "the next activation runs on a fresh worker";
   }
