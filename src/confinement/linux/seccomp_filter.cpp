@@ -93,7 +93,7 @@ bool Export(scmp_filter_ctx ctx, ExportFn fn, const char* what, std::string& out
 
 }  // namespace
 
-SeccompFilter::SeccompFilter(const FilterContext& context) {
+SeccompFilter::SeccompFilter(const FilterContext& context, FilterLayout layout) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
   if (ctx == nullptr) {
     error_ = "seccomp_init(SCMP_ACT_KILL_PROCESS) failed (libseccomp or the kernel lacks KILL_PROCESS)";
@@ -114,6 +114,9 @@ SeccompFilter::SeccompFilter(const FilterContext& context) {
       // no_new_privs is step 3 of the confinement, set and verified before the filter exists.
       {SCMP_FLTATR_CTL_NNP, 0, "seccomp_attr_set(CTL_NNP, 0)"},
       {SCMP_FLTATR_CTL_TSYNC, 1, "seccomp_attr_set(CTL_TSYNC, 1)"},
+      // 2: the syscall numbers as a binary tree (libseccomp 2.5+); 1: one chain in priority order.
+      {SCMP_FLTATR_CTL_OPTIMIZE, layout == FilterLayout::kBinaryTree ? 2u : 1u,
+       layout == FilterLayout::kBinaryTree ? "seccomp_attr_set(CTL_OPTIMIZE, 2)" : "seccomp_attr_set(CTL_OPTIMIZE, 1)"},
   };
   for (const Attr& a : attrs) {
     if (const int rc = seccomp_attr_set(ctx, a.attr, a.value); rc != 0) {

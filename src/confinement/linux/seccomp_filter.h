@@ -25,9 +25,17 @@ struct FilterContext {
   pid_t own_tid;  // tgkill's only admitted tid: the worker's one thread
 };
 
+// How libseccomp lays out the syscall-number dispatch (the argument checks under each number are
+// the same in both). The worker loads the binary tree: a number is found in about log2(rows)
+// comparisons instead of walking the rows one by one, both when the kernel caches the filter's
+// constant verdicts at load time (it runs the program once per system call number) and at every
+// later call. The chain, in the table's priority order, is kept only so that a unit test can check
+// that both layouts decide every call alike (SeccompProgram.TheTreeDecidesAsTheChain).
+enum class FilterLayout { kBinaryTree, kPriorityChain };
+
 class SeccompFilter {
  public:
-  explicit SeccompFilter(const FilterContext& context);
+  explicit SeccompFilter(const FilterContext& context, FilterLayout layout = FilterLayout::kBinaryTree);
   ~SeccompFilter();
   SeccompFilter(const SeccompFilter&) = delete;
   SeccompFilter& operator=(const SeccompFilter&) = delete;

@@ -7,6 +7,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -71,15 +72,18 @@ StepStatus CheckOnePipe(int fd, const char* name, int want_access) {
     return StepStatus::Failed(std::string(name) + " is open " + AccessName(flags & O_ACCMODE) + ", not " +
                               AccessName(want_access) + (want_access == O_RDONLY ? " (the read end)" : " (a write end)"));
   }
+  // An anonymous pipe's inode lives on pipefs; a named FIFO's on the file system that holds its
+  // name. One fstatfs tells them apart without a walk through /proc/self/fd (the link, which
+  // reads "pipe:[...]" for an anonymous pipe, only names a FIFO that is refused).
+  struct statfs fs {};
+  if (fstatfs(fd, &fs) != 0) return StepStatus::Failed(SyscallFailure((std::string("fstatfs ") + name).c_str(), errno));
+  if (static_cast<unsigned long>(fs.f_type) == PIPEFS_MAGIC) return StepStatus::Passed();
   const std::string link = "/proc/self/fd/" + std::to_string(fd);
   std::array<char, 256> target{};
   const ssize_t n = readlink(link.c_str(), target.data(), target.size() - 1);
-  if (n < 0) return StepStatus::Failed(SyscallFailure(("readlink " + link).c_str(), errno));
-  const std::string_view t(target.data(), static_cast<size_t>(n));
-  if (t.substr(0, 6) != "pipe:[") {
-    return StepStatus::Failed(std::string(name) + " is a named FIFO (" + std::string(t) + "), not an anonymous pipe");
-  }
-  return StepStatus::Passed();
+  const std::string where = n < 0 ? SyscallFailure(("readlink " + link).c_str(), errno)
+                                  : std::string(target.data(), static_cast<size_t>(n));
+  return StepStatus::Failed(std::string(name) + " is a named FIFO (" + where + "), not an anonymous pipe");
 }
 
 }  // namespace
@@ -98,7 +102,10 @@ StepStatus CheckStatText(std::string_view stat, long expected_pid) {
   return StepStatus::Passed();
 }
 
-StepStatus CheckProcIsGenuine() {
+namespace {
+
+// statfs("/proc") has PROC_SUPER_MAGIC; then /proc/self/stat, read once into `stat`, names getpid().
+StepStatus CheckProcIsGenuine(std::string& stat) {
   struct statfs fs {};
   if (statfs("/proc", &fs) != 0) return StepStatus::Failed(SyscallFailure("statfs /proc", errno));
   if (static_cast<unsigned long>(fs.f_type) != PROC_SUPER_MAGIC) {
@@ -108,21 +115,37 @@ StepStatus CheckProcIsGenuine() {
       return std::string(hex.data(), r.ptr);
     }() + ", want 0x9fa0)");
   }
-  std::string stat;
   if (StepStatus s = ReadProcFile("/proc/self/stat", stat); !s.ok()) return s;
   return CheckStatText(stat, static_cast<long>(getpid()));
 }
 
-StepStatus CheckStatusText(std::string_view status) {
-  constexpr std::string_view kKey = "\nThreads:";
-  const size_t at = status.find(kKey);
-  if (at == std::string_view::npos) return StepStatus::Failed("/proc/self/status has no Threads: line");
-  size_t p = at + kKey.size();
-  while (p < status.size() && (status[p] == ' ' || status[p] == '\t')) ++p;
+}  // namespace
+
+StepStatus CheckProcIsGenuine() {
+  std::string stat;
+  return CheckProcIsGenuine(stat);
+}
+
+StepStatus CheckStatThreadsText(std::string_view stat) {
+  // "pid (comm) state ppid ... num_threads ...": the command name may hold spaces and parentheses,
+  // so the fields are counted from its last ')'; the first after it is field 3 (state), and
+  // num_threads is field 20, the same count the Threads: line of /proc/self/status shows.
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) return StepStatus::Failed("/proc/self/stat has no command name");
+  std::string_view rest = stat.substr(close + 1);
+  std::string_view field;
+  for (int n = 3; n <= 20; ++n) {
+    const size_t start = rest.find_first_not_of(' ');
+    if (start == std::string_view::npos) return StepStatus::Failed("/proc/self/stat has no thread count (field 20)");
+    rest.remove_prefix(start);
+    const size_t end = std::min(rest.find_first_of(" \n"), rest.size());
+    field = rest.substr(0, end);
+    rest.remove_prefix(end);
+  }
   long threads = 0;
-  const auto [ptr, ec] = std::from_chars(status.data() + p, status.data() + status.size(), threads);
-  if (ec != std::errc()) return StepStatus::Failed("/proc/self/status has an unreadable Threads: line");
-  (void)ptr;
+  const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), threads);
+  if (ec != std::errc() || ptr != field.data() + field.size())
+    return StepStatus::Failed("/proc/self/stat has an unreadable thread count (field 20)");
   if (threads != 1) {
     return StepStatus::Failed("the worker has " + std::to_string(threads) + " threads, not exactly one");
   }
@@ -130,9 +153,9 @@ StepStatus CheckStatusText(std::string_view status) {
 }
 
 StepStatus CheckSingleThreaded() {
-  std::string status;
-  if (StepStatus s = ReadProcFile("/proc/self/status", status); !s.ok()) return s;
-  return CheckStatusText(status);
+  std::string stat;
+  if (StepStatus s = ReadProcFile("/proc/self/stat", stat); !s.ok()) return s;
+  return CheckStatThreadsText(stat);
 }
 
 StepStatus CheckStdioAreAnonymousPipes() {
@@ -184,9 +207,11 @@ StepStatus CheckMappings() {
 }
 
 StepStatus RunStartupChecks() {
-  // /proc first: the thread, pipe and mapping checks read it.
-  if (StepStatus s = CheckProcIsGenuine(); !s.ok()) return s;
-  if (StepStatus s = CheckSingleThreaded(); !s.ok()) return s;
+  // /proc first: the thread and mapping checks read it (the thread count from the same read of
+  // /proc/self/stat that named this process), and a named FIFO is named through it.
+  std::string stat;
+  if (StepStatus s = CheckProcIsGenuine(stat); !s.ok()) return s;
+  if (StepStatus s = CheckStatThreadsText(stat); !s.ok()) return s;
   if (StepStatus s = CheckStdioAreAnonymousPipes(); !s.ok()) return s;
   if (StepStatus s = CheckReadImpliesExecOff(); !s.ok()) return s;
   return CheckMappings();

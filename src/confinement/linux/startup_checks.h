@@ -19,9 +19,10 @@ StepStatus RunStartupChecks();
 
 // statfs("/proc") has PROC_SUPER_MAGIC and /proc/self/stat names getpid().
 StepStatus CheckProcIsGenuine();
-// /proc/self/status says "Threads: 1".
+// /proc/self/stat's thread count (field 20, what "Threads:" in /proc/self/status shows) is 1.
 StepStatus CheckSingleThreaded();
-// fd 0 the read end, fd 1 and 2 write ends of anonymous pipes ("pipe:[...]").
+// fd 0 the read end, fd 1 and 2 write ends of anonymous pipes (fstat: a FIFO; fstatfs: on pipefs,
+// so not a named FIFO, whose path /proc/self/fd/N then names in the reason).
 StepStatus CheckStdioAreAnonymousPipes();
 // personality(0xffffffff) lacks READ_IMPLIES_EXEC.
 StepStatus CheckReadImpliesExecOff();
@@ -29,7 +30,7 @@ StepStatus CheckReadImpliesExecOff();
 StepStatus CheckMappings();
 
 // The parsers behind the checks, exposed for unit tests on synthetic /proc text.
-StepStatus CheckStatusText(std::string_view proc_self_status);
+StepStatus CheckStatThreadsText(std::string_view proc_self_stat);
 StepStatus CheckStatText(std::string_view proc_self_stat, long expected_pid);
 StepStatus CheckMapsText(std::string_view proc_self_maps);
 

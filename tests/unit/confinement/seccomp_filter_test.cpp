@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <initializer_list>
@@ -344,6 +345,87 @@ TEST(SeccompProgram, PrebuiltProgramIsLibseccompsProgram) {
     EXPECT_TRUE(SameProgram(patched, compiled)) << "pid " << c.own_pid << " tid " << c.own_tid
                                                 << ": the prebuilt program is stale or mis-patched";
   }
+}
+
+// The worker loads libseccomp's binary tree of syscall numbers (FilterLayout::kBinaryTree). It must
+// decide every call exactly as the chain of rows in priority order did: both run here on every
+// number from 0 to 1023, x32's and a few beyond, under three architectures, and for each admitted
+// row on every combination of its checked arguments' values, each also off by one and with garbage
+// in its upper half.
+TEST(SeccompProgram, TheTreeDecidesAsTheChain) {
+  std::vector<sock_filter> tree, chain;
+  std::string error;
+  SeccompFilter tree_filter({kPid, kTid});
+  SeccompFilter chain_filter({kPid, kTid}, FilterLayout::kPriorityChain);
+  ASSERT_TRUE(tree_filter.ok()) << tree_filter.error();
+  ASSERT_TRUE(chain_filter.ok()) << chain_filter.error();
+  ASSERT_TRUE(tree_filter.ExportBpf(tree, error)) << error;
+  ASSERT_TRUE(chain_filter.ExportBpf(chain, error)) << error;
+  ASSERT_FALSE(SameProgram(tree, chain)) << "the two layouts compiled to one program: this test compares nothing";
+
+  const auto resolve = [](const ArgValue& v) -> uint64_t {
+    switch (v.source) {
+      case ArgValue::Source::kLiteral: return v.literal;
+      case ArgValue::Source::kOwnPid: return kPid;
+      case ArgValue::Source::kOwnTid: return kTid;
+    }
+    return 0;
+  };
+  size_t compared = 0, allowed = 0;
+  const auto same = [&](const seccomp_data& d) {
+    const testing::BpfRun a = RunSeccompBpf(tree, d);
+    const testing::BpfRun b = RunSeccompBpf(chain, d);
+    ASSERT_TRUE(a.ok) << a.error;
+    ASSERT_TRUE(b.ok) << b.error;
+    ASSERT_EQ(a.ret, b.ret) << "arch 0x" << std::hex << d.arch << " nr 0x" << d.nr << " args 0x" << d.args[0] << " 0x"
+                            << d.args[1] << " 0x" << d.args[2] << " 0x" << d.args[3] << " 0x" << d.args[4] << " 0x"
+                            << d.args[5];
+    ++compared;
+    allowed += (a.ret & SECCOMP_RET_ACTION_FULL) == kAllow;
+  };
+
+  std::vector<uint32_t> numbers;
+  for (uint32_t nr = 0; nr < 1024; ++nr) numbers.push_back(nr);
+  for (uint32_t nr = 0; nr < 1024; ++nr) numbers.push_back(nr | 0x40000000u);  // x32
+  for (uint32_t nr : {0x3fffffffu, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu}) numbers.push_back(nr);
+  for (const uint32_t arch : {uint32_t{AUDIT_ARCH_X86_64}, uint32_t{AUDIT_ARCH_I386}, uint32_t{0}}) {
+    for (const uint32_t nr : numbers) {
+      seccomp_data d{};
+      d.arch = arch;
+      d.nr = static_cast<int>(nr);
+      d.instruction_pointer = 0x401000;
+      for (const std::array<uint64_t, 6>& args : {std::array<uint64_t, 6>{0, 0, 0, 0, 0, 0},
+                                                  std::array<uint64_t, 6>{1, 2, 3, 4, 5, 6},
+                                                  std::array<uint64_t, 6>{kHigh, kHigh, kHigh, kHigh, kHigh, kHigh}}) {
+        for (size_t i = 0; i < 6; ++i) d.args[i] = args[i];
+        same(d);
+      }
+      const AdmittedSyscall* row = nr < 1024 ? FindAdmitted(static_cast<int>(nr)) : nullptr;
+      if (row == nullptr || row->rule.count == 0) continue;
+      // Every combination of the checked arguments' candidates; the unchecked ones 0, then 7.
+      std::vector<std::vector<uint64_t>> candidates(row->rule.count);
+      for (size_t a = 0; a < row->rule.count; ++a) {
+        const ArgOneOf& arg = row->rule.args[a];
+        for (size_t v = 0; v < arg.count; ++v) {
+          const uint64_t x = resolve(arg.values[v]);
+          for (const uint64_t c : {x, x + 1, x - 1, uint64_t{x ^ 0xffffffff00000000ULL}}) candidates[a].push_back(c);
+        }
+      }
+      std::vector<size_t> at(row->rule.count, 0);
+      for (;;) {
+        for (const uint64_t unchecked : {uint64_t{0}, uint64_t{7}}) {
+          for (size_t i = 0; i < 6; ++i) d.args[i] = unchecked;
+          for (size_t a = 0; a < row->rule.count; ++a) d.args[row->rule.args[a].index] = candidates[a][at[a]];
+          same(d);
+        }
+        size_t a = 0;
+        while (a < at.size() && ++at[a] == candidates[a].size()) at[a++] = 0;
+        if (a == at.size()) break;
+      }
+    }
+  }
+  EXPECT_GT(compared, 9000u);
+  EXPECT_GT(allowed, 100u);
 }
 
 TEST(SeccompProgram, PatchingRefusesWhatCouldMislead) {

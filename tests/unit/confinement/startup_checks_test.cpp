@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <string>
+#include <string_view>
+
 #include <gtest/gtest.h>
 
 namespace basal::confinement {
@@ -18,13 +21,25 @@ TEST(StartupChecks, StatMustDescribeThisProcess) {
   EXPECT_FALSE(CheckStatText("x (y)", 1).ok());
 }
 
+// /proc/self/stat as the kernel writes it, with `threads` in field 20 and `comm` as the name.
+std::string StatLine(std::string_view comm, std::string_view threads) {
+  return "4242 (" + std::string(comm) + ") R 4241 4242 4241 0 -1 4194560 120 0 0 0 0 0 0 0 20 0 " + std::string(threads) +
+         " 0 123456 2990080 200 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0\n";
+}
+
 TEST(StartupChecks, ExactlyOneThread) {
-  EXPECT_TRUE(CheckStatusText("Name:\tw\nThreads:\t1\nSigQ:\t0/1\n").ok());
-  const StepStatus two = CheckStatusText("Name:\tw\nThreads:\t2\n");
+  EXPECT_TRUE(CheckStatThreadsText(StatLine("ck-basal-worker", "1")).ok());
+  const StepStatus two = CheckStatThreadsText(StatLine("ck-basal-worker", "2"));
   ASSERT_FALSE(two.ok());
   EXPECT_EQ(two.reason(), "the worker has 2 threads, not exactly one");
-  EXPECT_FALSE(CheckStatusText("Name:\tw\nThreads:\t12\n").ok());
-  EXPECT_FALSE(CheckStatusText("Name:\tw\n").ok());
+  EXPECT_FALSE(CheckStatThreadsText(StatLine("w", "12")).ok());
+  // The name may hold spaces and parentheses: fields are counted from its last ')'.
+  EXPECT_TRUE(CheckStatThreadsText(StatLine("a) 1 2 3 (b", "1")).ok());
+  EXPECT_FALSE(CheckStatThreadsText(StatLine("a) 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 (b", "2")).ok());
+  EXPECT_FALSE(CheckStatThreadsText(StatLine("w", "1x")).ok());
+  EXPECT_FALSE(CheckStatThreadsText("4242 (w) R 1 2 3\n").ok());
+  EXPECT_FALSE(CheckStatThreadsText("4242 w R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n").ok());
+  EXPECT_FALSE(CheckStatThreadsText("").ok());
 }
 
 TEST(StartupChecks, NoWritableExecutableMappingAndNoExecutableStack) {
