@@ -323,6 +323,7 @@ class SqliteStore final : public Store,
 Result<void> SqliteStore::Open(Durability durability) {
   if (auto made = sqlite::CreatePrivateFileIfMissing(path_); !made) return made.error();
   // No SQLITE_OPEN_CREATE: the file exists now (owner-only) unless its directory does not.
+  sqlite::PreferNoMemoryStatistics();
   int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string advice = sqlite::AdviceFor(rc);
