@@ -192,6 +192,21 @@ TEST(SqliteStoreTest, ManyCommitsAreCheckpointedAndTheWalStaysBounded) {
   EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), kCommits);
 }
 
+// The first connection of a process turns SQLite's memory statistics off (PreferNoMemoryStatistics,
+// sqlite_support.h): its allocations then take no global mutex. ctest runs each test in a process of
+// its own, so the store's open is this process's first use of SQLite; with the statistics on, what
+// the store's connection holds would be counted here.
+TEST(SqliteStoreTest, TheFirstOpenTurnsSqlitesMemoryStatisticsOff) {
+  TempDir dir;
+  auto store = MustOpen(dir.File("j.db"));
+  ASSERT_TRUE(store);
+  auto a = store->journal().BeginActivation(Start());
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(store->journal().EndActivation(End(*a)));
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(sqlite3_memory_used(), 0);
+}
+
 TEST(SqliteStoreTest, EmptyIsStoredAsNull) {
   TempDir dir;
   const std::string db = dir.File("j.db");

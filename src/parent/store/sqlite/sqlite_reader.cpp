@@ -91,6 +91,7 @@ int SqliteReader::OpenAndReadHeader(bool immutable, sqlite::Header* header) {
   Close();
   const std::string name = immutable ? FileUri(path_, "immutable=1") : path_;
   int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | (immutable ? SQLITE_OPEN_URI : 0);
+  sqlite::PreferNoMemoryStatistics();
   int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) return rc;
   sqlite3_extended_result_codes(db_, 1);

@@ -323,6 +323,7 @@ class SqliteStore final : public Store,
 Result<void> SqliteStore::Open(Durability durability) {
   if (auto made = sqlite::CreatePrivateFileIfMissing(path_); !made) return made.error();
   // No SQLITE_OPEN_CREATE: the file exists now (owner-only) unless its directory does not.
+  sqlite::PreferNoMemoryStatistics();
   int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string advice = sqlite::AdviceFor(rc);
@@ -659,10 +660,15 @@ Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
   // An activation's start neither reads nor changes a run's row: the run it starts stays pending,
   // to be written once, started (MarkRunStarted). A durable run's activation is listed in
   // activations_by_run (schema.cpp, version 10): whether the run is durable is known here for a
-  // run pending in this batch, else the insert reads it from the run's row.
+  // run pending in this batch, else the insert reads it from the run's row. An activation of no run
+  // is not listed: bound as such, the insert reads no row of runs.
   std::optional<int64_t> durable;
-  for (const PendingRun& p : pending_runs_) {
-    if (p.id == a.run_id) durable = p.run.durable ? 1 : 0;
+  if (a.run_id <= 0) {
+    durable = 0;
+  } else {
+    for (const PendingRun& p : pending_runs_) {
+      if (p.id == a.run_id) durable = p.run.durable ? 1 : 0;
+    }
   }
   auto written = WriteKeepingPending(
       stmts_->insert_activation, [&] { return "cannot record the start of an activation of flow " + a.flow; }, a.flow,

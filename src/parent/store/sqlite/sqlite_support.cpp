@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <mutex>
 #include <thread>
 
 namespace basal::sqlite {
@@ -82,6 +83,11 @@ int QueryText(sqlite3* db, const char* sql, std::string* out) {
     return SQLITE_OK;
   }
   return rc == SQLITE_DONE ? SQLITE_ERROR : rc;
+}
+
+void PreferNoMemoryStatistics() {
+  static std::once_flag once;
+  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
 }
 
 const char* SqliteCodeName(int rc) {

@@ -66,6 +66,14 @@ int QueryInt(sqlite3* db, const char* sql, int64_t* out);
 int QueryText(sqlite3* db, const char* sql, std::string* out);
 int Prepare(sqlite3* db, const std::string& sql, Stmt* out);  // persistent statement
 
+// Called before every sqlite3_open_v2 of ours. SQLite keeps process-wide memory statistics by
+// default: each of its allocations and frees then takes a global mutex and updates counters
+// (about 19 of each per activation, docs/performance.md). basal reads none of them (no
+// sqlite3_memory_used, sqlite3_status or heap limit), so the first connection a process opens
+// turns them off, before SQLite initializes. A process that initialized SQLite before keeps its
+// setting: sqlite3_config then refuses, and nothing changes.
+void PreferNoMemoryStatistics();
+
 const char* SqliteCodeName(int rc);
 // What an operator can do about a failure, by SQLite's primary result code.
 const char* AdviceFor(int rc);
