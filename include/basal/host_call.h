@@ -68,7 +68,7 @@ struct HostCallContext {
   int64_t durable_clock_us = 0;
 };
 
-// One-shot answer to a host call. Move-only; thread-safe: Ok/Error may be called from any thread.
+// One-shot answer to a host call. Move-only; thread-safe: Ok/OkText/Error may be called from any thread.
 // Answering twice does nothing. An answer after the activation ended (deadline, crash, cancel) is
 // journaled on the abandoned call record and goes no further. Destroying a reply that was never
 // answered answers the call with a HostError ("the handler dropped its reply").
