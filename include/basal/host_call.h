@@ -68,7 +68,7 @@ struct HostCallContext {
   int64_t durable_clock_us = 0;
 };
 
-// One-shot answer to a host call. Move-only; thread-safe: Ok/Error may be called from any thread.
+// One-shot answer to a host call. Move-only; thread-safe: Ok/OkText/Error may be called from any thread.
 // Answering twice does nothing. An answer after the activation ended (deadline, crash, cancel) is
 // journaled on the abandoned call record and goes no further. Destroying a reply that was never
 // answered answers the call with a HostError ("the handler dropped its reply").
@@ -83,6 +83,13 @@ class HostCallReply {
   HostCallReply& operator=(const HostCallReply&) = delete;
 
   void Ok(Json value);
+  // The same answer already serialized: one JSON value as UTF-8 text (RFC 8259), e.g.
+  // R"({"sent":true})". The worker gets these bytes as they are, and the journal keeps them (or
+  // HostCallSpec::journal_result_text's view of them): a handler that builds its answer as text
+  // spares the tree and its serialization. The gate checks the text in one pass; one that is not a
+  // JSON value is refused: the call is answered with a HostError naming the host call, the journal
+  // keeps that error (never the text), and the observer gets `result_not_json`.
+  void OkText(std::string value_json);
   // `name` becomes the JS error's name in the script (e.g. "NotFound", "TypeError").
   void Error(std::string name, std::string message);
   bool answered() const;
@@ -145,6 +152,12 @@ struct HostCallSpec {
   // as they are. The flow still gets the whole result.
   std::function<Json(const Json& args)> journal_args;
   std::function<Json(const Json& result)> journal_result;
+  // The journal's view of a successful result from its text, the bytes the flow gets (Ok's value
+  // serialized once, or OkText's text as it was given): what the journal keeps instead, as JSON
+  // text. Spares the tree a `journal_result` needs (for an OkText answer, a parse). Set at most one
+  // of the two (Register refuses both). A view that throws or gives a text that is not one JSON
+  // value leaves a note in the journal instead of the result.
+  std::function<std::string(std::string_view result_json)> journal_result_text;
   // Called on the loop thread when an activation ends (ok, failed, deadline, cancelled, crashed),
   // after its calls still in flight became `abandoned`: a handler that keeps work per activation
   // (timers, transfers) drops it here. Called for every registered spec that sets it, whether or

@@ -14,6 +14,7 @@ struct ModuleEvent {
     kConfinementViolation,   // a worker was killed by the seccomp filter
     kHandlerThrew,           // a host-call handler threw; the call was answered with HostError
     kResultTooLarge,         // a handler's result could not be sent to the flow
+    kResultNotJson,          // a handler answered with a text (HostCallReply::OkText) that is not JSON
     kJournalFailure,         // a journal commit failed; nothing of that batch was answered
     kRecovered,              // opening the journal closed activations whose parent had died
     kIdleCpu,                // an idle worker used CPU between activations: killed

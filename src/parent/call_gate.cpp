@@ -35,9 +35,10 @@ uint64_t RecordBytes(std::string_view name, std::string_view args, const Decisio
 // The built-in log call (host_calls/log.h): past its budget a line is dropped, not fatal.
 constexpr std::string_view kLogCallName = "log";
 
-// Delivers an answer to the gate: directly on the loop thread, else posted to it.
-void Deliver(const std::shared_ptr<HostCallReply::Slot>& slot, bool ok, Json value, std::string name,
-             std::string message) {
+// Delivers an answer to the gate: directly on the loop thread, else posted to it. `text`: an
+// answer already serialized (OkText), `value` then null.
+void Deliver(const std::shared_ptr<HostCallReply::Slot>& slot, bool ok, Json value, std::optional<std::string> text,
+             std::string name, std::string message) {
   if (!slot || slot->answered.exchange(true)) return;
   CallGate* gate = nullptr;
   {
@@ -45,27 +46,33 @@ void Deliver(const std::shared_ptr<HostCallReply::Slot>& slot, bool ok, Json val
     if (slot->link->gate == nullptr) return;
     if (!slot->link->loop->OnLoopThread()) {
       slot->link->loop->Post([link = slot->link, a = slot->activation_id, c = slot->call_id, ok, value = std::move(value),
-                              name = std::move(name), message = std::move(message)]() mutable {
-        if (link->gate) link->gate->OnAnswer(a, c, ok, std::move(value), std::move(name), std::move(message));
+                              text = std::move(text), name = std::move(name), message = std::move(message)]() mutable {
+        if (link->gate)
+          link->gate->OnAnswer(a, c, ok, std::move(value), std::move(text), std::move(name), std::move(message));
       });
       return;
     }
     gate = slot->link->gate;
   }
   // On the loop thread the module cannot go away underneath us.
-  gate->OnAnswer(slot->activation_id, slot->call_id, ok, std::move(value), std::move(name), std::move(message));
+  gate->OnAnswer(slot->activation_id, slot->call_id, ok, std::move(value), std::move(text), std::move(name),
+                 std::move(message));
 }
 
 }  // namespace
 
-void HostCallReply::Ok(Json value) { Deliver(slot_, true, std::move(value), "", ""); }
+void HostCallReply::Ok(Json value) { Deliver(slot_, true, std::move(value), std::nullopt, "", ""); }
+void HostCallReply::OkText(std::string value_json) {
+  Deliver(slot_, true, nullptr, std::move(value_json), "", "");
+}
 void HostCallReply::Error(std::string name, std::string message) {
-  Deliver(slot_, false, nullptr, std::move(name), std::move(message));
+  Deliver(slot_, false, nullptr, std::nullopt, std::move(name), std::move(message));
 }
 bool HostCallReply::answered() const { return !slot_ || slot_->answered.load(); }
 HostCallReply::~HostCallReply() {
   if (slot_ && !slot_->answered.load() && !slot_->dispatching.load())
-    Deliver(slot_, false, nullptr, "HostError", "the host call's handler dropped its reply without answering");
+    Deliver(slot_, false, nullptr, std::nullopt, "HostError",
+            "the host call's handler dropped its reply without answering");
 }
 HostCallReply& HostCallReply::operator=(HostCallReply&& other) noexcept {
   if (this != &other) {
@@ -428,25 +435,55 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
   }
 }
 
-std::string CallGate::ResultForJournal(const HostCallSpec& spec, const Json& value) {
-  if (!spec.journal_result) return protocol::DumpJson(value);
+std::string CallGate::ResultForJournal(const HostCallSpec& spec, const Json* value, const std::string& value_json) {
+  if (spec.journal_result_text) {
+    try {
+      std::string view = spec.journal_result_text(value_json);
+      if (protocol::IsJsonText(view)) return view;
+      return protocol::DumpJson(
+          Json{{"basal", "the journal view of the result (journal_result_text) is not JSON; result not journaled"}});
+    } catch (...) {
+      return protocol::DumpJson(Json{{"basal", "the journal view of the result threw; result not journaled"}});
+    }
+  }
+  if (!spec.journal_result) return value_json;
   try {
-    return protocol::DumpJson(spec.journal_result(value));
+    if (value) return protocol::DumpJson(spec.journal_result(*value));
+    // An answer given as text (OkText), to a spec whose view reads a tree.
+    Json tree;
+    std::string error;
+    if (!protocol::ParseJsonValue(value_json, tree, error))
+      return protocol::DumpJson(Json{{"basal", "the result could not be read for its journal view; result not journaled"}});
+    return protocol::DumpJson(spec.journal_result(tree));
   } catch (...) {
     return protocol::DumpJson(Json{{"basal", "the journal view of the result threw; result not journaled"}});
   }
 }
 
-void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json value, std::string name,
-                        std::string message) {
+void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json value, std::optional<std::string> text,
+                        std::string name, std::string message) {
   auto it = calls_.find({activation, call_id});
   if (it == calls_.end()) return;
   InFlight f = std::move(it->second);
   calls_.erase(it);
   const HostCallSpec& spec = *f.spec;
   std::string value_json;
-  if (ok) {
+  if (ok && text) {
+    // Serialized by the handler: these bytes go to the worker and (unless a view says otherwise)
+    // to the journal, so they must be JSON before either sees them.
+    value_json = std::move(*text);
+    if (!protocol::IsJsonText(value_json)) {
+      ok = false;
+      name = "HostError";
+      message = "the result of host call \"" + f.name +
+                "\" is not JSON: its handler answered with a text (HostCallReply::OkText) that is not one JSON value";
+      value_json.clear();
+      hooks_.event({ModuleEvent::Kind::kResultNotJson, message, activation, 0});
+    }
+  } else if (ok) {
     value_json = protocol::DumpJson(value);
+  }
+  if (ok) {
     std::string why;
     if (!protocol::FitsInMessage(value_json, why)) {
       ok = false;
@@ -460,7 +497,10 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
   // Without a journal view the journal keeps the text the worker gets: dumped once, not twice.
   std::string result_journal;
   if (ok && f.journaled)
-    result_journal = CapForJournal(spec.journal_result ? ResultForJournal(spec, value) : value_json, cap);
+    result_journal = CapForJournal(spec.journal_result || spec.journal_result_text
+                                       ? ResultForJournal(spec, text ? nullptr : &value, value_json)
+                                       : value_json,
+                                   cap);
   value = nullptr;  // the answer's text is all that is kept from here on
   const std::string error_journal = ok || !f.journaled ? "" : CapForJournal(ErrorJson(name, message), cap);  // an embedder's text
   const bool late = f.stage == Stage::kAbandoned;

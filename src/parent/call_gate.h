@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,7 +131,9 @@ class CallGate {
   // The activation ended: its calls in flight become abandoned. Returns what its calls used.
   CallUsage EndCalls(ActivationId activation);
   // From HostCallReply, on the loop thread.
-  void OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json value, std::string name, std::string message);
+  // `text`: the answer as the handler serialized it (HostCallReply::OkText), `value` then null.
+  void OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json value, std::optional<std::string> text,
+                std::string name, std::string message);
 
   size_t in_flight() const { return calls_.size(); }
   // Calls of the activation waiting for an answer (its budget's count).
@@ -195,7 +198,9 @@ class CallGate {
   void DispatchOrWait(const Key& key, InFlight& call);
   void Record(const CallRecord& record, const Flow& flow);
   void Update(const CallUpdate& update, const InFlight& call);
-  std::string ResultForJournal(const HostCallSpec& spec, const Json& value);
+  // The journal's view of a result: its text (`value_json`, the worker's) read by the spec's
+  // journal_result_text, or its tree (`value`; parsed from the text when null) by journal_result.
+  std::string ResultForJournal(const HostCallSpec& spec, const Json* value, const std::string& value_json);
   // Ends the activation's calls for a budget: later calls are ignored.
   void OverBudget(ActivationId activation, CallUsage& usage, Budget budget, std::string message);
   // Adds a record's bytes to the activation's journal bytes; false if that passes its budget.

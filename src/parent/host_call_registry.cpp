@@ -55,6 +55,11 @@ Result<void> HostCallRegistry::Register(HostCallSpec spec) {
                                                       "it cannot start or end a name or appear twice in a row");
   }
   if (!spec.handler) return MakeError(ErrorCode::kInvalidArgument, shown + ": the spec has no handler");
+  if (spec.journal_result && spec.journal_result_text) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     shown + ": sets both journal_result and journal_result_text; the journal keeps one view of a "
+                             "result, so set one of them");
+  }
   if (!spec.journaled && spec.effect != Effect::kPure) {
     return MakeError(ErrorCode::kInvalidArgument,
                      shown + ": only a pure call may go unjournaled (journaled = false); an idempotent or external "

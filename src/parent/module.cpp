@@ -35,6 +35,7 @@ const char* ModuleEventKindName(ModuleEvent::Kind kind) {
     case ModuleEvent::Kind::kConfinementViolation: return "confinement_violation";
     case ModuleEvent::Kind::kHandlerThrew: return "handler_threw";
     case ModuleEvent::Kind::kResultTooLarge: return "result_too_large";
+    case ModuleEvent::Kind::kResultNotJson: return "result_not_json";
     case ModuleEvent::Kind::kJournalFailure: return "journal_failure";
     case ModuleEvent::Kind::kRecovered: return "recovered";
     case ModuleEvent::Kind::kIdleCpu: return "idle_cpu";

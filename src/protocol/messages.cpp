@@ -1,7 +1,10 @@
 #include "protocol/messages.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include "protocol/frame.h"
 
@@ -235,6 +238,184 @@ JsonScan ScanJson(std::string_view text, int max_depth) {
 }
 
 }  // namespace
+
+namespace {
+
+constexpr size_t kNoIndex = std::string_view::npos;
+
+size_t SkipJsonSpace(std::string_view t, size_t i) {
+  while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) ++i;
+  return i;
+}
+
+size_t HexDigits4(std::string_view t, size_t i, uint32_t& v) {
+  if (i + 4 > t.size()) return kNoIndex;
+  v = 0;
+  for (size_t k = i; k < i + 4; ++k) {
+    const char c = t[k];
+    uint32_t d = 0;
+    if (c >= '0' && c <= '9') {
+      d = static_cast<uint32_t>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      d = static_cast<uint32_t>(c - 'a' + 10);
+    } else if (c >= 'A' && c <= 'F') {
+      d = static_cast<uint32_t>(c - 'A' + 10);
+    } else {
+      return kNoIndex;
+    }
+    v = v << 4 | d;
+  }
+  return i + 4;
+}
+
+bool Between(std::string_view t, size_t i, unsigned lo, unsigned hi) {
+  if (i >= t.size()) return false;
+  const auto c = static_cast<unsigned char>(t[i]);
+  return c >= lo && c <= hi;
+}
+
+// `i` at an opening quote: the index after the closing one if the string is JSON as the shared
+// parser reads it (no control character, the escapes JSON has, a high surrogate escape followed by
+// a low one and no lone low one, UTF-8 without overlong forms, surrogates or code points past
+// U+10FFFF), else kNoIndex.
+size_t ValidString(std::string_view t, size_t i) {
+  for (++i; i < t.size();) {
+    const auto c = static_cast<unsigned char>(t[i]);
+    if (c == '"') return i + 1;
+    if (c < 0x20) return kNoIndex;
+    if (c == '\\') {
+      if (i + 1 >= t.size()) return kNoIndex;
+      const char e = t[i + 1];
+      if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+        i += 2;
+        continue;
+      }
+      if (e != 'u') return kNoIndex;
+      uint32_t u = 0;
+      i = HexDigits4(t, i + 2, u);
+      if (i == kNoIndex || (u >= 0xDC00 && u <= 0xDFFF)) return kNoIndex;
+      if (u >= 0xD800 && u <= 0xDBFF) {
+        if (i + 1 >= t.size() || t[i] != '\\' || t[i + 1] != 'u') return kNoIndex;
+        i = HexDigits4(t, i + 2, u);
+        if (i == kNoIndex || u < 0xDC00 || u > 0xDFFF) return kNoIndex;
+      }
+      continue;
+    }
+    if (c < 0x80) {
+      ++i;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      if (!Between(t, i + 1, 0x80, 0xBF)) return kNoIndex;
+      i += 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+      if (!Between(t, i + 1, lo, hi) || !Between(t, i + 2, 0x80, 0xBF)) return kNoIndex;
+      i += 3;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+      if (!Between(t, i + 1, lo, hi) || !Between(t, i + 2, 0x80, 0xBF) || !Between(t, i + 3, 0x80, 0xBF))
+        return kNoIndex;
+      i += 4;
+    } else {
+      return kNoIndex;
+    }
+  }
+  return kNoIndex;
+}
+
+bool Digit(std::string_view t, size_t i) { return i < t.size() && t[i] >= '0' && t[i] <= '9'; }
+
+// `i` at a number's first byte: the index after it if it is a JSON number the shared parser keeps
+// (one too large for a double is refused there, as "number overflow"), else kNoIndex.
+size_t ValidNumber(std::string_view t, size_t i) {
+  const size_t begin = i;
+  if (i < t.size() && t[i] == '-') ++i;
+  if (!Digit(t, i)) return kNoIndex;
+  if (t[i] == '0') {
+    ++i;
+  } else {
+    while (Digit(t, i)) ++i;
+  }
+  bool integer = true;
+  if (i < t.size() && t[i] == '.') {
+    integer = false;
+    if (!Digit(t, ++i)) return kNoIndex;
+    while (Digit(t, i)) ++i;
+  }
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    integer = false;
+    ++i;
+    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+    if (!Digit(t, i)) return kNoIndex;
+    while (Digit(t, i)) ++i;
+  }
+  // An integer of up to 18 digits is an int64 (or a uint64); anything else the parser reads as a
+  // double, and refuses when that overflows.
+  if (!integer || i - begin > 18) {
+    const std::string text(t.substr(begin, i - begin));
+    if (!std::isfinite(std::strtod(text.c_str(), nullptr))) return kNoIndex;
+  }
+  return i;
+}
+
+}  // namespace
+
+bool IsJsonText(std::string_view t) {
+  // Iterative: what each open bracket expects next is kept on a stack of its own, never the call
+  // stack. `true` below an array, `false` below an object.
+  std::vector<bool> open;
+  size_t i = SkipJsonSpace(t, 0);
+  for (;;) {
+    // A value at `i`.
+    if (i >= t.size()) return false;
+    const char c = t[i];
+    if (c == '{' || c == '[') {
+      i = SkipJsonSpace(t, i + 1);
+      if (i < t.size() && t[i] == (c == '{' ? '}' : ']')) {
+        ++i;  // empty: a whole value, closed below
+      } else {
+        open.push_back(c == '[');
+        if (c == '{') {
+          if (i >= t.size() || t[i] != '"' || (i = ValidString(t, i)) == kNoIndex) return false;
+          i = SkipJsonSpace(t, i);
+          if (i >= t.size() || t[i] != ':') return false;
+          i = SkipJsonSpace(t, i + 1);
+        }
+        continue;
+      }
+    } else if (c == '"') {
+      if ((i = ValidString(t, i)) == kNoIndex) return false;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      if ((i = ValidNumber(t, i)) == kNoIndex) return false;
+    } else if (t.substr(i, 4) == "true" || t.substr(i, 4) == "null") {
+      i += 4;
+    } else if (t.substr(i, 5) == "false") {
+      i += 5;
+    } else {
+      return false;
+    }
+    // After a whole value: a separator, a closing bracket, or the end.
+    for (;;) {
+      i = SkipJsonSpace(t, i);
+      if (open.empty()) return i == t.size();
+      const bool array = open.back();
+      if (i >= t.size()) return false;
+      if (t[i] == (array ? ']' : '}')) {
+        open.pop_back();
+        ++i;
+        continue;
+      }
+      if (t[i] != ',') return false;
+      i = SkipJsonSpace(t, i + 1);
+      if (!array) {
+        if (i >= t.size() || t[i] != '"' || (i = ValidString(t, i)) == kNoIndex) return false;
+        i = SkipJsonSpace(t, i);
+        if (i >= t.size() || t[i] != ':') return false;
+        i = SkipJsonSpace(t, i + 1);
+      }
+      break;
+    }
+  }
+}
 
 bool FitsInMessage(std::string_view value_json, std::string& why) {
   const JsonScan scan = ScanJson(value_json, kMaxJsonDepth - 1);

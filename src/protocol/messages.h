@@ -59,6 +59,15 @@ std::string DumpJson(const Json& value);
 // reads it (a number without a minus as unsigned) without the parser; false for any other text,
 // which then takes the parser. What most activations send and return (a count, a flag, nothing).
 bool ParsePlainScalar(std::string_view text, Json& out);
+// Whether `text` is one JSON value, with only whitespace around it, as the shared parser
+// (ParseJsonValue, nlohmann's) reads JSON: strict RFC 8259 grammar, strings of valid UTF-8 with
+// paired surrogate escapes, no number that overflows a double. Unlike nlohmann's accept(), a
+// leading byte-order mark is refused (inside a frame it is not JSON); a NUL byte ends nothing here
+// (a frame's reader refuses one first). Checked in one pass without building a value (nesting is
+// kept on a stack of its own, never the call stack): the worker's check of a result before its
+// engine parses it, and the parent's of a host call's answer given as text
+// (HostCallReply::OkText). The fuzzer fuzz/parent_message_fuzzer.cpp compares it with nlohmann's.
+bool IsJsonText(std::string_view text);
 // Whether a serialized value can travel as one field of a message (an activation's input, a host
 // call's result): nested at most kMaxJsonDepth - 1 levels, since the message adds one, small
 // enough for the message to fit in one frame, and of at most kMaxFieldValues values. On false,

@@ -28,14 +28,9 @@ namespace basal::worker {
 bool ParseParentFrame(std::string payload, protocol::ParentMessage& out, std::string& value_json,
                       std::string& error);
 
-// Whether `text` is one JSON value, with only whitespace around it, as the shared parser
-// (protocol::ParseJsonValue, nlohmann's) reads JSON: strict RFC 8259 grammar, strings of valid
-// UTF-8 with paired surrogate escapes, no number that overflows a double. Unlike nlohmann's
-// accept(), a leading byte-order mark is refused (inside a frame it is not JSON); a NUL byte ends
-// nothing here (the frame's reader refuses one first). Checked in one pass without building a
-// value: this is the worker's check of a result before its engine parses it (the fuzzer
-// fuzz/parent_message_fuzzer.cpp compares it with nlohmann's).
-bool IsJsonText(std::string_view text);
+// The worker's check of a result before its engine parses it (protocol/messages.h, shared with the
+// parent, which checks a host call's answer given as text the same way).
+using protocol::IsJsonText;
 
 // Where the value of the top-level member `key` lies in the JSON object `text`: [first, second).
 // nullopt when the key is absent, repeated or may be written with escapes (any key with a

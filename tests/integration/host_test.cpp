@@ -267,6 +267,150 @@ TEST_F(HostTest, TheObserverHearsWhatTheLibraryUsedToPrint) {
   EXPECT_NE(recorder->events[0].message.find("kaboom"), std::string::npos);
 }
 
+// HostCallReply::OkText: the handler's bytes are what the worker gets and what the journal keeps,
+// with nothing serialized again. The text's member order and spacing-free form would not survive a
+// tree (nlohmann sorts members): the flow's JSON.stringify of what it got shows it got these bytes.
+TEST_F(HostTest, AnAnswerGivenAsTextIsSentAndJournaledAsTheSameBytes) {
+  Open();
+  const std::string utf8 = "{\"zeta\":1,\"alpha\":[true,null,\"caf\xC3\xA9\"],\"mid\":{\"y\":2.5,\"b\":-3}}";
+  std::vector<std::thread> threads;
+  for (const bool external : {false, true}) {
+    HostCallSpec spec;
+    spec.name = external ? "text.external" : "text.pure";
+    spec.effect = external ? Effect::kExternal : Effect::kPure;
+    spec.handler = [utf8, external, &threads](const HostCallContext&, const Json&, HostCallReply reply) {
+      if (!external) return reply.OkText(utf8);
+      // From another thread: the text is posted to the loop as it is.
+      threads.emplace_back([utf8, r = std::move(reply)]() mutable { r.OkText(utf8); });
+    };
+    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  }
+  FlowRef f = Add("export default async (i, host) => [JSON.stringify(await host.call('text.pure', null)),"
+                  " JSON.stringify(await host.call('text.external', null))]",
+                  R"({"grants": {"text.pure": {}, "text.external": {}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, Json::array({utf8, utf8})) << "the flow got the handler's bytes, members in its order";
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 2u);
+  for (const auto& call : *calls) {
+    EXPECT_EQ(call.state, CallState::kAnswered) << call.name;
+    EXPECT_EQ(call.result_json, utf8) << call.name << ": the journal keeps the bytes the worker got";
+  }
+}
+
+TEST_F(HostTest, AnAnswerGivenAsTextThatIsNotJsonIsRefusedNeverJournaledOrSent) {
+  auto recorder = std::make_shared<Recorder>();
+  ModuleOptions o;
+  o.observer = recorder;
+  Open(o);
+  // Each is refused before the worker or the journal sees it; the worker would read the first
+  // ones as a broken frame, and the journal would hold text that is not JSON.
+  const std::vector<std::string> bad = {"", "{\"a\":", "{\"a\":1} x", "[1,]", "\"\xFF\"", "{'a':1}", "NaN",
+                                        "\xEF\xBB\xBF" "1", std::string("\"a\0b\"", 5)};
+  auto next = std::make_shared<size_t>(0);
+  HostCallSpec spec;
+  spec.name = "bad.text";
+  spec.effect = Effect::kExternal;
+  spec.handler = [bad, next](const HostCallContext&, const Json&, HostCallReply reply) { reply.OkText(bad[(*next)++]); };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowRef f = Add("export default async (i, host) => { const out = [];"
+                  " for (let k = 0; k < i; k++) { try { await host.call('bad.text', k); out.push('answered'); }"
+                  " catch (e) { out.push(e.name + ': ' + e.message); } } return out; }",
+                  R"({"grants": {"bad.text": {}}})");
+  ActivationResult r = module_->Run(f, Json(bad.size()));
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_EQ(r.result.size(), bad.size());
+  for (size_t k = 0; k < bad.size(); ++k) {
+    EXPECT_EQ(r.result[k],
+              "HostError: the result of host call \"bad.text\" is not JSON: its handler answered with a text "
+              "(HostCallReply::OkText) that is not one JSON value")
+        << "text " << k;
+  }
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), bad.size());
+  for (const auto& call : *calls) {
+    EXPECT_EQ(call.state, CallState::kAnswered);
+    EXPECT_EQ(call.result_json, "");
+    EXPECT_EQ(Json::parse(call.error_json)["name"], "HostError") << call.error_json;
+  }
+  ASSERT_EQ(recorder->events.size(), bad.size());
+  for (const auto& e : recorder->events) {
+    EXPECT_EQ(e.kind, ModuleEvent::Kind::kResultNotJson);
+    EXPECT_EQ(e.activation_id, r.activation_id);
+  }
+  EXPECT_STREQ(ModuleEventKindName(ModuleEvent::Kind::kResultNotJson), "result_not_json");
+  // The worker was never sent the text: it runs the next activation.
+  FlowRef g = Add("export default () => 7");
+  EXPECT_EQ(module_->Run(g, nullptr).result, 7);
+}
+
+TEST_F(HostTest, TheJournalViewOfAResultMayReadItsText) {
+  Open();
+  HostCallSpec text_view;
+  text_view.name = "view.text";
+  text_view.effect = Effect::kPure;
+  text_view.journal_result_text = [](std::string_view result) {
+    return "{\"bytes\":" + std::to_string(result.size()) + "}";
+  };
+  text_view.handler = [](const HostCallContext&, const Json&, HostCallReply reply) { reply.OkText(R"({"token":"s3cret"})"); };
+  ASSERT_TRUE(module_->registry().Register(std::move(text_view)));
+  // A tree's answer, read as the text the worker gets (dumped once).
+  HostCallSpec tree_answer;
+  tree_answer.name = "view.tree-answer";
+  tree_answer.effect = Effect::kPure;
+  tree_answer.journal_result_text = [](std::string_view result) { return "[" + std::string(result) + "]"; };
+  tree_answer.handler = [](const HostCallContext&, const Json&, HostCallReply reply) { reply.Ok({{"b", 1}, {"a", 2}}); };
+  ASSERT_TRUE(module_->registry().Register(std::move(tree_answer)));
+  // A view that reads a tree, of an answer given as text: parsed for it.
+  HostCallSpec tree_view;
+  tree_view.name = "view.tree";
+  tree_view.effect = Effect::kPure;
+  tree_view.journal_result = [](const Json& result) { return Json{{"kept", result["keep"]}}; };
+  tree_view.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
+    reply.OkText(R"({"keep":1,"token":"s3cret"})");
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(tree_view)));
+  // A view whose text is not JSON: a note, never that text.
+  HostCallSpec broken;
+  broken.name = "view.broken";
+  broken.effect = Effect::kPure;
+  broken.journal_result_text = [](std::string_view) { return std::string("{not json"); };
+  broken.handler = [](const HostCallContext&, const Json&, HostCallReply reply) { reply.OkText("1"); };
+  ASSERT_TRUE(module_->registry().Register(std::move(broken)));
+  FlowRef f = Add("export default async (i, host) => [await host.call('view.text', null), await host.call('view.tree-answer', null),"
+                  " await host.call('view.tree', null), await host.call('view.broken', null)]",
+                  R"({"grants": {"view.text": {}, "view.tree-answer": {}, "view.tree": {}, "view.broken": {}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result, Json::parse(R"([{"token":"s3cret"},{"a":2,"b":1},{"keep":1,"token":"s3cret"},1])"))
+      << "the flow gets the whole results";
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), 4u);
+  EXPECT_EQ((*calls)[0].result_json, R"({"bytes":18})");
+  EXPECT_EQ((*calls)[1].result_json, R"([{"a":2,"b":1}])");
+  EXPECT_EQ((*calls)[2].result_json, R"({"kept":1})");
+  EXPECT_EQ((*calls)[3].result_json,
+            R"({"basal":"the journal view of the result (journal_result_text) is not JSON; result not journaled"})");
+}
+
+TEST_F(HostTest, ASpecWithBothJournalViewsOfAResultIsRefused) {
+  Open();
+  HostCallSpec spec;
+  spec.name = "two.views";
+  spec.journal_result = [](const Json& result) { return result; };
+  spec.journal_result_text = [](std::string_view result) { return std::string(result); };
+  spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) { reply.Ok(1); };
+  auto registered = module_->registry().Register(std::move(spec));
+  ASSERT_FALSE(registered);
+  EXPECT_NE(registered.error().message.find("sets both journal_result and journal_result_text"), std::string::npos)
+      << registered.error().message;
+}
+
 TEST_F(HostTest, TheLoopCanRunOnAThreadOfItsOwnWhileOthersPostWork) {
   Open();
   FlowRef f = Add("export default (i) => i + 1");

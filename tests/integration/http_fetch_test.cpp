@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "integration/test_support.h"
+#include "protocol/messages.h"
 #include "parent/secrets/secret_store.h"
 #include "support/http_test_server.h"
 
@@ -201,6 +202,37 @@ TEST_F(HttpFetchTest, AGrantedGetReturnsStatusHeadersBodyAndIsJournaled) {
   EXPECT_EQ(journaled["status"], 200);
   EXPECT_EQ(journaled["body"], "hello from the test server");
   EXPECT_EQ(journaled["basal"]["hops"][0]["address"], "127.0.0.1:" + port_);
+}
+
+// The answer is written as text and the journal's view made from that text (journal_result_text):
+// byte for byte what the tree of the answer and its view (JournalResult) dumped, for a plain body,
+// a body that is not UTF-8 and has quotes, backslashes and control bytes, and header values that
+// need escapes.
+TEST_F(HttpFetchTest, TheJournalKeepsTheAnswersTextWithItsBodyAsTextAsTheTreeViewDid) {
+  OpenWith();
+  auto flow = Add(kFetchFlow, Manifest({{{"url", "http://127.0.0.1:" + port_ + "/"},
+                                         {"methods", {"GET", "POST"}},
+                                         {"allow_networks", {"127.0.0.1/32"}}}}));
+  const std::string odd = std::string("\xFF\xFE q\"\\\n\x01 caf\xC3\xA9 ", 15) + std::string(1, '\0') + "end";
+  const std::vector<Json> inputs = {
+      {{"url", Url("127.0.0.1", "/hello")}},
+      {{"url", Url("127.0.0.1", "/echo-body")}, {"method", "POST"}, {"body_text", "x"}, {"body_b64", B64(odd)}},
+      {{"url", Url("127.0.0.1", "/echo-headers")}, {"headers", Json::array({Json::array({"Authorization", "a \"quoted\" \\ value\t!"})})}},
+      {{"url", Url("127.0.0.1", "/echo-body")}, {"method", "POST"}, {"body_text", ""}, {"body_b64", ""}},
+  };
+  for (const Json& input : inputs) {
+    Json r = Fetch(flow, input);
+    ASSERT_FALSE(r.contains("error")) << r.dump();
+    auto calls = Reader()->Calls(last_activation_);
+    ASSERT_TRUE(calls);
+    ASSERT_EQ(calls->size(), 1u);
+    Json view = r;
+    view.erase("body_base64");
+    const std::string body = UnB64(r["body_base64"]);
+    view["body_bytes"] = body.size();
+    view["body"] = body;
+    EXPECT_EQ((*calls)[0].result_json, protocol::DumpJson(view)) << input.dump();
+  }
 }
 
 TEST_F(HttpFetchTest, UrlsAndMethodsNoRuleAdmitsAreDeniedBeforeAnythingIsSent) {

@@ -15,7 +15,9 @@
 
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
+#include <stdexcept>
 #include <utility>
 
 #include "parent/http/address.h"
@@ -23,6 +25,7 @@
 #include "parent/http/http_client.h"
 #include "parent/http/redaction.h"
 #include "parent/http/url_rule.h"
+#include "protocol/messages.h"
 
 namespace basal {
 namespace {
@@ -30,12 +33,27 @@ namespace {
 // Built once: a std::string this long is an allocation each time it is made.
 const std::string kGrantPath = "grants.http.fetch";
 
-std::string EncodeBase64(const std::string& bytes) {
-  std::string out((bytes.size() + 2) / 3 * 4 + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+// `bytes` in base64, appended to `out` (no string of its own: a body may be megabytes).
+void AppendBase64(std::string& out, std::string_view bytes) {
+  const size_t at = out.size();
+  out.resize(at + (bytes.size() + 2) / 3 * 4 + 1);
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data() + at),
                                 reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
+  out.resize(at + static_cast<size_t>(n));
+}
+
+// `s` as a JSON string, appended to `out`, byte for byte as protocol::DumpJson writes it: printable
+// ASCII without a quote or backslash (a URL, most header names and values) as it is, anything
+// else through the shared serializer (escapes, UTF-8 checked, invalid bytes replaced).
+void AppendJsonString(std::string& out, std::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E && c != '"' && c != '\\'; });
+  if (!plain) {
+    out += protocol::DumpJson(Json(std::string(s)));
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
 }
 
 bool IsRedirect(int64_t status) {
@@ -412,20 +430,51 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     // A redaction changes the body's length: a Content-Length that counted the server's bytes would
     // contradict the body the flow gets, so it counts the flow's.
     const bool resized = body.size() != received;
-    Json headers = Json::array();
+    // The answer is written as the text the worker gets (HostCallReply::OkText), its members in the
+    // order a tree of it would be dumped in (by name), so the bytes are what they were when it was
+    // a tree; the journal's view is made from this text (JournalResultText).
+    std::string text;
+    text.reserve(256 + body.size() / 3 * 4 + 4 + r.headers.size() * 64);
+    text += R"({"basal":{"hops":)";
+    text += protocol::DumpJson(f.hop_log);
+    text += R"(,"secrets":[)";
+    bool first = true;
+    for (const std::string& name : f.secrets_used) {
+      if (!first) text += ',';
+      first = false;
+      AppendJsonString(text, name);
+    }
+    const auto append_redacted = [&f, &text](std::string_view s) {
+      if (f.redactor.empty()) return AppendJsonString(text, s);
+      AppendJsonString(text, f.Redacted(s));
+    };
+    text += R"(]},"body_base64":")";
+    AppendBase64(text, body);
+    text += R"(","headers":[)";
+    first = true;
     for (auto& [n, v] : r.headers) {
       const bool length = resized && n.size() == 14 && strncasecmp(n.c_str(), "content-length", 14) == 0;
-      headers.push_back(Json::array({f.Redacted(n), length ? std::to_string(body.size()) : f.Redacted(v)}));
+      text += first ? "[" : ",[";
+      first = false;
+      append_redacted(n);
+      text += ',';
+      if (length) {
+        AppendJsonString(text, std::to_string(body.size()));
+      } else {
+        append_redacted(v);
+      }
+      text += ']';
     }
-    Json secrets = Json::array();
-    for (const std::string& name : f.secrets_used) secrets.push_back(name);
-    f.reply.Ok({{"status", r.status},
-                {"status_text", f.Redacted(r.status_text)},
-                {"url", f.Redacted(f.url.url)},
-                {"redirected", f.hops > 0},
-                {"headers", std::move(headers)},
-                {"body_base64", EncodeBase64(body)},
-                {"basal", {{"hops", std::move(f.hop_log)}, {"secrets", std::move(secrets)}}}});
+    text += R"(],"redirected":)";
+    text += f.hops > 0 ? "true" : "false";
+    text += R"(,"status":)";
+    text += std::to_string(r.status);
+    text += R"(,"status_text":)";
+    append_redacted(r.status_text);
+    text += R"(,"url":)";
+    append_redacted(f.url.url);
+    text += '}';
+    f.reply.OkText(std::move(text));
   }
 
   EventLoop& loop_;
@@ -434,6 +483,17 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
   uint64_t retry_keys_ = 0;
   std::map<int64_t, PerActivation> activations_;
 };
+
+std::string DecodeBase64(std::string_view text) {
+  std::string bytes(text.size() / 4 * 3 + 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  size_t pad = 0;
+  if (!text.empty() && text.back() == '=') ++pad;
+  if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
+  bytes.resize(n < 0 ? 0 : static_cast<size_t>(n) - pad);
+  return bytes;
+}
 
 // The journal's view of a response: the body as text (bytes that are not UTF-8 are replaced when
 // the record is written), beside its size. The call gate caps each journaled value. Built member
@@ -446,16 +506,80 @@ Json JournalResult(const Json& result) {
   for (auto it = result.begin(); it != result.end(); ++it) {
     if (it.key() != "body_base64") view[it.key()] = it.value();
   }
-  const std::string& text = b->get_ref<const std::string&>();
-  std::string bytes(text.size() / 4 * 3 + 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  size_t pad = 0;
-  if (!text.empty() && text.back() == '=') ++pad;
-  if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
-  bytes.resize(n < 0 ? 0 : static_cast<size_t>(n) - pad);
+  std::string bytes = DecodeBase64(b->get_ref<const std::string&>());
   view["body_bytes"] = bytes.size();
   view["body"] = std::move(bytes);
+  return view;
+}
+
+// In `t`, a JSON text (the call gate checked it), the member `"key":"..."` of the top-level object
+// whose string value is written without escapes: [where its key's quote is, past its value's closing
+// quote). nullopt when there is none, or more than one, or a key is written with escapes (it may
+// spell `key`): the caller then reads the text as a tree.
+std::optional<std::pair<size_t, size_t>> PlainTopLevelString(std::string_view t, std::string_view key) {
+  std::optional<std::pair<size_t, size_t>> found;
+  size_t depth = 0;
+  bool expect_key = false;  // the next string at depth 1 is a member's name
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '{' || c == '[') {
+      ++depth;
+      expect_key = c == '{' && depth == 1;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == ',') {
+      expect_key = depth == 1;
+    } else if (c == '"') {
+      const size_t begin = i;
+      bool escaped = false;
+      for (++i; i < t.size() && t[i] != '"'; ++i) {
+        if (t[i] == '\\') {
+          escaped = true;
+          ++i;
+        }
+      }
+      if (!expect_key) continue;
+      expect_key = false;
+      if (escaped) return std::nullopt;
+      if (t.substr(begin + 1, i - begin - 1) != key) continue;
+      if (found) return std::nullopt;
+      size_t v = i + 1;
+      while (v < t.size() && (t[v] == ' ' || t[v] == '\t' || t[v] == '\n' || t[v] == '\r' || t[v] == ':')) ++v;
+      if (v >= t.size() || t[v] != '"') return std::nullopt;
+      const size_t end = t.find('"', v + 1);
+      if (end == std::string_view::npos || t.substr(v + 1, end - v - 1).find('\\') != std::string_view::npos)
+        return std::nullopt;
+      found = std::make_pair(begin, end + 1);
+      i = end;
+    }
+  }
+  return found;
+}
+
+// JournalResult from the answer's text, as the text the worker gets (the handler's, FetchService::
+// Answer): the member "body_base64" replaced in place by "body" and "body_bytes", which sort where
+// it did, so the view is byte for byte the dump of JournalResult's tree. Any other text (no such
+// member, or one this reading does not take) goes through the tree.
+std::string JournalResultText(std::string_view result_json) {
+  const auto member = PlainTopLevelString(result_json, "body_base64");
+  if (!member) {
+    Json tree;
+    std::string error;
+    if (!protocol::ParseJsonValue(result_json, tree, error)) throw std::runtime_error(error);
+    return protocol::DumpJson(JournalResult(tree));
+  }
+  const size_t value = result_json.find('"', member->first + 13);  // past "body_base64"
+  const std::string_view b64 = result_json.substr(value + 1, member->second - value - 2);
+  std::string bytes = DecodeBase64(b64);
+  const size_t body_bytes = bytes.size();
+  std::string view;
+  view.reserve(result_json.size());
+  view.append(result_json.substr(0, member->first));
+  view += R"("body":)";
+  view += protocol::DumpJson(Json(std::move(bytes)));
+  view += R"(,"body_bytes":)";
+  view += std::to_string(body_bytes);
+  view.append(result_json.substr(member->second));
   return view;
 }
 
@@ -467,7 +591,7 @@ HostCallSpec MakeSpec() {
   spec.check_grant = http::CheckFetchGrant;
   spec.compare_grant = http::CompareFetchGrant;
   spec.authorize = http::AuthorizeFetch;
-  spec.journal_result = JournalResult;
+  spec.journal_result_text = JournalResultText;
   // By the method and the rule that admits it (http::RequestEffect); a request that matches no
   // rule is denied before its effect matters.
   spec.effect_of = [](const Json* grant, const Json& args) {
