@@ -314,11 +314,11 @@ class SqliteStore final : public Store,
     NewRun run;
     std::optional<PendingStart> started;  // MarkRunStarted's, not yet written
   };
-  // Inserts a pending run as it stands: queued, running (started), or ended with `end` (started).
-  struct PendingEnd {
+  struct PendingEnd {  // MarkRunEnded's, for a run started in the same batch
     std::string_view outcome, error_json;
     int64_t at_unix_us = 0;
   };
+  // Inserts a pending run as it stands: queued, running (started), or ended with `end` (started).
   Result<void> InsertPendingRun(const PendingRun& p, const PendingEnd* end = nullptr);
   std::vector<PendingRun> pending_runs_;
   int64_t reserved_run_id_ = 0;  // the last id reserved in the open batch; 0: none yet (read at the next)
@@ -584,7 +584,8 @@ Result<void> SqliteStore::InsertPendingRun(const PendingRun& p, const PendingEnd
   const RunBinding& b = s.binding;
   const bool bound = !b.source_hash.empty();
   auto text = [bound](const std::string& v) { return bound ? OrNull{v} : OrNull{}; };
-  const std::optional<int64_t> approval = bound && b.approval_id > 0 ? std::optional<int64_t>(b.approval_id) : std::nullopt;
+  const std::optional<int64_t> approval =
+      bound && b.approval_id > 0 ? std::optional<int64_t>(b.approval_id) : std::nullopt;
   const std::optional<int64_t> clock = bound && !b.seed.empty() ? std::optional<int64_t>(b.clock_us) : std::nullopt;
   const std::optional<int64_t> expires =
       r.idempotency_key.empty() ? std::nullopt : std::optional<int64_t>(r.key_expires_unix_us);
