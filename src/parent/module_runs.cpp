@@ -141,9 +141,21 @@ Result<RunAccepted> Module::Impl::StartRun(const FlowRef& flow, nlohmann::json i
     queue.push_back({0, id});
     ++queued;
   }
-  // Dispatched at the end of this pass (or at the start of the next one, which runs EndOfPass
-  // before it waits): only another thread's call would need the loop woken.
-  if (!loop_->OnLoopThread()) loop_->Wake();
+  // A lone run (nothing else live: a sequential caller's) accepted on the loop's thread outside a
+  // pass's end is dispatched now: a free worker gets its `activate` before the caller's own work
+  // after the acceptance (an HTTP request's handler, libmicrohttpd suspending the connection, the
+  // rest of the pass), which the activation then overlaps, and its `done` is more often there when
+  // the pass's end reads it before the commit (ReadBegunWorker): one commit for the start and the
+  // end. The start joins the same batch as it would at the pass's end, and nothing is answered
+  // before that batch commits. With other activations live, the runs a pass accepts are dispatched
+  // together at its end (or at the start of the next pass, which runs EndOfPass before it waits),
+  // as ends are grouped there: a worker woken per request would take the CPU from the requests
+  // behind it. Only another thread's call needs the loop woken.
+  if (!loop_->OnLoopThread()) {
+    loop_->Wake();
+  } else if (!in_pass && !in_callbacks && live.empty()) {
+    Dispatch();
+  }
   return RunAccepted{std::move(enqueued->run), false};
 }
 

@@ -1518,6 +1518,76 @@ TEST(SqliteStoreTest, APlainRunsStartWritesNoPageOfTheRunsActivationIndex) {
   }
 }
 
+// A run started and ended in the batch that accepted it (a serve run whose worker answered before
+// the start's commit) is written once, as ended: its row never enters runs_unended, so that index
+// has no page in the commit, and the row is never updated. When the same run is read between its
+// start and its end, the read writes it as running first and its end updates it, as before: what
+// the reader found is what the store holds.
+TEST(SqliteStoreTest, ARunStartedAndEndedInTheBatchThatAcceptedItIsWrittenOnceAsEnded) {
+  for (const bool read_between : {false, true}) {
+    SCOPED_TRACE(read_between ? "read between its start and its end" : "nothing between");
+    TempDir dir;
+    const std::string db = dir.File("j.db");
+    { ASSERT_TRUE(MustOpen(db)); }
+    {
+      RawDb raw(db);
+      raw.Exec("CREATE TABLE run_updates(n INTEGER);"
+               "CREATE TRIGGER count_run_updates AFTER UPDATE ON runs BEGIN INSERT INTO run_updates VALUES(1); END;");
+    }
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->runs().EnqueueRun(testing_support::Run("warm-up")));
+    ASSERT_TRUE(store->Commit());
+    const int64_t before = WalFrames(db);
+    auto run = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})", "key-1"));
+    ASSERT_TRUE(run);
+    ActivationStart s = Start("orders", 2000, {"h", 1, 2});
+    s.run_id = run->run.id;
+    auto a = store->journal().BeginActivation(s);
+    ASSERT_TRUE(a);
+    const RunBinding binding{0, "sha256:src", "sha256:man", "sha256:text", "", 0};
+    ASSERT_TRUE(store->runs().MarkRunStarted(run->run.id, *a, 2000, binding));
+    if (read_between) {
+      auto running = store->reader().GetRun(run->run.id);
+      ASSERT_TRUE(running && running->has_value());
+      EXPECT_EQ((*running)->state, RunState::kRunning);
+      EXPECT_EQ((*running)->activation_id, *a);
+    }
+    ASSERT_TRUE(store->journal().EndActivation(End(*a, Outcome::kScriptError, 2500)));
+    const std::string error = R"({"kind":"retry_refused","message":"m"})";
+    ASSERT_TRUE(store->runs().MarkRunEnded(run->run.id, "script_error", error, 2500));
+    auto twice = store->runs().MarkRunEnded(run->run.id, "ok", "", 2600);
+    ASSERT_FALSE(twice);
+    EXPECT_EQ(twice.error().code, ErrorCode::kConflict);
+    ASSERT_TRUE(store->Commit());
+    // runs (row, runs_by_flow, runs_idempotency) and activations (row, activations_unfinished);
+    // when the run was written running first, runs_unended too, and the test's trigger's table.
+    EXPECT_EQ(WalFrames(db) - before, read_between ? 7 : 5);
+    auto row = store->reader().GetRun(run->run.id);
+    ASSERT_TRUE(row && row->has_value());
+    const RunRow& r = **row;
+    EXPECT_EQ(r.state, RunState::kEnded);
+    EXPECT_EQ(r.outcome, "script_error");
+    EXPECT_EQ(r.error_json, error);
+    EXPECT_EQ(r.activation_id, *a);
+    EXPECT_EQ(r.started_unix_us, 2000);
+    EXPECT_EQ(r.ended_unix_us, 2500);
+    EXPECT_EQ(r.created_unix_us, 1000);
+    EXPECT_EQ(r.input_json, R"({"n":1})");
+    EXPECT_EQ(r.idempotency_key, "key-1");
+    EXPECT_EQ(r.binding.source_hash, "sha256:src");
+    EXPECT_EQ(r.binding.manifest_hash, "sha256:man");
+    EXPECT_EQ(r.binding.manifest_text_hash, "sha256:text");
+    RawDb raw(db);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM run_updates"), read_between ? 1 : 0);
+    auto again = store->runs().EnqueueRun(testing_support::Run("orders", R"({"n":1})", "key-1"));
+    ASSERT_TRUE(again);
+    EXPECT_TRUE(again->existing) << "its key is kept";
+    EXPECT_EQ(again->run.id, run->run.id);
+    ASSERT_TRUE(store->Commit());
+  }
+}
+
 // Schema 9 to 10: a version 9 file's activations of runs are marked from its runs (a durable
 // run's and one its run's row does not name are listed), and every reader finds each of them.
 TEST(SqliteMigrationTest, WriterMigratesASchema9FileFindingEveryActivationOfItsRuns) {

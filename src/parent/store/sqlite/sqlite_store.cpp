@@ -227,7 +227,8 @@ class SqliteStore final : public Store,
     Stmt insert_call, update_call, call_state, calls_to_state, list_by_run;
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
-    Stmt insert_run, insert_started_run, max_run_id, data_version, run_by_key, clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
+    Stmt insert_run, insert_started_run, insert_ended_run, activation_exists, max_run_id, data_version, run_by_key,
+        clear_run_key, start_run, end_run, run_state, runs_in_state, count_runs, settle_runs;
     Stmt interrupt_runs, move_run, insert_resolution, insert_kv_audit;
     Stmt runs_due, next_wake, count_parked, count_parked_flow, runs_waiting_for, insert_run_event, next_run_event,
         deliver_run_event, count_pending_events, count_pending_keyed, run_events, drop_expired_events, run_event_of_delivery;
@@ -298,14 +299,27 @@ class SqliteStore final : public Store,
   std::unique_ptr<sqlite::Checkpointer> checkpointer_;  // null when SQLite is built without threads
   bool batch_open_ = false;  // we issued BEGIN and have not committed or rolled back
   // Runs accepted in the open batch and not yet written: the id reserved under the write lock, and
-  // the run. Started in the same batch, a run is written once, as running (MarkRunStarted), not
-  // inserted queued and updated: one statement and its index moves fewer per run
-  // (docs/performance.md, fifth round). Every other statement writes them first (CheckBatchUsable,
-  // BeginBatchIfNone), so nothing reads the store without them.
+  // the run. Started in the same batch, a run is written once: as running when something reads or
+  // changes runs before its end, or at the commit (docs/performance.md, fifth round: not inserted
+  // queued and updated); as ended when its end comes first, in the same batch (MarkRunEnded; the
+  // seventh round: no update of the row, and it never enters runs_unended). Every other statement
+  // writes them first (CheckBatchUsable, BeginBatchIfNone), so nothing reads the store without them.
+  struct PendingStart {
+    int64_t activation_id = 0;
+    int64_t at_unix_us = 0;
+    RunBinding binding;  // bound at this first start when its source_hash is set
+  };
   struct PendingRun {
     int64_t id = 0;
     NewRun run;
+    std::optional<PendingStart> started;  // MarkRunStarted's, not yet written
   };
+  struct PendingEnd {  // MarkRunEnded's, for a run started in the same batch
+    std::string_view outcome, error_json;
+    int64_t at_unix_us = 0;
+  };
+  // Inserts a pending run as it stands: queued, running (started), or ended with `end` (started).
+  Result<void> InsertPendingRun(const PendingRun& p, const PendingEnd* end = nullptr);
   std::vector<PendingRun> pending_runs_;
   int64_t reserved_run_id_ = 0;  // the last id reserved in the open batch; 0: none yet (read at the next)
   // What this connection knows of the store while no other connection commits (SeenByOthers): the
@@ -412,6 +426,13 @@ Result<void> SqliteStore::Prepare() {
        "INSERT INTO runs(id, flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, "
        "state_detail, durable, activation_id, started_us, approval_id, manifest_hash, manifest_text_hash, seed, "
        "clock_us, source_hash) VALUES(?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?,?,?,?)"},
+      // Started and ended in the batch that accepted it: written once, ended, with what end_run would
+      // have set on the running row (the parked run's columns are NULL in a new row).
+      {&s->insert_ended_run,
+       "INSERT INTO runs(id, flow, input, triggered_by, idempotency_key, key_expires_us, state, created_us, "
+       "state_detail, durable, activation_id, started_us, approval_id, manifest_hash, manifest_text_hash, seed, "
+       "clock_us, source_hash, outcome, error, ended_us) VALUES(?,?,?,?,?,?,'ended',?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+      {&s->activation_exists, "SELECT 1 FROM activations WHERE id=?"},
       {&s->max_run_id, "SELECT coalesce(max(id), 0) FROM runs"},
       {&s->data_version, "PRAGMA data_version"},
       {&s->run_by_key, "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow=? AND idempotency_key=?"},
@@ -546,12 +567,41 @@ Result<void> SqliteStore::FlushPendingRuns() {
   std::vector<PendingRun> runs;
   runs.swap(pending_runs_);
   for (const PendingRun& p : runs) {
-    if (auto inserted = InsertRun(stmts_->insert_run, p.id, p.run); !inserted) {
+    if (auto inserted = InsertPendingRun(p); !inserted) {
       // Its acceptance was answered (or will be, at the commit): nothing of this batch may commit.
       batch_lost_ = true;
       return inserted;
     }
   }
+  return Ok();
+}
+
+Result<void> SqliteStore::InsertPendingRun(const PendingRun& p, const PendingEnd* end) {
+  if (!p.started) return InsertRun(stmts_->insert_run, p.id, p.run);
+  const std::string id = std::to_string(p.id);
+  const NewRun& r = p.run;
+  const PendingStart& s = *p.started;
+  // Bound at the first start only (as start_run keeps a binding already there).
+  const RunBinding& b = s.binding;
+  const bool bound = !b.source_hash.empty();
+  auto text = [bound](const std::string& v) { return bound ? OrNull{v} : OrNull{}; };
+  const std::optional<int64_t> approval =
+      bound && b.approval_id > 0 ? std::optional<int64_t>(b.approval_id) : std::nullopt;
+  const std::optional<int64_t> clock = bound && !b.seed.empty() ? std::optional<int64_t>(b.clock_us) : std::nullopt;
+  const std::optional<int64_t> expires =
+      r.idempotency_key.empty() ? std::nullopt : std::optional<int64_t>(r.key_expires_unix_us);
+  Result<int> written =
+      end ? WriteKeepingPending(stmts_->insert_ended_run, [&] { return "cannot record the end of run " + id; }, p.id,
+                                r.flow, r.input_json, r.trigger, r.idempotency_key, expires, r.created_unix_us,
+                                OrNull{r.state_detail}, int64_t{r.durable ? 1 : 0}, s.activation_id, s.at_unix_us,
+                                approval, text(b.manifest_hash), text(b.manifest_text_hash), text(b.seed), clock,
+                                text(b.source_hash), std::string(end->outcome), OrNull{end->error_json}, end->at_unix_us)
+          : WriteKeepingPending(stmts_->insert_started_run, [&] { return "cannot record the start of run " + id; },
+                                p.id, r.flow, r.input_json, r.trigger, r.idempotency_key, expires, r.created_unix_us,
+                                OrNull{r.state_detail}, int64_t{r.durable ? 1 : 0}, s.activation_id, s.at_unix_us,
+                                approval, text(b.manifest_hash), text(b.manifest_text_hash), text(b.seed), clock,
+                                text(b.source_hash));
+  if (!written) return written.error();
   return Ok();
 }
 
@@ -723,7 +773,9 @@ Result<void> SqliteStore::UpdateCall(const CallUpdate& u) {
 }
 
 Result<void> SqliteStore::EndActivation(const ActivationEnd& e) {
-  auto changed = Write(
+  // An activation's end neither reads nor changes a run's row: a run started in this batch stays
+  // pending, to be written once with its own end (MarkRunEnded), which follows.
+  auto changed = WriteKeepingPending(
       stmts_->end_activation, [&] { return "cannot record the end of activation " + std::to_string(e.activation_id); },
       e.end_unix_us, OutcomeName(e.outcome), OrNull{e.result_json}, OrNull{e.error_json}, e.cpu_us, e.logs_dropped,
       e.activation_id);
@@ -1188,7 +1240,7 @@ Result<EnqueueResult> SqliteStore::EnqueueRun(const NewRun& run) {
     reserved_run_id_ = sqlite3_column_int64(use.get(), 0);
   }
   const int64_t id = ++reserved_run_id_;
-  pending_runs_.push_back({id, run});
+  pending_runs_.push_back({id, run, std::nullopt});
   EnqueueResult result;
   RunRow& row = result.run;
   row.id = id;
@@ -1211,6 +1263,30 @@ Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, 
                      "run " + id + " cannot start without an activation (got activation id " +
                          std::to_string(activation_id) + "; a bug in the caller)");
   }
+  for (auto it = pending_runs_.begin(); it != pending_runs_.end(); ++it) {
+    if (it->id != run_id) continue;
+    if (it->started) {
+      // Started twice: judged by the rules below, on its row as running.
+      if (auto flushed = CheckBatchUsable(); !flushed) return flushed.error();
+      break;
+    }
+    // Accepted in this batch: kept pending, started, and written once, after whatever else this pass
+    // does (the activation's `activate` frame among it): as running, or as ended if its end comes in
+    // this batch too (InsertPendingRun). The activation must exist now, as the row's foreign key
+    // requires; refused, the run stays accepted, still queued, and the batch goes on.
+    if (auto opened = OpenBatchKeepingPending(); !opened) return opened.error();
+    Use use(stmts_->activation_exists);
+    int rc = Binder(use.get()).Int(activation_id).rc();
+    if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
+    if (rc == SQLITE_DONE) {
+      return JournalError(ErrorCode::kDatabase, path_,
+                          "cannot record the start of run " + id + ": it has no activation " +
+                              std::to_string(activation_id) + " (FOREIGN KEY constraint failed); a bug in the caller");
+    }
+    if (rc != SQLITE_ROW) return DbError(path_, db_, rc, "cannot record the start of run " + id);
+    it->started = PendingStart{activation_id, at_unix_us, binding};
+    return Ok();
+  }
   // Bound at the first start only (the statement keeps a binding already there).
   const bool bound = !binding.source_hash.empty();
   auto text = [bound](const std::string& v) { return bound ? OrNull{v} : OrNull{}; };
@@ -1218,22 +1294,6 @@ Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, 
       bound && binding.approval_id > 0 ? std::optional<int64_t>(binding.approval_id) : std::nullopt;
   const std::optional<int64_t> clock =
       bound && !binding.seed.empty() ? std::optional<int64_t>(binding.clock_us) : std::nullopt;
-  for (auto it = pending_runs_.begin(); it != pending_runs_.end(); ++it) {
-    if (it->id != run_id) continue;
-    // Accepted in this batch: written once, as running, with what start_run would have set.
-    const NewRun& r = it->run;
-    const std::optional<int64_t> expires =
-        r.idempotency_key.empty() ? std::nullopt : std::optional<int64_t>(r.key_expires_unix_us);
-    auto inserted = WriteKeepingPending(
-        stmts_->insert_started_run, [&] { return "cannot record the start of run " + id; }, run_id, r.flow,
-        r.input_json, r.trigger, r.idempotency_key, expires, r.created_unix_us, OrNull{r.state_detail},
-        int64_t{r.durable ? 1 : 0}, activation_id, at_unix_us, approval, text(binding.manifest_hash),
-        text(binding.manifest_text_hash), text(binding.seed), clock, text(binding.source_hash));
-    // Refused (an activation the store does not have): the run stays accepted, still queued.
-    if (!inserted) return inserted.error();
-    pending_runs_.erase(it);
-    return Ok();
-  }
   auto changed = Write(stmts_->start_run, [&] { return "cannot record the start of run " + id; }, activation_id,
                        at_unix_us, approval, text(binding.manifest_hash), text(binding.manifest_text_hash),
                        text(binding.seed), clock, text(binding.source_hash), run_id);
@@ -1253,9 +1313,25 @@ Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, 
 Result<void> SqliteStore::MarkRunEnded(int64_t run_id, std::string_view outcome, std::string_view error_json,
                                        int64_t at_unix_us) {
   const std::string id = std::to_string(run_id);
+  const std::string name(outcome);
+  // Started and ending in the batch that accepted it, with its activation's outcome: written once,
+  // ended (InsertPendingRun). Its acceptance was answered or will be at the commit: refused, nothing
+  // of this batch may commit, as when FlushPendingRuns fails.
+  if (ParseOutcome(name)) {
+    for (auto it = pending_runs_.begin(); it != pending_runs_.end(); ++it) {
+      if (it->id != run_id || !it->started) continue;
+      if (auto r = OpenBatchKeepingPending(); !r) return r.error();
+      const PendingEnd end{outcome, error_json, at_unix_us};
+      if (auto inserted = InsertPendingRun(*it, &end); !inserted) {
+        batch_lost_ = true;
+        return inserted;
+      }
+      pending_runs_.erase(it);
+      return Ok();
+    }
+  }
   // Under the write lock from the read of the state to the update.
   if (auto r = BeginBatchIfNone(); !r) return r.error();
-  const std::string name(outcome);
   // The common end, a running run with its activation's outcome, in one statement (as the
   // PostgreSQL backend does every end): the state the update requires is the one the rules below
   // would have read. Any other state is read and judged by them.
