@@ -436,18 +436,14 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
 }
 
 std::string CallGate::ResultForJournal(const HostCallSpec& spec, const Json* value, const std::string& value_json) {
-  if (spec.journal_result_text) {
-    try {
+  try {
+    if (spec.journal_result_text) {
       std::string view = spec.journal_result_text(value_json);
       if (protocol::IsJsonText(view)) return view;
       return protocol::DumpJson(
           Json{{"basal", "the journal view of the result (journal_result_text) is not JSON; result not journaled"}});
-    } catch (...) {
-      return protocol::DumpJson(Json{{"basal", "the journal view of the result threw; result not journaled"}});
     }
-  }
-  if (!spec.journal_result) return value_json;
-  try {
+    if (!spec.journal_result) return value_json;
     if (value) return protocol::DumpJson(spec.journal_result(*value));
     // An answer given as text (OkText), to a spec whose view reads a tree.
     Json tree;

@@ -42,6 +42,28 @@ void BindOne(Binder& b, int64_t v) { b.Int(v); }
 void BindOne(Binder& b, const std::optional<int64_t>& v) { b.IntOrNull(v); }
 void BindOne(Binder& b, std::string_view v) { b.Text(v); }
 
+// A run's binding as the columns a start writes: all NULL unless it is bound (its source_hash is
+// set), since only a run's first start binds it (start_run keeps a binding already there).
+struct BindingColumns {
+  explicit BindingColumns(const RunBinding& b) {
+    if (b.source_hash.empty()) return;
+    if (b.approval_id > 0) approval = b.approval_id;
+    if (!b.seed.empty()) clock = b.clock_us;
+    manifest_hash = {b.manifest_hash};
+    manifest_text_hash = {b.manifest_text_hash};
+    seed = {b.seed};
+    source_hash = {b.source_hash};
+  }
+  std::optional<int64_t> approval, clock;
+  OrNull manifest_hash, manifest_text_hash, seed, source_hash;
+};
+
+// When a run's idempotency key expires: NULL for a run without a key.
+std::optional<int64_t> KeyExpires(const NewRun& run) {
+  if (run.idempotency_key.empty()) return std::nullopt;
+  return run.key_expires_unix_us;
+}
+
 // The states a call record may move to `to` from (store.h: CallState). A late answer may still be
 // written into an abandoned record, so abandoned -> abandoned is a move too.
 std::vector<const char*> AllowedFrom(CallState to) {
@@ -581,35 +603,25 @@ Result<void> SqliteStore::InsertPendingRun(const PendingRun& p, const PendingEnd
   const std::string id = std::to_string(p.id);
   const NewRun& r = p.run;
   const PendingStart& s = *p.started;
-  // Bound at the first start only (as start_run keeps a binding already there).
-  const RunBinding& b = s.binding;
-  const bool bound = !b.source_hash.empty();
-  auto text = [bound](const std::string& v) { return bound ? OrNull{v} : OrNull{}; };
-  const std::optional<int64_t> approval =
-      bound && b.approval_id > 0 ? std::optional<int64_t>(b.approval_id) : std::nullopt;
-  const std::optional<int64_t> clock = bound && !b.seed.empty() ? std::optional<int64_t>(b.clock_us) : std::nullopt;
-  const std::optional<int64_t> expires =
-      r.idempotency_key.empty() ? std::nullopt : std::optional<int64_t>(r.key_expires_unix_us);
+  const BindingColumns c(s.binding);
+  const std::optional<int64_t> expires = KeyExpires(r);
   Result<int> written =
       end ? WriteKeepingPending(stmts_->insert_ended_run, [&] { return "cannot record the end of run " + id; }, p.id,
                                 r.flow, r.input_json, r.trigger, r.idempotency_key, expires, r.created_unix_us,
                                 OrNull{r.state_detail}, int64_t{r.durable ? 1 : 0}, s.activation_id, s.at_unix_us,
-                                approval, text(b.manifest_hash), text(b.manifest_text_hash), text(b.seed), clock,
-                                text(b.source_hash), std::string(end->outcome), OrNull{end->error_json}, end->at_unix_us)
+                                c.approval, c.manifest_hash, c.manifest_text_hash, c.seed, c.clock, c.source_hash,
+                                std::string(end->outcome), OrNull{end->error_json}, end->at_unix_us)
           : WriteKeepingPending(stmts_->insert_started_run, [&] { return "cannot record the start of run " + id; },
                                 p.id, r.flow, r.input_json, r.trigger, r.idempotency_key, expires, r.created_unix_us,
                                 OrNull{r.state_detail}, int64_t{r.durable ? 1 : 0}, s.activation_id, s.at_unix_us,
-                                approval, text(b.manifest_hash), text(b.manifest_text_hash), text(b.seed), clock,
-                                text(b.source_hash));
+                                c.approval, c.manifest_hash, c.manifest_text_hash, c.seed, c.clock, c.source_hash);
   if (!written) return written.error();
   return Ok();
 }
 
 Result<void> SqliteStore::InsertRun(const Stmt& stmt, int64_t id, const NewRun& run) {
-  const bool keyed = !run.idempotency_key.empty();
-  const std::optional<int64_t> expires = keyed ? std::optional<int64_t>(run.key_expires_unix_us) : std::nullopt;
   auto inserted = WriteKeepingPending(stmt, [&] { return "cannot record run " + std::to_string(id) + " of flow " + run.flow; },
-                                      id, run.flow, run.input_json, run.trigger, run.idempotency_key, expires,
+                                      id, run.flow, run.input_json, run.trigger, run.idempotency_key, KeyExpires(run),
                                       run.created_unix_us, OrNull{run.state_detail}, int64_t{run.durable ? 1 : 0});
   if (!inserted) return inserted.error();
   return Ok();
@@ -1287,16 +1299,10 @@ Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, 
     it->started = PendingStart{activation_id, at_unix_us, binding};
     return Ok();
   }
-  // Bound at the first start only (the statement keeps a binding already there).
-  const bool bound = !binding.source_hash.empty();
-  auto text = [bound](const std::string& v) { return bound ? OrNull{v} : OrNull{}; };
-  const std::optional<int64_t> approval =
-      bound && binding.approval_id > 0 ? std::optional<int64_t>(binding.approval_id) : std::nullopt;
-  const std::optional<int64_t> clock =
-      bound && !binding.seed.empty() ? std::optional<int64_t>(binding.clock_us) : std::nullopt;
+  const BindingColumns c(binding);
   auto changed = Write(stmts_->start_run, [&] { return "cannot record the start of run " + id; }, activation_id,
-                       at_unix_us, approval, text(binding.manifest_hash), text(binding.manifest_text_hash),
-                       text(binding.seed), clock, text(binding.source_hash), run_id);
+                       at_unix_us, c.approval, c.manifest_hash, c.manifest_text_hash, c.seed, c.clock, c.source_hash,
+                       run_id);
   if (!changed) return changed.error();
   if (*changed == 1) return Ok();
   auto state = RunStateOf(run_id);
