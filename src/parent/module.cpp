@@ -913,6 +913,7 @@ void Module::Impl::ReadBegunWorker() {
   if (begun_in_batch.size() != 1) return;
   auto it = live.find(begun_in_batch.front());
   if (it == live.end() || !it->second->started || !it->second->worker) return;
+  sched_yield();
   pool->ReadReady(*it->second->worker);
   // Its worker is idle again if it ended: a run or activation queued behind it starts in this batch
   // (the loop would not wake for it).
