@@ -95,6 +95,7 @@ std::chrono::nanoseconds TickAccountingAllowance(std::chrono::nanoseconds cpu) {
 }  // namespace
 
 bool Pool::HasExited(const PooledWorker& w) const {
+  if (!w.session) return false;  // still launching: no process yet (the module's CPU check can come first)
   pollfd p{w.session->process().pidfd(), POLLIN, 0};
   return ::poll(&p, 1, 0) == 1;
 }

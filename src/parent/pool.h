@@ -133,13 +133,17 @@ class Pool {
   // Sends the `activate` frame of `activation` (built in place, no string of its own).
   void SendActivate(PooledWorker& worker, int64_t activation, std::string_view input_json);
   // Bytes sent to the worker that it has not read yet, and bytes it has read so far.
-  size_t PendingOutput(const PooledWorker& worker) const { return worker.session->pending_output_bytes(); }
-  uint64_t WrittenBytes(const PooledWorker& worker) const { return worker.session->written_bytes(); }
+  // (None for a worker still launching.)
+  size_t PendingOutput(const PooledWorker& worker) const {
+    return worker.session ? worker.session->pending_output_bytes() : 0;
+  }
+  uint64_t WrittenBytes(const PooledWorker& worker) const { return worker.session ? worker.session->written_bytes() : 0; }
   // Reads what a busy worker has written so far, as the loop would when its pipe is readable
   // (its frames reach the owner now; nothing is waited for). The module's pass end, before it
   // commits a batch that starts an activation on it (module.cpp, ReadBegunWorker).
   void ReadReady(PooledWorker& worker);
-  // The process has ended (its pidfd is readable); the loop reports how, on this pass.
+  // The process has ended (its pidfd is readable); the loop reports how, on this pass. False for a
+  // worker still launching (no process yet).
   bool HasExited(const PooledWorker& worker) const;
   // The worker's CPU time so far, from the kernel.
   std::chrono::nanoseconds CpuOf(const PooledWorker& worker) const;

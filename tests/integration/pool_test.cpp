@@ -13,7 +13,10 @@
 #include <thread>
 
 #include "integration/test_support.h"
+#include "parent/loop/event_loop.h"
 #include "parent/module_host.h"
+#include "parent/platform/worker_launcher.h"
+#include "parent/pool.h"
 
 namespace basal::testing {
 namespace {
@@ -471,6 +474,43 @@ TEST_F(PoolTest, CaughtStackOverflowCompletesAndTheWorkerIsReused) {
   EXPECT_EQ(b.result["n"], 2);
   EXPECT_EQ(module_->HealthReport()["spawned"], 1);
   EXPECT_EQ(module_->HealthReport()["retirements"]["budget"], 0);
+}
+
+// A worker still launching has no process yet. The module's CPU check can come due before the
+// launch thread's result reaches the loop (a flow with a small budget, a machine under load: the
+// check's timer runs before the loop takes the launch's result, in the same pass); it asks the pool
+// whether the process has exited and what CPU it used. Both must answer for a worker with no
+// process (not exited, none used) rather than reach for the process it does not have yet (a
+// SIGSEGV of the parent, seen at load 6 in PoolTest.CpuExhaustion... below).
+TEST(PoolLaunching, AWorkerStillLaunchingHasNotExitedAndUsedNoCpu) {
+  struct Owner : PoolOwner {
+    void OnWorkerReady(PooledWorker&) override {}
+    void OnWorkerMessage(PooledWorker&, protocol::WorkerMessage&) override {}
+    void OnWorkerLost(PooledWorker&, ActivationResult) override {}
+    void OnWorkerDrained(PooledWorker&) override {}
+    void OnEvent(ModuleEvent) override {}
+  } owner;
+  auto loop = EventLoop::Create();
+  ASSERT_TRUE(loop) << loop.error().message;
+  std::unique_ptr<WorkerLauncher> launcher = WorkerLauncher::ForThisPlatform();
+  HealthSnapshot health;
+  PoolOptions po{};
+  po.worker_path = BASAL_WORKER_PATH;
+  po.welcome_timeout = std::chrono::seconds(5);
+  po.max_workers = 1;
+  po.max_activations_per_worker = 256;
+  po.idle_retire = std::chrono::seconds(60);
+  po.cpu_grace = std::chrono::milliseconds(100);
+  po.idle_cpu_max = std::chrono::milliseconds(10);
+  Pool pool(po, **loop, *launcher, health, owner);
+  auto flow = std::make_shared<Flow>();
+  flow->name = "t.js";
+  auto w = pool.Spawn(flow, nullptr);
+  ASSERT_TRUE(w) << w.error().message;
+  // The loop never runs here, so the launch's result is never attached: the worker stays launching.
+  EXPECT_FALSE(pool.HasExited(**w));
+  EXPECT_EQ(pool.CpuOf(**w), std::chrono::nanoseconds(0));
+  EXPECT_EQ(pool.Live(), 1u);
 }
 
 TEST_F(PoolTest, CpuExhaustionRetiresAndTheNextActivationRunsOnAFreshWorker) {
