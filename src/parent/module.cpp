@@ -904,20 +904,33 @@ bool Module::Impl::GroupMayWait() const {
          !gate->has_started_waiting();
 }
 
-// A batch that starts one activation on a worker: that worker may have run and written its `done`
-// already (woken by the `activate` write on this CPU, it preempts the loop there). Read now, the end
-// joins the start's batch: one commit for both, and still nothing leaves before it. Only for a
-// batch of one start (a sequential caller's, which waits for both commits): under a backlog the
-// read would cost a system call per start, and the ends are grouped there anyway.
+// A batch that starts one activation on a worker: the worker may have run and written its `done`
+// already, or be about to. Read then, the end joins the start's batch: one commit for both, and still
+// nothing leaves before it. Woken by the `activate` write, the worker is often queued on the loop's own
+// CPU (a pipe's wake-up is a sync one) without having preempted the loop: the loop yields to it first
+// (sched_yield returns at once when nothing else is runnable here). A worker running on another CPU
+// gets up to busy_poll (50 us) more, spent spinning on the loop's descriptors, only while nothing but
+// its output can be ready (no other descriptor, no posted work, no due timer) and fewer workers are
+// busy than there are CPUs: the start then commits with its end instead of alone before the loop
+// waits (a start that is not yet durable has had no effect: every host call its worker makes waits
+// for a commit). Only for a batch of one start (a sequential caller's, which waits for both commits):
+// under a backlog this would cost a system call per start, and the ends are grouped there anyway.
 void Module::Impl::ReadBegunWorker() {
   if (begun_in_batch.size() != 1) return;
-  auto it = live.find(begun_in_batch.front());
+  const ActivationId id = begun_in_batch.front();
+  auto it = live.find(id);
   if (it == live.end() || !it->second->started || !it->second->worker) return;
   sched_yield();
   pool->ReadReady(*it->second->worker);
+  it = live.find(id);
+  if (it != live.end() && it->second->worker && options.busy_poll.count() > 0 && pool->Busy() < cpus) {
+    PooledWorker& w = *it->second->worker;
+    const int fd = pool->OutputFd(w);
+    if (fd >= 0 && loop_->SpinWhileOnly(fd, options.busy_poll)) pool->ReadReady(w);
+  }
   // Its worker is idle again if it ended: a run or activation queued behind it starts in this batch
   // (the loop would not wake for it).
-  if (it = live.find(begun_in_batch.front()); it == live.end()) Dispatch();
+  if (live.find(id) == live.end()) Dispatch();
 }
 
 void Module::Impl::EndOfPass(bool may_group) {

@@ -142,6 +142,8 @@ class Pool {
   // (its frames reach the owner now; nothing is waited for). The module's pass end, before it
   // commits a batch that starts an activation on it (module.cpp, ReadBegunWorker).
   void ReadReady(PooledWorker& worker);
+  // The descriptor the worker's frames arrive on (-1 while it launches).
+  int OutputFd(const PooledWorker& worker) const { return worker.session ? worker.session->process().stdout_fd() : -1; }
   // The process has ended (its pidfd is readable); the loop reports how, on this pass. False for a
   // worker still launching (no process yet).
   bool HasExited(const PooledWorker& worker) const;

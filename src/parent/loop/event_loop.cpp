@@ -105,6 +105,31 @@ void EventLoop::RunPosted() {
   for (auto& fn : batch) fn();
 }
 
+bool EventLoop::SpinWhileOnly(int fd, std::chrono::microseconds max) {
+  const auto found = token_of_fd_.find(fd);
+  if (found == token_of_fd_.end()) return false;
+  const uint64_t token = found->second;
+  const auto until = Clock::now() + max;
+  epoll_event events[64];
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(posted_mu_);
+      if (!posted_.empty()) return false;
+    }
+    const auto now = Clock::now();
+    if (!timers_.empty() && timers_.begin()->first.first <= now) return false;
+    const int n = epoll_wait(epfd_, events, 64, 0);
+    if (n < 0 && errno != EINTR) return false;
+    bool mine = false;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 != token) return false;
+      mine = true;
+    }
+    if (mine) return true;
+    if (now >= until) return false;
+  }
+}
+
 void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
   loop_thread_.store(std::this_thread::get_id());
   RunTimers();

@@ -72,6 +72,12 @@ class EventLoop {
     busy_poll_ = period;
     should_busy_poll_ = std::move(should);
   }
+  // Spins (epoll_wait without waiting) for up to `max` while nothing but `fd` can be ready: true
+  // once `fd` is readable and nothing else is, false as soon as any other descriptor is ready, work
+  // is posted or a timer is due, or when `max` has passed. Handles nothing (the loop's descriptors
+  // are level-triggered: whatever was seen is reported again to the next pass). For the module's
+  // end of pass, which may wait this long for a lone start's worker before it commits.
+  bool SpinWhileOnly(int fd, std::chrono::microseconds max);
   // The thread that last ran a pass (or created the loop): where loop-only calls belong.
   bool OnLoopThread() const { return std::this_thread::get_id() == loop_thread_.load(); }
 
