@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -1560,9 +1561,10 @@ TEST(SqliteStoreTest, ARunStartedAndEndedInTheBatchThatAcceptedItIsWrittenOnceAs
     ASSERT_FALSE(twice);
     EXPECT_EQ(twice.error().code, ErrorCode::kConflict);
     ASSERT_TRUE(store->Commit());
-    // runs (row, runs_by_flow, runs_idempotency) and activations (row, activations_unfinished);
-    // when the run was written running first, runs_unended too, and the test's trigger's table.
-    EXPECT_EQ(WalFrames(db) - before, read_between ? 7 : 5);
+    // runs (row, runs_by_flow, runs_idempotency) and the activation's row; when the run was
+    // written running first, runs_unended too, activations_unfinished (the activation was written
+    // with the run, unfinished), and the test's trigger's table.
+    EXPECT_EQ(WalFrames(db) - before, read_between ? 7 : 4);
     auto row = store->reader().GetRun(run->run.id);
     ASSERT_TRUE(row && row->has_value());
     const RunRow& r = **row;
@@ -1585,6 +1587,170 @@ TEST(SqliteStoreTest, ARunStartedAndEndedInTheBatchThatAcceptedItIsWrittenOnceAs
     EXPECT_TRUE(again->existing) << "its key is kept";
     EXPECT_EQ(again->run.id, run->run.id);
     ASSERT_TRUE(store->Commit());
+  }
+}
+
+// A run's activation started and ended in the batch that accepted the run (a serve run whose worker
+// answered before the start's commit) is written once, as ended: its row never enters
+// activations_unfinished, so that index has no page in the commit, and the row is never updated.
+// Whatever reads the store between its start and its end finds it unfinished (it is written
+// first, and its end updates it); a commit between them makes it durable unfinished, where
+// lease renewal and another parent's recovery find it (the crash window between the start's
+// commit and the end's).
+TEST(SqliteStoreTest, ARunsActivationStartedAndEndedInTheBatchThatAcceptedTheRunIsWrittenOnceAsEnded) {
+  enum class Between { kNothing, kRead, kCommit };
+  for (const Between between : {Between::kNothing, Between::kRead, Between::kCommit}) {
+    for (const bool durable : {false, true}) {
+      SCOPED_TRACE(std::string(between == Between::kNothing ? "nothing" : between == Between::kRead ? "a read" : "a commit") +
+                   " between its start and its end" + (durable ? ", durable" : ""));
+      TempDir dir;
+      const std::string db = dir.File("j.db");
+      { ASSERT_TRUE(MustOpen(db)); }
+      {
+        RawDb raw(db);
+        raw.Exec("CREATE TABLE activation_updates(n INTEGER);"
+                 "CREATE TRIGGER count_activation_updates AFTER UPDATE ON activations "
+                 "BEGIN INSERT INTO activation_updates VALUES(1); END;");
+      }
+      auto store = MustOpen(db);
+      ASSERT_TRUE(store);
+      // An activation of no run and a run's in an earlier batch: the reserved id follows theirs.
+      auto bare = store->journal().BeginActivation(Start("bare", 500, {"other", 7, 8}));
+      ASSERT_TRUE(bare);
+      ASSERT_TRUE(store->Commit());
+      const int64_t before = WalFrames(db);
+      NewRun n = testing_support::Run("orders");
+      n.durable = durable;
+      auto run = store->runs().EnqueueRun(n);
+      ASSERT_TRUE(run);
+      ActivationStart s = Start("orders", 2000, {"other", 1, 2});
+      s.run_id = run->run.id;
+      s.origin = Origin::kApproved;
+      s.manifest_text_hash = "sha256:text";
+      auto a = store->journal().BeginActivation(s);
+      ASSERT_TRUE(a);
+      EXPECT_EQ(*a, *bare + 1);
+      ASSERT_TRUE(store->runs().MarkRunStarted(run->run.id, *a, 2000));
+      if (between == Between::kRead) {
+        auto rows = store->reader().Activations(*a, 1);
+        ASSERT_TRUE(rows && rows->size() == 1);
+        EXPECT_EQ((*rows)[0].id, *a);
+        EXPECT_EQ((*rows)[0].outcome, "");
+      }
+      if (between == Between::kCommit) {
+        ASSERT_TRUE(store->Commit());
+        RawDb raw(db);
+        EXPECT_EQ(raw.Int("SELECT count(*) FROM activations INDEXED BY activations_unfinished "
+                          "WHERE owner_host='other' AND owner_pid=1 AND owner_start_ticks=2 AND outcome IS NULL"),
+                  1);
+        ASSERT_TRUE(store->journal().RenewLeases({"other", 1, 2}, 90'000'000));
+        ASSERT_TRUE(store->Commit());
+        EXPECT_EQ(raw.Int("SELECT lease_until_us FROM activations WHERE id=" + std::to_string(*a)), 90'000'000);
+        // The parent is gone (another host, its lease passed): another parent's recovery closes it.
+        auto other = MustOpen(db);
+        ASSERT_TRUE(other);
+        auto report = other->journal().RecoverAbandoned({"h", 99, 1}, 100'000'000);
+        ASSERT_TRUE(report) << report.error().message;
+        std::vector<int64_t> abandoned = report->abandoned_activations;
+        std::sort(abandoned.begin(), abandoned.end());
+        EXPECT_EQ(abandoned, (std::vector<int64_t>{*bare, *a}));
+        continue;
+      }
+      ActivationEnd e = End(*a, Outcome::kOk, 2500);
+      e.cpu_us = 33;
+      e.logs_dropped = 2;
+      ASSERT_TRUE(store->journal().EndActivation(e));
+      auto twice = store->journal().EndActivation(End(*a, Outcome::kOk, 2600));
+      ASSERT_FALSE(twice);
+      EXPECT_EQ(twice.error().code, ErrorCode::kNotFound);
+      ASSERT_TRUE(store->runs().MarkRunEnded(run->run.id, "ok", "", 2500));
+      ASSERT_TRUE(store->Commit());
+      // runs (row, runs_by_flow) and the activation's row, and activations_by_run for a durable
+      // run's; with a read between, activations_unfinished, runs_unended and the trigger's table.
+      EXPECT_EQ(WalFrames(db) - before, (between == Between::kRead ? 6 : 3) + (durable ? 1 : 0));
+      RawDb raw(db);
+      EXPECT_EQ(raw.Int("SELECT count(*) FROM activation_updates"), between == Between::kRead ? 1 : 0);
+      EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome IS NULL AND id=" + std::to_string(*a)), 0);
+      EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE listed_by_run = 1 AND id=" + std::to_string(*a)),
+                durable ? 1 : 0);
+      auto rows = store->reader().Activations(*a, 1);
+      ASSERT_TRUE(rows && rows->size() == 1);
+      const ActivationRow& r = (*rows)[0];
+      EXPECT_EQ(r.id, *a);
+      EXPECT_EQ(r.flow, "orders");
+      EXPECT_EQ(r.source_hash, "sha256:aa");
+      EXPECT_EQ(r.manifest_hash, "sha256:bb");
+      EXPECT_EQ(r.input_json, run->run.input_json) << "its run's";
+      EXPECT_EQ(raw.Text("SELECT input FROM activations WHERE id=" + std::to_string(*a)), "")
+          << "a run's activation keeps no input of its own";
+      EXPECT_EQ(r.start_unix_us, 2000);
+      EXPECT_EQ(r.end_unix_us, std::optional<int64_t>(2500));
+      EXPECT_EQ(r.outcome, "ok");
+      EXPECT_EQ(r.result_json, "1");
+      EXPECT_EQ(r.error_json, "");
+      EXPECT_EQ(r.cpu_us, 33);
+      EXPECT_EQ(r.logs_dropped, 2);
+      EXPECT_EQ(r.owner.host, "other");
+      EXPECT_EQ(r.owner.pid, 1);
+      EXPECT_EQ(r.owner.start_ticks, 2);
+      EXPECT_EQ(r.lease_until_unix_us, 2000 + 60'000'000);
+      EXPECT_EQ(r.origin, Origin::kApproved);
+      EXPECT_EQ(r.manifest_text_hash, "sha256:text");
+      EXPECT_EQ(r.run_id, run->run.id);
+      auto by_run = store->reader().RunActivations(run->run.id);
+      ASSERT_TRUE(by_run);
+      ASSERT_EQ(by_run->size(), 1u);
+      EXPECT_EQ((*by_run)[0].id, *a);
+      // The next activation, of no run, takes the next id.
+      auto next = store->journal().BeginActivation(Start("bare", 3000));
+      ASSERT_TRUE(next);
+      EXPECT_EQ(*next, *a + 1);
+      ASSERT_TRUE(store->Commit());
+    }
+  }
+}
+
+// Two runs accepted in one batch, their activations pending together: each written with its own
+// reserved id, and an activation of no run begun between them is written after them, with the
+// next id. Rolled back, none of them is written, and the ids are taken again.
+TEST(SqliteStoreTest, PendingActivationsKeepTheirReservedIdsAndARollbackForgetsThem) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  for (const bool commit : {false, true}) {
+    SCOPED_TRACE(commit ? "committed" : "rolled back");
+    auto r1 = store->runs().EnqueueRun(testing_support::Run("orders"));
+    auto r2 = store->runs().EnqueueRun(testing_support::Run("orders"));
+    ASSERT_TRUE(r1 && r2);
+    ActivationStart s1 = Start("orders", 2000), s2 = Start("orders", 2001);
+    s1.run_id = r1->run.id;
+    s2.run_id = r2->run.id;
+    auto a1 = store->journal().BeginActivation(s1);
+    auto a2 = store->journal().BeginActivation(s2);
+    ASSERT_TRUE(a1 && a2);
+    EXPECT_EQ(*a1, 1);
+    EXPECT_EQ(*a2, 2);
+    ASSERT_TRUE(store->runs().MarkRunStarted(r1->run.id, *a1, 2000));
+    ASSERT_TRUE(store->runs().MarkRunStarted(r2->run.id, *a2, 2001));
+    auto bare = store->journal().BeginActivation(Start("bare", 2002));
+    ASSERT_TRUE(bare);
+    EXPECT_EQ(*bare, 3);
+    ASSERT_TRUE(store->journal().EndActivation(End(*a2, Outcome::kOk, 2500)));
+    ASSERT_TRUE(store->runs().MarkRunEnded(r2->run.id, "ok", "", 2500));
+    if (!commit) {
+      ASSERT_TRUE(store->Rollback());
+      RawDb raw(db);
+      EXPECT_EQ(raw.Int("SELECT count(*) FROM activations"), 0);
+      continue;
+    }
+    ASSERT_TRUE(store->Commit());
+    RawDb raw(db);
+    EXPECT_EQ(raw.Text("SELECT group_concat(id || ':' || flow || ':' || coalesce(outcome, '-')) FROM "
+                       "(SELECT * FROM activations ORDER BY id)"),
+              "1:orders:-,2:orders:ok,3:bare:-");
+    EXPECT_EQ(raw.Text("SELECT group_concat(id || ':' || state || ':' || activation_id) FROM (SELECT * FROM runs ORDER BY id)"),
+              std::to_string(r1->run.id) + ":running:1," + std::to_string(r2->run.id) + ":ended:2");
   }
 }
 

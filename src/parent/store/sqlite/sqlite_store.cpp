@@ -245,7 +245,7 @@ class SqliteStore final : public Store,
  private:
   struct Statements {
     Stmt begin, commit, rollback;
-    Stmt insert_activation, end_activation, renew_leases, unfinished;
+    Stmt insert_activation, insert_pending_activation, max_activation_id, end_activation, renew_leases, unfinished;
     Stmt insert_call, update_call, call_state, calls_to_state, list_by_run;
     Stmt kv_get, kv_put, kv_delete, kv_list_bounded, kv_list_open, kv_usage, kv_value_bytes;
     Stmt keep_text, insert_approval, revoke_approval, insert_event, is_revoked;
@@ -343,6 +343,27 @@ class SqliteStore final : public Store,
   // Inserts a pending run as it stands: queued, running (started), or ended with `end` (started).
   Result<void> InsertPendingRun(const PendingRun& p, const PendingEnd* end = nullptr);
   std::vector<PendingRun> pending_runs_;
+  // The activations of runs pending in the open batch, not yet written: the id reserved under the
+  // write lock (the largest plus one, as the insert would take: activations has no AUTOINCREMENT),
+  // the start, and the end when it came in the same batch (EndActivation). Written once, ended, when
+  // the run's end is inserted (MarkRunEnded), so the row never enters activations_unfinished;
+  // before anything else that may read or change activations or runs, and at the commit at the
+  // latest, as they stand (FlushPendingActivations, from FlushPendingRuns): every commit that makes
+  // an activation durable writes it, unfinished or ended. Nothing reads the store without them.
+  struct PendingActivation {
+    int64_t id = 0;
+    ActivationStart start;
+    int64_t durable = 0;  // the run's, for listed_by_run
+    std::optional<ActivationEnd> end;
+  };
+  std::vector<PendingActivation> pending_activations_;
+  Result<void> FlushPendingActivations();
+  PendingActivation* FindPendingActivation(int64_t id) {
+    for (PendingActivation& p : pending_activations_) {
+      if (p.id == id) return &p;
+    }
+    return nullptr;
+  }
   int64_t reserved_run_id_ = 0;  // the last id reserved in the open batch; 0: none yet (read at the next)
   // What this connection knows of the store while no other connection commits (SeenByOthers): the
   // largest run id (0: read it), and the newest approvals read, by kind and name.
@@ -401,6 +422,14 @@ Result<void> SqliteStore::Prepare() {
        "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from, listed_by_run) "
        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?, CASE WHEN coalesce(?15, (SELECT durable FROM runs WHERE id=?13)) = 1 "
        "THEN 1 END)"},
+      // A run's activation kept pending in the batch that accepted the run (BeginActivation), with
+      // the id reserved and its end when that came in the same batch (?17..?22, else NULL and 0).
+      {&s->insert_pending_activation,
+       "INSERT INTO activations(flow, source_hash, manifest_hash, input, start_us, owner_host, owner_pid, "
+       "owner_start_ticks, lease_until_us, origin, approval_id, manifest_text_hash, run_id, retry_from, listed_by_run, "
+       "id, end_us, outcome, result, error, cpu_us, logs_dropped) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?, CASE WHEN ?15 = 1 THEN 1 END, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"},
+      {&s->max_activation_id, "SELECT coalesce(max(id), 0) FROM activations"},
       {&s->list_by_run, "UPDATE activations SET listed_by_run=1 WHERE id=? AND run_id=?"},
       {&s->keep_text, "INSERT INTO texts(hash, body) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING"},
       {&s->insert_approval,
@@ -584,7 +613,38 @@ Result<void> SqliteStore::CheckBatchUsable() {
   return FlushPendingRuns();
 }
 
+Result<void> SqliteStore::FlushPendingActivations() {
+  if (pending_activations_.empty()) return Ok();
+  std::vector<PendingActivation> activations;
+  activations.swap(pending_activations_);
+  for (const PendingActivation& p : activations) {
+    const ActivationStart& a = p.start;
+    const ActivationEnd* e = p.end ? &*p.end : nullptr;
+    auto written = WriteKeepingPending(
+        stmts_->insert_pending_activation,
+        [&] { return "cannot record the start of activation " + std::to_string(p.id) + " of flow " + a.flow; }, a.flow,
+        a.source_hash, a.manifest_hash, std::string(), a.start_unix_us, a.owner.host, a.owner.pid,
+        a.owner.start_ticks, a.lease_until_unix_us, std::string(OriginName(a.origin)),
+        a.approval_id > 0 ? std::optional<int64_t>(a.approval_id) : std::optional<int64_t>(),
+        OrNull{a.manifest_text_hash}, std::optional<int64_t>(a.run_id),
+        a.retry_from_call > 0 ? std::optional<int64_t>(a.retry_from_call) : std::optional<int64_t>(), p.durable, p.id,
+        e ? std::optional<int64_t>(e->end_unix_us) : std::optional<int64_t>(),
+        OrNull{e ? std::string_view(OutcomeName(e->outcome)) : std::string_view()},
+        OrNull{e ? std::string_view(e->result_json) : std::string_view()},
+        OrNull{e ? std::string_view(e->error_json) : std::string_view()},
+        e ? std::optional<int64_t>(e->cpu_us) : std::optional<int64_t>(), e ? e->logs_dropped : int64_t{0});
+    if (!written) {
+      // Its start was answered (the worker runs it): nothing of this batch may commit.
+      batch_lost_ = true;
+      return written.error();
+    }
+  }
+  return Ok();
+}
+
 Result<void> SqliteStore::FlushPendingRuns() {
+  // The activations first: a started run's row refers to its activation's.
+  if (auto flushed = FlushPendingActivations(); !flushed) return flushed;
   if (pending_runs_.empty()) return Ok();
   std::vector<PendingRun> runs;
   runs.swap(pending_runs_);
@@ -707,6 +767,7 @@ Result<void> SqliteStore::Commit() {
 
 Result<void> SqliteStore::Rollback() {
   pending_runs_.clear();
+  pending_activations_.clear();
   reserved_run_id_ = 0;
   version_read_in_batch_ = false;
   batch_open_ = false;
@@ -732,6 +793,24 @@ Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
       if (p.id == a.run_id) durable = p.run.durable ? 1 : 0;
     }
   }
+  if (a.run_id > 0 && durable) {
+    // The activation of a run pending in this batch: kept pending too (PendingActivation), its id
+    // reserved now, under the write lock this batch holds until it commits.
+    if (auto r = OpenBatchKeepingPending(); !r) return r.error();
+    int64_t id = 0;
+    if (!pending_activations_.empty()) {
+      id = pending_activations_.back().id + 1;
+    } else {
+      Use use(stmts_->max_activation_id);
+      const int rc = sqlite3_step(use.get());
+      if (rc != SQLITE_ROW) return DbError(path_, db_, rc, "cannot reserve an id for an activation of flow " + a.flow);
+      id = sqlite3_column_int64(use.get(), 0) + 1;
+    }
+    pending_activations_.push_back({id, a, *durable, std::nullopt});
+    return id;
+  }
+  // Any pending one first: the insert below takes the largest id plus one.
+  if (auto flushed = FlushPendingActivations(); !flushed) return flushed.error();
   auto written = WriteKeepingPending(
       stmts_->insert_activation, [&] { return "cannot record the start of an activation of flow " + a.flow; }, a.flow,
       a.source_hash, a.manifest_hash, a.run_id > 0 ? std::string() : a.input_json, a.start_unix_us, a.owner.host,
@@ -786,7 +865,15 @@ Result<void> SqliteStore::UpdateCall(const CallUpdate& u) {
 
 Result<void> SqliteStore::EndActivation(const ActivationEnd& e) {
   // An activation's end neither reads nor changes a run's row: a run started in this batch stays
-  // pending, to be written once with its own end (MarkRunEnded), which follows.
+  // pending, to be written once with its own end (MarkRunEnded), which follows. A pending activation
+  // keeps its end, to be written with its start.
+  if (PendingActivation* p = FindPendingActivation(e.activation_id)) {
+    if (auto r = OpenBatchKeepingPending(); !r) return r.error();
+    if (!p->end) {
+      p->end = e;
+      return Ok();
+    }
+  }
   auto changed = WriteKeepingPending(
       stmts_->end_activation, [&] { return "cannot record the end of activation " + std::to_string(e.activation_id); },
       e.end_unix_us, OutcomeName(e.outcome), OrNull{e.result_json}, OrNull{e.error_json}, e.cpu_us, e.logs_dropped,
@@ -1287,6 +1374,10 @@ Result<void> SqliteStore::MarkRunStarted(int64_t run_id, int64_t activation_id, 
     // this batch too (InsertPendingRun). The activation must exist now, as the row's foreign key
     // requires; refused, the run stays accepted, still queued, and the batch goes on.
     if (auto opened = OpenBatchKeepingPending(); !opened) return opened.error();
+    if (FindPendingActivation(activation_id)) {  // it will be written before the run (FlushPendingRuns)
+      it->started = PendingStart{activation_id, at_unix_us, binding};
+      return Ok();
+    }
     Use use(stmts_->activation_exists);
     int rc = Binder(use.get()).Int(activation_id).rc();
     if (rc == SQLITE_OK) rc = sqlite3_step(use.get());
@@ -1327,6 +1418,8 @@ Result<void> SqliteStore::MarkRunEnded(int64_t run_id, std::string_view outcome,
     for (auto it = pending_runs_.begin(); it != pending_runs_.end(); ++it) {
       if (it->id != run_id || !it->started) continue;
       if (auto r = OpenBatchKeepingPending(); !r) return r.error();
+      // Its activation first (with its end, when that came in this batch): the row refers to it.
+      if (auto flushed = FlushPendingActivations(); !flushed) return flushed;
       const PendingEnd end{outcome, error_json, at_unix_us};
       if (auto inserted = InsertPendingRun(*it, &end); !inserted) {
         batch_lost_ = true;
