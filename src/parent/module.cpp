@@ -1607,7 +1607,8 @@ Result<LoadCheck> Module::CheckLoad(const FlowRef& flow) {
 void Module::RunUntilIdle() {
   for (;;) {
     impl_->EndOfPass();  // dispatches what was submitted and reports what already finished
-    if (!impl_->Busy()) return;
+    // Idle once retired workers' processes are reaped too (Pool::Retire kills, the loop reaps).
+    if (!impl_->Busy() && impl_->pool->Reaping() == 0) return;
     impl_->loop_->RunOnce(std::chrono::milliseconds(3'600'000));
   }
 }

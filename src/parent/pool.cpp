@@ -62,6 +62,7 @@ Pool::Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, Healt
 
 Pool::~Pool() {
   for (auto& w : workers_) {
+    if (w->reaping) ReapNow(*w);  // retired, killed already: its end waited for before the pool's
     if (w->state == PooledWorker::State::kDead || !w->session) continue;
     w->session->process().KillAndReap();
     MarkDead(*w);
@@ -181,7 +182,13 @@ PooledWorker* Pool::FindIdle(const Flow& flow) {
 
 size_t Pool::Live() const {
   size_t n = 0;
-  for (const auto& w : workers_) n += w->state != PooledWorker::State::kDead;
+  for (const auto& w : workers_) n += w->state != PooledWorker::State::kDead || w->reaping;
+  return n;
+}
+
+size_t Pool::Reaping() const {
+  size_t n = 0;
+  for (const auto& w : workers_) n += w->reaping;
   return n;
 }
 
@@ -201,6 +208,7 @@ bool Pool::MakeRoom() {
       }
     if (!victim) return false;
     Retire(*victim, RetireReason::kEvicted);
+    ReapNow(*victim);  // its room is taken in this pass
   }
   return true;
 }
@@ -441,15 +449,33 @@ void Pool::Kill(PooledWorker& w) {
 void Pool::Retire(PooledWorker& w, RetireReason reason) {
   if (w.state == PooledWorker::State::kDead) return;
   ++health_.retirements[static_cast<int>(reason)];
-  if (w.session) w.session->process().CloseStdin();
-  Kill(w);
+  // Killed now (one still launching is killed when its process arrives), and reaped when the loop
+  // sees it exit: waiting here for the teardown of its address space held the loop 0.1-0.4 ms at
+  // each retirement (docs/performance.md, "tput14").
+  MarkDead(w);
+  if (w.session) {
+    WorkerProcess& p = w.session->process();
+    p.CloseStdin();
+    p.Kill();
+    if (!p.TryReap()) {
+      PooledWorker* raw = &w;
+      w.reaping = true;
+      if (!loop_.Watch(p.pidfd(), EPOLLIN, [this, raw](uint32_t) {
+            if (raw->session->process().TryReap()) Reaped(*raw);
+          }))
+        ReapNow(w);  // no watch: waited for here, as before
+    }
+  }
   // A codemode script's worker, retired as its script ended (removed with its flow, or a budget,
   // a failed load, a cancellation ended it): the next script's spare starts now, in the agent's
   // turn. Not for an idle, evicted or shut-down worker: nothing waits for a spare then.
   const bool script_ended = reason == RetireReason::kFlowRemoved || reason == RetireReason::kBudget ||
                             reason == RetireReason::kLoadFailed || reason == RetireReason::kCancelled ||
                             reason == RetireReason::kCpuLimit;
-  if (script_ended && codemode_spares_ && w.flow && w.flow->profile == Profile::kCodemode) StartCodemodeSpare(w.launch);
+  if (script_ended && codemode_spares_ && w.flow && w.flow->profile == Profile::kCodemode) {
+    w.spare_at_reap = w.reaping;  // at the cap, its process still counts: the spare starts once it is reaped
+    StartCodemodeSpare(w.launch);
+  }
 }
 
 void Pool::Violation(PooledWorker& w, const std::string& what) {
@@ -499,8 +525,12 @@ void Pool::Release(PooledWorker& w, std::optional<RetireReason> retire, std::opt
   if (used_up) retire = RetireReason::kActivationCount;
   if (retire) {
     Retire(w, *retire);
-    // Its place, at once: the successor the cap did not leave room for at its last activation.
-    if (used_up) StartSuccessor(w);
+    // Its place: the successor the cap did not leave room for at its last activation, now if its
+    // process is gone already, else once it is reaped (Reaped).
+    if (used_up) {
+      w.successor_at_reap = true;
+      StartSuccessor(w);
+    }
     return;
   }
   w.state = PooledWorker::State::kIdle;
@@ -529,7 +559,24 @@ void Pool::RetireAllIdle(RetireReason reason) {
 }
 
 void Pool::Sweep() {
-  workers_.remove_if([](const std::unique_ptr<PooledWorker>& w) { return w->state == PooledWorker::State::kDead; });
+  workers_.remove_if(
+      [](const std::unique_ptr<PooledWorker>& w) { return w->state == PooledWorker::State::kDead && !w->reaping; });
+}
+
+void Pool::Reaped(PooledWorker& w) {
+  if (!w.reaping) return;
+  loop_.Unwatch(w.session->process().pidfd());
+  w.reaping = false;
+  // Its place, now that its process is gone: the successor the cap did not leave room for.
+  if (w.successor_at_reap) StartSuccessor(w);
+  if (w.spare_at_reap) StartCodemodeSpare(w.launch);  // one is enough: it starts none if one is there
+}
+
+void Pool::ReapNow(PooledWorker& w) {
+  if (!w.reaping) return;
+  loop_.Unwatch(w.session->process().pidfd());
+  w.session->process().KillAndReap();
+  w.reaping = false;
 }
 
 void Pool::Count(HealthSnapshot& h) const {

@@ -43,6 +43,11 @@ struct PooledWorker {
   // load (or, unbound, after its welcome) instead of being retired as cancelled.
   bool spare = false;
   bool successor_started = false;  // a successor was launched for it (at most one)
+  // Retired (killed) and its process not reaped yet: the loop reaps it when its pidfd says it has
+  // exited, and it counts against max_workers until then (Pool::Retire).
+  bool reaping = false;
+  bool successor_at_reap = false;  // retired by count: its successor starts once it is reaped (if not before)
+  bool spare_at_reap = false;      // a codemode script's worker: the next script's spare, likewise
   uint64_t launch_ticket = 0;
   LaunchOptions launch;            // what it was launched with: a spare is bound only to a flow of the same
 
@@ -164,7 +169,10 @@ class Pool {
   // check's base costs no second read of a clock that is a system call each time.
   void Release(PooledWorker& worker, std::optional<RetireReason> retire,
                std::optional<CpuReading> cpu_now = std::nullopt);
-  // Ends the process (never leaves one behind).
+  // Ends the process (never leaves one behind): its stdin is closed and it is killed now; the loop
+  // reaps it once its pidfd says it has exited, so the loop does not wait for the teardown of a
+  // retired worker's process. Until reaped it counts in Live() against max_workers, and
+  // Module::RunUntilIdle returns only when none is left (Reaping()).
   void Retire(PooledWorker& worker, RetireReason reason);
   // Kills the worker for a reason the owner already reports (deadline, cancel, protocol).
   void Kill(PooledWorker& worker);
@@ -178,7 +186,8 @@ class Pool {
   // The cap from now on (a lower one is reached as workers retire; none is killed for it).
   void SetMaxWorkers(size_t max_workers) { options_.max_workers = max_workers; }
 
-  size_t Live() const;
+  size_t Live() const;     // every process: launching, starting up, idle, busy, or retired and not reaped yet
+  size_t Reaping() const;  // retired workers whose processes are not reaped yet
   size_t Busy() const;
   void Count(HealthSnapshot& snapshot) const;
 
@@ -198,6 +207,10 @@ class Pool {
   void OnReadable(PooledWorker& w);
   void OnWritable(PooledWorker& w);
   void OnExit(PooledWorker& w);
+  // A retired worker's process has exited: reaped, its place free (its successor, if it waits for it).
+  void Reaped(PooledWorker& w);
+  // Waits for a retired worker's process here (an eviction, whose room is needed in this pass).
+  void ReapNow(PooledWorker& w);
   void Ended(PooledWorker& w, const WorkerDeath& death);
   void OnFrame(PooledWorker& w, protocol::WorkerMessage& msg);
   void OnWelcome(PooledWorker& w, const protocol::Welcome& welcome);
