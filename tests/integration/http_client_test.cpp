@@ -159,6 +159,28 @@ TEST_F(HttpClientTest, StartConnectsAtOnceWithoutWaitingForALoopPass) {
   EXPECT_EQ(got->body, "item");
 }
 
+// A connection made inside connect() (loopback) is watched once, for its response, not first for
+// EPOLLOUT and then changed to EPOLLIN: one epoll_ctl on the way to the request's send instead of
+// two. Then dropped once when it closes.
+TEST_F(HttpClientTest, AConnectionMadeAtOnceIsWatchedOnlyForItsResponse) {
+  http::HttpClient client(*loop_, {});
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t before = client.watch_changes();
+    std::optional<http::ExchangeResult> got;
+    client.Start(GetItem(), [&got](http::ExchangeResult r) { got = std::move(r); });
+    EXPECT_EQ(client.watch_changes() - before, 1u) << "exchange " << i << ": watched more than once before its answer";
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!got && std::chrono::steady_clock::now() < until) loop_->RunOnce(std::chrono::milliseconds(100));
+    ASSERT_TRUE(got);
+    ASSERT_TRUE(got->ok()) << got->message;
+    EXPECT_EQ(got->body, "item");
+    loop_->RunOnce(std::chrono::milliseconds(0));
+    EXPECT_EQ(client.watch_changes() - before, 2u) << "exchange " << i;
+  }
+  EXPECT_EQ(server_.connections_accepted(), 3u);
+  EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
+}
+
 // A queued exchange is launched as another ends, from inside the client's own handling of curl's
 // events: it is left to the loop's timer there (never driven re-entrantly), and still completes.
 TEST_F(HttpClientTest, QueuedExchangesStartAsOthersEndAndAllComplete) {

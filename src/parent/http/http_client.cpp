@@ -357,32 +357,81 @@ void HttpClient::LaunchQueued() {
   }
 }
 
-int HttpClient::OnSocket(void* /*easy*/, int fd, int what, void* client, void* /*socketp*/) {
+int HttpClient::OnSocket(void* easy, int fd, int what, void* client, void* /*socketp*/) {
   auto* self = static_cast<HttpClient*>(client);
   if (what == CURL_POLL_REMOVE) {
-    self->loop_.Unwatch(fd);
-    self->watched_.erase(fd);
+    if (fd == self->deferred_fd_) {
+      self->deferred_fd_ = -1;  // never watched
+      return 0;
+    }
+    if (self->watched_.erase(fd)) {
+      ++self->watch_changes_;
+      self->loop_.Unwatch(fd);
+    }
     return 0;
   }
   uint32_t events = 0;
   if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= EPOLLIN;
   if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= EPOLLOUT;
   if (self->watched_.count(fd)) {
+    ++self->watch_changes_;
     self->loop_.Modify(fd, events);
     return 0;
   }
-  // A connection being made (curl waits for it to become writable): tried again right after this
-  // action (SocketAction), since on loopback or a near host it is often made already.
-  if (events == EPOLLOUT && self->connecting_ < 0) self->connecting_ = fd;
-  auto watched = self->loop_.Watch(fd, events, [self, fd](uint32_t ready) {
+  if (fd == self->deferred_fd_) {
+    // The deferred connection is made and curl wants something else of it now: one watch, for that.
+    self->deferred_fd_ = -1;
+  } else if (events == EPOLLOUT && self->connecting_ < 0) {
+    // A connection being made (curl waits for it to become writable): tried again right after this
+    // action (SocketAction), since on loopback or a near host it is often made already. Inside an
+    // action its watch waits for the action's end (WatchDeferred): by then curl has usually sent
+    // the request and wants EPOLLIN instead, which is then the only watch asked for.
+    self->connecting_ = fd;
+    if (self->in_action_ && self->deferred_fd_ < 0) {
+      self->deferred_fd_ = fd;
+      self->deferred_easy_ = easy;
+      return 0;
+    }
+  }
+  return self->WatchNow(fd, events) ? 0 : -1;
+}
+
+bool HttpClient::WatchNow(int fd, uint32_t events) {
+  ++watch_changes_;
+  auto watched = loop_.Watch(fd, events, [this, fd](uint32_t ready) {
     int flags = 0;
     if (ready & EPOLLIN) flags |= CURL_CSELECT_IN;
     if (ready & EPOLLOUT) flags |= CURL_CSELECT_OUT;
     if (ready & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
-    self->Drive(fd, flags);
+    Drive(fd, flags);
   });
-  if (watched) self->watched_.insert(fd);
-  return watched ? 0 : -1;
+  if (watched) watched_.insert(fd);
+  return static_cast<bool>(watched);
+}
+
+void HttpClient::WatchDeferred() {
+  const int fd = deferred_fd_;
+  if (fd < 0) return;
+  deferred_fd_ = -1;
+  void* easy = deferred_easy_;
+  deferred_easy_ = nullptr;
+  // Still connecting when the action ended: watched for EPOLLOUT as OnSocket would have. A watch
+  // the loop refuses ends that transfer (OnSocket's -1 would have stopped the whole multi handle).
+  if (!WatchNow(fd, EPOLLOUT)) Fail(easy, "the parent's event loop could not watch the connection");
+}
+
+void HttpClient::Fail(void* easy, std::string why) {
+  Transfer* raw = nullptr;
+  if (!easy || curl_easy_getinfo(static_cast<CURL*>(easy), CURLINFO_PRIVATE, &raw) != CURLE_OK || !raw) return;
+  auto it = running_.find(raw->id);
+  if (it == running_.end()) return;
+  std::unique_ptr<Transfer> t = std::move(it->second);
+  running_.erase(it);
+  curl_multi_remove_handle(static_cast<CURLM*>(multi_), t->easy);
+  ExchangeResult r;
+  r.failure = ExchangeResult::Failure::kOther;
+  r.message = std::move(why);
+  ScheduleFinish(std::move(t), std::move(r));
 }
 
 int HttpClient::OnCloseSocket(void* client, int fd) {
@@ -392,7 +441,11 @@ int HttpClient::OnCloseSocket(void* client, int fd) {
 
 void HttpClient::CloseLater(int fd) {
   // curl has forgotten the socket (it told OnSocket to stop watching it first); so does the loop.
-  if (watched_.erase(fd)) loop_.Unwatch(fd);
+  if (fd == deferred_fd_) deferred_fd_ = -1;
+  if (watched_.erase(fd)) {
+    ++watch_changes_;
+    loop_.Unwatch(fd);
+  }
   closing_.push_back(fd);
   ScheduleCleanup();
 }
@@ -469,13 +522,19 @@ void HttpClient::SocketAction(int fd, int curl_events) {
   due_now_ = false;
   connecting_ = -1;
   int running = 0;
+  const bool outer = !in_action_;
+  in_action_ = true;
   curl_multi_socket_action(multi, fd, curl_events, &running);
   // A connect started in that action that completed inside connect() (loopback, a near host)
   // sends its request now rather than after an epoll round. curl looks at the socket itself
   // (poll with no wait, then SO_ERROR), so one still connecting goes on waiting for EPOLLOUT.
   const int fresh = connecting_;
   connecting_ = -1;
-  if (fresh >= 0 && watched_.count(fresh)) curl_multi_socket_action(multi, fresh, CURL_CSELECT_OUT, &running);
+  if (fresh >= 0 && (fresh == deferred_fd_ || watched_.count(fresh)))
+    curl_multi_socket_action(multi, fresh, CURL_CSELECT_OUT, &running);
+  if (!outer) return;
+  in_action_ = false;
+  WatchDeferred();
 }
 
 void HttpClient::Collect() {
