@@ -231,6 +231,8 @@ TEST_F(HttpClientTest, AKeptHandleCarriesNothingOfItsExchangeIntoTheNext) {
   post.headers = {{"X-One", "1"}};
   auto r = run(std::move(post));
   ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
+  r = run(exchange("DELETE"));  // a custom method, which the GET after it must not keep
+  ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
   r = run(exchange("GET"));
   ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
   EXPECT_EQ(r->body, "item");
@@ -255,12 +257,12 @@ TEST_F(HttpClientTest, AKeptHandleCarriesNothingOfItsExchangeIntoTheNext) {
   EXPECT_EQ(r->body, "item");
 
   const std::vector<TestRequest> seen = server_.requests();
-  ASSERT_EQ(seen.size(), 6u);  // the refused exchange reached no server
+  ASSERT_EQ(seen.size(), 7u);  // the refused exchange reached no server
   EXPECT_EQ(seen[0].method, "POST");
   EXPECT_EQ(seen[0].body, "abc");
   EXPECT_EQ(seen[0].header("X-One").value_or(""), "1");
   for (size_t i = 1; i < seen.size(); ++i) {
-    EXPECT_EQ(seen[i].method, i == 2 ? "HEAD" : "GET") << "request " << i;
+    EXPECT_EQ(seen[i].method, i == 1 ? "DELETE" : i == 3 ? "HEAD" : "GET") << "request " << i;
     EXPECT_EQ(seen[i].body, "") << "request " << i;
     EXPECT_FALSE(seen[i].header("X-One")) << "request " << i << " carried the POST's header";
     EXPECT_FALSE(seen[i].header("Content-Length")) << "request " << i << " carried the POST's body";

@@ -268,48 +268,32 @@ void HttpClient::Launch(std::unique_ptr<Transfer> t) {
     spare_easy_.pop_back();
   } else {
     t->easy = curl_easy_init();
+    if (t->easy) SetFixedOptions(t->easy);
   }
   if (!t->easy) return fail("libcurl could not start (curl_easy_init failed)");
   CURL* e = t->easy;
   Transfer* raw = t.get();
   const Exchange& x = t->exchange;
+  // What differs between exchanges, all of it set for each (a kept handle holds the last one's).
   curl_easy_setopt(e, CURLOPT_URL, x.url.c_str());
   curl_easy_setopt(e, CURLOPT_PRIVATE, raw);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, raw->error);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  // Only http and https, and no redirect followed by curl: the host call checks every hop.
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  // Never a proxy from the environment (an empty string disables them all), never .netrc.
-  curl_easy_setopt(e, CURLOPT_PROXY, "");
-  curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(e, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_IGNORED));
-  // Its own connection, closed afterwards: a connection admitted for one rule never carries another's request.
-  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
-  curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
-  // Nor a TLS session: an easy handle is kept for the next exchange (KeepEasy), and its session
-  // cache with it, which curl_easy_reset does not empty; without it every handshake is a full one,
-  // as with a new handle per exchange.
-  curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(x.connect_timeout.count()));
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(x.timeout.count()));
   curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(x.max_response_bytes));
-  // Decoded bodies (gzip, deflate, br) are what the write callback counts against the limit.
-  curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
-  curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, raw);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, raw);
-  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &OnOpenSocket);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, raw);
-  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
-  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+  // The method, from a GET without a body: no custom method, no body, not HEAD (POSTFIELDS sets
+  // POST, which HTTPGET then undoes; NOBODY 0 and no upload come with HTTPGET).
+  curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, nullptr);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(-1));
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, nullptr);
+  curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   if (x.method == "HEAD") {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else if (x.method == "GET" && !x.body) {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    // as set above
   } else {
     if (x.body || x.method == "POST" || x.method == "PUT" || x.method == "PATCH") {
       const std::string& body = x.body ? *x.body : std::string();
@@ -330,7 +314,7 @@ void HttpClient::Launch(std::unique_ptr<Transfer> t) {
   if (!has_content_type && x.body) t->header_list = curl_slist_append(t->header_list, "Content-Type:");
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_list);
   for (const std::string& entry : x.resolve) t->resolve_list = curl_slist_append(t->resolve_list, entry.c_str());
-  if (t->resolve_list) curl_easy_setopt(e, CURLOPT_RESOLVE, t->resolve_list);
+  curl_easy_setopt(e, CURLOPT_RESOLVE, t->resolve_list);  // none (nullptr) clears the last exchange's
 
   const uint64_t id = t->id;
   running_.emplace(id, std::move(t));
@@ -347,6 +331,35 @@ void HttpClient::Launch(std::unique_ptr<Transfer> t) {
   // pass. Not from inside Drive (a queued exchange launched as another ends): the loop's timer
   // set by OnTimer starts those, so Drive never recurses.
   if (due_now_ && !driving_) Drive(CURL_SOCKET_TIMEOUT, 0);
+}
+
+void HttpClient::SetFixedOptions(void* easy) {
+  // What every exchange sets alike, set once per easy handle: a kept handle (KeepEasy) is not reset,
+  // so these stay, and Launch sets everything that differs between exchanges every time.
+  CURL* e = static_cast<CURL*>(easy);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  // Only http and https, and no redirect followed by curl: the host call checks every hop.
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  // Never a proxy from the environment (an empty string disables them all), never .netrc.
+  curl_easy_setopt(e, CURLOPT_PROXY, "");
+  curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(e, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_IGNORED));
+  // Its own connection, closed afterwards: a connection admitted for one rule never carries another's request.
+  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+  curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+  // Nor a TLS session: an easy handle is kept for the next exchange (KeepEasy), and its session
+  // cache with it; without it every handshake is a full one, as with a new handle per exchange.
+  curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+  // Decoded bodies (gzip, deflate, br) are what the write callback counts against the limit.
+  curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+  curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnBody);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &OnOpenSocket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
 }
 
 void HttpClient::LaunchQueued() {
@@ -482,11 +495,22 @@ void HttpClient::CloseNow() {
 
 void HttpClient::KeepEasy(Transfer& t) {
   // A handle out of the multi (Collect and Abort remove it) whose connection is closed (never
-  // reused: CURLOPT_FORBID_REUSE) keeps nothing of its exchange once reset but what the setopts
-  // above set again or turn off: the next exchange sets every option it needs, so curl_easy_init
-  // and curl_easy_cleanup (about 5 us together) are paid once, not per exchange.
+  // reused: CURLOPT_FORBID_REUSE) keeps nothing of its exchange but options: the fixed ones
+  // (SetFixedOptions), the same for every exchange, and the last exchange's others, which the next
+  // Launch sets again, every one of them. So curl_easy_init and curl_easy_cleanup (about 5 us
+  // together) are paid once, not per exchange, and neither are curl_easy_reset and the fixed
+  // options' 17 setopts. What pointed into this exchange (its buffers, lists and body, freed with
+  // it) is cleared now all the same.
   if (!t.easy || !multi_ || spare_easy_.size() >= kMaxSpareEasy) return;
-  curl_easy_reset(t.easy);
+  CURL* e = static_cast<CURL*>(t.easy);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, nullptr);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, nullptr);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, nullptr);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, nullptr);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, nullptr);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(e, CURLOPT_RESOLVE, nullptr);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, nullptr);
   spare_easy_.push_back(t.easy);
   t.easy = nullptr;
 }

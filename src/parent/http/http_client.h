@@ -26,10 +26,12 @@
 // socket is already out of curl's hands and out of the loop's epoll set; only its descriptor lives
 // on, until the loop's next pass (or the client's destruction): the sockets waiting are never more
 // than those of the exchanges that ended since. The finished exchange's easy handle is dealt with
-// then too, after its `done` has run, not before it: reset (curl_easy_reset) and kept for the next
-// exchange, a few at most, instead of a curl_easy_cleanup now and a curl_easy_init for the next.
-// A kept handle carries nothing into the next exchange: every option is set again, its connection
-// was closed (never reused), and its TLS session cache is off (CURLOPT_SSL_SESSIONID_CACHE).
+// then too, after its `done` has run, not before it: kept for the next exchange, a few at most,
+// instead of a curl_easy_cleanup now and a curl_easy_init for the next. A kept handle carries
+// nothing into the next exchange: the options every exchange sets alike are set once per handle
+// and stay, every other option is set again by each exchange (its method, body, headers, limits,
+// name pins and callbacks' data), its connection was closed (never reused), and its TLS session
+// cache is off (CURLOPT_SSL_SESSIONID_CACHE).
 //
 // No loop pass is spent waiting on nothing: an exchange started outside curl's own calls is driven
 // at once (curl asks for a 0 ms timeout when a handle is added; it is not left to the loop's next
@@ -146,7 +148,8 @@ class HttpClient {
   void CloseLater(int fd);  // a socket curl has closed, closed for real once this pass ended
   void ScheduleCleanup();   // CloseNow once this pass ended
   void CloseNow();  // closes the sockets curl closed, keeps or cleans up the finished exchanges' handles
-  void KeepEasy(Transfer& t);  // its easy handle reset and kept for the next exchange (a few at most)
+  void KeepEasy(Transfer& t);  // its easy handle kept for the next exchange (a few at most)
+  void SetFixedOptions(void* easy);  // the options every exchange sets alike, once per handle
   bool WatchNow(int fd, uint32_t events);  // the loop watches `fd` for curl: true if it does
   void WatchDeferred();  // the connecting socket's watch OnSocket left until the action's end
   void Fail(void* easy, std::string why);  // a transfer in flight ends with kOther, told later
