@@ -159,6 +159,28 @@ TEST_F(HttpClientTest, StartConnectsAtOnceWithoutWaitingForALoopPass) {
   EXPECT_EQ(got->body, "item");
 }
 
+// A connection made inside connect() (loopback) is watched once, for its response, not first for
+// EPOLLOUT and then changed to EPOLLIN: one epoll_ctl on the way to the request's send instead of
+// two. Then dropped once when it closes.
+TEST_F(HttpClientTest, AConnectionMadeAtOnceIsWatchedOnlyForItsResponse) {
+  http::HttpClient client(*loop_, {});
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t before = client.watch_changes();
+    std::optional<http::ExchangeResult> got;
+    client.Start(GetItem(), [&got](http::ExchangeResult r) { got = std::move(r); });
+    EXPECT_EQ(client.watch_changes() - before, 1u) << "exchange " << i << ": watched more than once before its answer";
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!got && std::chrono::steady_clock::now() < until) loop_->RunOnce(std::chrono::milliseconds(100));
+    ASSERT_TRUE(got);
+    ASSERT_TRUE(got->ok()) << got->message;
+    EXPECT_EQ(got->body, "item");
+    loop_->RunOnce(std::chrono::milliseconds(0));
+    EXPECT_EQ(client.watch_changes() - before, 2u) << "exchange " << i;
+  }
+  EXPECT_EQ(server_.connections_accepted(), 3u);
+  EXPECT_EQ(ClientSocketsTo(server_.port()), 0u);
+}
+
 // A queued exchange is launched as another ends, from inside the client's own handling of curl's
 // events: it is left to the loop's timer there (never driven re-entrantly), and still completes.
 TEST_F(HttpClientTest, QueuedExchangesStartAsOthersEndAndAllComplete) {
@@ -209,6 +231,8 @@ TEST_F(HttpClientTest, AKeptHandleCarriesNothingOfItsExchangeIntoTheNext) {
   post.headers = {{"X-One", "1"}};
   auto r = run(std::move(post));
   ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
+  r = run(exchange("DELETE"));  // a custom method, which the GET after it must not keep
+  ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
   r = run(exchange("GET"));
   ASSERT_TRUE(r && r->ok()) << (r ? r->message : "never finished");
   EXPECT_EQ(r->body, "item");
@@ -233,12 +257,12 @@ TEST_F(HttpClientTest, AKeptHandleCarriesNothingOfItsExchangeIntoTheNext) {
   EXPECT_EQ(r->body, "item");
 
   const std::vector<TestRequest> seen = server_.requests();
-  ASSERT_EQ(seen.size(), 6u);  // the refused exchange reached no server
+  ASSERT_EQ(seen.size(), 7u);  // the refused exchange reached no server
   EXPECT_EQ(seen[0].method, "POST");
   EXPECT_EQ(seen[0].body, "abc");
   EXPECT_EQ(seen[0].header("X-One").value_or(""), "1");
   for (size_t i = 1; i < seen.size(); ++i) {
-    EXPECT_EQ(seen[i].method, i == 2 ? "HEAD" : "GET") << "request " << i;
+    EXPECT_EQ(seen[i].method, i == 1 ? "DELETE" : i == 3 ? "HEAD" : "GET") << "request " << i;
     EXPECT_EQ(seen[i].body, "") << "request " << i;
     EXPECT_FALSE(seen[i].header("X-One")) << "request " << i << " carried the POST's header";
     EXPECT_FALSE(seen[i].header("Content-Length")) << "request " << i << " carried the POST's body";

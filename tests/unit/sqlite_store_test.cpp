@@ -1015,6 +1015,25 @@ const std::vector<std::string> kHotWrites = {
     "UPDATE runs SET state='ended', outcome=?, error=?, ended_us=? WHERE id=? AND state=?",
 };
 
+// The answer's UPDATE (every external call's) is the store's own statement, not a shape of it: an
+// IN list of its three allowed states built an ephemeral table at every answer.
+TEST(SqliteStoreTest, TheCallUpdateBuildsNoEphemeralTable) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+  }
+  EXPECT_EQ(EphemeralTables(db, kSqliteUpdateCallSql), 0) << kSqliteUpdateCallSql;
+  // What the check sees: the same statement with the states as an IN list.
+  std::string in_list = kSqliteUpdateCallSql;
+  const std::string ors = "(state=? OR state=? OR state=?)";
+  const size_t at = in_list.find(ors);
+  ASSERT_NE(at, std::string::npos) << in_list;
+  in_list.replace(at, ors.size(), "state IN (?,?,?)");
+  EXPECT_EQ(EphemeralTables(db, in_list), 1) << in_list;
+}
+
 // Schema 8 to 9: activations, calls and runs are rebuilt with their CHECKs as ORs of equalities.
 // Every row is kept with its id, the indexes are there again, foreign keys hold again after, and
 // none of the hot writes builds an ephemeral table any more (each did in schema 8).

@@ -99,6 +99,55 @@ Result<http::CanonicalUrl> ResolveReference(const std::string& base, const std::
   return http::CanonicalizeUrl(resolved);
 }
 
+// One entry of the answer's `basal.hops`: what a tree of it held, written straight into the
+// answer's text (AppendJson) rather than built as a tree per hop and dumped.
+struct HopRecord {
+  std::string url;  // redacted
+  size_t rule = 0;
+  std::optional<std::string> address;  // what curl connected to ("" when it connected nowhere)
+  const char* failure = nullptr;       // http::FailureName, or none
+  std::optional<int64_t> status;
+  std::optional<uint64_t> attempt;
+  std::optional<uint64_t> retry_in_ms;
+
+  // The members in the order the tree was dumped in (by name), so the bytes are the same.
+  void AppendJson(std::string& out) const {
+    char sep = '{';
+    const auto key = [&out, &sep](std::string_view name) {
+      out += sep;
+      sep = ',';
+      out += '"';
+      out += name;
+      out += "\":";
+    };
+    if (address) {
+      key("address");
+      AppendJsonString(out, *address);
+    }
+    if (attempt) {
+      key("attempt");
+      out += std::to_string(*attempt);
+    }
+    if (failure) {
+      key("failure");
+      AppendJsonString(out, failure);
+    }
+    if (retry_in_ms) {
+      key("retry_in_ms");
+      out += std::to_string(*retry_in_ms);
+    }
+    key("rule");
+    out += std::to_string(rule);
+    if (status) {
+      key("status");
+      out += std::to_string(*status);
+    }
+    key("url");
+    AppendJsonString(out, url);
+    out += '}';
+  }
+};
+
 // One fetch of one activation, across its redirect hops.
 struct Fetch {
   int64_t activation = 0;
@@ -109,7 +158,7 @@ struct Fetch {
   std::optional<std::string> body;
   http::RedirectMode redirect = http::RedirectMode::kFollow;
   int hops = 0;
-  Json hop_log = Json::array();
+  std::vector<HopRecord> hop_log;
   std::set<std::string> secrets_used;  // their names, which the answer lists
   // Every secret the request carried: whatever of the response or of its errors reaches the flow
   // (and so the journal) goes through it.
@@ -189,8 +238,8 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
   // Whether the hop that just ended is attempted again: its rule has a "retry", the request is
   // idempotent, attempts are left, and it failed to connect, timed out, or answered a listed
   // status. If so the hop is logged with the wait, and the same request starts again after it.
-  bool RetryLater(const std::shared_ptr<Fetch>& f, Json& hop, const http::ExchangeResult& r) {
-    const size_t index = hop.value("rule", size_t{0});
+  bool RetryLater(const std::shared_ptr<Fetch>& f, HopRecord& hop, const http::ExchangeResult& r) {
+    const size_t index = hop.rule;
     if (index >= f->grant->rules.size()) return false;
     const http::FetchRule& rule = f->grant->rules[index];
     if (!rule.retry || f->attempt >= rule.retry->max_attempts) return false;
@@ -211,8 +260,8 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
         delay = std::max(delay, std::min<uint64_t>(rule.retry->max_ms, std::stoull(value) * 1000));
       }
     }
-    hop["attempt"] = f->attempt;
-    hop["retry_in_ms"] = delay;
+    hop.attempt = f->attempt;
+    hop.retry_in_ms = delay;
     f->hop_log.push_back(std::move(hop));
     ++f->attempt;
     const uint64_t key = ++retry_keys_;
@@ -340,7 +389,9 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
         x.resolve = {"-" + hp, hp + ":" + joined};
       }
     }
-    Json hop = {{"url", f->Redacted(f->url.url)}, {"rule", rule_index}};
+    HopRecord hop;
+    hop.url = f->Redacted(f->url.url);
+    hop.rule = rule_index;
     std::weak_ptr<FetchService> self = weak_from_this();
     f->transfer = client_.Start(std::move(x), [self, f, hop](http::ExchangeResult r) mutable {
       if (auto s = self.lock()) s->OnHop(f, std::move(hop), std::move(r));
@@ -348,13 +399,13 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     if (auto it = activations_.find(f->activation); it != activations_.end()) it->second.transfers.insert(f->transfer);
   }
 
-  void OnHop(const std::shared_ptr<Fetch>& f, Json hop, http::ExchangeResult r) {
+  void OnHop(const std::shared_ptr<Fetch>& f, HopRecord hop, http::ExchangeResult r) {
     if (auto it = activations_.find(f->activation); it != activations_.end()) it->second.transfers.erase(f->transfer);
     f->transfer = 0;
-    hop["address"] = r.connected;
+    hop.address = r.connected;
     using F = http::ExchangeResult::Failure;
     if (!r.ok()) {
-      hop["failure"] = http::FailureName(r.failure);
+      hop.failure = http::FailureName(r.failure);
       if (r.failure == F::kCancelled) {
         f->hop_log.push_back(std::move(hop));
         f->reply.Error("TypeError", f->Redacted("fetch " + f->Shown() + " aborted: the activation ended"));
@@ -363,14 +414,14 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       const bool refusal = r.failure == F::kAddressRefused || r.failure == F::kTooLarge;
       Count(refusal ? "refusal" : "failure", http::FailureName(r.failure));
       if (RetryLater(f, hop, r)) return;
-      if (f->attempt > 1) hop["attempt"] = f->attempt;
+      if (f->attempt > 1) hop.attempt = f->attempt;
       f->hop_log.push_back(std::move(hop));
       f->reply.Error("TypeError", f->Redacted("fetch " + f->Shown() + (refusal ? " refused: " : " failed: ") + r.message));
       return Ended(*f);
     }
-    hop["status"] = r.status;
+    hop.status = r.status;
     if (RetryLater(f, hop, r)) return;
-    if (f->attempt > 1) hop["attempt"] = f->attempt;
+    if (f->attempt > 1) hop.attempt = f->attempt;
     f->hop_log.push_back(std::move(hop));
     const auto location =
         std::find_if(r.headers.begin(), r.headers.end(), [](const auto& h) { return h.first == "location"; });
@@ -436,7 +487,12 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     std::string text;
     text.reserve(256 + body.size() / 3 * 4 + 4 + r.headers.size() * 64);
     text += R"({"basal":{"hops":)";
-    text += protocol::DumpJson(f.hop_log);
+    text += '[';
+    for (size_t i = 0; i < f.hop_log.size(); ++i) {
+      if (i > 0) text += ',';
+      f.hop_log[i].AppendJson(text);
+    }
+    text += ']';
     text += R"(,"secrets":[)";
     bool first = true;
     for (const std::string& name : f.secrets_used) {

@@ -268,48 +268,32 @@ void HttpClient::Launch(std::unique_ptr<Transfer> t) {
     spare_easy_.pop_back();
   } else {
     t->easy = curl_easy_init();
+    if (t->easy) SetFixedOptions(t->easy);
   }
   if (!t->easy) return fail("libcurl could not start (curl_easy_init failed)");
   CURL* e = t->easy;
   Transfer* raw = t.get();
   const Exchange& x = t->exchange;
+  // What differs between exchanges, all of it set for each (a kept handle holds the last one's).
   curl_easy_setopt(e, CURLOPT_URL, x.url.c_str());
   curl_easy_setopt(e, CURLOPT_PRIVATE, raw);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, raw->error);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  // Only http and https, and no redirect followed by curl: the host call checks every hop.
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  // Never a proxy from the environment (an empty string disables them all), never .netrc.
-  curl_easy_setopt(e, CURLOPT_PROXY, "");
-  curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(e, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_IGNORED));
-  // Its own connection, closed afterwards: a connection admitted for one rule never carries another's request.
-  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
-  curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
-  // Nor a TLS session: an easy handle is kept for the next exchange (KeepEasy), and its session
-  // cache with it, which curl_easy_reset does not empty; without it every handshake is a full one,
-  // as with a new handle per exchange.
-  curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(x.connect_timeout.count()));
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(x.timeout.count()));
   curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(x.max_response_bytes));
-  // Decoded bodies (gzip, deflate, br) are what the write callback counts against the limit.
-  curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
-  curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, raw);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, raw);
-  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &OnOpenSocket);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, raw);
-  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
-  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+  // The method, from a GET without a body: no custom method, no body, not HEAD (POSTFIELDS sets
+  // POST, which HTTPGET then undoes; NOBODY 0 and no upload come with HTTPGET).
+  curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, nullptr);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(-1));
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, nullptr);
+  curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   if (x.method == "HEAD") {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else if (x.method == "GET" && !x.body) {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    // as set above
   } else {
     if (x.body || x.method == "POST" || x.method == "PUT" || x.method == "PATCH") {
       const std::string& body = x.body ? *x.body : std::string();
@@ -330,7 +314,7 @@ void HttpClient::Launch(std::unique_ptr<Transfer> t) {
   if (!has_content_type && x.body) t->header_list = curl_slist_append(t->header_list, "Content-Type:");
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_list);
   for (const std::string& entry : x.resolve) t->resolve_list = curl_slist_append(t->resolve_list, entry.c_str());
-  if (t->resolve_list) curl_easy_setopt(e, CURLOPT_RESOLVE, t->resolve_list);
+  curl_easy_setopt(e, CURLOPT_RESOLVE, t->resolve_list);  // none (nullptr) clears the last exchange's
 
   const uint64_t id = t->id;
   running_.emplace(id, std::move(t));
@@ -349,6 +333,35 @@ void HttpClient::Launch(std::unique_ptr<Transfer> t) {
   if (due_now_ && !driving_) Drive(CURL_SOCKET_TIMEOUT, 0);
 }
 
+void HttpClient::SetFixedOptions(void* easy) {
+  // What every exchange sets alike, set once per easy handle: a kept handle (KeepEasy) is not reset,
+  // so these stay, and Launch sets everything that differs between exchanges every time.
+  CURL* e = static_cast<CURL*>(easy);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  // Only http and https, and no redirect followed by curl: the host call checks every hop.
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  // Never a proxy from the environment (an empty string disables them all), never .netrc.
+  curl_easy_setopt(e, CURLOPT_PROXY, "");
+  curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(e, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_IGNORED));
+  // Its own connection, closed afterwards: a connection admitted for one rule never carries another's request.
+  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+  curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+  // Nor a TLS session: an easy handle is kept for the next exchange (KeepEasy), and its session
+  // cache with it; without it every handshake is a full one, as with a new handle per exchange.
+  curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+  // Decoded bodies (gzip, deflate, br) are what the write callback counts against the limit.
+  curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+  curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnBody);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &OnOpenSocket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+}
+
 void HttpClient::LaunchQueued() {
   while (running_.size() < options_.max_in_flight && !queue_.empty()) {
     std::unique_ptr<Transfer> t = std::move(queue_.front());
@@ -357,32 +370,81 @@ void HttpClient::LaunchQueued() {
   }
 }
 
-int HttpClient::OnSocket(void* /*easy*/, int fd, int what, void* client, void* /*socketp*/) {
+int HttpClient::OnSocket(void* easy, int fd, int what, void* client, void* /*socketp*/) {
   auto* self = static_cast<HttpClient*>(client);
   if (what == CURL_POLL_REMOVE) {
-    self->loop_.Unwatch(fd);
-    self->watched_.erase(fd);
+    if (fd == self->deferred_fd_) {
+      self->deferred_fd_ = -1;  // never watched
+      return 0;
+    }
+    if (self->watched_.erase(fd)) {
+      ++self->watch_changes_;
+      self->loop_.Unwatch(fd);
+    }
     return 0;
   }
   uint32_t events = 0;
   if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= EPOLLIN;
   if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= EPOLLOUT;
   if (self->watched_.count(fd)) {
+    ++self->watch_changes_;
     self->loop_.Modify(fd, events);
     return 0;
   }
-  // A connection being made (curl waits for it to become writable): tried again right after this
-  // action (SocketAction), since on loopback or a near host it is often made already.
-  if (events == EPOLLOUT && self->connecting_ < 0) self->connecting_ = fd;
-  auto watched = self->loop_.Watch(fd, events, [self, fd](uint32_t ready) {
+  if (fd == self->deferred_fd_) {
+    // The deferred connection is made and curl wants something else of it now: one watch, for that.
+    self->deferred_fd_ = -1;
+  } else if (events == EPOLLOUT && self->connecting_ < 0) {
+    // A connection being made (curl waits for it to become writable): tried again right after this
+    // action (SocketAction), since on loopback or a near host it is often made already. Inside an
+    // action its watch waits for the action's end (WatchDeferred): by then curl has usually sent
+    // the request and wants EPOLLIN instead, which is then the only watch asked for.
+    self->connecting_ = fd;
+    if (self->in_action_ && self->deferred_fd_ < 0) {
+      self->deferred_fd_ = fd;
+      self->deferred_easy_ = easy;
+      return 0;
+    }
+  }
+  return self->WatchNow(fd, events) ? 0 : -1;
+}
+
+bool HttpClient::WatchNow(int fd, uint32_t events) {
+  ++watch_changes_;
+  auto watched = loop_.Watch(fd, events, [this, fd](uint32_t ready) {
     int flags = 0;
     if (ready & EPOLLIN) flags |= CURL_CSELECT_IN;
     if (ready & EPOLLOUT) flags |= CURL_CSELECT_OUT;
     if (ready & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
-    self->Drive(fd, flags);
+    Drive(fd, flags);
   });
-  if (watched) self->watched_.insert(fd);
-  return watched ? 0 : -1;
+  if (watched) watched_.insert(fd);
+  return static_cast<bool>(watched);
+}
+
+void HttpClient::WatchDeferred() {
+  const int fd = deferred_fd_;
+  if (fd < 0) return;
+  deferred_fd_ = -1;
+  void* easy = deferred_easy_;
+  deferred_easy_ = nullptr;
+  // Still connecting when the action ended: watched for EPOLLOUT as OnSocket would have. A watch
+  // the loop refuses ends that transfer (OnSocket's -1 would have stopped the whole multi handle).
+  if (!WatchNow(fd, EPOLLOUT)) Fail(easy, "the parent's event loop could not watch the connection");
+}
+
+void HttpClient::Fail(void* easy, std::string why) {
+  Transfer* raw = nullptr;
+  if (!easy || curl_easy_getinfo(static_cast<CURL*>(easy), CURLINFO_PRIVATE, &raw) != CURLE_OK || !raw) return;
+  auto it = running_.find(raw->id);
+  if (it == running_.end()) return;
+  std::unique_ptr<Transfer> t = std::move(it->second);
+  running_.erase(it);
+  curl_multi_remove_handle(static_cast<CURLM*>(multi_), t->easy);
+  ExchangeResult r;
+  r.failure = ExchangeResult::Failure::kOther;
+  r.message = std::move(why);
+  ScheduleFinish(std::move(t), std::move(r));
 }
 
 int HttpClient::OnCloseSocket(void* client, int fd) {
@@ -392,7 +454,11 @@ int HttpClient::OnCloseSocket(void* client, int fd) {
 
 void HttpClient::CloseLater(int fd) {
   // curl has forgotten the socket (it told OnSocket to stop watching it first); so does the loop.
-  if (watched_.erase(fd)) loop_.Unwatch(fd);
+  if (fd == deferred_fd_) deferred_fd_ = -1;
+  if (watched_.erase(fd)) {
+    ++watch_changes_;
+    loop_.Unwatch(fd);
+  }
   closing_.push_back(fd);
   ScheduleCleanup();
 }
@@ -429,11 +495,22 @@ void HttpClient::CloseNow() {
 
 void HttpClient::KeepEasy(Transfer& t) {
   // A handle out of the multi (Collect and Abort remove it) whose connection is closed (never
-  // reused: CURLOPT_FORBID_REUSE) keeps nothing of its exchange once reset but what the setopts
-  // above set again or turn off: the next exchange sets every option it needs, so curl_easy_init
-  // and curl_easy_cleanup (about 5 us together) are paid once, not per exchange.
+  // reused: CURLOPT_FORBID_REUSE) keeps nothing of its exchange but options: the fixed ones
+  // (SetFixedOptions), the same for every exchange, and the last exchange's others, which the next
+  // Launch sets again, every one of them. So curl_easy_init and curl_easy_cleanup (about 5 us
+  // together) are paid once, not per exchange, and neither are curl_easy_reset and the fixed
+  // options' 17 setopts. What pointed into this exchange (its buffers, lists and body, freed with
+  // it) is cleared now all the same.
   if (!t.easy || !multi_ || spare_easy_.size() >= kMaxSpareEasy) return;
-  curl_easy_reset(t.easy);
+  CURL* e = static_cast<CURL*>(t.easy);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, nullptr);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, nullptr);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, nullptr);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, nullptr);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, nullptr);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(e, CURLOPT_RESOLVE, nullptr);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, nullptr);
   spare_easy_.push_back(t.easy);
   t.easy = nullptr;
 }
@@ -469,13 +546,19 @@ void HttpClient::SocketAction(int fd, int curl_events) {
   due_now_ = false;
   connecting_ = -1;
   int running = 0;
+  const bool outer = !in_action_;
+  in_action_ = true;
   curl_multi_socket_action(multi, fd, curl_events, &running);
   // A connect started in that action that completed inside connect() (loopback, a near host)
   // sends its request now rather than after an epoll round. curl looks at the socket itself
   // (poll with no wait, then SO_ERROR), so one still connecting goes on waiting for EPOLLOUT.
   const int fresh = connecting_;
   connecting_ = -1;
-  if (fresh >= 0 && watched_.count(fresh)) curl_multi_socket_action(multi, fresh, CURL_CSELECT_OUT, &running);
+  if (fresh >= 0 && (fresh == deferred_fd_ || watched_.count(fresh)))
+    curl_multi_socket_action(multi, fresh, CURL_CSELECT_OUT, &running);
+  if (!outer) return;
+  in_action_ = false;
+  WatchDeferred();
 }
 
 void HttpClient::Collect() {

@@ -26,10 +26,12 @@
 // socket is already out of curl's hands and out of the loop's epoll set; only its descriptor lives
 // on, until the loop's next pass (or the client's destruction): the sockets waiting are never more
 // than those of the exchanges that ended since. The finished exchange's easy handle is dealt with
-// then too, after its `done` has run, not before it: reset (curl_easy_reset) and kept for the next
-// exchange, a few at most, instead of a curl_easy_cleanup now and a curl_easy_init for the next.
-// A kept handle carries nothing into the next exchange: every option is set again, its connection
-// was closed (never reused), and its TLS session cache is off (CURLOPT_SSL_SESSIONID_CACHE).
+// then too, after its `done` has run, not before it: kept for the next exchange, a few at most,
+// instead of a curl_easy_cleanup now and a curl_easy_init for the next. A kept handle carries
+// nothing into the next exchange: the options every exchange sets alike are set once per handle
+// and stay, every other option is set again by each exchange (its method, body, headers, limits,
+// name pins and callbacks' data), its connection was closed (never reused), and its TLS session
+// cache is off (CURLOPT_SSL_SESSIONID_CACHE).
 //
 // No loop pass is spent waiting on nothing: an exchange started outside curl's own calls is driven
 // at once (curl asks for a 0 ms timeout when a handle is added; it is not left to the loop's next
@@ -129,6 +131,9 @@ class HttpClient {
 
   size_t in_flight() const { return running_.size(); }
   size_t queued() const { return queue_.size(); }
+  // How many times the client asked the loop to watch, change or drop a socket (an epoll_ctl
+  // each): for tests and diagnostics.
+  uint64_t watch_changes() const { return watch_changes_; }
 
   struct Transfer;  // one exchange in curl's hands (http_client.cpp)
 
@@ -143,7 +148,11 @@ class HttpClient {
   void CloseLater(int fd);  // a socket curl has closed, closed for real once this pass ended
   void ScheduleCleanup();   // CloseNow once this pass ended
   void CloseNow();  // closes the sockets curl closed, keeps or cleans up the finished exchanges' handles
-  void KeepEasy(Transfer& t);  // its easy handle reset and kept for the next exchange (a few at most)
+  void KeepEasy(Transfer& t);  // its easy handle kept for the next exchange (a few at most)
+  void SetFixedOptions(void* easy);  // the options every exchange sets alike, once per handle
+  bool WatchNow(int fd, uint32_t events);  // the loop watches `fd` for curl: true if it does
+  void WatchDeferred();  // the connecting socket's watch OnSocket left until the action's end
+  void Fail(void* easy, std::string why);  // a transfer in flight ends with kOther, told later
 
   static int OnCloseSocket(void* client, int fd);
   static int OnSocket(void* easy, int fd, int what, void* client, void* socketp);
@@ -165,6 +174,12 @@ class HttpClient {
   bool driving_ = false;       // inside Drive: a 0 ms timeout is left to the loop's timer
   bool due_now_ = false;       // curl asked for a 0 ms timeout since the last socket action
   int connecting_ = -1;        // a socket curl first asked to watch for EPOLLOUT in this action
+  bool in_action_ = false;     // inside SocketAction: a new connection's first watch may wait
+  // The connecting socket's EPOLLOUT watch, not yet asked of the loop: if the connection is made at
+  // once (loopback, a near host) curl next wants EPOLLIN, and one epoll_ctl does instead of two.
+  int deferred_fd_ = -1;
+  void* deferred_easy_ = nullptr;  // its transfer's CURL*
+  uint64_t watch_changes_ = 0;
   bool close_scheduled_ = false;
   std::optional<EventLoop::TimerId> close_timer_;
   std::shared_ptr<bool> alive_;  // posted completions check it: the client may be gone

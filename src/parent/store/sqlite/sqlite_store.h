@@ -43,6 +43,10 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& options
 // journal, or newer.
 Result<std::unique_ptr<JournalReader>> OpenSqliteReader(const std::string& path);
 
+// The statement that moves a host call's record on (JournalStore::UpdateCall: the answer of every
+// external call), named for its test: its program builds no ephemeral table.
+extern const char* const kSqliteUpdateCallSql;
+
 // mkdir -p where every directory it creates gets mode 0700; existing ones are left as they are.
 // kIo naming the directory when one cannot be made or `dir` is not a directory.
 Result<void> EnsurePrivateDirectory(const std::string& dir);
