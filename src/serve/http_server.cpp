@@ -208,8 +208,8 @@ struct HttpListener::Impl {
     // whole in one sendmsg, but libmicrohttpd (0.9.75) only moves the request from "body ready" to
     // "sent" (the completed callback, the connection back to reading, back in its epoll set) in its
     // next pass over the connection. That pass runs here, at once, instead of through a timer due
-    // now and one more pass of the loop (its epoll_wait and its timers, posted work and pass end)
-    // before the client's next request can be read. Once: more is left to the timer, as before.
+    // now and one more pass of the loop (its timers, posted work and pass end), which came after
+    // the client's next request had been written. Once: more is left to the timer, as before.
     if (MHD_get_timeout(daemon, &ms) == MHD_YES && ms == 0) {
       const size_t again = connections;
       MHD_run(daemon);
