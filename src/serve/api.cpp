@@ -530,7 +530,12 @@ void Api::AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chro
                         const RunRow* known) {
   o_.queue.Wait(run_id, wait, RunQueue::WaitedFn([this, respond](const Result<RunRow>& run, const ActivationRow* ended) {
     if (!run) return respond(JsonError(500, "internal", run.error().message));
-    respond(JsonResponse(run->state == RunState::kEnded ? 200 : 202, RunJson(*run, ended)));
+    // The run's text written directly (RunJsonText: the bytes of RunJson's tree, dumped).
+    HttpResponse r;
+    r.status = run->state == RunState::kEnded ? 200 : 202;
+    r.body = serve::RunJsonText(*run, o_.reader, ended);
+    r.body += '\n';
+    respond(std::move(r));
   }), known);
 }
 

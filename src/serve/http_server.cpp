@@ -203,6 +203,18 @@ struct HttpListener::Impl {
     if (timer) loop->Cancel(*timer);
     timer.reset();
     MHD_UNSIGNED_LONG_LONG ms = 0;
+    // A timeout of 0: libmicrohttpd has work it can do now without waiting for its descriptors.
+    // The commonest: an answer queued to a resumed connection (a run's, after its commit) goes out
+    // whole in one sendmsg, but libmicrohttpd (0.9.75) only moves the request from "body ready" to
+    // "sent" (the completed callback, the connection back to reading, back in its epoll set) in its
+    // next pass over the connection. That pass runs here, at once, instead of through a timer due
+    // now and one more pass of the loop (its timers, posted work and pass end), which came after
+    // the client's next request had been written. Once: more is left to the timer, as before.
+    if (MHD_get_timeout(daemon, &ms) == MHD_YES && ms == 0) {
+      const size_t again = connections;
+      MHD_run(daemon);
+      if (connections < again) MHD_run(daemon);
+    }
     if (MHD_get_timeout(daemon, &ms) == MHD_YES) {
       timer = loop->At(EventLoop::Clock::now() + std::chrono::milliseconds(std::min<MHD_UNSIGNED_LONG_LONG>(ms, 60'000)),
                        [this] {

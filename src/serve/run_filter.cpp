@@ -1,7 +1,10 @@
 // Run listing filters (run_filter.h).
 #include "serve/run_filter.h"
 
+#include <algorithm>
 #include <ctime>
+#include <string_view>
+#include <utility>
 
 #include "basal/outcome.h"
 #include "parent/store/owner.h"
@@ -250,6 +253,126 @@ nlohmann::json RunJson(const RunRow& run, JournalReader& reader, const Activatio
     }
   }
   return j;
+}
+
+namespace {
+
+// A JSON string's text as nlohmann's dump(-1, ' ', false, replace) writes it: printable ASCII
+// without a quote or a backslash as it is (what ids, names, times and outcomes are), anything else
+// through dump itself (its escapes, its replacement of invalid UTF-8).
+void AppendJsonString(std::string& out, std::string_view s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      return;
+    }
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+std::string JsonStringText(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  AppendJsonString(out, s);
+  return out;
+}
+
+// ParseOrText's value as dump writes it.
+std::string ParsedOrTextText(const std::string& text) {
+  return ParseOrText(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string DoubleText(double v) { return nlohmann::json(v).dump(); }
+
+// An object's members by key, written in nlohmann's order (std::map's: by key, bytewise); a key
+// set again replaces its value, as `j[key] = ...` does. Keys are plain ASCII literals.
+class Members {
+ public:
+  void Set(std::string_view key, std::string text) {
+    for (auto& [k, v] : members_) {
+      if (k == key) {
+        v = std::move(text);
+        return;
+      }
+    }
+    members_.emplace_back(key, std::move(text));
+  }
+  std::string Text() {
+    std::sort(members_.begin(), members_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t size = 2;
+    for (const auto& [k, v] : members_) size += k.size() + v.size() + 4;
+    std::string out;
+    out.reserve(size);
+    out += '{';
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (i > 0) out += ',';
+      out += '"';
+      out += members_[i].first;
+      out += "\":";
+      out += members_[i].second;
+    }
+    out += '}';
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<std::string_view, std::string>> members_;
+};
+
+}  // namespace
+
+std::string RunJsonText(const RunRow& run, JournalReader& reader, const ActivationRow* ended) {
+  // The same members, from the same reads, as RunJson (keep the two in step: RunJsonTextTest
+  // compares them run by run).
+  Members j;
+  j.Set("id", std::to_string(run.id));
+  j.Set("url", "\"/v1/runs/" + std::to_string(run.id) + "\"");
+  j.Set("flow", JsonStringText(run.flow));
+  j.Set("trigger", JsonStringText(run.trigger));
+  j.Set("state", JsonStringText(RunStateName(run.state)));
+  j.Set("created", JsonStringText(UtcText(run.created_unix_us)));
+  if (!run.idempotency_key.empty()) j.Set("idempotency_key", JsonStringText(run.idempotency_key));
+  j.Set("input", ParsedOrTextText(run.input_json));
+  if (run.started_unix_us) j.Set("started", JsonStringText(UtcText(*run.started_unix_us)));
+  if (run.ended_unix_us) j.Set("ended", JsonStringText(UtcText(*run.ended_unix_us)));
+  if (run.activation_id > 0) j.Set("activation_id", std::to_string(run.activation_id));
+  if (run.state == RunState::kEnded) j.Set("outcome", JsonStringText(run.outcome));
+  if (!run.error_json.empty()) j.Set("error", ParsedOrTextText(run.error_json));
+  if (run.durable) {
+    j.Set("durable", "true");
+    j.Set("resumes", std::to_string(run.resumes));
+    j.Set("attempt", std::to_string(run.attempt));
+  }
+  if (RunParked(run.state) && run.wake_unix_us) j.Set("wakes", JsonStringText(UtcText(*run.wake_unix_us)));
+  if (run.state == RunState::kWaiting) {
+    Members waiting;
+    waiting.Set("event", JsonStringText(run.waiting_for));
+    if (!run.waiting_key.empty()) waiting.Set("key", JsonStringText(run.waiting_key));
+    j.Set("waiting_for", waiting.Text());
+  }
+  if (!run.state_detail.empty()) j.Set("detail", ParsedOrTextText(run.state_detail));
+  if (run.activation_id > 0 && !RunParked(run.state) && run.state != RunState::kQueued) {
+    std::optional<Result<std::vector<ActivationRow>>> read;
+    const ActivationRow* found = ended && ended->id == run.activation_id ? ended : nullptr;
+    if (!found) {
+      read = reader.Activations(run.activation_id, 1);
+      if (*read && !(*read)->empty()) found = &(*read)->front();
+    }
+    if (found) {
+      const ActivationRow& a = *found;
+      if (a.end_unix_us && (run.state == RunState::kEnded || a.outcome != "parked")) {
+        j.Set("outcome", JsonStringText(run.state == RunState::kEnded ? run.outcome : a.outcome));
+        if (!a.result_json.empty() && a.outcome == "ok") j.Set("result", ParsedOrTextText(a.result_json));
+        if (!a.error_json.empty() && run.error_json.empty()) j.Set("error", ParsedOrTextText(a.error_json));
+        j.Set("duration_ms", DoubleText(static_cast<double>(*a.end_unix_us - a.start_unix_us) / 1000.0));
+        j.Set("cpu_ms", DoubleText(static_cast<double>(a.cpu_us) / 1000.0));
+      }
+    }
+  }
+  return j.Text();
 }
 
 std::optional<std::string> NextRunCursor(const std::vector<RunRow>& rows, bool more) {

@@ -59,6 +59,9 @@ RunFilterParse ParseRunFilter(const RunFilterText& text, int64_t now_unix_us, Ru
 // its row, and from its last activation (read through `reader`) the result, error and timings.
 // `ended`: that activation as the caller already holds it (RunQueue::Wait's), not read again.
 nlohmann::json RunJson(const RunRow& run, JournalReader& reader, const ActivationRow* ended = nullptr);
+// The same run as RunJson's dump(-1, ' ', false, replace), the bytes an answer carries, written
+// without building the tree (a `?wait` answer's: it is on the run's path).
+std::string RunJsonText(const RunRow& run, JournalReader& reader, const ActivationRow* ended = nullptr);
 
 // The cursor of the page after `rows` when there are more (`more`): opaque to clients (today the
 // last run's id, below which the next page continues); nullopt when the listing is complete.

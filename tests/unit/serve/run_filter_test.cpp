@@ -100,3 +100,128 @@ TEST(RunFilter, TheNextCursorIsTheLastRunOfAFullPage) {
 
 }  // namespace
 }  // namespace basal::serve
+
+namespace basal::serve {
+namespace {
+
+// A reader that has the activations it is given, and nothing else.
+class ActivationsReader : public JournalReader {
+ public:
+  std::vector<ActivationRow> activations;
+  int reads = 0;
+  Result<std::vector<ActivationRow>> Activations(std::optional<int64_t> id, size_t) override {
+    ++reads;
+    std::vector<ActivationRow> out;
+    for (const ActivationRow& a : activations)
+      if (id && a.id == *id) out.push_back(a);
+    if (out.empty()) return MakeError(ErrorCode::kNotFound, "no such activation");
+    return out;
+  }
+  Result<std::vector<CallRow>> Calls(int64_t) override { return std::vector<CallRow>{}; }
+  Result<std::optional<ApprovalRow>> Approval(int64_t) override { return std::optional<ApprovalRow>(); }
+  Result<std::vector<ApprovalRow>> Versions(ApprovalKind, const std::string&) override { return std::vector<ApprovalRow>{}; }
+  Result<std::vector<ApprovalRow>> Names(ApprovalKind) override { return std::vector<ApprovalRow>{}; }
+  Result<std::vector<ApprovalEvent>> Events(ApprovalKind, const std::string&) override {
+    return std::vector<ApprovalEvent>{};
+  }
+  Result<std::optional<std::string>> Text(const std::string&) override { return std::optional<std::string>(); }
+  Result<std::vector<RunRow>> ListRuns(const RunQuery&) override { return std::vector<RunRow>{}; }
+  Result<std::optional<RunRow>> GetRun(int64_t) override { return std::optional<RunRow>(); }
+  Result<std::vector<ActivationRow>> RunActivations(int64_t) override { return std::vector<ActivationRow>{}; }
+  Result<std::vector<CallRow>> RunCalls(int64_t) override { return std::vector<CallRow>{}; }
+  Result<std::vector<CallResolution>> Resolutions(int64_t) override { return std::vector<CallResolution>{}; }
+  Result<std::vector<TokenRow>> ListTokens() override { return std::vector<TokenRow>{}; }
+  Result<std::vector<KvAuditEntry>> KvAudit(const std::optional<std::string>&, size_t) override {
+    return std::vector<KvAuditEntry>{};
+  }
+};
+
+// RunJsonText is RunJson's tree dumped as an answer dumps it (JsonBody, without its newline), byte
+// for byte: every state, with and without an activation (given, read, missing), errors, durable
+// and parked runs, and texts that need escaping, are not JSON, are not UTF-8, or are large.
+TEST(RunJsonText, WritesTheBytesOfRunJsonsDump) {
+  const std::vector<std::string> texts = {
+      "", "1", "-7", "1.5", "1e300", "0.1", "true", "null", "\"a string\"", "{\"b\":1,\"a\":[1,2,{\"z\":null,\"y\":\"x\"}]}",
+      "{\"kind\":\"script_error\",\"message\":\"boom \\\"quoted\\\" \\\\ back\\nslash\\ttab\\u0001\"}",
+      "not json at all", "{\"unterminated\": ", "\"\\u00e9t\\u00e9 \\ud83d\\ude00\"", "\xff\xfe broken utf-8",
+      "[" + std::string(20000, '1') + "]", "\"" + std::string(20000, 'x') + "\"", "{\"a\":1,\"a\":2}",
+      "12345678901234567890", "-0.0", "3.0", "  {\"spaced\" : [ 1 , 2 ] }  "};
+  const std::vector<std::string> names = {"bench", "a \"quoted\" name", "tab\there", "\xc3\xa9t\xc3\xa9", "bad \xff utf-8",
+                                          "ctl\x01\x7f", "slash/and\\back"};
+  const std::vector<RunState> states = {RunState::kQueued,      RunState::kRunning, RunState::kEnded,
+                                        RunState::kInterrupted, RunState::kSleeping, RunState::kWaiting,
+                                        RunState::kRetrying,    RunState::kNeedsReconciliation};
+  const std::vector<std::string> outcomes = {"ok", "script_error", "parked", "abandoned", "cancelled", ""};
+  size_t compared = 0;
+  for (size_t i = 0; i < 3000; ++i) {
+    RunRow run;
+    run.id = static_cast<int64_t>(1 + i * 7919 % 100000);
+    run.flow = names[i % names.size()];
+    run.trigger = i % 5 == 0 ? names[(i / 5) % names.size()] : "api";
+    run.idempotency_key = i % 4 == 0 ? names[(i / 4) % names.size()] : "";
+    run.state = states[(i / 3) % states.size()];
+    run.input_json = texts[i % texts.size()];
+    run.created_unix_us = 1'733'324'822'869'000 + static_cast<int64_t>(i) * 1'234'567;
+    if (i % 2 == 0) run.started_unix_us = run.created_unix_us + 150;
+    if (i % 3 == 0) run.ended_unix_us = run.created_unix_us + 999'999;
+    run.activation_id = i % 6 == 5 ? 0 : static_cast<int64_t>(10 + i);
+    run.outcome = outcomes[i % outcomes.size()];
+    if (i % 7 == 0) run.error_json = texts[(i / 7) % texts.size()];
+    if (i % 11 == 0) run.state_detail = texts[(i / 11) % texts.size()];
+    run.durable = i % 4 == 1;
+    run.resumes = static_cast<int64_t>(i % 3);
+    run.attempt = static_cast<int64_t>(1 + i % 2);
+    if (i % 5 != 0) run.wake_unix_us = run.created_unix_us + 5'000'000;
+    run.waiting_for = i % 2 == 0 ? "approved" : names[i % names.size()];
+    run.waiting_key = i % 3 == 0 ? "" : names[(i / 3) % names.size()];
+
+    ActivationRow a;
+    a.id = run.activation_id;
+    a.start_unix_us = run.created_unix_us + 100;
+    if (i % 8 != 7) a.end_unix_us = a.start_unix_us + static_cast<int64_t>(i * 37 % 100000);
+    a.outcome = outcomes[(i / 2) % outcomes.size()];
+    a.result_json = texts[(i / 2) % texts.size()];
+    if (i % 9 == 0) a.error_json = texts[(i / 9) % texts.size()];
+    a.cpu_us = static_cast<int64_t>(i * 13 % 7777);
+
+    ActivationsReader reader;
+    if (i % 3 != 2) reader.activations.push_back(a);  // else: the read finds nothing
+    const ActivationRow* ended = i % 2 == 0 ? &a : nullptr;
+    const std::string tree = RunJson(run, reader, ended).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const int tree_reads = reader.reads;
+    const std::string text = RunJsonText(run, reader, ended);
+    ASSERT_EQ(text, tree) << "run " << i;
+    EXPECT_EQ(reader.reads, 2 * tree_reads) << "run " << i << ": the same reads as RunJson";
+    ++compared;
+  }
+  EXPECT_EQ(compared, 3000u);
+  // The answer's own case: a plain run ended ok, its activation given.
+  RunRow run;
+  run.id = 42;
+  run.flow = "bench";
+  run.trigger = "api";
+  run.state = RunState::kEnded;
+  run.input_json = "1";
+  run.created_unix_us = 1'733'324'822'869'000;
+  run.started_unix_us = run.created_unix_us + 120;
+  run.ended_unix_us = run.created_unix_us + 330;
+  run.activation_id = 7;
+  run.outcome = "ok";
+  ActivationRow a;
+  a.id = 7;
+  a.start_unix_us = run.created_unix_us + 120;
+  a.end_unix_us = run.created_unix_us + 330;
+  a.outcome = "ok";
+  a.result_json = "1";
+  a.cpu_us = 95;
+  ActivationsReader reader;
+  EXPECT_EQ(RunJsonText(run, reader, &a),
+            "{\"activation_id\":7,\"cpu_ms\":0.095,\"created\":\"2024-12-04T15:07:02.869Z\",\"duration_ms\":0.21,"
+            "\"ended\":\"2024-12-04T15:07:02.869Z\",\"flow\":\"bench\",\"id\":42,\"input\":1,\"outcome\":\"ok\","
+            "\"result\":1,\"started\":\"2024-12-04T15:07:02.869Z\",\"state\":\"ended\",\"trigger\":\"api\","
+            "\"url\":\"/v1/runs/42\"}");
+  EXPECT_EQ(reader.reads, 0);
+}
+
+}  // namespace
+}  // namespace basal::serve
