@@ -199,6 +199,24 @@ nlohmann::json ParseOrText(const std::string& text) {
   return j.is_discarded() ? nlohmann::json(text) : j;
 }
 
+// The activation whose end a run shows (RunJson and RunJsonText alike), or null: `ended` when it is
+// the run's activation, else read (kept in `read`). A parked run has not ended: its last
+// activation's end (parked, or a failed attempt) is in its detail, not shown as the run's outcome.
+// Nor is the end of the activation before a wake or a resume while the run waits to go on (queued
+// again, or running its next activation before that one is recorded). Only an ended activation is
+// shown, and a parked one only once the run has ended.
+const ActivationRow* ShownActivation(const RunRow& run, JournalReader& reader, const ActivationRow* ended,
+                                     std::optional<Result<std::vector<ActivationRow>>>& read) {
+  if (run.activation_id <= 0 || RunParked(run.state) || run.state == RunState::kQueued) return nullptr;
+  const ActivationRow* found = ended && ended->id == run.activation_id ? ended : nullptr;
+  if (!found) {
+    read = reader.Activations(run.activation_id, 1);
+    if (*read && !(*read)->empty()) found = &(*read)->front();
+  }
+  if (!found || !found->end_unix_us || (run.state != RunState::kEnded && found->outcome == "parked")) return nullptr;
+  return found;
+}
+
 }  // namespace
 
 nlohmann::json RunJson(const RunRow& run, JournalReader& reader, const ActivationRow* ended) {
@@ -228,29 +246,15 @@ nlohmann::json RunJson(const RunRow& run, JournalReader& reader, const Activatio
   }
   // Why it waits (interrupted, needs_reconciliation: the calls in doubt) or what it was scheduled for.
   if (!run.state_detail.empty()) j["detail"] = ParseOrText(run.state_detail);
-  // A parked run has not ended: its last activation's end (parked, or a failed attempt) is in its
-  // detail, not shown as the run's outcome.
-  // Nor is the end of the activation before a wake or a resume while the run waits to go on
-  // (queued again, or running its next activation before that one is recorded).
-  if (run.activation_id > 0 && !RunParked(run.state) && run.state != RunState::kQueued) {
-    std::optional<Result<std::vector<ActivationRow>>> read;
-    const ActivationRow* found = ended && ended->id == run.activation_id ? ended : nullptr;
-    if (!found) {
-      read = reader.Activations(run.activation_id, 1);
-      if (*read && !(*read)->empty()) found = &(*read)->front();
-    }
-    if (found) {
-      const ActivationRow& a = *found;
-      if (a.end_unix_us && (run.state == RunState::kEnded || a.outcome != "parked")) {
-        // The run's own end wins where it has one (a durable run that ran out of resumes ended
-        // after its last activation was abandoned).
-        j["outcome"] = run.state == RunState::kEnded ? run.outcome : a.outcome;
-        if (!a.result_json.empty() && a.outcome == "ok") j["result"] = ParseOrText(a.result_json);
-        if (!a.error_json.empty() && run.error_json.empty()) j["error"] = ParseOrText(a.error_json);
-        j["duration_ms"] = static_cast<double>(*a.end_unix_us - a.start_unix_us) / 1000.0;
-        j["cpu_ms"] = static_cast<double>(a.cpu_us) / 1000.0;
-      }
-    }
+  std::optional<Result<std::vector<ActivationRow>>> read;
+  if (const ActivationRow* a = ShownActivation(run, reader, ended, read)) {
+    // The run's own end wins where it has one (a durable run that ran out of resumes ended after
+    // its last activation was abandoned).
+    j["outcome"] = run.state == RunState::kEnded ? run.outcome : a->outcome;
+    if (!a->result_json.empty() && a->outcome == "ok") j["result"] = ParseOrText(a->result_json);
+    if (!a->error_json.empty() && run.error_json.empty()) j["error"] = ParseOrText(a->error_json);
+    j["duration_ms"] = static_cast<double>(*a->end_unix_us - a->start_unix_us) / 1000.0;
+    j["cpu_ms"] = static_cast<double>(a->cpu_us) / 1000.0;
   }
   return j;
 }
@@ -354,23 +358,13 @@ std::string RunJsonText(const RunRow& run, JournalReader& reader, const Activati
     j.Set("waiting_for", waiting.Text());
   }
   if (!run.state_detail.empty()) j.Set("detail", ParsedOrTextText(run.state_detail));
-  if (run.activation_id > 0 && !RunParked(run.state) && run.state != RunState::kQueued) {
-    std::optional<Result<std::vector<ActivationRow>>> read;
-    const ActivationRow* found = ended && ended->id == run.activation_id ? ended : nullptr;
-    if (!found) {
-      read = reader.Activations(run.activation_id, 1);
-      if (*read && !(*read)->empty()) found = &(*read)->front();
-    }
-    if (found) {
-      const ActivationRow& a = *found;
-      if (a.end_unix_us && (run.state == RunState::kEnded || a.outcome != "parked")) {
-        j.Set("outcome", JsonStringText(run.state == RunState::kEnded ? run.outcome : a.outcome));
-        if (!a.result_json.empty() && a.outcome == "ok") j.Set("result", ParsedOrTextText(a.result_json));
-        if (!a.error_json.empty() && run.error_json.empty()) j.Set("error", ParsedOrTextText(a.error_json));
-        j.Set("duration_ms", DoubleText(static_cast<double>(*a.end_unix_us - a.start_unix_us) / 1000.0));
-        j.Set("cpu_ms", DoubleText(static_cast<double>(a.cpu_us) / 1000.0));
-      }
-    }
+  std::optional<Result<std::vector<ActivationRow>>> read;
+  if (const ActivationRow* a = ShownActivation(run, reader, ended, read)) {
+    j.Set("outcome", JsonStringText(run.state == RunState::kEnded ? run.outcome : a->outcome));
+    if (!a->result_json.empty() && a->outcome == "ok") j.Set("result", ParsedOrTextText(a->result_json));
+    if (!a->error_json.empty() && run.error_json.empty()) j.Set("error", ParsedOrTextText(a->error_json));
+    j.Set("duration_ms", DoubleText(static_cast<double>(*a->end_unix_us - a->start_unix_us) / 1000.0));
+    j.Set("cpu_ms", DoubleText(static_cast<double>(a->cpu_us) / 1000.0));
   }
   return j.Text();
 }
