@@ -155,12 +155,22 @@ if [[ -n "$compare" ]]; then
   compare_tree=$(mktemp -d "$PWD/build/bench-compare.XXXXXX")
   rmdir "$compare_tree"
   git worktree add --detach "$compare_tree" "$rev" >/dev/null 2>&1
-  echo "building $compare ($(git rev-parse --short "$rev")) in $compare_tree (ccache keeps this short after a first build)"
+  # Configured as this checkout's build is: the same unity setting (a unity build inlines across
+  # the sources of a batch, so the two builds would otherwise not be the same compile) and the same
+  # compiler launcher (from the environment, else this build's cache, else ccache when installed).
   # The same layout as this checkout (build/release under the tree), so ccache's base-relative
   # paths match and the unchanged sources are cache hits.
-  (cd "$compare_tree" && cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release \
-     ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER="$CMAKE_CXX_COMPILER_LAUNCHER"} \
-     ${CMAKE_C_COMPILER_LAUNCHER:+-DCMAKE_C_COMPILER_LAUNCHER="$CMAKE_C_COMPILER_LAUNCHER"} >/dev/null &&
+  cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt" | head -n 1; }
+  unity=$(cache_value BASAL_UNITY_BUILD)
+  cxx_launcher=${CMAKE_CXX_COMPILER_LAUNCHER:-$(cache_value CMAKE_CXX_COMPILER_LAUNCHER)}
+  c_launcher=${CMAKE_C_COMPILER_LAUNCHER:-$(cache_value CMAKE_C_COMPILER_LAUNCHER)}
+  if [[ -z "$cxx_launcher" && -z "$c_launcher" ]] && command -v ccache >/dev/null; then
+    cxx_launcher=ccache c_launcher=ccache
+  fi
+  echo "building $compare ($(git rev-parse --short "$rev")) in $compare_tree (unity build: ${unity:-OFF}; compiler launcher: ${cxx_launcher:-none})"
+  (cd "$compare_tree" && cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DBASAL_UNITY_BUILD="${unity:-OFF}" \
+     ${cxx_launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$cxx_launcher"} \
+     ${c_launcher:+-DCMAKE_C_COMPILER_LAUNCHER="$c_launcher"} >/dev/null &&
      cmake --build build/release -j2 --target basal-bench >/dev/null)
   bench_bin[$compare]="$compare_tree/build/release/bin/basal-bench"
   mkdir -p "$results/compare"
