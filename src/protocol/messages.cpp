@@ -486,6 +486,19 @@ std::string DumpJson(const Json& value) {
   }
 }
 
+void AppendJsonString(std::string& out, std::string_view s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      out += DumpJson(Json(std::string(s)));
+      return;
+    }
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
 bool ParsePlainScalar(std::string_view text, Json& out) {
   if (text == "null") {
     out = nullptr;

@@ -54,6 +54,10 @@ bool ParseJsonValue(std::string_view text, Json& out, std::string& error, size_t
 size_t CountJsonValues(std::string_view text, size_t stop_after = SIZE_MAX);
 // Serializes without throwing: invalid UTF-8 is replaced, never an exception.
 std::string DumpJson(const Json& value);
+// `s` as a JSON string appended to `out`, byte for byte as DumpJson writes that string: printable
+// ASCII without a quote or a backslash (ids, names, times, URLs) as it is, anything else through
+// DumpJson (its escapes, invalid UTF-8 replaced). For writers of JSON text that must match a dump.
+void AppendJsonString(std::string& out, std::string_view s);
 // A JSON text that is one literal (null, true, false) or a plain integer (an optional minus, 1 to
 // 15 digits, no leading zero: always inside kMaxMessageInteger), read into `out` as Json::parse
 // reads it (a number without a minus as unsigned) without the parser; false for any other text,

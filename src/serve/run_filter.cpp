@@ -8,6 +8,7 @@
 
 #include "basal/outcome.h"
 #include "parent/store/owner.h"
+#include "protocol/messages.h"
 #include "serve/config.h"
 
 namespace basal::serve {
@@ -261,26 +262,10 @@ nlohmann::json RunJson(const RunRow& run, JournalReader& reader, const Activatio
 
 namespace {
 
-// A JSON string's text as nlohmann's dump(-1, ' ', false, replace) writes it: printable ASCII
-// without a quote or a backslash as it is (what ids, names, times and outcomes are), anything else
-// through dump itself (its escapes, its replacement of invalid UTF-8).
-void AppendJsonString(std::string& out, std::string_view s) {
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      return;
-    }
-  }
-  out += '"';
-  out += s;
-  out += '"';
-}
-
 std::string JsonStringText(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
-  AppendJsonString(out, s);
+  protocol::AppendJsonString(out, s);
   return out;
 }
 

@@ -402,6 +402,19 @@ TEST(MessagesTest, DumpJsonWritesEveryValueAsDumpDoes) {
   EXPECT_EQ(DumpJson(Json(std::string("\xff"))), "\"\xef\xbf\xbd\"");  // invalid UTF-8 replaced, not thrown
 }
 
+// AppendJsonString writes a string as DumpJson does, after what `out` held: plain ASCII as it is,
+// everything else (quotes, backslashes, control bytes, DEL, UTF-8, invalid bytes) through DumpJson.
+TEST(MessagesTest, AppendJsonStringWritesAStringAsDumpJsonDoes) {
+  for (const std::string& s : {std::string(), std::string("run_7"), std::string("https://x.test/a?b=1&c=%20"),
+                              std::string("a \"q\""), std::string("back\\slash"), std::string("tab\there"),
+                              std::string("nul\0byte", 8), std::string("del\x7f"), std::string("caf\xc3\xa9"),
+                              std::string("bad\xff")}) {
+    std::string out = "held";
+    AppendJsonString(out, s);
+    EXPECT_EQ(out, "held" + DumpJson(Json(s))) << s;
+  }
+}
+
 // The parent writes each activate frame into its output buffer in place: the same bytes as the
 // built message in a frame, after whatever the buffer held.
 TEST(MessagesTest, AnActivateFrameIsAppendedAsTheMessageIsBuilt) {

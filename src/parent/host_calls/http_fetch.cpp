@@ -42,20 +42,6 @@ void AppendBase64(std::string& out, std::string_view bytes) {
   out.resize(at + static_cast<size_t>(n));
 }
 
-// `s` as a JSON string, appended to `out`, byte for byte as protocol::DumpJson writes it: printable
-// ASCII without a quote or backslash (a URL, most header names and values) as it is, anything
-// else through the shared serializer (escapes, UTF-8 checked, invalid bytes replaced).
-void AppendJsonString(std::string& out, std::string_view s) {
-  const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E && c != '"' && c != '\\'; });
-  if (!plain) {
-    out += protocol::DumpJson(Json(std::string(s)));
-    return;
-  }
-  out += '"';
-  out += s;
-  out += '"';
-}
-
 bool IsRedirect(int64_t status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
@@ -122,7 +108,7 @@ struct HopRecord {
     };
     if (address) {
       key("address");
-      AppendJsonString(out, *address);
+      protocol::AppendJsonString(out, *address);
     }
     if (attempt) {
       key("attempt");
@@ -130,7 +116,7 @@ struct HopRecord {
     }
     if (failure) {
       key("failure");
-      AppendJsonString(out, failure);
+      protocol::AppendJsonString(out, failure);
     }
     if (retry_in_ms) {
       key("retry_in_ms");
@@ -143,7 +129,7 @@ struct HopRecord {
       out += std::to_string(*status);
     }
     key("url");
-    AppendJsonString(out, url);
+    protocol::AppendJsonString(out, url);
     out += '}';
   }
 };
@@ -498,11 +484,11 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     for (const std::string& name : f.secrets_used) {
       if (!first) text += ',';
       first = false;
-      AppendJsonString(text, name);
+      protocol::AppendJsonString(text, name);
     }
     const auto append_redacted = [&f, &text](std::string_view s) {
-      if (f.redactor.empty()) return AppendJsonString(text, s);
-      AppendJsonString(text, f.Redacted(s));
+      if (f.redactor.empty()) return protocol::AppendJsonString(text, s);
+      protocol::AppendJsonString(text, f.Redacted(s));
     };
     text += R"(]},"body_base64":")";
     AppendBase64(text, body);
@@ -515,7 +501,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
       append_redacted(n);
       text += ',';
       if (length) {
-        AppendJsonString(text, std::to_string(body.size()));
+        protocol::AppendJsonString(text, std::to_string(body.size()));
       } else {
         append_redacted(v);
       }
