@@ -2,6 +2,7 @@
 #include "serve/run_queue.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <utility>
 
@@ -358,19 +359,30 @@ void RunQueue::PublishGauges() {
 }
 
 std::string RunStopLine(const std::string& flow, const std::string& trigger, const RunStop& stop, int64_t now_us) {
-  std::string line = "run " + std::to_string(stop.run_id) + (stop.state == RunState::kEnded ? " ended: " : " waits: ");
-  line += "flow=" + EscapeForLog(flow);
+  // One line after every run: appended into one string, no temporaries (the daemon writes it per run).
+  std::string line;
+  line.reserve(96 + flow.size() + trigger.size() + stop.outcome.size());
+  line += "run ";
+  line += std::to_string(stop.run_id);
+  line += stop.state == RunState::kEnded ? " ended: flow=" : " waits: flow=";
+  AppendForLog(line, flow);
   if (stop.state == RunState::kEnded) {
-    line += " outcome=" + EscapeForLog(stop.outcome);
+    line += " outcome=";
+    AppendForLog(line, stop.outcome);
   } else {
-    line += std::string(" state=") + RunStateName(stop.state);
+    line += " state=";
+    line += RunStateName(stop.state);
   }
   if (stop.started_unix_us > 0) {
+    // As "%.1f" writes it: the double's exact value rounded to one decimal.
     char ms[32];
-    std::snprintf(ms, sizeof ms, "%.1f", static_cast<double>(std::max<int64_t>(0, now_us - stop.started_unix_us)) / 1000.0);
-    line += std::string(" ms=") + ms;
+    const double value = static_cast<double>(std::max<int64_t>(0, now_us - stop.started_unix_us)) / 1000.0;
+    const auto written = std::to_chars(ms, ms + sizeof ms, value, std::chars_format::fixed, 1);
+    line += " ms=";
+    line.append(ms, written.ptr);
   }
-  line += " trigger=" + EscapeForLog(trigger);
+  line += " trigger=";
+  AppendForLog(line, trigger);
   if (!stop.result.ok() && !stop.result.message.empty()) {
     std::string error = EscapeForLog(stop.result.message);
     if (error.size() > 300) {

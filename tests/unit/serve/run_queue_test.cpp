@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -448,6 +449,36 @@ TEST_F(RunQueueTest, AFireThatNeverRunsIsJournaledEnded) {
   EXPECT_EQ(r.state_detail, fire.state_detail);
   EXPECT_EQ(Json::parse(r.error_json)["message"], "the daemon was down");
   EXPECT_EQ(Queue().in_flight(), 0u);
+}
+
+// The daemon's line per stopped run: names from outside with control bytes replaced and cut at
+// 2,000 bytes, the milliseconds as "%.1f" writes them, an error quoted.
+TEST(RunStopLineTest, WritesOneLineWithEveryNameEscaped) {
+  RunStop stop;
+  stop.run_id = 42;
+  stop.outcome = "ok";
+  stop.started_unix_us = 1'000'000;
+  EXPECT_EQ(serve::RunStopLine("nightly", "api", stop, 1'002'050), "run 42 ended: flow=nightly outcome=ok ms=2.0 trigger=api");
+  EXPECT_EQ(serve::RunStopLine("nightly", "api", stop, 1'001'050), "run 42 ended: flow=nightly outcome=ok ms=1.1 trigger=api");
+  EXPECT_EQ(serve::RunStopLine("a\nb\x7f", "cron:\tx", stop, 1'000'000), "run 42 ended: flow=a?b? outcome=ok ms=0.0 trigger=cron:?x");
+  EXPECT_EQ(serve::RunStopLine(std::string(2001, 'f'), "api", stop, 999'000),
+            "run 42 ended: flow=" + std::string(2000, 'f') + "... outcome=ok ms=0.0 trigger=api");
+  char expected[32];
+  for (int64_t us : {0, 49, 50, 51, 149, 150, 2'050, 12'345'678}) {
+    std::snprintf(expected, sizeof expected, "%.1f", static_cast<double>(us) / 1000.0);
+    EXPECT_NE(serve::RunStopLine("f", "api", stop, 1'000'000 + us).find(std::string(" ms=") + expected + " "), std::string::npos)
+        << us;
+  }
+  RunStop waits;
+  waits.run_id = 7;
+  waits.state = RunState::kSleeping;
+  EXPECT_EQ(serve::RunStopLine("f", "api", waits, 5), "run 7 waits: flow=f state=sleeping trigger=api");
+  stop.result = ActivationResult{};
+  stop.result.outcome = Outcome::kScriptError;
+  stop.result.message = "bad \"thing\"\n";
+  stop.outcome = "error";
+  EXPECT_EQ(serve::RunStopLine("f", "api", stop, 1'000'000),
+            "run 42 ended: flow=f outcome=error ms=0.0 trigger=api error=\"bad \\\"thing\\\"?\"");
 }
 
 }  // namespace
