@@ -1773,6 +1773,50 @@ TEST(SqliteStoreTest, PendingActivationsKeepTheirReservedIdsAndARollbackForgetsT
   }
 }
 
+// A run's activation takes the largest id plus one, known without a read after this connection's
+// own commits, read again once another connection has written an activation, and after a
+// rollback (its ids are free again): never an id that is taken.
+TEST(SqliteStoreTest, AReservedActivationIdIsTheLargestPlusOneAcrossCommitsConnectionsAndRollbacks) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  auto other = MustOpen(db);
+  ASSERT_TRUE(store && other);
+  auto start_run = [&](int64_t at) -> int64_t {
+    auto run = store->runs().EnqueueRun(testing_support::Run("orders"));
+    EXPECT_TRUE(run) << run.error().message;
+    if (!run) return 0;
+    ActivationStart s = Start("orders", at);
+    s.run_id = run->run.id;
+    auto a = store->journal().BeginActivation(s);
+    EXPECT_TRUE(a) << a.error().message;
+    if (!a) return 0;
+    EXPECT_TRUE(store->runs().MarkRunStarted(run->run.id, *a, at));
+    return *a;
+  };
+  EXPECT_EQ(start_run(1000), 1);
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(start_run(1001), 2) << "after its own commit";
+  ASSERT_TRUE(store->Commit());
+  auto elsewhere = other->journal().BeginActivation(Start("bare", 1002));
+  ASSERT_TRUE(elsewhere);
+  EXPECT_EQ(*elsewhere, 3);
+  ASSERT_TRUE(other->Commit());
+  EXPECT_EQ(start_run(1003), 4) << "after another connection's";
+  auto bare = store->journal().BeginActivation(Start("bare", 1004));
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(*bare, 5);
+  EXPECT_EQ(start_run(1005), 6) << "after a direct insert in the same batch";
+  ASSERT_TRUE(store->Commit());
+  EXPECT_EQ(start_run(1006), 7);
+  ASSERT_TRUE(store->Rollback());
+  EXPECT_EQ(start_run(1007), 7) << "a rolled-back id is free again";
+  ASSERT_TRUE(store->Commit());
+  RawDb raw(db);
+  EXPECT_EQ(raw.Text("SELECT group_concat(id || ':' || flow) FROM (SELECT * FROM activations ORDER BY id)"),
+            "1:orders,2:orders,3:bare,4:orders,5:bare,6:orders,7:orders");
+}
+
 // Schema 9 to 10: a version 9 file's activations of runs are marked from its runs (a durable
 // run's and one its run's row does not name are listed), and every reader finds each of them.
 TEST(SqliteMigrationTest, WriterMigratesASchema9FileFindingEveryActivationOfItsRuns) {

@@ -377,6 +377,10 @@ class SqliteStore final : public Store,
   int64_t seen_data_version_ = -1;
   bool version_read_in_batch_ = false;  // seen_data_version_ was read under the open batch's lock
   int64_t known_max_run_id_ = 0;
+  // The largest activation id, as known without a read: in the open batch (-1: not known in it;
+  // reserved ids and direct inserts keep it), and since this connection's last commit (0: read it).
+  int64_t batch_max_activation_id_ = -1;
+  int64_t known_max_activation_id_ = 0;
   std::map<std::pair<ApprovalKind, std::string>, std::optional<ApprovalRow>> newest_versions_;
   // Reads PRAGMA data_version; when another connection has committed since the last call, forgets
   // what the members above knew.
@@ -702,6 +706,7 @@ Result<void> SqliteStore::ForgetWhatOthersChanged() {
   if (version != seen_data_version_) {
     seen_data_version_ = version;
     known_max_run_id_ = 0;
+    known_max_activation_id_ = 0;
     newest_versions_.clear();
   }
   return Ok();
@@ -765,6 +770,8 @@ Result<void> SqliteStore::Commit() {
   // Every id reserved is written now (FlushPendingRuns, MarkRunStarted): the largest is this one.
   if (reserved_run_id_ > known_max_run_id_) known_max_run_id_ = reserved_run_id_;
   reserved_run_id_ = 0;
+  if (batch_max_activation_id_ >= 0) known_max_activation_id_ = batch_max_activation_id_;
+  batch_max_activation_id_ = -1;
   version_read_in_batch_ = false;
   return Ok();
 }
@@ -773,6 +780,8 @@ Result<void> SqliteStore::Rollback() {
   pending_runs_.clear();
   pending_activations_.clear();
   reserved_run_id_ = 0;
+  batch_max_activation_id_ = -1;
+  known_max_activation_id_ = 0;  // ids this batch took are free again: read the largest anew
   version_read_in_batch_ = false;
   batch_open_ = false;
   batch_lost_ = false;
@@ -801,15 +810,19 @@ Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
     // The activation of a run pending in this batch: kept pending too (PendingActivation), its id
     // reserved now, under the write lock this batch holds until it commits.
     if (auto r = OpenBatchKeepingPending(); !r) return r.error();
-    int64_t id = 0;
-    if (!pending_activations_.empty()) {
-      id = pending_activations_.back().id + 1;
-    } else {
+    // The largest id plus one (the insert's own choice, as activations has no AUTOINCREMENT): known
+    // without a read while no other connection has committed since this one last did.
+    if (batch_max_activation_id_ < 0) {
+      if (auto r = ForgetWhatOthersChanged(); !r) return r.error();
+      if (known_max_activation_id_ > 0) batch_max_activation_id_ = known_max_activation_id_;
+    }
+    if (batch_max_activation_id_ < 0) {
       Use use(stmts_->max_activation_id);
       const int rc = sqlite3_step(use.get());
       if (rc != SQLITE_ROW) return DbError(path_, db_, rc, "cannot reserve an id for an activation of flow " + a.flow);
-      id = sqlite3_column_int64(use.get(), 0) + 1;
+      batch_max_activation_id_ = sqlite3_column_int64(use.get(), 0);
     }
+    const int64_t id = ++batch_max_activation_id_;
     pending_activations_.push_back({id, a, *durable, std::nullopt});
     return id;
   }
@@ -823,7 +836,10 @@ Result<int64_t> SqliteStore::BeginActivation(const ActivationStart& a) {
       OrNull{a.manifest_text_hash}, a.run_id > 0 ? std::optional<int64_t>(a.run_id) : std::optional<int64_t>(),
       a.retry_from_call > 0 ? std::optional<int64_t>(a.retry_from_call) : std::optional<int64_t>(), durable);
   if (!written) return written.error();
-  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  // Given the largest id plus one: the largest now.
+  const auto id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  batch_max_activation_id_ = id;
+  return id;
 }
 
 Result<void> SqliteStore::RecordCall(const CallRecord& c) {
