@@ -269,8 +269,10 @@ std::string JsonStringText(std::string_view s) {
   return out;
 }
 
-// ParseOrText's value as dump writes it.
+// ParseOrText's value as dump writes it. A plain scalar (what most inputs and results are: a
+// count, a flag, null) without the parser.
 std::string ParsedOrTextText(const std::string& text) {
+  if (nlohmann::json plain; protocol::ParsePlainScalar(text, plain)) return protocol::DumpJson(plain);
   return ParseOrText(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

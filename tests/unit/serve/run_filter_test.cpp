@@ -145,7 +145,8 @@ TEST(RunJsonText, WritesTheBytesOfRunJsonsDump) {
       "{\"kind\":\"script_error\",\"message\":\"boom \\\"quoted\\\" \\\\ back\\nslash\\ttab\\u0001\"}",
       "not json at all", "{\"unterminated\": ", "\"\\u00e9t\\u00e9 \\ud83d\\ude00\"", "\xff\xfe broken utf-8",
       "[" + std::string(20000, '1') + "]", "\"" + std::string(20000, 'x') + "\"", "{\"a\":1,\"a\":2}",
-      "12345678901234567890", "-0.0", "3.0", "  {\"spaced\" : [ 1 , 2 ] }  "};
+      "12345678901234567890", "-0.0", "3.0", "  {\"spaced\" : [ 1 , 2 ] }  ",
+      "-0", "0", "false", "007", " 1", "999999999999999", "1000000000000000", "-1e3"};
   const std::vector<std::string> names = {"bench", "a \"quoted\" name", "tab\there", "\xc3\xa9t\xc3\xa9", "bad \xff utf-8",
                                           "ctl\x01\x7f", "slash/and\\back"};
   const std::vector<RunState> states = {RunState::kQueued,      RunState::kRunning, RunState::kEnded,
