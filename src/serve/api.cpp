@@ -259,6 +259,8 @@ HttpResponse Api::Metrics() {
       if (!now.count(key)) o_.metrics.Set("basal_runs", {key.first, key.second}, 0);
     runs_seen_.insert(now.begin(), now.end());
   }
+  // The queue's gauges are set here, at the scrape (the only reader of the registry), not at every
+  // run's acceptance and end.
   o_.metrics.Set("basal_queue_length", {}, static_cast<double>(o_.queue.queued()));
   o_.metrics.Set("basal_runs_in_flight", {}, static_cast<double>(o_.queue.in_flight()));
   std::string why;

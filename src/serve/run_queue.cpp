@@ -113,7 +113,6 @@ void RunQueue::Enqueue(RunRequest request, std::function<void(Result<AcceptedRun
     RememberKey(request.flow, key, (a.existing ? a.run.created_unix_us : now) + o_.limits.idempotency_ttl.count() * 1000);
   if (!a.existing)
     o_.metrics.Add("basal_runs_accepted_total", {request.flow, request.trigger.substr(0, request.trigger.find(':'))});
-  PublishGauges();
   o_.host.AfterCommit([this, a = std::move(a), then = std::move(then)](const Result<void>& committed) {
     if (!committed) {
       journal_ok_ = false;
@@ -135,7 +134,6 @@ Result<void> RunQueue::Resume(int64_t run_id, bool newest_version) {
   auto resumed = o_.host.ResumeRun(run_id, ResumeOptions{newest_version}, StopCallback((*row)->flow, (*row)->trigger));
   if (!resumed) return resumed.error();
   refused_resumes_.erase(run_id);
-  PublishGauges();
   return Ok();
 }
 
@@ -162,7 +160,6 @@ void RunQueue::ResumeInterrupted() {
       }
     }
   }
-  PublishGauges();
   resume_timer_ = o_.host.loop().At(EventLoop::Clock::now() + resume_every_, [this] { ResumeInterrupted(); });
 }
 
@@ -216,7 +213,6 @@ void RunQueue::ClaimQueued(bool lapsed) {
   }
   claim_failing_ = !failed.empty();
   if (lapsed) WakeWaitersOfRunsElsewhere();
-  PublishGauges();
   if (lapsed && claim_every_.count() > 0)
     claim_timer_ = o_.host.loop().At(EventLoop::Clock::now() + claim_every_, [this] {
       claim_timer_.reset();
@@ -284,7 +280,6 @@ void RunQueue::WakeDue() {
     if (woke && wake_failing_ && log_) log_("parked runs are woken again");
     wake_failing_ = !woke;
   }
-  PublishGauges();
   ArmWake();
 }
 
@@ -297,7 +292,6 @@ Result<ModuleHost::EventSent> RunQueue::SendEvent(NewRunEvent event) {
   const std::string run_trigger = *row ? (*row)->trigger : std::string();
   auto sent = o_.host.SendEvent(std::move(event), draining_ ? std::nullopt
                                                             : std::optional<RunCallback>(StopCallback(run_flow, run_trigger)));
-  if (sent) PublishGauges();
   return sent;
 }
 
@@ -324,7 +318,6 @@ void RunQueue::Release(int64_t run_id) {
     // Not held here any more (cancelled, or the daemon restarted since): nothing to release.
     return;
   }
-  PublishGauges();
 }
 
 Result<int64_t> RunQueue::RecordEnded(const RunRequest& request, const std::string& outcome, const nlohmann::json& error) {
@@ -350,12 +343,6 @@ Result<std::optional<RunRow>> RunQueue::Get(int64_t run_id) { return o_.host.run
 
 void RunQueue::Dispatch() {
   o_.host.SetMaxWorkers(o_.limits.max_workers);
-  PublishGauges();
-}
-
-void RunQueue::PublishGauges() {
-  o_.metrics.Set("basal_queue_length", {}, static_cast<double>(queued()));
-  o_.metrics.Set("basal_runs_in_flight", {}, static_cast<double>(in_flight()));
 }
 
 std::string RunStopLine(const std::string& flow, const std::string& trigger, const RunStop& stop, int64_t now_us) {
@@ -410,7 +397,6 @@ void RunQueue::OnStop(const std::string& flow, const std::string& trigger, const
   if (stop.state == RunState::kEnded) RunEnded(stop.run_id);
   if (RunParked(stop.state)) ArmWake();  // its wake may be the earliest now
   WakeWaiters(stop.run_id, &stop);
-  PublishGauges();
   // The log line and the metrics are written after the answers: the waiters' answers are sent at
   // the start of the next pass (HttpListener's Run, posted by their Respond), and what is posted
   // here runs after them in that pass. Each keeps the time of the stop, and the order of the
@@ -504,12 +490,12 @@ namespace {
 // start its activation recorded (a plain run has one activation), the end, the outcome and the
 // run's error. Nullopt when the stop does not say all of it (no activation ended the run, a
 // durable run, whose row also counts resumes and attempts, or a commit that failed).
-std::optional<std::pair<RunRow, ActivationRow>> EndedInMemory(const RunRow& known, const RunStop& stop) {
+std::optional<std::pair<RunRow, ActivationRow>> EndedInMemory(RunRow&& known, const RunStop& stop) {
   if (stop.state != RunState::kEnded || !stop.end || stop.result.outcome == Outcome::kJournalError || known.durable ||
       known.state != RunState::kQueued || known.id != stop.run_id || stop.started_unix_us <= 0)
     return std::nullopt;
   const ActivationEnd& end = *stop.end;
-  std::pair<RunRow, ActivationRow> out{known, ActivationRow{}};
+  std::pair<RunRow, ActivationRow> out{std::move(known), ActivationRow{}};
   RunRow& r = out.first;
   r.state = RunState::kEnded;
   r.activation_id = end.activation_id;
@@ -519,7 +505,7 @@ std::optional<std::pair<RunRow, ActivationRow>> EndedInMemory(const RunRow& know
   r.error_json = stop.run_error_json;
   ActivationRow& a = out.second;
   a.id = end.activation_id;
-  a.flow = known.flow;
+  a.flow = r.flow;
   a.start_unix_us = stop.started_unix_us;
   a.end_unix_us = end.end_unix_us;
   a.outcome = OutcomeName(end.outcome);
@@ -527,7 +513,7 @@ std::optional<std::pair<RunRow, ActivationRow>> EndedInMemory(const RunRow& know
   a.error_json = end.error_json;
   a.cpu_us = end.cpu_us;
   a.logs_dropped = end.logs_dropped;
-  a.run_id = known.id;
+  a.run_id = r.id;
   return out;
 }
 
@@ -542,7 +528,7 @@ void RunQueue::WakeWaiters(int64_t run_id, const RunStop* stop) {
   for (auto& [id, w] : list) {
     o_.host.loop().Cancel(w.timer);
     if (stop && w.known) {
-      if (auto ended = EndedInMemory(*w.known, *stop)) {
+      if (auto ended = EndedInMemory(std::move(*w.known), *stop)) {  // the waiter's last use of it
         w.then(std::move(ended->first), &ended->second);
         continue;
       }

@@ -181,7 +181,6 @@ class RunQueue {
   void WriteStopRecords();
   void RunEnded(int64_t run_id);
   void WakeWaiters(int64_t run_id, const RunStop* stop = nullptr);
-  void PublishGauges();
   RunCallback StopCallback(const std::string& flow, const std::string& trigger);
 
   void ResumeInterrupted();
