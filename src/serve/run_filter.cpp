@@ -2,6 +2,7 @@
 #include "serve/run_filter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <string_view>
 #include <utility>
@@ -262,98 +263,96 @@ nlohmann::json RunJson(const RunRow& run, JournalReader& reader, const Activatio
 
 namespace {
 
-std::string JsonStringText(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  protocol::AppendJsonString(out, s);
-  return out;
-}
-
-// ParseOrText's value as dump writes it. A plain scalar (what most inputs and results are: a
-// count, a flag, null) without the parser.
-std::string ParsedOrTextText(const std::string& text) {
-  if (nlohmann::json plain; protocol::ParsePlainScalar(text, plain)) return protocol::DumpJson(plain);
-  return ParseOrText(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string DoubleText(double v) { return nlohmann::json(v).dump(); }
-
-// An object's members by key, written in nlohmann's order (std::map's: by key, bytewise); a key
-// set again replaces its value, as `j[key] = ...` does. Keys are plain ASCII literals.
-class Members {
- public:
-  void Set(std::string_view key, std::string text) {
-    for (auto& [k, v] : members_) {
-      if (k == key) {
-        v = std::move(text);
-        return;
-      }
-    }
-    members_.emplace_back(key, std::move(text));
+// ParseOrText's value as dump writes it, appended to `out`. A plain scalar (what most inputs and
+// results are: a count, a flag, null) without the parser.
+void AppendParsedOrText(std::string& out, const std::string& text) {
+  if (nlohmann::json plain; protocol::ParsePlainScalar(text, plain)) {
+    out += protocol::DumpJson(plain);
+    return;
   }
-  std::string Text() {
-    std::sort(members_.begin(), members_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    size_t size = 2;
-    for (const auto& [k, v] : members_) size += k.size() + v.size() + 4;
-    std::string out;
-    out.reserve(size);
-    out += '{';
-    for (size_t i = 0; i < members_.size(); ++i) {
-      if (i > 0) out += ',';
-      out += '"';
-      out += members_[i].first;
-      out += "\":";
-      out += members_[i].second;
-    }
-    out += '}';
-    return out;
+  out += ParseOrText(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A double as dump writes it (its serializer's own routine, without building a serializer).
+void AppendDouble(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[64];
+  const char* end = nlohmann::detail::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<size_t>(end - buf));
+}
+
+void AppendUtc(std::string& out, int64_t unix_us) { protocol::AppendJsonString(out, UtcText(unix_us)); }
+
+// An object's text, member by member: the caller gives the keys in nlohmann's order (std::map's:
+// by key, bytewise) and appends each value's JSON text to what Key returns.
+class ObjectText {
+ public:
+  explicit ObjectText(size_t reserve) {
+    out_.reserve(reserve);
+    out_ += '{';
+  }
+  std::string& Key(std::string_view key) {
+    if (out_.size() > 1) out_ += ',';
+    out_ += '"';
+    out_ += key;
+    out_ += "\":";
+    return out_;
+  }
+  std::string Done() {
+    out_ += '}';
+    return std::move(out_);
   }
 
  private:
-  std::vector<std::pair<std::string_view, std::string>> members_;
+  std::string out_;
 };
 
 }  // namespace
 
 std::string RunJsonText(const RunRow& run, JournalReader& reader, const ActivationRow* ended) {
   // The same members, from the same reads, as RunJson (keep the two in step: RunJsonTextTest
-  // compares them run by run).
-  Members j;
-  j.Set("id", std::to_string(run.id));
-  j.Set("url", "\"/v1/runs/" + std::to_string(run.id) + "\"");
-  j.Set("flow", JsonStringText(run.flow));
-  j.Set("trigger", JsonStringText(run.trigger));
-  j.Set("state", JsonStringText(RunStateName(run.state)));
-  j.Set("created", JsonStringText(UtcText(run.created_unix_us)));
-  if (!run.idempotency_key.empty()) j.Set("idempotency_key", JsonStringText(run.idempotency_key));
-  j.Set("input", ParsedOrTextText(run.input_json));
-  if (run.started_unix_us) j.Set("started", JsonStringText(UtcText(*run.started_unix_us)));
-  if (run.ended_unix_us) j.Set("ended", JsonStringText(UtcText(*run.ended_unix_us)));
-  if (run.activation_id > 0) j.Set("activation_id", std::to_string(run.activation_id));
-  if (run.state == RunState::kEnded) j.Set("outcome", JsonStringText(run.outcome));
-  if (!run.error_json.empty()) j.Set("error", ParsedOrTextText(run.error_json));
-  if (run.durable) {
-    j.Set("durable", "true");
-    j.Set("resumes", std::to_string(run.resumes));
-    j.Set("attempt", std::to_string(run.attempt));
-  }
-  if (RunParked(run.state) && run.wake_unix_us) j.Set("wakes", JsonStringText(UtcText(*run.wake_unix_us)));
-  if (run.state == RunState::kWaiting) {
-    Members waiting;
-    waiting.Set("event", JsonStringText(run.waiting_for));
-    if (!run.waiting_key.empty()) waiting.Set("key", JsonStringText(run.waiting_key));
-    j.Set("waiting_for", waiting.Text());
-  }
-  if (!run.state_detail.empty()) j.Set("detail", ParsedOrTextText(run.state_detail));
+  // compares them run by run), written in the order its dump writes them (by key).
   std::optional<Result<std::vector<ActivationRow>>> read;
-  if (const ActivationRow* a = ShownActivation(run, reader, ended, read)) {
-    j.Set("outcome", JsonStringText(run.state == RunState::kEnded ? run.outcome : a->outcome));
-    if (!a->result_json.empty() && a->outcome == "ok") j.Set("result", ParsedOrTextText(a->result_json));
-    if (!a->error_json.empty() && run.error_json.empty()) j.Set("error", ParsedOrTextText(a->error_json));
-    j.Set("duration_ms", DoubleText(static_cast<double>(*a->end_unix_us - a->start_unix_us) / 1000.0));
-    j.Set("cpu_ms", DoubleText(static_cast<double>(a->cpu_us) / 1000.0));
+  const ActivationRow* a = ShownActivation(run, reader, ended, read);
+  const bool run_ended = run.state == RunState::kEnded;
+  // The run's own end wins where it has one (RunJson).
+  const std::string* outcome = run_ended ? &run.outcome : a ? &a->outcome : nullptr;
+  const std::string* error = !run.error_json.empty()            ? &run.error_json
+                             : a && !a->error_json.empty()      ? &a->error_json
+                                                                : nullptr;
+  ObjectText j(256 + run.input_json.size() + run.error_json.size() + run.state_detail.size() +
+               (a ? a->result_json.size() + a->error_json.size() : 0));
+  if (run.activation_id > 0) j.Key("activation_id") += std::to_string(run.activation_id);
+  if (run.durable) j.Key("attempt") += std::to_string(run.attempt);
+  if (a) AppendDouble(j.Key("cpu_ms"), static_cast<double>(a->cpu_us) / 1000.0);
+  AppendUtc(j.Key("created"), run.created_unix_us);
+  if (!run.state_detail.empty()) AppendParsedOrText(j.Key("detail"), run.state_detail);
+  if (run.durable) j.Key("durable") += "true";
+  if (a) AppendDouble(j.Key("duration_ms"), static_cast<double>(*a->end_unix_us - a->start_unix_us) / 1000.0);
+  if (run.ended_unix_us) AppendUtc(j.Key("ended"), *run.ended_unix_us);
+  if (error) AppendParsedOrText(j.Key("error"), *error);
+  protocol::AppendJsonString(j.Key("flow"), run.flow);
+  j.Key("id") += std::to_string(run.id);
+  if (!run.idempotency_key.empty()) protocol::AppendJsonString(j.Key("idempotency_key"), run.idempotency_key);
+  AppendParsedOrText(j.Key("input"), run.input_json);
+  if (outcome) protocol::AppendJsonString(j.Key("outcome"), *outcome);
+  if (a && !a->result_json.empty() && a->outcome == "ok") AppendParsedOrText(j.Key("result"), a->result_json);
+  if (run.durable) j.Key("resumes") += std::to_string(run.resumes);
+  if (run.started_unix_us) AppendUtc(j.Key("started"), *run.started_unix_us);
+  protocol::AppendJsonString(j.Key("state"), RunStateName(run.state));
+  protocol::AppendJsonString(j.Key("trigger"), run.trigger);
+  j.Key("url") += "\"/v1/runs/" + std::to_string(run.id) + "\"";
+  if (run.state == RunState::kWaiting) {
+    ObjectText waiting(32 + run.waiting_for.size() + run.waiting_key.size());
+    protocol::AppendJsonString(waiting.Key("event"), run.waiting_for);
+    if (!run.waiting_key.empty()) protocol::AppendJsonString(waiting.Key("key"), run.waiting_key);
+    j.Key("waiting_for") += waiting.Done();
   }
-  return j.Text();
+  if (RunParked(run.state) && run.wake_unix_us) AppendUtc(j.Key("wakes"), *run.wake_unix_us);
+  return j.Done();
 }
 
 std::optional<std::string> NextRunCursor(const std::vector<RunRow>& rows, bool more) {

@@ -222,6 +222,14 @@ TEST(RunJsonText, WritesTheBytesOfRunJsonsDump) {
             "\"result\":1,\"started\":\"2024-12-04T15:07:02.869Z\",\"state\":\"ended\",\"trigger\":\"api\","
             "\"url\":\"/v1/runs/42\"}");
   EXPECT_EQ(reader.reads, 0);
+  // Durations and CPU times of every size, as dump writes their doubles.
+  for (const int64_t us : {int64_t{0}, int64_t{1}, int64_t{999}, int64_t{1000}, int64_t{100'001}, int64_t{123'456'789},
+                           int64_t{86'400'000'000}, int64_t{4'000'000'000'123}, int64_t{999'999'999'999'999}}) {
+    a.end_unix_us = a.start_unix_us + us;
+    a.cpu_us = us / 3;
+    EXPECT_EQ(RunJsonText(run, reader, &a), RunJson(run, reader, &a).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+        << us;
+  }
 }
 
 }  // namespace
