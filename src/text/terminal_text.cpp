@@ -67,10 +67,15 @@ std::string EscapeForTerminal(std::string_view text, TerminalText as) {
   size_t i = 0;
   while (i < text.size()) {
     const unsigned char b = static_cast<unsigned char>(text[i]);
-    if (b >= 0x20 && b < 0x7F) {  // printable ASCII, the common case
-      out += static_cast<char>(b);
-      if (b == '\\' && !json) out += '\\';
-      ++i;
+    if (b >= 0x20 && b < 0x7F) {  // printable ASCII, the common case: the whole stretch of it at once
+      size_t end = i;
+      while (end < text.size() && text[end] >= 0x20 && text[end] < 0x7F && text[end] != '\\') ++end;
+      out.append(text.data() + i, end - i);
+      i = end;
+      if (i < text.size() && text[i] == '\\') {
+        out += json ? "\\" : "\\\\";
+        ++i;
+      }
       continue;
     }
     char32_t cp = 0;
