@@ -491,7 +491,9 @@ HttpResponse Api::DeliveryAnswer(const Triggers::Delivery& d, const RunRow& run,
 
 void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, Respond respond,
                  std::function<void(int64_t run_id)> accepted) {
-  o_.queue.Enqueue(std::move(run), [this, wait, respond, accepted](const Result<AcceptedRun>& a) {
+  // Told once: what it holds is moved on, not copied.
+  o_.queue.Enqueue(std::move(run), [this, wait, respond = std::move(respond),
+                                    accepted = std::move(accepted)](const Result<AcceptedRun>& a) mutable {
     if (!a) {
       const Error error = a.error();
       const ErrorCode code = error.code;
@@ -511,13 +513,13 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
     if (accepted && !a->existing) accepted(id);
     if (a->existing) {
       // The same request again: the same run, as it stands (or when it ends, with a wait).
-      return AnswerWithRun(id, [respond](HttpResponse r) {
+      return AnswerWithRun(id, [respond = std::move(respond)](HttpResponse r) {
         r.headers.emplace_back("Idempotent-Replayed", "true");
         respond(std::move(r));
       }, wait);
     }
     const bool waits = wait && wait->count() > 0;
-    AnswerWithRun(id, [respond, id, waits](HttpResponse r) {
+    AnswerWithRun(id, [respond = std::move(respond), id, waits](HttpResponse r) {
       // Without a wait the answer is 202, also for a run that ended in the commit that accepted
       // it (its worker answered before that commit: module.cpp, ReadBegunWorker); the body is the
       // run as it stands.
@@ -530,7 +532,7 @@ void Api::Accept(RunRequest run, std::optional<std::chrono::milliseconds> wait, 
 
 void Api::AnswerWithRun(int64_t run_id, Respond respond, std::optional<std::chrono::milliseconds> wait,
                         const RunRow* known) {
-  o_.queue.Wait(run_id, wait, RunQueue::WaitedFn([this, respond](const Result<RunRow>& run, const ActivationRow* ended) {
+  o_.queue.Wait(run_id, wait, RunQueue::WaitedFn([this, respond = std::move(respond)](const Result<RunRow>& run, const ActivationRow* ended) {
     if (!run) return respond(JsonError(500, "internal", run.error().message));
     // The run's text written directly (RunJsonText: the bytes of RunJson's tree, dumped).
     HttpResponse r;

@@ -486,7 +486,7 @@ struct HttpListener::Impl {
     OnClientGone on_client_gone = [x, alive = std::weak_ptr<bool>(x->alive)](std::function<void()> gone) {
       if (!alive.expired()) x->on_gone = std::move(gone);
     };
-    options.handle(x->request, guarded, on_client_gone);
+    options.handle(x->request, std::move(guarded), std::move(on_client_gone));
     *sync_flag = false;
     if (x->answer) {
       Queue(*x);
