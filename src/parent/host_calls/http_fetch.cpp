@@ -33,6 +33,13 @@ namespace {
 // Built once: a std::string this long is an allocation each time it is made.
 const std::string kGrantPath = "grants.http.fetch";
 
+// The call's grant, or no constraints: a reference either way. (`g ? *g : Json::object()` is a
+// copy of the whole grant tree, made at every call, only to be compared with the memo's.)
+const Json& GrantOrNone(const Json* grant) {
+  static const Json kNoConstraints = Json::object();
+  return grant ? *grant : kNoConstraints;
+}
+
 // `bytes` in base64, appended to `out` (no string of its own: a body may be megabytes).
 void AppendBase64(std::string& out, std::string_view bytes) {
   const size_t at = out.size();
@@ -170,7 +177,7 @@ class FetchService : public std::enable_shared_from_this<FetchService> {
     f->activation = ctx.activation_id;
     f->idempotency_key = ctx.idempotency_key;
     // authorize admitted these args against this grant a moment ago: both parse.
-    auto grant = http::SharedFetchGrant(ctx.grant ? *ctx.grant : Json::object(), kGrantPath);
+    auto grant = http::SharedFetchGrant(GrantOrNone(ctx.grant), kGrantPath);
     if (!grant) return Refuse(*f, "bad_grant", "the grant of http.fetch is invalid: " + grant.error().message);
     f->grant = std::move(*grant);
     auto request = http::SharedFetchArgs(args, f->grant->limits);
@@ -637,7 +644,7 @@ HostCallSpec MakeSpec() {
   // By the method and the rule that admits it (http::RequestEffect); a request that matches no
   // rule is denied before its effect matters.
   spec.effect_of = [](const Json* grant, const Json& args) {
-    auto parsed = http::SharedFetchGrant(grant ? *grant : Json::object(), kGrantPath);
+    auto parsed = http::SharedFetchGrant(GrantOrNone(grant), kGrantPath);
     if (!parsed) return Effect::kExternal;
     auto request = http::SharedFetchArgs(args, (*parsed)->limits);
     if (!request) return Effect::kExternal;

@@ -521,11 +521,13 @@ int HttpClient::OnTimer(void* /*multi*/, long timeout_ms, void* client) {
     self->loop_.Cancel(*self->timer_);
     self->timer_.reset();
   }
-  if (timeout_ms < 0) return 0;
+  // A client being destroyed arms nothing (removing its transfers makes curl ask for timers from
+  // inside the destructor), and the destructor cancels the one it holds: no timer outlives it.
+  if (timeout_ms < 0 || !*self->alive_) return 0;
   if (timeout_ms == 0) self->due_now_ = true;  // Launch acts on it at once when it may
-  std::weak_ptr<bool> alive = self->alive_;
-  self->timer_ = self->loop_.At(EventLoop::Clock::now() + std::chrono::milliseconds(timeout_ms), [self, alive] {
-    if (auto a = alive.lock(); !a || !*a) return;
+  // Only the client captured: the callable fits in std::function's own storage (no allocation for
+  // each of the several timers curl asks for per exchange).
+  self->timer_ = self->loop_.At(EventLoop::Clock::now() + std::chrono::milliseconds(timeout_ms), [self] {
     self->timer_.reset();
     self->Drive(CURL_SOCKET_TIMEOUT, 0);
   });

@@ -165,7 +165,7 @@ class HttpClient {
   std::map<uint64_t, std::unique_ptr<Transfer>> running_;
   std::deque<std::unique_ptr<Transfer>> queue_;
   std::set<int> watched_;
-  std::optional<EventLoop::TimerId> timer_;
+  std::optional<EventLoop::TimerId> timer_;  // curl's one timer (OnTimer); the destructor cancels it
   std::vector<int> closing_;  // sockets curl closed, to close after this pass (CloseLater)
   std::vector<std::shared_ptr<Transfer>> finished_;  // easy handles to clean up after this pass
   // Easy handles reset for the next exchange (CURL*): at most kMaxSpareEasy, the rest cleaned up.
@@ -182,7 +182,7 @@ class HttpClient {
   uint64_t watch_changes_ = 0;
   bool close_scheduled_ = false;
   std::optional<EventLoop::TimerId> close_timer_;
-  std::shared_ptr<bool> alive_;  // posted completions check it: the client may be gone
+  std::shared_ptr<bool> alive_;  // posted completions check it (the client may be gone); false once destruction begins
 };
 
 }  // namespace basal::http
