@@ -44,8 +44,11 @@ struct Activation {
   int64_t attempt = 1;  // a durable run's retry attempt (docs/durable.md#retries)
   std::optional<ParkedCall> parked;  // set when it ends parked
   PooledWorker* worker = nullptr;  // set once it is on a worker
-  std::optional<EventLoop::TimerId> deadline_timer;
-  std::optional<EventLoop::TimerId> cpu_timer;  // the parent's own check of its CPU budget
+  // Its deadline and the parent's own check of its CPU budget share one timer, due at the earlier
+  // of the two (Module::Impl::ArmBudgets): one timer armed and cancelled per activation, not two.
+  std::optional<EventLoop::TimerId> budget_timer;
+  EventLoop::Clock::time_point deadline_at = EventLoop::Clock::time_point::max();
+  EventLoop::Clock::time_point cpu_check_at = EventLoop::Clock::time_point::max();  // max: no check left
   std::chrono::nanoseconds cpu_base{0};         // its worker's CPU time when it started on it
   int64_t last_call_id = 0;  // call ids must rise within an activation
   bool started = false;      // the activate frame was sent

@@ -88,8 +88,7 @@ Module::Impl::~Impl() {
 
 void Module::Impl::Finish(Activation& a, ActivationResult r) {
   const ActivationId id = a.id;
-  if (a.deadline_timer) loop_->Cancel(*a.deadline_timer);
-  if (a.cpu_timer) loop_->Cancel(*a.cpu_timer);
+  if (a.budget_timer) loop_->Cancel(*a.budget_timer);
   if (a.stall_timer) loop_->Cancel(*a.stall_timer);
   if (a.load_only) return FinishLoadCheck(a, std::move(r));
   const CallUsage usage = gate->EndCalls(id);
@@ -329,40 +328,50 @@ ActivationResult Module::Impl::CpuExhausted(const Activation& a, std::chrono::na
 
 // The parent's own CPU check: a worker's CPU time cannot grow faster than the wall clock (one
 // thread), so the next look is due when the rest of the budget could be spent at the earliest.
-void Module::Impl::ArmCpu(Activation& a, std::optional<std::chrono::nanoseconds> used) {
-  const ActivationId id = a.id;
+void Module::Impl::SetCpuCheck(Activation& a, std::optional<std::chrono::nanoseconds> used) {
   if (!used) used = a.worker ? pool->CpuOf(*a.worker) - a.cpu_base : std::chrono::nanoseconds(0);
   const auto left = std::max<std::chrono::nanoseconds>(CpuLimit(a) - *used, std::chrono::milliseconds(1));
-  a.cpu_timer = loop_->At(Clock::now() + std::chrono::duration_cast<Clock::duration>(left), [this, id] {
-    auto it = live.find(id);
-    if (it == live.end()) return;
-    Activation& act = *it->second;
-    act.cpu_timer.reset();
-    if (!act.worker) return;
-    if (pool->HasExited(*act.worker)) return;  // how it ended (RLIMIT_CPU, a crash) is reported on this pass
-    const auto spent = pool->CpuOf(*act.worker) - act.cpu_base;
-    if (spent <= CpuLimit(act)) return ArmCpu(act, spent);
-    ++health.cpu_kills;
-    pool->Kill(*act.worker);
-    Finish(act, CpuExhausted(act, spent));
-  });
+  a.cpu_check_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+}
+
+bool Module::Impl::CheckCpu(Activation& a) {
+  a.cpu_check_at = Clock::time_point::max();  // none left unless it is set again below
+  if (!a.worker) return false;
+  if (pool->HasExited(*a.worker)) return false;  // how it ended (RLIMIT_CPU, a crash) is reported on this pass
+  const auto spent = pool->CpuOf(*a.worker) - a.cpu_base;
+  if (spent <= CpuLimit(a)) {
+    SetCpuCheck(a, spent);
+    return false;
+  }
+  ++health.cpu_kills;
+  pool->Kill(*a.worker);
+  Finish(a, CpuExhausted(a, spent));
+  return true;
 }
 
 // ---- starting activations ----
 
-void Module::Impl::ArmDeadline(Activation& a) {
+void Module::Impl::EndAtDeadline(Activation& a) {
+  ++health.deadline_kills;
+  if (a.worker) pool->Kill(*a.worker);
+  std::string message = std::string(a.load_only ? "loading the flow" : "activation") + " passed its deadline of " +
+                        std::to_string(a.flow->manifest.budgets().deadline.count()) + " ms: worker killed";
+  if (const std::string waiting = gate->ReplayWaiting(a.id); !waiting.empty()) message += " (" + waiting + ")";
+  Finish(a, Failure(Outcome::kDeadline, std::move(message)));
+}
+
+// Due at the earlier of the two; both due (a loop that was held up past both) are handled in the
+// order two timers would have run: the one due first first.
+void Module::Impl::ArmBudgets(Activation& a) {
   const ActivationId id = a.id;
-  a.deadline_timer = loop_->At(Clock::now() + a.flow->manifest.budgets().deadline, [this, id] {
+  a.budget_timer = loop_->At(std::min(a.deadline_at, a.cpu_check_at), [this, id] {
     auto it = live.find(id);
     if (it == live.end()) return;
     Activation& act = *it->second;
-    act.deadline_timer.reset();
-    ++health.deadline_kills;
-    if (act.worker) pool->Kill(*act.worker);
-    std::string message = std::string(act.load_only ? "loading the flow" : "activation") + " passed its deadline of " +
-                          std::to_string(act.flow->manifest.budgets().deadline.count()) + " ms: worker killed";
-    if (const std::string waiting = gate->ReplayWaiting(id); !waiting.empty()) message += " (" + waiting + ")";
-    Finish(act, Failure(Outcome::kDeadline, std::move(message)));
+    act.budget_timer.reset();
+    if (act.cpu_check_at <= act.deadline_at && Clock::now() >= act.cpu_check_at && CheckCpu(act)) return;
+    if (Clock::now() >= act.deadline_at) return EndAtDeadline(act);
+    ArmBudgets(act);
   });
 }
 
@@ -383,8 +392,9 @@ void Module::Impl::Place(Activation& a, PooledWorker* idle) {
     a.worker = idle;
     a.cpu_base = cpu_now;
     pool->LimitCpu(*idle, a.cpu_base, a.flow->manifest.budgets().cpu);
-    ArmDeadline(a);
-    ArmCpu(a, std::chrono::nanoseconds(0));  // cpu_base was read just now
+    a.deadline_at = Clock::now() + a.flow->manifest.budgets().deadline;
+    SetCpuCheck(a, std::chrono::nanoseconds(0));  // cpu_base was read just now
+    ArmBudgets(a);
     StartOn(*idle);
     return;
   }
@@ -395,8 +405,9 @@ void Module::Impl::Place(Activation& a, PooledWorker* idle) {
   }
   a.worker = *w;
   a.cpu_base = std::chrono::nanoseconds(0);  // a new process: its CPU so far is this activation's
-  ArmDeadline(a);
-  ArmCpu(a);
+  a.deadline_at = Clock::now() + a.flow->manifest.budgets().deadline;
+  SetCpuCheck(a);
+  ArmBudgets(a);
 }
 
 namespace {
@@ -1282,10 +1293,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.loop_->set_after_pass([&m] { m.EndOfPass(); });
   m.loop_->set_before_wait([&m] { return m.grouping_since.has_value() && !m.GroupMayWait(); },
                            [&m] { m.EndOfPass(false); });
-  m.loop_->set_busy_poll(m.options.busy_poll, [&m] {
-    const size_t busy = m.pool->Busy();
-    return busy > 0 && busy < m.cpus;
-  });
+  m.loop_->set_busy_poll(m.options.busy_poll, [&m] { return BusyPollFor(m.pool->Busy(), m.cpus); });
   if (m.options.several_hosts) {
     auto second = OpenStore({m.options.journal_path, m.options.durability});
     if (!second) return second.error();

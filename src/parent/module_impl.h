@@ -171,10 +171,14 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   void EndOverBudget();
   std::chrono::nanoseconds CpuLimit(const Activation& a) const;
   ActivationResult CpuExhausted(const Activation& a, std::chrono::nanoseconds used);
-  // `used`: the CPU the activation has spent so far, when the caller knows it without reading the
-  // worker's clock again (0 at its start, `spent` at a check).
-  void ArmCpu(Activation& a, std::optional<std::chrono::nanoseconds> used = std::nullopt);
-  void ArmDeadline(Activation& a);
+  // Sets when the CPU check is next due. `used`: the CPU the activation has spent so far, when the
+  // caller knows it without reading the worker's clock again (0 at its start, `spent` at a check).
+  void SetCpuCheck(Activation& a, std::optional<std::chrono::nanoseconds> used = std::nullopt);
+  // Arms the activation's one budget timer at the earlier of its deadline and its next CPU check.
+  void ArmBudgets(Activation& a);
+  // The CPU check, due now: true if it ended the activation (over its budget: killed).
+  bool CheckCpu(Activation& a);
+  void EndAtDeadline(Activation& a);
   void StartOn(PooledWorker& w);
   // Puts `a` on `idle` (claimed), or on a new worker (MakeRoom was called).
   void Place(Activation& a, PooledWorker* idle);

@@ -588,6 +588,29 @@ TEST_F(PoolTest, TheDeadlineKillsALoopWhoseCpuBudgetIsLargerAndTheFlowGoesOn) {
   EXPECT_TRUE(h["crashes"].empty()) << "a deadline kill is not a crash: " << h["crashes"];
 }
 
+// The deadline and the CPU check share one timer (Module::Impl::ArmBudgets): a worker that waits
+// (no CPU spent) passes several CPU checks, each of which arms the timer again, and the deadline
+// still ends it, as its own timer did.
+TEST_F(PoolTest, CpuChecksThatFindAWaitingWorkerUnderItsBudgetLeaveItsDeadlineInForce) {
+  Open();
+  std::vector<HostCallReply> kept;
+  HostCallSpec spec;
+  spec.name = "forever";
+  spec.handler = [&kept](const HostCallContext&, const Json&, HostCallReply reply) { kept.push_back(std::move(reply)); };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  // The first CPU check is due after cpu_ms + cpu_grace (1 + 100 ms), then about as often: two or
+  // more before the 400 ms deadline.
+  FlowRef f = Add("export default async function (i, host) { await host.call('forever', {}); return 1; }",
+                 R"({"grants": {"forever": {}}, "budgets": {"cpu_ms": 1, "deadline_ms": 400}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  EXPECT_EQ(r.outcome, Outcome::kDeadline) << r.message;
+  EXPECT_NE(r.message.find("400 ms"), std::string::npos) << r.message;
+  Json h = module_->HealthReport();
+  EXPECT_EQ(h["deadline_kills"], 1);
+  EXPECT_EQ(h["cpu_kills"], 0);
+  EXPECT_TRUE(ChildPids().empty()) << "the killed worker was reaped";
+}
+
 TEST_F(PoolTest, ConcurrentActivationsOfOneFlowRunOnSeparateWorkers) {
   Open();
   RegisterHold();
@@ -774,6 +797,22 @@ TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
       EXPECT_EQ(calls->size(), 20u);
     }
   }
+}
+
+// The loop polls before it sleeps while some workers are busy and no more than there are CPUs:
+// alone on its CPU below that (a spin), beside the last CPU's worker at it (yielding: it would
+// otherwise sleep after each frame and be woken on an idle CPU for the next; pool.cpp).
+TEST(BusyPollForTest, PollsWhileSomeAndNoMoreThanTheCpusAreBusy) {
+  using P = EventLoop::BusyPoll;
+  EXPECT_EQ(BusyPollFor(0, 2), P::kNo) << "nothing is coming";
+  EXPECT_EQ(BusyPollFor(1, 2), P::kSpin);
+  EXPECT_EQ(BusyPollFor(2, 2), P::kYielding);
+  EXPECT_EQ(BusyPollFor(3, 2), P::kNo) << "the workers have every CPU";
+  EXPECT_EQ(BusyPollFor(8, 2), P::kNo);
+  EXPECT_EQ(BusyPollFor(3, 4), P::kSpin);
+  EXPECT_EQ(BusyPollFor(4, 4), P::kYielding);
+  EXPECT_EQ(BusyPollFor(0, 1), P::kNo);
+  EXPECT_EQ(BusyPollFor(1, 1), P::kNo) << "one CPU: the loop sleeps while its worker runs, as before";
 }
 
 TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
