@@ -102,6 +102,10 @@ struct PoolOptions {
   bool can_change_worker_limits;
 };
 
+// How the loop polls before it sleeps, with `busy` workers running an activation on `cpus` CPUs
+// (the module's busy-poll policy; pool.cpp says why). None while none is busy: nothing is coming.
+EventLoop::BusyPoll BusyPollFor(size_t busy, size_t cpus);
+
 struct LaunchQueue;  // the launch thread's requests and results (pool.cpp)
 
 class Pool {

@@ -799,6 +799,22 @@ TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
   }
 }
 
+// The loop polls before it sleeps while some workers are busy and no more than there are CPUs:
+// alone on its CPU below that (a spin), beside the last CPU's worker at it (yielding: it would
+// otherwise sleep after each frame and be woken on an idle CPU for the next; pool.cpp).
+TEST(BusyPollForTest, PollsWhileSomeAndNoMoreThanTheCpusAreBusy) {
+  using P = EventLoop::BusyPoll;
+  EXPECT_EQ(BusyPollFor(0, 2), P::kNo) << "nothing is coming";
+  EXPECT_EQ(BusyPollFor(1, 2), P::kSpin);
+  EXPECT_EQ(BusyPollFor(2, 2), P::kYielding);
+  EXPECT_EQ(BusyPollFor(3, 2), P::kNo) << "the workers have every CPU";
+  EXPECT_EQ(BusyPollFor(8, 2), P::kNo);
+  EXPECT_EQ(BusyPollFor(3, 4), P::kSpin);
+  EXPECT_EQ(BusyPollFor(4, 4), P::kYielding);
+  EXPECT_EQ(BusyPollFor(0, 1), P::kNo);
+  EXPECT_EQ(BusyPollFor(1, 1), P::kNo) << "one CPU: the loop sleeps while its worker runs, as before";
+}
+
 TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
   Open();
   FlowRef f = Add(kCounterFlow, "{}", "counted.js");
