@@ -1293,7 +1293,9 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.loop_->set_after_pass([&m] { m.EndOfPass(); });
   m.loop_->set_before_wait([&m] { return m.grouping_since.has_value() && !m.GroupMayWait(); },
                            [&m] { m.EndOfPass(false); });
-  m.loop_->set_busy_poll(m.options.busy_poll, [&m] { return BusyPollFor(m.pool->Busy(), m.cpus); });
+  m.loop_->set_busy_poll(m.options.busy_poll, [&m] {
+    return BusyPollFor(m.pool->Busy(), m.cpus, m.pool->MaxWorkers());
+  });
   if (m.options.several_hosts) {
     auto second = OpenStore({m.options.journal_path, m.options.durability});
     if (!second) return second.error();
