@@ -66,8 +66,10 @@ struct ModuleOptions {
   size_t max_workers = 8;                         // global cap; further activations queue
   uint32_t max_activations_per_worker = 256;      // then the worker is retired (one started on demand up to 1/8 sooner: staggered)
   std::chrono::milliseconds idle_retire{600'000}; // a worker idle this long is retired
-  // Before sleeping, poll this long for a worker's next frame, but only while fewer workers are
-  // busy than there are CPUs (so the polling takes no CPU a worker could use). Zero disables it.
+  // Before sleeping, poll this long for a worker's next frame, but only while some workers and no
+  // more than there are CPUs are busy: with fewer, the polling takes no CPU a worker could use; with
+  // as many (at least two), the loop yields its CPU between two looks, so a worker waiting for that
+  // CPU runs first. Zero disables it.
   std::chrono::microseconds busy_poll{50};
   // Hard process memory cap (RLIMIT_AS) = heap budget + headroom, per profile.
   uint64_t flow_memory_headroom_bytes = 256ull << 20;

@@ -1294,8 +1294,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.loop_->set_before_wait([&m] { return m.grouping_since.has_value() && !m.GroupMayWait(); },
                            [&m] { m.EndOfPass(false); });
   m.loop_->set_busy_poll(m.options.busy_poll, [&m] {
-    const size_t busy = m.pool->Busy();
-    return busy > 0 && busy < m.cpus;
+    return BusyPollFor(m.pool->Busy(), m.cpus, m.pool->MaxWorkers());
   });
   if (m.options.several_hosts) {
     auto second = OpenStore({m.options.journal_path, m.options.durability});

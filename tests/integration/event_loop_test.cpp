@@ -1,12 +1,14 @@
 // EventLoop::SpinWhileOnly, the module's short wait for a lone start's worker before it commits
 // (module.cpp, ReadBegunWorker): it sees the one descriptor it waits for, and gives up at once when
 // anything else wants the loop (another descriptor, posted work, a due timer) or when its time is up.
-// It handles nothing: what it saw is still there for the next pass.
+// It handles nothing: what it saw is still there for the next pass. And RunOnce's busy poll in its
+// modes (BusyPollTest, below).
 #include <gtest/gtest.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 #include "parent/loop/event_loop.h"
 
@@ -84,6 +86,70 @@ TEST_F(SpinWhileOnlyTest, ReturnsFalseOnceItsTimeIsUpAndForAnUnwatchedDescriptor
   Pipe unwatched;
   unwatched.Put();
   EXPECT_FALSE(loop_->SpinWhileOnly(unwatched.r, 10s));
+}
+
+// RunOnce's busy poll: in either polling mode the pass sees a descriptor that another thread readies
+// while it polls, without the before-wait hook (which runs only when the pass found nothing and
+// would sleep); with kNo the same pass finds nothing and runs the hook instead. The yielding mode
+// is the one the module uses with as many busy workers as CPUs (BusyPollFor, pool_test.cpp).
+class BusyPollTest : public SpinWhileOnlyTest {
+ protected:
+  // One pass that would wait up to 10 s, polling for up to 10 s in `mode`, while another thread
+  // writes to mine_ after a millisecond. Returns how often the before-wait hook ran.
+  int PassWhileAnotherThreadWrites(EventLoop::BusyPoll mode) {
+    int asked = 0, before_wait = 0;
+    loop_->set_busy_poll(10s, [&] {
+      ++asked;
+      return mode;
+    });
+    loop_->set_before_wait([] { return true; }, [&] { ++before_wait; });
+    std::thread writer([this] {
+      std::this_thread::sleep_for(1ms);
+      mine_.Put();
+    });
+    loop_->RunOnce(10'000ms);
+    writer.join();
+    EXPECT_EQ(asked, 1) << "asked once, by the pass that would wait";
+    return before_wait;
+  }
+};
+
+TEST_F(BusyPollTest, EitherPollingModeSeesWhatArrivesWhileItPolls) {
+  for (const auto mode : {EventLoop::BusyPoll::kSpin, EventLoop::BusyPoll::kYielding}) {
+    mine_seen_ = 0;
+    EXPECT_EQ(PassWhileAnotherThreadWrites(mode), 0) << static_cast<int>(mode) << ": it found the frame, not nothing";
+    EXPECT_EQ(mine_seen_, 1) << static_cast<int>(mode);
+    char c;
+    ASSERT_EQ(::read(mine_.r, &c, 1), 1);
+  }
+}
+
+TEST_F(BusyPollTest, WithoutPollingThePassFindsNothingAndRunsTheBeforeWaitHook) {
+  EXPECT_EQ(PassWhileAnotherThreadWrites(EventLoop::BusyPoll::kNo), 1);
+  EXPECT_EQ(mine_seen_, 0);
+  loop_->set_before_wait(nullptr, nullptr);
+  loop_->RunOnce(0ms);
+  EXPECT_EQ(mine_seen_, 1) << "the next pass";
+}
+
+TEST_F(BusyPollTest, APassThatWouldNotWaitDoesNotAskOrPoll) {
+  int asked = 0;
+  loop_->set_busy_poll(10s, [&] {
+    ++asked;
+    return EventLoop::BusyPoll::kYielding;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  loop_->RunOnce(0ms);
+  EXPECT_EQ(asked, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "not after its 10 s";
+}
+
+TEST_F(BusyPollTest, TheYieldingPollEndsAtItsPeriodAndTheLoopThenWaits) {
+  loop_->set_busy_poll(2ms, [] { return EventLoop::BusyPoll::kYielding; });
+  const auto t0 = std::chrono::steady_clock::now();
+  loop_->RunOnce(5ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 5ms) << "polled 2 ms, then waited the rest";
+  EXPECT_EQ(mine_seen_, 0);
 }
 
 }  // namespace

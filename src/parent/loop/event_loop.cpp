@@ -1,5 +1,6 @@
 #include "parent/loop/event_loop.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -151,10 +152,15 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
   }
   epoll_event events[64];
   int n = 0;
-  if (wait.count() > 0 && busy_poll_.count() > 0 && should_busy_poll_ && should_busy_poll_()) {
+  const BusyPoll poll =
+      wait.count() > 0 && busy_poll_.count() > 0 && busy_poll_mode_ ? busy_poll_mode_() : BusyPoll::kNo;
+  if (poll != BusyPoll::kNo) {
     const auto until = Clock::now() + busy_poll_;
-    do n = epoll_wait(epfd_, events, 64, 0);
-    while (n == 0 && Clock::now() < until);
+    for (;;) {
+      n = epoll_wait(epfd_, events, 64, 0);
+      if (n != 0 || Clock::now() >= until) break;
+      if (poll == BusyPoll::kYielding) sched_yield();
+    }
   }
   if (n == 0 && wait.count() > 0 && before_wait_pending_ && before_wait_pending_()) {
     n = epoll_wait(epfd_, events, 64, 0);

@@ -52,8 +52,19 @@ class EventLoop {
   // Any thread. Makes a waiting RunOnce return soon.
   void Wake();
 
+  // How a pass may poll before it sleeps (set_busy_poll's `mode`, asked at each pass that would wait).
+  enum class BusyPoll {
+    kNo,
+    // epoll_wait without waiting, back to back, for up to the period: the loop keeps its CPU.
+    kSpin,
+    // The same with sched_yield between two looks: a task runnable on the loop's CPU (a worker the
+    // loop woke there) runs first, and the loop looks again when it stops or at once when none is
+    // there. For a loop that would otherwise sleep while every CPU runs a worker (module.cpp).
+    kYielding,
+  };
+
   // Waits up to `max_wait` (less if a timer is due sooner) for something to do, does it, then runs
-  // after_pass. Busy-polls first for up to busy_poll while should_busy_poll() says so.
+  // after_pass. Busy-polls first for up to busy_poll, as busy_poll_mode() says.
   void RunOnce(std::chrono::milliseconds max_wait);
 
   void set_after_pass(std::function<void()> fn) { after_pass_ = std::move(fn); }
@@ -68,9 +79,9 @@ class EventLoop {
   // Called when a wait ends, before its events are handled (a process paused past a lease learns
   // it before it acts on anything that arrived meanwhile).
   void set_after_wait(std::function<void()> fn) { after_wait_ = std::move(fn); }
-  void set_busy_poll(std::chrono::microseconds period, std::function<bool()> should) {
+  void set_busy_poll(std::chrono::microseconds period, std::function<BusyPoll()> mode) {
     busy_poll_ = period;
-    should_busy_poll_ = std::move(should);
+    busy_poll_mode_ = std::move(mode);
   }
   // Spins (epoll_wait without waiting) for up to `max` while nothing but `fd` can be ready: true
   // once `fd` is readable and nothing else is, false as soon as any other descriptor is ready, work
@@ -104,7 +115,7 @@ class EventLoop {
   std::function<void()> before_wait_;
   std::function<void()> after_wait_;
   std::chrono::microseconds busy_poll_{0};
-  std::function<bool()> should_busy_poll_;
+  std::function<BusyPoll()> busy_poll_mode_;
   std::atomic<std::thread::id> loop_thread_{std::this_thread::get_id()};  // read by other threads
 };
 
