@@ -337,9 +337,7 @@ HttpResponse FlowAnswer(const Json& result, bool allow_set_cookie) {
 Result<std::optional<std::chrono::milliseconds>> Api::WaitOf(const HttpRequest& req) {
   auto w = req.Query("wait");
   if (!w) return std::optional<std::chrono::milliseconds>();
-  std::string text(*w);
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) text += "s";
-  auto d = ParseDuration(text);
+  auto d = ParseWaitText(*w);
   if (!d) return MakeError(ErrorCode::kInvalidArgument, "?wait=" + std::string(*w) + ": " + d.error().message);
   return std::optional<std::chrono::milliseconds>(std::min(*d, o_.limits.wait_max));
 }

@@ -130,6 +130,25 @@ Result<int64_t> ParseSinceText(std::string_view text, int64_t now_unix_us) {
                        "midnight UTC) or a duration back from now (15m, 2h, 7d)");
 }
 
+Result<std::chrono::milliseconds> ParseWaitText(std::string_view text) {
+  // Digits, then nothing (seconds), "s" or "ms": with at most 6 significant digits the count is
+  // within ParseDuration's 365d in either unit, so it is exactly what ParseDuration reads.
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit = text.substr(digits);
+  if (digits > 0 && (unit.empty() || unit == "s" || unit == "ms")) {
+    size_t first = 0;
+    while (first < digits && text[first] == '0') ++first;
+    if (digits - first <= 6) {
+      int64_t count = 0;
+      for (size_t i = first; i < digits; ++i) count = count * 10 + (text[i] - '0');
+      return std::chrono::milliseconds(unit == "ms" ? count : count * 1000);
+    }
+  }
+  if (digits > 0 && unit.empty()) return ParseDuration(std::string(text) + "s");
+  return ParseDuration(text);
+}
+
 RunFilterParse ParseRunFilter(const RunFilterText& t, int64_t now_unix_us, RunFilterBounds bounds) {
   RunFilterParse p;
   RunQuery& q = p.query;

@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "serve/config.h"
+
 namespace basal::serve {
 namespace {
 
@@ -82,6 +87,39 @@ TEST(RunFilter, SinceTakesRfc3339ADateOrADurationBack) {
   EXPECT_EQ(*at("7d"), kNow - 7 * 86400 * 1'000'000LL);
   EXPECT_FALSE(at("2024-12-04T15:07Z"));
   EXPECT_FALSE(at("2024-12-04T15:07:02+0200"));
+}
+
+// ?wait=: a bare number is seconds, anything else ParseDuration's form. The short forms read
+// directly (digits, then nothing, "s" or "ms") give what ParseDuration gives, at every length and
+// with leading zeros, and every other text the same duration or the same error.
+TEST(RunFilter, AWaitIsReadAsParseDurationReadsItABareNumberBeingSeconds) {
+  const auto reference = [](const std::string& text) {
+    const bool bare = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    return ParseDuration(bare ? text + "s" : text);
+  };
+  std::vector<std::string> texts = {"", "s", "ms", "-1", "-1s", "1.5", "1,5s", "1h30m", "30S", "30 s", " 30",
+                                    "30s ", "1m30s", "90m", "2d", "365d", "366d", "0", "0s", "0ms", "00", "1ss",
+                                    "1mss", "1sms", "+1", "0x10"};
+  for (const std::string digits : {"1", "9", "10", "30", "59", "60", "999", "1000", "99999", "999999", "1000000",
+                                   "9999999", "31535999", "31536000", "31536001", "99999999999", "999999999999"}) {
+    for (const std::string zeros : {"", "0", "000000000"}) {
+      for (const std::string unit : {"", "s", "ms", "m", "h", "d", "x", "s5", "m5s"}) texts.push_back(zeros + digits + unit);
+    }
+  }
+  for (const std::string& text : texts) {
+    auto got = ParseWaitText(text);
+    auto want = reference(text);
+    ASSERT_EQ(static_cast<bool>(got), static_cast<bool>(want)) << "?wait=" << text;
+    if (want) {
+      EXPECT_EQ(got->count(), want->count()) << "?wait=" << text;
+    } else {
+      EXPECT_EQ(got.error().message, want.error().message) << "?wait=" << text;
+      EXPECT_EQ(got.error().code, want.error().code) << "?wait=" << text;
+    }
+  }
+  EXPECT_EQ(ParseWaitText("30")->count(), 30'000);
+  EXPECT_EQ(ParseWaitText("30s")->count(), 30'000);
+  EXPECT_EQ(ParseWaitText("1500ms")->count(), 1'500);
 }
 
 TEST(RunFilter, TheNextCursorIsTheLastRunOfAFullPage) {
