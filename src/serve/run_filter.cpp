@@ -130,6 +130,35 @@ Result<int64_t> ParseSinceText(std::string_view text, int64_t now_unix_us) {
                        "midnight UTC) or a duration back from now (15m, 2h, 7d)");
 }
 
+bool ReadPlainRunBody(std::string_view body, nlohmann::json* input) {
+  size_t p = 0;
+  const auto skip_space = [&] {
+    while (p < body.size() && (body[p] == ' ' || body[p] == '\t' || body[p] == '\n' || body[p] == '\r')) ++p;
+  };
+  const auto take = [&](std::string_view text) {
+    if (body.substr(p, text.size()) != text) return false;
+    p += text.size();
+    return true;
+  };
+  skip_space();
+  if (!take("{")) return false;
+  skip_space();
+  if (!take("\"input\"")) return false;
+  skip_space();
+  if (!take(":")) return false;
+  skip_space();
+  const size_t start = p;
+  while (p < body.size() && body[p] != '}' && body[p] != ' ' && body[p] != '\t' && body[p] != '\n' &&
+         body[p] != '\r')
+    ++p;
+  const std::string_view value = body.substr(start, p - start);
+  skip_space();
+  if (!take("}")) return false;
+  skip_space();
+  if (p != body.size()) return false;
+  return protocol::ParsePlainScalar(value, *input);
+}
+
 Result<std::chrono::milliseconds> ParseWaitText(std::string_view text) {
   // Digits, then nothing (seconds), "s" or "ms": with at most 6 significant digits the count is
   // within ParseDuration's 365d in either unit, so it is exactly what ParseDuration reads.

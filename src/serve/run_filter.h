@@ -56,6 +56,12 @@ Result<int64_t> ParseSinceText(std::string_view text, int64_t now_unix_us);
 
 RunFilterParse ParseRunFilter(const RunFilterText& text, int64_t now_unix_us, RunFilterBounds bounds = {});
 
+// A run request's body (POST /v1/flows/{name}/runs) of the commonest form, {"input": SCALAR} with
+// SCALAR null, true, false or an integer of at most 15 digits, and JSON whitespace anywhere
+// between: true, with *input what the JSON parser reads there. False for every other body, which
+// the parser reads as before (the body's checks and their errors are the API's).
+bool ReadPlainRunBody(std::string_view body, nlohmann::json* input);
+
 // A `?wait=` value (docs/api.md): a duration as ParseDuration reads it, a bare number being
 // seconds ("30" is "30s"). The common short forms ("30", "30s", "1500ms") are read here directly,
 // without ParseDuration's error text, which it writes for every call (a run's request is on the

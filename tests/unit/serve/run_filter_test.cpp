@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,52 @@ TEST(RunFilter, AWaitIsReadAsParseDurationReadsItABareNumberBeingSeconds) {
   EXPECT_EQ(ParseWaitText("30")->count(), 30'000);
   EXPECT_EQ(ParseWaitText("30s")->count(), 30'000);
   EXPECT_EQ(ParseWaitText("1500ms")->count(), 1'500);
+}
+
+// A run's body read without the parser: when ReadPlainRunBody takes a body, the parser reads the
+// same (an object whose one key is "input", the same value of the same JSON type); it takes the
+// commonest bodies, and leaves every other to the parser.
+TEST(RunFilter, APlainRunBodyIsWhatTheParserReads) {
+  const auto parsed_input = [](const std::string& body) -> std::optional<nlohmann::json> {
+    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || j.size() != 1 || !j.contains("input")) return std::nullopt;
+    return j["input"];
+  };
+  std::vector<std::string> values = {"null", "true", "false", "0", "-0", "1", "-1", "42", "007", "-007", "1.5", "1e3",
+                                     "-", "--1", "+1", "123456789012345", "1234567890123456", "-123456789012345",
+                                     "18446744073709551615", "\"1\"", "[1]", "{}", "nul", "truex", "True", "", "1 2",
+                                     "1,", "1}"};
+  std::vector<std::string> bodies;
+  for (const std::string& v : values) {
+    for (const std::string form : {"{\"input\":V}", "{\"input\": V}", " {\"input\" : V } ", "\t{\n\"input\"\r:\tV\n}\r\n",
+                                    "{\"input\": V, \"x\": 1}", "{\"x\": 1, \"input\": V}", "{\"input\": V, \"input\": 2}",
+                                    "{\"inputs\": V}", "{\"Input\": V}", "{\"\\u0069nput\": V}", "{'input': V}",
+                                    "{\"input\": V}}", "{\"input\": V} x", "[{\"input\": V}]", "\xEF\xBB\xBF{\"input\": V}",
+                                    "{\"input\": V", "\"input\": V}", "{\"input\" V}", "{\"input\": V}\f"}) {
+      std::string body = form;
+      body.replace(body.find('V'), 1, v);
+      bodies.push_back(body);
+    }
+  }
+  bodies.push_back("");
+  bodies.push_back("{}");
+  bodies.push_back("null");
+  size_t taken = 0;
+  for (const std::string& body : bodies) {
+    nlohmann::json input = "unset";
+    if (!ReadPlainRunBody(body, &input)) continue;
+    ++taken;
+    const auto want = parsed_input(body);
+    ASSERT_TRUE(want.has_value()) << "taken, but the parser refuses or reads no lone \"input\": " << body;
+    EXPECT_EQ(input.type(), want->type()) << body;
+    EXPECT_EQ(input, *want) << body;
+    EXPECT_EQ(input.dump(), want->dump()) << body;
+  }
+  EXPECT_GE(taken, 40u);
+  for (const std::string body : {"{\"input\": 1}", "{\"input\":null}", " { \"input\" : -5 } ", "{\"input\": true}\n"}) {
+    nlohmann::json input;
+    EXPECT_TRUE(ReadPlainRunBody(body, &input)) << body;
+  }
 }
 
 TEST(RunFilter, TheNextCursorIsTheLastRunOfAFullPage) {
