@@ -337,9 +337,7 @@ HttpResponse FlowAnswer(const Json& result, bool allow_set_cookie) {
 Result<std::optional<std::chrono::milliseconds>> Api::WaitOf(const HttpRequest& req) {
   auto w = req.Query("wait");
   if (!w) return std::optional<std::chrono::milliseconds>();
-  std::string text(*w);
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) text += "s";
-  auto d = ParseDuration(text);
+  auto d = ParseWaitText(*w);
   if (!d) return MakeError(ErrorCode::kInvalidArgument, "?wait=" + std::string(*w) + ": " + d.error().message);
   return std::optional<std::chrono::milliseconds>(std::min(*d, o_.limits.wait_max));
 }
@@ -349,17 +347,20 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
   auto wait = WaitOf(req);
   if (!wait) return respond(JsonError(400, "bad_wait", wait.error().message));
   // The body is {"input": VALUE}, "input" required (null is a value): a typo such as "inputs"
-  // or a forgotten body must not start a run with no input.
-  Json body = Json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object())
-    return respond(JsonError(400, "bad_body", "the body must be a JSON object such as {\"input\": {...}}"));
-  for (auto& [k, v] : body.items())
-    if (k != "input") return respond(JsonError(400, "bad_body", "unknown key \"" + k + "\" in the body; it takes only \"input\""));
-  if (!body.contains("input"))
-    return respond(JsonError(400, "bad_body", "the body has no \"input\"; send {\"input\": VALUE} ({\"input\": null} for none)"));
+  // or a forgotten body must not start a run with no input. {"input": SCALAR} is read without the
+  // parser (ReadPlainRunBody: the same value).
   RunRequest run;
+  if (!ReadPlainRunBody(req.body, &run.input)) {
+    Json body = Json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object())
+      return respond(JsonError(400, "bad_body", "the body must be a JSON object such as {\"input\": {...}}"));
+    for (auto& [k, v] : body.items())
+      if (k != "input") return respond(JsonError(400, "bad_body", "unknown key \"" + k + "\" in the body; it takes only \"input\""));
+    if (!body.contains("input"))
+      return respond(JsonError(400, "bad_body", "the body has no \"input\"; send {\"input\": VALUE} ({\"input\": null} for none)"));
+    run.input = std::move(body["input"]);
+  }
   run.flow = flow;
-  run.input = std::move(body["input"]);
   run.trigger = "api";
   if (auto k = req.Header("idempotency-key")) {
     run.idempotency_key = std::string(*k);

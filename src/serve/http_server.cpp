@@ -92,6 +92,7 @@ struct HttpListener::Impl {
   size_t pending = 0;
   size_t connections = 0;
   bool run_posted = false;
+  bool resumed = false;  // a connection was resumed since the last Run
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
   std::unordered_set<Conn*> conns;  // every open connection (freed when libmicrohttpd closes it)
   std::list<Conn*> idle;            // the connections awaiting a request's head, longest first
@@ -190,31 +191,55 @@ struct HttpListener::Impl {
     if (next) ArmSweep(*next);
   }
 
-  // Runs libmicrohttpd's work and sets the timer it asks for.
-  void Run() {
-    if (!daemon) return;
-    // At max_connections libmicrohttpd takes the listening socket out of its epoll set, and puts it
-    // back at the start of the next MHD_run once a connection has closed. Nothing wakes that next
-    // run (what waits is in the kernel's backlog, out of its set), so a run that closed a
-    // connection is followed by one more; without it the listener stays deaf for good.
+  // One pass of libmicrohttpd. At max_connections libmicrohttpd takes the listening socket out of
+  // its epoll set, and puts it back at the start of the next MHD_run once a connection has closed.
+  // Nothing wakes that next run (what waits is in the kernel's backlog, out of its set), so a run
+  // that closed a connection is followed by one more; without it the listener stays deaf for good.
+  void RunMhd() {
     const size_t before = connections;
     MHD_run(daemon);
     if (connections < before) MHD_run(daemon);
+  }
+
+  // libmicrohttpd has work it can do now, without waiting for its descriptors (a timeout of 0).
+  bool DueNow() {
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    return MHD_get_timeout(daemon, &ms) == MHD_YES && ms == 0;
+  }
+
+  // A suspended connection goes on (its answer, more of a stream, or its client gone): libmicrohttpd
+  // picks it up at its next run, which the loop runs soon.
+  void Resume(Exchange& x) {
+    MHD_resume_connection(x.connection);
+    resumed = true;
+    RunSoon();
+  }
+
+  // Runs libmicrohttpd's work and sets the timer it asks for.
+  //
+  // A resumed connection's answer (a run's, after its commit) takes libmicrohttpd (0.9.75) three
+  // passes over the connection, each asking for the next with a timeout of 0: the one that sends it
+  // whole in one sendmsg; the one that moves the request from "body ready" to "sent" (the completed
+  // callback, the keep-alive reset); and the one that reads the socket it marked readable when it
+  // resumed the connection (EAGAIN) and puts the connection back in its epoll set, from which the
+  // suspend took it. Those passes run here, at once, instead of each through a timer due now and one
+  // more pass of the loop (its timers, posted work and pass end, and an epoll_wait). Bounded: more
+  // is left to the timer, as before. The connection put back in the set is writable, and the kernel
+  // reports that at once (libmicrohttpd watches it edge-triggered, EPOLLOUT included): its epoll
+  // descriptor turns readable for an event it has nothing to do with. After a resume, one more pass
+  // takes that event here, in the same epoll_wait that the loop's wake for it would cost, without
+  // the loop's own epoll_wait and pass.
+  static constexpr int kPassesAtOnce = 3;
+  void Run() {
+    if (!daemon) return;
+    const bool after_resume = resumed;
+    resumed = false;
+    RunMhd();
+    for (int i = 0; i < kPassesAtOnce && DueNow(); ++i) RunMhd();
+    if (after_resume) RunMhd();
     if (timer) loop->Cancel(*timer);
     timer.reset();
     MHD_UNSIGNED_LONG_LONG ms = 0;
-    // A timeout of 0: libmicrohttpd has work it can do now without waiting for its descriptors.
-    // The commonest: an answer queued to a resumed connection (a run's, after its commit) goes out
-    // whole in one sendmsg, but libmicrohttpd (0.9.75) only moves the request from "body ready" to
-    // "sent" (the completed callback, the connection back to reading, back in its epoll set) in its
-    // next pass over the connection. That pass runs here, at once, instead of through a timer due
-    // now and one more pass of the loop (its timers, posted work and pass end), which came after
-    // the client's next request had been written. Once: more is left to the timer, as before.
-    if (MHD_get_timeout(daemon, &ms) == MHD_YES && ms == 0) {
-      const size_t again = connections;
-      MHD_run(daemon);
-      if (connections < again) MHD_run(daemon);
-    }
     if (MHD_get_timeout(daemon, &ms) == MHD_YES) {
       timer = loop->At(EventLoop::Clock::now() + std::chrono::milliseconds(std::min<MHD_UNSIGNED_LONG_LONG>(ms, 60'000)),
                        [this] {
@@ -254,8 +279,7 @@ struct HttpListener::Impl {
       x.stream->Detach();
       if (x.stream_waiting) {
         x.stream_waiting = false;
-        MHD_resume_connection(x.connection);
-        RunSoon();
+        Resume(x);
       }
       return;
     }
@@ -264,8 +288,7 @@ struct HttpListener::Impl {
     x.on_gone = nullptr;
     if (pending > 0) --pending;
     x.answer = JsonError(499, "client_closed_request", "the client closed its connection before the answer");
-    MHD_resume_connection(x.connection);
-    RunSoon();
+    Resume(x);
     if (gone) gone();
   }
 
@@ -310,8 +333,7 @@ struct HttpListener::Impl {
     if (!x.stream_waiting) return;
     x.stream_waiting = false;
     UnwatchClient(x);
-    MHD_resume_connection(x.connection);
-    RunSoon();
+    Resume(x);
   }
 
   // libmicrohttpd wants more of a stream: what is buffered, the end once it is closed and empty,
@@ -480,8 +502,7 @@ struct HttpListener::Impl {
       x->answer = std::move(r);
       if (*sync_flag) return;
       UnwatchClient(*x);  // before libmicrohttpd may close the descriptor
-      MHD_resume_connection(x->connection);
-      RunSoon();
+      Resume(*x);
     };
     OnClientGone on_client_gone = [x, alive = std::weak_ptr<bool>(x->alive)](std::function<void()> gone) {
       if (!alive.expired()) x->on_gone = std::move(gone);

@@ -130,6 +130,54 @@ Result<int64_t> ParseSinceText(std::string_view text, int64_t now_unix_us) {
                        "midnight UTC) or a duration back from now (15m, 2h, 7d)");
 }
 
+bool ReadPlainRunBody(std::string_view body, nlohmann::json* input) {
+  size_t p = 0;
+  const auto skip_space = [&] {
+    while (p < body.size() && (body[p] == ' ' || body[p] == '\t' || body[p] == '\n' || body[p] == '\r')) ++p;
+  };
+  const auto take = [&](std::string_view text) {
+    if (body.substr(p, text.size()) != text) return false;
+    p += text.size();
+    return true;
+  };
+  skip_space();
+  if (!take("{")) return false;
+  skip_space();
+  if (!take("\"input\"")) return false;
+  skip_space();
+  if (!take(":")) return false;
+  skip_space();
+  const size_t start = p;
+  while (p < body.size() && body[p] != '}' && body[p] != ' ' && body[p] != '\t' && body[p] != '\n' &&
+         body[p] != '\r')
+    ++p;
+  const std::string_view value = body.substr(start, p - start);
+  skip_space();
+  if (!take("}")) return false;
+  skip_space();
+  if (p != body.size()) return false;
+  return protocol::ParsePlainScalar(value, *input);
+}
+
+Result<std::chrono::milliseconds> ParseWaitText(std::string_view text) {
+  // Digits, then nothing (seconds), "s" or "ms": with at most 6 significant digits the count is
+  // within ParseDuration's 365d in either unit, so it is exactly what ParseDuration reads.
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit = text.substr(digits);
+  if (digits > 0 && (unit.empty() || unit == "s" || unit == "ms")) {
+    size_t first = 0;
+    while (first < digits && text[first] == '0') ++first;
+    if (digits - first <= 6) {
+      int64_t count = 0;
+      for (size_t i = first; i < digits; ++i) count = count * 10 + (text[i] - '0');
+      return std::chrono::milliseconds(unit == "ms" ? count : count * 1000);
+    }
+  }
+  if (digits > 0 && unit.empty()) return ParseDuration(std::string(text) + "s");
+  return ParseDuration(text);
+}
+
 RunFilterParse ParseRunFilter(const RunFilterText& t, int64_t now_unix_us, RunFilterBounds bounds) {
   RunFilterParse p;
   RunQuery& q = p.query;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -54,6 +55,18 @@ const std::vector<std::string>& RunTriggerKinds();
 Result<int64_t> ParseSinceText(std::string_view text, int64_t now_unix_us);
 
 RunFilterParse ParseRunFilter(const RunFilterText& text, int64_t now_unix_us, RunFilterBounds bounds = {});
+
+// A run request's body (POST /v1/flows/{name}/runs) of the commonest form, {"input": SCALAR} with
+// SCALAR null, true, false or an integer of at most 15 digits, and JSON whitespace anywhere
+// between: true, with *input what the JSON parser reads there. False for every other body, which
+// the parser reads as before (the body's checks and their errors are the API's).
+bool ReadPlainRunBody(std::string_view body, nlohmann::json* input);
+
+// A `?wait=` value (docs/api.md): a duration as ParseDuration reads it, a bare number being
+// seconds ("30" is "30s"). The common short forms ("30", "30s", "1500ms") are read here directly,
+// without ParseDuration's error text, which it writes for every call (a run's request is on the
+// run's path); the same durations, and the same errors for everything else.
+Result<std::chrono::milliseconds> ParseWaitText(std::string_view text);
 
 // A run as the API shows it (GET /v1/runs/{id}, docs/api.md) and `basal runs --json` prints it:
 // its row, and from its last activation (read through `reader`) the result, error and timings.

@@ -132,5 +132,38 @@ TEST_F(HttpListenerTest, AnAnswerGivenLaterCompletesInThePassThatSendsIt) {
   EXPECT_NE(second.find(body), std::string::npos) << second;
 }
 
+
+// After the pass that sends a later answer, the loop has nothing left of it: libmicrohttpd's passes
+// over the resumed connection (the request's completion, the socket read back to EAGAIN, the
+// connection back in its epoll set, and the writable event that return raises) ran in that pass,
+// so the loop's next pass would sleep: no timer due, no descriptor ready, nothing posted. The probe
+// is the loop's before_wait, which runs only when a pass is about to block and nothing is ready.
+TEST_F(HttpListenerTest, AfterALaterAnswerTheLoopHasNothingLeftToDo) {
+  std::optional<Respond> later;
+  HttpListener::Options o;
+  o.handle = [&later](const HttpRequest&, Respond respond, OnClientGone) { later = std::move(respond); };
+  Start(std::move(o));
+  Connect();
+  const std::string body = "{\"answer\": \"later\"}";
+  for (int round = 0; round < 3; ++round) {
+    later.reset();
+    Send("POST /v1/x HTTP/1.1\r\nHost: basal\r\nContent-Length: 2\r\n\r\n{}");
+    for (int i = 0; i < 200 && !later; ++i) loop_->RunOnce(std::chrono::milliseconds(10));
+    ASSERT_TRUE(later) << "the request never reached the handler (round " << round << ")";
+    (*later)(Answer(body));
+    loop_->RunOnce(std::chrono::milliseconds(0));  // the pass that sends the answer
+    // Probed before the client reads: its read frees room in the socket, which the kernel reports
+    // to libmicrohttpd as writable again, an event of the client's making rather than of this pass.
+    bool would_sleep = false;
+    loop_->set_before_wait([] { return true; }, [&would_sleep] { would_sleep = true; });
+    loop_->RunOnce(std::chrono::milliseconds(1000));
+    loop_->set_before_wait(nullptr, nullptr);
+    EXPECT_TRUE(would_sleep) << "the pass after the answer's still had work of it (a timer due now, or "
+                                "libmicrohttpd's descriptor readable) (round " << round << ")";
+    const std::string got = Received();
+    ASSERT_NE(got.find(body), std::string::npos) << got;
+  }
+}
+
 }  // namespace
 }  // namespace basal::serve

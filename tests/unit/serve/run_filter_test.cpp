@@ -3,6 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serve/config.h"
+
 namespace basal::serve {
 namespace {
 
@@ -82,6 +88,85 @@ TEST(RunFilter, SinceTakesRfc3339ADateOrADurationBack) {
   EXPECT_EQ(*at("7d"), kNow - 7 * 86400 * 1'000'000LL);
   EXPECT_FALSE(at("2024-12-04T15:07Z"));
   EXPECT_FALSE(at("2024-12-04T15:07:02+0200"));
+}
+
+// ?wait=: a bare number is seconds, anything else ParseDuration's form. The short forms read
+// directly (digits, then nothing, "s" or "ms") give what ParseDuration gives, at every length and
+// with leading zeros, and every other text the same duration or the same error.
+TEST(RunFilter, AWaitIsReadAsParseDurationReadsItABareNumberBeingSeconds) {
+  const auto reference = [](const std::string& text) {
+    const bool bare = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    return ParseDuration(bare ? text + "s" : text);
+  };
+  std::vector<std::string> texts = {"", "s", "ms", "-1", "-1s", "1.5", "1,5s", "1h30m", "30S", "30 s", " 30",
+                                    "30s ", "1m30s", "90m", "2d", "365d", "366d", "0", "0s", "0ms", "00", "1ss",
+                                    "1mss", "1sms", "+1", "0x10"};
+  for (const std::string digits : {"1", "9", "10", "30", "59", "60", "999", "1000", "99999", "999999", "1000000",
+                                   "9999999", "31535999", "31536000", "31536001", "99999999999", "999999999999"}) {
+    for (const std::string zeros : {"", "0", "000000000"}) {
+      for (const std::string unit : {"", "s", "ms", "m", "h", "d", "x", "s5", "m5s"}) texts.push_back(zeros + digits + unit);
+    }
+  }
+  for (const std::string& text : texts) {
+    auto got = ParseWaitText(text);
+    auto want = reference(text);
+    ASSERT_EQ(static_cast<bool>(got), static_cast<bool>(want)) << "?wait=" << text;
+    if (want) {
+      EXPECT_EQ(got->count(), want->count()) << "?wait=" << text;
+    } else {
+      EXPECT_EQ(got.error().message, want.error().message) << "?wait=" << text;
+      EXPECT_EQ(got.error().code, want.error().code) << "?wait=" << text;
+    }
+  }
+  EXPECT_EQ(ParseWaitText("30")->count(), 30'000);
+  EXPECT_EQ(ParseWaitText("30s")->count(), 30'000);
+  EXPECT_EQ(ParseWaitText("1500ms")->count(), 1'500);
+}
+
+// A run's body read without the parser: when ReadPlainRunBody takes a body, the parser reads the
+// same (an object whose one key is "input", the same value of the same JSON type); it takes the
+// commonest bodies, and leaves every other to the parser.
+TEST(RunFilter, APlainRunBodyIsWhatTheParserReads) {
+  const auto parsed_input = [](const std::string& body) -> std::optional<nlohmann::json> {
+    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || j.size() != 1 || !j.contains("input")) return std::nullopt;
+    return j["input"];
+  };
+  std::vector<std::string> values = {"null", "true", "false", "0", "-0", "1", "-1", "42", "007", "-007", "1.5", "1e3",
+                                     "-", "--1", "+1", "123456789012345", "1234567890123456", "-123456789012345",
+                                     "18446744073709551615", "\"1\"", "[1]", "{}", "nul", "truex", "True", "", "1 2",
+                                     "1,", "1}"};
+  std::vector<std::string> bodies;
+  for (const std::string& v : values) {
+    for (const std::string form : {"{\"input\":V}", "{\"input\": V}", " {\"input\" : V } ", "\t{\n\"input\"\r:\tV\n}\r\n",
+                                    "{\"input\": V, \"x\": 1}", "{\"x\": 1, \"input\": V}", "{\"input\": V, \"input\": 2}",
+                                    "{\"inputs\": V}", "{\"Input\": V}", "{\"\\u0069nput\": V}", "{'input': V}",
+                                    "{\"input\": V}}", "{\"input\": V} x", "[{\"input\": V}]", "\xEF\xBB\xBF{\"input\": V}",
+                                    "{\"input\": V", "\"input\": V}", "{\"input\" V}", "{\"input\": V}\f"}) {
+      std::string body = form;
+      body.replace(body.find('V'), 1, v);
+      bodies.push_back(body);
+    }
+  }
+  bodies.push_back("");
+  bodies.push_back("{}");
+  bodies.push_back("null");
+  size_t taken = 0;
+  for (const std::string& body : bodies) {
+    nlohmann::json input = "unset";
+    if (!ReadPlainRunBody(body, &input)) continue;
+    ++taken;
+    const auto want = parsed_input(body);
+    ASSERT_TRUE(want.has_value()) << "taken, but the parser refuses or reads no lone \"input\": " << body;
+    EXPECT_EQ(input.type(), want->type()) << body;
+    EXPECT_EQ(input, *want) << body;
+    EXPECT_EQ(input.dump(), want->dump()) << body;
+  }
+  EXPECT_GE(taken, 40u);
+  for (const std::string body : {"{\"input\": 1}", "{\"input\":null}", " { \"input\" : -5 } ", "{\"input\": true}\n"}) {
+    nlohmann::json input;
+    EXPECT_TRUE(ReadPlainRunBody(body, &input)) << body;
+  }
 }
 
 TEST(RunFilter, TheNextCursorIsTheLastRunOfAFullPage) {
