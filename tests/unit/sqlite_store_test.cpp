@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -21,11 +20,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "parent/store/owner.h"
-#include "parent/store/sqlite/checkpointer.h"
 #include "parent/store/sqlite/sqlite_store.h"
 #include "unit/store_test_support.h"
 
@@ -194,60 +191,6 @@ TEST(SqliteStoreTest, ManyCommitsAreCheckpointedAndTheWalStaysBounded) {
   }
   RawDb raw(db);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), kCommits);
-}
-
-// Every WAL generation gets a background pass (docs/journal.md): the owner's commit copies only the
-// short tail the pass left, not a whole generation. The count of frames an earlier generation's
-// pass copied was once taken for the new generation's, so that a stream of commits slow enough for
-// each pass to end before the next few commits (a sequential caller's) had, from the second
-// generation on, every generation copied whole by the owner's commit, with all of its fsyncs on the
-// owner's thread, and the checkpointer thread never asked again. The test is that stream: after
-// each commit it waits for a pass it asked for to end.
-TEST(SqliteCheckpointerTest, EveryGenerationOfTheWalGetsItsOwnBackgroundPass) {
-  TempDir dir;
-  const std::string path = dir.File("w.db");
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                         "CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT)",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  {
-    sqlite::Checkpointer checkpointer(path);
-    sqlite3_wal_hook(db, &sqlite::Checkpointer::OnWalCommit, &checkpointer);
-    sqlite3_stmt* insert = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO t(body) VALUES(?)", -1, &insert, nullptr), SQLITE_OK);
-    const std::string body(3000, 'x');  // about a page a row: a frame or two a commit
-    int rows = 0;
-    for (; rows < 20000 && checkpointer.counts().restarts < 4; ++rows) {
-      sqlite3_bind_text(insert, 1, body.c_str(), static_cast<int>(body.size()), SQLITE_STATIC);
-      ASSERT_EQ(sqlite3_step(insert), SQLITE_DONE);
-      sqlite3_reset(insert);
-      for (int waited = 0; waited < 10'000; ++waited) {  // at most 10 s a pass
-        const sqlite::Checkpointer::Counts c = checkpointer.counts();
-        if (c.passes >= c.requests) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-    sqlite3_finalize(insert);
-    sqlite3_wal_hook(db, nullptr, nullptr);
-    const sqlite::Checkpointer::Counts counts = checkpointer.counts();
-    ASSERT_GE(counts.restarts, 4u) << "the WAL did not start over four times in 20,000 commits";
-    // A pass for every generation that reached the threshold. Each pass here ran with no commit
-    // beside it, so it copied the whole WAL, which then started over at the next commit: the
-    // owner's thread never had a tail to copy (with the old count: one pass, then every
-    // generation copied whole inline).
-    EXPECT_GE(counts.passes, counts.restarts);
-    EXPECT_EQ(counts.passes, counts.requests);
-    EXPECT_EQ(counts.inline_checkpoints, 0u);
-    sqlite3_stmt* count = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &count, nullptr), SQLITE_OK);
-    ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
-    EXPECT_EQ(sqlite3_column_int(count, 0), rows);  // nothing lost through four start-overs
-    sqlite3_finalize(count);
-  }
-  sqlite3_close(db);
 }
 
 // The first connection of a process turns SQLite's memory statistics off (PreferNoMemoryStatistics,

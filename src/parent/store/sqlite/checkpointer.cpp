@@ -19,8 +19,6 @@ void Checkpointer::Request() {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = true;
     wanted_ = true;
-    pass_generation_ = generation_;
-    ++requests_;
     if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
   }
   cv_.notify_one();
@@ -39,58 +37,31 @@ void Checkpointer::Run() {
     cv_.wait(lock, [this] { return wanted_ || stop_; });
     if (stop_) break;
     wanted_ = false;
-    const uint64_t generation = pass_generation_;
     lock.unlock();
     int log = 0, copied = -1;
     if (!opened || sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied) != SQLITE_OK)
       copied = -1;
-    ++passes_;
-    lock.lock();
-    // A pass that outlived its WAL (the owner saw it start over meanwhile) counted another WAL's
-    // frames: forgotten, so that the new WAL gets a pass of its own.
-    if (generation == generation_) backfilled_ = copied;
+    backfilled_ = copied;
     running_ = false;
+    lock.lock();
   }
   lock.unlock();
   sqlite3_close_v2(db);
 }
 
-void Checkpointer::NoteRestart() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++generation_;
-  backfilled_ = -1;
-  ++restarts_;
-}
-
-int Checkpointer::Backfilled() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return backfilled_;
-}
-
-Checkpointer::Counts Checkpointer::counts() const {
-  return Counts{requests_.load(), passes_.load(), inline_checkpoints_.load(), restarts_.load()};
-}
-
 int Checkpointer::OnWalCommit(void* arg, sqlite3* db, const char* schema, int wal_pages) {
   auto* c = static_cast<Checkpointer*>(arg);
-  if (c != nullptr) {
-    // A WAL smaller than at the last commit has started over (a WAL only grows until then).
-    if (wal_pages < c->last_wal_pages_) c->NoteRestart();
-    c->last_wal_pages_ = wal_pages;
-  }
   if (wal_pages < kCheckpointPages) return SQLITE_OK;
   bool inline_checkpoint = c == nullptr || c->failed_.load() || wal_pages >= kWalHardLimitPages;
   if (!inline_checkpoint) {
     if (c->running_.load()) return SQLITE_OK;  // look again after the next commit
-    const int backfilled = c->Backfilled();
+    // A backfilled count above the WAL's size is from before the WAL started over.
+    const int backfilled = c->backfilled_.load();
     const int tail = backfilled >= 0 && backfilled <= wal_pages ? wal_pages - backfilled : wal_pages;
     inline_checkpoint = tail <= kInlineCheckpointMaxTailPages;
     if (!inline_checkpoint) c->Request();
   }
-  if (inline_checkpoint) {
-    if (c != nullptr) ++c->inline_checkpoints_;
-    (void)sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-  }
+  if (inline_checkpoint) (void)sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
   return SQLITE_OK;
 }
 
