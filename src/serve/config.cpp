@@ -769,10 +769,11 @@ std::string ErrnoText(int err) { return std::error_code(err, std::generic_catego
 }  // namespace
 
 Result<milliseconds> ParseDuration(std::string_view text) {
-  const std::string shown = Shown(text);
-  const auto malformed = [&] { return Invalid(shown + " is not a duration: " + kDurationForm); };
+  // The text as an error shows it, written only for an error (a run's ?wait= is read on its path).
+  const auto shown = [text] { return Shown(text); };
+  const auto malformed = [&] { return Invalid(shown() + " is not a duration: " + kDurationForm); };
   if (text.empty()) return malformed();
-  if (text[0] == '-') return Invalid(shown + " is negative: a duration is 0 or more, e.g. \"0s\", \"30s\"");
+  if (text[0] == '-') return Invalid(shown() + " is negative: a duration is 0 or more, e.g. \"0s\", \"30s\"");
   size_t pos = 0;
   size_t next_unit = 0;  // the index in kUnits of the largest unit still allowed
   int64_t total = 0;
@@ -782,7 +783,7 @@ Result<milliseconds> ParseDuration(std::string_view text) {
     if (pos == start) return malformed();
     const std::string_view digits = text.substr(start, pos - start);
     if (pos < text.size() && (text[pos] == '.' || text[pos] == ',')) {
-      return Invalid(shown + " has a fraction: write whole units, largest first, e.g. \"1h30m\" or \"1500ms\"");
+      return Invalid(shown() + " has a fraction: write whole units, largest first, e.g. \"1h30m\" or \"1500ms\"");
     }
     size_t unit = kUnits.size();
     // "ms" before "m": the longest unit that matches.
@@ -796,7 +797,7 @@ Result<milliseconds> ParseDuration(std::string_view text) {
     if (unit == kUnits.size()) return malformed();
     pos += kUnits[unit].name.size();
     if (unit < next_unit) {
-      return Invalid(shown + " repeats a unit or puts a smaller one first: write each unit once, largest first, "
+      return Invalid(shown() + " repeats a unit or puts a smaller one first: write each unit once, largest first, "
                              "e.g. \"1h30m\"");
     }
     next_unit = unit + 1;
@@ -804,11 +805,11 @@ Result<milliseconds> ParseDuration(std::string_view text) {
     // times a day's milliseconds, plus a total within the cap, still fits in int64_t.
     const size_t first = digits.find_first_not_of('0');
     const std::string_view significant = first == std::string_view::npos ? "" : digits.substr(first);
-    if (significant.size() > 11) return Invalid(shown + " is longer than 365d, the longest duration");
+    if (significant.size() > 11) return Invalid(shown() + " is longer than 365d, the longest duration");
     int64_t count = 0;
     for (char c : significant) count = count * 10 + (c - '0');
     total += count * kUnits[unit].ms;
-    if (total > kMaxDuration.count()) return Invalid(shown + " is longer than 365d, the longest duration");
+    if (total > kMaxDuration.count()) return Invalid(shown() + " is longer than 365d, the longest duration");
   }
   return milliseconds(total);
 }

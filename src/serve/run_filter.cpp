@@ -160,21 +160,8 @@ bool ReadPlainRunBody(std::string_view body, nlohmann::json* input) {
 }
 
 Result<std::chrono::milliseconds> ParseWaitText(std::string_view text) {
-  // Digits, then nothing (seconds), "s" or "ms": with at most 6 significant digits the count is
-  // within ParseDuration's 365d in either unit, so it is exactly what ParseDuration reads.
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string_view unit = text.substr(digits);
-  if (digits > 0 && (unit.empty() || unit == "s" || unit == "ms")) {
-    size_t first = 0;
-    while (first < digits && text[first] == '0') ++first;
-    if (digits - first <= 6) {
-      int64_t count = 0;
-      for (size_t i = first; i < digits; ++i) count = count * 10 + (text[i] - '0');
-      return std::chrono::milliseconds(unit == "ms" ? count : count * 1000);
-    }
-  }
-  if (digits > 0 && unit.empty()) return ParseDuration(std::string(text) + "s");
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos)
+    return ParseDuration(std::string(text) + "s");
   return ParseDuration(text);
 }
 

@@ -63,9 +63,7 @@ RunFilterParse ParseRunFilter(const RunFilterText& text, int64_t now_unix_us, Ru
 bool ReadPlainRunBody(std::string_view body, nlohmann::json* input);
 
 // A `?wait=` value (docs/api.md): a duration as ParseDuration reads it, a bare number being
-// seconds ("30" is "30s"). The common short forms ("30", "30s", "1500ms") are read here directly,
-// without ParseDuration's error text, which it writes for every call (a run's request is on the
-// run's path); the same durations, and the same errors for everything else.
+// seconds ("30" is "30s").
 Result<std::chrono::milliseconds> ParseWaitText(std::string_view text);
 
 // A run as the API shows it (GET /v1/runs/{id}, docs/api.md) and `basal runs --json` prints it:
