@@ -214,7 +214,7 @@ std::vector<pg::StatementDef> Statements() {
        "$7::text, $8::smallint, $9::text, $10::boolean) ON CONFLICT (flow, idempotency_key) WHERE idempotency_key <> '' DO NOTHING RETURNING id"},
       {"run_by_key",
        "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow = $1::text AND idempotency_key = $2::text "
-       "FOR UPDATE"},
+       "AND idempotency_key <> '' FOR UPDATE"},
       {"clear_run_key", "UPDATE runs SET idempotency_key = '', key_expires_us = NULL WHERE id = $1::bigint"},
       // The binding is set once, by the first start: a resume keeps it. The claim skips a row
       // another process's open batch holds instead of waiting for it: two hosts that hold the

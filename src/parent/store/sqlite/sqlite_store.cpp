@@ -494,7 +494,11 @@ Result<void> SqliteStore::Prepare() {
       {&s->activation_exists, "SELECT 1 FROM activations WHERE id=?"},
       {&s->max_run_id, "SELECT coalesce(max(id), 0) FROM runs"},
       {&s->data_version, "PRAGMA data_version"},
-      {&s->run_by_key, "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow=? AND idempotency_key=?"},
+      // The key's own term `<> ''` lets SQLite use runs_idempotency (a partial index is used only when
+      // the query implies its WHERE); without it the run was looked for among every run of the flow.
+      {&s->run_by_key,
+       "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow=? AND idempotency_key=? "
+       "AND idempotency_key <> ''"},
       {&s->clear_run_key, "UPDATE runs SET idempotency_key='', key_expires_us=NULL WHERE id=?"},
       // The binding is set once, by the first start: a resume keeps it.
       {&s->start_run,
