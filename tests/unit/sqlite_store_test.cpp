@@ -1276,6 +1276,37 @@ TEST(SqliteStoreTest, RunsNotEndedAreFoundByTheirIndexWithoutAScan) {
   EXPECT_NE(PlanOf(db, "SELECT count(*) FROM runs WHERE state=?1", "ended").find("SCAN runs"), std::string::npos);
 }
 
+// An idempotency key's run is found through runs_idempotency, not among every run of its flow: a
+// partial index is used only when the query implies its condition, so the store's run_by_key (the
+// shape of sqlite_store.cpp's) names `idempotency_key <> ''`. Without that term SQLite walked the
+// flow's runs through runs_by_flow, one row per run of the flow, at every keyed request.
+TEST(SqliteStoreTest, AnIdempotencyKeysRunIsFoundThroughItsOwnIndex) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  {
+    auto store = MustOpen(db);
+    ASSERT_TRUE(store);
+  }
+  const std::string key = PlanOf(db,
+                                 "SELECT id, input, coalesce(key_expires_us, 0) FROM runs WHERE flow=? AND "
+                                 "idempotency_key=? AND idempotency_key <> ''");
+  EXPECT_NE(key.find("runs_idempotency"), std::string::npos) << key;
+  const std::string without = PlanOf(db, "SELECT id FROM runs WHERE flow=? AND idempotency_key=?");
+  EXPECT_EQ(without.find("runs_idempotency"), std::string::npos) << without;
+  // And the store finds a key's run, and only its own flow's.
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  auto first = store->runs().EnqueueRun(testing_support::Run("orders", "1", "k1"));
+  auto other = store->runs().EnqueueRun(testing_support::Run("invoices", "2", "k1"));
+  ASSERT_TRUE(first && other);
+  ASSERT_TRUE(store->Commit());
+  auto again = store->runs().EnqueueRun(testing_support::Run("orders", "1", "k1"));
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->existing);
+  EXPECT_EQ(again->run.id, first->run.id);
+  EXPECT_NE(first->run.id, other->run.id);
+}
+
 // Every statement the store and its readers run on calls (the shapes of sqlite_store.cpp's and
 // read_queries.cpp's) finds its rows through UNIQUE (activation_id, call_id), never by a scan;
 // an activation's calls come in call id order without a sort by SQLite (schema 10 dropped the
