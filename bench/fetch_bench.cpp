@@ -76,6 +76,7 @@ FetchSamples FetchRoundTrip(const Options& o) {
   ModuleOptions mo;
   mo.journal_path = FigureStore(o, o.work_dir + "/fetch.db");
   mo.worker_path = o.worker_path;
+  if (o.busy_poll) mo.busy_poll = *o.busy_poll;  // --busy-poll, as the other figures' modules take it
   auto m = Module::Open(std::move(mo));
   if (!m) FetchBenchFatal(m.error().message);
   const std::string manifest = R"({"grants": {"http.fetch": {"rules": [{"url": "http://127.0.0.1:)" +
