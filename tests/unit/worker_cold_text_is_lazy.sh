@@ -40,7 +40,7 @@ for f in "${cold[@]}"; do
   fi
 done
 # Run by every worker (at its start or in every activation): never lazy.
-for f in bf_context_init _dl_protect_relro JS_CallInternal __libc_malloc; do
+for f in bf_context_init _dl_protect_relro JS_CallInternal __libc_malloc JS_ReadObject JS_ReadObjectRec; do
   a=$(address "$f")
   [[ -n "$a" ]] || { echo "FAIL: $worker has no $f" >&2; status=1; continue; }
   a=$((16#$a))
