@@ -16,7 +16,7 @@ set(_host_js "${BASAL_HOST_BUILD}/src/worker/js")
 # The host's arrays are aligned to 64 KiB, a Linux page-cache layout (docs/performance.md) that a
 # PE object cannot express (its largest alignment is 8 KiB): copied with page alignment instead.
 set(_bytecode_sources "")
-foreach(bundle web_url web_core engine_start)
+foreach(bundle web_url web_core)
   set(_in "${_host_js}/${bundle}_bytecode.cpp")
   set(_out "${CMAKE_BINARY_DIR}/generated/worker/js/${bundle}_bytecode.cpp")
   add_custom_command(OUTPUT "${_out}"
