@@ -73,11 +73,19 @@ basal_js_package(punycode 2.3.1
 # as bytecode into
 # ${CMAKE_CURRENT_BINARY_DIR}/js/NAME_bytecode.{h,cpp}, appended to the list in the variable NAME_SOURCES.
 # The bytecode array is basal::worker::bytecode::k<NAME> (e.g. kweb_url) of size k<NAME>Size.
+# basal_js_bundle(NAME SCRIPT <file>) compiles one file as it is, as one global script (no
+# require, no bundling), into NAME_bytecode.h alone, which defines the array (NAME_SOURCES is that
+# header): included by one file, among whose hot data it lies (every worker reads it).
 function(basal_js_bundle name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "ENTRY" "PACKAGES;MODULES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "ENTRY;SCRIPT" "PACKAGES;MODULES")
   set(out_dir "${CMAKE_CURRENT_BINARY_DIR}/js")
-  set(args --name "${name}" --entry "${arg_ENTRY}" --out-dir "${out_dir}")
   set(deps basal-js-bundle)
+  if(arg_SCRIPT)
+    set(args --name "${name}" --script "${arg_SCRIPT}" --out-dir "${out_dir}")
+    list(APPEND deps "${arg_SCRIPT}")
+  else()
+    set(args --name "${name}" --entry "${arg_ENTRY}" --out-dir "${out_dir}")
+  endif()
   foreach(pkg IN LISTS arg_PACKAGES)
     if(NOT DEFINED BASAL_JS_PACKAGE_DIR_${pkg})
       message(FATAL_ERROR "basal_js_bundle(${name}): package ${pkg} is not declared with basal_js_package")
@@ -92,11 +100,17 @@ function(basal_js_bundle name)
     string(REGEX REPLACE "^[^=]*=" "" file "${m}")
     list(APPEND deps "${file}")
   endforeach()
+  if(arg_SCRIPT)
+    set(outputs "${out_dir}/${name}_bytecode.h")
+  else()
+    set(outputs "${out_dir}/${name}_bytecode.cpp" "${out_dir}/${name}_bytecode.h")
+  endif()
   add_custom_command(
-    OUTPUT "${out_dir}/${name}_bytecode.cpp" "${out_dir}/${name}_bytecode.h"
+    OUTPUT ${outputs}
     COMMAND basal-js-bundle ${args}
     DEPENDS ${deps}
     COMMENT "basal: compiling the ${name} bundle to QuickJS bytecode"
     VERBATIM)
-  set(${name}_SOURCES "${out_dir}/${name}_bytecode.cpp" PARENT_SCOPE)
+  list(GET outputs 0 first)
+  set(${name}_SOURCES "${first}" PARENT_SCOPE)
 endfunction()

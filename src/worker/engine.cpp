@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "worker/durable.h"
+#include "worker/js/engine_start_bytecode.h"
 #include "worker/own_memory.h"
 #include "worker/parent_frames.h"
 #include "worker/script_host.h"
@@ -202,7 +203,7 @@ struct Engine::State {
   Value host;       // the frozen `host` object handed to every activation
   Value tools;      // the frozen `tools` object (codemode: the load's tool bindings; else empty)
   Value settle_fn;
-  Value tools_builder;  // kToolsSource, evaluated ahead; called once at load with the load's tools
+  Value tools_builder;  // js/engine_start.js's, made ahead; called once at load with the load's tools
 
   // Budgets.
   uint64_t heap_limit_bytes = 0;
@@ -889,61 +890,7 @@ JSValue TestInt80(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv) {
 JSValue TestAbort(JSContext*, JSValueConst, int, JSValueConst*) { std::abort(); }
 #endif
 
-// Builds the frozen `tools` object from [group, member, host-call name] bindings: tools.kv.get(args)
-// is host.call("kv.get", args ?? {}). Properties are defined, never assigned, so a group named
-// "__proto__" is a plain property; the objects have no prototype. Two mistakes an agent makes get
-// a TypeError that says what to do instead of a denial or "not a function": arguments that are not
-// one object (a positional call), and a name that is no tool of the policy (read through a proxy
-// that throws naming it; `in` still tells whether a tool is there).
-constexpr std::string_view kToolsSource = R"JS((function (host, list) {
-  const call = host.call;
-  const define = Object.defineProperty;
-  const tools = Object.create(null);
-  for (const [group, member, name] of list) {
-    if (!Object.prototype.hasOwnProperty.call(tools, group)) define(tools, group, {value: Object.create(null), enumerable: true});
-    const path = "tools." + group + "." + member;
-    const f = function (args) {
-      if (arguments.length > 1 || (args !== undefined && (args === null || typeof args !== "object" || Array.isArray(args))))
-        throw new TypeError(path + " takes one object of named arguments: " + path +
-                            "({...}) (describe_tools gives their names)");
-      return call(name, args === undefined ? {} : args);
-    };
-    define(f, "name", {value: member});
-    define(tools[group], member, {value: f, enumerable: true});
-  }
-  const guard = function (target, path) {
-    return new Proxy(target, {
-      get: function (t, key, receiver) {
-        if (typeof key !== "string" || key in t || key === "then" || key === "toJSON") return Reflect.get(t, key, receiver);
-        throw new TypeError(path + "." + key + " is not a tool this policy grants (list_tools lists the tools)");
-      }
-    });
-  };
-  const groups = Object.create(null);
-  for (const group of Object.keys(tools)) {
-    Object.freeze(tools[group]);
-    groups[group] = guard(tools[group], "tools." + group);
-  }
-  const top = Object.create(null);
-  for (const group of Object.keys(groups)) define(top, group, {value: groups[group], enumerable: true});
-  return guard(Object.freeze(top), "tools");
-}))JS";
-
 constexpr const char* kConsoleMethods[] = {"log", "info", "warn", "error", "debug"};
-
-// Settles the activation with what the export's returned object resolves to (a promise, a thenable
-// or a plain object: resolving reads its `then` once, as the language does), through the same
-// promise jobs as `await`. A value that is no object settles directly (RunActivation): nothing it
-// could resolve to is other than itself. `Promise` and `then` are captured before any flow code
-// runs, so a flow cannot reroute them.
-constexpr std::string_view kRunnerSource = R"JS((function () {
-  const P = Promise;
-  const then = P.prototype.then;
-  return function (value, settle) {
-    const p = new P(function (resolve) { resolve(value); });
-    then.call(p, function (v) { settle(true, v); }, function (e) { settle(false, e); });
-  };
-})())JS";
 
 void DrainJobs(State* st) {
   for (;;) {
@@ -1117,19 +1064,21 @@ void Engine::Build() {
   s->host = Value(ctx, JS_NewObject(ctx));
   JS_SetPropertyStr(ctx, s->host.get(), "call", NewHostCallFunction(ctx, /*background=*/false));
   s->settle_fn = Value(ctx, JS_NewCFunction(ctx, Settle, "settle", 2));
-  s->runner = Value(ctx, JS_Eval(ctx, kRunnerSource.data(), kRunnerSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
-  if (s->runner.exception()) {
+  // The runner, the tools builder and Object.freeze, from bytecode compiled at build time
+  // (js/engine_start.js): no parse at a worker's start. Read only from the worker's own image.
+  const JSValue code = JS_ReadObject(ctx, bytecode::kengine_start, bytecode::kengine_startSize, JS_READ_OBJ_BYTECODE);
+  Value start(ctx, JS_IsException(code) ? code : JS_EvalFunction(ctx, code));  // JS_EvalFunction takes `code`
+  if (start.exception()) {
     Value exc(ctx, JS_GetException(ctx));
     prepare_error_ = ClassifyFailure(s, exc.get());
     return;
   }
-  {
-    Value freeze(ctx, JS_Eval(ctx, "Object.freeze", 13, "<basal>", JS_EVAL_TYPE_GLOBAL));
-    JSValue h = s->host.get();
-    JS_FreeValue(ctx, JS_Call(ctx, freeze.get(), JS_UNDEFINED, 1, &h));
-  }
-  s->tools_builder = Value(ctx, JS_Eval(ctx, kToolsSource.data(), kToolsSource.size(), "<basal>", JS_EVAL_TYPE_GLOBAL));
-  if (s->tools_builder.exception()) {
+  s->runner = Value(ctx, JS_GetPropertyUint32(ctx, start.get(), 0));
+  s->tools_builder = Value(ctx, JS_GetPropertyUint32(ctx, start.get(), 1));
+  Value freeze(ctx, JS_GetPropertyUint32(ctx, start.get(), 2));
+  JSValue h = s->host.get();
+  Value frozen(ctx, JS_Call(ctx, freeze.get(), JS_UNDEFINED, 1, &h));
+  if (s->runner.exception() || s->tools_builder.exception() || freeze.exception() || frozen.exception()) {
     Value exc(ctx, JS_GetException(ctx));
     prepare_error_ = ClassifyFailure(s, exc.get());
     return;

@@ -17,6 +17,17 @@ read -r lazy_start lazy_size < <(readelf -SW "$worker" | awk '$2 == ".text.basal
 lazy_start=$((16#$lazy_start))
 lazy_end=$((lazy_start + 16#$lazy_size))
 
+# Its own PT_LOAD (a mapping of its own): fault-around never crosses into another mapping, but
+# within one mapping the kernel may map the lazy pages beside the resident text's.
+own_load=0
+while read -r vaddr; do
+  ((vaddr == lazy_start)) && own_load=1
+done < <(readelf -lW "$worker" | awk '$1 == "LOAD" {print $3}')
+if ((!own_load)); then
+  echo "FAIL: .text.basal_lazy does not begin a PT_LOAD of its own (it shares the resident text's mapping)" >&2
+  exit 1
+fi
+
 address() {  # the address of a function symbol, or nothing when the worker does not link it
   awk -v name="$1" '$3 == name && $2 ~ /^[tTwW]$/ {print $1; exit}' <<<"$symbols"
 }
@@ -40,7 +51,7 @@ for f in "${cold[@]}"; do
   fi
 done
 # Run by every worker (at its start or in every activation): never lazy.
-for f in bf_context_init _dl_protect_relro JS_CallInternal __libc_malloc; do
+for f in bf_context_init _dl_protect_relro JS_CallInternal __libc_malloc JS_ReadObject JS_ReadObjectRec; do
   a=$(address "$f")
   [[ -n "$a" ]] || { echo "FAIL: $worker has no $f" >&2; status=1; continue; }
   a=$((16#$a))

@@ -14,6 +14,13 @@
 // "main", "name/path" inside a package, and "basal:native" to the object of native helpers the
 // worker passes in. A module's factory is dropped once it ran, so QuickJS can free its top-level
 // bytecode.
+//
+//   basal-js-bundle --name engine_start --script src/worker/js/engine_start.js --out-dir ...
+//
+// compiles one file as it is, as one global script (named "<basal>" in stacks), without the
+// loader: the engine's own JavaScript that every worker runs at its start (Engine::Build). Its
+// array is written into NAME_bytecode.h (no .cpp), for the one file that reads it: every worker
+// reads it, so it belongs among that file's hot data, not isolated in 64 KiB blocks.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -182,7 +189,7 @@ return function (native) {
 
 int main(int argc, char** argv) {
   std::string name, entry;
-  fs::path out_dir;
+  fs::path out_dir, script_file;
   std::vector<std::pair<std::string, fs::path>> packages, modules;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -195,14 +202,21 @@ int main(int argc, char** argv) {
       entry = v;
     } else if (a == "--out-dir") {
       out_dir = v;
+    } else if (a == "--script") {
+      script_file = v;
     } else if ((a == "--package" || a == "--module") && eq != std::string::npos && eq > 0) {
       (a == "--package" ? packages : modules).emplace_back(v.substr(0, eq), fs::path(v.substr(eq + 1)));
     } else {
       Fail("unknown option or malformed value: " + a + " " + v +
-           " (expected --name N --entry ID --out-dir DIR [--package NAME=DIR]... [--module ID=FILE]...)");
+           " (expected --name N --entry ID --out-dir DIR [--package NAME=DIR]... [--module ID=FILE]..., or --name N "
+           "--script FILE --out-dir DIR)");
     }
   }
-  if (name.empty() || entry.empty() || out_dir.empty()) Fail("--name, --entry and --out-dir are required");
+  const bool plain = !script_file.empty();
+  if (plain && (!entry.empty() || !packages.empty() || !modules.empty()))
+    Fail("--script compiles one file as it is: no --entry, --package or --module with it");
+  if (name.empty() || (entry.empty() && !plain) || out_dir.empty())
+    Fail("--name, --out-dir and one of --entry and --script are required");
 
   JSRuntime* rt = JS_NewRuntime();
   JSContext* ctx = JS_NewContext(rt);
@@ -227,7 +241,7 @@ int main(int argc, char** argv) {
   // Only what the entry reaches goes into the bundle.
   std::map<std::string, std::string> sources;
   std::vector<std::pair<std::string, std::string>> todo;  // (required by, spec)
-  todo.emplace_back("", entry);
+  if (!plain) todo.emplace_back("", entry);
   while (!todo.empty()) {
     const auto [from, spec] = todo.back();
     todo.pop_back();
@@ -240,28 +254,33 @@ int main(int argc, char** argv) {
       for (const std::string& s : RequiredSpecs(sources[id])) todo.emplace_back(id, s);
   }
 
-  std::string script = "(function () {\nconst entry = " + Quote(entry) + ";\nconst mains = {__proto__: null";
-  for (const auto& [pkg, main] : mains) script += ",\n  " + Quote(pkg) + ": " + Quote(main);
-  script += "};\nconst defs = {__proto__: null";
-  for (const auto& [id, source] : sources) {
-    const fs::path& file = files[id];
-    script += ",\n" + Quote(id) + ": function (module, exports, require) {\n";
-    if (id.ends_with(".json")) {
-      // Parsed as JSON first: a .json module is data, never code.
-      JSValue v = JS_ParseJSON(ctx, source.data(), source.size(), id.c_str());
-      if (JS_IsException(v)) Fail("invalid JSON in " + file.string());
-      JS_FreeValue(ctx, v);
-      script += "module.exports = " + source + ";";
-    } else {
-      script += source;
+  std::string script;
+  if (plain) {
+    script = ReadFile(script_file);
+  } else {
+    script = "(function () {\nconst entry = " + Quote(entry) + ";\nconst mains = {__proto__: null";
+    for (const auto& [pkg, main] : mains) script += ",\n  " + Quote(pkg) + ": " + Quote(main);
+    script += "};\nconst defs = {__proto__: null";
+    for (const auto& [id, source] : sources) {
+      const fs::path& file = files[id];
+      script += ",\n" + Quote(id) + ": function (module, exports, require) {\n";
+      if (id.ends_with(".json")) {
+        // Parsed as JSON first: a .json module is data, never code.
+        JSValue v = JS_ParseJSON(ctx, source.data(), source.size(), id.c_str());
+        if (JS_IsException(v)) Fail("invalid JSON in " + file.string());
+        JS_FreeValue(ctx, v);
+        script += "module.exports = " + source + ";";
+      } else {
+        script += source;
+      }
+      script += "\n}";
     }
-    script += "\n}";
+    script += "};\n";
+    script += kLoader;
+    script += "})()\n";
   }
-  script += "};\n";
-  script += kLoader;
-  script += "})()\n";
 
-  const std::string filename = "<basal:" + name + ">";
+  const std::string filename = plain ? std::string("<basal>") : "<basal:" + name + ">";
   JSValue fn = JS_Eval(ctx, script.data(), script.size(), filename.c_str(),
                        JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_COMPILE_ONLY);
   if (JS_IsException(fn)) {
@@ -277,31 +296,45 @@ int main(int argc, char** argv) {
 
   fs::create_directories(out_dir);
   const std::string symbol = "k" + name;
-  std::string h = "// Generated by basal-js-bundle from the " + name + " bundle: do not edit.\n#pragma once\n#include <cstddef>\n\n"
-                  "namespace basal::worker::bytecode {\nextern const unsigned char " + symbol + "[];\nextern const std::size_t " +
-                  symbol + "Size;\n}  // namespace basal::worker::bytecode\n";
-  std::string cpp = "// Generated by basal-js-bundle from the " + name + " bundle (entry " + entry + "): do not edit.\n#include \"" +
-                    name + "_bytecode.h\"\n\nnamespace basal::worker::bytecode {\n" +
-                    // Alone in whole 64 KiB blocks (aligned, padded with zeros): the kernel's
-                    // fault-around maps the cached pages of a 64 KiB block around each page a
-                    // process touches, so bytecode sharing a block with hot read-only data would
-                    // count in every idle worker's resident set (docs/performance.md).
-                    "alignas(" + std::to_string(kIsolation) + ") extern const unsigned char " + symbol + "[" +
-                    std::to_string((size + kIsolation - 1) / kIsolation * kIsolation) + "] = {";
-  cpp.reserve(cpp.size() + size * 4 + 200);
+  std::string array;
+  array.reserve(size * 4 + 100);
   for (size_t i = 0; i < size; ++i) {
-    if (i % 24 == 0) cpp += "\n";
-    cpp += std::to_string(bytes[i]);
-    cpp += ',';
+    if (i % 24 == 0) array += "\n";
+    array += std::to_string(bytes[i]);
+    array += ',';
   }
-  cpp += "\n};\nextern const std::size_t " + symbol + "Size = " + std::to_string(size) + ";\n}  // namespace basal::worker::bytecode\n";
-  WriteFileIfChanged(out_dir / (name + "_bytecode.h"), h);
-  WriteFileIfChanged(out_dir / (name + "_bytecode.cpp"), cpp);
+  if (plain) {
+    // A --script array is read by every worker at its start: defined in the header, it lies in
+    // the read-only data of the one file that includes it (src/worker/engine.cpp), among the hot
+    // data, not after the bundles' 64 KiB blocks (where it would make a block of its own resident).
+    std::string h = "// Generated by basal-js-bundle from " + script_file.filename().string() +
+                    ": do not edit. Include it in one file only.\n#pragma once\n#include <cstddef>\n\n"
+                    "namespace basal::worker::bytecode {\nconst unsigned char " + symbol + "[" + std::to_string(size) +
+                    "] = {" + array + "\n};\nconstexpr std::size_t " + symbol + "Size = " + std::to_string(size) +
+                    ";\n}  // namespace basal::worker::bytecode\n";
+    WriteFileIfChanged(out_dir / (name + "_bytecode.h"), h);
+  } else {
+    std::string h = "// Generated by basal-js-bundle from the " + name + " bundle: do not edit.\n#pragma once\n#include <cstddef>\n\n"
+                    "namespace basal::worker::bytecode {\nextern const unsigned char " + symbol + "[];\nextern const std::size_t " +
+                    symbol + "Size;\n}  // namespace basal::worker::bytecode\n";
+    // Alone in whole 64 KiB blocks (aligned, padded with zeros): the kernel's fault-around maps
+    // the cached pages of a 64 KiB block around each page a process touches, so bytecode sharing
+    // a block with hot read-only data would count in every idle worker's resident set
+    // (docs/performance.md).
+    const std::string cpp = "// Generated by basal-js-bundle from the " + name + " bundle (entry " + entry +
+                            "): do not edit.\n#include \"" + name + "_bytecode.h\"\n\nnamespace basal::worker::bytecode {\n" +
+                            "alignas(" + std::to_string(kIsolation) + ") extern const unsigned char " + symbol + "[" +
+                            std::to_string((size + kIsolation - 1) / kIsolation * kIsolation) + "] = {" + array +
+                            "\n};\nextern const std::size_t " + symbol + "Size = " + std::to_string(size) +
+                            ";\n}  // namespace basal::worker::bytecode\n";
+    WriteFileIfChanged(out_dir / (name + "_bytecode.h"), h);
+    WriteFileIfChanged(out_dir / (name + "_bytecode.cpp"), cpp);
+  }
   js_free(ctx, bytes);
   JS_FreeValue(ctx, fn);
   JS_FreeContext(ctx);
   JS_FreeRuntime(rt);
-  std::cout << "basal-js-bundle: " << name << ": " << sources.size() << " modules, " << script.size()
+  std::cout << "basal-js-bundle: " << name << ": " << (plain ? 1 : sources.size()) << " modules, " << script.size()
             << " bytes of source, " << size << " bytes of bytecode\n";
   return 0;
 }
