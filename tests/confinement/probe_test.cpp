@@ -135,6 +135,13 @@ std::vector<Probe> KilledProbes() {
       {"read_upper_32_bits_garbage", Ret(Sys(SYS_read, {N(0x100000000LL), kBuf, "0"})), Equals(0)},
       {"read_fd_above_stdio", Ret(Sys(SYS_read, {N(kBadFd), kBuf, "1"})), Equals(-EBADF)},
       {"writev_stdout", Ret(Sys(SYS_writev, {"1", "0", "0"})), Equals(0)},
+      // poll only as the worker's wait uses it (one descriptor, no timeout), all 64 bits checked;
+      // kBuf's descriptor (0x2e2e2e2e) is not open, so the kernel answers POLLNVAL at once.
+      {"poll_with_timeout", Ret(Sys(SYS_poll, {kBuf, "1", "1"})), Equals(1)},
+      {"poll_two_fds", Ret(Sys(SYS_poll, {kBuf, "2", "0"})), Equals(2)},
+      // 0x1'00000001 is one descriptor to the kernel (nfds is an unsigned int there), not to the filter.
+      {"poll_upper_32_bits_garbage", Ret(Sys(SYS_poll, {kBuf, N(0x100000001LL), "0"})), Equals(1)},
+      {"ppoll", Ret(Sys(SYS_ppoll, {kBuf, "1", "0", "0", "8"})), Equals(1)},
 
       // sockets of every family
       {"socket_inet_udp", RetClosingFd(Sys(SYS_socket, {N(AF_INET), N(SOCK_DGRAM), "0"})), NonNegative()},
@@ -291,6 +298,7 @@ std::vector<Allowed> AllowedCalls() {
       {"clock_gettime_monotonic", Ret(Sys(SYS_clock_gettime, {N(CLOCK_MONOTONIC), kBuf})), 0},
       {"clock_gettime_thread_cpu", Ret(Sys(SYS_clock_gettime, {N(CLOCK_THREAD_CPUTIME_ID), kBuf})), 0},
       {"getrandom", Ret(Sys(SYS_getrandom, {kBuf, "8", "0"})), 8},
+      {"poll_one_fd_no_wait", Ret(Sys(SYS_poll, {kBuf, "1", "0"})), 1},
       {"futex_private_wake", Ret(Sys(SYS_futex, {kBuf, N(FUTEX_WAKE_PRIVATE), "1", "0", "0", "0"})), 0},
       {"getpid_matches_gettid", Ret(Sys(SYS_getpid) + " === " + Sys(SYS_gettid) + " ? 0 : -1"), 0},
   };

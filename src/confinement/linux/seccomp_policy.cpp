@@ -37,6 +37,11 @@ constexpr ArgRule kAnyArguments{"AnyArguments", "no argument is checked: the cal
 constexpr ArgRule kOnlyStdin{"OnlyFd(0)", "fd (arg 0) is 0, stdin", {{0, {0}}}};
 constexpr ArgRule kOnlyStdoutOrStderr{"OnlyFd(1|2)", "fd (arg 0) is 1 or 2, stdout or stderr", {{0, {1, 2}}}};
 constexpr ArgRule kOnlyStderr{"OnlyFd(2)", "fd (arg 0) is 2, stderr", {{0, {2}}}};
+constexpr ArgRule kOneFdNoWait{"OneFdNoWait",
+                               "nfds (arg 1) is 1 and timeout (arg 2) is 0: one descriptor, looked at without "
+                               "waiting (the descriptor itself sits in the caller's memory, which seccomp cannot "
+                               "read)",
+                               {{1, {1}}, {2, {0}}}};
 constexpr ArgRule kPrivateAnonymousOnly{
     "PrivateAnonymousOnly",
     "prot (arg 2) is PROT_NONE, PROT_READ or PROT_READ|PROT_WRITE; flags (arg 3) are exactly "
@@ -86,6 +91,10 @@ constexpr AdmittedSyscall kAdmitted[] = {
     // channel I/O: the descriptors the worker was started with, nothing it could open later.
     {__NR_read, "read", kOnlyStdin, F::kChannelIo,
      "The worker reads its parent's frames from stdin, the only descriptor it may read."},
+    {__NR_poll, "poll", kOneFdNoWait, F::kChannelIo,
+     "Before it blocks on stdin, the worker polls it for up to 50 us, so that an answer that comes at once does "
+     "not wait for a halted CPU to wake (src/worker/wait_spin.h); one descriptor without a timeout never sleeps, "
+     "and the worker holds no descriptor but its three pipes, whose readiness tells it nothing new."},
     {__NR_write, "write", kOnlyStdoutOrStderr, F::kChannelIo,
      "The worker writes frames to its parent on stdout and one-line failure reasons on stderr."},
     {__NR_writev, "writev", kOnlyStderr, F::kChannelIo,
