@@ -1,5 +1,5 @@
 // Fuzz target: ParseParentMessage (src/protocol/messages.h), against the parent's builders
-// (BuildLoad, BuildActivate, BuildResultOk, BuildResultError) and against the worker's own reader
+// (BuildLoad, BuildActivate, BuildResultOk, BuildResultError with AddPollMember, BuildPoll) and against the worker's own reader
 // of the parent's frames, ParseParentFrame (src/worker/parent_frames.h), which cuts an activate's
 // input and a result's value out as text instead of parsing them into a tree.
 //
@@ -39,13 +39,21 @@ std::string Rebuild(const ParentMessage& message) {
           const std::string input = DumpJson(m.input);
           std::string why;
           FUZZ_CHECK(FitsInMessage(input, why), "an input that arrived in a message does not fit in one: " + why);
-          return BuildActivate(m.activation, input);
+          return BuildActivate(m.activation, input, m.poll);
+        } else if constexpr (std::is_same_v<T, Poll>) {
+          return BuildPoll();
         } else {
-          if (!m.ok) return BuildResultError(m.activation, m.id, m.error_name, m.error_message, m.clock_us);
-          const std::string value = DumpJson(m.value);
-          std::string why;
-          FUZZ_CHECK(FitsInMessage(value, why), "a result that arrived in a message does not fit in one: " + why);
-          return BuildResultOk(m.activation, m.id, value, m.clock_us);
+          std::string out;
+          if (!m.ok) {
+            out = BuildResultError(m.activation, m.id, m.error_name, m.error_message, m.clock_us);
+          } else {
+            const std::string value = DumpJson(m.value);
+            std::string why;
+            FUZZ_CHECK(FitsInMessage(value, why), "a result that arrived in a message does not fit in one: " + why);
+            out = BuildResultOk(m.activation, m.id, value, m.clock_us);
+          }
+          if (m.poll) AddPollMember(out);
+          return out;
         }
       },
       message);
@@ -72,7 +80,11 @@ void CheckAgainstSent(const ParentMessage& message, const Json& sent) {
         } else if constexpr (std::is_same_v<T, Activate>) {
           FUZZ_CHECK(m.activation >= 1 && sent.at("activation") == Json(m.activation), "activation");
           FUZZ_CHECK(m.input == sent.at("input"), "input");
+          FUZZ_CHECK(m.poll == sent.value("poll", false), "activate poll");
+        } else if constexpr (std::is_same_v<T, Poll>) {
+          FUZZ_CHECK(sent.size() == 1, "a poll message with members");
         } else {
+          FUZZ_CHECK(m.poll == sent.value("poll", false), "result poll");
           FUZZ_CHECK(m.activation >= 1 && sent.at("activation") == Json(m.activation), "result activation");
           FUZZ_CHECK(m.id >= 1 && sent.at("id") == Json(m.id), "result id");
           FUZZ_CHECK(m.clock_us.has_value() == sent.contains("clock_us") &&

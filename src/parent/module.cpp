@@ -381,7 +381,7 @@ void Module::Impl::StartOn(PooledWorker& w) {
   a.started = true;
   w.state = PooledWorker::State::kBusy;
   pool->CountActivation(w);  // at its last one, its successor is launched ahead
-  pool->SendActivate(w, a.id, a.input_json);
+  pool->SendActivate(w, a.id, a.input_json, WorkersMayPoll());
 }
 
 void Module::Impl::Place(Activation& a, PooledWorker* idle) {
@@ -837,6 +837,7 @@ void Module::Impl::FlushAnswers(Activation& a) {
          pool->PendingOutput(*a.worker) < options.worker_output_budget_bytes) {
     std::string payload = std::move(a.held_answers[a.held_head++]);
     a.held_bytes -= payload.size();
+    if (WorkersMayPoll()) protocol::AddPollMember(payload);
     pool->Send(*a.worker, payload);
   }
   if (a.held_head == a.held_answers.size()) {  // all handed on: the vector starts over
@@ -910,6 +911,20 @@ bool Module::Impl::GroupsBatch() const {
 // hear of them after the commit either way. An activation's start is committed before the loop
 // waits on its worker, a host call's answer and a `started` record's handler wait for the commit,
 // and so does whatever AfterCommit holds (a serve run's answer): none of these waits for a timer.
+// A worker may poll stdin for its next frame (src/worker/wait_spin.h) on the terms the loop polls
+// its own descriptors (BusyPollFor's kSpin): while fewer workers are busy than there are CPUs, so
+// a CPU is free for the poll. With as many busy as CPUs or more (a backlog, the pool at its
+// defaults under load) a polling worker would take a CPU the loop or another worker needs: at 8
+// workers on 2 CPUs, polling in every worker read 0.76x the throughput (docs/performance.md,
+// "Issue 30: the worker polls before it blocks"). busy_poll 0 turns it off with the loop's.
+bool Module::Impl::WorkersMayPoll() const {
+  return options.busy_poll.count() > 0 && pool->Busy() < cpus;
+}
+
+void Module::Impl::WakeIdleWorker(std::string_view name) {
+  if (WorkersMayPoll()) pool->WakeIdle(name);
+}
+
 bool Module::Impl::GroupMayWait() const {
   return begun_in_batch.empty() && runs_in_batch.empty() && sends.empty() && commit_waiters.empty() &&
          !gate->has_started_waiting();

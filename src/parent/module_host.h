@@ -118,6 +118,13 @@ class ModuleHost {
   // called. Errors as Module::Submit (and kConflict: the key was used with another input).
   virtual Result<RunAccepted> StartRun(const FlowRef& flow, nlohmann::json input, RunOptions options,
                                        RunCallback done) = 0;
+  // A run of flow `name` is about to be started (a request for one is being read): an idle worker
+  // of that flow is told to poll for its `activate` (protocol's `poll` message), so that its
+  // wake-up overlaps the run's acceptance instead of following it. Only while fewer workers are
+  // busy than there are CPUs (the terms of ModuleOptions::busy_poll, which 0 turns off), and at
+  // most once per worker between two of its activations: a request that starts no run costs the
+  // worker at most 50 us of polling, once.
+  virtual void WakeIdleWorker(std::string_view name) = 0;
   // A held run enters the queue. kNotFound if it is not held here.
   virtual Result<void> ReleaseRun(RunId run) = 0;
   // Claims an interrupted durable run (another process claiming it at the same time gets

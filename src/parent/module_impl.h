@@ -222,6 +222,8 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   std::optional<EventLoop::Clock::time_point> grouping_since;
   std::optional<EventLoop::TimerId> group_timer;
   bool GroupMayWait() const;
+  // Whether a frame written now tells its worker it may poll for the next one (protocol's `poll`).
+  bool WorkersMayPoll() const;
   bool Busy() const {
     return !live.empty() || !finished.empty() || !waiting_runs.empty() || flight.has_value();
   }
@@ -318,6 +320,7 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   Result<RunAccepted> StartRun(const FlowRef& flow, nlohmann::json input, RunOptions options,
                                RunCallback done) override;
   Result<void> ReleaseRun(RunId run) override;
+  void WakeIdleWorker(std::string_view name) override;
   Result<RunAccepted> ResumeRun(RunId run, ResumeOptions options, RunCallback done) override;
   Result<void> RequeueRun(const RunRow& run, RunCallback done) override;
   Result<RunRow> ResolveCall(const CallResolution& resolution) override;

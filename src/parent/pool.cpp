@@ -12,6 +12,7 @@
 
 #include "parent/activation.h"
 #include "protocol/frame.h"
+#include "protocol/messages.h"
 
 namespace basal {
 
@@ -421,9 +422,20 @@ void Pool::Send(PooledWorker& w, std::string_view payload) {
   UpdateStdinWatch(w);
 }
 
-void Pool::SendActivate(PooledWorker& w, int64_t activation, std::string_view input_json) {
+void Pool::WakeIdle(std::string_view name) {
+  for (auto& w : workers_) {
+    if (w->state != PooledWorker::State::kIdle || !w->flow || w->flow->name != name || !w->session) continue;
+    if (w->poll_sent) return;  // the first one, as FindIdle would find it, was told already
+    w->poll_sent = true;
+    Send(*w, protocol::BuildPoll());
+    return;
+  }
+}
+
+void Pool::SendActivate(PooledWorker& w, int64_t activation, std::string_view input_json, bool poll) {
   if (w.state == PooledWorker::State::kDead || !w.session) return;
-  w.session->SendActivate(activation, input_json);  // as Send
+  w.poll_sent = false;
+  w.session->SendActivate(activation, input_json, poll);  // as Send
   UpdateStdinWatch(w);
 }
 

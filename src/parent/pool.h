@@ -59,6 +59,7 @@ struct PooledWorker {
   std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement (may outlive an idle spell)
   Activation* activation = nullptr;          // the one it runs or is starting up for
   bool watching_stdin = false;
+  bool poll_sent = false;  // a `poll` message went to it since its last activate (at most one)
   std::optional<ProcessCpuClock> cpu_clock;  // the kernel's count of its CPU time
   std::chrono::nanoseconds idle_cpu_base{0};  // its CPU when it last became idle
   EventLoop::Clock::time_point idle_cpu_at;    // the wall clock just before idle_cpu_base was read
@@ -141,7 +142,11 @@ class Pool {
   // hears OnWorkerDrained). How much is sent is the owner's flow control (module.cpp).
   void Send(PooledWorker& worker, std::string_view payload);
   // Sends the `activate` frame of `activation` (built in place, no string of its own).
-  void SendActivate(PooledWorker& worker, int64_t activation, std::string_view input_json);
+  // `poll`: the worker may poll for its next frame (protocol's `poll` member).
+  void SendActivate(PooledWorker& worker, int64_t activation, std::string_view input_json, bool poll);
+  // Sends a `poll` message to the first idle worker of flow `name` that has had none since its
+  // last activation (ModuleHost::WakeIdleWorker); nothing if there is none.
+  void WakeIdle(std::string_view name);
   // Bytes sent to the worker that it has not read yet, and bytes it has read so far.
   // (None for a worker still launching.)
   size_t PendingOutput(const PooledWorker& worker) const {

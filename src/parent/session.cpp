@@ -98,8 +98,8 @@ bool WorkerSession::Send(std::string_view payload) {
   return Flush();
 }
 
-bool WorkerSession::SendActivate(int64_t activation, std::string_view input_json) {
-  protocol::AppendActivateFrame(out_, activation, input_json);
+bool WorkerSession::SendActivate(int64_t activation, std::string_view input_json, bool poll) {
+  protocol::AppendActivateFrame(out_, activation, input_json, poll);
   return Flush();
 }
 

@@ -49,7 +49,7 @@ class WorkerSession {
   // Queues a frame and writes as much as the pipe takes. Returns false if the worker is gone.
   bool Send(std::string_view payload);
   // The same for an `activate` frame, built in place (protocol::AppendActivateFrame).
-  bool SendActivate(int64_t activation, std::string_view input_json);
+  bool SendActivate(int64_t activation, std::string_view input_json, bool poll = false);
   bool Flush();
   bool has_pending_output() const { return !out_.empty(); }
   size_t pending_output_bytes() const { return out_.size() - out_pos_; }

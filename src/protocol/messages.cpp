@@ -697,17 +697,23 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
     out = std::move(l);
     return true;
   }
+  if (type == "poll") {
+    if (!f.Only({"type"})) return false;
+    out = Poll{};
+    return true;
+  }
   if (type == "activate") {
     Activate a;
-    if (!f.Only({"type", "activation", "input"}) || !f.Int("activation", a.activation, 1) || !f.Any("input", a.input))
+    if (!f.Only({"type", "activation", "input", "poll"}) || !f.Int("activation", a.activation, 1) ||
+        !f.Any("input", a.input) || !f.Bool("poll", a.poll, true))
       return false;
     out = std::move(a);
     return true;
   }
   if (type == "result") {
     CallResult r;
-    if (!f.Only({"type", "activation", "id", "ok", "error", "clock_us"}) || !f.Int("activation", r.activation, 1) ||
-        !f.Int("id", r.id, 1))
+    if (!f.Only({"type", "activation", "id", "ok", "error", "clock_us", "poll"}) ||
+        !f.Int("activation", r.activation, 1) || !f.Int("id", r.id, 1) || !f.Bool("poll", r.poll, true))
       return false;
     if (f.Has("clock_us") && !f.Int("clock_us", r.clock_us.emplace())) return false;
     const bool has_ok = f.Has("ok");
@@ -763,20 +769,22 @@ std::string SeedHex(const std::array<uint8_t, kDurableSeedBytes>& seed) {
 namespace {
 constexpr std::string_view kActivateHead = R"({"type":"activate","activation":)";
 constexpr std::string_view kActivateInput = R"(,"input":)";
+constexpr std::string_view kPollTrue = R"(,"poll":true)";
 }  // namespace
 
-std::string BuildActivate(int64_t activation, std::string_view input_json) {
+std::string BuildActivate(int64_t activation, std::string_view input_json, bool poll) {
   std::string out;
-  AppendActivateFrame(out, activation, input_json);
+  AppendActivateFrame(out, activation, input_json, poll);
   return out.substr(kFrameHeaderBytes);
 }
 
-void AppendActivateFrame(std::string& out, int64_t activation, std::string_view input_json) {
+void AppendActivateFrame(std::string& out, int64_t activation, std::string_view input_json, bool poll) {
   char digits[24];
   const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, activation);
   (void)ec;  // 24 characters hold every int64_t
   const std::string_view id(digits, static_cast<size_t>(end - digits));
-  const size_t n = kActivateHead.size() + id.size() + kActivateInput.size() + input_json.size() + 1;
+  const std::string_view poll_member = poll ? kPollTrue : std::string_view();
+  const size_t n = kActivateHead.size() + id.size() + poll_member.size() + kActivateInput.size() + input_json.size() + 1;
   const auto len = static_cast<uint32_t>(n);
   const char header[kFrameHeaderBytes] = {static_cast<char>(len & 0xff), static_cast<char>((len >> 8) & 0xff),
                                           static_cast<char>((len >> 16) & 0xff), static_cast<char>((len >> 24) & 0xff)};
@@ -784,6 +792,7 @@ void AppendActivateFrame(std::string& out, int64_t activation, std::string_view 
   out.append(header, kFrameHeaderBytes);
   out.append(kActivateHead);
   out.append(id);
+  out.append(poll_member);
   out.append(kActivateInput);
   out.append(input_json);
   out += '}';
@@ -806,6 +815,13 @@ std::string BuildResultError(int64_t activation, int64_t id, std::string_view na
          {"error", {{"name", std::string(name)}, {"message", std::string(message)}}}};
   if (clock_us) j["clock_us"] = ClampToMessageInteger(*clock_us);
   return DumpJson(j);
+}
+
+std::string BuildPoll() { return R"({"type":"poll"})"; }
+
+void AddPollMember(std::string& result_message) {
+  if (result_message.size() < 3 || result_message.back() != '}') return;  // not one of the builders' objects
+  result_message.insert(result_message.size() - 1, kPollTrue);
 }
 
 }  // namespace basal::protocol

@@ -161,9 +161,15 @@ struct Load {
   // Optional ("durable" absent when not): the worker runs in durable mode for its life.
   std::optional<DurableStart> durable;
 };
+// `poll` (activate, result; optional, absent means false): the parent has a CPU to spare, so the
+// worker may poll stdin for its next frame before it blocks (src/worker/wait_spin.h). The parent
+// says so while fewer of its workers are busy than there are CPUs (ModuleOptions::busy_poll's own
+// rule); a worker told nothing blocks at once, as under a backlog, where polling workers would take
+// the CPUs the loop and the other workers need.
 struct Activate {
   int64_t activation = 0;
   Json input;
+  bool poll = false;
 };
 struct CallResult {
   int64_t activation = 0;
@@ -175,8 +181,14 @@ struct CallResult {
   // The time of the answer as journaled, in microseconds since the Unix epoch: sent on every
   // result to a durable worker and on none to another (the worker checks which it is).
   std::optional<int64_t> clock_us;
+  bool poll = false;  // as Activate's
 };
-using ParentMessage = std::variant<Load, Activate, CallResult>;
+// An idle worker's next frame is coming soon (an `activate`: basal serve sends this as it accepts
+// a run of the worker's flow): the worker polls for it before it blocks (src/worker/wait_spin.h), so
+// its wake-up overlaps the parent's work on the run instead of following it. Never sent to a busy
+// worker. {"type":"poll"}, nothing else.
+struct Poll {};
+using ParentMessage = std::variant<Load, Activate, CallResult, Poll>;
 
 bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::string& error);
 
@@ -185,15 +197,19 @@ bool ParseParentMessage(std::string_view payload, ParentMessage& out, std::strin
 // so the frame is always one the worker accepts: a host clock before 1970 is no time to replay.
 std::string BuildLoad(const Load& m);
 // `input_json` and `value_json` are serialized JSON (DumpJson) that passed FitsInMessage.
-std::string BuildActivate(int64_t activation, std::string_view input_json);
+std::string BuildActivate(int64_t activation, std::string_view input_json, bool poll = false);
+std::string BuildPoll();
 // The same message framed (frame.h) and appended to `out`, with no string of its own on the way:
 // the parent writes one per activation straight into the worker's output buffer.
-void AppendActivateFrame(std::string& out, int64_t activation, std::string_view input_json);
+void AppendActivateFrame(std::string& out, int64_t activation, std::string_view input_json, bool poll = false);
 // `clock_us`: for a durable worker only (docs/protocol.md); absent for any other.
 std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json,
                           std::optional<int64_t> clock_us = std::nullopt);
 std::string BuildResultError(int64_t activation, int64_t id, std::string_view name, std::string_view message,
                              std::optional<int64_t> clock_us = std::nullopt);
+// Adds `"poll":true` as the last member of a result built above (a JSON object with members): the
+// parent decides it as it writes the frame, after the batch's commit, not when the answer is built.
+void AddPollMember(std::string& result_message);
 
 // The seed as load's "durable" carries it: 64 lowercase hex digits.
 std::string SeedHex(const std::array<uint8_t, kDurableSeedBytes>& seed);

@@ -367,6 +367,10 @@ void Api::StartRun(const HttpRequest& req, const std::string& flow, Respond resp
     if (run.idempotency_key.empty() || run.idempotency_key.size() > 255)
       return respond(JsonError(400, "bad_idempotency_key", "Idempotency-Key must be 1-255 characters"));
   }
+  // The request is well-formed: an idle worker of the flow may start waking now, while the run is
+  // accepted and journaled (ModuleHost::WakeIdleWorker). Not for a keyed request, which may be a
+  // retry that starts nothing.
+  if (run.idempotency_key.empty()) o_.host.WakeIdleWorker(flow);
   // The flow is looked up once, by the queue (a missing or revoked flow: 404, 409).
   Accept(std::move(run), *wait, std::move(respond));
 }

@@ -3,11 +3,29 @@
 #include <cerrno>
 #include <unistd.h>
 
+#include <chrono>
+#ifdef __linux__
+#include <poll.h>
+#endif
+
 namespace basal::worker {
 namespace {
 
 // A buffer that grew past this for one frame is given back once empty.
 constexpr size_t kKeepBufferBytes = 1024 * 1024;
+
+#ifdef __linux__
+// Polls stdin without waiting until it is readable or `until` has passed; true when readable (or
+// closed, or in error: the read that follows says which). poll(2) with one descriptor and a zero
+// timeout is the only form the seccomp filter admits (OneFdNoWait).
+bool PollStdinUntil(std::chrono::steady_clock::time_point until) {
+  pollfd p{0, POLLIN, 0};
+  do {
+    if (::poll(&p, 1, 0) > 0) return true;
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+#endif
 
 }  // namespace
 
@@ -52,8 +70,23 @@ Channel::ReadStatus Channel::Read(std::string& payload) {
       case protocol::FrameDecoder::Status::kNeedMore:
         break;
     }
+#ifdef __linux__
+    // A new frame: poll for it first (wait_spin.h), then block; the wait's length tunes the window.
+    const bool new_frame = decoder_->buffered() == 0;
+    std::chrono::steady_clock::time_point wait_start;
+    bool caught = false;
+    if (new_frame) {
+      wait_start = std::chrono::steady_clock::now();
+      const auto window = poll_next_ ? WaitSpin::kMax : spin_.window;
+      poll_next_ = false;
+      if (may_poll_ && window.count() > 0) caught = PollStdinUntil(wait_start + window);
+    }
+#endif
     char buf[64 * 1024];
     const ssize_t n = ::read(0, buf, sizeof buf);
+#ifdef __linux__
+    if (new_frame && n > 0) spin_.After(std::chrono::steady_clock::now() - wait_start, caught);
+#endif
     if (n < 0) {
       if (errno == EINTR) continue;
       error_ = "read from stdin failed";

@@ -637,9 +637,10 @@ bool ApplyNextAnswer(State* st) {
   auto* result = std::get_if<protocol::CallResult>(&msg);
   if (!result) {
     st->channel_status = Engine::Status::kChannelError;
-    st->channel_error = "parent sent a load or activate while an activation was running";
+    st->channel_error = "parent sent a load, activate or poll while an activation was running";
     return false;
   }
+  st->channel->set_may_poll(result->poll);
   // A durable run's clock moves with the answer before anything it settles runs.
   if (!TakeAnswerClock(result->clock_us, error)) {
     st->channel_status = Engine::Status::kChannelError;

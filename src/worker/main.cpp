@@ -233,6 +233,7 @@ int main(int argc, char** argv) {
       if (!channel.Flush()) _exit(kExitOk);
     } else if (auto* activate = std::get_if<basal::protocol::Activate>(&msg)) {
       if (!loaded || load_failed) Die(kExitProtocol, "activate before a successful load");
+      channel.set_may_poll(activate->poll);
       // A new execution of a durable run starts its script from the top, in a new worker: this
       // worker's module state, clock and generators belong to the one it ran.
       if (activated && basal::worker::ActiveDurableRun())
@@ -246,6 +247,10 @@ int main(int argc, char** argv) {
         case basal::worker::Engine::Status::kChannelError:
           Die(kExitProtocol, engine.channel_error());
       }
+    } else if (std::holds_alternative<basal::protocol::Poll>(msg)) {
+      // The parent is about to send an activation: look for it before blocking (wait_spin.h).
+      if (!loaded || load_failed) Die(kExitProtocol, "poll before a successful load");
+      channel.PollNextWait();
     } else {
       // A late answer for an activation that already ended (e.g. after a CPU budget kill): held to
       // the same clock rule as any answer.

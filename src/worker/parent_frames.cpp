@@ -99,7 +99,7 @@ bool WalkPlainObject(std::string_view t, Take&& take) {
 }
 
 // The frame of every host call's answer, {"type":"result","activation":A,"id":I,"ok":V} with an
-// optional "clock_us", read without a tree: the parent builds it (protocol::BuildResultOk), and
+// optional "clock_us" and "poll", read without a tree: the parent builds it (protocol::BuildResultOk), and
 // parsing it into protocol::Json was about half of the worker's CPU per host call. Only a frame
 // whose every member is one of those, once, with a key free of escapes, "result" written as is,
 // integers written plainly in their ranges and nothing after the object is read here, to the
@@ -107,7 +107,7 @@ bool WalkPlainObject(std::string_view t, Take&& take) {
 // way, which has the last word (fuzz/parent_message_fuzzer.cpp checks both agree). `ok` is where
 // the value lies.
 bool ReadPlainOkResult(std::string_view t, protocol::CallResult& r, std::pair<size_t, size_t>& ok) {
-  bool type = false, activation = false, id = false, has_ok = false, clock = false;
+  bool type = false, activation = false, id = false, has_ok = false, clock = false, poll = false;
   const bool walked = WalkPlainObject(t, [&](std::string_view k, std::string_view v, size_t begin, size_t end) {
     if (k == "type" && !type) {
       type = true;
@@ -135,18 +135,24 @@ bool ReadPlainOkResult(std::string_view t, protocol::CallResult& r, std::pair<si
       ok = {begin, end};
       return has_ok = true;
     }
+    if (k == "poll" && !poll) {
+      if (v != "true" && v != "false") return false;
+      r.poll = v == "true";
+      return poll = true;
+    }
     return false;  // "error", a member the protocol does not have, a repeated or escaped key
   });
   r.ok = true;
   return walked && type && activation && id && has_ok;
 }
 
-// The frame of every activation, {"type":"activate","activation":A,"input":V}, read without a tree
+// The frame of every activation, {"type":"activate","activation":A,"input":V} with an optional
+// "poll", read without a tree
 // on the same terms as ReadPlainOkResult (protocol::BuildActivate writes it so): the shared parser's
 // tree of the frame around the input was most of what the worker spent on a trivial activation's
 // frame. `input` is where the value lies.
 bool ReadPlainActivate(std::string_view t, protocol::Activate& a, std::pair<size_t, size_t>& input) {
-  bool type = false, activation = false, has_input = false;
+  bool type = false, activation = false, has_input = false, poll = false;
   const bool walked = WalkPlainObject(t, [&](std::string_view k, std::string_view v, size_t begin, size_t end) {
     if (k == "type" && !type) {
       type = true;
@@ -161,6 +167,11 @@ bool ReadPlainActivate(std::string_view t, protocol::Activate& a, std::pair<size
     if (k == "input" && !has_input) {
       input = {begin, end};
       return has_input = true;
+    }
+    if (k == "poll" && !poll) {
+      if (v != "true" && v != "false") return false;
+      a.poll = v == "true";
+      return poll = true;
     }
     return false;  // a member the protocol does not have, a repeated or escaped key
   });

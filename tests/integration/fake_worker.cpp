@@ -296,6 +296,21 @@ int main(int argc, char** argv) {
   const auto act = Read();
   const int64_t aid = act["activation"].get<int64_t>();
   const std::string a = std::to_string(aid);
+  if (fault == "reports_poll") {
+    // Not a fault: each activation ends with what the parent said about polling (protocol's `poll`)
+    // in its `activate` and in the answer to its one host call, and how many `poll` messages came
+    // before its `activate`: [activate's, result's, polls].
+    for (basal::protocol::Json next = act;; next = Read()) {
+      int polls = 0;
+      for (; next["type"] == "poll"; next = Read()) ++polls;
+      const std::string id = std::to_string(next["activation"].get<int64_t>());
+      const bool activate_poll = next.value("poll", false);
+      Send(R"({"type":"call","activation":)" + id + R"(,"id":1,"name":"log","args":{"level":"info","message":"x"}})");
+      const bool result_poll = Read().value("poll", false);
+      Send(R"({"type":"done","activation":)" + id + R"(,"cpu_us":0,"ok":[)" + (activate_poll ? "true" : "false") +
+           "," + (result_poll ? "true" : "false") + "," + std::to_string(polls) + "]}");
+    }
+  }
   if (fault == "malformed_json") {
     Send("{\"type\":\"done\",");
   } else if (fault == "oversized") {

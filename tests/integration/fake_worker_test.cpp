@@ -3,12 +3,18 @@
 // never crashes or hangs the parent; the journal keeps what happened.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <filesystem>
 #include <iostream>
 
 #include "integration/test_support.h"
+#include "parent/module_host.h"
 
 namespace basal::testing {
 namespace {
+
+using Json = nlohmann::json;
 
 struct FaultCase {
   const char* fault;
@@ -84,6 +90,67 @@ INSTANTIATE_TEST_SUITE_P(
                       // Exit 70 is a confinement refusal only before the welcome.
                       FaultCase{"exit70_after_welcome", Outcome::kWorkerCrashed, "exited with status 70"}),
     [](const ::testing::TestParamInfo<FaultCase>& i) { return std::string(i.param.fault); });
+
+// The parent tells a worker it may poll for its next frame (src/worker/wait_spin.h) in the
+// `activate` and in each answer while fewer workers are busy than there are CPUs, and never with
+// busy_poll 0; a sequential caller's one worker is busy alone.
+TEST_F(ModuleFixture, TheParentLetsAWorkerPollOnlyWhileACpuIsFreeAndBusyPollIsOn) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const bool spare_cpu = CPU_COUNT(&set) > 1;
+  for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
+    module_.reset();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directory(dir_);
+    ModuleOptions o;
+    o.worker_path = FakeWorker("reports_poll");
+    o.busy_poll = poll;
+    Open(o);
+    FlowRef f = Add("export default () => 1");
+    const bool expected = spare_cpu && poll.count() > 0;
+    for (int k = 0; k < 3; ++k) {
+      const ActivationResult r = module_->Run(f, nullptr);
+      ASSERT_TRUE(r.ok()) << poll.count() << ": " << r.message;
+      EXPECT_EQ(r.result, Json::array({expected, expected, 0})) << "busy_poll " << poll.count() << " us, activation " << k;
+    }
+  }
+}
+
+// basal serve, as it reads a request for a run, tells an idle worker of the flow to poll for the
+// `activate` that follows (ModuleHost::WakeIdleWorker): once between two of its activations however
+// often it is asked, none while a worker is busy alone on one CPU, and none with busy_poll 0.
+TEST_F(ModuleFixture, AWorkerAboutToGetARunIsToldToPollOnceAndOnlyWhileACpuIsFree) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const bool spare_cpu = CPU_COUNT(&set) > 1;
+  for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
+    module_.reset();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directory(dir_);
+    ModuleOptions o;
+    o.worker_path = FakeWorker("reports_poll");
+    o.busy_poll = poll;
+    Open(o);
+    FlowRef f = Add("export default () => 1");
+    const bool expected = spare_cpu && poll.count() > 0;
+    ActivationResult r = module_->Run(f, nullptr);  // starts the worker: nothing was idle to wake
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, Json::array({expected, expected, 0}));
+    module_->host().WakeIdleWorker(f->name);
+    module_->host().WakeIdleWorker(f->name);  // told once already: nothing more
+    module_->host().WakeIdleWorker("another-flow");  // no worker of it
+    r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, Json::array({expected, expected, expected ? 1 : 0})) << "busy_poll " << poll.count();
+    r = module_->Run(f, nullptr);  // not told this time
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, Json::array({expected, expected, 0}));
+    module_->host().WakeIdleWorker(f->name);  // its last activate let it be told again
+    r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, Json::array({expected, expected, expected ? 1 : 0}));
+  }
+}
 
 TEST_F(ModuleFixture, RefusedWelcomeIsCountedAndTheFlowNeverLoads) {
   ModuleOptions o;

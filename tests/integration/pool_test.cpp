@@ -799,6 +799,45 @@ TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
   }
 }
 
+// The worker polls its stdin before it blocks on it (src/worker/wait_spin.h): at most 50 us a
+// wait, so a worker left idle after a stretch of quick frames (the window at its largest) uses no
+// CPU to speak of while it sits there. A poll that did not stop would burn the whole idle spell.
+TEST_F(PoolTest, AWorkerThatPolledForQuickFramesUsesNoCpuWhileItSitsIdle) {
+  Open();
+  HostCallSpec spec;
+  spec.name = "echo";
+  spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) { reply.Ok(args); };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowRef f = Add(
+      "export default async function (i, host) {"
+      "  let sum = 0; for (let k = 0; k < 50; k++) sum += await host.call('echo', k); return sum; }",
+      R"({"grants": {"echo": {}}})");
+  for (int k = 0; k < 20; ++k) {  // answers and activations that come at once: the window grows
+    const ActivationResult r = module_->Run(f, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, 1225);
+  }
+  const std::vector<pid_t> workers = ChildPids();
+  ASSERT_EQ(workers.size(), 1u);
+  // The scheduler's count of the worker's time on a CPU, in nanoseconds (/proc/PID/schedstat).
+  const auto on_cpu = [&] {
+    std::ifstream in("/proc/" + std::to_string(workers[0]) + "/schedstat");
+    uint64_t ns = 0;
+    in >> ns;
+    EXPECT_TRUE(in) << "no schedstat for " << workers[0];
+    return ns;
+  };
+  const uint64_t before = on_cpu();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t idle_ns = on_cpu() - before;
+  // Nothing was sent to it: no wait began, so it polled at most the rest of its last one (50 us).
+  EXPECT_LT(idle_ns, 5'000'000u) << "the idle worker ran " << idle_ns / 1000 << " us in 500 ms";
+  // And it still answers at once.
+  const ActivationResult again = module_->Run(f, nullptr);
+  ASSERT_TRUE(again.ok()) << again.message;
+  EXPECT_EQ(again.result, 1225);
+}
+
 // The loop polls before it sleeps while some workers are busy and no more than there are CPUs:
 // alone on its CPU below that (a spin), beside the last CPU's worker at it (yielding: it would
 // otherwise sleep after each frame and be woken on an idle CPU for the next; pool.cpp), but at it

@@ -691,6 +691,61 @@ TEST(MessagesTest, BuildersSendAClockOutOfRangeAsItsNearerBound) {
   EXPECT_EQ(std::get<Load>(m).durable->clock_us, kMaxMessageInteger);
 }
 
+// The parent's leave to poll (protocol's `poll`, src/worker/wait_spin.h): written only when true,
+// in an activate by its builder and in a result by AddPollMember as the frame is written, read as a
+// boolean and nothing else.
+TEST(MessagesTest, APollMemberIsWrittenOnlyWhenTrueAndReadAsABoolean) {
+  ParentMessage m;
+  std::string error;
+  EXPECT_EQ(BuildActivate(3, "1", true), R"({"type":"activate","activation":3,"poll":true,"input":1})");
+  EXPECT_EQ(BuildActivate(3, "1"), R"({"type":"activate","activation":3,"input":1})");
+  ASSERT_TRUE(ParseParentMessage(BuildActivate(3, R"({"a":1})", true), m, error)) << error;
+  EXPECT_TRUE(std::get<Activate>(m).poll);
+  EXPECT_EQ(std::get<Activate>(m).input, Json::parse(R"({"a":1})"));
+  ASSERT_TRUE(ParseParentMessage(BuildActivate(3, "1"), m, error)) << error;
+  EXPECT_FALSE(std::get<Activate>(m).poll);
+
+  std::string ok = BuildResultOk(3, 7, R"({"a":1})", 42);
+  AddPollMember(ok);
+  EXPECT_EQ(ok, R"({"type":"result","activation":3,"id":7,"clock_us":42,"ok":{"a":1},"poll":true})");
+  ASSERT_TRUE(ParseParentMessage(ok, m, error)) << error;
+  const CallResult& r = std::get<CallResult>(m);
+  EXPECT_TRUE(r.poll);
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.value, Json::parse(R"({"a":1})"));
+  EXPECT_EQ(r.clock_us, 42);
+  std::string err = BuildResultError(3, 8, "NotFound", "no");
+  AddPollMember(err);
+  ASSERT_TRUE(ParseParentMessage(err, m, error)) << error;
+  EXPECT_TRUE(std::get<CallResult>(m).poll);
+  EXPECT_EQ(std::get<CallResult>(m).error_name, "NotFound");
+  ASSERT_TRUE(ParseParentMessage(BuildResultOk(3, 7, "null"), m, error)) << error;
+  EXPECT_FALSE(std::get<CallResult>(m).poll);
+  std::string not_an_object = "[1]";
+  AddPollMember(not_an_object);
+  EXPECT_EQ(not_an_object, "[1]");
+
+  for (const char* value : {"1", "0", "null", "\"true\"", "{}", "[]"}) {
+    for (const std::string& text :
+         {std::string(R"({"type":"activate","activation":1,"input":null,"poll":)") + value + "}",
+          std::string(R"({"type":"result","activation":1,"id":1,"ok":null,"poll":)") + value + "}"}) {
+      EXPECT_FALSE(ParseParentMessage(text, m, error)) << text;
+      EXPECT_NE(error.find("\"poll\""), std::string::npos) << text << " -> " << error;
+    }
+  }
+  // The `poll` message: its type alone.
+  EXPECT_EQ(BuildPoll(), R"({"type":"poll"})");
+  ASSERT_TRUE(ParseParentMessage(BuildPoll(), m, error)) << error;
+  EXPECT_TRUE(std::holds_alternative<Poll>(m));
+  EXPECT_FALSE(ParseParentMessage(R"({"type":"poll","activation":1})", m, error));
+  EXPECT_NE(error.find("unexpected field \"activation\""), std::string::npos) << error;
+  // poll belongs to activate and result only.
+  Json load = Json::parse(BuildLoad(DurableLoad(0)));
+  load["poll"] = true;
+  EXPECT_FALSE(ParseParentMessage(load.dump(), m, error));
+  EXPECT_NE(error.find("unexpected field \"poll\""), std::string::npos) << error;
+}
+
 TEST(MessagesTest, AMalformedResultClockIsRefused) {
   for (const char* clock : {"-1", "1.5", "1e3", "\"5\"", "null", "true", "{}", "9007199254740992", "18446744073709551616"}) {
     const std::string text = std::string(R"({"type":"result","activation":1,"id":1,"clock_us":)") + clock + R"(,"ok":null})";

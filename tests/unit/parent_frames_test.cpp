@@ -248,6 +248,14 @@ TEST(ParseParentFrameTest, AnAnswerReadsAsTheSharedParserReadsItNearItsUsualShap
       R"({"type":"result","activation":"3","id":4,"ok":1})",
       R"({"type":"result","activation":3,"id":4,"ok":[1,})",
       R"({"type":"result","activation":3,"id":4,"ok":tru})",
+      // The parent's leave to poll (protocol's `poll`): a boolean, anywhere, at most once read directly.
+      R"({"type":"result","activation":3,"id":4,"ok":1,"poll":true})",
+      R"({"type":"result","activation":3,"id":4,"poll":false,"ok":{"a":1}})",
+      R"({"type":"result","activation":3,"id":4,"ok":1,"poll":true,"poll":false})",  // repeated: the last wins
+      R"({"type":"result","activation":3,"id":4,"ok":1,"poll":1})",                  // not a boolean
+      R"({"type":"result","activation":3,"id":4,"ok":1,"poll":"true"})",
+      R"({"type":"result","activation":3,"id":4,"ok":1,"poll":tru})",
+      R"({"type":"result","activation":3,"id":4,"error":{"name":"a","message":"b"},"poll":true})",
       "\xef\xbb\xbf{\"type\":\"result\",\"activation\":3,\"id\":4,\"ok\":1}",  // a byte-order mark
   };
   for (const std::string& frame : frames) {
@@ -264,6 +272,8 @@ TEST(ParseParentFrameTest, AnAnswerReadsAsTheSharedParserReadsItNearItsUsualShap
     EXPECT_EQ(r.activation, s.activation) << frame;
     EXPECT_EQ(r.id, s.id) << frame;
     EXPECT_EQ(r.clock_us, s.clock_us) << frame;
+    EXPECT_EQ(r.poll, s.poll) << frame;
+    if (!s.ok) continue;  // an error: the general way, as parsed
     ASSERT_TRUE(r.ok) << frame;
     EXPECT_TRUE(r.value.is_null()) << frame;
     EXPECT_EQ(protocol::Json::parse(value), s.value) << frame;
@@ -314,6 +324,11 @@ TEST(ParseParentFrameTest, AnActivationReadsAsTheSharedParserReadsItNearItsUsual
       protocol::BuildActivate(3, "truefalse"),
       protocol::BuildActivate(3, "--1"),
       R"({"type":"activate","activation":3,"input":"\ud800"})",          // a lone surrogate
+      protocol::BuildActivate(3, R"({"k":1})", true),
+      R"({"type":"activate","activation":3,"input":1,"poll":false})",
+      R"({"type":"activate","poll":true,"activation":3,"input":1,"poll":false})",  // repeated: the last wins
+      R"({"type":"activate","activation":3,"input":1,"poll":0})",                  // not a boolean
+      R"({"type":"activate","activation":3,"input":1,"poll":null})",
       "\xef\xbb\xbf{\"type\":\"activate\",\"activation\":3,\"input\":1}",  // a byte-order mark
   };
   for (const std::string& frame : frames) {
@@ -328,9 +343,20 @@ TEST(ParseParentFrameTest, AnActivationReadsAsTheSharedParserReadsItNearItsUsual
     const auto& s = std::get<protocol::Activate>(shared);
     const auto& r = std::get<protocol::Activate>(read);
     EXPECT_EQ(r.activation, s.activation) << frame;
+    EXPECT_EQ(r.poll, s.poll) << frame;
     EXPECT_TRUE(r.input.is_null()) << frame;
     EXPECT_EQ(protocol::Json::parse(input), s.input) << frame;
   }
+}
+
+// The parent's `poll` message (an idle worker's activate is coming) reads as the shared parser reads it.
+TEST(ParseParentFrameTest, APollMessageIsReadWhole) {
+  protocol::ParentMessage msg;
+  std::string value, error;
+  ASSERT_TRUE(ParseParentFrame(protocol::BuildPoll(), msg, value, error)) << error;
+  EXPECT_TRUE(std::holds_alternative<protocol::Poll>(msg));
+  EXPECT_TRUE(value.empty());
+  EXPECT_FALSE(ParseParentFrame(R"({"type":"poll","input":1})", msg, value, error));
 }
 
 // A durable load's seed and clock come through the worker's reader whole.
