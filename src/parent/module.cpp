@@ -913,12 +913,14 @@ bool Module::Impl::GroupsBatch() const {
 // and so does whatever AfterCommit holds (a serve run's answer): none of these waits for a timer.
 // A worker may poll stdin for its next frame (src/worker/wait_spin.h) on the terms the loop polls
 // its own descriptors (BusyPollFor's kSpin): while fewer workers are busy than there are CPUs, so
-// a CPU is free for the poll. With as many busy as CPUs or more (a backlog, the pool at its
-// defaults under load) a polling worker would take a CPU the loop or another worker needs: at 8
-// workers on 2 CPUs, polling in every worker read 0.76x the throughput (docs/performance.md,
-// "Issue 30: the worker polls before it blocks"). busy_poll 0 turns it off with the loop's.
+// a CPU is free for the poll; a worker still starting (a successor or a codemode spare launched
+// ahead, its start about a millisecond of CPU) counts as busy here. With as many as CPUs or more (a
+// backlog, the pool at its defaults under load) a polling worker would take a CPU the loop or
+// another worker needs: at 8 workers on 2 CPUs, polling in every worker read 0.76x the throughput
+// (docs/performance.md, "Issue 30: the worker polls before it blocks"). busy_poll 0 turns it off
+// with the loop's.
 bool Module::Impl::WorkersMayPoll() const {
-  return options.busy_poll.count() > 0 && pool->Busy() < cpus;
+  return options.busy_poll.count() > 0 && pool->BusyOrStarting() < cpus;
 }
 
 void Module::Impl::WakeIdleWorker(std::string_view name) {

@@ -121,7 +121,7 @@ class ModuleHost {
   // A run of flow `name` is about to be started (a request for one is being read): an idle worker
   // of that flow is told to poll for its `activate` (protocol's `poll` message), so that its
   // wake-up overlaps the run's acceptance instead of following it. Only while fewer workers are
-  // busy than there are CPUs (the terms of ModuleOptions::busy_poll, which 0 turns off), and at
+  // busy or starting than there are CPUs (and ModuleOptions::busy_poll is not 0), and at
   // most once per worker between two of its activations: a request that starts no run costs the
   // worker at most 50 us of polling, once.
   virtual void WakeIdleWorker(std::string_view name) = 0;

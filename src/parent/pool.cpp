@@ -216,6 +216,15 @@ size_t Pool::Busy() const {
   return n;
 }
 
+size_t Pool::BusyOrStarting() const {
+  size_t n = 0;
+  for (const auto& w : workers_) {
+    using S = PooledWorker::State;
+    n += w->state == S::kBusy || w->state == S::kLaunching || w->state == S::kWelcome || w->state == S::kLoading;
+  }
+  return n;
+}
+
 bool Pool::MakeRoom() {
   while (Live() >= options_.max_workers) {
     PooledWorker* victim = nullptr;

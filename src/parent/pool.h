@@ -200,6 +200,8 @@ class Pool {
   size_t Live() const;     // every process: launching, starting up, idle, busy, or retired and not reaped yet
   size_t Reaping() const;  // retired workers whose processes are not reaped yet
   size_t Busy() const;
+  // Busy, or starting (launching, welcoming, loading): every worker that wants a CPU now.
+  size_t BusyOrStarting() const;
   void Count(HealthSnapshot& snapshot) const;
 
  private:

@@ -13,7 +13,8 @@
 // few waits and blocks at once, as before.
 //
 // Only when the parent allows it: its last `activate` or `result` carried `"poll": true`, which it
-// writes while fewer of its workers are busy than there are CPUs (Module::Impl::WorkersMayPoll).
+// writes while fewer of its workers are busy or starting than there are CPUs
+// (Module::Impl::WorkersMayPoll).
 // Under a backlog the parent says nothing and the worker blocks at once: there a polling worker
 // would take the CPU that the loop and the other workers need.
 //

@@ -91,23 +91,36 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"exit70_after_welcome", Outcome::kWorkerCrashed, "exited with status 70"}),
     [](const ::testing::TestParamInfo<FaultCase>& i) { return std::string(i.param.fault); });
 
-// The parent tells a worker it may poll for its next frame (src/worker/wait_spin.h) in the
-// `activate` and in each answer while fewer workers are busy than there are CPUs, and never with
-// busy_poll 0; a sequential caller's one worker is busy alone.
-TEST_F(ModuleFixture, TheParentLetsAWorkerPollOnlyWhileACpuIsFreeAndBusyPollIsOn) {
+// The CPUs this process may run on.
+int Cpus() {
   cpu_set_t set;
-  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-  const bool spare_cpu = CPU_COUNT(&set) > 1;
-  for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+// A module (a new one, in a new directory) whose workers are the fake worker that reports what it
+// was told about polling ("reports_poll"), with a trivial flow.
+class ReportsPoll : public ModuleFixture {
+ protected:
+  FlowRef Start(std::chrono::microseconds busy_poll, uint32_t max_activations_per_worker = 256) {
     module_.reset();
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directory(dir_);
     ModuleOptions o;
     o.worker_path = FakeWorker("reports_poll");
-    o.busy_poll = poll;
+    o.busy_poll = busy_poll;
+    o.max_activations_per_worker = max_activations_per_worker;
     Open(o);
-    FlowRef f = Add("export default () => 1");
-    const bool expected = spare_cpu && poll.count() > 0;
+    return Add("export default () => 1");
+  }
+};
+
+// The parent tells a worker it may poll for its next frame (src/worker/wait_spin.h) in the
+// `activate` and in each answer while fewer workers are busy than there are CPUs, and never with
+// busy_poll 0; a sequential caller's one worker is busy alone.
+TEST_F(ReportsPoll, TheParentLetsAWorkerPollOnlyWhileACpuIsFreeAndBusyPollIsOn) {
+  for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
+    FlowRef f = Start(poll);
+    const bool expected = Cpus() > 1 && poll.count() > 0;
     for (int k = 0; k < 3; ++k) {
       const ActivationResult r = module_->Run(f, nullptr);
       ASSERT_TRUE(r.ok()) << poll.count() << ": " << r.message;
@@ -116,23 +129,25 @@ TEST_F(ModuleFixture, TheParentLetsAWorkerPollOnlyWhileACpuIsFreeAndBusyPollIsOn
   }
 }
 
+// A worker that starts meanwhile wants a CPU too: the activation that launches its successor ahead
+// (the worker's last, max_activations_per_worker) is not told to poll unless a third CPU is free.
+TEST_F(ReportsPoll, AWorkerStartingMeanwhileCountsAsBusyForTheLeaveToPoll) {
+  FlowRef f = Start(std::chrono::microseconds(50), 2);
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result[0], Cpus() > 1);  // busy alone
+  r = module_->Run(f, nullptr);  // its last: the successor is launched just before its activate
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.result[0], Cpus() > 2);  // busy, and its successor starting
+}
+
 // basal serve, as it reads a request for a run, tells an idle worker of the flow to poll for the
 // `activate` that follows (ModuleHost::WakeIdleWorker): once between two of its activations however
 // often it is asked, none while a worker is busy alone on one CPU, and none with busy_poll 0.
-TEST_F(ModuleFixture, AWorkerAboutToGetARunIsToldToPollOnceAndOnlyWhileACpuIsFree) {
-  cpu_set_t set;
-  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-  const bool spare_cpu = CPU_COUNT(&set) > 1;
+TEST_F(ReportsPoll, AWorkerAboutToGetARunIsToldToPollOnceAndOnlyWhileACpuIsFree) {
   for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
-    module_.reset();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directory(dir_);
-    ModuleOptions o;
-    o.worker_path = FakeWorker("reports_poll");
-    o.busy_poll = poll;
-    Open(o);
-    FlowRef f = Add("export default () => 1");
-    const bool expected = spare_cpu && poll.count() > 0;
+    FlowRef f = Start(poll);
+    const bool expected = Cpus() > 1 && poll.count() > 0;
     ActivationResult r = module_->Run(f, nullptr);  // starts the worker: nothing was idle to wake
     ASSERT_TRUE(r.ok()) << r.message;
     EXPECT_EQ(r.result, Json::array({expected, expected, 0}));

@@ -77,6 +77,18 @@ class PoolTest : public ModuleFixture {
     held_.clear();
     for (auto& [args, reply] : held) reply.Ok(args);
   }
+  // Registers `echo` (answers its argument at once) and adds a flow that awaits `calls` of it in
+  // turn and returns their sum.
+  FlowRef AddEchoFlow(int calls) {
+    HostCallSpec spec;
+    spec.name = "echo";
+    spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) { reply.Ok(args); };
+    EXPECT_TRUE(module_->registry().Register(std::move(spec)));
+    return Add("export default async function (i, host) {"
+               "  let sum = 0; for (let k = 0; k < " + std::to_string(calls) +
+                   "; k++) sum += await host.call('echo', k); return sum; }",
+               R"({"grants": {"echo": {}}})");
+  }
   std::vector<std::pair<Json, HostCallReply>> held_;
   std::function<void()> on_hold_;
 };
@@ -777,14 +789,7 @@ TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
     ModuleOptions o;
     o.busy_poll = poll;
     Open(o);
-    HostCallSpec spec;
-    spec.name = "echo";
-    spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) { reply.Ok(args); };
-    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-    FlowRef f = Add(
-        "export default async function (i, host) {"
-        "  let sum = 0; for (let k = 0; k < 20; k++) sum += await host.call('echo', k); return sum; }",
-        R"({"grants": {"echo": {}}})");
+    FlowRef f = AddEchoFlow(20);
     std::vector<ActivationResult> results;
     for (int k = 0; k < 3; ++k) EXPECT_TRUE(module_->Submit(f, nullptr, [&](const ActivationResult& r) { results.push_back(r); }));
     module_->RunUntilIdle();
@@ -804,14 +809,7 @@ TEST_F(PoolTest, BusyPollingOnOrOffServesTheSameCallsAndActivations) {
 // CPU to speak of while it sits there. A poll that did not stop would burn the whole idle spell.
 TEST_F(PoolTest, AWorkerThatPolledForQuickFramesUsesNoCpuWhileItSitsIdle) {
   Open();
-  HostCallSpec spec;
-  spec.name = "echo";
-  spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) { reply.Ok(args); };
-  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-  FlowRef f = Add(
-      "export default async function (i, host) {"
-      "  let sum = 0; for (let k = 0; k < 50; k++) sum += await host.call('echo', k); return sum; }",
-      R"({"grants": {"echo": {}}})");
+  FlowRef f = AddEchoFlow(50);
   for (int k = 0; k < 20; ++k) {  // answers and activations that come at once: the window grows
     const ActivationResult r = module_->Run(f, nullptr);
     ASSERT_TRUE(r.ok()) << r.message;
