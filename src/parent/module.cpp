@@ -381,7 +381,7 @@ void Module::Impl::StartOn(PooledWorker& w) {
   a.started = true;
   w.state = PooledWorker::State::kBusy;
   pool->CountActivation(w);  // at its last one, its successor is launched ahead
-  pool->SendActivate(w, a.id, a.input_json, WorkersMayPoll());
+  pool->SendActivate(w, a.id, a.input_json, WorkerMayPoll(a));
 }
 
 void Module::Impl::Place(Activation& a, PooledWorker* idle) {
@@ -837,7 +837,7 @@ void Module::Impl::FlushAnswers(Activation& a) {
          pool->PendingOutput(*a.worker) < options.worker_output_budget_bytes) {
     std::string payload = std::move(a.held_answers[a.held_head++]);
     a.held_bytes -= payload.size();
-    if (WorkersMayPoll()) protocol::AddPollMember(payload);
+    if (WorkerMayPoll(a)) protocol::AddPollMember(payload);
     pool->Send(*a.worker, payload);
   }
   if (a.held_head == a.held_answers.size()) {  // all handed on: the vector starts over
@@ -921,6 +921,13 @@ bool Module::Impl::GroupsBatch() const {
 // with the loop's.
 bool Module::Impl::WorkersMayPoll() const {
   return options.busy_poll.count() > 0 && pool->BusyOrStarting() < cpus;
+}
+
+// A codemode script's worker is never told to: its script runs once and mostly waits on tools that
+// answer slowly (downstream MCP servers), and its polling read about 50-75 us a script more at an
+// agent's pace (docs/performance.md, "Issue 30: the worker polls before it blocks").
+bool Module::Impl::WorkerMayPoll(const Activation& a) const {
+  return a.flow && a.flow->profile != Profile::kCodemode && WorkersMayPoll();
 }
 
 void Module::Impl::WakeIdleWorker(std::string_view name) {

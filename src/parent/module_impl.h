@@ -222,8 +222,10 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   std::optional<EventLoop::Clock::time_point> grouping_since;
   std::optional<EventLoop::TimerId> group_timer;
   bool GroupMayWait() const;
-  // Whether a frame written now tells its worker it may poll for the next one (protocol's `poll`).
+  // Whether a frame written now tells its worker it may poll for the next one (protocol's `poll`),
+  // and whether `a`'s worker in particular may (not a codemode script's).
   bool WorkersMayPoll() const;
+  bool WorkerMayPoll(const Activation& a) const;
   bool Busy() const {
     return !live.empty() || !finished.empty() || !waiting_runs.empty() || flight.has_value();
   }

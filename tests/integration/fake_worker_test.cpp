@@ -129,6 +129,18 @@ TEST_F(ReportsPoll, TheParentLetsAWorkerPollOnlyWhileACpuIsFreeAndBusyPollIsOn) 
   }
 }
 
+// A codemode script's worker is never told to poll: its one script mostly waits on slow tools.
+TEST_F(ReportsPoll, ACodemodeScriptsWorkerIsNeverToldToPoll) {
+  Start(std::chrono::microseconds(50));
+  auto script = module_->AddFlow("script.js", "export default () => 1", "{}", Profile::kCodemode);
+  ASSERT_TRUE(script) << script.error().message;
+  for (int k = 0; k < 2; ++k) {
+    const ActivationResult r = module_->Run(*script, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, Json::array({false, false, 0}));
+  }
+}
+
 // A worker that starts meanwhile wants a CPU too: the activation that launches its successor ahead
 // (the worker's last, max_activations_per_worker) is not told to poll unless a third CPU is free.
 TEST_F(ReportsPoll, AWorkerStartingMeanwhileCountsAsBusyForTheLeaveToPoll) {
