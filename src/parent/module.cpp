@@ -906,11 +906,6 @@ bool Module::Impl::GroupsBatch() const {
   return !grouping_since || Clock::now() - *grouping_since < kGroupMaxAge;
 }
 
-// Whether the loop may block with the group open (the before-wait hook set in Open commits it
-// otherwise). Only ends may wait there, for the group's age at most (group_timer): their callers
-// hear of them after the commit either way. An activation's start is committed before the loop
-// waits on its worker, a host call's answer and a `started` record's handler wait for the commit,
-// and so does whatever AfterCommit holds (a serve run's answer): none of these waits for a timer.
 // A worker may poll stdin for its next frame (src/worker/wait_spin.h) on the terms the loop polls
 // its own descriptors (BusyPollFor's kSpin): while fewer workers are busy than there are CPUs, so
 // a CPU is free for the poll; a worker still starting (a successor or a codemode spare launched
@@ -934,6 +929,11 @@ void Module::Impl::WakeIdleWorker(std::string_view name) {
   if (WorkersMayPoll()) pool->WakeIdle(name);
 }
 
+// Whether the loop may block with the group open (the before-wait hook set in Open commits it
+// otherwise). Only ends may wait there, for the group's age at most (group_timer): their callers
+// hear of them after the commit either way. An activation's start is committed before the loop
+// waits on its worker, a host call's answer and a `started` record's handler wait for the commit,
+// and so does whatever AfterCommit holds (a serve run's answer): none of these waits for a timer.
 bool Module::Impl::GroupMayWait() const {
   return begun_in_batch.empty() && runs_in_batch.empty() && sends.empty() && commit_waiters.empty() &&
          !gate->has_started_waiting();

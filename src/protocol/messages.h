@@ -163,9 +163,9 @@ struct Load {
 };
 // `poll` (activate, result; optional, absent means false): the parent has a CPU to spare, so the
 // worker may poll stdin for its next frame before it blocks (src/worker/wait_spin.h). The parent
-// says so while fewer of its workers are busy or starting than there are CPUs (ModuleOptions::
-// busy_poll's rule, Module::Impl::WorkersMayPoll); a worker told nothing blocks at once, as under a backlog, where polling workers would take
-// the CPUs the loop and the other workers need.
+// says so while fewer of its workers are busy or starting than there are CPUs, never to a codemode
+// script's worker (Module::Impl::WorkerMayPoll); a worker told nothing blocks at once, as under a
+// backlog, where polling workers would take the CPUs the loop and the other workers need.
 struct Activate {
   int64_t activation = 0;
   Json input;
