@@ -833,11 +833,13 @@ bool Module::Impl::WorkerHasRoom(ActivationId id) const {
 }
 
 void Module::Impl::FlushAnswers(Activation& a) {
+  // Judged once for the answers written now: sending them changes no worker's state.
+  const bool poll = a.held_head < a.held_answers.size() && WorkerMayPoll(a);
   while (a.held_head < a.held_answers.size() && a.worker &&
          pool->PendingOutput(*a.worker) < options.worker_output_budget_bytes) {
     std::string payload = std::move(a.held_answers[a.held_head++]);
     a.held_bytes -= payload.size();
-    if (WorkerMayPoll(a)) protocol::AddPollMember(payload);
+    if (poll) protocol::AddPollMember(payload);
     pool->Send(*a.worker, payload);
   }
   if (a.held_head == a.held_answers.size()) {  // all handed on: the vector starts over
