@@ -6,6 +6,7 @@
 #include <chrono>
 #ifdef __linux__
 #include <poll.h>
+#include <sched.h>
 #endif
 
 namespace basal::worker {
@@ -17,11 +18,17 @@ constexpr size_t kKeepBufferBytes = 1024 * 1024;
 #ifdef __linux__
 // Polls stdin without waiting until it is readable or `until` has passed; true when readable (or
 // closed, or in error: the read that follows says which). poll(2) with one descriptor and a zero
-// timeout is the only form the seccomp filter admits (OneFdNoWait).
+// timeout is the only form the seccomp filter admits (OneFdNoWait). Between two looks it yields:
+// when the scheduler has put the parent on this CPU (it packs a waker and its wakee together on
+// these VMs), the parent, just woken by the frame the worker wrote, would otherwise wait for the
+// whole window before it could write the answer (warm activations of about 85 us in runs of up to
+// 44, docs/performance.md, "Issue 30: the polling worker yields"). With nothing else runnable here
+// sched_yield returns at once.
 bool PollStdinUntil(std::chrono::steady_clock::time_point until) {
   pollfd p{0, POLLIN, 0};
   do {
     if (::poll(&p, 1, 0) > 0) return true;
+    ::sched_yield();
   } while (std::chrono::steady_clock::now() < until);
   return false;
 }

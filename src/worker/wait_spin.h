@@ -19,7 +19,8 @@
 // would take the CPU that the loop and the other workers need.
 //
 // Bounds: one wait polls at most kMax (50 us), with poll(2) on stdin alone and no timeout (the
-// seccomp row OneFdNoWait), then blocks in read(2). The CPU it spends is the worker's own, counted
+// seccomp row OneFdNoWait) and sched_yield(2) between two looks (a task runnable on the worker's CPU
+// runs first), then blocks in read(2). The CPU it spends is the worker's own, counted
 // like the rest: inside an activation against the flow's CPU budget, between activations against
 // the idle-CPU limit (ModuleOptions::idle_cpu_max, 200 ms by default, which 50 us per wait cannot
 // approach: a wait is one per frame the parent sends).

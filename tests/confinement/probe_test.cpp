@@ -299,6 +299,7 @@ std::vector<Allowed> AllowedCalls() {
       {"clock_gettime_thread_cpu", Ret(Sys(SYS_clock_gettime, {N(CLOCK_THREAD_CPUTIME_ID), kBuf})), 0},
       {"getrandom", Ret(Sys(SYS_getrandom, {kBuf, "8", "0"})), 8},
       {"poll_one_fd_no_wait", Ret(Sys(SYS_poll, {kBuf, "1", "0"})), 1},
+      {"sched_yield", Ret(Sys(SYS_sched_yield)), 0},
       {"futex_private_wake", Ret(Sys(SYS_futex, {kBuf, N(FUTEX_WAKE_PRIVATE), "1", "0", "0", "0"})), 0},
       {"getpid_matches_gettid", Ret(Sys(SYS_getpid) + " === " + Sys(SYS_gettid) + " ? 0 : -1"), 0},
   };

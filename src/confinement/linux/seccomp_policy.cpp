@@ -131,6 +131,10 @@ constexpr AdmittedSyscall kAdmitted[] = {
      "caller's memory."},
     {__NR_nanosleep, "nanosleep", kAnyArguments, F::kTime,
      "Sleeping only delays the worker, which the parent's wall-clock deadline bounds."},
+    {__NR_sched_yield, "sched_yield", kAnyArguments, F::kTime,
+     "While the worker polls stdin (src/worker/wait_spin.h) it yields between two looks, so that a task runnable "
+     "on its CPU (the parent it just answered) runs first; it takes no argument and, like a sleep, only delays "
+     "the worker."},
     {__NR_clock_nanosleep, "clock_nanosleep", kSleepOnOwnClocks, F::kTime,
      "glibc's nanosleep and sleep use clock_nanosleep on the realtime clock; sleeping on a CPU clock is refused."},
 
