@@ -909,7 +909,7 @@ bool Module::Impl::GroupsBatch() const {
 }
 
 // A worker may poll stdin for its next frame (src/worker/wait_spin.h) on the terms the loop polls
-// its own descriptors (BusyPollFor's kSpin): while fewer workers are busy than there are CPUs, so
+// its own descriptors (BusyPollFor, below busy == cpus): while fewer workers are busy than there are CPUs, so
 // a CPU is free for the poll; a worker still starting (a successor or a codemode spare launched
 // ahead, its start about a millisecond of CPU) counts as busy here. With as many as CPUs or more (a
 // backlog, the pool at its defaults under load) a polling worker would take a CPU the loop or

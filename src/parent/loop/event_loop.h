@@ -55,11 +55,12 @@ class EventLoop {
   // How a pass may poll before it sleeps (set_busy_poll's `mode`, asked at each pass that would wait).
   enum class BusyPoll {
     kNo,
-    // epoll_wait without waiting, back to back, for up to the period: the loop keeps its CPU.
+    // epoll_wait without waiting, back to back, for up to the period: the loop keeps its CPU (the
+    // module no longer asks for it: BusyPollFor, pool.cpp).
     kSpin,
     // The same with sched_yield between two looks: a task runnable on the loop's CPU (a worker the
     // loop woke there) runs first, and the loop looks again when it stops or at once when none is
-    // there. For a loop that would otherwise sleep while every CPU runs a worker (module.cpp).
+    // there. The module's polling (BusyPollFor, pool.cpp).
     kYielding,
   };
 
