@@ -3,10 +3,11 @@
 // Run it through scripts/bench.sh. Not a test: it never fails on a missed target.
 //
 //   basal-bench [--work-dir DIR] [--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US]
-//               [--web-fetch]
+//               [--busy-poll-max US] [--web-fetch]
 //
 // --busy-poll sets the in-process modules' ModuleOptions::busy_poll (0: off), for profiling the
-// parent's own CPU per activation (docs/performance.md, "Where the time goes"). --web-fetch makes
+// parent's own CPU per activation (docs/performance.md, "Where the time goes"); --busy-poll-max
+// their ModuleOptions::busy_poll_max (the most its window grows to). --web-fetch makes
 // the fetch figure's flow call fetch(), the web global, instead of the http.fetch host call.
 #include <fcntl.h>
 #include <unistd.h>
@@ -86,18 +87,19 @@ int main(int argc, char** argv) {
       o.journal = value();
     } else if (a == "--web-fetch") {
       o.web_fetch = true;
-    } else if (a == "--busy-poll") {
+    } else if (a == "--busy-poll" || a == "--busy-poll-max") {
       const std::string v = value();
       char* end = nullptr;
       const long us = std::strtol(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0' || us < 0 || us > 1'000'000) {
-        std::fprintf(stderr, "basal-bench: --busy-poll takes microseconds from 0 to 1000000, not %s\n", v.c_str());
+        std::fprintf(stderr, "basal-bench: %s takes microseconds from 0 to 1000000, not %s\n", a.c_str(), v.c_str());
         return 64;
       }
-      o.busy_poll = std::chrono::microseconds(us);
+      (a == "--busy-poll" ? o.busy_poll : o.busy_poll_max) = std::chrono::microseconds(us);
     } else {
       std::fprintf(stderr, "basal-bench: unknown argument %s (usage: basal-bench [--work-dir DIR] "
-                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US] [--journal LOCATOR] "
+                           "[--worker PATH] [--hello PATH] [--quick] [--only FIGURE] [--busy-poll US] [--busy-poll-max US] "
+                           "[--journal LOCATOR] "
                            "[--web-fetch])\n", a.c_str());
       return 64;
     }

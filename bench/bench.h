@@ -55,6 +55,7 @@ struct Options {
   // ModuleOptions::busy_poll of the in-process modules (figures_bench.cpp); unset: the module's
   // default. 0 turns polling off, so the parent's CPU per activation is its work, not its wait.
   std::optional<std::chrono::microseconds> busy_poll;
+  std::optional<std::chrono::microseconds> busy_poll_max;  // ModuleOptions::busy_poll_max, likewise
   // --journal: the store the references' commits and the figures that journal write to (a file
   // path or a postgresql:// locator, shared by all of them; FigureStore); unset: a new SQLite file
   // in work_dir for each.

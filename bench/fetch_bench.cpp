@@ -77,6 +77,7 @@ FetchSamples FetchRoundTrip(const Options& o) {
   mo.journal_path = FigureStore(o, o.work_dir + "/fetch.db");
   mo.worker_path = o.worker_path;
   if (o.busy_poll) mo.busy_poll = *o.busy_poll;  // --busy-poll, as the other figures' modules take it
+  if (o.busy_poll_max) mo.busy_poll_max = *o.busy_poll_max;
   auto m = Module::Open(std::move(mo));
   if (!m) FetchBenchFatal(m.error().message);
   const std::string manifest = R"({"grants": {"http.fetch": {"rules": [{"url": "http://127.0.0.1:)" +

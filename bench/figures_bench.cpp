@@ -32,6 +32,7 @@ std::unique_ptr<Module> OpenFiguresModule(const Options& o, const std::string& n
   mo.journal_path = FigureStore(o, o.work_dir + "/" + name + ".db");
   mo.worker_path = o.worker_path;
   if (o.busy_poll) mo.busy_poll = *o.busy_poll;
+  if (o.busy_poll_max) mo.busy_poll_max = *o.busy_poll_max;
   auto m = Module::Open(std::move(mo));
   if (!m) FiguresBenchFatal(m.error().message);
   return std::move(*m);

@@ -71,6 +71,10 @@ struct ModuleOptions {
   // as many (at least two), the loop yields its CPU between two looks, so a worker waiting for that
   // CPU runs first. Zero disables it.
   std::chrono::microseconds busy_poll{50};
+  // The poll's window grows from busy_poll up to this while what the loop waits for keeps coming
+  // soon after the window ran out (a loopback http.fetch: its connect, request and answer a little
+  // apart), and shrinks back while it does not (EventLoop::set_busy_poll). Below busy_poll: busy_poll.
+  std::chrono::microseconds busy_poll_max{500};
   // Hard process memory cap (RLIMIT_AS) = heap budget + headroom, per profile.
   uint64_t flow_memory_headroom_bytes = 256ull << 20;
   uint64_t codemode_memory_headroom_bytes = 128ull << 20;

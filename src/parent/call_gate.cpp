@@ -460,6 +460,9 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
                         std::string name, std::string message) {
   auto it = calls_.find({activation, call_id});
   if (it == calls_.end()) return;
+  if (hooks_.answer_late && it->second.stage != Stage::kAbandoned &&
+      NowUnixUs() - it->second.start_unix_us > kLateAnswerUs)
+    hooks_.answer_late(activation);
   InFlight f = std::move(it->second);
   calls_.erase(it);
   const HostCallSpec& spec = *f.spec;

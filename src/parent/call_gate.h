@@ -56,6 +56,11 @@ struct CallGateHooks {
   // Queue an answer frame for the activation's worker; sent after the batch commits, in the order
   // of these calls (the order the answers were journaled in).
   std::function<void(ActivationId, std::string payload)> send;
+  // A handler answered a call that was in flight longer than a worker polls for its answer
+  // (kLateAnswer): the worker is blocked in its read, and the answer still has its journaling and
+  // its commit ahead. The module may tell the worker to poll now, so that its wake-up overlaps them
+  // (a `poll` message; docs/protocol.md). Before the answer is journaled; absent: nothing.
+  std::function<void(ActivationId)> answer_late;
   // Whether the activation's worker has room for more answers (flow control: the module holds
   // what waits for it under ModuleOptions::worker_output_budget_bytes). A call admitted while it
   // has none waits, its handler not run, until WorkerDrained says so. Absent: always room.
@@ -80,6 +85,10 @@ struct CallGateHooks {
   // reached the end of the record instead, which is no divergence.
   std::function<void(ActivationId, std::string message, bool past_record)> diverged;
 };
+
+// A worker polls at most this long for an answer before it blocks (src/worker/wait_spin.h,
+// WaitSpin::kMax): an answer that took longer finds it blocked.
+inline constexpr int64_t kLateAnswerUs = 50;
 
 struct CallGateLimits {
   size_t journal_value_max_bytes = 64u << 10;    // per journaled value (args, result, error)

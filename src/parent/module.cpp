@@ -1257,6 +1257,10 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
     if (auto it = m.live.find(id); it != m.live.end()) it->second->answers_in_batch_bytes += payload.size();
     m.sends.emplace_back(id, std::move(payload));
   };
+  hooks.answer_late = [&m](ActivationId id) {
+    auto it = m.live.find(id);
+    if (it != m.live.end() && it->second->worker && m.WorkerMayPoll(*it->second)) m.pool->SendPoll(*it->second->worker);
+  };
   hooks.worker_has_room = [&m](ActivationId id) { return m.WorkerHasRoom(id); };
   hooks.journal_failed = [&m](std::string why) { m.FailBatch(std::move(why)); };
   hooks.event = [&m](ModuleEvent e) { m.OnEvent(std::move(e)); };
@@ -1319,9 +1323,9 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   m.loop_->set_after_pass([&m] { m.EndOfPass(); });
   m.loop_->set_before_wait([&m] { return m.grouping_since.has_value() && !m.GroupMayWait(); },
                            [&m] { m.EndOfPass(false); });
-  m.loop_->set_busy_poll(m.options.busy_poll, [&m] {
-    return BusyPollFor(m.pool->Busy(), m.cpus, m.pool->MaxWorkers());
-  });
+  m.loop_->set_busy_poll(
+      m.options.busy_poll, [&m] { return BusyPollFor(m.pool->Busy(), m.cpus, m.pool->MaxWorkers()); },
+      m.options.busy_poll_max);
   if (m.options.several_hosts) {
     auto second = OpenStore({m.options.journal_path, m.options.durability});
     if (!second) return second.error();

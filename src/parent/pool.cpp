@@ -430,16 +430,22 @@ void Pool::UpdateStdinWatch(PooledWorker& w) {
 
 void Pool::Send(PooledWorker& w, std::string_view payload) {
   if (w.state == PooledWorker::State::kDead || !w.session) return;
+  w.poll_sent = false;  // a frame ends the worker's wait: a `poll` after it is for its next
   w.session->Send(payload);  // a broken pipe shows up as the worker's exit
+  UpdateStdinWatch(w);
+}
+
+void Pool::SendPoll(PooledWorker& w) {
+  if (w.state == PooledWorker::State::kDead || !w.session || w.poll_sent) return;
+  w.poll_sent = true;
+  w.session->Send(protocol::BuildPoll());
   UpdateStdinWatch(w);
 }
 
 void Pool::WakeIdle(std::string_view name) {
   for (auto& w : workers_) {
     if (w->state != PooledWorker::State::kIdle || !w->flow || w->flow->name != name || !w->session) continue;
-    if (w->poll_sent) return;  // the first one, as FindIdle would find it, was told already
-    w->poll_sent = true;
-    Send(*w, protocol::BuildPoll());
+    SendPoll(*w);  // the first one, as FindIdle would find it; not again before its next frame
     return;
   }
 }

@@ -59,7 +59,7 @@ struct PooledWorker {
   std::optional<EventLoop::TimerId> timer;  // welcome time limit, or idle retirement (may outlive an idle spell)
   Activation* activation = nullptr;          // the one it runs or is starting up for
   bool watching_stdin = false;
-  bool poll_sent = false;  // a `poll` message went to it since its last activate (at most one)
+  bool poll_sent = false;  // a `poll` message went to it since its last other frame (at most one)
   std::optional<ProcessCpuClock> cpu_clock;  // the kernel's count of its CPU time
   std::chrono::nanoseconds idle_cpu_base{0};  // its CPU when it last became idle
   EventLoop::Clock::time_point idle_cpu_at;    // the wall clock just before idle_cpu_base was read
@@ -144,8 +144,11 @@ class Pool {
   // Sends the `activate` frame of `activation` (built in place, no string of its own).
   // `poll`: the worker may poll for its next frame (protocol's `poll` member).
   void SendActivate(PooledWorker& worker, int64_t activation, std::string_view input_json, bool poll);
-  // Sends a `poll` message to the first idle worker of flow `name` that has had none since its
-  // last activation (ModuleHost::WakeIdleWorker); nothing if there is none.
+  // Sends a `poll` message (a frame is coming: poll for it before blocking), at most one between
+  // two of the worker's other frames.
+  void SendPoll(PooledWorker& worker);
+  // SendPoll to the first idle worker of flow `name` (ModuleHost::WakeIdleWorker); nothing if
+  // there is none.
   void WakeIdle(std::string_view name);
   // Bytes sent to the worker that it has not read yet, and bytes it has read so far.
   // (None for a worker still launching.)

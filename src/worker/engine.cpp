@@ -634,10 +634,16 @@ bool ApplyNextAnswer(State* st) {
     st->channel_error = "bad frame from parent: " + error;
     return false;
   }
+  if (std::holds_alternative<protocol::Poll>(msg)) {
+    // An answer that took long is on its way (its journaling and commit still ahead): poll for it
+    // before blocking again (wait_spin.h), so that this wake-up overlaps them.
+    st->channel->PollNextWait();
+    return true;
+  }
   auto* result = std::get_if<protocol::CallResult>(&msg);
   if (!result) {
     st->channel_status = Engine::Status::kChannelError;
-    st->channel_error = "parent sent a load, activate or poll while an activation was running";
+    st->channel_error = "parent sent a load or activate while an activation was running";
     return false;
   }
   st->channel->set_may_poll(result->poll);

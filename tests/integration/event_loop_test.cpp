@@ -152,5 +152,43 @@ TEST_F(BusyPollTest, TheYieldingPollEndsAtItsPeriodAndTheLoopThenWaits) {
   EXPECT_EQ(mine_seen_, 0);
 }
 
+// The poll window adapts (set_busy_poll): it doubles, up to its max, after a wait whose poll ran out
+// and that something still ended within twice the max (here another thread's write, sent a little
+// after the window), stays when the poll itself finds what comes, and halves, not below its
+// period, after a wait that nothing ended. The delays are sleeps, which never end early; a write
+// more than 16 ms late would be read as a far one.
+TEST_F(BusyPollTest, ThePollWindowGrowsWhileWhatComesComesSoonAfterItAndShrinksWhenNothingDoes) {
+  loop_->set_busy_poll(1ms, [] { return EventLoop::BusyPoll::kYielding; }, 8ms);
+  EXPECT_EQ(loop_->poll_window(), 1ms);
+  auto pass_with_write_after = [&](std::chrono::milliseconds delay) {
+    std::thread writer([&] {
+      std::this_thread::sleep_for(delay);
+      mine_.Put();
+    });
+    loop_->RunOnce(10'000ms);
+    writer.join();
+    char c;
+    ASSERT_EQ(::read(mine_.r, &c, 1), 1);
+  };
+  pass_with_write_after(3ms);  // after the 1 ms window: it grows
+  EXPECT_EQ(loop_->poll_window(), 2ms);
+  pass_with_write_after(4ms);
+  EXPECT_EQ(loop_->poll_window(), 4ms);
+  pass_with_write_after(6ms);
+  EXPECT_EQ(loop_->poll_window(), 8ms);
+  pass_with_write_after(10ms);  // after the window, soon after: at its max it stays there
+  EXPECT_EQ(loop_->poll_window(), 8ms);
+  pass_with_write_after(1ms);  // found while polling: unchanged
+  EXPECT_EQ(loop_->poll_window(), 8ms);
+  EXPECT_EQ(mine_seen_, 5);
+  for (const auto expected : {4ms, 2ms, 1ms, 1ms}) {
+    loop_->RunOnce(20ms);  // nothing comes
+    EXPECT_EQ(loop_->poll_window(), expected);
+  }
+  loop_->set_busy_poll(2ms, [] { return EventLoop::BusyPoll::kYielding; });  // no max: the period
+  pass_with_write_after(4ms);
+  EXPECT_EQ(loop_->poll_window(), 2ms);
+}
+
 }  // namespace
 }  // namespace basal::testing

@@ -299,16 +299,23 @@ int main(int argc, char** argv) {
   if (fault == "reports_poll") {
     // Not a fault: each activation ends with what the parent said about polling (protocol's `poll`)
     // in its `activate` and in the answer to its one host call, and how many `poll` messages came
-    // before its `activate`: [activate's, result's, polls].
+    // before its `activate` and before that answer: [activate's, result's, polls, polls before the
+    // result]. The host call is the one the input names (a string), else `log`.
     for (basal::protocol::Json next = act;; next = Read()) {
       int polls = 0;
       for (; next["type"] == "poll"; next = Read()) ++polls;
       const std::string id = std::to_string(next["activation"].get<int64_t>());
       const bool activate_poll = next.value("poll", false);
-      Send(R"({"type":"call","activation":)" + id + R"(,"id":1,"name":"log","args":{"level":"info","message":"x"}})");
-      const bool result_poll = Read().value("poll", false);
+      const std::string name = next["input"].is_string() ? next["input"].get<std::string>() : "log";
+      const std::string args = name == "log" ? R"({"level":"info","message":"x"})" : "null";
+      Send(R"({"type":"call","activation":)" + id + R"(,"id":1,"name":")" + name + R"(","args":)" + args + "}");
+      int answer_polls = 0;
+      basal::protocol::Json answer = Read();
+      for (; answer["type"] == "poll"; answer = Read()) ++answer_polls;
+      const bool result_poll = answer.value("poll", false);
       Send(R"({"type":"done","activation":)" + id + R"(,"cpu_us":0,"ok":[)" + (activate_poll ? "true" : "false") +
-           "," + (result_poll ? "true" : "false") + "," + std::to_string(polls) + "]}");
+           "," + (result_poll ? "true" : "false") + "," + std::to_string(polls) + "," + std::to_string(answer_polls) +
+           "]}");
     }
   }
   if (fault == "malformed_json") {

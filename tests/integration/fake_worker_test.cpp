@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "integration/test_support.h"
 #include "parent/module_host.h"
@@ -124,7 +125,7 @@ TEST_F(ReportsPoll, TheParentLetsAWorkerPollOnlyWhileACpuIsFreeAndBusyPollIsOn) 
     for (int k = 0; k < 3; ++k) {
       const ActivationResult r = module_->Run(f, nullptr);
       ASSERT_TRUE(r.ok()) << poll.count() << ": " << r.message;
-      EXPECT_EQ(r.result, Json::array({expected, expected, 0})) << "busy_poll " << poll.count() << " us, activation " << k;
+      EXPECT_EQ(r.result, Json::array({expected, expected, 0, 0})) << "busy_poll " << poll.count() << " us, activation " << k;
     }
   }
 }
@@ -137,7 +138,7 @@ TEST_F(ReportsPoll, ACodemodeScriptsWorkerIsNeverToldToPoll) {
   for (int k = 0; k < 2; ++k) {
     const ActivationResult r = module_->Run(*script, nullptr);
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({false, false, 0}));
+    EXPECT_EQ(r.result, Json::array({false, false, 0, 0}));
   }
 }
 
@@ -162,20 +163,49 @@ TEST_F(ReportsPoll, AWorkerAboutToGetARunIsToldToPollOnceAndOnlyWhileACpuIsFree)
     const bool expected = Cpus() > 1 && poll.count() > 0;
     ActivationResult r = module_->Run(f, nullptr);  // starts the worker: nothing was idle to wake
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({expected, expected, 0}));
+    EXPECT_EQ(r.result, Json::array({expected, expected, 0, 0}));
     module_->host().WakeIdleWorker(f->name);
     module_->host().WakeIdleWorker(f->name);  // told once already: nothing more
     module_->host().WakeIdleWorker("another-flow");  // no worker of it
     r = module_->Run(f, nullptr);
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({expected, expected, expected ? 1 : 0})) << "busy_poll " << poll.count();
+    EXPECT_EQ(r.result, Json::array({expected, expected, expected ? 1 : 0, 0})) << "busy_poll " << poll.count();
     r = module_->Run(f, nullptr);  // not told this time
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({expected, expected, 0}));
+    EXPECT_EQ(r.result, Json::array({expected, expected, 0, 0}));
     module_->host().WakeIdleWorker(f->name);  // its last activate let it be told again
     r = module_->Run(f, nullptr);
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({expected, expected, expected ? 1 : 0}));
+    EXPECT_EQ(r.result, Json::array({expected, expected, expected ? 1 : 0, 0}));
+  }
+}
+
+// A handler that answers after the worker stopped polling for it (an http.fetch, here a call
+// answered 2 ms later from another thread): the parent tells the worker to poll before it journals
+// and commits the answer (CallGateHooks::answer_late), once, on the same terms; an answer that
+// comes at once (log) gets none.
+TEST_F(ReportsPoll, AnAnswerThatComesLateIsAnnouncedByOnePoll) {
+  for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
+    FlowRef f = Start(poll);
+    HostCallSpec spec;
+    spec.name = "slow";
+    spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
+      std::thread([reply = std::move(reply)]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        reply.Ok(7);
+      }).detach();
+    };
+    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+    f = Add("export default () => 1", R"({"grants": {"slow": {}}})", "slow.js");
+    const bool expected = Cpus() > 1 && poll.count() > 0;
+    for (int k = 0; k < 2; ++k) {
+      ActivationResult r = module_->Run(f, "slow");
+      ASSERT_TRUE(r.ok()) << r.message;
+      EXPECT_EQ(r.result, Json::array({expected, expected, 0, expected ? 1 : 0})) << "busy_poll " << poll.count();
+      r = module_->Run(f, nullptr);  // log: answered at once
+      ASSERT_TRUE(r.ok()) << r.message;
+      EXPECT_EQ(r.result, Json::array({expected, expected, 0, 0})) << "busy_poll " << poll.count();
+    }
   }
 }
 

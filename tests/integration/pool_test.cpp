@@ -881,6 +881,32 @@ TEST_F(PoolTest, APollingWorkerOnTheParentsCpuLetsTheParentRun) {
   EXPECT_EQ(ChildPids(), workers) << "the same worker ran them all";
 }
 
+// An answer that takes longer than the worker polls for it (an http.fetch; here a handler that
+// answers from another thread 2 ms later) is announced by a `poll` message before the parent
+// journals and commits it (CallGateHooks::answer_late): the real worker, blocked in its read
+// mid-activation, takes it and polls for the answer that follows.
+TEST_F(PoolTest, TheWorkerTakesAPollMidActivationAndGetsTheLateAnswerAfterIt) {
+  Open();
+  HostCallSpec spec;
+  spec.name = "slow";
+  spec.handler = [](const HostCallContext&, const Json& args, HostCallReply reply) {
+    std::thread([args, reply = std::move(reply)]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      reply.Ok(args);
+    }).detach();
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowRef f = Add("export default async function (n, host) {"
+                  "  let sum = 0; for (let k = 0; k < n; k++) sum += await host.call('slow', k); return sum; }",
+                  R"({"grants": {"slow": {}}})");
+  for (int k = 0; k < 3; ++k) {
+    const ActivationResult r = module_->Run(f, 10);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.result, 45);
+  }
+  EXPECT_EQ(module_->HealthReport()["spawned"], 1) << "one worker ran them all: none ended in a protocol fault";
+}
+
 // The loop polls before it sleeps while some workers are busy and no more than there are CPUs,
 // always yielding between two looks (a worker the scheduler put on the loop's CPU runs first; a
 // spin kept it off for the whole poll: host calls pinned to one CPU took 95-106 us against 52-59 us

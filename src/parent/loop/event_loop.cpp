@@ -154,11 +154,18 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
   int n = 0;
   const BusyPoll poll =
       wait.count() > 0 && busy_poll_.count() > 0 && busy_poll_mode_ ? busy_poll_mode_() : BusyPoll::kNo;
+  Clock::time_point poll_start;
+  bool poll_ran_out = false;  // polled its whole window and found nothing
   if (poll != BusyPoll::kNo) {
-    const auto until = Clock::now() + busy_poll_;
+    poll_start = Clock::now();
+    const auto until = poll_start + poll_window_;
     for (;;) {
       n = epoll_wait(epfd_, events, 64, 0);
-      if (n != 0 || Clock::now() >= until) break;
+      if (n != 0) break;
+      if (Clock::now() >= until) {
+        poll_ran_out = true;
+        break;
+      }
       if (poll == BusyPoll::kYielding) sched_yield();
     }
   }
@@ -169,7 +176,16 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
       wait = std::chrono::milliseconds(0);
     }
   }
-  if (n == 0) n = epoll_wait(epfd_, events, 64, static_cast<int>(std::min<int64_t>(wait.count(), 3'600'000)));
+  if (n == 0) {
+    n = epoll_wait(epfd_, events, 64, static_cast<int>(std::min<int64_t>(wait.count(), 3'600'000)));
+    if (poll_ran_out && wait.count() > 0) {
+      // The window's rule (set_busy_poll). A wait that ended on a timer halves it.
+      if (n > 0 && Clock::now() - poll_start < 2 * busy_poll_max_)
+        poll_window_ = std::min(poll_window_ * 2, busy_poll_max_);
+      else
+        poll_window_ = std::max(poll_window_ / 2, busy_poll_);
+    }
+  }
   if (after_wait_) after_wait_();
   for (int i = 0; i < n; ++i) {
     const uint64_t token = events[i].data.u64;

@@ -13,6 +13,7 @@
 // other threads. A callback may watch, unwatch and post freely, including for its own descriptor.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -65,7 +66,7 @@ class EventLoop {
   };
 
   // Waits up to `max_wait` (less if a timer is due sooner) for something to do, does it, then runs
-  // after_pass. Busy-polls first for up to busy_poll, as busy_poll_mode() says.
+  // after_pass. Busy-polls first for up to its poll window, as busy_poll_mode() says.
   void RunOnce(std::chrono::milliseconds max_wait);
 
   void set_after_pass(std::function<void()> fn) { after_pass_ = std::move(fn); }
@@ -80,10 +81,21 @@ class EventLoop {
   // Called when a wait ends, before its events are handled (a process paused past a lease learns
   // it before it acts on anything that arrived meanwhile).
   void set_after_wait(std::function<void()> fn) { after_wait_ = std::move(fn); }
-  void set_busy_poll(std::chrono::microseconds period, std::function<BusyPoll()> mode) {
+  // The poll window starts at `period` and adapts between it and `max` as the worker's does
+  // (src/worker/wait_spin.h, haltpoll's rule): a wait that polled its whole window and then blocked
+  // doubles it when something still came within twice `max` of the wait's start, and halves it (not
+  // below `period`) when nothing did; a wait that found something while polling leaves it. So the
+  // loop polls through an exchange whose events come a little apart (a loopback http.fetch: its
+  // connect, its request, its answer) and back at `period` once they come far apart (a remote
+  // server, a timer). `max` below `period` is `period`.
+  void set_busy_poll(std::chrono::microseconds period, std::function<BusyPoll()> mode,
+                     std::chrono::microseconds max = std::chrono::microseconds(0)) {
     busy_poll_ = period;
+    busy_poll_max_ = std::max(max, period);
+    poll_window_ = period;
     busy_poll_mode_ = std::move(mode);
   }
+  std::chrono::microseconds poll_window() const { return poll_window_; }
   // Spins (epoll_wait without waiting) for up to `max` while nothing but `fd` can be ready: true
   // once `fd` is readable and nothing else is, false as soon as any other descriptor is ready, work
   // is posted or a timer is due, or when `max` has passed. Handles nothing (the loop's descriptors
@@ -116,6 +128,8 @@ class EventLoop {
   std::function<void()> before_wait_;
   std::function<void()> after_wait_;
   std::chrono::microseconds busy_poll_{0};
+  std::chrono::microseconds busy_poll_max_{0};
+  std::chrono::microseconds poll_window_{0};  // busy_poll_ <= poll_window_ <= busy_poll_max_
   std::function<BusyPoll()> busy_poll_mode_;
   std::atomic<std::thread::id> loop_thread_{std::this_thread::get_id()};  // read by other threads
 };
