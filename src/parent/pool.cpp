@@ -96,24 +96,21 @@ constexpr std::chrono::seconds kCpuLimitSlack{1};  // RLIMIT_CPU counts whole se
 std::chrono::nanoseconds TickAccountingAllowance(std::chrono::nanoseconds cpu) { return cpu / 4; }
 }  // namespace
 
-// Fewer busy than CPUs: a CPU is free, so the loop polls for the next frame (a worker's write then
-// wakes nobody), yielding between two looks: on the VMs basal runs on the scheduler packs a waker
-// and its wakee onto one CPU, and a worker put on the loop's CPU would otherwise wait out the whole
-// poll before it could run (host calls with both pinned to one CPU: 95-106 us spinning, 52-59 us
-// yielding; alone on its CPU, sched_yield returns at once and the figures read the same;
-// docs/performance.md, "Issue 30: the polling worker yields"). As many busy as CPUs (at least two) in a pool that can never have more
+// Fewer busy than CPUs: a CPU is free, so the loop spins on its own for the next frame (a worker's
+// write then wakes nobody). As many busy as CPUs (at least two) in a pool that can never have more
 // busy workers than CPUs (max_workers <= cpus): the loop would sleep after each frame while the
 // workers run, and every `done` would wake it on an idle CPU, and every `activate` wake a worker
 // there too (a scheduler trace of `--only throughput` at `max_workers` 2 on 2 CPUs: the loop slept
 // after about every other activation, both CPUs idle more than half the time; docs/performance.md,
-// "tput15"). It polls then too. A pool that may have more busy
+// "tput15"). It polls then too, yielding between two looks, so that a worker the scheduler put on
+// the loop's CPU runs first instead of waiting for the poll to end. A pool that may have more busy
 // workers than CPUs (the module's defaults: 8) never polls at `busy == cpus`: there the poll took
 // the loop's CPU from the workers queued behind it (the defaults read 0.83x with it at idle, "tput15"),
 // and the backlog keeps the loop awake anyway. More busy than CPUs: no poll either.
 EventLoop::BusyPoll BusyPollFor(size_t busy, size_t cpus, size_t max_workers) {
   if (busy == 0 || busy > cpus) return EventLoop::BusyPoll::kNo;
-  if (busy == cpus && (cpus < 2 || max_workers > cpus)) return EventLoop::BusyPoll::kNo;
-  return EventLoop::BusyPoll::kYielding;
+  if (busy < cpus) return EventLoop::BusyPoll::kSpin;
+  return cpus >= 2 && max_workers <= cpus ? EventLoop::BusyPoll::kYielding : EventLoop::BusyPoll::kNo;
 }
 
 bool Pool::HasExited(const PooledWorker& w) const {

@@ -188,6 +188,17 @@ TEST_F(BusyPollTest, ThePollWindowGrowsWhileWhatComesComesSoonAfterItAndShrinksW
   loop_->set_busy_poll(2ms, [] { return EventLoop::BusyPoll::kYielding; });  // no max: the period
   pass_with_write_after(4ms);
   EXPECT_EQ(loop_->poll_window(), 2ms);
+  // While `windowed` says no (the module: a worker is starting), the window neither applies nor moves.
+  bool windowed = false;
+  loop_->set_busy_poll(1ms, [] { return EventLoop::BusyPoll::kYielding; }, 8ms, [&] { return windowed; });
+  pass_with_write_after(3ms);
+  EXPECT_EQ(loop_->poll_window(), 1ms);
+  windowed = true;
+  pass_with_write_after(3ms);
+  EXPECT_EQ(loop_->poll_window(), 2ms);
+  windowed = false;
+  loop_->RunOnce(20ms);
+  EXPECT_EQ(loop_->poll_window(), 2ms);
 }
 
 }  // namespace

@@ -156,14 +156,15 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
       wait.count() > 0 && busy_poll_.count() > 0 && busy_poll_mode_ ? busy_poll_mode_() : BusyPoll::kNo;
   Clock::time_point poll_start;
   bool poll_ran_out = false;  // polled its whole window and found nothing
+  const bool windowed = poll != BusyPoll::kNo && (!busy_poll_windowed_ || busy_poll_windowed_());
   if (poll != BusyPoll::kNo) {
     poll_start = Clock::now();
-    const auto until = poll_start + poll_window_;
+    const auto until = poll_start + (windowed ? poll_window_ : busy_poll_);
     for (;;) {
       n = epoll_wait(epfd_, events, 64, 0);
       if (n != 0) break;
       if (Clock::now() >= until) {
-        poll_ran_out = true;
+        poll_ran_out = windowed;
         break;
       }
       if (poll == BusyPoll::kYielding) sched_yield();

@@ -56,12 +56,11 @@ class EventLoop {
   // How a pass may poll before it sleeps (set_busy_poll's `mode`, asked at each pass that would wait).
   enum class BusyPoll {
     kNo,
-    // epoll_wait without waiting, back to back, for up to the period: the loop keeps its CPU (the
-    // module no longer asks for it: BusyPollFor, pool.cpp).
+    // epoll_wait without waiting, back to back, for up to the period: the loop keeps its CPU.
     kSpin,
     // The same with sched_yield between two looks: a task runnable on the loop's CPU (a worker the
     // loop woke there) runs first, and the loop looks again when it stops or at once when none is
-    // there. The module's polling (BusyPollFor, pool.cpp).
+    // there. For a loop that would otherwise sleep while every CPU runs a worker (module.cpp).
     kYielding,
   };
 
@@ -87,13 +86,16 @@ class EventLoop {
   // below `period`) when nothing did; a wait that found something while polling leaves it. So the
   // loop polls through an exchange whose events come a little apart (a loopback http.fetch: its
   // connect, its request, its answer) and back at `period` once they come far apart (a remote
-  // server, a timer). `max` below `period` is `period`.
+  // server, a timer). `max` below `period` is `period`. While `windowed` says no (asked with
+  // `mode`), a pass polls for `period` only and leaves the window as it is.
   void set_busy_poll(std::chrono::microseconds period, std::function<BusyPoll()> mode,
-                     std::chrono::microseconds max = std::chrono::microseconds(0)) {
+                     std::chrono::microseconds max = std::chrono::microseconds(0),
+                     std::function<bool()> windowed = nullptr) {
     busy_poll_ = period;
     busy_poll_max_ = std::max(max, period);
     poll_window_ = period;
     busy_poll_mode_ = std::move(mode);
+    busy_poll_windowed_ = std::move(windowed);
   }
   std::chrono::microseconds poll_window() const { return poll_window_; }
   // Spins (epoll_wait without waiting) for up to `max` while nothing but `fd` can be ready: true
@@ -131,6 +133,7 @@ class EventLoop {
   std::chrono::microseconds busy_poll_max_{0};
   std::chrono::microseconds poll_window_{0};  // busy_poll_ <= poll_window_ <= busy_poll_max_
   std::function<BusyPoll()> busy_poll_mode_;
+  std::function<bool()> busy_poll_windowed_;
   std::atomic<std::thread::id> loop_thread_{std::this_thread::get_id()};  // read by other threads
 };
 
