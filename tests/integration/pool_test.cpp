@@ -36,6 +36,15 @@ std::vector<pid_t> ChildPids() {
   return pids;
 }
 
+// The scheduler's count of a process's time on a CPU, in nanoseconds (/proc/PID/schedstat).
+uint64_t OnCpuNs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  uint64_t ns = 0;
+  in >> ns;
+  EXPECT_TRUE(in) << "no schedstat for " << pid;
+  return ns;
+}
+
 // A process's command line, its arguments separated by spaces.
 std::string CommandLine(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
@@ -819,14 +828,7 @@ TEST_F(PoolTest, AWorkerThatPolledForQuickFramesUsesNoCpuWhileItSitsIdle) {
   }
   const std::vector<pid_t> workers = ChildPids();
   ASSERT_EQ(workers.size(), 1u);
-  // The scheduler's count of the worker's time on a CPU, in nanoseconds (/proc/PID/schedstat).
-  const auto on_cpu = [&] {
-    std::ifstream in("/proc/" + std::to_string(workers[0]) + "/schedstat");
-    uint64_t ns = 0;
-    in >> ns;
-    EXPECT_TRUE(in) << "no schedstat for " << workers[0];
-    return ns;
-  };
+  const auto on_cpu = [&] { return OnCpuNs(workers[0]); };
   const uint64_t before = on_cpu();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const uint64_t idle_ns = on_cpu() - before;
@@ -861,13 +863,7 @@ TEST_F(PoolTest, APollingWorkerOnTheParentsCpuLetsTheParentRun) {
   CPU_SET(sched_getcpu(), &one);
   ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);  // this thread runs the module's loop
   ASSERT_EQ(sched_setaffinity(workers[0], sizeof one, &one), 0);
-  const auto on_cpu = [&] {
-    std::ifstream in("/proc/" + std::to_string(workers[0]) + "/schedstat");
-    uint64_t ns = 0;
-    in >> ns;
-    EXPECT_TRUE(in) << "no schedstat for " << workers[0];
-    return ns;
-  };
+  const auto on_cpu = [&] { return OnCpuNs(workers[0]); };
   constexpr int kActivations = 400;
   const uint64_t start = on_cpu();
   for (int k = 0; k < kActivations; ++k) {
