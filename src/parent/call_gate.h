@@ -57,7 +57,7 @@ struct CallGateHooks {
   // of these calls (the order the answers were journaled in).
   std::function<void(ActivationId, std::string payload)> send;
   // A handler answered a call that was in flight longer than a worker polls for its answer
-  // (kLateAnswer): the worker is blocked in its read, and the answer still has its journaling and
+  // (kLateAnswerUs): the worker is blocked in its read, and the answer still has its journaling and
   // its commit ahead. The module may tell the worker to poll now, so that its wake-up overlaps them
   // (a `poll` message; docs/protocol.md). Before the answer is journaled; absent: nothing.
   std::function<void(ActivationId)> answer_late;

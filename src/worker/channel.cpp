@@ -22,8 +22,8 @@ constexpr size_t kKeepBufferBytes = 1024 * 1024;
 // when the scheduler has put the parent on this CPU (it packs a waker and its wakee together on
 // these VMs), the parent, just woken by the frame the worker wrote, would otherwise wait for the
 // whole window before it could write the answer (warm activations of about 85 us in runs of up to
-// 44, docs/performance.md, "Issue 30: the polling worker yields"). With nothing else runnable here
-// sched_yield returns at once.
+// 44; docs/performance.md, "Issue 30: the polling worker yields, and the loop polls through a
+// fetch"). With nothing else runnable here sched_yield returns at once.
 bool PollStdinUntil(std::chrono::steady_clock::time_point until) {
   pollfd p{0, POLLIN, 0};
   do {

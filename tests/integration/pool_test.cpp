@@ -845,7 +845,8 @@ TEST_F(PoolTest, AWorkerThatPolledForQuickFramesUsesNoCpuWhileItSitsIdle) {
 // here), the parent, woken by the worker's last frame, runs at once and writes the next one. A
 // worker that spun its whole window instead kept the parent off that CPU for it every time: each
 // of these activations then cost the worker's 50 us window on top of its own work (warm activations
-// of about 85 us, docs/performance.md, "Issue 30: the polling worker yields").
+// of about 85 us; docs/performance.md, "Issue 30: the polling worker yields, and the loop polls
+// through a fetch").
 TEST_F(PoolTest, APollingWorkerOnTheParentsCpuLetsTheParentRun) {
   if (cpu_set_t all; sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2)
     GTEST_SKIP() << "one CPU: the parent never lets a worker poll";
