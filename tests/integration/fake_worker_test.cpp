@@ -98,6 +98,19 @@ int Cpus() {
   return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
 }
 
+// Checks the report of the "reports_poll" fake worker: [activate's poll, result's poll, polls before
+// the activate, polls before the answer]. The last lies within [late_min, late_max]: a `log` line's
+// answer normally comes within the 50 us a worker polls for it, but on a slow build (ASan) it can
+// take longer, and then the parent announces it with a `poll` (answer_late), at most once.
+void ExpectReport(const Json& report, bool activate_poll, bool result_poll, int polls, int late_min, int late_max) {
+  ASSERT_TRUE(report.is_array() && report.size() == 4) << report.dump();
+  EXPECT_EQ(report[0], activate_poll) << report.dump();
+  EXPECT_EQ(report[1], result_poll) << report.dump();
+  EXPECT_EQ(report[2], polls) << report.dump();
+  EXPECT_GE(report[3].get<int>(), late_min) << report.dump();
+  EXPECT_LE(report[3].get<int>(), late_max) << report.dump();
+}
+
 // A module (a new one, in a new directory) whose workers are the fake worker that reports what it
 // was told about polling ("reports_poll"), with a trivial flow.
 class ReportsPoll : public ModuleFixture {
@@ -120,12 +133,14 @@ class ReportsPoll : public ModuleFixture {
 // busy_poll 0; a sequential caller's one worker is busy alone.
 TEST_F(ReportsPoll, TheParentLetsAWorkerPollOnlyWhileACpuIsFreeAndBusyPollIsOn) {
   for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
+    SCOPED_TRACE("busy_poll " + std::to_string(poll.count()) + " us");
     FlowRef f = Start(poll);
     const bool expected = Cpus() > 1 && poll.count() > 0;
     for (int k = 0; k < 3; ++k) {
       const ActivationResult r = module_->Run(f, nullptr);
       ASSERT_TRUE(r.ok()) << poll.count() << ": " << r.message;
-      EXPECT_EQ(r.result, Json::array({expected, expected, 0, 0})) << "busy_poll " << poll.count() << " us, activation " << k;
+      SCOPED_TRACE("busy_poll " + std::to_string(poll.count()) + " us, activation " + std::to_string(k));
+      ExpectReport(r.result, expected, expected, 0, 0, expected ? 1 : 0);
     }
   }
 }
@@ -138,7 +153,7 @@ TEST_F(ReportsPoll, ACodemodeScriptsWorkerIsNeverToldToPoll) {
   for (int k = 0; k < 2; ++k) {
     const ActivationResult r = module_->Run(*script, nullptr);
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({false, false, 0, 0}));
+    ExpectReport(r.result, false, false, 0, 0, 0);
   }
 }
 
@@ -159,24 +174,25 @@ TEST_F(ReportsPoll, AWorkerStartingMeanwhileCountsAsBusyForTheLeaveToPoll) {
 // often it is asked, none while a worker is busy alone on one CPU, and none with busy_poll 0.
 TEST_F(ReportsPoll, AWorkerAboutToGetARunIsToldToPollOnceAndOnlyWhileACpuIsFree) {
   for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
+    SCOPED_TRACE("busy_poll " + std::to_string(poll.count()) + " us");
     FlowRef f = Start(poll);
     const bool expected = Cpus() > 1 && poll.count() > 0;
     ActivationResult r = module_->Run(f, nullptr);  // starts the worker: nothing was idle to wake
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({expected, expected, 0, 0}));
+    ExpectReport(r.result, expected, expected, 0, 0, expected ? 1 : 0);
     module_->host().WakeIdleWorker(f->name);
     module_->host().WakeIdleWorker(f->name);  // told once already: nothing more
     module_->host().WakeIdleWorker("another-flow");  // no worker of it
     r = module_->Run(f, nullptr);
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({expected, expected, expected ? 1 : 0, 0})) << "busy_poll " << poll.count();
+    ExpectReport(r.result, expected, expected, expected ? 1 : 0, 0, expected ? 1 : 0);
     r = module_->Run(f, nullptr);  // not told this time
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({expected, expected, 0, 0}));
+    ExpectReport(r.result, expected, expected, 0, 0, expected ? 1 : 0);
     module_->host().WakeIdleWorker(f->name);  // its last activate let it be told again
     r = module_->Run(f, nullptr);
     ASSERT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(r.result, Json::array({expected, expected, expected ? 1 : 0, 0}));
+    ExpectReport(r.result, expected, expected, expected ? 1 : 0, 0, expected ? 1 : 0);
   }
 }
 
@@ -186,6 +202,7 @@ TEST_F(ReportsPoll, AWorkerAboutToGetARunIsToldToPollOnceAndOnlyWhileACpuIsFree)
 // comes at once (log) gets none.
 TEST_F(ReportsPoll, AnAnswerThatComesLateIsAnnouncedByOnePoll) {
   for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
+    SCOPED_TRACE("busy_poll " + std::to_string(poll.count()) + " us");
     FlowRef f = Start(poll);
     HostCallSpec spec;
     spec.name = "slow";
@@ -201,10 +218,10 @@ TEST_F(ReportsPoll, AnAnswerThatComesLateIsAnnouncedByOnePoll) {
     for (int k = 0; k < 2; ++k) {
       ActivationResult r = module_->Run(f, "slow");
       ASSERT_TRUE(r.ok()) << r.message;
-      EXPECT_EQ(r.result, Json::array({expected, expected, 0, expected ? 1 : 0})) << "busy_poll " << poll.count();
+      ExpectReport(r.result, expected, expected, 0, expected ? 1 : 0, expected ? 1 : 0);
       r = module_->Run(f, nullptr);  // log: answered at once
       ASSERT_TRUE(r.ok()) << r.message;
-      EXPECT_EQ(r.result, Json::array({expected, expected, 0, 0})) << "busy_poll " << poll.count();
+      ExpectReport(r.result, expected, expected, 0, 0, expected ? 1 : 0);
     }
   }
 }
