@@ -1328,7 +1328,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   // beside each script, read 1.2x slower with the window growing through its start.
   m.loop_->set_busy_poll(
       m.options.busy_poll, [&m] { return BusyPollFor(m.pool->Busy(), m.cpus, m.pool->MaxWorkers()); },
-      m.options.busy_poll_max, [&m] { return m.pool->BusyOrStarting() == m.pool->Busy(); });
+      m.options.busy_poll_max, [&m] { return !m.pool->AnyStarting(); });
   if (m.options.several_hosts) {
     auto second = OpenStore({m.options.journal_path, m.options.durability});
     if (!second) return second.error();

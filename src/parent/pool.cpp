@@ -216,13 +216,23 @@ size_t Pool::Busy() const {
   return n;
 }
 
+namespace {
+bool Starting(const PooledWorker& w) {
+  using S = PooledWorker::State;
+  return w.state == S::kLaunching || w.state == S::kWelcome || w.state == S::kLoading;
+}
+}  // namespace
+
 size_t Pool::BusyOrStarting() const {
   size_t n = 0;
-  for (const auto& w : workers_) {
-    using S = PooledWorker::State;
-    n += w->state == S::kBusy || w->state == S::kLaunching || w->state == S::kWelcome || w->state == S::kLoading;
-  }
+  for (const auto& w : workers_) n += w->state == PooledWorker::State::kBusy || Starting(*w);
   return n;
+}
+
+bool Pool::AnyStarting() const {
+  for (const auto& w : workers_)
+    if (Starting(*w)) return true;
+  return false;
 }
 
 bool Pool::MakeRoom() {

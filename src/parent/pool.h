@@ -205,6 +205,7 @@ class Pool {
   size_t Busy() const;
   // Busy, or starting (launching, welcoming, loading): every worker that wants a CPU now.
   size_t BusyOrStarting() const;
+  bool AnyStarting() const;  // a worker launching, welcoming or loading
   void Count(HealthSnapshot& snapshot) const;
 
  private:
