@@ -66,6 +66,12 @@ class Manifest {
   std::string GrantKeyFor(std::string_view name) const;
   // That grant's constraints, or null.
   const Json* GrantFor(std::string_view name) const;
+  // The grant that covers `name`, key and constraints together (one look-up, no key copied), or
+  // null: what GrantKeyFor and GrantFor answer, for a caller that needs both (the call gate).
+  const std::pair<const std::string, Json>* GrantEntryFor(std::string_view name) const;
+  // Authorize with the grant already looked up (GrantEntryFor's constraints, or null).
+  std::optional<std::string> AuthorizeWith(const HostCallSpec& spec, std::string_view name, const Json* grant,
+                                           const Json& args) const;
 
   // A codemode policy's downstream MCP servers (docs/codemode.md), by name: each
   // {"command", "args", "env", "cwd", "call_timeout_ms", "start_timeout_ms"} with the defaults filled

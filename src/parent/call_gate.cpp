@@ -1,6 +1,7 @@
 #include "parent/call_gate.h"
 
 #include <algorithm>
+#include <charconv>
 #include <exception>
 
 #include "parent/journal_value.h"
@@ -95,11 +96,10 @@ CallGate::~CallGate() {
   link_->gate = nullptr;
 }
 
-void CallGate::Record(const CallRecord& record, const Flow& flow) {
+void CallGate::Record(const CallRecord& record, const Flow& flow, const HostCallSpec* spec) {
   if (auto r = journal_.RecordCall(record); !r) hooks_.journal_failed(r.error().message);
   // A flow may call any name: only names the registry or the manifest bounds are counted by name.
   if (hooks_.count_call) {
-    const HostCallSpec* spec = registry_.Find(record.name);
     const bool member = spec && spec->name != record.name;  // below a family ("mcp.*")
     if (!spec) {
       hooks_.count_call("unknown", record.decision.verdict, false);
@@ -170,34 +170,40 @@ void CallGate::DeliverReplayed(ActivationId activation, Durable& d) {
 
 std::string CallGate::IdempotencyKey(ActivationId activation, int64_t call_id) {
   // A durable run's key names the run: every activation that resumes it sends the same key.
-  if (const Durable* d = DurableOf(activation))
-    return journal_id_ + ":run:" + std::to_string(d->run) + ":" + std::to_string(call_id);
-  return journal_id_ + ":" + std::to_string(activation) + ":" + std::to_string(call_id);
+  const Durable* d = DurableOf(activation);
+  char digits[2][24];
+  const auto a = std::to_chars(digits[0], digits[0] + sizeof digits[0], d ? d->run : activation);
+  const auto c = std::to_chars(digits[1], digits[1] + sizeof digits[1], call_id);
+  std::string key;  // built in one allocation: it is made for every call
+  key.reserve(journal_id_.size() + 8 + static_cast<size_t>(a.ptr - digits[0]) + static_cast<size_t>(c.ptr - digits[1]));
+  key.append(journal_id_).append(d ? ":run:" : ":").append(digits[0], a.ptr).append(":").append(digits[1], c.ptr);
+  return key;
 }
 
-Effect CallGate::EffectOf(const Flow& flow, const HostCallSpec& spec, const protocol::Call& call) {
+Effect CallGate::EffectOf(const HostCallSpec& spec, const protocol::Call& call, const Json* grant) {
   if (!spec.effect_of) return spec.effect;
   try {
-    return spec.effect_of(flow.manifest.GrantFor(call.name), call.args);
+    return spec.effect_of(grant, call.args);
   } catch (...) {
     return Effect::kExternal;  // the safe assumption
   }
 }
 
-Decision CallGate::Decide(const Flow& flow, const protocol::Call& call, const HostCallSpec* spec) {
+Decision CallGate::Decide(const Flow& flow, const protocol::Call& call, const HostCallSpec* spec,
+                          const GrantEntry* grant) {
   if (!spec) return {Verdict::kDeny, "unknown host call", "no host call named \"" + call.name + "\""};
   // The grant that admits this name: its own, or a family's wildcard ("mcp.fs.*").
-  const std::string grant_key = flow.manifest.GrantKeyFor(call.name);
-  const std::string rule = grant_key.empty() ? std::string("no grant") : "grants." + grant_key;
+  std::string rule = grant ? "grants." + grant->first : std::string("no grant");
   try {
-    if (auto denied = flow.manifest.Authorize(*spec, call.name, call.args)) return {Verdict::kDeny, rule, *denied};
+    if (auto denied = flow.manifest.AuthorizeWith(*spec, call.name, grant ? &grant->second : nullptr, call.args))
+      return {Verdict::kDeny, std::move(rule), std::move(*denied)};
   } catch (const std::exception& e) {  // fail closed
     return {Verdict::kDeny, "grants." + call.name, "the authorization check of \"" + call.name + "\" threw: " + e.what()};
   } catch (...) {
     return {Verdict::kDeny, "grants." + call.name, "the authorization check of \"" + call.name + "\" threw"};
   }
-  if (!spec->needs_grant && grant_key.empty()) return {Verdict::kAllow, "needs no grant", "needs no grant"};
-  return {Verdict::kAllow, rule, "granted by manifest"};
+  if (!spec->needs_grant && !grant) return {Verdict::kAllow, "needs no grant", "needs no grant"};
+  return {Verdict::kAllow, std::move(rule), "granted by manifest"};
 }
 
 bool CallGate::Charge(CallUsage& usage, const Flow& flow, uint64_t bytes) {
@@ -237,7 +243,8 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   }
   const Budgets& budgets = flow->manifest.budgets();
   const HostCallSpec* spec = registry_.Find(call.name);
-  Decision decision = Decide(*flow, call, spec);
+  const GrantEntry* grant = flow->manifest.GrantEntryFor(call.name);
+  Decision decision = Decide(*flow, call, spec, grant);
   const int64_t start = NowUnixUs();
   // What the arguments weigh: the frame they came in (the journal's view may be a digest).
   const uint64_t args_bytes = call.frame_bytes;
@@ -281,7 +288,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
                    Decision{Verdict::kQuotaExceeded, "budgets.journal_kb", why},
                    spec ? spec->effect : Effect::kExternal, CallState::kAnswered, "", ErrorJson("BudgetExhausted", why),
                    start, NowUnixUs(), digest};
-    Record(rec, *flow);
+    Record(rec, *flow, spec);
     return OverBudget(activation, usage, Budget::kJournal,
                       "journal budget exhausted: host call \"" + call.name + "\" would pass " + budget_text +
                           "; raise it or make fewer or smaller calls (the journal keeps every call's arguments and "
@@ -294,7 +301,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
     CallRecord rec{activation, call.id, call.name, std::move(args_journal), decision,
                    spec ? spec->effect : Effect::kExternal, CallState::kAnswered, "", ErrorJson("PermissionDenied", why),
                    start, stamp.clock_us.value_or(NowUnixUs()), digest, stamp.seq};
-    Record(rec, *flow);
+    Record(rec, *flow, spec);
     hooks_.send(activation, protocol::BuildResultError(activation, call.id, "PermissionDenied", why, stamp.clock_us));
     return;
   }
@@ -321,7 +328,8 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   f.flow = flow;
   f.decision = std::move(decision);
   f.start_unix_us = start;
-  f.effect = EffectOf(*flow, *spec, call);  // before the arguments move
+  f.grant = grant ? &grant->second : nullptr;
+  f.effect = EffectOf(*spec, call, f.grant);  // before the arguments move
   f.args = std::move(call.args);
   f.args_bytes = args_bytes;
   f.journaled = journaled;
@@ -335,7 +343,7 @@ void CallGate::OnCall(ActivationId activation, const FlowRef& flow, protocol::Ca
   }
   Record({activation, call.id, call.name, std::move(args_journal), f.decision, f.effect, CallState::kStarted, "", "",
           start, std::nullopt, f.args_digest},
-         *flow);
+         *flow, spec);
   f.recorded = true;
   f.stage = Stage::kAwaitingCommit;
   awaiting_commit_.push_back(key);
@@ -406,7 +414,7 @@ void CallGate::Dispatch(const Key& key, InFlight& f) {
   const HostCallSpec& spec = *f.spec;
   const Durable* durable = DurableOf(key.first);
   HostCallContext ctx{key.first, key.second, f.flow->name, IdempotencyKey(key.first, key.second),
-                      f.flow->manifest.GrantFor(f.name), f.name, durable ? durable->clock_us : 0};
+                      f.grant, f.name, durable ? durable->clock_us : 0};
   // A store-local handler's write joins this batch: its answer must join it too.
   const bool must_answer_now = spec.effect_in_store;
   const FlowRef flow = f.flow;  // the grant stays valid while the handler runs
@@ -540,9 +548,10 @@ void CallGate::OnAnswer(ActivationId activation, int64_t call_id, bool ok, Json 
   } else if (f.recorded) {
     Update({activation, call_id, state, result_journal, error_journal, end, stamp.seq, std::move(replay)}, f);
   } else {
-    Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect, state, result_journal,
-            error_journal, f.start_unix_us, end, f.args_digest, stamp.seq, std::move(replay)},
-           *f.flow);
+    Record({activation, call_id, f.name, std::move(f.args_journal), std::move(f.decision), f.effect, state,
+            std::move(result_journal), std::move(error_journal), f.start_unix_us, end, std::move(f.args_digest),
+            stamp.seq, std::move(replay)},
+           *f.flow, f.spec);
   }
   if (over) {
     return OverBudget(activation, *usage, Budget::kJournal,
@@ -598,7 +607,7 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
       } else if (f.journaled) {
         Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect, CallState::kAbandoned,
                 "", ended, f.start_unix_us, NowUnixUs(), f.args_digest},
-               *f.flow);
+               *f.flow, f.spec);
       }
       it = calls_.erase(it);
       continue;
@@ -610,7 +619,7 @@ CallUsage CallGate::EndCalls(ActivationId activation) {
     } else {
       Record({activation, call_id, f.name, std::move(f.args_journal), f.decision, f.effect,
               CallState::kAbandoned, "", ended, f.start_unix_us, std::nullopt, f.args_digest},
-             *f.flow);
+             *f.flow, f.spec);
       f.args_journal.clear();
       f.recorded = true;
     }

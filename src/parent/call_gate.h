@@ -190,11 +190,14 @@ class CallGate {
     int64_t start_unix_us = 0;
     Effect effect = Effect::kExternal;  // of this call (HostCallSpec::effect_of)
     std::string args_digest;   // durable runs
+    const Json* grant = nullptr;  // the grant that admitted it (in `flow`'s manifest), or null: ctx.grant
   };
   using Key = std::pair<ActivationId, int64_t>;
 
-  Decision Decide(const Flow& flow, const protocol::Call& call, const HostCallSpec* spec);
-  Effect EffectOf(const Flow& flow, const HostCallSpec& spec, const protocol::Call& call);
+  using GrantEntry = std::pair<const std::string, Json>;
+  // `grant`: the manifest's grant for the call's name (Manifest::GrantEntryFor), looked up once.
+  Decision Decide(const Flow& flow, const protocol::Call& call, const HostCallSpec* spec, const GrantEntry* grant);
+  Effect EffectOf(const HostCallSpec& spec, const protocol::Call& call, const Json* grant);
   Durable* DurableOf(ActivationId activation);
   // The clock and position of an answer about to be sent (durable activations; none otherwise).
   // A notification's answer (log) carries the clock as it is and takes no position.
@@ -205,7 +208,8 @@ class CallGate {
   void Dispatch(const Key& key, InFlight& call);
   // Dispatch now, or wait for the worker to read (flow control).
   void DispatchOrWait(const Key& key, InFlight& call);
-  void Record(const CallRecord& record, const Flow& flow);
+  // `spec`: the registry's spec for the record's name (null: none), counted by name.
+  void Record(const CallRecord& record, const Flow& flow, const HostCallSpec* spec);
   void Update(const CallUpdate& update, const InFlight& call);
   // The journal's view of a result: its text (`value_json`, the worker's) read by the spec's
   // journal_result_text, or its tree (`value`; parsed from the text when null) by journal_result.

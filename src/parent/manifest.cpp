@@ -510,7 +510,11 @@ std::optional<std::string> Manifest::Authorize(const HostCallSpec& spec, const J
 }
 
 std::optional<std::string> Manifest::Authorize(const HostCallSpec& spec, std::string_view name, const Json& args) const {
-  const Json* grant = GrantFor(name);
+  return AuthorizeWith(spec, name, GrantFor(name), args);
+}
+
+std::optional<std::string> Manifest::AuthorizeWith(const HostCallSpec& spec, std::string_view name, const Json* grant,
+                                                   const Json& args) const {
   // Said in the words of who reads it: a flow's author wrote a manifest; an agent was given a policy.
   if (grant == nullptr && spec.needs_grant)
     return Quoted(name) + " is not granted by the " + (profile_ == Profile::kCodemode ? "policy" : "manifest");
@@ -519,23 +523,26 @@ std::optional<std::string> Manifest::Authorize(const HostCallSpec& spec, std::st
   return spec.authorize(grant == nullptr ? kNoConstraints : *grant, args);
 }
 
-std::string Manifest::GrantKeyFor(std::string_view name) const {
-  if (grants_.find(std::string(name)) != grants_.end()) return std::string(name);
+const std::pair<const std::string, Json>* Manifest::GrantEntryFor(std::string_view name) const {
+  if (auto it = grants_.find(std::string(name)); it != grants_.end()) return &*it;
   // A downstream server's wildcard: "mcp.fs.*" covers "mcp.fs.<any tool>".
   if (name.starts_with("mcp.")) {
     const size_t dot = name.find('.', 4);
     if (dot != std::string_view::npos && dot + 1 < name.size()) {
-      std::string wildcard = std::string(name.substr(0, dot)) + ".*";
-      if (grants_.find(wildcard) != grants_.end()) return wildcard;
+      if (auto it = grants_.find(std::string(name.substr(0, dot)) + ".*"); it != grants_.end()) return &*it;
     }
   }
-  return "";
+  return nullptr;
+}
+
+std::string Manifest::GrantKeyFor(std::string_view name) const {
+  const auto* entry = GrantEntryFor(name);
+  return entry ? entry->first : std::string();
 }
 
 const Json* Manifest::GrantFor(std::string_view name) const {
-  const std::string key = GrantKeyFor(name);
-  if (key.empty()) return nullptr;
-  return &grants_.at(key);
+  const auto* entry = GrantEntryFor(name);
+  return entry ? &entry->second : nullptr;
 }
 
 std::string Manifest::Canonical() const {

@@ -589,8 +589,11 @@ bool ParseCallFrame(std::string_view payload, Call& c) {
   if (!TakeText(payload, p, R"(","args":)")) return false;
   if (payload.size() <= p + 1 || payload.back() != '}' || static_cast<unsigned char>(payload[p]) == 0xEF) return false;
   const std::string_view value = payload.substr(p, payload.size() - 1 - p);
-  c.args = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
-  if (c.args.is_discarded()) return false;
+  // null, a boolean or a small integer (a call without arguments, a count) without the parser.
+  if (!ParsePlainScalar(value, c.args)) {
+    c.args = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+    if (c.args.is_discarded()) return false;
+  }
   c.name = std::string(name_text);
   c.frame_bytes = payload.size();
   return true;
@@ -799,11 +802,18 @@ void AppendActivateFrame(std::string& out, int64_t activation, std::string_view 
 }
 
 std::string BuildResultOk(int64_t activation, int64_t id, std::string_view value_json, std::optional<int64_t> clock_us) {
-  std::string out = "{\"type\":\"result\",\"activation\":" + std::to_string(activation) + ",\"id\":" + std::to_string(id);
-  if (clock_us) out += ",\"clock_us\":" + std::to_string(ClampToMessageInteger(*clock_us));
-  out += ",\"ok\":";
-  out.append(value_json);
-  out += '}';
+  char digits[3][24];
+  const auto number = [&digits](int i, int64_t v) {
+    return std::string_view(digits[i], static_cast<size_t>(std::to_chars(digits[i], digits[i] + 24, v).ptr - digits[i]));
+  };
+  const std::string_view a = number(0, activation), c = number(1, id);
+  const std::string_view clock = clock_us ? number(2, ClampToMessageInteger(*clock_us)) : std::string_view();
+  std::string out;
+  // One allocation, with room for the poll member FlushAnswers may add (AddPollMember).
+  out.reserve(64 + a.size() + c.size() + clock.size() + value_json.size() + kPollTrue.size());
+  out.append("{\"type\":\"result\",\"activation\":").append(a).append(",\"id\":").append(c);
+  if (clock_us) out.append(",\"clock_us\":").append(clock);
+  out.append(",\"ok\":").append(value_json).push_back('}');
   return out;
 }
 

@@ -54,6 +54,17 @@ TEST(MessagesTest, ACallInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
   const std::vector<std::string> cases = {
       head + R"({"url":"http://127.0.0.1:8080/item","method":"GET","headers":[],"body":null,"redirect":"follow"}})",
       head + "null}",
+      head + "true}",
+      head + "false}",
+      head + "-3}",
+      head + "-0}",
+      head + "123456789012345}",
+      head + "1234567890123456}",
+      head + "1.5}",
+      head + "1e3}",
+      head + "01}",
+      head + "-}",
+      head + "nul}",
       head + R"( {"a": [1, "}"]} })",
       R"({"type":"call","activation":9007199254740991,"id":9007199254740991,"name":"kv.get","args":1})",
       R"({"type":"call","activation":9007199254740992,"id":1,"name":"kv.get","args":1})",
@@ -84,6 +95,7 @@ TEST(MessagesTest, ACallInTheWorkersSpellingParsesAsTheGeneralPathDoes) {
     EXPECT_EQ(ca.id, cb.id) << own;
     EXPECT_EQ(ca.name, cb.name) << own;
     EXPECT_EQ(ca.args, cb.args) << own;
+    EXPECT_EQ(ca.args.type(), cb.args.type()) << own;  // a number with a minus is signed, as the parser reads it
     EXPECT_EQ(ca.frame_bytes + 1, cb.frame_bytes) << own;  // the space
   });
   WorkerMessage m;
