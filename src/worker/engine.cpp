@@ -569,12 +569,19 @@ bool PlainJson(JSValueConst v, std::string& text) {
   }
 }
 
-// A host call's name as a JSON string, as protocol::DumpJson writes it. A name of printable ASCII
-// without a quote or backslash (every name basal's host calls have) is written as is, without a
-// tree and a serializer per call; any other goes through DumpJson, which escapes and repairs it.
-std::string JsonQuote(std::string_view s) {
+// Printable ASCII without a quote or backslash (every name basal's host calls have): a JSON
+// string's text as it is, between its quotes.
+bool IsPlainName(std::string_view s) {
   for (const char c : s)
-    if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') return protocol::DumpJson(protocol::Json(std::string(s)));
+    if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') return false;
+  return true;
+}
+
+// A host call's name as a JSON string, as protocol::DumpJson writes it. A plain name is written as
+// is, without a tree and a serializer per call; any other goes through DumpJson, which escapes and
+// repairs it.
+std::string JsonQuote(std::string_view s) {
+  if (!IsPlainName(s)) return protocol::DumpJson(protocol::Json(std::string(s)));
   std::string out;
   out.reserve(s.size() + 2);
   out += '"';
@@ -696,17 +703,25 @@ JSValue StartCall(JSContext* ctx, std::string_view name, JSValueConst args, bool
   while (st->pending.size() >= kMaxUnansweredCalls && !st->stopping()) ReceiveAnswer(st);
   if (st->stopping()) return JS_ThrowInternalError(ctx, "host.call: the activation is being stopped");
   std::string error;
+  // Arguments JSON.stringify writes without looking at anything (none, null, a boolean, an
+  // integer) are written without it; any other value goes through JSON.stringify.
+  std::string plain_args;
+  const bool plain = PlainJson(args, plain_args);
   bool propagate = false;
   Value json;
-  {
+  if (!plain) {
     ScopedActivity doing(st, "a host call's arguments", 0);
     json = StringifyToJs(ctx, args, error, propagate);
   }
   if (propagate) return JS_EXCEPTION;
   if (json.exception()) return JS_ThrowTypeError(ctx, "host.call: arguments are not JSON-serializable: %s", error.c_str());
-  JsonText args_json(ctx, json.get());
-  if (!args_json.ok()) return JS_EXCEPTION;
-  if (!protocol::FitsInMessage(args_json.text(), error))
+  std::optional<JsonText> stringified;
+  if (!plain) {
+    stringified.emplace(ctx, json.get());
+    if (!stringified->ok()) return JS_EXCEPTION;
+  }
+  const std::string_view args_text = plain ? std::string_view(plain_args) : stringified->text();
+  if (!protocol::FitsInMessage(args_text, error))
     return JS_ThrowTypeError(ctx, "host.call: arguments too large to send: %s", error.c_str());
   // The promise first: a call is sent only once nothing can fail before its record exists.
   State::Pending p;
@@ -724,15 +739,23 @@ JSValue StartCall(JSContext* ctx, std::string_view name, JSValueConst args, bool
   // The frame is copied into the channel's queue, and the record kept until the answer comes.
   constexpr size_t kFrameFieldsBytes = 128;  // {"type":"call",...} around the name and arguments
   constexpr size_t kRecordBytes = 128;       // the pending-call record
-  if (!OwnRoomFor(st, name.size() + args_json.text().size() + kFrameFieldsBytes + kRecordBytes,
+  if (!OwnRoomFor(st, name.size() + args_text.size() + kFrameFieldsBytes + kRecordBytes,
                   "a host call's message to the parent"))
     return JS_ThrowOutOfMemory(ctx);
   const int64_t id = st->next_call_id;
-  std::string head = "{\"type\":\"call\",\"activation\":" + std::to_string(st->activation) +
-                     ",\"id\":" + std::to_string(id) + ",\"name\":" + JsonQuote(name) + ",\"args\":";
+  char activation_digits[24], id_digits[24];
+  const char* activation_end = std::to_chars(activation_digits, activation_digits + 24, st->activation).ptr;
+  const char* id_end = std::to_chars(id_digits, id_digits + 24, id).ptr;
+  // The name in its quotes as it is (every name basal's host calls have), or escaped by JsonQuote.
+  const bool plain_name = IsPlainName(name);
+  const std::string escaped_name = plain_name ? std::string() : JsonQuote(name);
   auto [it, inserted] = st->pending.emplace(id, std::move(p));
   try {
-    st->channel->Send({head, args_json.text(), "}"});
+    st->channel->Send({"{\"type\":\"call\",\"activation\":",
+                       std::string_view(activation_digits, static_cast<size_t>(activation_end - activation_digits)),
+                       ",\"id\":", std::string_view(id_digits, static_cast<size_t>(id_end - id_digits)),
+                       plain_name ? ",\"name\":\"" : ",\"name\":", plain_name ? name : std::string_view(escaped_name),
+                       plain_name ? "\",\"args\":" : ",\"args\":", args_text, "}"});
   } catch (const std::bad_alloc&) {
     st->pending.erase(it);
     throw;
@@ -772,7 +795,7 @@ JSValue HostCall(JSContext* ctx, JSValueConst, int argc, JSValueConst* argv, int
     if (!name.ok()) return JS_EXCEPTION;
     if (name.view().empty() || name.view().size() > 128)
       return JS_ThrowTypeError(ctx, "host.call: the name must be 1 to 128 characters");
-    return StartCall(ctx, std::string(name.view()), argc >= 2 ? argv[1] : JS_UNDEFINED, /*notify=*/false,
+    return StartCall(ctx, name.view(), argc >= 2 ? argv[1] : JS_UNDEFINED, /*notify=*/false,
                      /*background=*/magic == 1);
   });
 }

@@ -220,6 +220,60 @@ TEST_F(HostTest, APureCallIsJournaledOnceWithItsAnswerAndJournalViewsRedact) {
   EXPECT_EQ((*calls)[0].result_json, R"("[redacted]")");
 }
 
+// The worker writes arguments that JSON.stringify would write without looking at anything (none,
+// null, a boolean, an integer) itself, and the parent reads plain ones without its parser: each
+// reaches the handler, the journal and the answer exactly as JSON.stringify would have written it,
+// beside values that take the general paths. The handler gets the grant that admitted the call
+// and a key that names the call.
+TEST_F(HostTest, EveryKindOfArgumentsReachesTheHandlerAndTheJournalAsJsonStringifyWritesIt) {
+  Open();
+  std::vector<Json> seen;
+  std::vector<HostCallContext> contexts;
+  HostCallSpec spec;
+  spec.name = "echo.args";
+  spec.effect = Effect::kPure;
+  spec.check_grant = [](const Json&, const std::string&) -> Result<void> { return Ok(); };
+  spec.handler = [&](const HostCallContext& ctx, const Json& args, HostCallReply reply) {
+    seen.push_back(args);
+    contexts.push_back(ctx);
+    reply.Ok(args);
+  };
+  ASSERT_TRUE(module_->registry().Register(std::move(spec)));
+  FlowRef f = Add(
+      "export default async (i, host) => {"
+      "  const values = [undefined, null, true, false, 0, 7, -7, 2147483647, -2147483648, 2147483648, -0, 1.5,"
+      "                  'x', {a: 1}, [1, null]];"
+      "  const back = [];"
+      "  back.push(await host.call('echo.args'));"
+      "  for (const v of values) back.push(await host.call('echo.args', v));"
+      "  return back;"
+      "}",
+      R"({"grants": {"echo.args": {"limit": 3}}})");
+  ActivationResult r = module_->Run(f, nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  const Json want = Json::parse(
+      R"([null, null, null, true, false, 0, 7, -7, 2147483647, -2147483648, 2147483648, 0, 1.5, "x", {"a": 1}, [1, null]])");
+  ASSERT_EQ(seen.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(seen[i], want[i]) << "call " << i + 1;
+  EXPECT_EQ(r.result, want) << "each answer came back as it went";
+  auto calls = Reader()->Calls(r.activation_id);
+  ASSERT_TRUE(calls);
+  ASSERT_EQ(calls->size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ((*calls)[i].args_json, want[i].dump()) << "call " << i + 1;
+    EXPECT_EQ((*calls)[i].decision.rule, "grants.echo.args");
+    EXPECT_EQ((*calls)[i].decision.reason, "granted by manifest");
+  }
+  ASSERT_EQ(contexts.size(), want.size());
+  ASSERT_NE(contexts[0].grant, nullptr);
+  EXPECT_EQ(*contexts[0].grant, Json::parse(R"({"limit": 3})"));
+  EXPECT_EQ(contexts[0].name, "echo.args");
+  const std::string key = contexts[2].idempotency_key;
+  const std::string tail = ":" + std::to_string(r.activation_id) + ":3";
+  ASSERT_GT(key.size(), tail.size());
+  EXPECT_EQ(key.substr(key.size() - tail.size()), tail) << key;
+}
+
 TEST_F(HostTest, ADroppedReplyAnswersTheCallWithAHostError) {
   Open();
   HostCallSpec spec;
