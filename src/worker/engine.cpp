@@ -569,6 +569,25 @@ bool PlainJson(JSValueConst v, std::string& text) {
   }
 }
 
+// JSON.parse of `text`. The texts most answers and inputs are (null, a boolean, an integer of up
+// to 9 digits without a leading zero) are made without the parser, as it would make them; any
+// other text (-0, a fraction, anything longer) goes through JS_ParseJSON.
+JSValue ParseJsonText(JSContext* ctx, std::string_view text, const char* filename) {
+  if (text == "null") return JS_NULL;
+  if (text == "true") return JS_TRUE;
+  if (text == "false") return JS_FALSE;
+  const bool negative = !text.empty() && text[0] == '-';
+  const std::string_view digits = text.substr(negative ? 1 : 0);
+  bool integer = !digits.empty() && digits.size() <= 9 && (digits[0] != '0' || (digits.size() == 1 && !negative));
+  int32_t v = 0;
+  for (size_t i = 0; integer && i < digits.size(); ++i) {
+    integer = digits[i] >= '0' && digits[i] <= '9';
+    v = v * 10 + (digits[i] - '0');
+  }
+  if (integer) return JS_NewInt32(ctx, negative ? -v : v);
+  return JS_ParseJSON(ctx, text.data(), text.size(), filename);
+}
+
 // Printable ASCII without a quote or backslash (every name basal's host calls have): a JSON
 // string's text as it is, between its quotes.
 bool IsPlainName(std::string_view s) {
@@ -676,8 +695,7 @@ bool ApplyNextAnswer(State* st) {
   if (result->ok) {
     // The result's text is already held (and charged) here; its value goes into the JavaScript heap.
     ScopedActivity doing(st, "a host call's result", value_json.size());
-    Value v(ctx, OwnRoomFor(st, 0, nullptr) ? JS_ParseJSON(ctx, value_json.data(), value_json.size(), "<result>")
-                                            : JS_ThrowOutOfMemory(ctx));
+    Value v(ctx, OwnRoomFor(st, 0, nullptr) ? ParseJsonText(ctx, value_json, "<result>") : JS_ThrowOutOfMemory(ctx));
     FreeString(value_json);
     if (v.exception()) {
       outcome = Value(ctx, JS_GetException(ctx));
@@ -1242,7 +1260,7 @@ Engine::Status Engine::RunActivation(std::string input_json) {
   Value input;
   {
     ScopedActivity doing(s, "the activation's input", input_json.size());
-    input = Value(ctx, JS_ParseJSON(ctx, input_json.data(), input_json.size(), "<input>"));
+    input = Value(ctx, ParseJsonText(ctx, input_json, "<input>"));
   }
   FreeString(input_json);
   // From here on, what the worker's own code holds beyond this is charged to the heap budget.

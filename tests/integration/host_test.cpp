@@ -268,6 +268,16 @@ TEST_F(HostTest, EveryKindOfArgumentsReachesTheHandlerAndTheJournalAsJsonStringi
   ASSERT_NE(contexts[0].grant, nullptr);
   EXPECT_EQ(*contexts[0].grant, Json::parse(R"({"limit": 3})"));
   EXPECT_EQ(contexts[0].name, "echo.args");
+  // An activation's input is read by the same path as an answer's value.
+  FlowRef echo = Add("export default (i) => [i, typeof i, Object.is(i, -0)]");
+  for (const char* input : {"null", "true", "false", "0", "5", "-5", "999999999", "-999999999", "1000000000", "0.5", "-0.0", "\"s\"", "[0]"}) {
+    ActivationResult e = module_->Run(echo, Json::parse(input));
+    ASSERT_TRUE(e.ok()) << input << ": " << e.message;
+    const Json in = Json::parse(input);
+    EXPECT_EQ(e.result[0], in) << input;
+    EXPECT_EQ(e.result[1], in.is_null() || in.is_array() ? "object" : in.is_boolean() ? "boolean" : in.is_string() ? "string" : "number") << input;
+    EXPECT_EQ(e.result[2], std::string(input) == "-0.0") << input;
+  }
   const std::string key = contexts[2].idempotency_key;
   const std::string tail = ":" + std::to_string(r.activation_id) + ":3";
   ASSERT_GT(key.size(), tail.size());
