@@ -908,23 +908,27 @@ bool Module::Impl::GroupsBatch() const {
   return !grouping_since || Clock::now() - *grouping_since < kGroupMaxAge;
 }
 
-// A worker may poll stdin for its next frame (src/worker/wait_spin.h) on the terms the loop polls
-// its own descriptors (BusyPollFor's kSpin): while fewer workers are busy than there are CPUs, so
-// a CPU is free for the poll; a worker still starting (a successor or a codemode spare launched
-// ahead, its start about a millisecond of CPU) counts as busy here. With as many as CPUs or more (a
-// backlog, the pool at its defaults under load) a polling worker would take a CPU the loop or
-// another worker needs: at 8 workers on 2 CPUs, polling in every worker read 0.76x the throughput
-// (docs/performance.md, "Issue 30: the worker polls before it blocks"). busy_poll 0 turns it off
-// with the loop's.
+// Whether a CPU is free for a worker to poll on: fewer workers busy than there are CPUs, a worker
+// still starting (a successor or a codemode spare launched ahead, its start about a millisecond
+// of CPU) counted as busy. Only an idle worker woken ahead of a run (WakeIdleWorker) asks this: it
+// would spin for a frame that comes only after the run is accepted and journaled.
 bool Module::Impl::WorkersMayPoll() const {
   return options.busy_poll.count() > 0 && pool->BusyOrStarting() < cpus;
 }
 
-// A codemode script's worker is never told to: its script runs once and mostly waits on tools that
-// answer slowly (downstream MCP servers), and its polling read about 50-75 us a script more at an
-// agent's pace (docs/performance.md, "Issue 30: the worker polls before it blocks").
+// Whether a worker may poll stdin for its next frame (src/worker/wait_spin.h) after this
+// `activate` or `result`: whenever the loop may poll (busy_poll 0 turns both off), however many
+// workers are busy. A polling worker yields between two looks (sched_yield), so the loop or
+// another worker runnable on its CPU runs first and the poll takes only a CPU nothing else wants;
+// its window shrinks to nothing while frames do not come soon. Under a backlog the next `activate`
+// comes within microseconds of a `done`: at 8 workers on 2 CPUs the pool ran 72-75k trivial
+// activations/s against 50-53k with workers polling only while fewer were busy than CPUs (before
+// the yield, polling in every worker read 0.76x: docs/performance.md, "Issue 30: a backlog's workers
+// poll too, fifteenth round"). A codemode script's worker is never told to: its script runs once
+// and mostly waits on tools that answer slowly (downstream MCP servers), and its polling read about
+// 50-75 us a script more at an agent's pace ("Issue 30: the worker polls before it blocks").
 bool Module::Impl::WorkerMayPoll(const Activation& a) const {
-  return a.flow && a.flow->profile != Profile::kCodemode && WorkersMayPoll();
+  return a.flow && a.flow->profile != Profile::kCodemode && options.busy_poll.count() > 0;
 }
 
 void Module::Impl::WakeIdleWorker(std::string_view name) {
@@ -1327,7 +1331,7 @@ Result<std::unique_ptr<Module>> Module::Open(ModuleOptions options) {
   // the CPU a longer poll would take. run_script back to back, where the next codemode spare starts
   // beside each script, read 1.2x slower with the window growing through its start.
   m.loop_->set_busy_poll(
-      m.options.busy_poll, [&m] { return BusyPollFor(m.pool->Busy(), m.cpus, m.pool->MaxWorkers()); },
+      m.options.busy_poll, [&m] { return BusyPollFor(m.pool->Busy(), m.cpus); },
       m.options.busy_poll_max, [&m] { return !m.pool->AnyStarting(); });
   if (m.options.several_hosts) {
     auto second = OpenStore({m.options.journal_path, m.options.durability});

@@ -222,8 +222,9 @@ struct Module::Impl final : PoolOwner, ModuleHost {
   std::optional<EventLoop::Clock::time_point> grouping_since;
   std::optional<EventLoop::TimerId> group_timer;
   bool GroupMayWait() const;
-  // Whether a frame written now tells its worker it may poll for the next one (protocol's `poll`),
-  // and whether `a`'s worker in particular may (not a codemode script's).
+  // Whether a CPU is free for an idle worker woken to poll (WakeIdleWorker), and whether a frame
+  // written now tells `a`'s worker it may poll for the next one (protocol's `poll`; not a codemode
+  // script's).
   bool WorkersMayPoll() const;
   bool WorkerMayPoll(const Activation& a) const;
   bool Busy() const {

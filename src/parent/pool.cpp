@@ -97,20 +97,19 @@ std::chrono::nanoseconds TickAccountingAllowance(std::chrono::nanoseconds cpu) {
 }  // namespace
 
 // Fewer busy than CPUs: a CPU is free, so the loop spins on its own for the next frame (a worker's
-// write then wakes nobody). As many busy as CPUs (at least two) in a pool that can never have more
-// busy workers than CPUs (max_workers <= cpus): the loop would sleep after each frame while the
-// workers run, and every `done` would wake it on an idle CPU, and every `activate` wake a worker
-// there too (a scheduler trace of `--only throughput` at `max_workers` 2 on 2 CPUs: the loop slept
-// after about every other activation, both CPUs idle more than half the time; docs/performance.md,
-// "tput15"). It polls then too, yielding between two looks, so that a worker the scheduler put on
-// the loop's CPU runs first instead of waiting for the poll to end. A pool that may have more busy
-// workers than CPUs (the module's defaults: 8) never polls at `busy == cpus`: there the poll took
-// the loop's CPU from the workers queued behind it (the defaults read 0.83x with it at idle, "tput15"),
-// and the backlog keeps the loop awake anyway. More busy than CPUs: no poll either.
-EventLoop::BusyPoll BusyPollFor(size_t busy, size_t cpus, size_t max_workers) {
-  if (busy == 0 || busy > cpus) return EventLoop::BusyPoll::kNo;
+// write then wakes nobody). As many busy as CPUs or more (at least two CPUs): it polls too,
+// yielding between two looks, so that a worker the scheduler put on the loop's CPU runs first
+// instead of waiting for the poll to end. Without it the loop slept after about every other frame
+// and each `done` woke it on an idle CPU (a scheduler trace of `--only throughput` at `max_workers`
+// 2 on 2 CPUs: both CPUs idle more than half the time; docs/performance.md, "tput15"). Under a
+// backlog (the module's defaults, 8 workers on 2 CPUs) the poll used to slow the pool (0.83x,
+// "tput15"), when its workers neither polled nor yielded; since they do both, the defaults read
+// 57-59k activations/s with it against 52-54k without ("Issue 30: a backlog's workers poll too,
+// fifteenth round"). One CPU: the loop sleeps while its worker runs.
+EventLoop::BusyPoll BusyPollFor(size_t busy, size_t cpus) {
+  if (busy == 0) return EventLoop::BusyPoll::kNo;
   if (busy < cpus) return EventLoop::BusyPoll::kSpin;
-  return cpus >= 2 && max_workers <= cpus ? EventLoop::BusyPoll::kYielding : EventLoop::BusyPoll::kNo;
+  return cpus >= 2 ? EventLoop::BusyPoll::kYielding : EventLoop::BusyPoll::kNo;
 }
 
 bool Pool::HasExited(const PooledWorker& w) const {

@@ -103,10 +103,9 @@ struct PoolOptions {
   bool can_change_worker_limits;
 };
 
-// How the loop polls before it sleeps, with `busy` workers running an activation on `cpus` CPUs in a
-// pool of at most `max_workers` (the module's busy-poll policy; pool.cpp says why). None while none
-// is busy: nothing is coming.
-EventLoop::BusyPoll BusyPollFor(size_t busy, size_t cpus, size_t max_workers);
+// How the loop polls before it sleeps, with `busy` workers running an activation on `cpus` CPUs
+// (the module's busy-poll policy; pool.cpp says why). None while none is busy: nothing is coming.
+EventLoop::BusyPoll BusyPollFor(size_t busy, size_t cpus);
 
 struct LaunchQueue;  // the launch thread's requests and results (pool.cpp)
 
@@ -198,7 +197,6 @@ class Pool {
 
   // The cap from now on (a lower one is reached as workers retire; none is killed for it).
   void SetMaxWorkers(size_t max_workers) { options_.max_workers = max_workers; }
-  size_t MaxWorkers() const { return options_.max_workers; }
 
   size_t Live() const;     // every process: launching, starting up, idle, busy, or retired and not reaped yet
   size_t Reaping() const;  // retired workers whose processes are not reaped yet

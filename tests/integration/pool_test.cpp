@@ -904,34 +904,22 @@ TEST_F(PoolTest, TheWorkerTakesAPollMidActivationAndGetsTheLateAnswerAfterIt) {
   EXPECT_EQ(module_->HealthReport()["spawned"], 1) << "one worker ran them all: none ended in a protocol fault";
 }
 
-// The loop polls before it sleeps while some workers are busy and no more than there are CPUs:
-// alone on its CPU below that (a spin), beside the last CPU's worker at it (yielding: it would
-// otherwise sleep after each frame and be woken on an idle CPU for the next; pool.cpp), but at it
-// only in a pool that cannot have more busy workers than CPUs: the module's defaults (8 workers)
-// never poll with every CPU busy (there the poll slowed them 17%).
-TEST(BusyPollForTest, PollsWhileSomeAndNoMoreThanTheCpusAreBusy) {
+// The loop polls before it sleeps while some workers are busy: alone on its CPU while fewer are busy
+// than there are CPUs (a spin), yielding between two looks once every CPU has a busy worker or
+// more (it would otherwise sleep after each frame and be woken on an idle CPU for the next; a
+// worker the scheduler put on the loop's CPU runs first; pool.cpp). With one CPU it sleeps.
+TEST(BusyPollForTest, SpinsWhileACpuIsFreeAndYieldsWhileEveryCpuIsBusy) {
   using P = EventLoop::BusyPoll;
-  EXPECT_EQ(BusyPollFor(0, 2, 2), P::kNo) << "nothing is coming";
-  EXPECT_EQ(BusyPollFor(1, 2, 2), P::kSpin);
-  EXPECT_EQ(BusyPollFor(2, 2, 2), P::kYielding);
-  EXPECT_EQ(BusyPollFor(2, 2, 1), P::kYielding) << "a cap lowered below the busy count (SetMaxWorkers)";
-  EXPECT_EQ(BusyPollFor(3, 4, 4), P::kSpin);
-  EXPECT_EQ(BusyPollFor(4, 4, 4), P::kYielding);
-  EXPECT_EQ(BusyPollFor(4, 4, 3), P::kYielding);
-  EXPECT_EQ(BusyPollFor(0, 1, 1), P::kNo);
-  EXPECT_EQ(BusyPollFor(1, 1, 1), P::kNo) << "one CPU: the loop sleeps while its worker runs, as before";
-}
-
-TEST(BusyPollForTest, APoolThatCanHaveMoreBusyWorkersThanCpusNeverPollsWithEveryCpuBusy) {
-  using P = EventLoop::BusyPoll;
-  const ModuleOptions defaults;
-  for (const size_t max_workers : {size_t{3}, size_t{4}, defaults.max_workers}) {
-    EXPECT_EQ(BusyPollFor(2, 2, max_workers), P::kNo) << max_workers;
-    EXPECT_EQ(BusyPollFor(1, 2, max_workers), P::kSpin) << max_workers << ": a CPU is free, as before";
-    EXPECT_EQ(BusyPollFor(3, 2, max_workers), P::kNo) << max_workers << ": the workers have every CPU";
-  }
-  EXPECT_EQ(BusyPollFor(4, 4, 5), P::kNo);
-  EXPECT_EQ(BusyPollFor(1, 1, 8), P::kNo);
+  EXPECT_EQ(BusyPollFor(0, 2), P::kNo) << "nothing is coming";
+  EXPECT_EQ(BusyPollFor(1, 2), P::kSpin);
+  EXPECT_EQ(BusyPollFor(2, 2), P::kYielding);
+  EXPECT_EQ(BusyPollFor(3, 2), P::kYielding) << "a backlog: more busy than CPUs";
+  EXPECT_EQ(BusyPollFor(8, 2), P::kYielding);
+  EXPECT_EQ(BusyPollFor(3, 4), P::kSpin);
+  EXPECT_EQ(BusyPollFor(4, 4), P::kYielding);
+  EXPECT_EQ(BusyPollFor(0, 1), P::kNo);
+  EXPECT_EQ(BusyPollFor(1, 1), P::kNo) << "one CPU: the loop sleeps while its worker runs";
+  EXPECT_EQ(BusyPollFor(5, 1), P::kNo);
 }
 
 TEST_F(PoolTest, HealthReportHasEveryFieldAnOperatorReads) {
