@@ -163,9 +163,9 @@ struct Load {
 };
 // `poll` (activate, result; optional, absent means false): the parent has a CPU to spare, so the
 // worker may poll stdin for its next frame before it blocks (src/worker/wait_spin.h). The parent
-// says so while fewer of its workers are busy or starting than there are CPUs, never to a codemode
-// script's worker (Module::Impl::WorkerMayPoll); a worker told nothing blocks at once, as under a
-// backlog, where polling workers would take the CPUs the loop and the other workers need.
+// says so whenever its busy_poll is on, never to a codemode script's worker
+// (Module::Impl::WorkerMayPoll); the worker yields between two looks, so it takes only a CPU
+// nothing else wants. A worker told nothing blocks at once.
 struct Activate {
   int64_t activation = 0;
   Json input;

@@ -13,10 +13,9 @@
 // few waits and blocks at once, as before.
 //
 // Only when the parent allows it: its last `activate` or `result` carried `"poll": true`, which it
-// writes while fewer of its workers are busy or starting than there are CPUs
-// (Module::Impl::WorkersMayPoll).
-// Under a backlog the parent says nothing and the worker blocks at once: there a polling worker
-// would take the CPU that the loop and the other workers need.
+// writes whenever its busy_poll is on, to every worker but a codemode script's
+// (Module::Impl::WorkerMayPoll), a backlog's too: the worker yields between two looks, so the loop
+// or another worker runnable on its CPU runs first.
 //
 // Bounds: one wait polls at most kMax (50 us), with poll(2) on stdin alone and no timeout (the
 // seccomp row OneFdNoWait) and sched_yield(2) between two looks (a task runnable on the worker's CPU
