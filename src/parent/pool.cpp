@@ -105,7 +105,7 @@ std::chrono::nanoseconds TickAccountingAllowance(std::chrono::nanoseconds cpu) {
 // backlog (the module's defaults, 8 workers on 2 CPUs) the poll used to slow the pool (0.83x,
 // "tput15"), when its workers neither polled nor yielded; since they do both, the defaults read
 // 57-59k activations/s with it against 52-54k without ("Issue 30: a backlog's workers poll too,
-// fifteenth round"). One CPU: the loop sleeps while its worker runs.
+// and the host call's own work, fifteenth round"). One CPU: the loop sleeps while its worker runs.
 EventLoop::BusyPoll BusyPollFor(size_t busy, size_t cpus) {
   if (busy == 0) return EventLoop::BusyPoll::kNo;
   if (busy < cpus) return EventLoop::BusyPoll::kSpin;
