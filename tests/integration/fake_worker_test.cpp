@@ -127,6 +127,20 @@ class ReportsPoll : public ModuleFixture {
     Open(o);
     return Add("export default () => 1");
   }
+  // A flow granted "slow", a call its handler answers 2 ms later from another thread (the fake
+  // worker makes it when its input is "slow").
+  FlowRef AddSlowFlow() {
+    HostCallSpec spec;
+    spec.name = "slow";
+    spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
+      std::thread([reply = std::move(reply)]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        reply.Ok(7);
+      }).detach();
+    };
+    EXPECT_TRUE(module_->registry().Register(std::move(spec)));
+    return Add("export default () => 1", R"({"grants": {"slow": {}}})", "slow.js");
+  }
 };
 
 // The parent tells a worker it may poll for its next frame (src/worker/wait_spin.h) in the
@@ -156,16 +170,7 @@ TEST_F(ReportsPoll, ABacklogsWorkersAreToldToPollToo) {
   for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
     SCOPED_TRACE("busy_poll " + std::to_string(poll.count()) + " us");
     Start(poll, 256, n);
-    HostCallSpec spec;
-    spec.name = "slow";
-    spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
-      std::thread([reply = std::move(reply)]() mutable {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        reply.Ok(7);
-      }).detach();
-    };
-    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-    FlowRef f = Add("export default () => 1", R"({"grants": {"slow": {}}})", "slow.js");
+    FlowRef f = AddSlowFlow();
     std::vector<ActivationResult> results;
     for (size_t i = 0; i < n; ++i)
       ASSERT_TRUE(module_->Submit(f, "slow", [&](const ActivationResult& r) { results.push_back(r); }));
@@ -229,16 +234,7 @@ TEST_F(ReportsPoll, AnAnswerThatComesLateIsAnnouncedByOnePoll) {
   for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
     SCOPED_TRACE("busy_poll " + std::to_string(poll.count()) + " us");
     FlowRef f = Start(poll);
-    HostCallSpec spec;
-    spec.name = "slow";
-    spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
-      std::thread([reply = std::move(reply)]() mutable {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        reply.Ok(7);
-      }).detach();
-    };
-    ASSERT_TRUE(module_->registry().Register(std::move(spec)));
-    f = Add("export default () => 1", R"({"grants": {"slow": {}}})", "slow.js");
+    f = AddSlowFlow();
     const bool expected = poll.count() > 0;
     for (int k = 0; k < 2; ++k) {
       ActivationResult r = module_->Run(f, "slow");
