@@ -924,9 +924,10 @@ bool Module::Impl::WorkersMayPoll() const {
 // comes within microseconds of a `done`: at 8 workers on 2 CPUs the pool ran 72-75k trivial
 // activations/s against 50-53k with workers polling only while fewer were busy than CPUs (before
 // the yield, polling in every worker read 0.76x; docs/performance.md, "Issue 30: a backlog's
-// workers poll too, and the host call's own work, fifteenth round"). A codemode script's worker is never told to: its script runs once
-// and mostly waits on tools that answer slowly (downstream MCP servers), and its polling read about
-// 50-75 us a script more at an agent's pace ("Issue 30: the worker polls before it blocks").
+// workers poll too, and the host call's own work, fifteenth round"). A codemode script's worker is
+// never told to: its script runs once and mostly waits on tools that answer slowly (downstream MCP
+// servers), and its polling read about 50-75 us a script more at an agent's pace ("Issue 30: the
+// worker polls before it blocks").
 bool Module::Impl::WorkerMayPoll(const Activation& a) const {
   return a.flow && a.flow->profile != Profile::kCodemode && options.busy_poll.count() > 0;
 }

@@ -161,11 +161,10 @@ struct Load {
   // Optional ("durable" absent when not): the worker runs in durable mode for its life.
   std::optional<DurableStart> durable;
 };
-// `poll` (activate, result; optional, absent means false): the parent has a CPU to spare, so the
-// worker may poll stdin for its next frame before it blocks (src/worker/wait_spin.h). The parent
-// says so whenever its busy_poll is on, never to a codemode script's worker
-// (Module::Impl::WorkerMayPoll); the worker yields between two looks, so it takes only a CPU
-// nothing else wants. A worker told nothing blocks at once.
+// `poll` (activate, result; optional, absent means false): the worker may poll stdin for its next
+// frame before it blocks (src/worker/wait_spin.h). The parent says so whenever its busy_poll is
+// on, never to a codemode script's worker (Module::Impl::WorkerMayPoll); the worker yields between
+// two looks, so it takes only a CPU nothing else wants. A worker told nothing blocks at once.
 struct Activate {
   int64_t activation = 0;
   Json input;
