@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "parent/loop/event_loop.h"
@@ -153,51 +154,76 @@ TEST_F(BusyPollTest, TheYieldingPollEndsAtItsPeriodAndTheLoopThenWaits) {
 }
 
 // The poll window adapts (set_busy_poll): it doubles, up to its max, after a wait whose poll ran out
-// and that something still ended within twice the max (here another thread's write, sent a little
-// after the window), stays when the poll itself finds what comes, and halves, not below its
-// period, after a wait that nothing ended. The delays are sleeps, which never end early; a write
-// more than 16 ms late would be read as a far one.
+// and that something still ended within twice the max, stays when the poll itself finds what
+// comes, and halves, not below its period, after a wait that nothing ended. The poll reads a clock
+// the test moves (set_poll_clock_for_test), 100 us a read: what "comes" is written by that clock
+// at the moment the poll runs out (so the wait that follows ends at once), then the clock is
+// either soon after or far past twice the max. No thread races the poll (CI's first run of this
+// test, with another thread writing 2-3 ms after the window on a loaded machine, failed).
 TEST_F(BusyPollTest, ThePollWindowGrowsWhileWhatComesComesSoonAfterItAndShrinksWhenNothingDoes) {
+  using Clock = EventLoop::Clock;
+  struct Pass {
+    std::optional<std::chrono::microseconds> write_after;  // write this long after the poll's start
+    std::chrono::microseconds then{0};                      // and move the clock on this much
+  };
+  Pass pass;
+  bool wrote = false;
+  std::optional<Clock::time_point> poll_start;
+  Clock::time_point t = Clock::now();
+  loop_->set_poll_clock_for_test([&] {
+    t += 100us;
+    if (!poll_start) {
+      poll_start = t;
+    } else if (pass.write_after && t - *poll_start >= *pass.write_after) {
+      pass.write_after.reset();
+      mine_.Put();
+      wrote = true;
+      t += pass.then;
+    }
+    return t;
+  });
+  auto run = [&](Pass p, bool already_there = false) {
+    pass = p;
+    wrote = already_there;
+    if (already_there) mine_.Put();  // the poll's first look finds it
+    poll_start.reset();
+    loop_->RunOnce(5ms);
+    char c;
+    if (wrote) {
+      ASSERT_EQ(::read(mine_.r, &c, 1), 1);
+    }
+  };
+  const auto soon = [&] { return Pass{loop_->poll_window(), 0us}; };  // just as the poll runs out
+  const auto far = [&] { return Pass{loop_->poll_window(), 33ms}; };  // past twice the max (16 ms)
   loop_->set_busy_poll(1ms, [] { return EventLoop::BusyPoll::kYielding; }, 8ms);
   EXPECT_EQ(loop_->poll_window(), 1ms);
-  auto pass_with_write_after = [&](std::chrono::milliseconds delay) {
-    std::thread writer([&] {
-      std::this_thread::sleep_for(delay);
-      mine_.Put();
-    });
-    loop_->RunOnce(10'000ms);
-    writer.join();
-    char c;
-    ASSERT_EQ(::read(mine_.r, &c, 1), 1);
-  };
-  pass_with_write_after(3ms);  // after the 1 ms window: it grows
-  EXPECT_EQ(loop_->poll_window(), 2ms);
-  pass_with_write_after(4ms);
+  for (const auto grown : {2ms, 4ms, 8ms, 8ms}) {  // it grows up to its max and stays there
+    run(soon());
+    EXPECT_EQ(loop_->poll_window(), grown);
+  }
+  run(Pass{}, /*already_there=*/true);
+  EXPECT_EQ(loop_->poll_window(), 8ms);
+  run(far());  // came, but too long after: as if nothing had
   EXPECT_EQ(loop_->poll_window(), 4ms);
-  pass_with_write_after(6ms);
-  EXPECT_EQ(loop_->poll_window(), 8ms);
-  pass_with_write_after(10ms);  // after the window, soon after: at its max it stays there
-  EXPECT_EQ(loop_->poll_window(), 8ms);
-  pass_with_write_after(1ms);  // found while polling: unchanged
-  EXPECT_EQ(loop_->poll_window(), 8ms);
-  EXPECT_EQ(mine_seen_, 5);
-  for (const auto expected : {4ms, 2ms, 1ms, 1ms}) {
-    loop_->RunOnce(20ms);  // nothing comes
+  for (const auto expected : {2ms, 1ms, 1ms}) {
+    run(Pass{});  // nothing comes within the pass's 5 ms
     EXPECT_EQ(loop_->poll_window(), expected);
   }
+  EXPECT_EQ(mine_seen_, 6);
   loop_->set_busy_poll(2ms, [] { return EventLoop::BusyPoll::kYielding; });  // no max: the period
-  pass_with_write_after(4ms);
+  run(soon());
   EXPECT_EQ(loop_->poll_window(), 2ms);
-  // While `windowed` says no (the module: a worker is starting), the window neither applies nor moves.
+  // While `windowed` says no (the module: a worker is starting), a pass polls its period only and
+  // the window neither applies nor moves.
   bool windowed = false;
   loop_->set_busy_poll(1ms, [] { return EventLoop::BusyPoll::kYielding; }, 8ms, [&] { return windowed; });
-  pass_with_write_after(3ms);
+  run(soon());
   EXPECT_EQ(loop_->poll_window(), 1ms);
   windowed = true;
-  pass_with_write_after(3ms);
+  run(soon());
   EXPECT_EQ(loop_->poll_window(), 2ms);
   windowed = false;
-  loop_->RunOnce(20ms);
+  run(Pass{});
   EXPECT_EQ(loop_->poll_window(), 2ms);
 }
 

@@ -158,12 +158,12 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
   bool poll_ran_out = false;  // polled its whole window and found nothing
   const bool windowed = poll != BusyPoll::kNo && (!busy_poll_windowed_ || busy_poll_windowed_());
   if (poll != BusyPoll::kNo) {
-    poll_start = Clock::now();
+    poll_start = PollNow();
     const auto until = poll_start + (windowed ? poll_window_ : busy_poll_);
     for (;;) {
       n = epoll_wait(epfd_, events, 64, 0);
       if (n != 0) break;
-      if (Clock::now() >= until) {
+      if (PollNow() >= until) {
         poll_ran_out = windowed;
         break;
       }
@@ -181,7 +181,7 @@ void EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
     n = epoll_wait(epfd_, events, 64, static_cast<int>(std::min<int64_t>(wait.count(), 3'600'000)));
     if (poll_ran_out && wait.count() > 0) {
       // The window's rule (set_busy_poll). A wait that ended on a timer halves it.
-      if (n > 0 && Clock::now() - poll_start < 2 * busy_poll_max_)
+      if (n > 0 && PollNow() - poll_start < 2 * busy_poll_max_)
         poll_window_ = std::min(poll_window_ * 2, busy_poll_max_);
       else
         poll_window_ = std::max(poll_window_ / 2, busy_poll_);

@@ -98,6 +98,10 @@ class EventLoop {
     busy_poll_windowed_ = std::move(windowed);
   }
   std::chrono::microseconds poll_window() const { return poll_window_; }
+  // Tests only: the clock the busy poll reads (its window's end, and how soon after its start a
+  // wait ended), so that a test decides what the poll sees instead of racing a thread against it.
+  // Null: steady_clock.
+  void set_poll_clock_for_test(std::function<Clock::time_point()> clock) { poll_clock_ = std::move(clock); }
   // Spins (epoll_wait without waiting) for up to `max` while nothing but `fd` can be ready: true
   // once `fd` is readable and nothing else is, false as soon as any other descriptor is ready, work
   // is posted or a timer is due, or when `max` has passed. Handles nothing (the loop's descriptors
@@ -134,6 +138,8 @@ class EventLoop {
   std::chrono::microseconds poll_window_{0};  // busy_poll_ <= poll_window_ <= busy_poll_max_
   std::function<BusyPoll()> busy_poll_mode_;
   std::function<bool()> busy_poll_windowed_;
+  std::function<Clock::time_point()> poll_clock_;  // set_poll_clock_for_test
+  Clock::time_point PollNow() const { return poll_clock_ ? poll_clock_() : Clock::now(); }
   std::atomic<std::thread::id> loop_thread_{std::this_thread::get_id()};  // read by other threads
 };
 
