@@ -127,14 +127,14 @@ class ReportsPoll : public ModuleFixture {
     Open(o);
     return Add("export default () => 1");
   }
-  // A flow granted "slow", a call its handler answers 2 ms later from another thread (the fake
+  // A flow granted "slow", a call its handler answers `after` later from another thread (the fake
   // worker makes it when its input is "slow").
-  FlowRef AddSlowFlow() {
+  FlowRef AddSlowFlow(std::chrono::milliseconds after = std::chrono::milliseconds(2)) {
     HostCallSpec spec;
     spec.name = "slow";
-    spec.handler = [](const HostCallContext&, const Json&, HostCallReply reply) {
-      std::thread([reply = std::move(reply)]() mutable {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    spec.handler = [after](const HostCallContext&, const Json&, HostCallReply reply) {
+      std::thread([reply = std::move(reply), after]() mutable {
+        std::this_thread::sleep_for(after);
         reply.Ok(7);
       }).detach();
     };
@@ -161,7 +161,8 @@ TEST_F(ReportsPoll, TheParentLetsAWorkerPollWheneverBusyPollIsOn) {
 }
 
 // Under a backlog too: with more activations running at once than there are CPUs (each waits on a
-// call answered 2 ms later from another thread), every `activate` and every answer still lets its
+// call answered 300 ms later from another thread: long enough for every worker to start before the
+// first answer, even on a loaded machine), every `activate` and every answer still lets its
 // worker poll. A polling worker yields between two looks, so whatever else is runnable on its CPU
 // (the loop, another worker) runs first: the leave does not wait for a free CPU (only an idle
 // worker woken ahead of a run does, below).
@@ -170,7 +171,7 @@ TEST_F(ReportsPoll, ABacklogsWorkersAreToldToPollToo) {
   for (const auto poll : {std::chrono::microseconds(50), std::chrono::microseconds(0)}) {
     SCOPED_TRACE("busy_poll " + std::to_string(poll.count()) + " us");
     Start(poll, 256, n);
-    FlowRef f = AddSlowFlow();
+    FlowRef f = AddSlowFlow(std::chrono::milliseconds(300));
     std::vector<ActivationResult> results;
     for (size_t i = 0; i < n; ++i)
       ASSERT_TRUE(module_->Submit(f, "slow", [&](const ActivationResult& r) { results.push_back(r); }));
