@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -191,6 +192,46 @@ TEST(SqliteStoreTest, ManyCommitsAreCheckpointedAndTheWalStaysBounded) {
   }
   RawDb raw(db);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM activations WHERE outcome='ok'"), kCommits);
+}
+
+// The checkpointer's thread takes no signal (checkpointer.cpp): `basal serve` blocks SIGTERM, SIGINT
+// and SIGHUP on its loop thread for a signalfd, and a thread that left them at their default
+// would end the daemon instead. Read from the kernel: every thread of this process but the main one
+// (ctest runs each test in a process of its own) blocks them, the main thread's mask untouched.
+TEST(SqliteStoreTest, TheCheckpointersThreadBlocksTheSignalsTheLoopHandles) {
+  TempDir dir;
+  const std::string db = dir.File("j.db");
+  auto store = MustOpen(db);
+  ASSERT_TRUE(store);
+  JournalStore& j = store->journal();
+  const auto threads = [] {
+    std::vector<std::string> tids;
+    for (const auto& e : fs::directory_iterator("/proc/self/task")) tids.push_back(e.path().filename().string());
+    return tids;
+  };
+  for (int i = 0; i < 20000 && threads().size() < 2; ++i) {  // until the first checkpoint starts it
+    auto a = j.BeginActivation(Start("a.js"));
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(store->Commit());
+  }
+  const std::vector<std::string> tids = threads();
+  ASSERT_GE(tids.size(), 2u) << "no checkpointer thread was started";
+  const auto blocked = [](const std::string& tid) {
+    std::ifstream status("/proc/self/task/" + tid + "/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("SigBlk:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+    return ~0ull;
+  };
+  const uint64_t wanted = (1ull << (SIGTERM - 1)) | (1ull << (SIGINT - 1)) | (1ull << (SIGHUP - 1));
+  const std::string main_tid = std::to_string(getpid());
+  for (const std::string& tid : tids) {
+    if (tid == main_tid) {
+      EXPECT_EQ(blocked(tid) & wanted, 0u) << "the creating thread's mask is restored";
+    } else {
+      EXPECT_EQ(blocked(tid) & wanted, wanted) << "thread " << tid;
+    }
+  }
 }
 
 // The first connection of a process turns SQLite's memory statistics off (PreferNoMemoryStatistics,

@@ -3,6 +3,11 @@
 
 #include "parent/store/sqlite/sqlite_store.h"
 
+#ifndef _WIN32
+#include <pthread.h>
+#include <signal.h>
+#endif
+
 namespace basal::sqlite {
 
 Checkpointer::~Checkpointer() {
@@ -19,7 +24,23 @@ void Checkpointer::Request() {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = true;
     wanted_ = true;
-    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+    if (!thread_.joinable()) {
+#ifndef _WIN32
+      // Started with every signal blocked, as the pool's launch thread is: signals are the loop
+      // thread's. `basal serve` blocks SIGTERM there for its signalfd (serve/lifecycle.cpp); a
+      // thread started before that, with SIGTERM at its default, could take the signal and end
+      // the daemon (a durable run's recovery checkpointed before the daemon's start was done, and
+      // the daemon's stop then read -15 instead of 0). The mask is set before the thread exists,
+      // so no signal can reach it in between.
+      sigset_t all, before;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, &before);
+#endif
+      thread_ = std::thread([this] { Run(); });
+#ifndef _WIN32
+      pthread_sigmask(SIG_SETMASK, &before, nullptr);
+#endif
+    }
   }
   cv_.notify_one();
 }
