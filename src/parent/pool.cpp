@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "parent/activation.h"
+#include "parent/signal_free_thread.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 
@@ -34,13 +35,9 @@ Pool::Pool(PoolOptions options, EventLoop& loop, WorkerLauncher& launcher, Healt
     : options_(std::move(options)), loop_(loop), launcher_(launcher), health_(health), owner_(owner),
       launches_(std::make_shared<LaunchQueue>()) {
   launches_->pool = this;
-  launch_thread_ = std::thread([q = launches_, &launcher, &loop] {
-    // Every signal blocked: signals are the loop thread's (serve's signalfd blocks SIGTERM there
-    // and would lose it to a thread that left it at its default). The worker's own mask is set by
-    // the launch (posix_spawn's SETSIGMASK), not inherited from here.
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  // The launch thread takes no signal (signal_free_thread.h). The worker's own mask is set by the
+  // launch (posix_spawn's SETSIGMASK), not inherited from here.
+  launch_thread_ = SignalFreeThread([q = launches_, &launcher, &loop] {
     std::unique_lock lock(q->mu);
     for (;;) {
       q->cv.wait(lock, [&] { return q->stopping || !q->requests.empty(); });

@@ -1,12 +1,8 @@
 // See checkpointer.h and docs/journal.md ("Durability").
 #include "parent/store/sqlite/checkpointer.h"
 
+#include "parent/signal_free_thread.h"
 #include "parent/store/sqlite/sqlite_store.h"
-
-#ifndef _WIN32
-#include <pthread.h>
-#include <signal.h>
-#endif
 
 namespace basal::sqlite {
 
@@ -24,23 +20,10 @@ void Checkpointer::Request() {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = true;
     wanted_ = true;
-    if (!thread_.joinable()) {
-#ifndef _WIN32
-      // Started with every signal blocked, as the pool's launch thread is: signals are the loop
-      // thread's. `basal serve` blocks SIGTERM there for its signalfd (serve/lifecycle.cpp); a
-      // thread started before that, with SIGTERM at its default, could take the signal and end
-      // the daemon (a durable run's recovery checkpointed before the daemon's start was done, and
-      // the daemon's stop then read -15 instead of 0). The mask is set before the thread exists,
-      // so no signal can reach it in between.
-      sigset_t all, before;
-      sigfillset(&all);
-      pthread_sigmask(SIG_BLOCK, &all, &before);
-#endif
-      thread_ = std::thread([this] { Run(); });
-#ifndef _WIN32
-      pthread_sigmask(SIG_SETMASK, &before, nullptr);
-#endif
-    }
+    // It takes no signal (signal_free_thread.h): started by a serve daemon's recovery, before the
+    // daemon blocked SIGTERM for its signalfd, it once took the SIGTERM meant for the drain and the
+    // daemon died of it.
+    if (!thread_.joinable()) thread_ = SignalFreeThread([this] { Run(); });
   }
   cv_.notify_one();
 }
