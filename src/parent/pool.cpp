@@ -1,8 +1,6 @@
 #include "parent/pool.h"
 
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
